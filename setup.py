@@ -1,0 +1,14 @@
+"""The C parts of seglog: the per-record loops of the record format."""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "seglog.records._codec",
+            sources=["src/seglog/records/_codec.c"],
+            depends=["src/seglog/records/_varint.h"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+        ),
+    ],
+)

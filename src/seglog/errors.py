@@ -1,0 +1,130 @@
+"""The one family of errors seglog raises.
+
+Every error carries the Kafka error code it maps to (so the broker can put it
+on the wire unchanged) and, where it is known, the place it happened: the file,
+the byte position in that file or buffer, and the offset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class SeglogError(Exception):
+    """Base of every seglog error. ``error_code`` is Kafka's protocol code."""
+
+    error_code = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        position: int | None = None,
+        offset: int | None = None,
+    ) -> None:
+        self.message = message
+        self.file = file
+        self.position = position
+        self.offset = offset
+        super().__init__(self._describe())
+
+    def _describe(self) -> str:
+        where = []
+        if self.file is not None:
+            where.append(f"file {self.file}")
+        if self.position is not None:
+            where.append(f"position {self.position}")
+        if self.offset is not None:
+            where.append(f"offset {self.offset}")
+        return f"{self.message} ({', '.join(where)})" if where else self.message
+
+    def at(self, **place: Any) -> SeglogError:
+        """Fill in the place where a lower layer did not know it."""
+        for name in ("file", "position", "offset"):
+            if getattr(self, name) is None and place.get(name) is not None:
+                setattr(self, name, place[name])
+        self.args = (self._describe(),)
+        return self
+
+
+# --- record format -----------------------------------------------------------
+
+
+class CorruptRecordError(SeglogError):
+    """Bytes that are not a valid record batch: bad magic, CRC, size, varint."""
+
+    error_code = 2  # CORRUPT_MESSAGE
+
+
+class UnsupportedCompressionTypeError(CorruptRecordError):
+    error_code = 76  # UNSUPPORTED_COMPRESSION_TYPE
+
+
+class InvalidRecordError(SeglogError):
+    """A well-formed batch the log refuses (no key on a compacted topic, ...)."""
+
+    error_code = 87  # INVALID_RECORD
+
+
+class InvalidTimestampError(SeglogError):
+    error_code = 32  # INVALID_TIMESTAMP
+
+
+class RecordTooLargeError(SeglogError):
+    """A batch larger than ``max.message.bytes`` or a segment can hold."""
+
+    error_code = 10  # MESSAGE_TOO_LARGE
+
+
+# --- storage -----------------------------------------------------------------
+
+
+class OffsetOutOfRangeError(SeglogError):
+    """An offset outside [log start offset, log end offset]."""
+
+    error_code = 1  # OFFSET_OUT_OF_RANGE
+
+    def __init__(self, message: str, *, log_start_offset: int, log_end_offset: int, **place: Any) -> None:
+        self.log_start_offset = log_start_offset
+        self.log_end_offset = log_end_offset
+        super().__init__(f"{message}; valid range is [{log_start_offset}, {log_end_offset}]", **place)
+
+
+class UnexpectedAppendOffsetError(SeglogError):
+    """A follower append whose offsets do not continue the log."""
+
+
+class CorruptIndexError(SeglogError):
+    """An index file that fails Kafka's sanity checks; it is rebuilt from its log."""
+
+
+class KafkaStorageError(SeglogError):
+    """An I/O error (a full disk, a failed fsync) on a log directory."""
+
+    error_code = 56  # KAFKA_STORAGE_ERROR
+
+
+class LogDirLockedError(KafkaStorageError):
+    """Another process owns the log directory."""
+
+
+class InvalidTopicError(SeglogError):
+    error_code = 17  # INVALID_TOPIC_EXCEPTION
+
+
+class TopicExistsError(SeglogError):
+    error_code = 36  # TOPIC_ALREADY_EXISTS
+
+
+class UnknownTopicOrPartitionError(SeglogError):
+    error_code = 3  # UNKNOWN_TOPIC_OR_PARTITION
+
+
+class InvalidPartitionsError(SeglogError):
+    error_code = 37  # INVALID_PARTITIONS
+
+
+class InvalidConfigurationError(SeglogError):
+    error_code = 40  # INVALID_CONFIG
+

@@ -1,0 +1,63 @@
+"""Kafka's message format, sans-IO: bytes in, values out.
+
+Record batch v2 (``RecordBatch``, ``build_batch``), legacy v0/v1 message sets
+(``LegacyBatch``), control records, the four codecs, and ``BatchIterator``
+to walk any buffer of batches (a segment, an mmap, a fetch response).
+"""
+
+from .batch import (
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    NO_TIMESTAMP,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+)
+from .batches import AnyBatch, BatchIterator, iter_batches, peek_frame
+from .compression import Compression
+from .control import (
+    ControlRecord,
+    ControlRecordType,
+    EndTransactionMarker,
+    LeaderChange,
+    SnapshotFooter,
+    SnapshotHeader,
+    UnknownControlRecord,
+    end_transaction_marker,
+    parse_control_record,
+)
+from .legacy import LegacyBatch, build_message_set
+from .record import Header, Record
+
+__all__ = [
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "NO_PARTITION_LEADER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "AnyBatch",
+    "BatchIterator",
+    "Compression",
+    "ControlRecord",
+    "ControlRecordType",
+    "EndTransactionMarker",
+    "Header",
+    "LeaderChange",
+    "LegacyBatch",
+    "Record",
+    "RecordBatch",
+    "SnapshotFooter",
+    "SnapshotHeader",
+    "TimestampType",
+    "UnknownControlRecord",
+    "build_batch",
+    "build_message_set",
+    "end_transaction_marker",
+    "iter_batches",
+    "parse_control_record",
+    "peek_frame",
+]

@@ -1,0 +1,560 @@
+/* The per-record hot loops of the v2 record format, in C.
+ *
+ * A v2 record (Kafka's DefaultRecord), every integer a zigzag varint:
+ *
+ *   length          varint   bytes after this field
+ *   attributes      int8     unused
+ *   timestampDelta  varlong  timestamp - batch baseTimestamp
+ *   offsetDelta     varint   offset - batch baseOffset
+ *   keyLength       varint   -1 = null key
+ *   key             bytes
+ *   valueLength     varint   -1 = null value (a tombstone)
+ *   value           bytes
+ *   headerCount     varint
+ *   headers         headerKeyLength varint, key utf-8,
+ *                   headerValueLength varint (-1 = null), value
+ *
+ * Everything else (batch headers, CRC, compression) stays in Python: it is
+ * per batch, not per record. Decoding never trusts a length field for an
+ * allocation: every length is checked against the bytes actually present.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <limits.h>
+#include <string.h>
+
+#include "_varint.h"
+
+static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
+
+static PyObject *
+corrupt(Py_ssize_t batch_position, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, args);
+    va_end(args);
+    if (msg == NULL)
+        return NULL;
+    PyObject *kwargs = Py_BuildValue("{s:n}", "position", batch_position);
+    PyObject *argv = PyTuple_Pack(1, msg);
+    Py_DECREF(msg);
+    if (kwargs && argv) {
+        PyObject *exc = PyObject_Call(CorruptRecordError, argv, kwargs);
+        if (exc) {
+            PyErr_SetObject(CorruptRecordError, exc);
+            Py_DECREF(exc);
+        }
+    }
+    Py_XDECREF(kwargs);
+    Py_XDECREF(argv);
+    return NULL;
+}
+
+static const char *
+varint_fault(int rc)
+{
+    return rc == VARINT_TOO_LONG ? "varint too long" : "truncated varint";
+}
+
+/* ------------------------------------------------------------------ decode */
+
+typedef struct {
+    const uint8_t *start;
+    Py_ssize_t batch_position;
+    Py_ssize_t index; /* record number, for messages */
+} Ctx;
+
+#define READ_VARINT(pp, end, max, out, what)                                                     \
+    do {                                                                                         \
+        int rc_ = varint_read(pp, end, max, out);                                                \
+        if (rc_ != VARINT_OK)                                                                    \
+            return corrupt(ctx->batch_position, "record %zd: %s in %s at byte %zd of the records", \
+                           ctx->index, varint_fault(rc_), what, (Py_ssize_t)(*(pp) - ctx->start)); \
+    } while (0)
+
+/* Reads a length-prefixed byte string; -1 means null. */
+static PyObject *
+read_bytes(const uint8_t **pp, const uint8_t *end, Ctx *ctx, const char *what, int as_text)
+{
+    int64_t len;
+    READ_VARINT(pp, end, 5, &len, what);
+    if (len == -1)
+        Py_RETURN_NONE;
+    if (len < -1 || len > end - *pp)
+        return corrupt(ctx->batch_position,
+                       "record %zd: %s length %lld out of range (%zd bytes left) at byte %zd of the records",
+                       ctx->index, what, (long long)len, (Py_ssize_t)(end - *pp),
+                       (Py_ssize_t)(*pp - ctx->start));
+    const char *data = (const char *)*pp;
+    *pp += len;
+    if (as_text)
+        return PyUnicode_DecodeUTF8(data, (Py_ssize_t)len, "surrogateescape");
+    return PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+}
+
+static PyObject *
+read_headers(const uint8_t **pp, const uint8_t *end, Ctx *ctx)
+{
+    int64_t count;
+    READ_VARINT(pp, end, 5, &count, "header count");
+    if (count == 0) {
+        return PyTuple_New(0);
+    }
+    /* each header takes at least two bytes, so a count past that is a lie */
+    if (count < 0 || count > (end - *pp) / 2)
+        return corrupt(ctx->batch_position, "record %zd: header count %lld out of range", ctx->index,
+                       (long long)count);
+    PyObject *headers = PyTuple_New((Py_ssize_t)count);
+    if (headers == NULL)
+        return NULL;
+    for (Py_ssize_t h = 0; h < count; h++) {
+        const uint8_t *at = *pp;
+        PyObject *key = read_bytes(pp, end, ctx, "header key", 1);
+        if (key == NULL)
+            goto fail;
+        if (key == Py_None) {
+            Py_DECREF(key);
+            corrupt(ctx->batch_position, "record %zd: null header key at byte %zd of the records",
+                    ctx->index, (Py_ssize_t)(at - ctx->start));
+            goto fail;
+        }
+        PyObject *value = read_bytes(pp, end, ctx, "header value", 0);
+        if (value == NULL) {
+            Py_DECREF(key);
+            goto fail;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(key);
+            Py_DECREF(value);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, key);
+        PyTuple_SET_ITEM(pair, 1, value);
+        PyTuple_SET_ITEM(headers, h, pair);
+    }
+    return headers;
+fail:
+    Py_DECREF(headers);
+    return NULL;
+}
+
+/* Builds one record as an instance of the tuple subclass `type`:
+ * (key, value, timestamp, headers, offset). */
+static PyObject *
+decode_one(const uint8_t **pp, const uint8_t *end, Ctx *ctx, PyTypeObject *type, long long base_offset,
+           long long base_timestamp, int log_append_time, long long max_timestamp)
+{
+    int64_t length, ts_delta, off_delta;
+    const uint8_t *at = *pp;
+    READ_VARINT(pp, end, 5, &length, "record length");
+    if (length < 6 || length > end - *pp)
+        return corrupt(ctx->batch_position,
+                       "record %zd: length %lld out of range (%zd bytes left) at byte %zd of the records",
+                       ctx->index, (long long)length, (Py_ssize_t)(end - *pp), (Py_ssize_t)(at - ctx->start));
+    const uint8_t *rend = *pp + length;
+    *pp += 1; /* attributes: unused */
+    READ_VARINT(pp, rend, 10, &ts_delta, "timestamp delta");
+    READ_VARINT(pp, rend, 5, &off_delta, "offset delta");
+    PyObject *key = read_bytes(pp, rend, ctx, "key", 0);
+    if (key == NULL)
+        return NULL;
+    PyObject *value = read_bytes(pp, rend, ctx, "value", 0);
+    if (value == NULL) {
+        Py_DECREF(key);
+        return NULL;
+    }
+    PyObject *headers = read_headers(pp, rend, ctx);
+    if (headers == NULL)
+        goto fail2;
+    if (*pp != rend) {
+        corrupt(ctx->batch_position, "record %zd: %zd bytes left over inside the record at byte %zd of the records",
+                ctx->index, (Py_ssize_t)(rend - *pp), (Py_ssize_t)(at - ctx->start));
+        goto fail3;
+    }
+    PyObject *ts = PyLong_FromLongLong(log_append_time ? max_timestamp : base_timestamp + ts_delta);
+    if (ts == NULL)
+        goto fail3;
+    PyObject *off = PyLong_FromLongLong(base_offset + off_delta);
+    if (off == NULL) {
+        Py_DECREF(ts);
+        goto fail3;
+    }
+    PyObject *rec = type->tp_alloc(type, 5);
+    if (rec == NULL) {
+        Py_DECREF(ts);
+        Py_DECREF(off);
+        goto fail3;
+    }
+    PyTuple_SET_ITEM(rec, 0, key);
+    PyTuple_SET_ITEM(rec, 1, value);
+    PyTuple_SET_ITEM(rec, 2, ts);
+    PyTuple_SET_ITEM(rec, 3, headers);
+    PyTuple_SET_ITEM(rec, 4, off);
+    return rec;
+fail3:
+    Py_DECREF(headers);
+fail2:
+    Py_DECREF(key);
+    Py_DECREF(value);
+    return NULL;
+}
+
+PyDoc_STRVAR(decode_records_doc,
+             "decode_records(records, count, base_offset, base_timestamp, log_append_time, max_timestamp, "
+             "record_type, batch_position) -> list\n\n"
+             "Decode `count` v2 records from the (decompressed) records section of a batch.\n"
+             "In a LogAppendTime batch every record's timestamp is max_timestamp.");
+
+static PyObject *
+decode_records(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t count, batch_position;
+    long long base_offset, base_timestamp, max_timestamp;
+    int log_append_time;
+    PyObject *type;
+    if (!PyArg_ParseTuple(args, "y*nLLpLO!n", &buf, &count, &base_offset, &base_timestamp, &log_append_time,
+                          &max_timestamp, &PyType_Type, &type, &batch_position))
+        return NULL;
+    if (!PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
+        return NULL;
+    }
+    const uint8_t *p = buf.buf, *end = (const uint8_t *)buf.buf + buf.len;
+    Ctx ctx = {p, batch_position, 0};
+    PyObject *out = NULL;
+    /* a record takes at least 7 bytes: never size a list by a hostile count */
+    if (count < 0 || count > buf.len / 7) {
+        corrupt(batch_position, "record count %zd does not fit in %zd bytes of records", count, buf.len);
+        goto done;
+    }
+    out = PyList_New(count);
+    if (out == NULL)
+        goto done;
+    for (; ctx.index < count; ctx.index++) {
+        PyObject *rec = decode_one(&p, end, &ctx, (PyTypeObject *)type, base_offset, base_timestamp,
+                                   log_append_time, max_timestamp);
+        if (rec == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, ctx.index, rec);
+    }
+    if (p != end) {
+        Py_CLEAR(out);
+        corrupt(batch_position, "record count %zd disagrees with the batch: %zd bytes follow the last record",
+                count, (Py_ssize_t)(end - p));
+    }
+done:
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+/* ------------------------------------------------------------------ encode */
+
+typedef struct {
+    PyObject *array; /* bytearray being filled */
+    Py_ssize_t len;
+} Out;
+
+static uint8_t *
+out_reserve(Out *o, Py_ssize_t extra)
+{
+    Py_ssize_t cap = PyByteArray_GET_SIZE(o->array);
+    if (o->len + extra > cap) {
+        Py_ssize_t want = cap * 2 > o->len + extra ? cap * 2 : o->len + extra;
+        if (PyByteArray_Resize(o->array, want) < 0)
+            return NULL;
+    }
+    return (uint8_t *)PyByteArray_AS_STRING(o->array) + o->len;
+}
+
+typedef struct {
+    Py_buffer key, value;
+    int has_key, has_value;
+} KV;
+
+static int
+get_optional_buffer(PyObject *obj, Py_buffer *view, int *present, const char *what)
+{
+    *present = 0;
+    if (obj == Py_None)
+        return 0;
+    if (PyUnicode_Check(obj)) {
+        PyErr_Format(PyExc_TypeError, "record %s must be bytes or None, not str", what);
+        return -1;
+    }
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0)
+        return -1;
+    *present = 1;
+    return 0;
+}
+
+/* The utf-8 bytes of a header key (str, or bytes as given). New reference. */
+static PyObject *
+header_key_bytes(PyObject *key)
+{
+    if (PyUnicode_Check(key))
+        return PyUnicode_AsEncodedString(key, "utf-8", "surrogateescape");
+    if (PyBytes_Check(key)) {
+        Py_INCREF(key);
+        return key;
+    }
+    PyErr_SetString(PyExc_TypeError, "header key must be str");
+    return NULL;
+}
+
+/* Size of the headers section, or -1 on error. Leaves the encoded keys in keys. */
+static Py_ssize_t
+headers_size(PyObject *headers, PyObject **seq_out, PyObject **keys_out)
+{
+    *seq_out = NULL;
+    *keys_out = NULL;
+    if (headers == Py_None)
+        return varint_size(0);
+    PyObject *seq = PySequence_Fast(headers, "record headers must be a sequence of (key, value) pairs");
+    if (seq == NULL)
+        return -1;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *keys = PyList_New(n);
+    if (keys == NULL) {
+        Py_DECREF(seq);
+        return -1;
+    }
+    Py_ssize_t size = varint_size(n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PySequence_Fast_GET_ITEM(seq, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a record header must be a (key, value) tuple");
+            goto fail;
+        }
+        PyObject *kb = header_key_bytes(PyTuple_GET_ITEM(pair, 0));
+        if (kb == NULL)
+            goto fail;
+        PyList_SET_ITEM(keys, i, kb);
+        Py_ssize_t klen = PyBytes_GET_SIZE(kb);
+        size += varint_size(klen) + klen;
+        PyObject *v = PyTuple_GET_ITEM(pair, 1);
+        if (v == Py_None) {
+            size += varint_size(-1);
+        } else {
+            Py_buffer vb;
+            if (PyUnicode_Check(v) || PyObject_GetBuffer(v, &vb, PyBUF_SIMPLE) < 0) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_TypeError, "header value must be bytes or None");
+                goto fail;
+            }
+            size += varint_size(vb.len) + vb.len;
+            PyBuffer_Release(&vb);
+        }
+    }
+    *seq_out = seq;
+    *keys_out = keys;
+    return size;
+fail:
+    Py_DECREF(seq);
+    Py_DECREF(keys);
+    return -1;
+}
+
+static uint8_t *
+write_bytes(uint8_t *p, const void *data, Py_ssize_t len)
+{
+    p = varint_write(p, len);
+    memcpy(p, data, len);
+    return p + len;
+}
+
+static int
+write_headers(uint8_t *p, PyObject *seq, PyObject *keys)
+{
+    if (seq == NULL) {
+        varint_write(p, 0);
+        return 0;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    p = varint_write(p, n);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *kb = PyList_GET_ITEM(keys, i);
+        p = write_bytes(p, PyBytes_AS_STRING(kb), PyBytes_GET_SIZE(kb));
+        PyObject *v = PyTuple_GET_ITEM(PySequence_Fast_GET_ITEM(seq, i), 1);
+        if (v == Py_None) {
+            p = varint_write(p, -1);
+        } else {
+            Py_buffer vb;
+            if (PyObject_GetBuffer(v, &vb, PyBUF_SIMPLE) < 0)
+                return -1;
+            p = write_bytes(p, vb.buf, vb.len);
+            PyBuffer_Release(&vb);
+        }
+    }
+    return 0;
+}
+
+static int
+get_timestamp(PyObject *obj, long long fallback, long long *out)
+{
+    if (obj == Py_None) {
+        *out = fallback;
+        return 0;
+    }
+    *out = PyLong_AsLongLong(obj);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+/* Appends one record; returns its timestamp through ts_out. */
+static int
+encode_one(Out *o, PyObject *rec, Py_ssize_t index, long long base_offset, long long *base_timestamp,
+           long long default_ts, int keep_offsets, long long *ts_out, long long *delta_out)
+{
+    PyObject *fields = PySequence_Fast(rec, "a record must be a Record or a tuple");
+    if (fields == NULL)
+        return -1;
+    int rc = -1;
+    Py_ssize_t nf = PySequence_Fast_GET_SIZE(fields);
+    if (nf < 2 || (keep_offsets && nf < 5)) {
+        PyErr_SetString(PyExc_TypeError, "a record needs (key, value[, timestamp, headers, offset])");
+        Py_DECREF(fields);
+        return -1;
+    }
+    PyObject **f = PySequence_Fast_ITEMS(fields);
+    KV kv;
+    PyObject *hseq = NULL, *hkeys = NULL;
+    long long ts, off_delta = index;
+    if (get_timestamp(nf > 2 ? f[2] : Py_None, default_ts, &ts) < 0)
+        goto out;
+    if (*base_timestamp == LLONG_MIN)
+        *base_timestamp = ts;
+    if (keep_offsets) {
+        long long off = PyLong_AsLongLong(f[4]);
+        if (off == -1 && PyErr_Occurred())
+            goto out;
+        off_delta = off - base_offset;
+        if (off_delta < *delta_out || off_delta > INT32_MAX) {
+            PyErr_Format(PyExc_ValueError, "record offset %lld does not follow the batch's offsets", off);
+            goto out;
+        }
+    }
+    if (get_optional_buffer(f[0], &kv.key, &kv.has_key, "key") < 0)
+        goto out;
+    if (get_optional_buffer(f[1], &kv.value, &kv.has_value, "value") < 0)
+        goto out_key;
+    Py_ssize_t hsize = headers_size(nf > 3 ? f[3] : Py_None, &hseq, &hkeys);
+    if (hsize < 0)
+        goto out_value;
+    long long ts_delta = ts - *base_timestamp;
+    Py_ssize_t klen = kv.has_key ? kv.key.len : -1, vlen = kv.has_value ? kv.value.len : -1;
+    Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(off_delta) + varint_size(klen) +
+                      (klen > 0 ? klen : 0) + varint_size(vlen) + (vlen > 0 ? vlen : 0) + hsize;
+    uint8_t *p = out_reserve(o, body + 5);
+    if (p == NULL)
+        goto out_headers;
+    uint8_t *start = p;
+    p = varint_write(p, body);
+    *p++ = 0;
+    p = varint_write(p, ts_delta);
+    p = varint_write(p, off_delta);
+    p = kv.has_key ? write_bytes(p, kv.key.buf, klen) : varint_write(p, -1);
+    p = kv.has_value ? write_bytes(p, kv.value.buf, vlen) : varint_write(p, -1);
+    if (write_headers(p, hseq, hkeys) < 0)
+        goto out_headers;
+    o->len += (p - start) + hsize;
+    *ts_out = ts;
+    *delta_out = off_delta;
+    rc = 0;
+out_headers:
+    Py_XDECREF(hseq);
+    Py_XDECREF(hkeys);
+out_value:
+    if (kv.has_value)
+        PyBuffer_Release(&kv.value);
+out_key:
+    if (kv.has_key)
+        PyBuffer_Release(&kv.key);
+out:
+    Py_DECREF(fields);
+    return rc;
+}
+
+PyDoc_STRVAR(encode_records_doc,
+             "encode_records(records, base_offset, base_timestamp, default_timestamp, keep_offsets, "
+             "header_room) -> (bytearray, count, base_timestamp, max_timestamp, last_offset_delta)\n\n"
+             "Encode records as the records section of a v2 batch, after header_room zero bytes.\n"
+             "A record is a sequence (key, value[, timestamp, headers, offset]); a timestamp of\n"
+             "None takes default_timestamp, a base_timestamp of None the first record's.\n"
+             "With keep_offsets, offset deltas come from each record's offset.");
+
+static PyObject *
+encode_records(PyObject *self, PyObject *args)
+{
+    PyObject *records, *base_ts_obj;
+    long long base_offset, default_ts;
+    int keep_offsets;
+    Py_ssize_t header_room;
+    if (!PyArg_ParseTuple(args, "OLOLpn", &records, &base_offset, &base_ts_obj, &default_ts, &keep_offsets,
+                          &header_room))
+        return NULL;
+    PyObject *seq = PySequence_Fast(records, "records must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    long long base_ts = LLONG_MIN;
+    if (base_ts_obj != Py_None && get_timestamp(base_ts_obj, 0, &base_ts) < 0) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    Out o = {PyByteArray_FromStringAndSize(NULL, header_room + 64 + n * 24), header_room};
+    if (o.array == NULL) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    memset(PyByteArray_AS_STRING(o.array), 0, header_room);
+    long long max_ts = -1, delta = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long ts;
+        if (keep_offsets && i > 0)
+            delta += 1; /* offsets must strictly increase */
+        if (encode_one(&o, PySequence_Fast_GET_ITEM(seq, i), i, base_offset, &base_ts, default_ts, keep_offsets,
+                       &ts, &delta) < 0) {
+            Py_DECREF(seq);
+            Py_DECREF(o.array);
+            return NULL;
+        }
+        if (ts > max_ts)
+            max_ts = ts;
+    }
+    Py_DECREF(seq);
+    if (PyByteArray_Resize(o.array, o.len) < 0) {
+        Py_DECREF(o.array);
+        return NULL;
+    }
+    if (base_ts == LLONG_MIN)
+        base_ts = -1;
+    return Py_BuildValue("NnLLL", o.array, n, base_ts, max_ts, n ? delta : -1LL);
+}
+
+static PyMethodDef methods[] = {
+    {"decode_records", decode_records, METH_VARARGS, decode_records_doc},
+    {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "seglog.records._codec", "The per-record loops of the v2 record format.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__codec(void)
+{
+    PyObject *errors = PyImport_ImportModule("seglog.errors");
+    if (errors == NULL)
+        return NULL;
+    CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
+    Py_DECREF(errors);
+    if (CorruptRecordError == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,21 @@
+from collections.abc import Sequence
+from typing import Any
+
+def decode_records(
+    records: Any,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: bool,
+    max_timestamp: int,
+    record_type: type,
+    batch_position: int,
+) -> list[Any]: ...
+def encode_records(
+    records: Sequence[Any],
+    base_offset: int,
+    base_timestamp: int | None,
+    default_timestamp: int,
+    keep_offsets: bool,
+    header_room: int,
+) -> tuple[bytearray, int, int, int, int]: ...

@@ -1,0 +1,359 @@
+"""Record batch v2 (magic 2): a lazy view over the bytes, and a builder.
+
+Layout, big-endian (Kafka's DefaultRecordBatch)::
+
+    offset  size  field
+    0       8     baseOffset             rewritten by the broker on append
+    8       4     batchLength            bytes after this field
+    12      4     partitionLeaderEpoch   rewritten by the broker on append
+    16      1     magic                  2
+    17      4     crc                    CRC32C of bytes 21..end
+    21      2     attributes             bits 0-2 codec, 3 LogAppendTime,
+                                         4 transactional, 5 control,
+                                         6 has delete horizon
+    23      4     lastOffsetDelta
+    27      8     baseTimestamp          the delete horizon when bit 6 is set
+    35      8     maxTimestamp
+    43      8     producerId
+    51      2     producerEpoch
+    53      4     baseSequence
+    57      4     recordCount
+    61      ...   records (compressed as one block when the codec is not none)
+
+baseOffset and partitionLeaderEpoch sit before the CRC'd range, so a broker
+rewrites them in place without touching the CRC; maxTimestamp and the
+LogAppendTime bit are inside it, so stamping LogAppendTime recomputes it.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError
+from . import _codec
+from .compression import Compression, compress, decompress
+from .record import Record
+
+if TYPE_CHECKING:
+    from .control import ControlRecord
+
+Buffer = bytes | bytearray | memoryview
+
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the framing shared by every magic
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+CRC_START = 21
+MAGIC = 2
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I64 = struct.Struct(">q")
+
+_CODEC_MASK = 0x07
+_LOG_APPEND_TIME = 0x08
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+_DELETE_HORIZON = 0x40
+
+NO_TIMESTAMP = -1
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+
+
+class TimestampType(enum.IntEnum):
+    NO_TIMESTAMP_TYPE = -1  # magic 0
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+    @property
+    def label(self) -> str:
+        return {-1: "NO_TIMESTAMP_TYPE", 0: "CreateTime", 1: "LogAppendTime"}[self]
+
+
+def _i32(buf: Buffer, at: int) -> int:
+    return _I32.unpack_from(buf, at)[0]
+
+
+def _i64(buf: Buffer, at: int) -> int:
+    return _I64.unpack_from(buf, at)[0]
+
+
+class RecordBatch:
+    """A v2 batch over a buffer holding exactly its bytes; fields are read on access.
+
+    ``position`` is where the batch starts in the file or buffer it came from,
+    for error messages and indexes. Nothing is decoded until asked for; the
+    in-place setters need a writable buffer (a ``bytearray`` or a writable
+    ``memoryview``).
+    """
+
+    __slots__ = ("buffer", "position")
+    magic = MAGIC
+
+    def __init__(self, buffer: Buffer, position: int = 0) -> None:
+        self.buffer = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        self.position = position
+        if len(self.buffer) < HEADER_SIZE:
+            raise CorruptRecordError(f"batch of {len(self.buffer)} bytes is shorter than a header", position=position)
+
+    # --- header fields ---------------------------------------------------------
+
+    @property
+    def base_offset(self) -> int:
+        return _i64(self.buffer, 0)
+
+    @property
+    def batch_length(self) -> int:
+        return _i32(self.buffer, 8)
+
+    @property
+    def partition_leader_epoch(self) -> int:
+        return _i32(self.buffer, 12)
+
+    @property
+    def crc(self) -> int:
+        return _U32.unpack_from(self.buffer, 17)[0]
+
+    @property
+    def attributes(self) -> int:
+        return _I16.unpack_from(self.buffer, 21)[0]
+
+    @property
+    def last_offset_delta(self) -> int:
+        return _i32(self.buffer, 23)
+
+    @property
+    def base_timestamp(self) -> int:
+        return _i64(self.buffer, 27)
+
+    @property
+    def max_timestamp(self) -> int:
+        return _i64(self.buffer, 35)
+
+    @property
+    def producer_id(self) -> int:
+        return _i64(self.buffer, 43)
+
+    @property
+    def producer_epoch(self) -> int:
+        return _I16.unpack_from(self.buffer, 51)[0]
+
+    @property
+    def base_sequence(self) -> int:
+        return _i32(self.buffer, 53)
+
+    @property
+    def record_count(self) -> int:
+        return _i32(self.buffer, 57)
+
+    # --- derived ---------------------------------------------------------------
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self.buffer)
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+    @property
+    def last_sequence(self) -> int:
+        base = self.base_sequence
+        if base == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (base + self.last_offset_delta) & 0x7FFFFFFF  # wraps as Kafka's incrementSequence
+
+    @property
+    def compression(self) -> Compression:
+        code = self.attributes & _CODEC_MASK
+        try:
+            return Compression(code)
+        except ValueError:
+            raise CorruptRecordError(f"unknown compression codec id {code}", position=self.position) from None
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return TimestampType.LOG_APPEND_TIME if self.attributes & _LOG_APPEND_TIME else TimestampType.CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & _DELETE_HORIZON)
+
+    @property
+    def delete_horizon_ms(self) -> int:
+        return self.base_timestamp if self.has_delete_horizon else NO_TIMESTAMP
+
+    def compute_crc(self) -> int:
+        return crc32c(self.buffer[CRC_START:])
+
+    @property
+    def is_valid(self) -> bool:
+        return self.crc == self.compute_crc()
+
+    def validate(self) -> None:
+        """Check framing and CRC; raise CorruptRecordError naming the fault."""
+        if self.buffer[16] != MAGIC:
+            raise CorruptRecordError(f"bad magic {self.buffer[16]} in a v2 batch", position=self.position)
+        if self.batch_length + LOG_OVERHEAD != len(self.buffer):
+            raise CorruptRecordError(
+                f"batch length {self.batch_length} disagrees with the {len(self.buffer)} bytes framed",
+                position=self.position,
+            )
+        stored, computed = self.crc, self.compute_crc()
+        if stored != computed:
+            raise CorruptRecordError(
+                f"CRC mismatch: stored {stored:#010x}, computed {computed:#010x}",
+                position=self.position,
+                offset=self.base_offset,
+            )
+        if self.record_count < 0 or self.last_offset_delta < -1:
+            raise CorruptRecordError(
+                f"record count {self.record_count} / last offset delta {self.last_offset_delta} out of range",
+                position=self.position,
+                offset=self.base_offset,
+            )
+
+    # --- records ---------------------------------------------------------------
+
+    def records_section(self) -> Buffer:
+        """The records' bytes, decompressed when the batch is compressed."""
+        body = self.buffer[HEADER_SIZE:]
+        codec = self.attributes & _CODEC_MASK
+        if codec == 0:
+            return body
+        try:
+            return decompress(codec, body)
+        except CorruptRecordError as e:
+            raise e.at(position=self.position, offset=self.base_offset) from None
+
+    def records(self) -> list[Record]:
+        """Decode every record (control records too; see ``control_records``)."""
+        head = HEADER.unpack_from(self.buffer, 0)
+        attributes, base_timestamp, max_timestamp, count = head[5], head[7], head[8], head[12]
+        return _codec.decode_records(
+            self.records_section(),
+            count,
+            head[0],
+            base_timestamp,
+            bool(attributes & _LOG_APPEND_TIME),
+            max_timestamp,
+            Record,
+            self.position,
+        )
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self.records())
+
+    def control_records(self) -> list[ControlRecord]:
+        from .control import parse_control_record
+
+        return [parse_control_record(r, self.position) for r in self.records()]
+
+    # --- in-place edits a broker makes ----------------------------------------
+
+    def set_base_offset(self, offset: int) -> None:
+        _I64.pack_into(self.buffer, 0, offset)
+
+    def set_partition_leader_epoch(self, epoch: int) -> None:
+        _I32.pack_into(self.buffer, 12, epoch)
+
+    def set_max_timestamp(self, timestamp_type: TimestampType, timestamp: int) -> None:
+        """Stamp the batch (LogAppendTime) or restore its max; recomputes the CRC."""
+        attributes = self.attributes & ~_LOG_APPEND_TIME
+        if timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= _LOG_APPEND_TIME
+        _I16.pack_into(self.buffer, 21, attributes)
+        _I64.pack_into(self.buffer, 35, timestamp)
+        _U32.pack_into(self.buffer, 17, self.compute_crc())
+
+    def __repr__(self) -> str:
+        return (
+            f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
+            f"count={self.record_count}, size={self.size_in_bytes}, position={self.position})"
+        )
+
+
+def build_batch(
+    records: Sequence[Record | tuple],
+    *,
+    base_offset: int = 0,
+    compression: Compression | int = Compression.NONE,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    log_append_time: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    keep_offsets: bool = False,
+    last_offset_delta: int | None = None,
+    delete_horizon_ms: int | None = None,
+) -> bytearray:
+    """Encode records as one v2 batch and return its bytes (writable).
+
+    Records are ``Record``s or tuples ``(key, value[, timestamp, headers, offset])``;
+    a timestamp of ``None`` is now. With ``keep_offsets`` each record's offset is
+    kept (as the log cleaner needs); otherwise offsets run from ``base_offset``.
+    ``last_offset_delta`` overrides the computed one, for batches whose last
+    records were removed but whose offset range must stay (the cleaner again).
+    """
+    now = int(time.time() * 1000)
+    body, count, base_ts, max_ts, last_delta = _codec.encode_records(
+        records, base_offset, delete_horizon_ms, now, keep_offsets, HEADER_SIZE
+    )
+    codec = int(compression)
+    attributes = codec
+    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+        attributes |= _LOG_APPEND_TIME
+        max_ts = now if log_append_time is None else log_append_time
+    if transactional:
+        attributes |= _TRANSACTIONAL
+    if control:
+        attributes |= _CONTROL
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON
+    if codec != Compression.NONE:
+        compressed = compress(codec, memoryview(body)[HEADER_SIZE:])
+        body = bytearray(HEADER_SIZE)
+        body += compressed
+    HEADER.pack_into(
+        body,
+        0,
+        base_offset,
+        len(body) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_delta if last_offset_delta is None else last_offset_delta,
+        base_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    _U32.pack_into(body, 17, crc32c(memoryview(body)[CRC_START:]))
+    return body

@@ -1,0 +1,87 @@
+"""Walking a buffer of batches: a segment, a fetch response, a produce request.
+
+Every magic shares the first 17 bytes of framing: ``offset int64, size int32``,
+then 4 bytes (the v2 leader epoch, or the legacy CRC), then ``magic int8``.
+So the walk reads offset, size and magic, hands the whole batch to
+``RecordBatch`` (v2) or ``LegacyBatch`` (v0/v1) without copying, and steps
+``12 + size`` bytes on. A trailing batch cut short (a torn write, a fetch
+limited by max_bytes) ends the walk cleanly; ``position`` then tells how many
+bytes were whole. Bad framing (an unknown magic, a size below the minimum or
+above ``max_batch_size``) raises CorruptRecordError, since nothing after it
+can be trusted to start a batch.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+
+from ..errors import CorruptRecordError
+from .batch import LOG_OVERHEAD, MIN_BATCH_LENGTH, Buffer, RecordBatch
+from .legacy import MIN_MESSAGE_SIZE, LegacyBatch
+
+_FRAME = struct.Struct(">qi")
+_MIN_SIZE = {0: MIN_MESSAGE_SIZE[0], 1: MIN_MESSAGE_SIZE[1], 2: MIN_BATCH_LENGTH}
+HEADER_PEEK = 17  # enough framing to learn a batch's size and magic
+
+AnyBatch = RecordBatch | LegacyBatch
+
+
+def peek_frame(buf: Buffer, pos: int, origin: int = 0) -> tuple[int, int, int]:
+    """Read (offset, size, magic) of the batch at ``pos``; raise on bad framing."""
+    offset, size = _FRAME.unpack_from(buf, pos)
+    magic = buf[pos + 16]
+    minimum = _MIN_SIZE.get(magic)
+    if minimum is None:
+        raise CorruptRecordError(f"bad magic {magic}", position=origin + pos, offset=offset)
+    if size < minimum:
+        raise CorruptRecordError(
+            f"batch size {size} is below the minimum {minimum} for magic {magic}", position=origin + pos, offset=offset
+        )
+    return offset, size, magic
+
+
+class BatchIterator:
+    """Iterates the whole batches of a buffer, from ``start``.
+
+    ``origin`` is added to positions (the buffer's place in its file).
+    After the walk, ``position`` is the end of the last whole batch and
+    ``remaining`` the bytes of a partial batch after it.
+    """
+
+    def __init__(self, buffer: Buffer, start: int = 0, *, origin: int = 0, max_batch_size: int | None = None) -> None:
+        self.view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        self.position = start
+        self.origin = origin
+        self.max_batch_size = max_batch_size
+
+    @property
+    def remaining(self) -> int:
+        return len(self.view) - self.position
+
+    def __iter__(self) -> Iterator[AnyBatch]:
+        return self
+
+    def __next__(self) -> AnyBatch:
+        pos, view = self.position, self.view
+        if len(view) - pos < HEADER_PEEK:
+            raise StopIteration
+        offset, size, magic = peek_frame(view, pos, self.origin)
+        if self.max_batch_size is not None and size + LOG_OVERHEAD > self.max_batch_size:
+            raise CorruptRecordError(
+                f"batch size {size + LOG_OVERHEAD} exceeds the largest allowed {self.max_batch_size}",
+                position=self.origin + pos,
+                offset=offset,
+            )
+        end = pos + LOG_OVERHEAD + size
+        if end > len(view):
+            raise StopIteration
+        self.position = end
+        if magic == 2:
+            return RecordBatch(view[pos:end], self.origin + pos)
+        return LegacyBatch(view[pos:end], self.origin + pos)
+
+
+def iter_batches(buffer: Buffer, start: int = 0, *, origin: int = 0) -> BatchIterator:
+    """Shorthand for ``BatchIterator(buffer, start, origin=origin)``."""
+    return BatchIterator(buffer, start, origin=origin)

@@ -1,0 +1,285 @@
+"""The four codecs of Kafka's record format, as Kafka frames them.
+
+- gzip: a plain gzip stream (several members are read as one, as Java does).
+- snappy: Kafka's Java client writes xerial's framing::
+
+      magic    8 bytes  \\x82 S N A P P Y \\x00
+      version  int32    1
+      compat   int32    1
+      blocks   int32 length + a raw snappy block, repeated
+
+  Other clients (librdkafka, kafkajs) send bare raw snappy; both are read,
+  xerial is written.
+- lz4: the LZ4 frame format, parsed here so that the old wrong header
+  checksum (KAFKA-3160: magic-0 messages hash the frame's magic too) is
+  accepted and a hostile content-size field never sizes an allocation::
+
+      magic 04 22 4D 18 | FLG | BD | [content size u64] [dict id u32] | HC
+      blocks: u32 size (high bit: stored uncompressed) + data [+ u32 xxh32]
+      end mark u32 0 [+ u32 content xxh32]
+
+  Written as Kafka's Java client writes it: independent 64 KiB blocks, no
+  checksums but the header's.
+- zstd: a plain zstd stream.
+
+Decompression is bounded: output past ``MAX_DECOMPRESSED_BYTES`` is refused,
+so a small hostile batch cannot claim gigabytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from collections.abc import Callable
+
+import cramjam
+import lz4.block
+import xxhash
+import zstandard
+
+from ..errors import CorruptRecordError, UnsupportedCompressionTypeError
+
+Buffer = bytes | bytearray | memoryview
+
+MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+
+
+class Compression(enum.IntEnum):
+    """Codec ids of attribute bits 0-2, with Kafka's names."""
+
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+    @classmethod
+    def parse(cls, name: str | int | Compression) -> Compression:
+        if isinstance(name, int):
+            return cls(name)
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            raise UnsupportedCompressionTypeError(f"unknown compression type {name!r}") from None
+
+
+def _too_large() -> CorruptRecordError:
+    return CorruptRecordError(f"records decompress to more than {MAX_DECOMPRESSED_BYTES} bytes")
+
+
+# --- gzip ----------------------------------------------------------------------
+
+
+def _gzip_compress(data: Buffer) -> bytes:
+    # Kafka's default gzip level is 6 (compression.gzip.level = -1 -> zlib's default)
+    co = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return co.compress(data) + co.flush()
+
+
+def _gzip_decompress(data: Buffer) -> bytes:
+    out = bytearray()
+    rest: Buffer = data
+    try:
+        while rest:
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            while rest:
+                out += d.decompress(rest, MAX_DECOMPRESSED_BYTES + 1 - len(out))
+                if len(out) > MAX_DECOMPRESSED_BYTES:
+                    raise _too_large()
+                rest = d.unconsumed_tail
+            if not d.eof:
+                raise CorruptRecordError("gzip stream ends early")
+            rest = d.unused_data
+    except zlib.error as e:
+        raise CorruptRecordError(f"gzip: {e}") from None
+    return bytes(out)
+
+
+# --- snappy --------------------------------------------------------------------
+
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = _XERIAL_MAGIC + struct.pack(">ii", 1, 1)
+_XERIAL_BLOCK = 32 * 1024  # the Java client's block size
+
+
+def _snappy_compress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    parts = [_XERIAL_HEADER]
+    for start in range(0, len(view), _XERIAL_BLOCK):
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
+        parts.append(struct.pack(">i", len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+def _snappy_raw(block: Buffer, budget: int) -> bytes:
+    try:
+        claimed = cramjam.snappy.decompress_raw_len(block)
+    except Exception as e:
+        raise CorruptRecordError(f"snappy: {e}") from None
+    # a snappy block expands at most ~21x (3-byte copy of 64 bytes): a larger
+    # claim is a lie, and a claim past the budget is refused before allocating
+    if claimed > 24 * len(block) + 64:
+        raise CorruptRecordError(f"snappy block of {len(block)} bytes claims {claimed} bytes")
+    if claimed > budget:
+        raise _too_large()
+    try:
+        return bytes(cramjam.snappy.decompress_raw(block))
+    except Exception as e:
+        raise CorruptRecordError(f"snappy: {e}") from None
+
+
+def _snappy_decompress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    if view[:8] != _XERIAL_MAGIC:
+        return _snappy_raw(view, MAX_DECOMPRESSED_BYTES)
+    if len(view) < 16:
+        raise CorruptRecordError("snappy: truncated xerial header")
+    out = bytearray()
+    pos = 16
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CorruptRecordError(f"snappy: truncated xerial block length at byte {pos}")
+        (size,) = struct.unpack_from(">i", view, pos)
+        pos += 4
+        if size < 0 or pos + size > len(view):
+            raise CorruptRecordError(f"snappy: xerial block of {size} bytes at byte {pos - 4} runs past the end")
+        out += _snappy_raw(view[pos : pos + size], MAX_DECOMPRESSED_BYTES - len(out))
+        pos += size
+    return bytes(out)
+
+
+# --- lz4 -----------------------------------------------------------------------
+
+_LZ4_MAGIC = b"\x04\x22\x4d\x18"
+_LZ4_BLOCK = 64 * 1024
+_LZ4_HEADER = _LZ4_MAGIC + bytes([0x60, 0x40])  # v1, independent blocks; 64 KiB max block
+_LZ4_HEADER += bytes([(xxhash.xxh32_intdigest(_LZ4_HEADER[4:]) >> 8) & 0xFF])
+_LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
+
+
+def _lz4_compress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    parts = [_LZ4_HEADER]
+    for start in range(0, len(view), _LZ4_BLOCK):
+        raw = view[start : start + _LZ4_BLOCK]
+        block = lz4.block.compress(raw, store_size=False)
+        if len(block) >= len(raw):
+            parts += [struct.pack("<I", len(raw) | 0x80000000), bytes(raw)]
+        else:
+            parts += [struct.pack("<I", len(block)), block]
+    parts.append(b"\x00\x00\x00\x00")
+    return b"".join(parts)
+
+
+def _lz4_header(view: memoryview) -> tuple[int, int, int]:
+    """Returns (end of the frame header, max block size, FLG)."""
+    if len(view) < 7 or view[:4] != _LZ4_MAGIC:
+        raise CorruptRecordError("lz4: not an LZ4 frame (bad magic)")
+    flg, bd = view[4], view[5]
+    if flg >> 6 != 1:
+        raise CorruptRecordError(f"lz4: unsupported frame version {flg >> 6}")
+    block_max = _LZ4_BLOCK_SIZES.get((bd >> 4) & 7)
+    if block_max is None:
+        raise CorruptRecordError(f"lz4: bad block size code {(bd >> 4) & 7}")
+    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+    if end >= len(view):
+        raise CorruptRecordError("lz4: truncated frame header")
+    hc = view[end]
+    right = (xxhash.xxh32_intdigest(view[4:end]) >> 8) & 0xFF
+    kafka_3160 = (xxhash.xxh32_intdigest(view[0:end]) >> 8) & 0xFF
+    if hc not in (right, kafka_3160):
+        raise CorruptRecordError(f"lz4: frame header checksum {hc:#04x} is wrong (expected {right:#04x})")
+    return end + 1, block_max, flg
+
+
+def _lz4_decompress(data: Buffer) -> bytes:
+    view = memoryview(data)
+    pos, block_max, flg = _lz4_header(view)
+    block_checksum, content_checksum = flg & 0x10, flg & 0x04
+    out = bytearray()
+    while True:
+        if pos + 4 > len(view):
+            raise CorruptRecordError(f"lz4: truncated block size at byte {pos}")
+        (word,) = struct.unpack_from("<I", view, pos)
+        pos += 4
+        if word == 0:
+            break
+        size, stored = word & 0x7FFFFFFF, word & 0x80000000
+        if size > block_max or pos + size > len(view):
+            raise CorruptRecordError(f"lz4: block of {size} bytes at byte {pos - 4} is out of range")
+        block = view[pos : pos + size]
+        pos += size
+        if block_checksum:
+            if pos + 4 > len(view) or struct.unpack_from("<I", view, pos)[0] != xxhash.xxh32_intdigest(block):
+                raise CorruptRecordError(f"lz4: block checksum mismatch at byte {pos}")
+            pos += 4
+        if stored:
+            out += block
+        else:
+            try:
+                out += lz4.block.decompress(block, uncompressed_size=block_max)
+            except lz4.block.LZ4BlockError as e:
+                raise CorruptRecordError(f"lz4: {e} in block at byte {pos - size}") from None
+        if len(out) > MAX_DECOMPRESSED_BYTES:
+            raise _too_large()
+    if content_checksum:
+        if pos + 4 > len(view) or struct.unpack_from("<I", view, pos)[0] != xxhash.xxh32_intdigest(out):
+            raise CorruptRecordError("lz4: content checksum mismatch")
+    return bytes(out)
+
+
+# --- zstd ----------------------------------------------------------------------
+
+_ZSTD_COMPRESSOR = zstandard.ZstdCompressor(level=3)  # Kafka's default zstd level
+
+
+def _zstd_compress(data: Buffer) -> bytes:
+    return _ZSTD_COMPRESSOR.compress(data)
+
+
+def _zstd_decompress(data: Buffer) -> bytes:
+    out = bytearray()
+    try:
+        # streaming, so the frame's content-size field never sizes an allocation
+        reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
+        while chunk := reader.read(1 << 20):
+            out += chunk
+            if len(out) > MAX_DECOMPRESSED_BYTES:
+                raise _too_large()
+    except zstandard.ZstdError as e:
+        raise CorruptRecordError(f"zstd: {e}") from None
+    return bytes(out)
+
+
+# --- dispatch ------------------------------------------------------------------
+
+_COMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+    Compression.GZIP: _gzip_compress,
+    Compression.SNAPPY: _snappy_compress,
+    Compression.LZ4: _lz4_compress,
+    Compression.ZSTD: _zstd_compress,
+}
+_DECOMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
+    Compression.GZIP: _gzip_decompress,
+    Compression.SNAPPY: _snappy_decompress,
+    Compression.LZ4: _lz4_decompress,
+    Compression.ZSTD: _zstd_decompress,
+}
+
+
+def compress(codec: int, data: Buffer) -> bytes:
+    try:
+        return _COMPRESSORS[codec](data)
+    except KeyError:
+        raise UnsupportedCompressionTypeError(f"cannot compress with codec id {codec}") from None
+
+
+def decompress(codec: int, data: Buffer) -> bytes:
+    """Decompress one compressed block; corrupt input raises CorruptRecordError."""
+    try:
+        fn = _DECOMPRESSORS[codec]
+    except KeyError:
+        raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}") from None
+    return fn(data)
