@@ -536,9 +536,103 @@ encode_records(PyObject *self, PyObject *args)
     return Py_BuildValue("NnLLL", o.array, n, base_ts, max_ts, n ? delta : -1LL);
 }
 
+/* ------------------------------------------------------------------ check */
+
+PyDoc_STRVAR(check_records_doc,
+             "check_records(records, count, batch_position) -> (min_ts_delta, max_ts_delta, "
+             "first_bad_offset_delta, first_null_key)\n\n"
+             "Walk the records of a batch without building objects, as a broker validates an append:\n"
+             "structure errors raise CorruptRecordError; the index of the first record whose offset\n"
+             "delta is not its index, and of the first null key, come back (-1 for none).");
+
+static PyObject *
+check_records(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t count, batch_position;
+    if (!PyArg_ParseTuple(args, "y*nn", &buf, &count, &batch_position))
+        return NULL;
+    const uint8_t *p = buf.buf, *end = (const uint8_t *)buf.buf + buf.len;
+    Ctx ctx_ = {p, batch_position, 0}, *ctx = &ctx_;
+    PyObject *result = NULL;
+    int64_t min_ts = 0, max_ts = 0;
+    Py_ssize_t bad_offset = -1, null_key = -1;
+    if (count < 0 || count > buf.len / 7) {
+        corrupt(batch_position, "record count %zd does not fit in %zd bytes of records", count, buf.len);
+        goto done;
+    }
+    for (; ctx->index < count; ctx->index++) {
+        int64_t length, ts_delta, off_delta, klen, vlen, hcount;
+        const uint8_t *at = p;
+        if (varint_read(&p, end, 5, &length) != VARINT_OK || length < 6 || length > end - p) {
+            corrupt(batch_position, "record %zd: bad length at byte %zd of the records", ctx->index,
+                    (Py_ssize_t)(at - ctx->start));
+            goto done;
+        }
+        const uint8_t *rend = p + length;
+        p += 1;
+        if (varint_read(&p, rend, 10, &ts_delta) != VARINT_OK || varint_read(&p, rend, 5, &off_delta) != VARINT_OK ||
+            varint_read(&p, rend, 5, &klen) != VARINT_OK || klen < -1 || klen > rend - p) {
+            corrupt(batch_position, "record %zd: malformed header fields at byte %zd of the records", ctx->index,
+                    (Py_ssize_t)(at - ctx->start));
+            goto done;
+        }
+        p += klen > 0 ? klen : 0;
+        if (varint_read(&p, rend, 5, &vlen) != VARINT_OK || vlen < -1 || vlen > rend - p) {
+            corrupt(batch_position, "record %zd: bad value length at byte %zd of the records", ctx->index,
+                    (Py_ssize_t)(at - ctx->start));
+            goto done;
+        }
+        p += vlen > 0 ? vlen : 0;
+        if (varint_read(&p, rend, 5, &hcount) != VARINT_OK || hcount < 0 || hcount > (rend - p) / 2) {
+            corrupt(batch_position, "record %zd: bad header count at byte %zd of the records", ctx->index,
+                    (Py_ssize_t)(at - ctx->start));
+            goto done;
+        }
+        for (int64_t h = 0; h < hcount; h++) {
+            int64_t hk, hv;
+            if (varint_read(&p, rend, 5, &hk) != VARINT_OK || hk < 0 || hk > rend - p) {
+                corrupt(batch_position, "record %zd: bad header key at byte %zd of the records", ctx->index,
+                        (Py_ssize_t)(at - ctx->start));
+                goto done;
+            }
+            p += hk;
+            if (varint_read(&p, rend, 5, &hv) != VARINT_OK || hv < -1 || hv > rend - p) {
+                corrupt(batch_position, "record %zd: bad header value at byte %zd of the records", ctx->index,
+                        (Py_ssize_t)(at - ctx->start));
+                goto done;
+            }
+            p += hv > 0 ? hv : 0;
+        }
+        if (p != rend) {
+            corrupt(batch_position, "record %zd: %zd bytes left over inside the record at byte %zd of the records",
+                    ctx->index, (Py_ssize_t)(rend - p), (Py_ssize_t)(at - ctx->start));
+            goto done;
+        }
+        if (ctx->index == 0 || ts_delta < min_ts)
+            min_ts = ts_delta;
+        if (ctx->index == 0 || ts_delta > max_ts)
+            max_ts = ts_delta;
+        if (bad_offset < 0 && off_delta != ctx->index)
+            bad_offset = ctx->index;
+        if (null_key < 0 && klen < 0)
+            null_key = ctx->index;
+    }
+    if (p != end) {
+        corrupt(batch_position, "record count %zd disagrees with the batch: %zd bytes follow the last record", count,
+                (Py_ssize_t)(end - p));
+        goto done;
+    }
+    result = Py_BuildValue("LLnn", (long long)min_ts, (long long)max_ts, bad_offset, null_key);
+done:
+    PyBuffer_Release(&buf);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS, decode_records_doc},
     {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
+    {"check_records", check_records, METH_VARARGS, check_records_doc},
     {NULL, NULL, 0, NULL},
 };
 
