@@ -1,0 +1,264 @@
+"""The one layer through which the storage engine touches files.
+
+Every open, write, read, fsync, truncate, rename and delete of the storage
+layer goes through here, for two reasons: an OS error becomes a
+``KafkaStorageError`` naming the file and the operation, and tests can make
+any operation fail at a chosen point (``faults.inject``), as Redpanda's
+``file_sanitizer`` does, so the error paths of a full disk or a failed fsync
+are exercised as often as the happy path.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import shutil
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..errors import KafkaStorageError
+
+
+@dataclass
+class _Fault:
+    op: str
+    matches: Callable[[str], bool]
+    error: int
+    after: int  # let this many matching calls through first
+    times: int  # then fail this many (-1: forever)
+
+
+class FaultInjector:
+    """Test hook: make chosen file operations fail with a chosen errno."""
+
+    def __init__(self) -> None:
+        self._faults: list[_Fault] = []
+        self._lock = threading.Lock()
+
+    def inject(
+        self,
+        op: str,
+        error: int = errno.EIO,
+        *,
+        path: Callable[[str], bool] | str | None = None,
+        after: int = 0,
+        times: int = 1,
+    ) -> None:
+        """Fail the operation ``op`` (``write``, ``fsync``, ``open``, ``rename``, ...)
+        on files whose path contains ``path`` (or satisfies it)."""
+        if path is None:
+            matches: Callable[[str], bool] = lambda _p: True  # noqa: E731
+        elif isinstance(path, str):
+            needle = path
+            matches = lambda p: needle in p  # noqa: E731
+        else:
+            matches = path
+        with self._lock:
+            self._faults.append(_Fault(op, matches, error, after, times))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def check(self, op: str, path: str) -> None:
+        if not self._faults:  # the fast path: no fault is ever set outside tests
+            return
+        with self._lock:
+            for fault in self._faults:
+                if fault.op != op or not fault.matches(path):
+                    continue
+                if fault.after > 0:
+                    fault.after -= 1
+                    continue
+                if fault.times == 0:
+                    continue
+                fault.times -= 1
+                raise OSError(fault.error, f"injected {os.strerror(fault.error)}", path)
+
+
+faults = FaultInjector()
+
+
+def _storage_error(op: str, path: str, e: OSError) -> KafkaStorageError:
+    err = KafkaStorageError(f"{op} failed: {e.strerror or e}", file=path)
+    err.errno = e.errno  # type: ignore[attr-defined]
+    return err
+
+
+class FileHandle:
+    """An open file of a log directory: a raw fd plus its path, for errors and faults."""
+
+    __slots__ = ("fd", "path")
+
+    def __init__(self, path: str, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Append all of ``data`` (the fd is opened with O_APPEND or positioned)."""
+        view = memoryview(data)
+        try:
+            faults.check("write", self.path)
+            while view:
+                n = os.write(self.fd, view)
+                view = view[n:]
+        except OSError as e:
+            raise _storage_error("write", self.path, e) from None
+
+    def pwrite(self, data: bytes | bytearray | memoryview, position: int) -> None:
+        view = memoryview(data)
+        try:
+            faults.check("write", self.path)
+            while view:
+                n = os.pwrite(self.fd, view, position)
+                view, position = view[n:], position + n
+        except OSError as e:
+            raise _storage_error("write", self.path, e) from None
+
+    def pread(self, size: int, position: int) -> bytes:
+        try:
+            faults.check("read", self.path)
+            return os.pread(self.fd, size, position)
+        except OSError as e:
+            raise _storage_error("read", self.path, e) from None
+
+    def readinto(self, buffer: bytearray | memoryview, position: int) -> int:
+        """Fill ``buffer`` from ``position``; returns the bytes read (short at EOF)."""
+        view = memoryview(buffer)
+        total = 0
+        try:
+            faults.check("read", self.path)
+            while total < len(view):
+                n = os.preadv(self.fd, [view[total:]], position + total)
+                if n == 0:
+                    break
+                total += n
+        except OSError as e:
+            raise _storage_error("read", self.path, e) from None
+        return total
+
+    def size(self) -> int:
+        try:
+            return os.fstat(self.fd).st_size
+        except OSError as e:
+            raise _storage_error("stat", self.path, e) from None
+
+    def truncate(self, size: int) -> None:
+        try:
+            faults.check("truncate", self.path)
+            os.ftruncate(self.fd, size)
+        except OSError as e:
+            raise _storage_error("truncate", self.path, e) from None
+
+    def fsync(self) -> None:
+        try:
+            faults.check("fsync", self.path)
+            os.fsync(self.fd)
+        except OSError as e:
+            raise _storage_error("fsync", self.path, e) from None
+
+    def allocate(self, size: int) -> None:
+        """Grow the file to ``size`` with real blocks, so a later write through an mmap
+        cannot hit a full disk (which would be a SIGBUS, not an error)."""
+        try:
+            faults.check("allocate", self.path)
+            os.posix_fallocate(self.fd, 0, size)
+        except OSError as e:
+            if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                raise _storage_error("allocate", self.path, e) from None
+            self.truncate(size)  # a filesystem without fallocate: sparse it is
+
+    def mmap(self, length: int, writable: bool) -> mmap.mmap:
+        try:
+            faults.check("mmap", self.path)
+            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
+            return mmap.mmap(self.fd, length, access=access)
+        except OSError as e:
+            raise _storage_error("mmap", self.path, e) from None
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+    def __repr__(self) -> str:
+        return f"FileHandle({self.path!r}, fd={self.fd})"
+
+
+def open_file(path: str, *, create: bool = False, writable: bool = True, append: bool = False) -> FileHandle:
+    flags = os.O_RDWR if writable else os.O_RDONLY
+    if create:
+        flags |= os.O_CREAT
+    if append:
+        flags |= os.O_APPEND
+    try:
+        faults.check("open", path)
+        return FileHandle(path, os.open(path, flags | os.O_CLOEXEC, 0o644))
+    except OSError as e:
+        raise _storage_error("open", path, e) from None
+
+
+def rename(src: str, dst: str) -> None:
+    try:
+        faults.check("rename", src)
+        os.replace(src, dst)
+    except OSError as e:
+        raise _storage_error(f"rename to {dst}", src, e) from None
+
+
+def unlink(path: str, *, missing_ok: bool = True) -> None:
+    try:
+        faults.check("unlink", path)
+        os.unlink(path)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise
+    except OSError as e:
+        raise _storage_error("unlink", path, e) from None
+
+
+def remove_tree(path: str) -> None:
+    try:
+        faults.check("unlink", path)
+        shutil.rmtree(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise _storage_error("remove", path, e) from None
+
+
+def make_dirs(path: str) -> None:
+    try:
+        faults.check("mkdir", path)
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        raise _storage_error("mkdir", path, e) from None
+
+
+def fsync_dir(path: str) -> None:
+    """Make a rename or create in ``path`` durable."""
+    try:
+        faults.check("fsync", path)
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise _storage_error("fsync", path, e) from None
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Kafka's checkpoint recipe: write a temp file, fsync it, rename it over, fsync the dir."""
+    tmp = path + ".tmp"
+    handle = open_file(tmp, create=True)
+    try:
+        handle.truncate(0)
+        handle.pwrite(data, 0)
+        handle.fsync()
+    finally:
+        handle.close()
+    rename(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")

@@ -1,0 +1,353 @@
+"""Sparse indexes of a segment: offset → position, and timestamp → offset.
+
+Offset index (``.index``), 8-byte entries, big-endian::
+
+    relative offset  int32   a batch's *last* offset - segment base offset
+    position         int32   byte position where that batch *starts* in the .log
+
+Time index (``.timeindex``), 12-byte entries::
+
+    timestamp        int64   the largest timestamp in the segment so far
+    relative offset  int32   an offset of the batch that carried it
+
+Entries only grow: offsets strictly, timestamps strictly (a time entry is only
+written for a larger timestamp). Both files are preallocated to
+``segment.index.bytes`` rounded down to a whole entry, used through mmap, and
+trimmed to their entries when the segment rolls or the log closes. A file left
+at its preallocated size by a crash has a zero-filled tail: no valid entry
+after the first is all zeros, so that tail is found by binary search and
+ignored.
+
+Lookups are binary searches for the largest entry <= the target, with
+Kafka's warm section: the last 8 KiB of entries are searched first, since
+almost every lookup (a consumer at the tail, a follower) lands there, and
+those pages are the ones sure to be in the page cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+
+from ..errors import CorruptIndexError
+from . import fileio
+
+log = logging.getLogger(__name__)
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_WARM_BYTES = 8192
+NO_TIMESTAMP = -1
+
+
+class _Index:
+    """What both indexes share: the mmap, the entry count, resizing and search."""
+
+    entry_size: int
+
+    def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True) -> None:
+        self.path = path
+        self.base_offset = base_offset
+        self.max_index_size = max_index_size
+        self.writable = writable
+        self._mmap: mmap.mmap | None = None
+        self.length = 0
+        self.entries = 0
+        self._open()
+
+    # --- file and mapping ---------------------------------------------------------
+
+    def _open(self) -> None:
+        newly_created = not os.path.exists(self.path)
+        if newly_created and not self.writable:
+            raise CorruptIndexError("index file is missing", file=self.path)
+        handle = fileio.open_file(self.path, create=newly_created, writable=self.writable)
+        try:
+            if newly_created:
+                if self.max_index_size < self.entry_size:
+                    raise ValueError(f"invalid max index size {self.max_index_size}")
+                handle.allocate(self._round(self.max_index_size))
+            self.length = handle.size()
+            self._mmap = handle.mmap(self.length, self.writable) if self.length else None
+        finally:
+            handle.close()
+        self.entries = 0 if newly_created else self._count_written_entries()
+
+    def _round(self, size: int) -> int:
+        return size // self.entry_size * self.entry_size
+
+    @property
+    def max_entries(self) -> int:
+        return self.length // self.entry_size
+
+    def _count_written_entries(self) -> int:
+        """Entries up to the zero-filled tail a crash leaves in a preallocated file."""
+        slots = self.max_entries
+        if slots <= 1 or self._mmap is None:
+            return slots
+        zero = bytes(self.entry_size)
+        mm, size = self._mmap, self.entry_size
+        if mm[(slots - 1) * size : slots * size] != zero:
+            return slots
+        lo, hi = 1, slots - 1  # the first all-zero slot after slot 0 lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if mm[mid * size : (mid + 1) * size] == zero:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def resize(self, new_size: int) -> None:
+        """Set the file (and mapping) to ``new_size`` rounded down to whole entries."""
+        size = self._round(new_size)
+        if size == self.length:
+            return
+        handle = fileio.open_file(self.path, writable=True)
+        try:
+            if size > self.length:
+                handle.allocate(size)
+            else:
+                handle.truncate(size)
+            # readers holding the old mapping keep it alive and only read entries
+            # below `entries`, which exist in the new file too
+            self._mmap = handle.mmap(size, True) if size else None
+            self.length = size
+        finally:
+            handle.close()
+
+    def trim_to_valid_size(self) -> None:
+        if self.writable:
+            self.resize(self.entries * self.entry_size)
+
+    def flush(self) -> None:
+        if self._mmap is not None and self.writable:
+            self._mmap.flush()
+
+    def close(self) -> None:
+        self.trim_to_valid_size()
+        self._mmap = None
+
+    def delete(self) -> None:
+        self._mmap = None
+        fileio.unlink(self.path)
+
+    def rename_to(self, path: str) -> None:
+        fileio.rename(self.path, path)
+        self.path = path
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries
+
+    @property
+    def size_in_bytes(self) -> int:
+        return self.entries * self.entry_size
+
+    def reset(self) -> None:
+        """Drop every entry and grow back to the maximum size (before a rebuild)."""
+        self.entries = 0
+        self.resize(self.max_index_size)
+
+    def _writable_map(self) -> mmap.mmap:
+        if self._mmap is None or not self.writable:
+            raise CorruptIndexError("index is not open for writing", file=self.path)
+        return self._mmap
+
+    def relative_offset(self, offset: int) -> int:
+        rel = offset - self.base_offset
+        if not 0 <= rel <= 0x7FFFFFFF:
+            raise CorruptIndexError(
+                f"offset {offset} does not fit relative to base {self.base_offset}", file=self.path
+            )
+        return rel
+
+    def can_append_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= 0x7FFFFFFF
+
+    # --- search --------------------------------------------------------------------
+
+    def _key(self, mm: mmap.mmap, slot: int) -> int:
+        raise NotImplementedError
+
+    def _largest_lower_bound(self, target: int) -> int:
+        """Slot of the largest entry whose key <= target; -1 if none."""
+        n, mm = self.entries, self._mmap
+        if n == 0 or mm is None or self._key(mm, 0) > target:
+            return -1
+        key = self._key
+        warm = max(0, n - 1 - _WARM_BYTES // self.entry_size)
+        if key(mm, warm) <= target:
+            lo, hi = warm, n - 1
+        else:
+            lo, hi = 0, warm
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if key(mm, mid) <= target:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def _truncate_to_slot(self, slot_count: int) -> None:
+        self.entries = slot_count
+
+
+class OffsetIndex(_Index):
+    """Maps offsets to byte positions in the segment's .log."""
+
+    entry_size = _OFFSET_ENTRY.size
+
+    def _key(self, mm: mmap.mmap, slot: int) -> int:
+        return _I32.unpack_from(mm, slot * 8)[0]
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """(absolute offset, position) of a slot."""
+        if not 0 <= slot < self.entries or self._mmap is None:
+            raise IndexError(f"slot {slot} of {self.entries}")
+        rel, pos = _OFFSET_ENTRY.unpack_from(self._mmap, slot * 8)
+        return self.base_offset + rel, pos
+
+    @property
+    def last_offset(self) -> int:
+        return self.entry(self.entries - 1)[0] if self.entries else self.base_offset
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The largest entry with offset <= ``offset``; (base offset, 0) below the first."""
+        slot = self._largest_lower_bound(offset - self.base_offset)
+        return (self.base_offset, 0) if slot < 0 else self.entry(slot)
+
+    def append(self, offset: int, position: int) -> None:
+        if self.entries and offset <= self.last_offset:
+            raise CorruptIndexError(
+                f"offset {offset} appended after {self.last_offset}: index offsets must increase",
+                file=self.path,
+            )
+        if self.is_full:
+            raise CorruptIndexError(f"index is full ({self.entries} entries)", file=self.path)
+        _OFFSET_ENTRY.pack_into(
+            self._writable_map(), self.entries * 8, self.relative_offset(offset), position
+        )
+        self.entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= ``offset``."""
+        slot = self._largest_lower_bound(offset - self.base_offset)
+        if slot < 0:
+            self._truncate_to_slot(0)
+        elif self.entry(slot)[0] == offset:
+            self._truncate_to_slot(slot)
+        else:
+            self._truncate_to_slot(slot + 1)
+
+    def sanity_check(self) -> None:
+        """Kafka's cheap load-time checks: whole entries, last offset not below the base."""
+        if self.length % self.entry_size:
+            raise CorruptIndexError(
+                f"index file size {self.length} is not a multiple of {self.entry_size}", file=self.path
+            )
+        if self.entries and self.last_offset < self.base_offset:
+            raise CorruptIndexError(
+                f"last offset {self.last_offset} is below the base offset", file=self.path
+            )
+
+    def verify(self, log_size: int) -> None:
+        """Every entry: offsets increase, positions do not decrease and lie inside the log."""
+        self.sanity_check()
+        prev_offset, prev_pos = -1, -1
+        for slot in range(self.entries):
+            offset, pos = self.entry(slot)
+            if offset <= prev_offset or pos < prev_pos or pos >= log_size:
+                raise CorruptIndexError(
+                    f"entry {slot} (offset {offset}, position {pos}) is out of order or past the log "
+                    f"of {log_size} bytes",
+                    file=self.path,
+                )
+            prev_offset, prev_pos = offset, pos
+
+
+class TimeIndex(_Index):
+    """Maps timestamps to offsets. The last slot is kept for the entry written on roll."""
+
+    entry_size = _TIME_ENTRY.size
+
+    def _key(self, mm: mmap.mmap, slot: int) -> int:
+        return _I64.unpack_from(mm, slot * 12)[0]
+
+    def entry(self, slot: int) -> tuple[int, int]:
+        """(timestamp, absolute offset) of a slot."""
+        if not 0 <= slot < self.entries or self._mmap is None:
+            raise IndexError(f"slot {slot} of {self.entries}")
+        ts, rel = _TIME_ENTRY.unpack_from(self._mmap, slot * 12)
+        return ts, self.base_offset + rel
+
+    @property
+    def last_entry(self) -> tuple[int, int]:
+        return self.entry(self.entries - 1) if self.entries else (NO_TIMESTAMP, self.base_offset)
+
+    @property
+    def is_full(self) -> bool:
+        return self.entries >= self.max_entries - 1
+
+    def lookup(self, timestamp: int) -> tuple[int, int]:
+        """The largest entry with timestamp <= ``timestamp``; (-1, base offset) below the first."""
+        slot = self._largest_lower_bound(timestamp)
+        return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
+
+    def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
+        """Append when ``timestamp`` is larger than the last entry's."""
+        last_ts, last_offset = self.last_entry
+        if self.entries and timestamp <= last_ts:
+            return
+        if self.entries and offset < last_offset:
+            raise CorruptIndexError(
+                f"offset {offset} appended after {last_offset} in a time index", file=self.path
+            )
+        if (not skip_full_check and self.is_full) or self.entries >= self.max_entries:
+            raise CorruptIndexError(f"time index is full ({self.entries} entries)", file=self.path)
+        _TIME_ENTRY.pack_into(
+            self._writable_map(), self.entries * 12, timestamp, self.relative_offset(offset)
+        )
+        self.entries += 1
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= ``offset`` (offsets never decrease, so bisect)."""
+        lo, hi = 0, self.entries
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.entry(mid)[1] >= offset:
+                hi = mid
+            else:
+                lo = mid + 1
+        self._truncate_to_slot(lo)
+
+    def sanity_check(self) -> None:
+        """Kafka's cheap load-time checks."""
+        if self.length % self.entry_size:
+            raise CorruptIndexError(
+                f"time index file size {self.length} is not a multiple of {self.entry_size}", file=self.path
+            )
+        if self.entries:
+            first_ts, _ = self.entry(0)
+            last_ts, last_offset = self.last_entry
+            if last_ts < first_ts or last_offset < self.base_offset:
+                raise CorruptIndexError(
+                    f"last entry (timestamp {last_ts}, offset {last_offset}) is below the first",
+                    file=self.path,
+                )
+
+    def verify(self) -> None:
+        """Every entry: timestamps strictly increase, offsets do not decrease."""
+        self.sanity_check()
+        prev_ts, prev_offset = None, self.base_offset
+        for slot in range(self.entries):
+            ts, offset = self.entry(slot)
+            if (prev_ts is not None and ts <= prev_ts) or offset < prev_offset:
+                raise CorruptIndexError(
+                    f"entry {slot} (timestamp {ts}, offset {offset}) is out of order", file=self.path
+                )
+            prev_ts, prev_offset = ts, offset

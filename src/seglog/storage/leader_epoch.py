@@ -1,0 +1,78 @@
+"""The leader epoch cache: which leader epoch started at which offset.
+
+Kept in the partition's ``leader-epoch-checkpoint`` (``epoch startOffset``
+lines, see checkpoint.py) and updated whenever an append carries a new epoch.
+Followers use it (OffsetsForLeaderEpoch) to find where their log diverged from
+the leader's and truncate there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from . import checkpoint
+from .checkpoint import LEADER_EPOCH_CHECKPOINT, CorruptCheckpointError
+
+log = logging.getLogger(__name__)
+
+
+class LeaderEpochCache:
+    def __init__(self, dir: str) -> None:
+        self.path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT)
+        try:
+            self.entries: list[tuple[int, int]] = checkpoint.read_epochs(self.path)
+        except CorruptCheckpointError as e:
+            # the cache is rebuilt from the batches' epochs as the log is recovered
+            log.warning("ignoring corrupt leader epoch checkpoint: %s", e)
+            self.entries = []
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.entries[-1][0] if self.entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (if it is new)."""
+        if epoch < 0:
+            return
+        if self.entries:
+            last_epoch, last_start = self.entries[-1]
+            if epoch < last_epoch or (epoch == last_epoch and start_offset >= last_start):
+                return
+        # a new epoch supersedes entries that claim the same or later offsets
+        self.entries = [(e, o) for e, o in self.entries if e < epoch and o < start_offset]
+        self.entries.append((epoch, start_offset))
+        self._flush()
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs that start at or after ``end_offset`` (the log was truncated there)."""
+        kept = [(e, o) for e, o in self.entries if o < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: the epoch in force there starts there."""
+        before = [(e, o) for e, o in self.entries if o <= start_offset]
+        if not before or (before[-1][1] == start_offset and len(before) == 1):
+            return
+        self.entries = [(before[-1][0], start_offset)] + [(e, o) for e, o in self.entries if o > start_offset]
+        self._flush()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(epoch, end offset) as OffsetsForLeaderEpoch answers: the start offset of
+        the first epoch after ``epoch``, or the log end for the latest one."""
+        if not self.entries or epoch < self.entries[0][0]:
+            return -1, -1
+        if epoch >= self.entries[-1][0]:
+            return self.entries[-1][0], log_end_offset
+        found = max(e for e, _ in self.entries if e <= epoch)
+        following = next(o for e, o in self.entries if e > epoch)
+        return found, following
+
+    def clear(self) -> None:
+        self.entries = []
+        self._flush()
+
+    def _flush(self) -> None:
+        checkpoint.write_epochs(self.path, self.entries)

@@ -1,0 +1,775 @@
+"""A partition's log (Kafka's UnifiedLog + LocalLog): an ordered run of segments.
+
+Offsets are dense and increasing across segments (compaction may leave gaps);
+the last segment is the active one, the only one appended to. Segments are
+found by base offset in O(log n) (bisect over a sorted list).
+
+Concurrency: one writer at a time (``_lock`` around every mutation), any
+number of readers. Readers never take the lock: they read ``_segments``,
+a tuple that mutations replace whole, and they never read past the offset
+bound (high watermark or log end) captured when the read started, so they
+never see a half-written batch.
+
+Offsets this log keeps, as Kafka names them:
+
+- log start offset: the first offset a reader may ask for (raised by
+  retention and DeleteRecords);
+- log end offset (LEO): the offset the next appended record gets;
+- high watermark: the end of what consumers may read. With no followers
+  (embedded use, one broker) it follows the LEO as appends land;
+- recovery point: everything below it is known to be on disk (fsynced).
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from ..config import LogConfig
+from ..errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    InvalidTimestampError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from ..records import (
+    AnyBatch,
+    BatchIterator,
+    Compression,
+    Record,
+    RecordBatch,
+    TimestampType,
+    _codec,
+    build_batch,
+)
+from . import fileio
+from .leader_epoch import LeaderEpochCache
+from .naming import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    parse_offset_file,
+)
+from .segment import FetchData, LogSegment, random_jitter
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+_ORIGINS = ("client", "coordinator", "replication")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class AppendInfo:
+    """What an append did: the offsets it got and where it landed."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    record_count: int
+    size: int
+    log_append_time: int = -1
+
+
+@dataclass
+class _Batch:
+    """One batch of an append, as validation found it."""
+
+    position: int  # in the append's buffer
+    size: int
+    count: int
+    last_offset_delta: int
+    max_timestamp: int
+    epoch: int
+    base_offset: int
+
+
+class PartitionLog:
+    """The log of one topic partition, in one directory."""
+
+    def __init__(
+        self,
+        dir: str,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = True,
+        hw_follows_leo: bool = True,
+        clock: Callable[[], int] | None = None,
+        scheduler_delete: Callable[[Callable[[], None], float], None] | None = None,
+    ) -> None:
+        self.dir = dir
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.hw_follows_leo = hw_follows_leo
+        self._clock = clock or _now_ms
+        self._schedule_delete = scheduler_delete
+        self._lock = threading.RLock()
+        self._segments: tuple[LogSegment, ...] = ()
+        self._bases: list[int] = []
+        self._ts_prefix: list[int] | None = None
+        self.leader_epoch_cache = LeaderEpochCache(dir)
+        self.leader_epoch = self.leader_epoch_cache.latest_epoch or 0
+        self.recovery_point = recovery_point
+        self._last_flush_ms = self._clock()
+        self.closed = False
+        self._load(recovery_point, log_start_offset, had_clean_shutdown)
+        self._high_watermark = self.log_end_offset
+        if high_watermark is not None and not hw_follows_leo:
+            self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+
+    # --- loading ----------------------------------------------------------------------------
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.create(self.dir, base_offset, **self._segment_args())
+
+    def _segment_args(self) -> dict:
+        c = self.config
+        return {
+            "index_interval_bytes": c.index_interval_bytes,
+            "max_index_size": c.segment_index_bytes,
+            "roll_jitter_ms": random_jitter(c.segment_jitter_ms, c.segment_ms),
+            "clock": self._clock,
+        }
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        names = os.listdir(self.dir)
+        bases = self._resolve_leftovers(names)
+        segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
+        if not segments:
+            segments = [self._new_segment(max(log_start_offset, 0))]
+        self._set_segments(segments)
+        if clean and recovery_point >= 0:
+            self._load_active_tail()
+        else:
+            self._recover(recovery_point)
+        active = self._segments[-1]
+        active.active = True
+        active.ensure_writable_indexes()
+        self._next_offset = active.read_next_offset()
+        self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
+        if self.log_start_offset > self._next_offset:
+            # a checkpoint ahead of the data (the data went): start the log afresh there
+            self._truncate_fully(self.log_start_offset)
+        self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
+        self.leader_epoch_cache.truncate_from_end(self._next_offset)
+
+    def _resolve_leftovers(self, names: list[str]) -> list[int]:
+        """Kafka's start-up rules for files a crash left, then the base offsets of the segments.
+
+        ``.deleted`` files were on their way out; ``.cleaned`` files are a cleaning that
+        did not finish; ``.swap`` files are a cleaning that finished writing: a log swap
+        replaces the segments whose offsets it covers (unless a ``.cleaned`` file at or
+        below it shows that the cleaning that made it was itself unfinished); index
+        swaps are rebuilt. Index files without a log are orphans.
+        """
+        parsed = [(n, parse_offset_file(n)) for n in names]
+        files = [(n, p[0], p[1]) for n, p in parsed if p is not None]
+        cleaned = [b for _, b, s in files if s.endswith(CLEANED_SUFFIX)]
+        min_cleaned = min(cleaned, default=None)
+        swaps: list[int] = []
+        for name, base, suffix in files:
+            path = os.path.join(self.dir, name)
+            if suffix.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
+                log.info("%s: removing leftover %s", self.name, name)
+                fileio.unlink(path)
+            elif suffix.endswith(SWAP_SUFFIX):
+                if suffix != LOG_SUFFIX + SWAP_SUFFIX or (min_cleaned is not None and base >= min_cleaned):
+                    fileio.unlink(path)
+                else:
+                    swaps.append(base)
+        logs = {b for _, b, s in files if s == LOG_SUFFIX}
+        for base in sorted(swaps):
+            self._complete_swap(base, logs)
+        for name, base, suffix in files:
+            if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and base not in logs:
+                log.warning("%s: removing orphaned index file %s", self.name, name)
+                fileio.unlink(os.path.join(self.dir, name))
+        return sorted(logs)
+
+    def _complete_swap(self, base: int, logs: set[int]) -> None:
+        swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._segment_args())
+        swap.recover()
+        end = swap.read_next_offset()
+        for old in sorted(b for b in logs if base <= b < end):
+            log.info("%s: completing an interrupted swap: segment %d replaces %d", self.name, base, old)
+            LogSegment(self.dir, old).delete()
+            logs.discard(old)
+        swap.change_suffix("")
+        swap.close()
+        logs.add(base)
+
+    def _load_active_tail(self) -> None:
+        """After a clean shutdown only the active segment's tail needs a look:
+        a tail that does not frame as batches is recovered after all."""
+        active = self._segments[-1]
+        active.active = True
+        try:
+            active.read_next_offset()
+        except CorruptRecordError as e:
+            log.warning(
+                "%s: the active segment's tail is corrupt despite a clean shutdown (%s)", self.name, e
+            )
+            active.recover(self.config.max_message_bytes + 12)
+
+    def _recover(self, recovery_point: int) -> None:
+        """Recover every segment from the one holding the recovery point; a segment
+        that had invalid bytes ends the log: the segments after it are deleted."""
+        segments = list(self._segments)
+        start = max(0, bisect.bisect_right(self._bases, max(recovery_point, 0)) - 1)
+        for i in range(start, len(segments)):
+            segment = segments[i]
+            log.info("%s: recovering segment %d", self.name, segment.base_offset)
+            truncated = segment.recover(self.config.max_message_bytes + 12, on_batch=self._note_epoch)
+            if truncated and i + 1 < len(segments):
+                for later in segments[i + 1 :]:
+                    log.warning("%s: deleting segment %d after a truncated one", self.name, later.base_offset)
+                    later.delete()
+                segments = segments[: i + 1]
+                break
+        self._set_segments(segments)
+
+    def _note_epoch(self, batch: AnyBatch) -> None:
+        if batch.magic >= 2:
+            self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
+
+    # --- segments ------------------------------------------------------------------------------
+
+    def _set_segments(self, segments: Sequence[LogSegment]) -> None:
+        for s in segments[:-1]:
+            s.active = False
+        self._segments = tuple(segments)
+        self._bases = [s.base_offset for s in segments]
+        self._ts_prefix = None
+
+    @property
+    def segments(self) -> tuple[LogSegment, ...]:
+        return self._segments
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    def _floor_segment(self, offset: int) -> int:
+        """Index of the segment whose base offset is the largest <= ``offset``."""
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark (a leader does, as followers catch up); clamped to the log."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self._high_watermark
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
+
+    # --- appending -----------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: Sequence[Record | tuple],
+        *,
+        compression: Compression | str | None = None,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        base_sequence: int = -1,
+        transactional: bool = False,
+    ) -> tuple[int, int]:
+        """Append records as one batch; returns (first offset, last offset)."""
+        if not records:
+            raise InvalidRecordError("cannot append an empty list of records", file=self.dir)
+        codec = self._codec(compression)
+        batch = build_batch(
+            records,
+            compression=codec,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            transactional=transactional,
+        )
+        info = self.append_batches(batch)
+        return info.first_offset, info.last_offset
+
+    def _codec(self, compression: Compression | str | None) -> Compression:
+        if compression is not None:
+            return Compression.parse(compression)
+        configured = self.config.compression_type
+        return (
+            Compression.NONE if configured in ("producer", "uncompressed") else Compression.parse(configured)
+        )
+
+    def append_batches(self, data: bytes | bytearray | memoryview, *, origin: str = "client") -> AppendInfo:
+        """Append record batches as the leader: validate them, assign offsets by
+        rewriting base offsets, stamp LogAppendTime if configured.
+
+        ``origin`` is "client" (a producer: no control batches), or "coordinator"
+        (the transaction coordinator's markers)."""
+        if origin not in _ORIGINS[:2]:
+            raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
+        buffer = data if isinstance(data, bytearray) else bytearray(data)
+        batches = self._validate(buffer, leader=True, origin=origin)
+        with self._lock:
+            self._check_open()
+            return self._append_locked(buffer, batches, assign_offsets=True)
+
+    def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append batches copied from a leader: offsets and epochs are kept, and
+        must continue the log."""
+        buffer = data if isinstance(data, bytearray) else bytearray(data)
+        batches = self._validate(buffer, leader=False, origin="replication")
+        with self._lock:
+            self._check_open()
+            if batches and batches[0].base_offset < self._next_offset:
+                raise UnexpectedAppendOffsetError(
+                    f"follower append starts at offset {batches[0].base_offset}, below the log end offset "
+                    f"{self._next_offset}",
+                    file=self.dir,
+                    offset=batches[0].base_offset,
+                )
+            return self._append_locked(buffer, batches, assign_offsets=False)
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise KafkaStorageError(f"log {self.name} is closed", file=self.dir)
+
+    def _validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Batch]:
+        """Kafka's LogValidator checks; returns what the append needs of each batch."""
+        out: list[_Batch] = []
+        scan = BatchIterator(buffer)
+        prev_last = -1
+        max_bytes = self.config.max_message_bytes
+        for batch in scan:
+            if batch.size_in_bytes > max_bytes:
+                raise RecordTooLargeError(
+                    f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}",
+                    file=self.dir,
+                    position=batch.position,
+                )
+            batch.validate()
+            if isinstance(batch, RecordBatch):
+                out.append(self._validate_v2(batch, leader, origin))
+            elif leader:
+                raise InvalidRecordError(
+                    f"magic {batch.magic} batches cannot be appended; use v2",
+                    file=self.dir,
+                    position=batch.position,
+                )
+            else:
+                out.append(
+                    _Batch(
+                        batch.position,
+                        batch.size_in_bytes,
+                        batch.record_count,
+                        batch.last_offset - batch.base_offset,
+                        batch.max_timestamp,
+                        -1,
+                        batch.base_offset,
+                    )
+                )
+            if not leader:
+                b = out[-1]
+                if b.base_offset <= prev_last:
+                    raise UnexpectedAppendOffsetError(
+                        f"batch offsets {b.base_offset}.. do not follow {prev_last}",
+                        file=self.dir,
+                        offset=b.base_offset,
+                    )
+                prev_last = b.base_offset + b.last_offset_delta
+        if scan.remaining:
+            raise CorruptRecordError(
+                f"{scan.remaining} bytes of a partial batch at the end of the append",
+                file=self.dir,
+                position=scan.position,
+            )
+        if not out:
+            raise InvalidRecordError("an append must hold at least one batch", file=self.dir)
+        return out
+
+    def _validate_v2(self, batch: RecordBatch, leader: bool, origin: str) -> _Batch:
+        count, delta = batch.record_count, batch.last_offset_delta
+        info = _Batch(
+            batch.position,
+            batch.size_in_bytes,
+            count,
+            delta,
+            batch.max_timestamp,
+            batch.partition_leader_epoch,
+            batch.base_offset,
+        )
+        if not leader:
+            return info
+        where = {"file": self.dir, "position": batch.position}
+        if batch.is_control and origin == "client":
+            raise InvalidRecordError("clients may not write control batches", **where)
+        if delta != count - 1:
+            raise InvalidRecordError(
+                f"last offset delta {delta} disagrees with the record count {count}", **where
+            )
+        min_delta, max_delta, bad_offset, null_key = _codec.check_records(
+            batch.records_section(), count, batch.position
+        )
+        if bad_offset >= 0:
+            raise InvalidRecordError(
+                f"record {bad_offset} has an offset delta other than {bad_offset}", **where
+            )
+        if null_key >= 0 and self.config.compact and not batch.is_control:
+            raise InvalidRecordError("a compacted topic cannot accept a record without a key", **where)
+        if self.config.message_timestamp_type == "CreateTime" and count:
+            self._check_timestamps(batch.base_timestamp + min_delta, batch.base_timestamp + max_delta, where)
+            info.max_timestamp = batch.base_timestamp + max_delta
+        return info
+
+    def _check_timestamps(self, lowest: int, highest: int, where: dict) -> None:
+        now = self._clock()
+        before, after = (
+            self.config.message_timestamp_before_max_ms,
+            self.config.message_timestamp_after_max_ms,
+        )
+        if lowest < now - before or highest > now + after:
+            raise InvalidTimestampError(
+                f"timestamps {lowest}..{highest} are outside [{now - before}, {now + after}] "
+                f"(message.timestamp.before.max.ms / after.max.ms)",
+                **where,
+            )
+
+    def _append_locked(self, buffer: bytearray, batches: list[_Batch], assign_offsets: bool) -> AppendInfo:
+        append_time = -1
+        if assign_offsets:
+            append_time = self._assign(buffer, batches)
+        first = batches[0].base_offset
+        last = batches[-1].base_offset + batches[-1].last_offset_delta
+        max_ts = max(b.max_timestamp for b in batches)
+        size = len(buffer)
+        if size > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"append of {size} bytes exceeds segment.bytes {self.config.segment_bytes}", file=self.dir
+            )
+        segment = self._maybe_roll(size, max_ts, first, last)
+        segment.append(
+            buffer,
+            [(b.position, b.size, b.base_offset + b.last_offset_delta, b.max_timestamp) for b in batches],
+        )
+        if assign_offsets:
+            self.leader_epoch_cache.assign(self.leader_epoch, first)
+        else:
+            for b in batches:
+                self.leader_epoch_cache.assign(b.epoch, b.base_offset)
+        self._next_offset = last + 1
+        if self._ts_prefix is not None and len(self._ts_prefix) == len(self._segments):
+            self._ts_prefix = None  # the active segment's max timestamp may have grown
+        if self.hw_follows_leo:
+            self._high_watermark = self._next_offset
+        self._maybe_flush()
+        count = sum(b.count for b in batches)
+        return AppendInfo(first, last, max_ts, count, size, append_time)
+
+    def _assign(self, buffer: bytearray, batches: list[_Batch]) -> int:
+        """Rewrite base offsets and leader epochs in place; stamp LogAppendTime."""
+        view = memoryview(buffer)
+        next_offset = self._next_offset
+        stamp = self.config.message_timestamp_type == "LogAppendTime"
+        now = self._clock() if stamp else -1
+        for b in batches:
+            batch = RecordBatch(view[b.position : b.position + b.size], b.position)
+            batch.set_base_offset(next_offset)
+            batch.set_partition_leader_epoch(self.leader_epoch)
+            if stamp:
+                batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, now)
+                b.max_timestamp = now
+            b.base_offset = next_offset
+            next_offset += b.last_offset_delta + 1
+        return now
+
+    def _maybe_roll(self, size: int, max_ts: int, first: int, last: int) -> LogSegment:
+        segment = self._segments[-1]
+        c = self.config
+        if segment.should_roll(size, max_ts, last, c.segment_bytes, c.segment_ms):
+            segment = self._roll(first)
+        if not segment.offset_index.can_append_offset(last):
+            raise RecordTooLargeError(
+                f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
+            )
+        return segment
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the log end offset."""
+        with self._lock:
+            self._check_open()
+            return self._roll(self._next_offset)
+
+    def _roll(self, expected_next_offset: int) -> LogSegment:
+        base = max(expected_next_offset, self._next_offset)
+        old = self._segments[-1]
+        if old.base_offset == base and old.size == 0:
+            return old  # an empty active segment at this offset already
+        new = self._new_segment(base)
+        old.on_become_inactive()
+        old.active = False
+        new.active = True
+        self._set_segments((*self._segments, new))
+        log.debug("%s: rolled a new segment at offset %d", self.name, base)
+        return new
+
+    # --- flushing ------------------------------------------------------------------------------
+
+    def _maybe_flush(self) -> None:
+        unflushed = self._next_offset - self.recovery_point
+        if unflushed >= self.config.flush_messages or (
+            self.config.flush_ms < (1 << 62) and self._clock() - self._last_flush_ms >= self.config.flush_ms
+        ):
+            self._flush_locked(self._next_offset)
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding offsets below ``offset`` (default: the log end)
+        and move the recovery point there."""
+        with self._lock:
+            self._flush_locked(self._next_offset if offset is None else offset)
+
+    def _flush_locked(self, offset: int) -> None:
+        if offset <= self.recovery_point:
+            return
+        start = self._floor_segment(self.recovery_point)
+        end = self._floor_segment(max(offset - 1, 0))
+        for segment in self._segments[start : end + 1]:
+            segment.flush()
+        fileio.fsync_dir(self.dir)
+        self.recovery_point = offset
+        self._last_flush_ms = self._clock()
+
+    def flush_if_due(self) -> None:
+        """The periodic flush for flush.ms (called by the log manager)."""
+        with self._lock:
+            if not self.closed:
+                self._maybe_flush()
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self._next_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.name}",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self._next_offset,
+                file=self.dir,
+                offset=offset,
+            )
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int = 1024 * 1024,
+        *,
+        upper_bound: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchData:
+        """Bytes of whole batches from the batch holding ``offset``, below ``upper_bound``
+        (default: the high watermark). The slice starts at a batch boundary and holds at
+        least the first batch whole when ``min_one_message``, however large."""
+        self._check_range(offset)
+        end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
+        segments, bases = self._segments, self._bases
+        if offset >= end:
+            return FetchData(offset, None)
+        i = max(0, bisect.bisect_right(bases, offset) - 1)
+        end_segment = max(0, bisect.bisect_right(bases, end - 1) - 1)
+        while i <= end_segment:
+            segment = segments[i]
+            max_position = self._position_of(segment, end) if i == end_segment else segment.size
+            fetch = segment.read(offset, max_bytes, max_position, min_one_message)
+            if fetch is not None:
+                return fetch
+            i += 1
+        return FetchData(offset, None)
+
+    def _position_of(self, segment: LogSegment, end: int) -> int:
+        """The byte position in ``segment`` where offset ``end`` starts (its size if none)."""
+        if end >= self._next_offset and segment is self._segments[-1]:
+            return segment.size
+        header = segment.translate_offset(end)
+        return segment.size if header is None else header.position
+
+    def batches(
+        self, start_offset: int | None = None, end_offset: int | None = None, max_bytes: int = 4 * 1024 * 1024
+    ) -> Iterator[AnyBatch]:
+        """Whole batches holding offsets from ``start_offset`` (default: the log start)
+        below ``end_offset`` (default: the high watermark)."""
+        offset = self.log_start_offset if start_offset is None else start_offset
+        end = self._high_watermark if end_offset is None else end_offset
+        while offset < end:
+            fetch = self.read(offset, max_bytes, upper_bound=end)
+            if fetch.slice is None:
+                return
+            last = offset - 1
+            for batch in fetch.slice.batches():
+                yield batch
+                last = batch.last_offset
+            if last < offset:
+                return
+            offset = last + 1
+
+    def records(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
+        """Records from ``start_offset`` up to the high watermark (or ``end_offset``),
+        skipping control records."""
+        start = self.log_start_offset if start_offset is None else start_offset
+        end = self._high_watermark if end_offset is None else end_offset
+        for batch in self.batches(start, end):
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if start <= record.offset < end:
+                    yield record
+
+    # --- lookups by time -------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """Kafka's ListOffsets: (offset, timestamp) of the earliest record whose timestamp
+        is >= ``timestamp``; None if there is none. Special targets: -2 earliest (the log
+        start offset), -1 latest (the high watermark), -3 the record with the largest
+        timestamp. The special ones answer with timestamp -1 (-3: the largest timestamp)."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self._high_watermark, -1
+        if timestamp == MAX_TIMESTAMP:
+            return self._max_timestamp_offset()
+        if timestamp < 0:
+            raise InvalidTimestampError(f"invalid target timestamp {timestamp}", file=self.dir)
+        segments = self._segments
+        prefix = self._timestamp_prefix(segments)
+        i = bisect.bisect_left(prefix, timestamp)
+        start = self.log_start_offset
+        while i < len(segments):
+            found = segments[i].find_offset_by_timestamp(timestamp, start)
+            if found is not None:
+                ts, offset = found
+                return (offset, ts) if offset < self._high_watermark else None
+            i += 1
+        return None
+
+    def _timestamp_prefix(self, segments: tuple[LogSegment, ...]) -> list[int]:
+        """Running max of the segments' largest timestamps: monotonic, so the first
+        segment with max timestamp >= t is found by bisect instead of a scan."""
+        prefix = self._ts_prefix
+        if prefix is None or len(prefix) != len(segments):
+            prefix, running = [], -1
+            for s in segments:
+                running = max(running, s.max_timestamp)
+                prefix.append(running)
+            if segments is self._segments:
+                self._ts_prefix = prefix
+        return prefix
+
+    def _max_timestamp_offset(self) -> tuple[int, int] | None:
+        segments = self._segments
+        best = max(segments, key=lambda s: s.max_timestamp)
+        max_ts, shallow = best.max_timestamp_and_offset
+        if max_ts < 0:
+            return None
+        found = best.find_offset_by_timestamp(max_ts, max(shallow - (1 << 31), self.log_start_offset))
+        return (found[1], found[0]) if found else (shallow, max_ts)
+
+    # --- truncation ------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Drop every record at ``offset`` or after (a follower diverged). Returns
+        whether anything was removed."""
+        with self._lock:
+            self._check_open()
+            if offset < 0:
+                raise ValueError(f"cannot truncate to negative offset {offset}")
+            if offset >= self._next_offset:
+                return False
+            if offset < self._segments[0].base_offset:
+                self._truncate_fully(offset)
+                return True
+            keep = self._floor_segment(offset)
+            for segment in self._segments[keep + 1 :]:
+                segment.delete()
+            segment = self._segments[keep]
+            segment.truncate_to(offset)
+            segment.active = True
+            self._set_segments(self._segments[: keep + 1])
+            self._next_offset = segment.read_next_offset()
+            self._after_truncation()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and start an empty log at ``offset``."""
+        with self._lock:
+            self._check_open()
+            self._truncate_fully(offset)
+
+    def _truncate_fully(self, offset: int) -> None:
+        for segment in self._segments:
+            segment.delete()
+        self._set_segments([self._new_segment(offset)])
+        self._next_offset = offset
+        self.log_start_offset = offset
+        self.leader_epoch_cache.clear()
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self.recovery_point = min(self.recovery_point, self._next_offset)
+        self._high_watermark = min(self._high_watermark, self._next_offset)
+        if self.hw_follows_leo:
+            self._high_watermark = self._next_offset
+        self.leader_epoch_cache.truncate_from_end(self._next_offset)
+
+    # --- lifecycle ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush and close every segment (the active one's indexes are trimmed)."""
+        with self._lock:
+            if self.closed:
+                return
+            self._flush_locked(self._next_offset)
+            for segment in self._segments:
+                segment.close()
+            self.closed = True
+
+    def close_without_flush(self) -> None:
+        """Release files as a crash would leave them (tests, and a failed dir)."""
+        with self._lock:
+            for segment in self._segments:
+                segment.close_handlers()
+            self.closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.name}, start={self.log_start_offset}, end={self._next_offset}, "
+            f"hw={self._high_watermark}, segments={len(self._segments)})"
+        )

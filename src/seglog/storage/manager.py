@@ -1,0 +1,485 @@
+"""The log manager (Kafka's LogManager): every partition log under ``log.dirs``.
+
+Each log dir is owned by one process at a time through an exclusive lock on
+its ``.lock`` file, and holds, beside the partition directories::
+
+    meta.properties                    version, broker.id / node.id, cluster.id
+    recovery-point-offset-checkpoint   per partition: flushed up to here
+    log-start-offset-checkpoint        per partition: the log start offset
+    replication-offset-checkpoint      per partition: the high watermark
+    .kafka_cleanshutdown               present only while no process runs the dir
+    topic-configs.json                 seglog's own: per-topic overrides
+
+(Kafka keeps topic configs in its metadata quorum; seglog, having none yet,
+keeps them in a file that Kafka ignores, since Kafka only looks at
+directories.) On start-up the clean-shutdown marker decides between trusting
+the checkpoints and recovering every partition from its recovery point;
+partitions load in parallel.
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import fcntl
+import json
+import logging
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ..config import BrokerConfig, LogConfig, validate_topic_config
+from ..errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    InvalidTopicError,
+    KafkaStorageError,
+    LogDirLockedError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from . import checkpoint, fileio
+from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from .log import PartitionLog
+from .naming import (
+    deleted_dir_name,
+    parse_deleted_dir,
+    parse_partition_dir,
+    partition_dir_name,
+    validate_topic,
+)
+from .scheduler import Scheduler
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+META_PROPERTIES = "meta.properties"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+TOPIC_CONFIGS_FILE = "topic-configs.json"
+PARTITION_METADATA = "partition.metadata"
+
+TopicPartition = tuple[str, int]
+
+
+class LogDir:
+    """One directory of ``log.dirs``, locked for the lifetime of the manager."""
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        fileio.make_dirs(self.path)
+        self._lock_fd = self._lock()
+
+    def _lock(self) -> int:
+        lock_path = os.path.join(self.path, LOCK_FILE)
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot open the lock file: {e.strerror}", file=lock_path) from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as e:
+            owner = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
+                raise LogDirLockedError(
+                    f"log dir {self.path} is in use by another process (pid {owner}); "
+                    f"stop it or use another directory",
+                    file=lock_path,
+                ) from None
+            raise KafkaStorageError(f"cannot lock the log dir: {e.strerror}", file=lock_path) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        return fd
+
+    def unlock(self) -> None:
+        if self._lock_fd >= 0:
+            os.ftruncate(self._lock_fd, 0)
+            os.close(self._lock_fd)  # closing the fd releases the flock
+            self._lock_fd = -1
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+
+def read_meta_properties(path: str) -> dict[str, str]:
+    """Kafka's meta.properties, v0 (broker.id) or v1 (node.id, KRaft)."""
+    props: dict[str, str] = {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                line = line.strip()
+                if line and not line.startswith(("#", "!")) and "=" in line:
+                    key, _, value = line.partition("=")
+                    props[key.strip()] = value.strip()
+    except FileNotFoundError:
+        return {}
+    if props.get("version") not in ("0", "1"):
+        raise KafkaStorageError(f"unsupported meta.properties version {props.get('version')!r}", file=path)
+    return props
+
+
+def _new_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class LogManager:
+    """Every partition log of a set of log dirs. Use ``seglog.open``."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Callable[[], int] | None = None,
+        background: bool = True,
+    ) -> None:
+        self.config = config
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._logs: dict[TopicPartition, PartitionLog] = {}
+        self._topic_configs: dict[str, dict[str, Any]] = {}
+        self._topic_ids: dict[str, str] = {}
+        self._dirs: list[LogDir] = []
+        self._closed = False
+        try:
+            for path in config.log_dirs:
+                self._dirs.append(LogDir(path))
+            self._check_meta_properties()
+            self._load_all()
+        except BaseException:
+            for d in self._dirs:
+                d.unlock()
+            raise
+        self._scheduler: Scheduler | None = Scheduler() if background else None
+        if self._scheduler is not None:
+            self._schedule_background_tasks(self._scheduler)
+
+    # --- start-up -----------------------------------------------------------------------------
+
+    def _check_meta_properties(self) -> None:
+        configured = self.config["broker.id"] if self.config.is_set("broker.id") else None
+        cluster_id = None
+        for d in self._dirs:
+            props = read_meta_properties(d.file(META_PROPERTIES))
+            if not props:
+                continue
+            stored = props.get("broker.id", props.get("node.id"))
+            if configured is not None and stored is not None and int(stored) != configured:
+                raise InvalidConfigurationError(
+                    f"configured broker.id {configured} does not match the stored id {stored}",
+                    file=d.file(META_PROPERTIES),
+                )
+            cluster_id = cluster_id or props.get("cluster.id")
+        cluster_id = cluster_id or _new_id()
+        broker_id = configured if configured is not None else self.config["broker.id"]
+        for d in self._dirs:
+            if not os.path.exists(d.file(META_PROPERTIES)):
+                text = f"#\n#Written by seglog\nversion=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n"
+                fileio.write_atomically(d.file(META_PROPERTIES), text.encode())
+
+    def _load_all(self) -> None:
+        jobs: list[tuple[LogDir, str, TopicPartition, dict]] = []
+        for d in self._dirs:
+            clean = os.path.exists(d.file(CLEAN_SHUTDOWN_FILE))
+            recovery = checkpoint.read_offsets_or_empty(d.file(RECOVERY_POINT_CHECKPOINT))
+            starts = checkpoint.read_offsets_or_empty(d.file(LOG_START_OFFSET_CHECKPOINT))
+            hws = checkpoint.read_offsets_or_empty(d.file(REPLICATION_OFFSET_CHECKPOINT))
+            self._load_topic_configs(d)
+            for name in sorted(os.listdir(d.path)):
+                path = d.file(name)
+                if not os.path.isdir(path):
+                    continue
+                if parse_deleted_dir(name):
+                    self._remove_dir_later(path, 0)
+                    continue
+                tp = parse_partition_dir(name)
+                if tp is None:
+                    log.warning("ignoring directory %s: not a topic-partition name", path)
+                    continue
+                kw = {
+                    "recovery_point": recovery.get(tp, 0),
+                    "log_start_offset": starts.get(tp, 0),
+                    "high_watermark": hws.get(tp),
+                    # a partition missing from the recovery checkpoint was never flushed
+                    "had_clean_shutdown": clean and tp in recovery,
+                }
+                jobs.append((d, path, tp, kw))
+        threads = max(1, self.config["num.recovery.threads.per.data.dir"] * len(self._dirs))
+        with ThreadPoolExecutor(threads, thread_name_prefix="seglog-recovery") as pool:
+            loaded = list(pool.map(lambda job: (job[2], self._open_log(job[1], job[2], **job[3])), jobs))
+        for tp, partition_log in loaded:
+            if tp in self._logs:
+                raise KafkaStorageError(
+                    f"partition {tp[0]}-{tp[1]} found in two log dirs", file=partition_log.dir
+                )
+            self._logs[tp] = partition_log
+        for d in self._dirs:
+            fileio.unlink(d.file(CLEAN_SHUTDOWN_FILE))  # from here on a crash is an unclean shutdown
+
+    def _load_topic_configs(self, d: LogDir) -> None:
+        path = d.file(TOPIC_CONFIGS_FILE)
+        try:
+            with open(path, encoding="utf-8") as f:
+                stored = json.load(f)
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as e:
+            raise KafkaStorageError(f"cannot read topic configs: {e}", file=path) from None
+        for topic, entry in stored.get("topics", {}).items():
+            self._topic_configs.setdefault(topic, validate_topic_config(entry.get("config", {})))
+            if entry.get("topic_id"):
+                self._topic_ids.setdefault(topic, entry["topic_id"])
+
+    def _log_config(self, topic: str) -> LogConfig:
+        return LogConfig(self.config, self._topic_configs.get(topic, {}))
+
+    def _open_log(self, path: str, tp: TopicPartition, **kw: Any) -> PartitionLog:
+        return PartitionLog(
+            path,
+            tp[0],
+            tp[1],
+            self._log_config(tp[0]),
+            clock=self._clock,
+            scheduler_delete=self._delete_later,
+            **kw,
+        )
+
+    # --- topics ---------------------------------------------------------------------------------
+
+    def topics(self) -> list[str]:
+        with self._lock:
+            return sorted({t for t, _ in self._logs})
+
+    def partitions(self, topic: str) -> list[int]:
+        with self._lock:
+            found = sorted(p for t, p in self._logs if t == topic)
+        if not found:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        return found
+
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        try:
+            return self._logs[(topic, partition)]
+        except KeyError:
+            known = sorted(p for t, p in self._logs if t == topic)
+            detail = f"topic {topic!r} has partitions {known}" if known else f"unknown topic {topic!r}"
+            raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}: {detail}") from None
+
+    def logs(self) -> list[PartitionLog]:
+        with self._lock:
+            return list(self._logs.values())
+
+    def topic_config(self, topic: str) -> LogConfig:
+        self.partitions(topic)
+        return self._log_config(topic)
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
+    ) -> None:
+        """Create a topic with ``partitions`` partitions (default num.partitions)."""
+        validate_topic(name)
+        count = self.config["num.partitions"] if partitions is None else partitions
+        if not isinstance(count, int) or count < 1:
+            raise InvalidPartitionsError(f"a topic needs at least one partition, not {count!r}")
+        overrides = validate_topic_config(config or {})
+        with self._lock:
+            self._check_writable()
+            existing = self.topics()
+            if name in existing:
+                raise TopicExistsError(f"topic {name!r} already exists")
+            collision = [t for t in existing if t.replace(".", "_") == name.replace(".", "_")]
+            if collision:
+                raise InvalidTopicError(
+                    f"topic {name!r} collides with existing topic {collision[0]!r} "
+                    f"('.' and '_' are the same in metric names)"
+                )
+            self._topic_configs[name] = overrides
+            self._topic_ids[name] = _new_id()
+            created: list[PartitionLog] = []
+            try:
+                for p in range(count):
+                    created.append(self._create_partition(name, p))
+            except BaseException:
+                for partition_log in created:
+                    self._drop_partition(partition_log, delay_ms=0)
+                self._topic_configs.pop(name, None)
+                raise
+            self._write_topic_configs()
+
+    def _create_partition(self, topic: str, partition: int) -> PartitionLog:
+        d = min(
+            self._dirs,
+            key=lambda d: sum(1 for pl in self._logs.values() if pl.dir.startswith(d.path + os.sep)),
+        )
+        path = d.file(partition_dir_name(topic, partition))
+        fileio.make_dirs(path)
+        metadata = f"version: 0\ntopic_id: {self._topic_ids[topic]}\n"
+        fileio.write_atomically(os.path.join(path, PARTITION_METADATA), metadata.encode())
+        partition_log = self._open_log(path, (topic, partition), had_clean_shutdown=True)
+        self._logs[(topic, partition)] = partition_log
+        return partition_log
+
+    def delete_topic(self, name: str) -> None:
+        """Delete a topic: its directories are renamed ``*-delete`` now and removed
+        after file.delete.delay.ms."""
+        with self._lock:
+            self._check_writable()
+            for p in self.partitions(name):
+                partition_log = self._logs[(name, p)]
+                self._drop_partition(partition_log, partition_log.config.file_delete_delay_ms)
+            self._topic_configs.pop(name, None)
+            self._topic_ids.pop(name, None)
+            self._write_topic_configs()
+            self.checkpoint()
+
+    def _drop_partition(self, partition_log: PartitionLog, delay_ms: int) -> None:
+        partition_log.close_without_flush()
+        self._logs.pop((partition_log.topic, partition_log.partition), None)
+        target = os.path.join(
+            os.path.dirname(partition_log.dir), deleted_dir_name(partition_log.topic, partition_log.partition)
+        )
+        fileio.rename(partition_log.dir, target)
+        fileio.fsync_dir(os.path.dirname(target))
+        self._remove_dir_later(target, delay_ms)
+
+    def alter_topic_config(
+        self, topic: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = ()
+    ) -> LogConfig:
+        """Change a topic's overrides; every partition log sees them at once."""
+        with self._lock:
+            self._check_writable()
+            self.partitions(topic)
+            overrides = dict(self._topic_configs.get(topic, {}))
+            for key in delete:
+                overrides.pop(key, None)
+            overrides.update(validate_topic_config(set or {}))
+            config = LogConfig(self.config, overrides)
+            self._topic_configs[topic] = overrides
+            for p in self.partitions(topic):
+                self._logs[(topic, p)].config = config
+            self._write_topic_configs()
+            return config
+
+    def _write_topic_configs(self) -> None:
+        for d in self._dirs:
+            here = {t for (t, _), pl in self._logs.items() if pl.dir.startswith(d.path + os.sep)}
+            body = {
+                "version": 1,
+                "topics": {
+                    t: {"topic_id": self._topic_ids.get(t), "config": {k: _jsonable(v) for k, v in c.items()}}
+                    for t, c in sorted(self._topic_configs.items())
+                    if t in here
+                },
+            }
+            fileio.write_atomically(d.file(TOPIC_CONFIGS_FILE), json.dumps(body, indent=1).encode())
+
+    # --- checkpoints and background work ------------------------------------------------------
+
+    def _by_dir(self) -> Iterator[tuple[LogDir, list[PartitionLog]]]:
+        logs = self.logs()
+        for d in self._dirs:
+            yield d, [pl for pl in logs if pl.dir.startswith(d.path + os.sep)]
+
+    def checkpoint_recovery_points(self) -> None:
+        for d, logs in self._by_dir():
+            checkpoint.write_offsets(
+                d.file(RECOVERY_POINT_CHECKPOINT),
+                {(pl.topic, pl.partition): pl.recovery_point for pl in logs},
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for d, logs in self._by_dir():
+            checkpoint.write_offsets(
+                d.file(LOG_START_OFFSET_CHECKPOINT),
+                {(pl.topic, pl.partition): pl.log_start_offset for pl in logs},
+            )
+
+    def checkpoint_high_watermarks(self) -> None:
+        for d, logs in self._by_dir():
+            checkpoint.write_offsets(
+                d.file(REPLICATION_OFFSET_CHECKPOINT),
+                {(pl.topic, pl.partition): pl.high_watermark for pl in logs},
+            )
+
+    def checkpoint(self) -> None:
+        """Write all three offset checkpoints now."""
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def flush_due(self) -> None:
+        for partition_log in self.logs():
+            partition_log.flush_if_due()
+
+    def _schedule_background_tasks(self, s: Scheduler) -> None:
+        c = self.config
+        s.schedule(
+            "recovery-point-checkpoint",
+            self.checkpoint_recovery_points,
+            c["log.flush.offset.checkpoint.interval.ms"],
+            c["log.flush.offset.checkpoint.interval.ms"],
+        )
+        s.schedule(
+            "log-start-offset-checkpoint",
+            self.checkpoint_log_start_offsets,
+            c["log.flush.start.offset.checkpoint.interval.ms"],
+            c["log.flush.start.offset.checkpoint.interval.ms"],
+        )
+        s.schedule(
+            "high-watermark-checkpoint",
+            self.checkpoint_high_watermarks,
+            c["replica.high.watermark.checkpoint.interval.ms"],
+            c["replica.high.watermark.checkpoint.interval.ms"],
+        )
+        s.schedule("flush", self.flush_due, 1000, 1000)
+
+    def _delete_later(self, fn: Callable[[], None], delay_ms: float) -> None:
+        if self._scheduler is None or delay_ms <= 0:
+            fn()
+        else:
+            self._scheduler.schedule("delete-files", fn, delay_ms)
+
+    def _remove_dir_later(self, path: str, delay_ms: float) -> None:
+        self._delete_later(lambda: fileio.remove_tree(path), delay_ms)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise KafkaStorageError("the log manager is closed")
+
+    # --- shutdown ----------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Clean shutdown: flush and close every log, write the checkpoints and the
+        clean-shutdown marker, release the locks."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._scheduler is not None:
+            self._scheduler.shutdown()
+        try:
+            for partition_log in self.logs():
+                partition_log.close()
+            self.checkpoint()
+            for d in self._dirs:
+                fileio.write_atomically(d.file(CLEAN_SHUTDOWN_FILE), b'{"version":0,"brokerEpoch":-1}')
+        finally:
+            for d in self._dirs:
+                d.unlock()
+
+    def __enter__(self) -> LogManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"LogManager(dirs={[d.path for d in self._dirs]}, partitions={len(self._logs)})"
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    return value

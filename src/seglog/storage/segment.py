@@ -1,0 +1,559 @@
+"""A log segment: one ``.log`` of batches with its sparse ``.index`` and ``.timeindex``.
+
+The segment is named after its base offset, the first offset it holds or could
+hold. Batches are only appended. Every time more than ``index.interval.bytes``
+of batches were appended since the last entry, the batch being appended gets an
+offset index entry (its last offset, its start position) and the time index
+gets the largest timestamp so far, if it grew.
+
+Files are opened lazily: a log of 10,000 segments opens without touching
+them, and an index is mapped (and checked) on its first lookup. A missing or
+corrupt index is rebuilt from the log.
+
+A read returns a ``FileSlice`` — file, position, size — that starts at a batch
+boundary: the broker can hand it to sendfile, Spark can map it, a test can
+read it into memory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import struct
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, SeglogError
+from ..records import AnyBatch, BatchIterator
+from ..records.batch import LOG_OVERHEAD
+from ..records.batches import HEADER_PEEK, peek_frame
+from . import fileio
+from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
+from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+
+log = logging.getLogger(__name__)
+
+_V2_TAIL = struct.Struct(">iqq")  # lastOffsetDelta, baseTimestamp, maxTimestamp at byte 23
+_LEGACY_TS = struct.Struct(">q")
+_SCAN_CHUNK = 64 * 1024
+_RECOVERY_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BatchHeader:
+    """What a scan of batch headers learns without decoding records."""
+
+    position: int
+    size: int
+    base_offset: int  # for a legacy wrapper: its offset field (the last inner offset)
+    last_offset: int
+    max_timestamp: int
+    magic: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+@dataclass(frozen=True)
+class FileSlice:
+    """A byte range of a segment file, starting at a batch boundary."""
+
+    handle: fileio.FileHandle
+    position: int
+    size: int
+
+    def read(self) -> bytes:
+        return self.handle.pread(self.size, self.position)
+
+    def batches(self) -> BatchIterator:
+        """The whole batches of the slice (a last partial batch is left out)."""
+        return BatchIterator(self.read(), origin=self.position)
+
+
+@dataclass(frozen=True)
+class FetchData:
+    """A read's answer: where it starts, and the bytes (``None``: nothing to read)."""
+
+    offset: int
+    slice: FileSlice | None
+    first_entry_incomplete: bool = False
+
+    @property
+    def size(self) -> int:
+        return self.slice.size if self.slice else 0
+
+
+def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
+    offset, size, magic = peek_frame(buf, at, position - at)
+    if magic == 2:
+        if len(buf) - at < 43:
+            raise CorruptRecordError("v2 batch header truncated", position=position)
+        delta, _base_ts, max_ts = _V2_TAIL.unpack_from(buf, at + 23)
+        return BatchHeader(position, size + LOG_OVERHEAD, offset, offset + delta, max_ts, magic)
+    ts = _LEGACY_TS.unpack_from(buf, at + 18)[0] if magic == 1 and len(buf) - at >= 26 else NO_TIMESTAMP
+    return BatchHeader(position, size + LOG_OVERHEAD, offset, offset, ts, magic)
+
+
+class LogSegment:
+    """One segment of a partition log. Not thread-safe for writers: the
+    partition log holds its lock around every mutation."""
+
+    def __init__(
+        self,
+        dir: str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        max_index_size: int = 10 * 1024 * 1024,
+        roll_jitter_ms: int = 0,
+        clock: Callable[[], int] | None = None,
+        created: bool = False,
+        suffix: str = "",
+    ) -> None:
+        self.dir = dir
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.roll_jitter_ms = roll_jitter_ms
+        self.suffix = suffix
+        self._clock = clock or _wall_clock_ms
+        self._handle: fileio.FileHandle | None = None
+        self._size: int | None = 0 if created else None
+        self._offset_index: OffsetIndex | None = None
+        self._time_index: TimeIndex | None = None
+        self._max_ts_and_offset: tuple[int, int] | None = (NO_TIMESTAMP, base_offset) if created else None
+        self._rolling_based_timestamp: int | None = None
+        self._rolling_loaded = created
+        self.bytes_since_last_index_entry = 0
+        self.created_ms = self._clock()
+        self.active = created
+        if created:
+            self._handle = fileio.open_file(self.log_path, create=True)
+            self._handle.truncate(0)
+            self._reset_indexes()
+
+    @classmethod
+    def create(cls, dir: str, base_offset: int, **kw: object) -> LogSegment:
+        """A new, empty segment; stale files of the same name are replaced."""
+        return cls(dir, base_offset, created=True, **kw)  # type: ignore[arg-type]
+
+    # --- paths and files ---------------------------------------------------------------
+
+    def _path(self, suffix: str) -> str:
+        return os.path.join(self.dir, offset_file_name(self.base_offset, suffix + self.suffix))
+
+    @property
+    def log_path(self) -> str:
+        return self._path(LOG_SUFFIX)
+
+    @property
+    def index_path(self) -> str:
+        return self._path(INDEX_SUFFIX)
+
+    @property
+    def time_index_path(self) -> str:
+        return self._path(TIME_INDEX_SUFFIX)
+
+    @property
+    def handle(self) -> fileio.FileHandle:
+        if self._handle is None:
+            self._handle = fileio.open_file(self.log_path, writable=True)
+        return self._handle
+
+    @property
+    def size(self) -> int:
+        if self._size is None:
+            self._size = self.handle.size()
+        return self._size
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        if self._offset_index is None:
+            self._load_indexes()
+        assert self._offset_index is not None
+        return self._offset_index
+
+    @property
+    def time_index(self) -> TimeIndex:
+        if self._time_index is None:
+            self._load_indexes()
+        assert self._time_index is not None
+        return self._time_index
+
+    @property
+    def indexes_loaded(self) -> bool:
+        return self._offset_index is not None
+
+    def _open_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+        return (
+            OffsetIndex(self.index_path, self.base_offset, self.max_index_size),
+            TimeIndex(self.time_index_path, self.base_offset, self.max_index_size),
+        )
+
+    def _load_indexes(self) -> None:
+        """Map both indexes; rebuild them from the log when missing or corrupt."""
+        if os.path.exists(self.index_path) and os.path.exists(self.time_index_path):
+            try:
+                oi, ti = self._open_indexes()
+                self._check_indexes(oi, ti)
+                self._offset_index, self._time_index = oi, ti
+                return
+            except CorruptIndexError as e:
+                log.warning("%s: corrupt index (%s): rebuilding the indexes from the log", self.log_path, e)
+        else:
+            log.warning("%s: index files missing: rebuilding them from the log", self.log_path)
+        self._reset_indexes()
+        truncated = self._scan_and_index(truncate=False)
+        if truncated:
+            # only recovery may truncate: this segment may be followed by others
+            raise CorruptRecordError(
+                f"{truncated} invalid bytes at the end of the segment while rebuilding its indexes",
+                file=self.log_path,
+                position=self.size - truncated,
+            )
+
+    def _check_indexes(self, oi: OffsetIndex, ti: TimeIndex) -> None:
+        oi.sanity_check()
+        ti.sanity_check()
+        if oi.entries and oi.entry(oi.entries - 1)[1] >= self.size:
+            raise CorruptIndexError(f"last entry points past the log's {self.size} bytes", file=oi.path)
+        if not self.active:
+            # an inactive segment's indexes were trimmed at roll: a zero-filled
+            # tail means the file was zeroed or never trimmed
+            for index in (oi, ti):
+                if index.length != index.size_in_bytes:
+                    raise CorruptIndexError(
+                        f"{index.length - index.size_in_bytes} bytes of unused slots", file=index.path
+                    )
+
+    def _reset_indexes(self) -> None:
+        """Replace both index files by empty, preallocated ones."""
+        self._offset_index = self._time_index = None
+        for path in (self.index_path, self.time_index_path):
+            fileio.unlink(path)
+        self._offset_index, self._time_index = self._open_indexes()
+
+    # --- appending -----------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, batches: list[tuple[int, int, int, int]]) -> None:
+        """Append whole batches. ``batches`` lists, for each batch in ``data``:
+        (position in data, size, last offset, max timestamp)."""
+        if not batches:
+            return
+        if self._rolling_based_timestamp is None and self.size == 0:
+            self._rolling_based_timestamp = batches[0][3]
+            self._rolling_loaded = True
+        start = self.size
+        try:
+            self.handle.pwrite(data, start)
+        except KafkaStorageError:
+            # a full disk can leave part of the data written: cut it off, so the
+            # log stays exactly as it was before this append
+            self.handle.truncate(start)
+            raise
+        self._size = start + len(data)
+        self._index_batches(start, batches)
+
+    def _index_batches(self, start: int, batches: list[tuple[int, int, int, int]]) -> None:
+        max_ts, max_ts_offset = self.max_timestamp_and_offset
+        oi, ti = self.offset_index, self.time_index
+        interval = self.index_interval_bytes
+        since = self.bytes_since_last_index_entry
+        for rel, size, last_offset, batch_max_ts in batches:
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, last_offset
+            if since > interval:
+                oi.append(last_offset, start + rel)
+                ti.maybe_append(max_ts, max_ts_offset)
+                since = 0
+            since += size
+        self.bytes_since_last_index_entry = since
+        self._max_ts_and_offset = (max_ts, max_ts_offset)
+
+    @property
+    def max_timestamp_and_offset(self) -> tuple[int, int]:
+        """The largest timestamp in the segment and the offset that carried it."""
+        if self._max_ts_and_offset is None:
+            self._max_ts_and_offset = self._load_max_timestamp()
+        return self._max_ts_and_offset
+
+    def _load_max_timestamp(self) -> tuple[int, int]:
+        # the time index holds the max up to its last entry; batches after the last
+        # offset index entry may hold a larger one (and a damaged time index a smaller)
+        best = self.time_index.last_entry
+        start = self.offset_index.lookup(self.offset_index.last_offset)[1] if self.offset_index.entries else 0
+        for header in self.scan_headers(start):
+            if header.max_timestamp > best[0]:
+                best = (header.max_timestamp, header.last_offset)
+        return best
+
+    @property
+    def max_timestamp(self) -> int:
+        return self.max_timestamp_and_offset[0]
+
+    @property
+    def largest_timestamp(self) -> int:
+        """For retention: the largest record timestamp, else the file's mtime."""
+        ts = self.max_timestamp
+        return ts if ts >= 0 else self.last_modified_ms
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.stat(self.log_path).st_mtime * 1000)
+
+    @property
+    def rolling_based_timestamp(self) -> int | None:
+        """The first batch's max timestamp: segment.ms counts from it."""
+        if not self._rolling_loaded:
+            first = next(iter(self.scan_headers(0)), None)
+            self._rolling_based_timestamp = first.max_timestamp if first else None
+            self._rolling_loaded = True
+        return self._rolling_based_timestamp
+
+    def should_roll(
+        self, batch_bytes: int, max_timestamp: int, max_offset: int, segment_bytes: int, segment_ms: int
+    ) -> bool:
+        """Kafka's roll rules, checked before an append of ``batch_bytes``."""
+        size = self.size
+        if size > segment_bytes - batch_bytes:
+            return size > 0
+        if size > 0:
+            rolling = self.rolling_based_timestamp
+            waited = (
+                (max_timestamp - rolling)
+                if rolling is not None and rolling >= 0
+                else (self._clock() - self.created_ms)
+            )
+            if waited > segment_ms - self.roll_jitter_ms:
+                return True
+        if self.offset_index.is_full or self.time_index.is_full:
+            return True
+        return not self.offset_index.can_append_offset(max_offset)
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def scan_headers(self, start: int = 0, end: int | None = None) -> Iterator[BatchHeader]:
+        """Batch headers from byte ``start`` up to ``end``, reading in chunks.
+        Stops at a partial batch; bad framing raises CorruptRecordError."""
+        limit = self.size if end is None else end
+        pos = start
+        handle = self.handle
+        while pos + HEADER_PEEK <= limit:
+            chunk = handle.pread(min(_SCAN_CHUNK, limit - pos), pos)
+            at = 0
+            while at + HEADER_PEEK <= len(chunk):
+                if len(chunk) - at < 43 and chunk[at + 16] == 2:
+                    break  # the v2 fields we read lie past the chunk: read from here
+                header = _header_at(chunk, at, pos + at)
+                if header.position + header.size > limit:
+                    return
+                yield header
+                at += header.size
+            if at == 0:
+                return  # a v2 header cut short by the end of the data: a partial batch
+            pos += at
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
+        """The first batch whose last offset >= ``offset``, found through the index."""
+        position = max(self.offset_index.lookup(offset)[1], starting_position)
+        for header in self.scan_headers(position):
+            if header.last_offset >= offset:
+                return header
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> FetchData | None:
+        """Bytes from the batch holding ``start_offset``, at most ``max_size`` of them
+        (or the whole first batch, with ``min_one_message``), never past ``max_position``.
+        None when no batch at or after the offset lies before ``max_position``."""
+        limit = self.size if max_position is None else max_position
+        header = self.translate_offset(start_offset)
+        if header is None or header.position >= limit:
+            return None
+        wanted = max(max_size, header.size) if min_one_message else max_size
+        size = min(limit - header.position, wanted)
+        return FetchData(start_offset, FileSlice(self.handle, header.position, size), wanted < header.size)
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
+        offset >= ``starting_offset``, or None."""
+        ts_offset = self.time_index.lookup(timestamp)[1]
+        position = self.offset_index.lookup(max(ts_offset, starting_offset))[1]
+        for header in self.scan_headers(position):
+            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
+                continue
+            data = self.handle.pread(header.size, header.position)
+            batch = next(BatchIterator(data, origin=header.position))
+            for record in batch.records():
+                if (
+                    record.timestamp is not None
+                    and record.timestamp >= timestamp
+                    and record.offset >= starting_offset
+                ):
+                    return record.timestamp, record.offset
+        return None
+
+    def read_next_offset(self) -> int:
+        """The offset after the segment's last batch (its base offset when empty)."""
+        start = self.offset_index.lookup(self.offset_index.last_offset)[1] if self.offset_index.entries else 0
+        next_offset = self.base_offset
+        for header in self.scan_headers(start):
+            next_offset = header.next_offset
+        return next_offset
+
+    # --- recovery and truncation ------------------------------------------------------------
+
+    def recover(
+        self, max_batch_size: int | None = None, on_batch: Callable[[AnyBatch], None] | None = None
+    ) -> int:
+        """Revalidate every batch, rebuild the indexes, truncate at the first invalid
+        byte. Returns the bytes truncated."""
+        self._reset_indexes()
+        return self._scan_and_index(truncate=True, max_batch_size=max_batch_size, on_batch=on_batch)
+
+    def _scan_and_index(
+        self,
+        truncate: bool,
+        max_batch_size: int | None = None,
+        on_batch: Callable[[AnyBatch], None] | None = None,
+    ) -> int:
+        """Validate and index every batch from the start; returns the invalid bytes at the end."""
+        self._size = None
+        self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
+        self.bytes_since_last_index_entry = 0
+        size, valid, want = self.size, 0, _RECOVERY_CHUNK
+        prev_last = self.base_offset - 1
+        fault: SeglogError | str = "a partial batch"
+        while valid < size:
+            chunk = self.handle.pread(want, valid)
+            scan = BatchIterator(chunk, origin=valid, max_batch_size=max_batch_size)
+            batches: list[tuple[int, int, int, int]] = []
+            try:
+                for batch in scan:
+                    batch.validate()
+                    last = batch.last_offset
+                    if batch.base_offset <= prev_last or not self.offset_index.can_append_offset(last):
+                        raise CorruptRecordError(
+                            f"batch offsets {batch.base_offset}..{last} do not follow {prev_last}",
+                            position=batch.position,
+                            offset=batch.base_offset,
+                        )
+                    prev_last = last
+                    batches.append((batch.position - valid, batch.size_in_bytes, last, batch.max_timestamp))
+                    if on_batch is not None:
+                        on_batch(batch)
+            except CorruptRecordError as e:
+                fault = e
+                scan.position = batches[-1][0] + batches[-1][1] if batches else 0
+            self._index_batches(valid, batches)
+            valid += scan.position
+            if isinstance(fault, SeglogError):
+                break
+            if scan.position == 0:
+                if len(chunk) < want:
+                    break  # a partial batch at the end of the file
+                want = LOG_OVERHEAD + peek_frame(chunk, 0, valid)[1]  # a batch larger than the chunk
+            else:
+                want = _RECOVERY_CHUNK
+        truncated = size - valid
+        if truncated and truncate:
+            log.warning("%s: truncating %d bytes at position %d: %s", self.log_path, truncated, valid, fault)
+            self.handle.truncate(valid)
+            self._size = valid
+        return truncated
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose offsets reach ``offset`` or beyond; returns bytes removed."""
+        header = self.translate_offset(offset)
+        if header is None:
+            return 0
+        position = header.position
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        removed = self.size - position
+        self.handle.truncate(position)
+        self._size = position
+        self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
+        self._max_ts_and_offset = None
+        if position == 0:
+            self._rolling_based_timestamp, self._rolling_loaded = None, True
+        return removed
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def on_become_inactive(self) -> None:
+        """At roll: record the final max timestamp in the time index, trim both indexes."""
+        max_ts, offset = self.max_timestamp_and_offset
+        if max_ts != NO_TIMESTAMP:
+            self.time_index.maybe_append(max_ts, offset, skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def ensure_writable_indexes(self) -> None:
+        """The active segment's indexes grow back to full size when it is reopened."""
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+
+    def flush(self) -> None:
+        self.handle.fsync()
+        if self._offset_index is not None:
+            self._offset_index.flush()
+        if self._time_index is not None:
+            self._time_index.flush()
+
+    def close(self) -> None:
+        if self._offset_index is not None:
+            self.on_become_inactive()
+            self._offset_index.close()
+            if self._time_index is not None:
+                self._time_index.close()
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def close_handlers(self) -> None:
+        """Release files without trimming (a segment about to be deleted)."""
+        self._offset_index = self._time_index = None
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None
+
+    def change_suffix(self, new_suffix: str) -> None:
+        """Rename the segment's files from its current suffix to ``new_suffix``."""
+        old = [self.log_path, self.index_path, self.time_index_path]
+        self.suffix = new_suffix
+        new = [self.log_path, self.index_path, self.time_index_path]
+        for src, dst in zip(old, new, strict=True):
+            if os.path.exists(src):
+                fileio.rename(src, dst)
+        for index, path in ((self._offset_index, new[1]), (self._time_index, new[2])):
+            if index is not None:
+                index.path = path
+        if self._handle is not None:
+            self._handle.path = new[0]
+
+    def delete(self) -> None:
+        self.close_handlers()
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            fileio.unlink(path)
+
+    def __repr__(self) -> str:
+        return f"LogSegment(base_offset={self.base_offset}, size={self._size}, dir={self.dir!r})"
+
+
+def _wall_clock_ms() -> int:
+    import time
+
+    return time.time_ns() // 1_000_000
+
+
+def random_jitter(segment_jitter_ms: int, segment_ms: int) -> int:
+    """Kafka's per-segment roll jitter: uniform in [0, min(jitter, segment.ms))."""
+    if segment_jitter_ms <= 0:
+        return 0
+    return random.randrange(min(segment_jitter_ms, segment_ms))
