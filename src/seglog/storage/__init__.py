@@ -23,16 +23,21 @@ def open(
     *,
     clock: Callable[[], int] | None = None,
     background: bool = True,
+    read_only: bool = False,
 ) -> LogManager:
     """Open (creating if needed) the log dirs and every partition log in them.
 
     ``config`` holds broker-level keys with Kafka's names (``log.segment.bytes``,
     ``log.retention.hours``, ...). ``clock`` returns milliseconds (tests inject
     one); ``background=False`` runs no scheduler thread (tools, tests).
+
+    ``read_only=True`` opens dirs that another process may own: no lock is taken,
+    nothing is written or recovered, missing indexes are rebuilt in memory, and
+    the log ends at the last whole batch on disk.
     """
     values = dict(config or {})
     values["log.dirs"] = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
-    return LogManager(BrokerConfig(values), clock=clock, background=background)
+    return LogManager(BrokerConfig(values), clock=clock, background=background, read_only=read_only)
 
 
 __all__ = [

@@ -49,15 +49,22 @@ class _Index:
 
     entry_size: int
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True) -> None:
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int, writable: bool = True, in_memory: bool = False
+    ) -> None:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.writable = writable
-        self._mmap: mmap.mmap | None = None
+        self.in_memory = in_memory  # a reader's private rebuild of an index it may not write
+        self._mmap: mmap.mmap | bytes | None = None
         self.length = 0
         self.entries = 0
-        self._open()
+        if in_memory:
+            self.length = self._round(max_index_size)
+            self._mmap = mmap.mmap(-1, self.length)
+        else:
+            self._open()
 
     # --- file and mapping ---------------------------------------------------------
 
@@ -72,7 +79,13 @@ class _Index:
                     raise ValueError(f"invalid max index size {self.max_index_size}")
                 handle.allocate(self._round(self.max_index_size))
             self.length = handle.size()
-            self._mmap = handle.mmap(self.length, self.writable) if self.length else None
+            if not self.writable:
+                # a reader copies the file: a writer may trim it at any moment, and a
+                # mapped page past the new end would be a SIGBUS, not an error
+                self._mmap = handle.pread(self.length, 0)
+                self.length = len(self._mmap)
+            elif self.length:
+                self._mmap = handle.mmap(self.length, True)
         finally:
             handle.close()
         self.entries = 0 if newly_created else self._count_written_entries()
@@ -105,7 +118,7 @@ class _Index:
     def resize(self, new_size: int) -> None:
         """Set the file (and mapping) to ``new_size`` rounded down to whole entries."""
         size = self._round(new_size)
-        if size == self.length:
+        if size == self.length or self.in_memory:
             return
         handle = fileio.open_file(self.path, writable=True)
         try:
@@ -121,11 +134,11 @@ class _Index:
             handle.close()
 
     def trim_to_valid_size(self) -> None:
-        if self.writable:
+        if self.writable and not self.in_memory:
             self.resize(self.entries * self.entry_size)
 
     def flush(self) -> None:
-        if self._mmap is not None and self.writable:
+        if isinstance(self._mmap, mmap.mmap) and self.writable and not self.in_memory:
             self._mmap.flush()
 
     def close(self) -> None:
@@ -134,7 +147,8 @@ class _Index:
 
     def delete(self) -> None:
         self._mmap = None
-        fileio.unlink(self.path)
+        if not self.in_memory:
+            fileio.unlink(self.path)
 
     def rename_to(self, path: str) -> None:
         fileio.rename(self.path, path)
@@ -154,7 +168,7 @@ class _Index:
         self.resize(self.max_index_size)
 
     def _writable_map(self) -> mmap.mmap:
-        if self._mmap is None or not self.writable:
+        if not isinstance(self._mmap, mmap.mmap) or not self.writable:
             raise CorruptIndexError("index is not open for writing", file=self.path)
         return self._mmap
 
@@ -171,7 +185,7 @@ class _Index:
 
     # --- search --------------------------------------------------------------------
 
-    def _key(self, mm: mmap.mmap, slot: int) -> int:
+    def _key(self, mm: mmap.mmap | bytes, slot: int) -> int:
         raise NotImplementedError
 
     def _largest_lower_bound(self, target: int) -> int:
@@ -202,7 +216,7 @@ class OffsetIndex(_Index):
 
     entry_size = _OFFSET_ENTRY.size
 
-    def _key(self, mm: mmap.mmap, slot: int) -> int:
+    def _key(self, mm: mmap.mmap | bytes, slot: int) -> int:
         return _I32.unpack_from(mm, slot * 8)[0]
 
     def entry(self, slot: int) -> tuple[int, int]:
@@ -275,7 +289,7 @@ class TimeIndex(_Index):
 
     entry_size = _TIME_ENTRY.size
 
-    def _key(self, mm: mmap.mmap, slot: int) -> int:
+    def _key(self, mm: mmap.mmap | bytes, slot: int) -> int:
         return _I64.unpack_from(mm, slot * 12)[0]
 
     def entry(self, slot: int) -> tuple[int, int]:

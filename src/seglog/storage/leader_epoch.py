@@ -18,8 +18,9 @@ log = logging.getLogger(__name__)
 
 
 class LeaderEpochCache:
-    def __init__(self, dir: str) -> None:
+    def __init__(self, dir: str, read_only: bool = False) -> None:
         self.path = os.path.join(dir, LEADER_EPOCH_CHECKPOINT)
+        self.read_only = read_only
         try:
             self.entries: list[tuple[int, int]] = checkpoint.read_epochs(self.path)
         except CorruptCheckpointError as e:
@@ -75,4 +76,5 @@ class LeaderEpochCache:
         self._flush()
 
     def _flush(self) -> None:
-        checkpoint.write_epochs(self.path, self.entries)
+        if not self.read_only:
+            checkpoint.write_epochs(self.path, self.entries)

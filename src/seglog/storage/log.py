@@ -29,6 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import LogConfig
 from ..errors import (
@@ -118,8 +119,10 @@ class PartitionLog:
         hw_follows_leo: bool = True,
         clock: Callable[[], int] | None = None,
         scheduler_delete: Callable[[Callable[[], None], float], None] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.dir = dir
+        self.read_only = read_only
         self.topic = topic
         self.partition = partition
         self.config = config
@@ -130,7 +133,7 @@ class PartitionLog:
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: list[int] = []
         self._ts_prefix: list[int] | None = None
-        self.leader_epoch_cache = LeaderEpochCache(dir)
+        self.leader_epoch_cache = LeaderEpochCache(dir, read_only)
         self.leader_epoch = self.leader_epoch_cache.latest_epoch or 0
         self.recovery_point = recovery_point
         self._last_flush_ms = self._clock()
@@ -152,29 +155,43 @@ class PartitionLog:
             "max_index_size": c.segment_index_bytes,
             "roll_jitter_ms": random_jitter(c.segment_jitter_ms, c.segment_ms),
             "clock": self._clock,
+            "read_only": self.read_only,
         }
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         names = os.listdir(self.dir)
-        bases = self._resolve_leftovers(names)
+        if self.read_only:
+            bases = sorted(
+                p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX
+            )
+        else:
+            bases = self._resolve_leftovers(names)
         segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
         if not segments:
+            if self.read_only:
+                raise KafkaStorageError("partition directory holds no segment", file=self.dir)
             segments = [self._new_segment(max(log_start_offset, 0))]
         self._set_segments(segments)
-        if clean and recovery_point >= 0:
+        active = self._segments[-1]
+        active.active = True
+        if self.read_only:
+            pass  # a reader takes the files as they are: whole batches are what it reads
+        elif clean and recovery_point >= 0:
             self._load_active_tail()
         else:
             self._recover(recovery_point)
-        active = self._segments[-1]
-        active.active = True
-        active.ensure_writable_indexes()
+            active = self._segments[-1]
+            active.active = True
+        if not self.read_only:
+            active.ensure_writable_indexes()
         self._next_offset = active.read_next_offset()
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self.log_start_offset > self._next_offset:
             # a checkpoint ahead of the data (the data went): start the log afresh there
             self._truncate_fully(self.log_start_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
-        self.leader_epoch_cache.truncate_from_end(self._next_offset)
+        if not self.read_only:
+            self.leader_epoch_cache.truncate_from_end(self._next_offset)
 
     def _resolve_leftovers(self, names: list[str]) -> list[int]:
         """Kafka's start-up rules for files a crash left, then the base offsets of the segments.
@@ -365,6 +382,8 @@ class PartitionLog:
     def _check_open(self) -> None:
         if self.closed:
             raise KafkaStorageError(f"log {self.name} is closed", file=self.dir)
+        if self.read_only:
+            raise KafkaStorageError(f"log {self.name} is open read-only", file=self.dir)
 
     def _validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Batch]:
         """Kafka's LogValidator checks; returns what the append needs of each batch."""
@@ -432,7 +451,7 @@ class PartitionLog:
         )
         if not leader:
             return info
-        where = {"file": self.dir, "position": batch.position}
+        where: dict[str, Any] = {"file": self.dir, "position": batch.position}
         if batch.is_control and origin == "client":
             raise InvalidRecordError("clients may not write control batches", **where)
         if delta != count - 1:
@@ -453,7 +472,7 @@ class PartitionLog:
             info.max_timestamp = batch.base_timestamp + max_delta
         return info
 
-    def _check_timestamps(self, lowest: int, highest: int, where: dict) -> None:
+    def _check_timestamps(self, lowest: int, highest: int, where: dict[str, Any]) -> None:
         now = self._clock()
         before, after = (
             self.config.message_timestamp_before_max_ms,
@@ -755,6 +774,9 @@ class PartitionLog:
         """Flush and close every segment (the active one's indexes are trimmed)."""
         with self._lock:
             if self.closed:
+                return
+            if self.read_only:
+                self.close_without_flush()
                 return
             self._flush_locked(self._next_offset)
             for segment in self._segments:

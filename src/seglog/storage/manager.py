@@ -67,10 +67,15 @@ TopicPartition = tuple[str, int]
 class LogDir:
     """One directory of ``log.dirs``, locked for the lifetime of the manager."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = os.path.abspath(path)
-        fileio.make_dirs(self.path)
-        self._lock_fd = self._lock()
+        if read_only:
+            if not os.path.isdir(self.path):
+                raise KafkaStorageError("log dir does not exist", file=self.path)
+            self._lock_fd = -1  # readers share the dir with its owner
+        else:
+            fileio.make_dirs(self.path)
+            self._lock_fd = self._lock()
 
     def _lock(self) -> int:
         lock_path = os.path.join(self.path, LOCK_FILE)
@@ -134,8 +139,10 @@ class LogManager:
         *,
         clock: Callable[[], int] | None = None,
         background: bool = True,
+        read_only: bool = False,
     ) -> None:
         self.config = config
+        self.read_only = read_only
         self._clock = clock
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -145,14 +152,15 @@ class LogManager:
         self._closed = False
         try:
             for path in config.log_dirs:
-                self._dirs.append(LogDir(path))
-            self._check_meta_properties()
+                self._dirs.append(LogDir(path, read_only))
+            if not read_only:
+                self._check_meta_properties()
             self._load_all()
         except BaseException:
             for d in self._dirs:
                 d.unlock()
             raise
-        self._scheduler: Scheduler | None = Scheduler() if background else None
+        self._scheduler: Scheduler | None = Scheduler() if background and not read_only else None
         if self._scheduler is not None:
             self._schedule_background_tasks(self._scheduler)
 
@@ -192,7 +200,8 @@ class LogManager:
                 if not os.path.isdir(path):
                     continue
                 if parse_deleted_dir(name):
-                    self._remove_dir_later(path, 0)
+                    if not self.read_only:
+                        self._remove_dir_later(path, 0)
                     continue
                 tp = parse_partition_dir(name)
                 if tp is None:
@@ -215,8 +224,9 @@ class LogManager:
                     f"partition {tp[0]}-{tp[1]} found in two log dirs", file=partition_log.dir
                 )
             self._logs[tp] = partition_log
-        for d in self._dirs:
-            fileio.unlink(d.file(CLEAN_SHUTDOWN_FILE))  # from here on a crash is an unclean shutdown
+        if not self.read_only:
+            for d in self._dirs:
+                fileio.unlink(d.file(CLEAN_SHUTDOWN_FILE))  # from here on a crash is an unclean shutdown
 
     def _load_topic_configs(self, d: LogDir) -> None:
         path = d.file(TOPIC_CONFIGS_FILE)
@@ -243,6 +253,7 @@ class LogManager:
             self._log_config(tp[0]),
             clock=self._clock,
             scheduler_delete=self._delete_later,
+            read_only=self.read_only,
             **kw,
         )
 
@@ -447,6 +458,8 @@ class LogManager:
     def _check_writable(self) -> None:
         if self._closed:
             raise KafkaStorageError("the log manager is closed")
+        if self.read_only:
+            raise KafkaStorageError("the log dirs are open read-only")
 
     # --- shutdown ----------------------------------------------------------------------------------
 
@@ -459,6 +472,10 @@ class LogManager:
             self._closed = True
         if self._scheduler is not None:
             self._scheduler.shutdown()
+        if self.read_only:
+            for partition_log in self.logs():
+                partition_log.close()
+            return
         try:
             for partition_log in self.logs():
                 partition_log.close()

@@ -111,8 +111,10 @@ class LogSegment:
         clock: Callable[[], int] | None = None,
         created: bool = False,
         suffix: str = "",
+        read_only: bool = False,
     ) -> None:
         self.dir = dir
+        self.read_only = read_only
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
@@ -159,7 +161,7 @@ class LogSegment:
     @property
     def handle(self) -> fileio.FileHandle:
         if self._handle is None:
-            self._handle = fileio.open_file(self.log_path, writable=True)
+            self._handle = fileio.open_file(self.log_path, writable=not self.read_only)
         return self._handle
 
     @property
@@ -186,10 +188,11 @@ class LogSegment:
     def indexes_loaded(self) -> bool:
         return self._offset_index is not None
 
-    def _open_indexes(self) -> tuple[OffsetIndex, TimeIndex]:
+    def _open_indexes(self, in_memory: bool = False) -> tuple[OffsetIndex, TimeIndex]:
+        writable = in_memory or not self.read_only
         return (
-            OffsetIndex(self.index_path, self.base_offset, self.max_index_size),
-            TimeIndex(self.time_index_path, self.base_offset, self.max_index_size),
+            OffsetIndex(self.index_path, self.base_offset, self.max_index_size, writable, in_memory),
+            TimeIndex(self.time_index_path, self.base_offset, self.max_index_size, writable, in_memory),
         )
 
     def _load_indexes(self) -> None:
@@ -206,7 +209,7 @@ class LogSegment:
             log.warning("%s: index files missing: rebuilding them from the log", self.log_path)
         self._reset_indexes()
         truncated = self._scan_and_index(truncate=False)
-        if truncated:
+        if truncated and not self.read_only:
             # only recovery may truncate: this segment may be followed by others
             raise CorruptRecordError(
                 f"{truncated} invalid bytes at the end of the segment while rebuilding its indexes",
@@ -229,11 +232,13 @@ class LogSegment:
                     )
 
     def _reset_indexes(self) -> None:
-        """Replace both index files by empty, preallocated ones."""
+        """Replace both index files by empty, preallocated ones (a reader that may not
+        write builds them in memory instead)."""
         self._offset_index = self._time_index = None
-        for path in (self.index_path, self.time_index_path):
-            fileio.unlink(path)
-        self._offset_index, self._time_index = self._open_indexes()
+        if not self.read_only:
+            for path in (self.index_path, self.time_index_path):
+                fileio.unlink(path)
+        self._offset_index, self._time_index = self._open_indexes(in_memory=self.read_only)
 
     # --- appending -----------------------------------------------------------------------
 
