@@ -224,9 +224,10 @@ def _lz4_decompress(data: Buffer) -> bytes:
                 raise CorruptRecordError(f"lz4: {e} in block at byte {pos - size}") from None
         if len(out) > MAX_DECOMPRESSED_BYTES:
             raise _too_large()
-    if content_checksum:
-        if pos + 4 > len(view) or struct.unpack_from("<I", view, pos)[0] != xxhash.xxh32_intdigest(out):
-            raise CorruptRecordError("lz4: content checksum mismatch")
+    if content_checksum and (
+        pos + 4 > len(view) or struct.unpack_from("<I", view, pos)[0] != xxhash.xxh32_intdigest(out)
+    ):
+        raise CorruptRecordError("lz4: content checksum mismatch")
     return bytes(out)
 
 

@@ -77,7 +77,9 @@ class UnknownControlRecord:
     value: bytes | None
 
 
-ControlRecord = EndTransactionMarker | LeaderChange | SnapshotHeader | SnapshotFooter | KRaftVersion | UnknownControlRecord
+ControlRecord = (
+    EndTransactionMarker | LeaderChange | SnapshotHeader | SnapshotFooter | KRaftVersion | UnknownControlRecord
+)
 
 
 class _Reader:

@@ -60,7 +60,9 @@ class LegacyBatch:
         self.position = position
         magic = self.buffer[16] if len(self.buffer) > 16 else -1
         if magic not in MIN_MESSAGE_SIZE or len(self.buffer) < LOG_OVERHEAD + MIN_MESSAGE_SIZE[magic]:
-            raise CorruptRecordError(f"not a legacy message (magic {magic}, {len(self.buffer)} bytes)", position=position)
+            raise CorruptRecordError(
+                f"not a legacy message (magic {magic}, {len(self.buffer)} bytes)", position=position
+            )
 
     @property
     def magic(self) -> int:
@@ -170,11 +172,11 @@ class LegacyBatch:
         scan = BatchIterator(inner_bytes)
         for message in scan:
             if not isinstance(message, LegacyBatch) or message.magic != self.magic:
-                raise CorruptRecordError("compressed legacy message holds a message of another magic",
-                                         position=self.position)
+                raise CorruptRecordError(
+                    "compressed legacy message holds a message of another magic", position=self.position
+                )
             if message.compression != Compression.NONE:
-                raise CorruptRecordError("compressed legacy message holds a compressed message",
-                                         position=self.position)
+                raise CorruptRecordError("compressed legacy message holds a compressed message", position=self.position)
             message.validate()
             inner.append(message)
         if scan.remaining:
@@ -210,7 +212,10 @@ class LegacyBatch:
         return 1 if self.compression == Compression.NONE else len(self._inner_records())
 
     def __repr__(self) -> str:
-        return f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={self.size_in_bytes}, position={self.position})"
+        return (
+            f"LegacyBatch(magic={self.magic}, offset={self.offset}, size={self.size_in_bytes}, "
+            f"position={self.position})"
+        )
 
 
 def _message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:

@@ -1,0 +1,45 @@
+"""The ``seglog`` command: a registry of subcommands, each in its own module of
+``seglog.tools`` exposing ``add_parser(subparsers)``, which sets ``run``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from .errors import SeglogError
+from .tools import consume, dump_log, get_offsets, produce, topics
+
+COMMANDS = (dump_log, topics, produce, consume, get_offsets)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="seglog", description="Kafka's storage engine in Python.")
+    parser.add_argument("--verbose", "-v", action="count", default=0, help="log more (repeat for debug)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = logging.WARNING - 10 * args.verbose
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    try:
+        return int(args.run(args))
+    except SeglogError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        # the reader went away (seglog consume | head): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

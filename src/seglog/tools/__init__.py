@@ -1,0 +1,1 @@
+"""The subcommands of the ``seglog`` command line."""
