@@ -408,9 +408,7 @@ class LogConfig:
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
 
-    def __init__(
-        self, broker: BrokerConfig | None = None, overrides: Mapping[str, Any] | None = None
-    ) -> None:
+    def __init__(self, broker: BrokerConfig | None = None, overrides: Mapping[str, Any] | None = None) -> None:
         broker = broker or BrokerConfig()
         self.overrides = validate_topic_config(overrides or {})
         for name in TOPIC_KEYS:

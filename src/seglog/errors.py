@@ -127,4 +127,3 @@ class InvalidPartitionsError(SeglogError):
 
 class InvalidConfigurationError(SeglogError):
     error_code = 40  # INVALID_CONFIG
-

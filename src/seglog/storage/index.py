@@ -175,9 +175,7 @@ class _Index:
     def relative_offset(self, offset: int) -> int:
         rel = offset - self.base_offset
         if not 0 <= rel <= 0x7FFFFFFF:
-            raise CorruptIndexError(
-                f"offset {offset} does not fit relative to base {self.base_offset}", file=self.path
-            )
+            raise CorruptIndexError(f"offset {offset} does not fit relative to base {self.base_offset}", file=self.path)
         return rel
 
     def can_append_offset(self, offset: int) -> bool:
@@ -243,9 +241,7 @@ class OffsetIndex(_Index):
             )
         if self.is_full:
             raise CorruptIndexError(f"index is full ({self.entries} entries)", file=self.path)
-        _OFFSET_ENTRY.pack_into(
-            self._writable_map(), self.entries * 8, self.relative_offset(offset), position
-        )
+        _OFFSET_ENTRY.pack_into(self._writable_map(), self.entries * 8, self.relative_offset(offset), position)
         self.entries += 1
 
     def truncate_to(self, offset: int) -> None:
@@ -265,9 +261,7 @@ class OffsetIndex(_Index):
                 f"index file size {self.length} is not a multiple of {self.entry_size}", file=self.path
             )
         if self.entries and self.last_offset < self.base_offset:
-            raise CorruptIndexError(
-                f"last offset {self.last_offset} is below the base offset", file=self.path
-            )
+            raise CorruptIndexError(f"last offset {self.last_offset} is below the base offset", file=self.path)
 
     def verify(self, log_size: int) -> None:
         """Every entry: offsets increase, positions do not decrease and lie inside the log."""
@@ -318,14 +312,10 @@ class TimeIndex(_Index):
         if self.entries and timestamp <= last_ts:
             return
         if self.entries and offset < last_offset:
-            raise CorruptIndexError(
-                f"offset {offset} appended after {last_offset} in a time index", file=self.path
-            )
+            raise CorruptIndexError(f"offset {offset} appended after {last_offset} in a time index", file=self.path)
         if (not skip_full_check and self.is_full) or self.entries >= self.max_entries:
             raise CorruptIndexError(f"time index is full ({self.entries} entries)", file=self.path)
-        _TIME_ENTRY.pack_into(
-            self._writable_map(), self.entries * 12, timestamp, self.relative_offset(offset)
-        )
+        _TIME_ENTRY.pack_into(self._writable_map(), self.entries * 12, timestamp, self.relative_offset(offset))
         self.entries += 1
 
     def truncate_to(self, offset: int) -> None:

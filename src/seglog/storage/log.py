@@ -161,9 +161,7 @@ class PartitionLog:
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         names = os.listdir(self.dir)
         if self.read_only:
-            bases = sorted(
-                p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX
-            )
+            bases = sorted(p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX)
         else:
             bases = self._resolve_leftovers(names)
         segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
@@ -246,9 +244,7 @@ class PartitionLog:
         try:
             active.read_next_offset()
         except CorruptRecordError as e:
-            log.warning(
-                "%s: the active segment's tail is corrupt despite a clean shutdown (%s)", self.name, e
-            )
+            log.warning("%s: the active segment's tail is corrupt despite a clean shutdown (%s)", self.name, e)
             active.recover(self.config.max_message_bytes + 12)
 
     def _recover(self, recovery_point: int) -> None:
@@ -345,9 +341,7 @@ class PartitionLog:
         if compression is not None:
             return Compression.parse(compression)
         configured = self.config.compression_type
-        return (
-            Compression.NONE if configured in ("producer", "uncompressed") else Compression.parse(configured)
-        )
+        return Compression.NONE if configured in ("producer", "uncompressed") else Compression.parse(configured)
 
     def append_batches(self, data: bytes | bytearray | memoryview, *, origin: str = "client") -> AppendInfo:
         """Append record batches as the leader: validate them, assign offsets by
@@ -455,16 +449,12 @@ class PartitionLog:
         if batch.is_control and origin == "client":
             raise InvalidRecordError("clients may not write control batches", **where)
         if delta != count - 1:
-            raise InvalidRecordError(
-                f"last offset delta {delta} disagrees with the record count {count}", **where
-            )
+            raise InvalidRecordError(f"last offset delta {delta} disagrees with the record count {count}", **where)
         min_delta, max_delta, bad_offset, null_key = _codec.check_records(
             batch.records_section(), count, batch.position
         )
         if bad_offset >= 0:
-            raise InvalidRecordError(
-                f"record {bad_offset} has an offset delta other than {bad_offset}", **where
-            )
+            raise InvalidRecordError(f"record {bad_offset} has an offset delta other than {bad_offset}", **where)
         if null_key >= 0 and self.config.compact and not batch.is_control:
             raise InvalidRecordError("a compacted topic cannot accept a record without a key", **where)
         if self.config.message_timestamp_type == "CreateTime" and count:

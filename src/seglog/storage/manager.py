@@ -90,8 +90,7 @@ class LogDir:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EACCES):
                 raise LogDirLockedError(
-                    f"log dir {self.path} is in use by another process (pid {owner}); "
-                    f"stop it or use another directory",
+                    f"log dir {self.path} is in use by another process (pid {owner}); stop it or use another directory",
                     file=lock_path,
                 ) from None
             raise KafkaStorageError(f"cannot lock the log dir: {e.strerror}", file=lock_path) from None
@@ -220,9 +219,7 @@ class LogManager:
             loaded = list(pool.map(lambda job: (job[2], self._open_log(job[1], job[2], **job[3])), jobs))
         for tp, partition_log in loaded:
             if tp in self._logs:
-                raise KafkaStorageError(
-                    f"partition {tp[0]}-{tp[1]} found in two log dirs", file=partition_log.dir
-                )
+                raise KafkaStorageError(f"partition {tp[0]}-{tp[1]} found in two log dirs", file=partition_log.dir)
             self._logs[tp] = partition_log
         if not self.read_only:
             for d in self._dirs:
@@ -286,9 +283,7 @@ class LogManager:
         self.partitions(topic)
         return self._log_config(topic)
 
-    def create_topic(
-        self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None
-    ) -> None:
+    def create_topic(self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None) -> None:
         """Create a topic with ``partitions`` partitions (default num.partitions)."""
         validate_topic(name)
         count = self.config["num.partitions"] if partitions is None else partitions

@@ -23,15 +23,11 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def schedule(
-        self, name: str, fn: Callable[[], None], delay_ms: float, period_ms: float | None = None
-    ) -> None:
+    def schedule(self, name: str, fn: Callable[[], None], delay_ms: float, period_ms: float | None = None) -> None:
         with self._cond:
             if self._stopped:
                 return
-            heapq.heappush(
-                self._tasks, (time.monotonic() + delay_ms / 1000, next(self._seq), name, fn, period_ms)
-            )
+            heapq.heappush(self._tasks, (time.monotonic() + delay_ms / 1000, next(self._seq), name, fn, period_ms))
             self._cond.notify()
 
     def _run(self) -> None:

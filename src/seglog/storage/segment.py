@@ -327,9 +327,7 @@ class LogSegment:
         if size > 0:
             rolling = self.rolling_based_timestamp
             waited = (
-                (max_timestamp - rolling)
-                if rolling is not None and rolling >= 0
-                else (self._clock() - self.created_ms)
+                (max_timestamp - rolling) if rolling is not None and rolling >= 0 else (self._clock() - self.created_ms)
             )
             if waited > segment_ms - self.roll_jitter_ms:
                 return True
@@ -393,11 +391,7 @@ class LogSegment:
             data = self.handle.pread(header.size, header.position)
             batch = next(BatchIterator(data, origin=header.position))
             for record in batch.records():
-                if (
-                    record.timestamp is not None
-                    and record.timestamp >= timestamp
-                    and record.offset >= starting_offset
-                ):
+                if record.timestamp is not None and record.timestamp >= timestamp and record.offset >= starting_offset:
                     return record.timestamp, record.offset
         return None
 
@@ -411,9 +405,7 @@ class LogSegment:
 
     # --- recovery and truncation ------------------------------------------------------------
 
-    def recover(
-        self, max_batch_size: int | None = None, on_batch: Callable[[AnyBatch], None] | None = None
-    ) -> int:
+    def recover(self, max_batch_size: int | None = None, on_batch: Callable[[AnyBatch], None] | None = None) -> int:
         """Revalidate every batch, rebuild the indexes, truncate at the first invalid
         byte. Returns the bytes truncated."""
         self._reset_indexes()

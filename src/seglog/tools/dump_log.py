@@ -84,10 +84,10 @@ def _dump_file(path: str, args: argparse.Namespace, out: _Output) -> None:
 # --- batches -------------------------------------------------------------------------
 
 
-def _map(path: str) -> mmap.mmap | bytes:
+def _map(path: str) -> memoryview:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b""
+        return memoryview(mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) if size else b"")
 
 
 def _dump_batches(path: str, print_data: bool, deep: bool, out: _Output) -> None:
