@@ -34,6 +34,5 @@ def test_append_read_reopen(tmp_path):
 
 
 def test_second_owner_is_refused(tmp_path):
-    with seglog.open(str(tmp_path), background=False):
-        with pytest.raises(LogDirLockedError):
-            seglog.open(str(tmp_path), background=False)
+    with seglog.open(str(tmp_path), background=False), pytest.raises(LogDirLockedError):
+        seglog.open(str(tmp_path), background=False)

@@ -18,8 +18,10 @@
       blocks: u32 size (high bit: stored uncompressed) + data [+ u32 xxh32]
       end mark u32 0 [+ u32 content xxh32]
 
-  Written as Kafka's Java client writes it: independent 64 KiB blocks, no
-  checksums but the header's.
+  Blocks may be independent (Kafka's Java client) or linked (librdkafka's
+  default: a block may copy from the previous 64 KiB of output). Written as
+  the Java client writes it: independent 64 KiB blocks, no checksums but the
+  header's.
 - zstd: a plain zstd stream.
 
 Decompression is bounded: output past ``MAX_DECOMPRESSED_BYTES`` is refused,
@@ -154,6 +156,7 @@ def _snappy_decompress(data: Buffer) -> bytes:
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _LZ4_BLOCK = 64 * 1024
+_LZ4_WINDOW = 64 * 1024
 _LZ4_HEADER = _LZ4_MAGIC + bytes([0x60, 0x40])  # v1, independent blocks; 64 KiB max block
 _LZ4_HEADER += bytes([(xxhash.xxh32_intdigest(_LZ4_HEADER[4:]) >> 8) & 0xFF])
 _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
@@ -198,6 +201,8 @@ def _lz4_decompress(data: Buffer) -> bytes:
     view = memoryview(data)
     pos, block_max, flg = _lz4_header(view)
     block_checksum, content_checksum = flg & 0x10, flg & 0x04
+    # linked blocks (librdkafka's default) may copy from the previous 64 KiB of output
+    linked = not flg & 0x20
     out = bytearray()
     while True:
         if pos + 4 > len(view):
@@ -219,7 +224,8 @@ def _lz4_decompress(data: Buffer) -> bytes:
             out += block
         else:
             try:
-                out += lz4.block.decompress(block, uncompressed_size=block_max)
+                window = bytes(out[-_LZ4_WINDOW:]) if linked and out else b""
+                out += lz4.block.decompress(block, uncompressed_size=block_max, dict=window)
             except lz4.block.LZ4BlockError as e:
                 raise CorruptRecordError(f"lz4: {e} in block at byte {pos - size}") from None
         if len(out) > MAX_DECOMPRESSED_BYTES:

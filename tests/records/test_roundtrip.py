@@ -1,0 +1,142 @@
+"""Batches seglog builds decode identically in kafka-python, and the reverse; property tests."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from seglog.records import Compression, Record, RecordBatch, TimestampType, build_batch
+
+CODECS = list(Compression)
+keys = st.none() | st.binary(max_size=40)
+values = st.none() | st.binary(max_size=300)
+header_keys = st.text(max_size=12)
+headers = st.lists(st.tuples(header_keys, st.none() | st.binary(max_size=20)), max_size=4)
+timestamps = st.integers(min_value=0, max_value=2**42)
+records = st.lists(st.tuples(keys, values, timestamps, headers), min_size=1, max_size=40)
+
+
+def _kp_decode(data):
+    return [
+        (r.offset, r.timestamp, r.key, r.value, [(k, v) for k, v in r.headers]) for r in DefaultRecordBatch(bytes(data))
+    ]
+
+
+def _ours(data):
+    return [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in RecordBatch(data).records()]
+
+
+@settings(max_examples=150, deadline=None)
+@given(records=records, codec=st.sampled_from(CODECS), base=st.integers(0, 2**40))
+def test_seglog_batches_decode_the_same_in_kafka_python(records, codec, base):
+    data = build_batch(records, base_offset=base, compression=codec)
+    batch = RecordBatch(data)
+    batch.validate()
+    expected = [(base + i, ts, k, v, list(h)) for i, (k, v, ts, h) in enumerate(records)]
+    assert _ours(data) == expected
+    assert _kp_decode(data) == expected
+    assert batch.compression == codec and batch.record_count == len(records)
+    assert batch.max_timestamp == max(ts for _, _, ts, _ in records)
+    assert batch.base_timestamp == records[0][2]
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=records, codec=st.sampled_from([0, 1, 2, 3, 4]))
+def test_kafka_python_batches_decode_the_same_in_seglog(records, codec):
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=False,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for i, (k, v, ts, h) in enumerate(records):
+        builder.append(i, timestamp=ts, key=k, value=v, headers=[(hk, hv) for hk, hv in h])
+    data = bytes(builder.build())
+    assert _ours(data) == _kp_decode(data)
+    RecordBatch(data).validate()
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_producer_fields_and_flags(codec):
+    data = build_batch(
+        [Record(b"k", b"v", 10), Record(None, None, 5)],
+        compression=codec,
+        producer_id=77,
+        producer_epoch=3,
+        base_sequence=2**31 - 1,
+        transactional=True,
+        partition_leader_epoch=9,
+    )
+    b = RecordBatch(data)
+    kp = DefaultRecordBatch(bytes(data))
+    assert (b.producer_id, b.producer_epoch, b.base_sequence) == (kp.producer_id, kp.producer_epoch, kp.base_sequence)
+    assert b.is_transactional and kp.is_transactional
+    assert b.last_sequence == 0  # the sequence wraps past int32 max, as Kafka's incrementSequence does
+    assert b.partition_leader_epoch == 9
+    assert b.max_timestamp == 10 and b.base_timestamp == 10
+
+
+def test_log_append_time_batches():
+    data = build_batch(
+        [Record(b"a", b"1", 1), Record(b"b", b"2", 2)],
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        log_append_time=999,
+    )
+    assert [r.timestamp for r in RecordBatch(data).records()] == [999, 999]
+    assert [r.timestamp for r in DefaultRecordBatch(bytes(data))] == [999, 999]
+
+
+def test_in_place_edits_keep_the_crc_valid():
+    data = build_batch([Record(b"k", b"v", 100), Record(b"k2", b"v2", 200)])
+    b = RecordBatch(data)
+    b.set_base_offset(1234)
+    b.set_partition_leader_epoch(7)
+    crc = b.crc
+    b.validate()
+    assert b.crc == crc and [r.offset for r in b.records()] == [1234, 1235]
+    b.set_max_timestamp(TimestampType.LOG_APPEND_TIME, 5555)
+    b.validate()
+    assert b.crc != crc and b.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert [r.timestamp for r in b.records()] == [5555, 5555]
+    assert [r.timestamp for r in DefaultRecordBatch(bytes(data))] == [5555, 5555]
+    b.set_max_timestamp(TimestampType.CREATE_TIME, 200)
+    assert [r.timestamp for r in b.records()] == [100, 200]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_compressed_batch_with_no_records_is_valid(codec):
+    data = build_batch([], compression=codec, last_offset_delta=4)
+    b = RecordBatch(data)
+    b.validate()
+    assert b.records() == [] and b.record_count == 0 and b.last_offset == 4
+
+
+def test_header_keys_round_trip_byte_for_byte():
+    weird = "caf\udce9"  # not valid UTF-8 on disk: kept through surrogateescape
+    data = build_batch([Record(b"k", b"v", 1, [(weird, b"x"), ("ключ", None)])])
+    (r,) = RecordBatch(data).records()
+    assert r.headers == ((weird, b"x"), ("ключ", None))
+    rebuilt = build_batch([r], keep_offsets=True)
+    assert bytes(rebuilt)[61:] == bytes(data)[61:]
+
+
+def test_keep_offsets_rebuilds_a_batch_with_gaps():
+    data = build_batch(
+        [Record(b"a", b"1", 5, (), 10), Record(b"b", b"2", 6, (), 13)], base_offset=10, keep_offsets=True
+    )
+    assert [r.offset for r in RecordBatch(data).records()] == [10, 13]
+    assert RecordBatch(data).last_offset == 13
+    with pytest.raises(ValueError):
+        build_batch([Record(b"a", b"1", 5, (), 13), Record(b"b", b"2", 6, (), 12)], base_offset=10, keep_offsets=True)
+
+
+def test_builder_rejects_bad_input():
+    with pytest.raises(TypeError):
+        build_batch([Record("text", b"v")])  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        build_batch([Record(b"k", b"v", 1, [("h",)])])  # type: ignore[list-item]
