@@ -86,7 +86,7 @@ def test_record_count_disagreeing_with_the_batch(count):
     data = _batch(n=5)
     struct.pack_into(">i", data, 57, count)
     _fix_crc(data)
-    with pytest.raises(CorruptRecordError, match="record count|record [0-9]+"):
+    with pytest.raises(CorruptRecordError, match=r"record count|record [0-9]+"):
         RecordBatch(data).records()
 
 
