@@ -7,7 +7,7 @@ setup(
         Extension(
             "seglog.records._codec",
             sources=["src/seglog/records/_codec.c"],
-            depends=["src/seglog/records/_varint.h"],
+            depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
         ),
     ],

@@ -23,7 +23,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include "_varint.h"
+#include "_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
 
@@ -51,154 +51,84 @@ corrupt(Py_ssize_t batch_position, const char *fmt, ...)
     return NULL;
 }
 
-static const char *
-varint_fault(int rc)
-{
-    return rc == VARINT_TOO_LONG ? "varint too long" : "truncated varint";
-}
-
 /* ------------------------------------------------------------------ decode */
 
-typedef struct {
-    const uint8_t *start;
-    Py_ssize_t batch_position;
-    Py_ssize_t index; /* record number, for messages */
-} Ctx;
-
-#define READ_VARINT(pp, end, max, out, what)                                                     \
-    do {                                                                                         \
-        int rc_ = varint_read(pp, end, max, out);                                                \
-        if (rc_ != VARINT_OK)                                                                    \
-            return corrupt(ctx->batch_position, "record %zd: %s in %s at byte %zd of the records", \
-                           ctx->index, varint_fault(rc_), what, (Py_ssize_t)(*(pp) - ctx->start)); \
-    } while (0)
-
-/* Reads a length-prefixed byte string; -1 means null. */
 static PyObject *
-read_bytes(const uint8_t **pp, const uint8_t *end, Ctx *ctx, const char *what, int as_text)
+record_fault(Py_ssize_t batch_position, Py_ssize_t index, ParseResult res, const uint8_t *start)
 {
-    int64_t len;
-    READ_VARINT(pp, end, 5, &len, what);
-    if (len == -1)
+    return corrupt(batch_position, "record %zd: %s at byte %zd of the records", index, res.fault,
+                   (Py_ssize_t)(res.at - start));
+}
+
+/* A length-prefixed field as bytes (or str for header keys); -1 means null. */
+static PyObject *
+field(const uint8_t *data, int64_t len, int as_text)
+{
+    if (len < 0)
         Py_RETURN_NONE;
-    if (len < -1 || len > end - *pp)
-        return corrupt(ctx->batch_position,
-                       "record %zd: %s length %lld out of range (%zd bytes left) at byte %zd of the records",
-                       ctx->index, what, (long long)len, (Py_ssize_t)(end - *pp),
-                       (Py_ssize_t)(*pp - ctx->start));
-    const char *data = (const char *)*pp;
-    *pp += len;
     if (as_text)
-        return PyUnicode_DecodeUTF8(data, (Py_ssize_t)len, "surrogateescape");
-    return PyBytes_FromStringAndSize(data, (Py_ssize_t)len);
+        return PyUnicode_DecodeUTF8((const char *)data, (Py_ssize_t)len, "surrogateescape");
+    return PyBytes_FromStringAndSize((const char *)data, (Py_ssize_t)len);
 }
 
 static PyObject *
-read_headers(const uint8_t **pp, const uint8_t *end, Ctx *ctx)
+headers_tuple(const RawRecord *r)
 {
-    int64_t count;
-    READ_VARINT(pp, end, 5, &count, "header count");
-    if (count == 0) {
-        return PyTuple_New(0);
-    }
-    /* each header takes at least two bytes, so a count past that is a lie */
-    if (count < 0 || count > (end - *pp) / 2)
-        return corrupt(ctx->batch_position, "record %zd: header count %lld out of range", ctx->index,
-                       (long long)count);
-    PyObject *headers = PyTuple_New((Py_ssize_t)count);
+    PyObject *headers = PyTuple_New((Py_ssize_t)r->header_count);
     if (headers == NULL)
         return NULL;
-    for (Py_ssize_t h = 0; h < count; h++) {
-        const uint8_t *at = *pp;
-        PyObject *key = read_bytes(pp, end, ctx, "header key", 1);
-        if (key == NULL)
-            goto fail;
-        if (key == Py_None) {
-            Py_DECREF(key);
-            corrupt(ctx->batch_position, "record %zd: null header key at byte %zd of the records",
-                    ctx->index, (Py_ssize_t)(at - ctx->start));
-            goto fail;
-        }
-        PyObject *value = read_bytes(pp, end, ctx, "header value", 0);
-        if (value == NULL) {
-            Py_DECREF(key);
-            goto fail;
-        }
-        PyObject *pair = PyTuple_New(2);
+    const uint8_t *p = r->headers;
+    for (Py_ssize_t h = 0; h < r->header_count; h++) {
+        const uint8_t *k, *v;
+        int64_t klen, vlen;
+        next_header(&p, &k, &klen, &v, &vlen);
+        PyObject *pair = Py_BuildValue("(NN)", field(k, klen, 1), field(v, vlen, 0));
         if (pair == NULL) {
-            Py_DECREF(key);
-            Py_DECREF(value);
-            goto fail;
+            Py_DECREF(headers);
+            return NULL;
         }
-        PyTuple_SET_ITEM(pair, 0, key);
-        PyTuple_SET_ITEM(pair, 1, value);
         PyTuple_SET_ITEM(headers, h, pair);
     }
     return headers;
-fail:
-    Py_DECREF(headers);
-    return NULL;
 }
 
-/* Builds one record as an instance of the tuple subclass `type`:
- * (key, value, timestamp, headers, offset). */
+/* One record as an instance of the tuple subclass `type`: (key, value, timestamp, headers, offset). */
 static PyObject *
-decode_one(const uint8_t **pp, const uint8_t *end, Ctx *ctx, PyTypeObject *type, long long base_offset,
-           long long base_timestamp, int log_append_time, long long max_timestamp)
+record_object(PyTypeObject *type, const RawRecord *r, long long timestamp, long long offset)
 {
-    int64_t length, ts_delta, off_delta;
-    const uint8_t *at = *pp;
-    READ_VARINT(pp, end, 5, &length, "record length");
-    if (length < 6 || length > end - *pp)
-        return corrupt(ctx->batch_position,
-                       "record %zd: length %lld out of range (%zd bytes left) at byte %zd of the records",
-                       ctx->index, (long long)length, (Py_ssize_t)(end - *pp), (Py_ssize_t)(at - ctx->start));
-    const uint8_t *rend = *pp + length;
-    *pp += 1; /* attributes: unused */
-    READ_VARINT(pp, rend, 10, &ts_delta, "timestamp delta");
-    READ_VARINT(pp, rend, 5, &off_delta, "offset delta");
-    PyObject *key = read_bytes(pp, rend, ctx, "key", 0);
-    if (key == NULL)
-        return NULL;
-    PyObject *value = read_bytes(pp, rend, ctx, "value", 0);
-    if (value == NULL) {
-        Py_DECREF(key);
-        return NULL;
-    }
-    PyObject *headers = read_headers(pp, rend, ctx);
-    if (headers == NULL)
-        goto fail2;
-    if (*pp != rend) {
-        corrupt(ctx->batch_position, "record %zd: %zd bytes left over inside the record at byte %zd of the records",
-                ctx->index, (Py_ssize_t)(rend - *pp), (Py_ssize_t)(at - ctx->start));
-        goto fail3;
-    }
-    PyObject *ts = PyLong_FromLongLong(log_append_time ? max_timestamp : base_timestamp + ts_delta);
-    if (ts == NULL)
-        goto fail3;
-    PyObject *off = PyLong_FromLongLong(base_offset + off_delta);
-    if (off == NULL) {
-        Py_DECREF(ts);
-        goto fail3;
-    }
     PyObject *rec = type->tp_alloc(type, 5);
-    if (rec == NULL) {
-        Py_DECREF(ts);
-        Py_DECREF(off);
-        goto fail3;
+    if (rec == NULL)
+        return NULL;
+    PyObject *items[5] = {field(r->key, r->key_len, 0), field(r->value, r->value_len, 0),
+                          PyLong_FromLongLong(timestamp), headers_tuple(r), PyLong_FromLongLong(offset)};
+    for (int i = 0; i < 5; i++) {
+        if (items[i] == NULL) {
+            for (int j = 0; j < 5; j++)
+                Py_XDECREF(items[j]);
+            Py_DECREF(rec);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(rec, i, items[i]);
     }
-    PyTuple_SET_ITEM(rec, 0, key);
-    PyTuple_SET_ITEM(rec, 1, value);
-    PyTuple_SET_ITEM(rec, 2, ts);
-    PyTuple_SET_ITEM(rec, 3, headers);
-    PyTuple_SET_ITEM(rec, 4, off);
     return rec;
-fail3:
-    Py_DECREF(headers);
-fail2:
-    Py_DECREF(key);
-    Py_DECREF(value);
-    return NULL;
+}
+
+/* A record count is checked against the bytes present (a record takes at least
+ * 7 bytes) before anything is sized by it. */
+static int
+check_count(Py_ssize_t count, Py_ssize_t len, Py_ssize_t batch_position)
+{
+    if (count >= 0 && count <= len / 7)
+        return 0;
+    corrupt(batch_position, "record count %zd does not fit in %zd bytes of records", count, len);
+    return -1;
+}
+
+static PyObject *
+trailing_bytes(Py_ssize_t batch_position, Py_ssize_t count, const uint8_t *p, const uint8_t *end)
+{
+    return corrupt(batch_position, "record count %zd disagrees with the batch: %zd bytes follow the last record",
+                   count, (Py_ssize_t)(end - p));
 }
 
 PyDoc_STRVAR(decode_records_doc,
@@ -218,35 +148,30 @@ decode_records(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*nLLpLO!n", &buf, &count, &base_offset, &base_timestamp, &log_append_time,
                           &max_timestamp, &PyType_Type, &type, &batch_position))
         return NULL;
-    if (!PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
-        PyBuffer_Release(&buf);
-        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
-        return NULL;
-    }
-    const uint8_t *p = buf.buf, *end = (const uint8_t *)buf.buf + buf.len;
-    Ctx ctx = {p, batch_position, 0};
     PyObject *out = NULL;
-    /* a record takes at least 7 bytes: never size a list by a hostile count */
-    if (count < 0 || count > buf.len / 7) {
-        corrupt(batch_position, "record count %zd does not fit in %zd bytes of records", count, buf.len);
+    const uint8_t *start = buf.buf, *p = start, *end = start + buf.len;
+    if (!PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "record_type must be a tuple subclass");
         goto done;
     }
-    out = PyList_New(count);
-    if (out == NULL)
+    if (check_count(count, buf.len, batch_position) < 0 || (out = PyList_New(count)) == NULL)
         goto done;
-    for (; ctx.index < count; ctx.index++) {
-        PyObject *rec = decode_one(&p, end, &ctx, (PyTypeObject *)type, base_offset, base_timestamp,
-                                   log_append_time, max_timestamp);
+    for (Py_ssize_t i = 0; i < count; i++) {
+        RawRecord r;
+        ParseResult res = parse_record(&p, end, &r);
+        PyObject *rec = res.fault ? record_fault(batch_position, i, res, start)
+                                  : record_object((PyTypeObject *)type, &r,
+                                                  log_append_time ? max_timestamp : base_timestamp + r.ts_delta,
+                                                  base_offset + r.off_delta);
         if (rec == NULL) {
             Py_CLEAR(out);
             goto done;
         }
-        PyList_SET_ITEM(out, ctx.index, rec);
+        PyList_SET_ITEM(out, i, rec);
     }
     if (p != end) {
         Py_CLEAR(out);
-        corrupt(batch_position, "record count %zd disagrees with the batch: %zd bytes follow the last record",
-                count, (Py_ssize_t)(end - p));
+        trailing_bytes(batch_position, count, p, end);
     }
 done:
     PyBuffer_Release(&buf);
@@ -552,75 +477,30 @@ check_records(PyObject *self, PyObject *args)
     Py_ssize_t count, batch_position;
     if (!PyArg_ParseTuple(args, "y*nn", &buf, &count, &batch_position))
         return NULL;
-    const uint8_t *p = buf.buf, *end = (const uint8_t *)buf.buf + buf.len;
-    Ctx ctx_ = {p, batch_position, 0}, *ctx = &ctx_;
+    const uint8_t *start = buf.buf, *p = start, *end = start + buf.len;
     PyObject *result = NULL;
     int64_t min_ts = 0, max_ts = 0;
     Py_ssize_t bad_offset = -1, null_key = -1;
-    if (count < 0 || count > buf.len / 7) {
-        corrupt(batch_position, "record count %zd does not fit in %zd bytes of records", count, buf.len);
+    if (check_count(count, buf.len, batch_position) < 0)
         goto done;
-    }
-    for (; ctx->index < count; ctx->index++) {
-        int64_t length, ts_delta, off_delta, klen, vlen, hcount;
-        const uint8_t *at = p;
-        if (varint_read(&p, end, 5, &length) != VARINT_OK || length < 6 || length > end - p) {
-            corrupt(batch_position, "record %zd: bad length at byte %zd of the records", ctx->index,
-                    (Py_ssize_t)(at - ctx->start));
+    for (Py_ssize_t i = 0; i < count; i++) {
+        RawRecord r;
+        ParseResult res = parse_record(&p, end, &r);
+        if (res.fault) {
+            record_fault(batch_position, i, res, start);
             goto done;
         }
-        const uint8_t *rend = p + length;
-        p += 1;
-        if (varint_read(&p, rend, 10, &ts_delta) != VARINT_OK || varint_read(&p, rend, 5, &off_delta) != VARINT_OK ||
-            varint_read(&p, rend, 5, &klen) != VARINT_OK || klen < -1 || klen > rend - p) {
-            corrupt(batch_position, "record %zd: malformed header fields at byte %zd of the records", ctx->index,
-                    (Py_ssize_t)(at - ctx->start));
-            goto done;
-        }
-        p += klen > 0 ? klen : 0;
-        if (varint_read(&p, rend, 5, &vlen) != VARINT_OK || vlen < -1 || vlen > rend - p) {
-            corrupt(batch_position, "record %zd: bad value length at byte %zd of the records", ctx->index,
-                    (Py_ssize_t)(at - ctx->start));
-            goto done;
-        }
-        p += vlen > 0 ? vlen : 0;
-        if (varint_read(&p, rend, 5, &hcount) != VARINT_OK || hcount < 0 || hcount > (rend - p) / 2) {
-            corrupt(batch_position, "record %zd: bad header count at byte %zd of the records", ctx->index,
-                    (Py_ssize_t)(at - ctx->start));
-            goto done;
-        }
-        for (int64_t h = 0; h < hcount; h++) {
-            int64_t hk, hv;
-            if (varint_read(&p, rend, 5, &hk) != VARINT_OK || hk < 0 || hk > rend - p) {
-                corrupt(batch_position, "record %zd: bad header key at byte %zd of the records", ctx->index,
-                        (Py_ssize_t)(at - ctx->start));
-                goto done;
-            }
-            p += hk;
-            if (varint_read(&p, rend, 5, &hv) != VARINT_OK || hv < -1 || hv > rend - p) {
-                corrupt(batch_position, "record %zd: bad header value at byte %zd of the records", ctx->index,
-                        (Py_ssize_t)(at - ctx->start));
-                goto done;
-            }
-            p += hv > 0 ? hv : 0;
-        }
-        if (p != rend) {
-            corrupt(batch_position, "record %zd: %zd bytes left over inside the record at byte %zd of the records",
-                    ctx->index, (Py_ssize_t)(rend - p), (Py_ssize_t)(at - ctx->start));
-            goto done;
-        }
-        if (ctx->index == 0 || ts_delta < min_ts)
-            min_ts = ts_delta;
-        if (ctx->index == 0 || ts_delta > max_ts)
-            max_ts = ts_delta;
-        if (bad_offset < 0 && off_delta != ctx->index)
-            bad_offset = ctx->index;
-        if (null_key < 0 && klen < 0)
-            null_key = ctx->index;
+        if (i == 0 || r.ts_delta < min_ts)
+            min_ts = r.ts_delta;
+        if (i == 0 || r.ts_delta > max_ts)
+            max_ts = r.ts_delta;
+        if (bad_offset < 0 && r.off_delta != i)
+            bad_offset = i;
+        if (null_key < 0 && r.key_len < 0)
+            null_key = i;
     }
     if (p != end) {
-        corrupt(batch_position, "record count %zd disagrees with the batch: %zd bytes follow the last record", count,
-                (Py_ssize_t)(end - p));
+        trailing_bytes(batch_position, count, p, end);
         goto done;
     }
     result = Py_BuildValue("LLnn", (long long)min_ts, (long long)max_ts, bad_offset, null_key);
