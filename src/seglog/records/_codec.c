@@ -27,8 +27,14 @@
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
 
-static PyObject *
-corrupt(Py_ssize_t batch_position, const char *fmt, ...)
+PyObject *seglog_corrupt(Py_ssize_t batch_position, const char *fmt, ...);
+int seglog_columns_init(PyObject *module); /* _columns.c */
+#define corrupt seglog_corrupt
+
+/* Sets CorruptRecordError(message, position=batch_position); returns NULL. Shared
+ * with _columns.c. */
+PyObject *
+seglog_corrupt(Py_ssize_t batch_position, const char *fmt, ...)
 {
     va_list args;
     va_start(args, fmt);
@@ -530,5 +536,8 @@ PyInit__codec(void)
     Py_DECREF(errors);
     if (CorruptRecordError == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && seglog_columns_init(m) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -1,0 +1,158 @@
+"""Resolving offset options against a log dir, on the driver: which partitions,
+which offset ranges, and where to cut a range into several Spark tasks.
+
+The driver reads the dir read-only (``seglog.open(..., read_only=True)``), so
+it plans beside a process that owns and writes the dir.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..errors import OffsetOutOfRangeError
+from ..storage import LogManager, PartitionLog, open
+from .options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription, TopicPartition
+
+log = logging.getLogger(__name__)
+
+Offsets = dict[TopicPartition, int]
+
+
+class DataLossError(OffsetOutOfRangeError):
+    """Offsets a query needs were removed (retention, DeleteRecords) before it read them."""
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    topic: str
+    partition: int
+    start: int
+    end: int  # exclusive
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+def open_read_only(dirs: list[str]) -> LogManager:
+    return open(dirs, read_only=True)
+
+
+def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition]:
+    """The partitions a subscription names; an unknown topic is an error (not for a pattern)."""
+    if sub.kind == "assign":
+        for topic, p in sub.assigned:
+            logs.partition(topic, p)  # UnknownTopicOrPartitionError names what exists
+        return sorted(set(sub.assigned))
+    if sub.kind == "subscribe":
+        return sorted((t, p) for t in sub.topics for p in logs.partitions(t))
+    assert sub.pattern is not None
+    return sorted((t, p) for t in logs.topics() if sub.pattern.fullmatch(t) for p in logs.partitions(t))
+
+
+def resolve(
+    logs: LogManager,
+    spec: OffsetSpec,
+    tps: Iterable[TopicPartition],
+    *,
+    starting: bool,
+    strategy: str = "error",
+) -> Offsets:
+    """The offset ``spec`` gives for each partition."""
+    tps = list(tps)
+    if spec.kind in ("offsets", "timestamps"):
+        missing = [f"{t}-{p}" for t, p in tps if (t, p) not in spec.per_partition]
+        if missing:
+            what = "startingOffsets" if starting else "endingOffsets"
+            raise OptionError(
+                f"{what} names specific offsets or timestamps but not partitions {', '.join(missing)}: "
+                "give every partition (-2 for earliest, -1 for latest)"
+            )
+    return {tp: _resolve_one(logs.partition(*tp), spec, tp, starting, strategy) for tp in tps}
+
+
+def _resolve_one(pl: PartitionLog, spec: OffsetSpec, tp: TopicPartition, starting: bool, strategy: str) -> int:
+    if spec.kind == "earliest":
+        return pl.log_start_offset
+    if spec.kind == "latest":
+        return pl.high_watermark
+    if spec.kind == "offsets":
+        value = spec.per_partition[tp]
+        if value == EARLIEST:
+            return pl.log_start_offset
+        if value == LATEST:
+            return pl.high_watermark
+        if value < 0:
+            raise OptionError(f"offset {value} for {tp[0]}-{tp[1]} is neither an offset, -2 nor -1")
+        return value
+    ts = spec.timestamp if spec.kind == "timestamp" else spec.per_partition[tp]
+    found = pl.offset_for_timestamp(ts)
+    if found is not None:
+        return found[0]
+    if starting and strategy == "error":
+        raise OptionError(
+            f"no offset matched timestamp {ts} in {tp[0]}-{tp[1]} "
+            "(set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)"
+        )
+    return pl.high_watermark
+
+
+def check_data_loss(pl: PartitionLog, start: int, fail_on_data_loss: bool) -> int:
+    """Where reading from ``start`` can begin; raises or warns when offsets are gone."""
+    first = pl.log_start_offset
+    if start >= first:
+        return start
+    message = (
+        f"offsets {start}..{first - 1} of {pl.name} were removed before they were read (retention or DeleteRecords)"
+    )
+    if fail_on_data_loss:
+        raise DataLossError(
+            message + "; set failOnDataLoss=false to skip them",
+            log_start_offset=first,
+            log_end_offset=pl.log_end_offset,
+            file=pl.dir,
+        )
+    log.warning("%s; skipping to offset %d (failOnDataLoss=false)", message, first)
+    return first
+
+
+def split(pl: PartitionLog, start: int, end: int, pieces: int) -> list[tuple[int, int]]:
+    """Cut [start, end) into about ``pieces`` ranges at batch boundaries taken from
+    the offset indexes (an entry's offset + 1 starts a batch), so no batch is read twice."""
+    if pieces <= 1 or end - start <= 1:
+        return [(start, end)]
+    cuts = sorted(set(_boundaries(pl, start, end)))
+    chosen: list[int] = []
+    for i in range(1, pieces):
+        ideal = start + (end - start) * i // pieces
+        best = min(cuts, key=lambda c: abs(c - ideal), default=None)
+        if best is not None and (not chosen or best > chosen[-1]):
+            chosen.append(best)
+    edges = [start, *chosen, end]
+    return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
+
+
+def _boundaries(pl: PartitionLog, start: int, end: int) -> Iterable[int]:
+    for segment in pl.segments:
+        if start < segment.base_offset < end:
+            yield segment.base_offset
+        index = segment.offset_index
+        for slot in range(index.entries):
+            offset = index.entry(slot)[0] + 1
+            if start < offset < end:
+                yield offset
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's offset JSON: ``{"topic": {"0": 23}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(p)] = offset
+    return out
+
+
+def from_json(obj: Mapping[str, Mapping[str, int]]) -> Offsets:
+    return {(topic, int(p)): int(o) for topic, parts in obj.items() for p, o in parts.items()}

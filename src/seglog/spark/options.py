@@ -1,0 +1,195 @@
+"""The options of the ``seglog`` Spark source, with the semantics of Spark's Kafka source.
+
+Parsing only: this module turns option strings into values and says clearly
+which option is wrong; resolving them against a log dir happens in
+``offsets.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import SeglogError
+
+EARLIEST = -2
+LATEST = -1
+
+TopicPartition = tuple[str, int]
+
+
+class OptionError(SeglogError, ValueError):
+    """A source or sink option that is missing, conflicting or malformed."""
+
+    error_code = 42  # INVALID_REQUEST
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where to start or end: earliest, latest, offsets or timestamps, global or per partition."""
+
+    kind: str  # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
+    per_partition: Mapping[TopicPartition, int] = field(default_factory=dict)
+    timestamp: int = 0
+
+
+@dataclass(frozen=True)
+class Subscription:
+    kind: str  # "subscribe" | "subscribePattern" | "assign"
+    topics: tuple[str, ...] = ()
+    pattern: re.Pattern[str] | None = None
+    assigned: tuple[TopicPartition, ...] = ()
+
+
+def _get(options: Mapping[str, str], name: str) -> str | None:
+    # Spark passes options as a case-insensitive dict; plain dicts work too
+    for key, value in options.items():
+        if key.lower() == name.lower():
+            return value
+    return None
+
+
+def parse_bool(options: Mapping[str, str], name: str, default: bool) -> bool:
+    text = _get(options, name)
+    if text is None:
+        return default
+    if text.strip().lower() not in ("true", "false"):
+        raise OptionError(f"option {name} must be true or false, not {text!r}")
+    return text.strip().lower() == "true"
+
+
+def parse_int(options: Mapping[str, str], name: str, default: int | None = None, minimum: int = 0) -> int | None:
+    text = _get(options, name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(f"option {name} must be an integer, not {text!r}") from None
+    if value < minimum:
+        raise OptionError(f"option {name} must be at least {minimum}, not {value}")
+    return value
+
+
+def parse_duration_ms(options: Mapping[str, str], name: str, default_ms: int) -> int:
+    """Spark's duration strings: ``15m``, ``30s``, ``500ms``, ``1h``, or plain milliseconds."""
+    text = _get(options, name)
+    if text is None:
+        return default_ms
+    m = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|min|h|d)?\s*", text.lower())
+    if m is None:
+        raise OptionError(f"option {name} must be a duration such as 15m or 30s, not {text!r}")
+    unit = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+    return int(m.group(1)) * unit[m.group(2)]
+
+
+def log_dirs(options: Mapping[str, str]) -> list[str]:
+    path = _get(options, "path")
+    if not path:
+        raise OptionError('option "path" (the seglog log dir) is required')
+    return [p for p in path.split(",") if p]
+
+
+def _json(options: Mapping[str, str], name: str) -> Any:
+    text = _get(options, name)
+    try:
+        return json.loads(text or "")
+    except ValueError as e:
+        raise OptionError(f"option {name} is not valid JSON ({e}): {text!r}") from None
+
+
+def _per_partition(options: Mapping[str, str], name: str) -> dict[TopicPartition, int]:
+    """``{"topic": {"0": 23, "1": -1}}`` → ``{("topic", 0): 23, ("topic", 1): -1}``."""
+    obj = _json(options, name)
+    out: dict[TopicPartition, int] = {}
+    if not isinstance(obj, dict):
+        raise OptionError(f'option {name} must be a JSON object like {{"topic": {{"0": 23}}}}')
+    for topic, parts in obj.items():
+        if not isinstance(parts, dict):
+            raise OptionError(f"option {name}: topic {topic!r} must map partitions to numbers")
+        for p, value in parts.items():
+            try:
+                out[(topic, int(p))] = int(value)
+            except (TypeError, ValueError):
+                raise OptionError(f"option {name}: bad entry {topic}/{p}: {value!r}") from None
+    return out
+
+
+def subscription(options: Mapping[str, str]) -> Subscription:
+    given = [k for k in ("subscribe", "subscribePattern", "assign") if _get(options, k) is not None]
+    if len(given) != 1:
+        raise OptionError(
+            "exactly one of the options subscribe, subscribePattern and assign must be given"
+            + (f" (got {', '.join(given)})" if given else "")
+        )
+    kind = given[0]
+    text = _get(options, kind) or ""
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in text.split(",") if t.strip())
+        if not topics:
+            raise OptionError("option subscribe names no topic")
+        return Subscription(kind, topics=topics)
+    if kind == "subscribePattern":
+        try:
+            return Subscription(kind, pattern=re.compile(text))
+        except re.error as e:
+            raise OptionError(f"option subscribePattern is not a valid pattern: {e}") from None
+    obj = _json(options, "assign")
+    if not isinstance(obj, dict) or not all(isinstance(v, list) for v in obj.values()):
+        raise OptionError('option assign must be a JSON object like {"topic": [0, 1]}')
+    try:
+        assigned = tuple((t, int(p)) for t, ps in obj.items() for p in ps)
+    except (TypeError, ValueError):
+        raise OptionError(f"option assign holds a partition that is not a number: {text!r}") from None
+    return Subscription(kind, assigned=assigned)
+
+
+def starting_spec(options: Mapping[str, str], streaming: bool) -> OffsetSpec:
+    """startingTimestamp > startingOffsetsByTimestamp > startingOffsets, as in Spark."""
+    return _spec(options, "starting", LATEST if streaming else EARLIEST, streaming)
+
+
+def ending_spec(options: Mapping[str, str]) -> OffsetSpec:
+    """endingTimestamp > endingOffsetsByTimestamp > endingOffsets (batch queries only)."""
+    return _spec(options, "ending", LATEST, streaming=False)
+
+
+def _spec(options: Mapping[str, str], which: str, default: int, streaming: bool) -> OffsetSpec:
+    ts = parse_int(options, f"{which}Timestamp", minimum=0)
+    if ts is not None:
+        return OffsetSpec("timestamp", timestamp=ts)
+    if _get(options, f"{which}OffsetsByTimestamp") is not None:
+        return OffsetSpec("timestamps", _per_partition(options, f"{which}OffsetsByTimestamp"))
+    text = _get(options, f"{which}Offsets")
+    name = f"{which}Offsets"
+    if text is None:
+        return OffsetSpec("earliest" if default == EARLIEST else "latest")
+    word = text.strip().lower()
+    spec = OffsetSpec(word) if word in ("earliest", "latest") else OffsetSpec("offsets", _per_partition(options, name))
+    if not streaming and which == "starting" and (spec.kind == "latest" or LATEST in spec.per_partition.values()):
+        raise OptionError("startingOffsets cannot be latest (-1) for batch queries")
+    if which == "ending" and (spec.kind == "earliest" or EARLIEST in spec.per_partition.values()):
+        raise OptionError("endingOffsets cannot be earliest (-2) for batch queries")
+    return spec
+
+
+def by_timestamp_strategy(options: Mapping[str, str]) -> str:
+    text = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if text not in ("error", "latest"):
+        raise OptionError(f"option startingOffsetsByTimestampStrategy must be error or latest, not {text!r}")
+    return text
+
+
+def reject_streaming_only(options: Mapping[str, str]) -> None:
+    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        if _get(options, name) is not None:
+            raise OptionError(f"option {name} applies to streaming queries only")
+
+
+def reject_batch_only(options: Mapping[str, str]) -> None:
+    for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+        if _get(options, name) is not None:
+            raise OptionError(f"option {name} applies to batch queries only")

@@ -1,0 +1,440 @@
+"""The ``seglog`` data source: Spark's Kafka source, reading log dirs directly.
+
+    spark.read.format("seglog").option("path", LOG_DIR).option("subscribe", "events").load()
+
+Planning happens on the driver over a read-only view of the dirs; each Spark
+task opens only its partition's directory, read-only, and turns the batches of
+its offset range into Arrow record batches (``arrow.py``). Options and their
+meaning follow Spark's Kafka source (``options.py``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    EqualTo,
+    Filter,
+    GreaterThan,
+    GreaterThanOrEqual,
+    In,
+    InputPartition,
+    LessThan,
+    LessThanOrEqual,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from ..config import LogConfig
+from ..storage import LogManager, PartitionLog
+from . import options as opt
+from .arrow import ArrowAssembler, spark_schema_ddl
+from .offsets import (
+    OffsetRange,
+    Offsets,
+    check_data_loss,
+    from_json,
+    open_read_only,
+    resolve,
+    split,
+    to_json,
+    topic_partitions,
+)
+from .options import TopicPartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SeglogPartition(InputPartition):
+    """One Spark task's share: an offset range of one partition directory."""
+
+    topic: str
+    partition: int
+    dir: str
+    start: int
+    end: int
+    log_start_offset: int
+    fail_on_data_loss: bool
+    include_headers: bool
+    min_timestamp_us: int | None = None  # inclusive bounds of pushed timestamp filters
+    max_timestamp_us: int | None = None
+
+    def __post_init__(self) -> None:
+        self.value = (self.topic, self.partition, self.start, self.end)
+
+
+def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
+    """What a task does: open the partition read-only and stream its range as Arrow."""
+    pl = PartitionLog(
+        part.dir, part.topic, part.partition, LogConfig(), read_only=True, log_start_offset=part.log_start_offset
+    )
+    try:
+        start = check_data_loss(pl, part.start, part.fail_on_data_loss)
+        end = part.end
+        if pl.log_end_offset < end:
+            # the log lost its tail (truncated, or its segments deleted) since planning
+            end = _lost_tail(pl, end, part.fail_on_data_loss)
+        assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
+        for batch in assembler.record_batches(pl.batches(start, end), start, end):
+            yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
+    finally:
+        pl.close()
+
+
+def _lost_tail(pl: PartitionLog, end: int, fail: bool) -> int:
+    message = f"offsets {pl.log_end_offset}..{end - 1} of {pl.name} are gone (the log was truncated)"
+    if fail:
+        from .offsets import DataLossError
+
+        raise DataLossError(
+            message + "; set failOnDataLoss=false to skip them",
+            log_start_offset=pl.log_start_offset,
+            log_end_offset=pl.log_end_offset,
+            file=pl.dir,
+        )
+    log.warning("%s; skipping them (failOnDataLoss=false)", message)
+    return pl.log_end_offset
+
+
+def _filter_timestamps(batch: pa.RecordBatch, low: int | None, high: int | None) -> pa.RecordBatch:
+    if low is None and high is None:
+        return batch
+    column = batch.column("timestamp").cast(pa.int64())
+    mask = None
+    if low is not None:
+        mask = pc.greater_equal(column, low)
+    if high is not None:
+        upper = pc.less_equal(column, high)
+        mask = upper if mask is None else pc.and_(mask, upper)
+    return batch.filter(mask)
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+
+
+def _micros(value: Any) -> int:
+    if isinstance(value, dt.datetime):
+        # PySpark hands timestamps over as naive local times (or aware ones): both convert
+        delta = value - (_EPOCH if value.tzinfo else _EPOCH.astimezone().replace(tzinfo=None))
+        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+    raise TypeError(f"not a timestamp: {value!r}")
+
+
+# --- the data source -------------------------------------------------------------------------
+
+
+class SeglogDataSource(DataSource):
+    """``format("seglog")``: read and write seglog (and Kafka) log dirs."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "seglog"
+
+    def schema(self) -> str:
+        return spark_schema_ddl(opt.parse_bool(self.options, "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        # Spark refuses a reader that implements pushFilters when Python filter pushdown
+        # (spark.sql.python.filterPushdown.enabled) is off, and does not tell the source
+        # which it is: the worker that calls us does. Only the pushdown worker gets the
+        # reader that takes filters.
+        caller = sys._getframe(1).f_globals.get("__name__", "")
+        if caller.endswith("data_source_pushdown_filters"):
+            return SeglogFilteringReader(dict(self.options))
+        return SeglogBatchReader(dict(self.options))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return SeglogStreamReader(dict(self.options))
+
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        from .sink import SeglogWriter
+
+        return SeglogWriter(dict(self.options), schema)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        from .sink import SeglogStreamWriter
+
+        return SeglogStreamWriter(dict(self.options), schema)
+
+
+@dataclass
+class _Common:
+    """What batch and stream readers share: the parsed options."""
+
+    dirs: list[str]
+    subscription: opt.Subscription
+    include_headers: bool
+    fail_on_data_loss: bool
+    min_partitions: int | None
+
+    @classmethod
+    def parse(cls, options: dict[str, str]) -> _Common:
+        return cls(
+            dirs=opt.log_dirs(options),
+            subscription=opt.subscription(options),
+            include_headers=opt.parse_bool(options, "includeHeaders", False),
+            fail_on_data_loss=opt.parse_bool(options, "failOnDataLoss", True),
+            min_partitions=opt.parse_int(options, "minPartitions", None, minimum=1),
+        )
+
+    def plan(
+        self, logs: LogManager, ranges: Sequence[OffsetRange], filters: _Filters | None = None
+    ) -> list[SeglogPartition]:
+        """One task per range, split at index boundaries up to minPartitions tasks."""
+        live = [r for r in ranges if r.end > r.start]
+        wanted = self.min_partitions or 0
+        total = sum(r.size for r in live) or 1
+        out = []
+        for r in live:
+            pl = logs.partition(r.topic, r.partition)
+            pieces = max(1, round(wanted * r.size / total)) if wanted > len(live) else 1
+            for start, end in split(pl, r.start, r.end, pieces):
+                out.append(
+                    SeglogPartition(
+                        r.topic,
+                        r.partition,
+                        pl.dir,
+                        start,
+                        end,
+                        pl.log_start_offset,
+                        self.fail_on_data_loss,
+                        self.include_headers,
+                        None if filters is None else filters.min_timestamp_us,
+                        None if filters is None else filters.max_timestamp_us,
+                    )
+                )
+        return out
+
+
+@dataclass
+class _Filters:
+    """Pushed filters on partition, offset and timestamp, applied exactly."""
+
+    partitions: set[int] | None = None
+    min_offset: int = 0
+    max_offset: int = (1 << 63) - 1  # inclusive
+    min_timestamp_us: int | None = None
+    max_timestamp_us: int | None = None
+    accepted: list[Filter] = field(default_factory=list)
+
+    def accept(self, f: Filter) -> bool:
+        column = f.attribute if hasattr(f, "attribute") else ()
+        if column == ("partition",):
+            return self._partition(f)
+        if column == ("offset",):
+            return self._bound(f, "offset", int)
+        if column == ("timestamp",):
+            return self._bound(f, "timestamp", _micros)
+        return False
+
+    def _partition(self, f: Filter) -> bool:
+        if isinstance(f, EqualTo) and isinstance(f.value, int):
+            values = {f.value}
+        elif isinstance(f, In) and all(isinstance(v, int) for v in f.value):
+            values = set(f.value)
+        else:
+            return self._bound(f, "partition", int)
+        self.partitions = values if self.partitions is None else self.partitions & values
+        return True
+
+    def _bound(self, f: Filter, column: str, convert: Any) -> bool:
+        kinds = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+        if not isinstance(f, kinds):
+            return False
+        try:
+            value = convert(f.value)
+        except (TypeError, ValueError):
+            return False
+        low = value + 1 if isinstance(f, GreaterThan) else value
+        high = value - 1 if isinstance(f, LessThan) else value
+        if isinstance(f, (GreaterThan, GreaterThanOrEqual)):
+            high = None
+        if isinstance(f, (LessThan, LessThanOrEqual)):
+            low = None
+        if column == "offset":
+            self.min_offset = max(self.min_offset, low) if low is not None else self.min_offset
+            self.max_offset = min(self.max_offset, high) if high is not None else self.max_offset
+        elif column == "timestamp":
+            if low is not None:
+                self.min_timestamp_us = low if self.min_timestamp_us is None else max(self.min_timestamp_us, low)
+            if high is not None:
+                self.max_timestamp_us = high if self.max_timestamp_us is None else min(self.max_timestamp_us, high)
+        else:  # a range on partition
+            return False
+        return True
+
+    def keep(self, tp: TopicPartition) -> bool:
+        return self.partitions is None or tp[1] in self.partitions
+
+    def narrow(self, pl: PartitionLog, start: int, end: int) -> tuple[int, int]:
+        start, end = max(start, self.min_offset), min(end, self.max_offset + 1)
+        if self.min_timestamp_us is not None:
+            # every record before this offset is older than the bound: skip them
+            found = pl.offset_for_timestamp(-(-self.min_timestamp_us // 1000))
+            start = max(start, found[0]) if found is not None else end
+        return start, max(start, end)
+
+
+class SeglogBatchReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        opt.reject_streaming_only(options)
+        self.common = _Common.parse(options)
+        self.starting = opt.starting_spec(options, streaming=False)
+        self.ending = opt.ending_spec(options)
+        self.strategy = opt.by_timestamp_strategy(options)
+        self.filters = _Filters()
+        self._plan()  # fail at load() on bad options or unknown topics, as Spark's Kafka source does
+
+    def _plan(self) -> list[SeglogPartition]:
+        with open_read_only(self.common.dirs) as logs:
+            tps = [tp for tp in topic_partitions(logs, self.common.subscription) if self.filters.keep(tp)]
+            starts = resolve(logs, self.starting, tps, starting=True, strategy=self.strategy)
+            ends = resolve(logs, self.ending, tps, starting=False)
+            ranges = []
+            for tp in tps:
+                pl = logs.partition(*tp)
+                start = check_data_loss(pl, starts[tp], self.common.fail_on_data_loss)
+                if start > ends[tp]:
+                    raise opt.OptionError(
+                        f"starting offset {start} of {tp[0]}-{tp[1]} is after its ending offset {ends[tp]}"
+                    )
+                start, end = self.filters.narrow(pl, start, ends[tp])
+                ranges.append(OffsetRange(tp[0], tp[1], start, end))
+            return self.common.plan(logs, ranges, self.filters)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return self._plan()
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SeglogPartition)
+        return read_partition(partition)
+
+
+class SeglogFilteringReader(SeglogBatchReader):
+    """The batch reader with filter pushdown on partition, offset and timestamp: partitions
+    and offset bounds prune ranges, a timestamp lower bound skips what the time index
+    shows is older, and timestamp bounds are applied to every row, since Spark does not
+    check a filter a source accepted."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        for f in filters:
+            if self.filters.accept(f):
+                self.filters.accepted.append(f)
+            else:
+                yield f
+
+
+class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over the partitions' growing logs, with Spark's read limits."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        opt.reject_batch_only(options)
+        self.common = _Common.parse(options)
+        self.starting = opt.starting_spec(options, streaming=True)
+        self.strategy = opt.by_timestamp_strategy(options)
+        self.max_offsets = opt.parse_int(options, "maxOffsetsPerTrigger", None, minimum=1)
+        self.min_offsets = opt.parse_int(options, "minOffsetsPerTrigger", None, minimum=1)
+        self.max_trigger_delay_ms = opt.parse_duration_ms(options, "maxTriggerDelay", 15 * 60_000)
+        self._available_now: Offsets | None = None
+        self._last_trigger = time.monotonic()
+
+    # offsets ---------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        with open_read_only(self.common.dirs) as logs:
+            tps = topic_partitions(logs, self.common.subscription)
+            return to_json(resolve(logs, self.starting, tps, starting=True, strategy=self.strategy))
+
+    def _latest(self, logs: LogManager) -> Offsets:
+        return {tp: logs.partition(*tp).high_watermark for tp in topic_partitions(logs, self.common.subscription)}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        with open_read_only(self.common.dirs) as logs:
+            self._available_now = self._latest(logs)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.min_offsets is not None:
+            return ReadMinRows(self.min_offsets)
+        if self.max_offsets is not None:
+            return ReadMaxRows(self.max_offsets)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = from_json(start)
+        with open_read_only(self.common.dirs) as logs:
+            latest = self._available_now if self._available_now is not None else self._latest(logs)
+            for tp in latest:
+                # a partition that appeared since the start is read from its beginning
+                begin.setdefault(tp, logs.partition(*tp).log_start_offset)
+        end = {tp: max(latest.get(tp, offset), offset) for tp, offset in begin.items()}
+        if isinstance(limit, ReadAllAvailable):
+            return to_json(end)
+        backlog = sum(end[tp] - begin[tp] for tp in end)
+        if self.min_offsets is not None and backlog < self.min_offsets:
+            waited_ms = (time.monotonic() - self._last_trigger) * 1000
+            if waited_ms < self.max_trigger_delay_ms:
+                return to_json(begin)
+        if self.max_offsets is not None and backlog > self.max_offsets:
+            end = _rate_limit(begin, end, self.max_offsets)
+        self._last_trigger = time.monotonic()
+        return to_json(end)
+
+    def reportLatestOffset(self) -> dict | None:
+        with open_read_only(self.common.dirs) as logs:
+            return to_json(self._latest(logs))
+
+    # planning and reading -------------------------------------------------------------
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin, finish = from_json(start), from_json(end)
+        with open_read_only(self.common.dirs) as logs:
+            ranges = []
+            for tp, stop in sorted(finish.items()):
+                pl = logs.partition(*tp)
+                first = begin.get(tp, pl.log_start_offset)
+                ranges.append(OffsetRange(tp[0], tp[1], first, stop))
+            return self.common.plan(logs, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, SeglogPartition)
+        return read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: the source keeps no state per micro-batch."""
+
+
+def _rate_limit(begin: Offsets, end: Offsets, limit: int) -> Offsets:
+    """Spread ``limit`` offsets over the partitions in proportion to their backlogs,
+    as Spark's Kafka source does."""
+    backlog = {tp: end[tp] - begin[tp] for tp in end}
+    total = sum(backlog.values())
+    out = {}
+    for tp, size in backlog.items():
+        share = int(limit * size / total) if total else 0
+        out[tp] = begin[tp] + min(size, share)
+    spare = limit - sum(out[tp] - begin[tp] for tp in out)
+    for tp in sorted(out, key=lambda t: end[t] - out[t], reverse=True):
+        if spare <= 0:
+            break
+        more = min(spare, end[tp] - out[tp])
+        out[tp] += more
+        spare -= more
+    return out
