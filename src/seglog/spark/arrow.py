@@ -1,31 +1,63 @@
 """Segment bytes to Arrow record batches, with the columns of Spark's Kafka source.
 
-The C ``ColumnBuilder`` decodes records straight into Arrow buffers (values
-copied once, from the batch's bytes into the column); here they are wrapped
-with ``pyarrow.Array.from_buffers``: no Python object per record. A compressed
-batch is decompressed once. Control batches are skipped, as Spark's Kafka
-source skips them. A legacy (v0/v1) batch is re-encoded as v2 first, a cost
-paid only by logs that still hold pre-0.11 data.
+    key            binary                                  null: no key
+    value          binary                                  null: a tombstone
+    topic          string                                  one value per batch
+    partition      int32                                   one value per batch
+    offset         int64
+    timestamp      timestamp[us, tz=UTC]                   Kafka's ms x 1000
+    timestampType  int32                                   -1 none (magic 0),
+                                                           0 CreateTime, 1 LogAppendTime
+    headers        list<element: struct<key: string,       only with includeHeaders
+                                        value: binary>>
+
+This is exactly ``to_arrow_schema`` of that Spark schema (nullable fields, the
+list's child named ``element``, UTC): Spark's Python data source compares the
+first Arrow batch's schema with it and refuses any other.
+
+The C ``ColumnBuilder`` (``seglog.records._columns``) decodes records straight
+into Arrow buffers and hands them over without copying; here they are wrapped
+with ``pyarrow.Array.from_buffers``, so there is no Python object per record.
+A record's bytes are copied once, from the batch into the column: an
+uncompressed batch's records are read in place (a slice of the mapped
+segment), a compressed batch is decompressed once. The constant ``topic`` and
+``partition`` columns are slices of one array made per reader.
+
+Control batches (transaction markers, KRaft's LeaderChange and snapshot
+records) are skipped: Spark's Kafka source never shows them, since the Kafka
+consumer drops them. Aborted transactions are not filtered (Spark reads with
+``read_uncommitted`` unless told otherwise; that filtering, if wanted, belongs
+with the storage layer's transaction index). A legacy (v0/v1) message is
+decoded into Python records and appended one by one, a cost paid only by logs
+that still hold pre-0.11 data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
-from ..records import AnyBatch, RecordBatch, build_batch
-from ..records._codec import ColumnBuilder
-from ..records.batch import TimestampType
+from ..records import AnyBatch, RecordBatch
+from ..records._columns import ColumnBuilder
+from ..records.batch import HEADER, HEADER_SIZE
 
 # Spark's names: a list's child is "element"; every field is nullable
 HEADER_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
-MAX_ROWS = 65_536  # rows per Arrow batch handed to Spark
-MAX_DATA_BYTES = 64 * 1024 * 1024
+MAX_ROWS = 65_536  # rows per Arrow batch handed to Spark (a target: whole Kafka batches go in)
+MAX_DATA_BYTES = 64 * 1024 * 1024  # bytes of keys, values and headers per Arrow batch
+END_OF_LOG = 2**63 - 1
+
+# the v2 attributes (records/batch.py): codec bits, LogAppendTime, control batch
+_CODEC_MASK = 0x07
+_LOG_APPEND_TIME = 0x08
+_CONTROL = 0x20
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
+    """The Arrow schema of the rows, the one Spark expects for ``spark_schema_ddl``."""
     fields = [
         pa.field("key", pa.binary()),
         pa.field("value", pa.binary()),
@@ -45,14 +77,29 @@ def spark_schema_ddl(include_headers: bool) -> str:
     return ddl + (", headers array<struct<key: string, value: binary>>" if include_headers else "")
 
 
-def _var(arrow_type: pa.DataType, rows: int, column: tuple) -> pa.Array:
-    validity, offsets, data, nulls = column
-    buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)]
-    return pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)
+def to_arrow_batches(
+    batches: Iterable[AnyBatch],
+    topic: str,
+    partition: int,
+    start: int = 0,
+    end: int = END_OF_LOG,
+    *,
+    include_headers: bool = False,
+    max_rows: int = MAX_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """The records of ``batches`` with offsets in [start, end), as Arrow record batches.
+
+    ``batches`` are what ``BatchIterator`` yields (``RecordBatch`` or ``LegacyBatch``),
+    in offset order; a read range may start and end inside a batch. Each Arrow
+    batch holds whole Kafka batches, about ``max_rows`` rows (more by at most one
+    Kafka batch) and at most about ``MAX_DATA_BYTES`` of keys, values and headers.
+    Corrupt records raise ``CorruptRecordError`` with the batch's position.
+    """
+    return ArrowAssembler(topic, partition, include_headers, max_rows).record_batches(batches, start, end)
 
 
 class ArrowAssembler:
-    """Feeds batches of one partition into Arrow record batches of about MAX_ROWS rows."""
+    """Turns the batches of one partition into Arrow record batches; reusable across reads."""
 
     def __init__(self, topic: str, partition: int, include_headers: bool, max_rows: int = MAX_ROWS) -> None:
         self.topic = topic
@@ -61,61 +108,94 @@ class ArrowAssembler:
         self.max_rows = max_rows
         self.schema = arrow_schema(include_headers)
         self._builder = ColumnBuilder(with_headers=include_headers)
+        self._constants: tuple[pa.Array, pa.Array] | None = None
 
-    def record_batches(self, batches: Iterable[AnyBatch], start: int, end: int) -> Iterator[pa.RecordBatch]:
+    def record_batches(
+        self, batches: Iterable[AnyBatch], start: int = 0, end: int = END_OF_LOG
+    ) -> Iterator[pa.RecordBatch]:
         """Rows with offsets in [start, end) of ``batches``, as Arrow record batches."""
-        builder = self._builder
+        builder, max_rows = self._builder, self.max_rows
+        if builder.rows:  # left by a read that failed part way
+            builder.finish()
         for batch in batches:
-            if batch.is_control:
-                continue
-            self._append(batch, start, end)
-            if builder.rows >= self.max_rows or builder.data_bytes >= MAX_DATA_BYTES:
+            if isinstance(batch, RecordBatch):
+                view = batch.buffer
+                base_offset, _, _, _, _, attributes, last_delta, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(
+                    view, 0
+                )
+                if attributes & _CONTROL or base_offset + last_delta < start or base_offset >= end:
+                    continue
+                section = view[HEADER_SIZE:] if not attributes & _CODEC_MASK else batch.records_section()
+                if builder.rows and builder.data_bytes + len(section) > MAX_DATA_BYTES:
+                    yield self._finish()
+                log_append_time = bool(attributes & _LOG_APPEND_TIME)
+                builder.append(
+                    section,
+                    count,
+                    base_offset,
+                    base_ts,
+                    log_append_time,
+                    max_ts,
+                    int(log_append_time),
+                    batch.position,
+                    start,
+                    end,
+                )
+            elif not batch.is_control:
+                self._append_legacy(batch, start, end)
+            if builder.rows >= max_rows:
                 yield self._finish()
         if builder.rows:
             yield self._finish()
 
-    def _append(self, batch: AnyBatch, start: int, end: int) -> None:
-        if not isinstance(batch, RecordBatch):
-            ts_type = int(batch.timestamp_type)
-            batch = RecordBatch(
-                build_batch(batch.records(), base_offset=batch.base_offset, keep_offsets=True), batch.position
+    def _append_legacy(self, batch: Any, start: int, end: int) -> None:
+        ts_type = int(batch.timestamp_type)
+        for r in batch.records():
+            if start <= r.offset < end:
+                self._builder.append_record(r.offset, r.timestamp, ts_type, r.key, r.value, r.headers, batch.position)
+
+    def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
+        """topic and partition for ``rows`` rows: slices of arrays made once (slicing is free)."""
+        if self._constants is None or len(self._constants[0]) < rows:
+            size = max(rows, self.max_rows)
+            self._constants = (
+                pa.repeat(pa.scalar(self.topic, pa.string()), size),
+                pa.repeat(pa.scalar(self.partition, pa.int32()), size),
             )
-        else:
-            ts_type = int(batch.timestamp_type)
-        self._builder.append(
-            batch.records_section(),
-            batch.record_count,
-            batch.base_offset,
-            batch.base_timestamp,
-            ts_type == TimestampType.LOG_APPEND_TIME,
-            batch.max_timestamp,
-            ts_type,
-            batch.position,
-            start,
-            end,
-        )
+        topic, partition = self._constants
+        return topic.slice(0, rows), partition.slice(0, rows)
 
     def _finish(self) -> pa.RecordBatch:
         cols = self._builder.finish()
         rows = cols["rows"]
+        topic, partition = self._constant_columns(rows)
         arrays = [
             _var(pa.binary(), rows, cols["key"]),
             _var(pa.binary(), rows, cols["value"]),
-            pa.repeat(pa.scalar(self.topic, pa.string()), rows),
-            pa.repeat(pa.scalar(self.partition, pa.int32()), rows),
-            pa.Array.from_buffers(pa.int64(), rows, [None, pa.py_buffer(cols["offset"])]),
-            pa.Array.from_buffers(TIMESTAMP_TYPE, rows, [None, pa.py_buffer(cols["timestamp"])]),
-            pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(cols["timestampType"])]),
+            topic,
+            partition,
+            _fixed(pa.int64(), rows, cols["offset"]),
+            _fixed(TIMESTAMP_TYPE, rows, cols["timestamp"]),
+            _fixed(pa.int32(), rows, cols["timestampType"]),
         ]
         if self.include_headers:
-            list_offsets, keys, values = cols["headers"]
-            count = len(list_offsets) // 4 - 1
-            entries = len(keys[1]) // 4 - 1
-            struct = pa.StructArray.from_arrays(
-                [_var(pa.string(), entries, keys), _var(pa.binary(), entries, values)],
-                fields=list(HEADER_TYPE.value_type),
+            list_offsets, entries, keys, values = cols["headers"]
+            struct = pa.Array.from_buffers(
+                HEADER_TYPE.value_type,
+                entries,
+                [None],
+                children=[_var(pa.string(), entries, keys), _var(pa.binary(), entries, values)],
             )
-            arrays.append(
-                pa.ListArray.from_buffers(HEADER_TYPE, count, [None, pa.py_buffer(list_offsets)], children=[struct])
-            )
+            arrays.append(pa.Array.from_buffers(HEADER_TYPE, rows, [None, pa.py_buffer(list_offsets)], children=[struct]))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _fixed(arrow_type: pa.DataType, rows: int, values: Any) -> pa.Array:
+    return pa.Array.from_buffers(arrow_type, rows, [None, pa.py_buffer(values)], null_count=0)
+
+
+def _var(arrow_type: pa.DataType, rows: int, column: tuple) -> pa.Array:
+    """A binary or string column from (validity or None, int32 offsets, data, null count)."""
+    validity, offsets, data, nulls = column
+    buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(arrow_type, rows, buffers, null_count=nulls)

@@ -143,15 +143,19 @@ class _SinkBase:
         encoder = _Encoder(self.topic, self.partitions, self.compression)
         path = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}-{uuid.uuid4().hex}")
         rows = 0
-        with open(path, "xb") as out:
-            for batch in iterator:
-                for topic, partition, record in encoder.rows(batch):
-                    rows += 1
-                    frame = encoder.add(topic, partition, record)
-                    if frame is not None:
-                        out.write(frame)
-            for tp in list(encoder.pending):
-                out.write(encoder.flush(tp))
+        try:
+            with open(path, "xb") as out:
+                for batch in iterator:
+                    for topic, partition, record in encoder.rows(batch):
+                        rows += 1
+                        frame = encoder.add(topic, partition, record)
+                        if frame is not None:
+                            out.write(frame)
+                for tp in list(encoder.pending):
+                    out.write(encoder.flush(tp))
+        except BaseException:
+            os.unlink(path)  # a failed task leaves nothing behind
+            raise
         return StagedWrite(path, rows)
 
     def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
@@ -165,10 +169,13 @@ class _SinkBase:
             self._discard(staged)
 
     def _discard(self, messages: list[Any]) -> None:
-        for message in messages:
-            if isinstance(message, StagedWrite):
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(message.path)
+        """Remove this write's staging files, those of tasks that died without a word too."""
+        paths = {m.path for m in messages if isinstance(m, StagedWrite)}
+        prefix = f"{STAGING_PREFIX}{self.write_id}-"
+        paths.update(os.path.join(self.dirs[0], n) for n in os.listdir(self.dirs[0]) if n.startswith(prefix))
+        for path in paths:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
 
 class SeglogWriter(_SinkBase, DataSourceArrowWriter):

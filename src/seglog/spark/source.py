@@ -324,8 +324,8 @@ class SeglogBatchReader(DataSourceReader):
         return self._plan()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SeglogPartition)
-        return read_partition(partition)
+        # Spark asks for one partition even when the plan has none
+        return read_partition(partition) if isinstance(partition, SeglogPartition) else iter(())
 
 
 class SeglogFilteringReader(SeglogBatchReader):
@@ -414,8 +414,8 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return self.common.plan(logs, ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, SeglogPartition)
-        return read_partition(partition)
+        # Spark asks for one partition even when the plan has none
+        return read_partition(partition) if isinstance(partition, SeglogPartition) else iter(())
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source keeps no state per micro-batch."""

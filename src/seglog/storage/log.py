@@ -625,11 +625,14 @@ class PartitionLog:
         return FetchData(offset, None)
 
     def _position_of(self, segment: LogSegment, end: int) -> int:
-        """The byte position in ``segment`` where offset ``end`` starts (its size if none)."""
+        """The byte position in ``segment`` after the last batch holding offsets below
+        ``end`` (a batch straddling ``end`` is included: its reader filters records)."""
         if end >= self._next_offset and segment is self._segments[-1]:
             return segment.size
         header = segment.translate_offset(end)
-        return segment.size if header is None else header.position
+        if header is None:
+            return segment.size
+        return header.position + header.size if segment.first_offset(header) < end else header.position
 
     def batches(
         self, start_offset: int | None = None, end_offset: int | None = None, max_bytes: int = 4 * 1024 * 1024
@@ -757,6 +760,111 @@ class PartitionLog:
         if self.hw_follows_leo:
             self._high_watermark = self._next_offset
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
+
+    # --- DeleteRecords, retention and the cleaner's swap ---------------------------------------------
+
+    def delete_records(self, before_offset: int) -> int:
+        """Kafka's DeleteRecords: make ``before_offset`` the log start offset (-1: the high
+        watermark); reads below it are out of range from then on. As in Kafka, the segments
+        wholly below it go with the next retention pass (``LogManager.delete_records`` runs
+        one for this log at once). Returns the new log start offset; raises
+        OffsetOutOfRangeError beyond the high watermark."""
+        with self._lock:
+            self._check_open()
+            target = self._high_watermark if before_offset == -1 else before_offset
+            if target < 0 or target > self._high_watermark:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete the records of {self.name} before offset {before_offset}: "
+                    f"not between 0 and the high watermark {self._high_watermark}",
+                    log_start_offset=self.log_start_offset,
+                    log_end_offset=self._high_watermark,
+                    file=self.dir,
+                    offset=before_offset,
+                )
+            self._increment_log_start_offset(target)
+            return self.log_start_offset
+
+    def delete_old_segments(self, should_delete: Callable[[LogSegment, LogSegment], bool]) -> list[LogSegment]:
+        """Delete the oldest segments while ``should_delete(segment, next_segment)`` holds
+        (Kafka's deleteOldSegments; retention.py has the predicates): never the active
+        segment, never one holding offsets at or above the high watermark. The log start
+        offset moves to the first segment kept. Returns the segments deleted."""
+        with self._lock:
+            if self.closed or self.read_only:
+                return []
+            return self._delete_prefix_locked(should_delete)
+
+    def _delete_prefix_locked(self, should_delete: Callable[[LogSegment, LogSegment], bool]) -> list[LogSegment]:
+        segments = self._segments
+        count = 0
+        while count + 1 < len(segments):
+            following = segments[count + 1]
+            if self._high_watermark < following.base_offset or not should_delete(segments[count], following):
+                break
+            count += 1
+        if not count:
+            return []
+        deleted = list(segments[:count])
+        self._increment_log_start_offset(segments[count].base_offset)
+        self._set_segments(segments[count:])
+        for segment in deleted:  # oldest first: a crash leaves the kept segments contiguous
+            segment.change_suffix(DELETED_SUFFIX)
+        log.info("%s: deleted %d segment(s) below offset %d", self.name, count, self.log_start_offset)
+        self._delete_files_later(deleted)
+        return deleted
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        self.recovery_point = max(self.recovery_point, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+
+    def _delete_files_later(self, segments: list[LogSegment]) -> None:
+        """Remove ``.deleted`` segments after file.delete.delay.ms: readers that took the
+        segment list before they went may still be reading them."""
+
+        def delete() -> None:
+            for segment in segments:
+                segment.delete()
+
+        if self._schedule_delete is None:
+            delete()
+        else:
+            self._schedule_delete(delete, self.config.file_delete_delay_ms)
+
+    def replace_segments(self, new: LogSegment, old: Sequence[LogSegment]) -> bool:
+        """Swap ``new``, a flushed ``.cleaned`` segment, in for ``old``, a run of inactive
+        segments starting at its base offset, crash-safely (Kafka's LocalLog.replaceSegments):
+
+        1. ``new`` is renamed ``.cleaned`` -> ``.swap`` and the dir fsynced. A restart before
+           this discards ``new`` (``.cleaned`` files are removed); after it, completes the swap
+           (a ``.swap`` log replaces the segments between its base and next offsets);
+        2. ``new`` replaces ``old`` in the segment list, so readers see one or the other;
+        3. the old files are renamed ``.deleted`` and removed after file.delete.delay.ms;
+        4. ``new`` drops its ``.swap`` suffix and the dir is fsynced.
+
+        Returns False, changing nothing, if ``old`` is no longer a run of inactive segments
+        of this log (a truncation or the log's closing got there first)."""
+        with self._lock:
+            if self.closed or self.read_only or not old:
+                return False
+            segments = self._segments
+            start = next((i for i, s in enumerate(segments) if s is old[0]), -1)
+            end = start + len(old)
+            if start < 0 or end >= len(segments):
+                return False
+            if any(a is not b for a, b in zip(segments[start:end], old, strict=True)):
+                return False
+            new.change_suffix(SWAP_SUFFIX)
+            fileio.fsync_dir(self.dir)
+            self._set_segments((*segments[:start], new, *segments[end:]))
+            for segment in old:
+                segment.change_suffix(DELETED_SUFFIX)
+            new.change_suffix("")
+            fileio.fsync_dir(self.dir)
+            self._delete_files_later(list(old))
+            return True
 
     # --- lifecycle ---------------------------------------------------------------------------------
 

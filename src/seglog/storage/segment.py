@@ -366,6 +366,13 @@ class LogSegment:
                 return header
         return None
 
+    def first_offset(self, header: BatchHeader) -> int:
+        """A batch's first offset; a legacy wrapper must be opened to learn it."""
+        if header.magic == 2:
+            return header.base_offset
+        data = self.handle.pread(header.size, header.position)
+        return next(BatchIterator(data, origin=header.position)).base_offset
+
     def read(
         self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
     ) -> FetchData | None:

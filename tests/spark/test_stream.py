@@ -1,0 +1,155 @@
+"""Structured Streaming over seglog: appends while running, read limits, restarts, data loss."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pyspark.errors import PySparkException, StreamingQueryException
+
+import seglog
+
+from .conftest import MS, fill
+
+
+def stream(spark, path, **options):
+    reader = spark.readStream.format("seglog").option("path", str(path)).option("subscribe", "events")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def append(path, partition, n, start_value=0):
+    with seglog.open(str(path), background=False) as logs:
+        log = logs.partition("events", partition)
+        log.append([seglog.Record(b"k", b"new-%d" % (start_value + i), MS + i) for i in range(n)])
+
+
+def test_new_records_appear_in_the_next_micro_batch(spark, tmp_path):
+    fill(tmp_path, batches=5)
+    q = (
+        stream(spark, tmp_path, startingOffsets="earliest")
+        .writeStream.format("memory")
+        .queryName("grow")
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+        assert spark.sql("select count(*) c from grow").first().c == 100
+        append(tmp_path, 1, 25)
+        q.processAllAvailable()
+        rows = spark.sql("select partition, offset, value from grow").collect()
+        assert len(rows) == 125
+        assert sorted(r.offset for r in rows if r.partition == 1)[-25:] == list(range(50, 75))
+    finally:
+        q.stop()
+
+
+def test_starting_latest_skips_what_is_there(spark, tmp_path):
+    fill(tmp_path, batches=2)
+    q = stream(spark, tmp_path).writeStream.format("memory").queryName("latest").start()
+    try:
+        q.processAllAvailable()
+        append(tmp_path, 0, 3)
+        q.processAllAvailable()
+        assert sorted(r.value for r in spark.sql("select value from latest").collect()) == [
+            b"new-0",
+            b"new-1",
+            b"new-2",
+        ]
+    finally:
+        q.stop()
+
+
+def test_max_offsets_per_trigger_with_available_now(spark, tmp_path):
+    fill(tmp_path, batches=10)  # 200 records
+    q = (
+        stream(spark, tmp_path, startingOffsets="earliest", maxOffsetsPerTrigger="30")
+        .writeStream.format("memory")
+        .queryName("limited")
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(120)
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 200 and max(sizes) <= 30 and len(sizes) >= 7
+    assert spark.sql("select count(distinct partition, offset) c from limited").first().c == 200
+
+
+def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(spark, tmp_path):
+    fill(tmp_path, batches=1)  # 20 records, below the minimum
+    q = (
+        stream(spark, tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="1000", maxTriggerDelay="3s")
+        .writeStream.format("memory")
+        .queryName("waiting")
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        time.sleep(1.5)
+        assert spark.sql("select count(*) c from waiting").first().c == 0
+        deadline = time.time() + 60
+        while spark.sql("select count(*) c from waiting").first().c < 20 and time.time() < deadline:
+            time.sleep(0.5)
+        assert spark.sql("select count(*) c from waiting").first().c == 20
+    finally:
+        q.stop()
+
+
+def test_restart_from_checkpoint_loses_nothing_and_duplicates_nothing(spark, tmp_path):
+    logs, out, ckpt = tmp_path / "logs", tmp_path / "out", tmp_path / "ckpt"
+    fill(logs, batches=3)
+
+    def run():
+        q = (
+            stream(spark, logs, startingOffsets="earliest")
+            .selectExpr("partition", "offset", "value")
+            .writeStream.format("parquet")
+            .option("path", str(out))
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+
+    run()
+    append(logs, 0, 7)
+    append(logs, 1, 5, start_value=100)
+    run()
+    rows = spark.read.parquet(str(out)).collect()
+    keys = [(r.partition, r.offset) for r in rows]
+    assert len(keys) == len(set(keys)) == 60 + 12
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_data_removed_under_a_running_query(spark, tmp_path, fail):
+    fill(tmp_path, partitions=1, batches=5)  # offsets 0..99
+    q = (
+        stream(spark, tmp_path, startingOffsets="earliest", maxOffsetsPerTrigger="10", failOnDataLoss=str(fail).lower())
+        .writeStream.format("memory")
+        .queryName(f"loss_{fail}")
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
+    try:
+        deadline = time.time() + 60
+        while not q.recentProgress and time.time() < deadline:
+            time.sleep(0.2)
+        with seglog.open(str(tmp_path), background=False) as logs:
+            logs.partition("events", 0).truncate_fully_and_start_at(500)  # everything unread goes
+            logs.partition("events", 0).append([seglog.Record(b"k", b"after", MS)])
+        if fail:
+            with pytest.raises((StreamingQueryException, PySparkException), match="removed before they were read"):
+                q.awaitTermination(60)
+        else:
+            deadline = time.time() + 60
+            while (
+                time.time() < deadline
+                and not spark.sql(f"select * from loss_{fail} where value = cast('after' as binary)").collect()
+            ):
+                time.sleep(0.3)
+            assert q.isActive and q.exception() is None
+            assert spark.sql(f"select offset from loss_{fail} where value = cast('after' as binary)").first()[0] == 500
+    finally:
+        q.stop()
