@@ -27,14 +27,9 @@
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
 
-PyObject *seglog_corrupt(Py_ssize_t batch_position, const char *fmt, ...);
-int seglog_columns_init(PyObject *module); /* _columns.c */
-#define corrupt seglog_corrupt
-
-/* Sets CorruptRecordError(message, position=batch_position); returns NULL. Shared
- * with _columns.c. */
-PyObject *
-seglog_corrupt(Py_ssize_t batch_position, const char *fmt, ...)
+/* Sets CorruptRecordError(message, position=batch_position); returns NULL. */
+static PyObject *
+corrupt(Py_ssize_t batch_position, const char *fmt, ...)
 {
     va_list args;
     va_start(args, fmt);
@@ -536,8 +531,5 @@ PyInit__codec(void)
     Py_DECREF(errors);
     if (CorruptRecordError == NULL)
         return NULL;
-    PyObject *m = PyModule_Create(&module);
-    if (m != NULL && seglog_columns_init(m) < 0)
-        Py_CLEAR(m);
-    return m;
+    return PyModule_Create(&module);
 }

@@ -20,22 +20,3 @@ def encode_records(
     header_room: int,
 ) -> tuple[bytearray, int, int, int, int]: ...
 def check_records(records: Any, count: int, batch_position: int) -> tuple[int, int, int, int]: ...
-
-class ColumnBuilder:
-    rows: int
-    data_bytes: int
-    def __init__(self, with_headers: bool = False) -> None: ...
-    def append(
-        self,
-        records: Any,
-        count: int,
-        base_offset: int,
-        base_timestamp: int,
-        log_append_time: bool,
-        max_timestamp: int,
-        timestamp_type: int,
-        batch_position: int,
-        min_offset: int,
-        end_offset: int,
-    ) -> int: ...
-    def finish(self) -> dict[str, Any]: ...
