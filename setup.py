@@ -6,7 +6,13 @@ setup(
     ext_modules=[
         Extension(
             "seglog.records._codec",
-            sources=["src/seglog/records/_codec.c", "src/seglog/records/_columns.c"],
+            sources=["src/seglog/records/_codec.c"],
+            depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+        ),
+        Extension(
+            "seglog.records._columns",
+            sources=["src/seglog/records/_columns.c"],
             depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
         ),

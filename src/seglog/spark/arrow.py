@@ -8,8 +8,8 @@
     timestamp      timestamp[us, tz=UTC]                   Kafka's ms x 1000
     timestampType  int32                                   -1 none (magic 0),
                                                            0 CreateTime, 1 LogAppendTime
-    headers        list<element: struct<key: string,       only with includeHeaders
-                                        value: binary>>
+    headers        list<element: struct<key: string,       only with includeHeaders;
+                                        value: binary>>    null: no headers (as Spark's)
 
 This is exactly ``to_arrow_schema`` of that Spark schema (nullable fields, the
 list's child named ``element``, UTC): Spark's Python data source compares the
@@ -179,14 +179,15 @@ class ArrowAssembler:
             _fixed(pa.int32(), rows, cols["timestampType"]),
         ]
         if self.include_headers:
-            list_offsets, entries, keys, values = cols["headers"]
+            validity, list_offsets, (entries, keys, values), nulls = cols["headers"]
             struct = pa.Array.from_buffers(
                 HEADER_TYPE.value_type,
                 entries,
                 [None],
                 children=[_var(pa.string(), entries, keys), _var(pa.binary(), entries, values)],
             )
-            arrays.append(pa.Array.from_buffers(HEADER_TYPE, rows, [None, pa.py_buffer(list_offsets)], children=[struct]))
+            buffers = [None if validity is None else pa.py_buffer(validity), pa.py_buffer(list_offsets)]
+            arrays.append(pa.Array.from_buffers(HEADER_TYPE, rows, buffers, null_count=nulls, children=[struct]))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
 
