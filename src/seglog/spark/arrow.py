@@ -166,7 +166,10 @@ class ArrowAssembler:
         return topic.slice(0, rows), partition.slice(0, rows)
 
     def _finish(self) -> pa.RecordBatch:
-        cols = self._builder.finish()
+        return self.assemble(self._builder.finish())
+
+    def assemble(self, cols: dict[str, Any]) -> pa.RecordBatch:
+        """An Arrow record batch from the buffers of ``ColumnBuilder.finish()`` (no copy)."""
         rows = cols["rows"]
         topic, partition = self._constant_columns(rows)
         arrays = [
