@@ -15,6 +15,7 @@ from .batch import (
     RecordBatch,
     TimestampType,
     build_batch,
+    build_batches_from_columns,
 )
 from .batches import AnyBatch, BatchIterator, iter_batches, peek_frame
 from .compression import Compression
@@ -55,6 +56,7 @@ __all__ = [
     "TimestampType",
     "UnknownControlRecord",
     "build_batch",
+    "build_batches_from_columns",
     "build_message_set",
     "end_transaction_marker",
     "iter_batches",

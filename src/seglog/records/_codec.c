@@ -510,10 +510,275 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------- from columns */
+
+/* An Arrow binary column as the buffers pyarrow exposes: validity bitmap (or
+ * None), int32 offsets, data, and the array's offset into them. */
+typedef struct {
+    Py_buffer valid, offsets, data;
+    int has_valid, present;
+    Py_ssize_t base;
+} ArrowBinary;
+
+static void
+arrow_release(ArrowBinary *c)
+{
+    if (c->has_valid)
+        PyBuffer_Release(&c->valid);
+    if (c->present) {
+        PyBuffer_Release(&c->offsets);
+        PyBuffer_Release(&c->data);
+    }
+    c->has_valid = c->present = 0;
+}
+
+/* Accepts None (a column that is absent: every value null) or
+ * (validity | None, offsets, data, array offset). */
+static int
+arrow_binary(PyObject *spec, ArrowBinary *c, Py_ssize_t rows)
+{
+    PyObject *valid, *offsets, *data;
+    memset(c, 0, sizeof(*c));
+    if (spec == Py_None)
+        return 0;
+    if (!PyArg_ParseTuple(spec, "OOOn", &valid, &offsets, &data, &c->base))
+        return -1;
+    if (PyObject_GetBuffer(offsets, &c->offsets, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0) {
+        PyBuffer_Release(&c->offsets);
+        return -1;
+    }
+    c->present = 1;
+    if (valid != Py_None) {
+        if (PyObject_GetBuffer(valid, &c->valid, PyBUF_SIMPLE) < 0) {
+            arrow_release(c);
+            return -1;
+        }
+        c->has_valid = 1;
+    }
+    /* every offset and validity bit the rows need must be there, and the offsets inside the data */
+    Py_ssize_t need = (c->base + rows + 1) * 4;
+    if (c->base < 0 || c->offsets.len < need || (c->has_valid && c->valid.len * 8 < c->base + rows)) {
+        arrow_release(c);
+        PyErr_SetString(PyExc_ValueError, "Arrow column buffers are shorter than the rows they hold");
+        return -1;
+    }
+    const int32_t *o = (const int32_t *)c->offsets.buf + c->base;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        if (o[i] < 0 || o[i + 1] < o[i] || o[i + 1] > c->data.len) {
+            arrow_release(c);
+            PyErr_SetString(PyExc_ValueError, "Arrow column offsets point outside its data");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Value i of a column: its bytes, or length -1 for null. */
+static inline int64_t
+arrow_value(const ArrowBinary *c, Py_ssize_t i, const uint8_t **out)
+{
+    if (!c->present)
+        return -1;
+    Py_ssize_t at = c->base + i;
+    if (c->has_valid && !(((const uint8_t *)c->valid.buf)[at / 8] & (1u << (at % 8))))
+        return -1;
+    const int32_t *o = (const int32_t *)c->offsets.buf;
+    *out = (const uint8_t *)c->data.buf + o[at];
+    return o[at + 1] - o[at];
+}
+
+static PyObject *
+close_chunk(Out *o, Py_ssize_t count, long long base_ts, long long max_ts)
+{
+    if (PyByteArray_Resize(o->array, o->len) < 0)
+        return NULL;
+    return Py_BuildValue("(OnLLn)", o->array, count, base_ts, max_ts, count - 1);
+}
+
+PyDoc_STRVAR(encode_columns_doc,
+             "encode_columns(rows, key, value, timestamps, default_timestamp, max_bytes, header_room)\n"
+             "    -> [(bytearray, count, base_timestamp, max_timestamp, last_offset_delta), ...]\n\n"
+             "Encode rows of Arrow columns as records sections of v2 batches of about max_bytes each,\n"
+             "each after header_room zero bytes. key and value are None or (validity | None, int32\n"
+             "offsets, data, array offset); timestamps is None or (validity | None, int64 ms values,\n"
+             "array offset), a null timestamp taking default_timestamp.");
+
+static PyObject *
+encode_columns(PyObject *self, PyObject *args)
+{
+    Py_ssize_t rows, max_bytes, header_room;
+    PyObject *key_spec, *value_spec, *ts_spec;
+    long long default_ts;
+    if (!PyArg_ParseTuple(args, "nOOOLnn", &rows, &key_spec, &value_spec, &ts_spec, &default_ts, &max_bytes,
+                          &header_room))
+        return NULL;
+    ArrowBinary key, value;
+    Py_buffer ts_valid = {0}, ts_values = {0};
+    int has_ts = 0, has_ts_valid = 0;
+    Py_ssize_t ts_base = 0;
+    PyObject *chunks = NULL;
+    Out o = {NULL, 0};
+    if (arrow_binary(key_spec, &key, rows) < 0)
+        return NULL;
+    if (arrow_binary(value_spec, &value, rows) < 0) {
+        arrow_release(&key);
+        return NULL;
+    }
+    if (ts_spec != Py_None) {
+        PyObject *tv, *tvals;
+        if (!PyArg_ParseTuple(ts_spec, "OOn", &tv, &tvals, &ts_base) ||
+            PyObject_GetBuffer(tvals, &ts_values, PyBUF_SIMPLE) < 0)
+            goto done;
+        has_ts = 1;
+        if (tv != Py_None) {
+            if (PyObject_GetBuffer(tv, &ts_valid, PyBUF_SIMPLE) < 0)
+                goto done;
+            has_ts_valid = 1;
+        }
+        if (ts_base < 0 || ts_values.len < (ts_base + rows) * 8 || (has_ts_valid && ts_valid.len * 8 < ts_base + rows)) {
+            PyErr_SetString(PyExc_ValueError, "timestamp buffers are shorter than the rows they hold");
+            goto done;
+        }
+    }
+    if ((chunks = PyList_New(0)) == NULL)
+        goto done;
+    Py_ssize_t count = 0;
+    long long base_ts = 0, max_ts = -1;
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        if (o.array == NULL) {
+            o.array = PyByteArray_FromStringAndSize(NULL, header_room + max_bytes + 64);
+            if (o.array == NULL)
+                goto fail;
+            memset(PyByteArray_AS_STRING(o.array), 0, header_room);
+            o.len = header_room;
+            count = 0;
+            max_ts = -1;
+        }
+        long long ts = default_ts;
+        if (has_ts) {
+            Py_ssize_t at = ts_base + i;
+            if (!has_ts_valid || (((const uint8_t *)ts_valid.buf)[at / 8] & (1u << (at % 8))))
+                ts = ((const int64_t *)ts_values.buf)[at] / 1000; /* Spark's microseconds */
+        }
+        if (count == 0)
+            base_ts = ts;
+        const uint8_t *k = NULL, *v = NULL;
+        int64_t klen = arrow_value(&key, i, &k), vlen = arrow_value(&value, i, &v);
+        int64_t ts_delta = ts - base_ts;
+        Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(count) + varint_size(klen) + (klen > 0 ? klen : 0) +
+                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+        uint8_t *p = out_reserve(&o, body + 5);
+        if (p == NULL)
+            goto fail;
+        uint8_t *start = p;
+        p = varint_write(p, body);
+        *p++ = 0;
+        p = varint_write(p, ts_delta);
+        p = varint_write(p, count);
+        p = klen >= 0 ? write_bytes(p, k, klen) : varint_write(p, -1);
+        p = vlen >= 0 ? write_bytes(p, v, vlen) : varint_write(p, -1);
+        p = varint_write(p, 0); /* no headers */
+        o.len += p - start;
+        count++;
+        if (ts > max_ts)
+            max_ts = ts;
+        if (o.len - header_room >= max_bytes || i == rows - 1) {
+            PyObject *chunk = close_chunk(&o, count, base_ts, max_ts);
+            if (chunk == NULL || PyList_Append(chunks, chunk) < 0) {
+                Py_XDECREF(chunk);
+                goto fail;
+            }
+            Py_DECREF(chunk);
+            Py_CLEAR(o.array);
+        }
+    }
+    goto done;
+fail:
+    Py_CLEAR(chunks);
+    Py_CLEAR(o.array);
+done:
+    arrow_release(&key);
+    arrow_release(&value);
+    if (has_ts)
+        PyBuffer_Release(&ts_values);
+    if (has_ts_valid)
+        PyBuffer_Release(&ts_valid);
+    return chunks;
+}
+
+/* --------------------------------------------------------------- partitioner */
+
+/* Kafka's murmur2 (Utils.murmur2): seed 0x9747b28c, m 0x5bd1e995, r 24. */
+static uint32_t
+murmur2(const uint8_t *data, int64_t len)
+{
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28c ^ (uint32_t)len;
+    int64_t whole = len & ~3;
+    for (int64_t i = 0; i < whole; i += 4) {
+        uint32_t k = (uint32_t)data[i] | (uint32_t)data[i + 1] << 8 | (uint32_t)data[i + 2] << 16 |
+                     (uint32_t)data[i + 3] << 24;
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    switch (len & 3) {
+    case 3:
+        h ^= (uint32_t)data[whole + 2] << 16; /* fall through */
+    case 2:
+        h ^= (uint32_t)data[whole + 1] << 8; /* fall through */
+    case 1:
+        h ^= data[whole];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
+PyDoc_STRVAR(partitions_for_keys_doc,
+             "partitions_for_keys(rows, key, partitions) -> bytearray of int32\n\n"
+             "Kafka's default partition of each row's key (murmur2, positive, modulo partitions),\n"
+             "-1 for a null key. key is (validity | None, int32 offsets, data, array offset).");
+
+static PyObject *
+partitions_for_keys(PyObject *self, PyObject *args)
+{
+    Py_ssize_t rows, partitions;
+    PyObject *key_spec;
+    if (!PyArg_ParseTuple(args, "nOn", &rows, &key_spec, &partitions))
+        return NULL;
+    if (partitions < 1) {
+        PyErr_SetString(PyExc_ValueError, "a topic has at least one partition");
+        return NULL;
+    }
+    ArrowBinary key;
+    if (arrow_binary(key_spec, &key, rows) < 0)
+        return NULL;
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, rows * 4);
+    if (out != NULL) {
+        int32_t *dst = (int32_t *)PyByteArray_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < rows; i++) {
+            const uint8_t *k = NULL;
+            int64_t klen = arrow_value(&key, i, &k);
+            dst[i] = klen < 0 ? -1 : (int32_t)((murmur2(k, klen) & 0x7fffffff) % (uint32_t)partitions);
+        }
+    }
+    arrow_release(&key);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS, decode_records_doc},
     {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
     {"check_records", check_records, METH_VARARGS, check_records_doc},
+    {"encode_columns", encode_columns, METH_VARARGS, encode_columns_doc},
+    {"partitions_for_keys", partitions_for_keys, METH_VARARGS, partitions_for_keys_doc},
     {NULL, NULL, 0, NULL},
 };
 

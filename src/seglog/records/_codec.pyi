@@ -20,3 +20,13 @@ def encode_records(
     header_room: int,
 ) -> tuple[bytearray, int, int, int, int]: ...
 def check_records(records: Any, count: int, batch_position: int) -> tuple[int, int, int, int]: ...
+def encode_columns(
+    rows: int,
+    key: Any,
+    value: Any,
+    timestamps: Any,
+    default_timestamp: int,
+    max_bytes: int,
+    header_room: int,
+) -> list[tuple[bytearray, int, int, int, int]]: ...
+def partitions_for_keys(rows: int, key: Any, partitions: int) -> bytearray: ...

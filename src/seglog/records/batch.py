@@ -323,16 +323,81 @@ def build_batch(
     body, count, base_ts, max_ts, last_delta = _codec.encode_records(
         records, base_offset, delete_horizon_ms, now, keep_offsets, HEADER_SIZE
     )
+    return _seal(
+        body,
+        count,
+        base_ts,
+        now if timestamp_type == TimestampType.LOG_APPEND_TIME and log_append_time is None else max_ts,
+        last_delta if last_offset_delta is None else last_offset_delta,
+        base_offset=base_offset,
+        compression=compression,
+        log_append_time=timestamp_type == TimestampType.LOG_APPEND_TIME,
+        max_timestamp_override=log_append_time,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=transactional,
+        control=control,
+        partition_leader_epoch=partition_leader_epoch,
+        delete_horizon=delete_horizon_ms is not None,
+    )
+
+
+def build_batches_from_columns(
+    rows: int,
+    key: tuple | None,
+    value: tuple | None,
+    timestamps: tuple | None = None,
+    *,
+    compression: Compression | int = Compression.NONE,
+    max_bytes: int = 512 * 1024,
+) -> list[bytearray]:
+    """Encode rows held in Arrow-layout buffers as v2 batches of about ``max_bytes`` each.
+
+    ``key`` and ``value`` are ``None`` (all null) or ``(validity | None, int32 offsets,
+    data, array offset)`` as ``pyarrow.Array.buffers()`` gives them; ``timestamps`` is
+    ``None`` (now) or ``(validity | None, int64 microseconds, array offset)``. The
+    records layer stays free of pyarrow: buffers in, batches out.
+    """
+    now = int(time.time() * 1000)
+    chunks = _codec.encode_columns(rows, key, value, timestamps, now, max_bytes, HEADER_SIZE)
+    return [
+        _seal(body, count, base_ts, max_ts, last_delta, compression=compression)
+        for body, count, base_ts, max_ts, last_delta in chunks
+    ]
+
+
+def _seal(
+    body: bytearray,
+    count: int,
+    base_ts: int,
+    max_ts: int,
+    last_delta: int,
+    *,
+    base_offset: int = 0,
+    compression: Compression | int = Compression.NONE,
+    log_append_time: bool = False,
+    max_timestamp_override: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+    delete_horizon: bool = False,
+) -> bytearray:
+    """Compress a records section (after HEADER_SIZE bytes of room) and write the header and CRC."""
     codec = int(compression)
     attributes = codec
-    if timestamp_type == TimestampType.LOG_APPEND_TIME:
+    if log_append_time:
         attributes |= _LOG_APPEND_TIME
-        max_ts = now if log_append_time is None else log_append_time
+        if max_timestamp_override is not None:
+            max_ts = max_timestamp_override
     if transactional:
         attributes |= _TRANSACTIONAL
     if control:
         attributes |= _CONTROL
-    if delete_horizon_ms is not None:
+    if delete_horizon:
         attributes |= _DELETE_HORIZON
     if codec != Compression.NONE:
         compressed = compress(codec, memoryview(body)[HEADER_SIZE:])
@@ -347,7 +412,7 @@ def build_batch(
         MAGIC,
         0,
         attributes,
-        last_delta if last_offset_delta is None else last_offset_delta,
+        last_delta,
         base_ts,
         max_ts,
         producer_id,

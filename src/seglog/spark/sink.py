@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
 from ..errors import UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner
-from ..records import Compression, build_batch
+from ..records import Compression, _codec, build_batch, build_batches_from_columns
 from ..storage import open as open_logs
 from . import options as opt
 
@@ -46,51 +47,117 @@ class StagedWrite(WriterCommitMessage):
 
 
 class _Encoder:
-    """A task's side: rows of Arrow batches into record batches, grouped by partition."""
+    """A task's side: Arrow batches into record batches, grouped by topic and partition.
+
+    The work is columnar: pyarrow splits the rows by topic and partition, and the C
+    encoder (``build_batches_from_columns``) writes records straight from the Arrow
+    buffers. Only rows with headers take the per-record path.
+    """
 
     def __init__(self, topic: str | None, partitions: dict[str, int], compression: Compression) -> None:
         self.topic = topic
         self.partitions = partitions
         self.compression = compression
         self.choosers = {t: StickyPartitioner(n) for t, n in partitions.items()}
-        self.pending: dict[tuple[str, int], list[tuple]] = {}
-        self.sizes: dict[tuple[str, int], int] = {}
 
-    def rows(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, tuple]]:
-        names = batch.schema.names
-        n = batch.num_rows
-        values = batch.column("value").to_pylist()
-        keys = batch.column("key").to_pylist() if "key" in names else [None] * n
-        topics = batch.column("topic").to_pylist() if "topic" in names else [self.topic] * n
-        parts = batch.column("partition").to_pylist() if "partition" in names else [None] * n
-        headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
-        stamps = _millis(batch.column("timestamp")) if "timestamp" in names else [None] * n
-        for key, value, topic, p, hdrs, ts in zip(keys, values, topics, parts, headers, stamps, strict=True):
-            if topic is None:
+    def encode(self, batch: pa.RecordBatch) -> Iterator[bytes]:
+        """Staging frames for the rows of ``batch``."""
+        if "topic" in batch.schema.names:
+            column = batch.column("topic")
+            if column.null_count:
                 raise opt.OptionError('a row has no topic: give a "topic" column or the "topic" option')
-            if topic not in self.partitions:
-                raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: create it before writing to it")
-            if p is None:
-                p = self.choosers[topic].partition(key)
-            elif not 0 <= p < self.partitions[topic]:
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {p}")
-            pairs = [(h["key"], h["value"]) for h in hdrs] if hdrs else ()
-            yield topic, p, (_bytes(key), _bytes(value), ts, pairs)
+            for topic in pc.unique(column).to_pylist():
+                yield from self._encode_topic(topic, batch.filter(pc.equal(column, topic)))
+        elif self.topic is not None:
+            yield from self._encode_topic(self.topic, batch)
+        elif batch.num_rows:
+            raise opt.OptionError('a row has no topic: give a "topic" column or the "topic" option')
 
-    def add(self, topic: str, partition: int, record: tuple) -> bytes | None:
-        tp = (topic, partition)
-        self.pending.setdefault(tp, []).append(record)
-        size = self.sizes.get(tp, 0) + 24 + len(record[0] or b"") + len(record[1] or b"")
-        self.sizes[tp] = size
-        return self.flush(tp) if size >= _BATCH_BYTES else None
+    def _encode_topic(self, topic: str, rows: pa.RecordBatch) -> Iterator[bytes]:
+        if topic not in self.partitions:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: create it before writing to it")
+        targets = self._partitions(topic, rows)
+        for p in pc.unique(targets).to_pylist():
+            chosen = rows if len(rows) and pc.all(pc.equal(targets, p)).as_py() else rows.filter(pc.equal(targets, p))
+            for data in self._batches(chosen):
+                yield _frame(topic, p, data)
+        self.choosers[topic].batch_done()
 
-    def flush(self, tp: tuple[str, int]) -> bytes:
-        records = self.pending.pop(tp)
-        self.sizes.pop(tp, None)
-        self.choosers[tp[0]].batch_done()
-        data = build_batch(records, compression=self.compression)
-        topic = tp[0].encode()
-        return _FRAME.pack(len(topic), tp[1], len(data)) + topic + bytes(data)
+    def _partitions(self, topic: str, rows: pa.RecordBatch) -> pa.Array:
+        """Each row's partition: its ``partition`` column, else Kafka's default partitioner."""
+        count = self.partitions[topic]
+        given = rows.column("partition").cast(pa.int32()) if "partition" in rows.schema.names else None
+        if given is not None and given.null_count == 0:
+            chosen = given
+        else:
+            key = _binary(rows, "key")
+            by_key = pa.Array.from_buffers(
+                pa.int32(), len(rows), [None, pa.py_buffer(_codec.partitions_for_keys(len(rows), key, count))]
+            )
+            sticky = pa.scalar(self.choosers[topic].partition(None), pa.int32())
+            chosen = pc.if_else(pc.equal(by_key, -1), sticky, by_key)
+            if given is not None:
+                chosen = pc.coalesce(given, chosen)
+        if len(chosen) and (pc.min(chosen).as_py() < 0 or pc.max(chosen).as_py() >= count):
+            bad = pc.max(chosen).as_py() if pc.max(chosen).as_py() >= count else pc.min(chosen).as_py()
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {bad}")
+        return chosen
+
+    def _batches(self, rows: pa.RecordBatch) -> list[bytearray]:
+        names = rows.schema.names
+        if "headers" in names and pc.sum(pc.list_value_length(rows.column("headers"))).as_py():
+            return self._batches_with_headers(rows)
+        return build_batches_from_columns(
+            len(rows),
+            _binary(rows, "key"),
+            _binary(rows, "value"),
+            _timestamps(rows),
+            compression=self.compression,
+            max_bytes=_BATCH_BYTES,
+        )
+
+    def _batches_with_headers(self, rows: pa.RecordBatch) -> list[bytearray]:
+        names = rows.schema.names
+        n = len(rows)
+        keys = rows.column("key").to_pylist() if "key" in names else [None] * n
+        values = rows.column("value").to_pylist()
+        headers = rows.column("headers").to_pylist()
+        stamps = rows.column("timestamp").cast(pa.int64()).to_pylist() if "timestamp" in names else [None] * n
+        records = [
+            (_bytes(k), _bytes(v), None if ts is None else ts // 1000, [(h["key"], h["value"]) for h in hs or ()])
+            for k, v, hs, ts in zip(keys, values, headers, stamps, strict=True)
+        ]
+        out, size, start = [], 0, 0
+        for i, r in enumerate(records):
+            size += 24 + len(r[0] or b"") + len(r[1] or b"")
+            if size >= _BATCH_BYTES or i == n - 1:
+                out.append(build_batch(records[start : i + 1], compression=self.compression))
+                size, start = 0, i + 1
+        return out
+
+
+def _frame(topic: str, partition: int, data: bytes | bytearray) -> bytes:
+    name = topic.encode()
+    return _FRAME.pack(len(name), partition, len(data)) + name + bytes(data)
+
+
+def _binary(rows: pa.RecordBatch, name: str) -> tuple | None:
+    """A binary (or string) column as the C encoder takes it: Arrow's buffers."""
+    if name not in rows.schema.names:
+        return None
+    column = rows.column(name)
+    if pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type):
+        column = column.cast(pa.binary())
+    validity, offsets, data = column.buffers()[:3]
+    return (validity, offsets, data if data is not None else b"", column.offset)
+
+
+def _timestamps(rows: pa.RecordBatch) -> tuple | None:
+    if "timestamp" not in rows.schema.names:
+        return None
+    column = rows.column("timestamp").cast(pa.int64())
+    validity, values = column.buffers()[:2]
+    return (validity, values, column.offset)
 
 
 def _bytes(value: Any) -> bytes | None:
@@ -99,11 +166,6 @@ def _bytes(value: Any) -> bytes | None:
     if isinstance(value, str):
         return value.encode()
     return bytes(value)
-
-
-def _millis(column: pa.Array) -> list[int | None]:
-    micros = column.cast(pa.int64()).to_pylist() if pa.types.is_timestamp(column.type) else column.to_pylist()
-    return [None if m is None else m // 1000 for m in micros]
 
 
 def read_staged(path: str) -> Iterator[tuple[str, int, bytes]]:
@@ -146,13 +208,9 @@ class _SinkBase:
         try:
             with open(path, "xb") as out:
                 for batch in iterator:
-                    for topic, partition, record in encoder.rows(batch):
-                        rows += 1
-                        frame = encoder.add(topic, partition, record)
-                        if frame is not None:
-                            out.write(frame)
-                for tp in list(encoder.pending):
-                    out.write(encoder.flush(tp))
+                    rows += batch.num_rows
+                    for frame in encoder.encode(batch):
+                        out.write(frame)
         except BaseException:
             os.unlink(path)  # a failed task leaves nothing behind
             raise
