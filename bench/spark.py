@@ -189,7 +189,7 @@ def main() -> None:
         for fn in reads.values():
             fn()  # warm up: JIT, Python workers, page cache
         rates = {name: total / median_seconds(fn, args.repeats) for name, fn in reads.items()}
-        print("\nread (rows/s, median of %d)" % args.repeats)
+        print(f"\nread (rows/s, median of {args.repeats})")
         for name, rate in rates.items():
             print(f"  {name:28} {rate:12,.0f}")
         print(f"  seglog / ceiling   {rates['seglog'] / rates['ceiling (prebuilt Arrow)']:6.0%}   target >= 70 %")
@@ -213,7 +213,7 @@ def main() -> None:
         for fn in writes.values():
             fn()
         w_rates = {name: total / median_seconds(fn, args.repeats) for name, fn in writes.items()}
-        print("\nwrite (rows/s, median of %d)" % args.repeats)
+        print(f"\nwrite (rows/s, median of {args.repeats})")
         for name, rate in w_rates.items():
             print(f"  {name:28} {rate:12,.0f}")
         print(f"  seglog / counting  {w_rates['seglog'] / w_rates['counting Arrow writer']:6.0%}   target >= 70 %")
