@@ -149,6 +149,7 @@ class LogManager:
         self._topic_ids: dict[str, str] = {}
         self._dirs: list[LogDir] = []
         self._closed = False
+        self._scheduler: Scheduler | None = None  # none while loading: leftovers found then go at once
         try:
             for path in config.log_dirs:
                 self._dirs.append(LogDir(path, read_only))
@@ -159,7 +160,7 @@ class LogManager:
             for d in self._dirs:
                 d.unlock()
             raise
-        self._scheduler: Scheduler | None = Scheduler() if background and not read_only else None
+        self._scheduler = Scheduler() if background and not read_only else None
         if self._scheduler is not None:
             self._schedule_background_tasks(self._scheduler)
 
