@@ -140,3 +140,20 @@ def test_builder_rejects_bad_input():
         build_batch([Record("text", b"v")])  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         build_batch([Record(b"k", b"v", 1, [("h",)])])  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize(
+    "stamps",
+    [(-(2**63), 2**63 - 1), (2**63 - 1, -(2**63)), (-(2**63), -(2**63)), (0, 2**63 - 1, -1)],
+)
+def test_extreme_timestamps_wrap_as_java_does(stamps):
+    # the first timestamp is the base whatever its value (-2**63 once collided with a sentinel),
+    # and deltas past int64 wrap as Java's long arithmetic does, and read back the same
+    data = build_batch([Record(b"k", b"v", ts) for ts in stamps])
+    assert [r.timestamp for r in RecordBatch(data).records()] == list(stamps)
+    assert RecordBatch(data).base_timestamp == stamps[0]
+
+
+def test_keep_offsets_out_of_int64_range_is_refused():
+    with pytest.raises(ValueError, match="does not follow"):
+        build_batch([Record(b"k", b"v", 1, (), 2**63 - 1)], base_offset=-5, keep_offsets=True)

@@ -52,6 +52,20 @@ corrupt(Py_ssize_t batch_position, const char *fmt, ...)
     return NULL;
 }
 
+/* Java's long arithmetic wraps, and so does a timestamp or offset read back from a
+ * hostile batch here; C's signed overflow would be undefined, so go through unsigned. */
+static inline long long
+wrap_add(long long a, long long b)
+{
+    return (long long)((unsigned long long)a + (unsigned long long)b);
+}
+
+static inline long long
+wrap_sub(long long a, long long b)
+{
+    return (long long)((unsigned long long)a - (unsigned long long)b);
+}
+
 /* ------------------------------------------------------------------ decode */
 
 static PyObject *
@@ -162,8 +176,9 @@ decode_records(PyObject *self, PyObject *args)
         ParseResult res = parse_record(&p, end, &r);
         PyObject *rec = res.fault ? record_fault(batch_position, i, res, start)
                                   : record_object((PyTypeObject *)type, &r,
-                                                  log_append_time ? max_timestamp : base_timestamp + r.ts_delta,
-                                                  base_offset + r.off_delta);
+                                                  log_append_time ? max_timestamp
+                                                                  : wrap_add(base_timestamp, r.ts_delta),
+                                                  wrap_add(base_offset, r.off_delta));
         if (rec == NULL) {
             Py_CLEAR(out);
             goto done;
@@ -334,7 +349,7 @@ get_timestamp(PyObject *obj, long long fallback, long long *out)
 /* Appends one record; returns its timestamp through ts_out. */
 static int
 encode_one(Out *o, PyObject *rec, Py_ssize_t index, long long base_offset, long long *base_timestamp,
-           long long default_ts, int keep_offsets, long long *ts_out, long long *delta_out)
+           int *has_base, long long default_ts, int keep_offsets, long long *ts_out, long long *delta_out)
 {
     PyObject *fields = PySequence_Fast(rec, "a record must be a Record or a tuple");
     if (fields == NULL)
@@ -352,14 +367,16 @@ encode_one(Out *o, PyObject *rec, Py_ssize_t index, long long base_offset, long 
     long long ts, off_delta = index;
     if (get_timestamp(nf > 2 ? f[2] : Py_None, default_ts, &ts) < 0)
         goto out;
-    if (*base_timestamp == LLONG_MIN)
+    if (!*has_base) { /* the first record's timestamp, whatever its value */
         *base_timestamp = ts;
+        *has_base = 1;
+    }
     if (keep_offsets) {
         long long off = PyLong_AsLongLong(f[4]);
         if (off == -1 && PyErr_Occurred())
             goto out;
-        off_delta = off - base_offset;
-        if (off_delta < *delta_out || off_delta > INT32_MAX) {
+        if (__builtin_sub_overflow(off, base_offset, &off_delta) || off_delta < *delta_out ||
+            off_delta > INT32_MAX) {
             PyErr_Format(PyExc_ValueError, "record offset %lld does not follow the batch's offsets", off);
             goto out;
         }
@@ -371,7 +388,7 @@ encode_one(Out *o, PyObject *rec, Py_ssize_t index, long long base_offset, long 
     Py_ssize_t hsize = headers_size(nf > 3 ? f[3] : Py_None, &hseq, &hkeys);
     if (hsize < 0)
         goto out_value;
-    long long ts_delta = ts - *base_timestamp;
+    long long ts_delta = wrap_sub(ts, *base_timestamp); /* wraps, as Java's does */
     Py_ssize_t klen = kv.has_key ? kv.key.len : -1, vlen = kv.has_value ? kv.value.len : -1;
     Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(off_delta) + varint_size(klen) +
                       (klen > 0 ? klen : 0) + varint_size(vlen) + (vlen > 0 ? vlen : 0) + hsize;
@@ -427,8 +444,9 @@ encode_records(PyObject *self, PyObject *args)
     if (seq == NULL)
         return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
-    long long base_ts = LLONG_MIN;
-    if (base_ts_obj != Py_None && get_timestamp(base_ts_obj, 0, &base_ts) < 0) {
+    long long base_ts = -1;
+    int has_base = base_ts_obj != Py_None;
+    if (has_base && get_timestamp(base_ts_obj, 0, &base_ts) < 0) {
         Py_DECREF(seq);
         return NULL;
     }
@@ -443,8 +461,8 @@ encode_records(PyObject *self, PyObject *args)
         long long ts;
         if (keep_offsets && i > 0)
             delta += 1; /* offsets must strictly increase */
-        if (encode_one(&o, PySequence_Fast_GET_ITEM(seq, i), i, base_offset, &base_ts, default_ts, keep_offsets,
-                       &ts, &delta) < 0) {
+        if (encode_one(&o, PySequence_Fast_GET_ITEM(seq, i), i, base_offset, &base_ts, &has_base, default_ts,
+                       keep_offsets, &ts, &delta) < 0) {
             Py_DECREF(seq);
             Py_DECREF(o.array);
             return NULL;
@@ -457,8 +475,6 @@ encode_records(PyObject *self, PyObject *args)
         Py_DECREF(o.array);
         return NULL;
     }
-    if (base_ts == LLONG_MIN)
-        base_ts = -1;
     return Py_BuildValue("NnLLL", o.array, n, base_ts, max_ts, n ? delta : -1LL);
 }
 
