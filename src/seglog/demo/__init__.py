@@ -1,0 +1,1 @@
+"""The end-to-end demo that ``make demo`` runs (see pipeline.py)."""

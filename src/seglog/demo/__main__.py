@@ -1,0 +1,5 @@
+import sys
+
+from .pipeline import main
+
+sys.exit(main())
