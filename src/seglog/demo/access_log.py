@@ -1,6 +1,7 @@
 """Realistic web access logs in nginx's combined format, from a fixed seed.
 
-    203.0.113.7 - - [22/Nov/2026:10:15:32 +0000] "GET /products/42 HTTP/1.1" 200 5123 "https://shop.example/" "Mozilla/5.0 ..."
+    203.0.113.7 - - [22/Nov/2026:10:15:32 +0000] "GET /products/42 HTTP/1.1" 200 5123
+        "https://shop.example/" "Mozilla/5.0 ..."      (one line)
 
 Traffic follows Poisson arrivals with a busy spell, paths and clients are
 Zipf-distributed (a few hot pages and heavy clients, a long tail), static
