@@ -266,3 +266,13 @@ def test_time_index_trim_on_close(tmp_path):
     index.close()
     assert time_index_file_entries(index.path) == [(5, 0), (7, 3)]
     assert os.path.getsize(index.path) == 24
+
+
+def test_time_index_gets_no_entry_without_a_timestamp(tmp_path):
+    """Kafka's empty time index has a last entry of (-1, base offset): messages without a
+    timestamp (-1, from old producers) never make an entry."""
+    index = time_index(tmp_path, base=0)
+    index.maybe_append(-1, 0)
+    assert index.entries == 0
+    index.maybe_append(0, 1)
+    assert index.entries == 1

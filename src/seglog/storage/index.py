@@ -307,9 +307,10 @@ class TimeIndex(_Index):
         return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
-        """Append when ``timestamp`` is larger than the last entry's."""
+        """Append when ``timestamp`` is larger than the last entry's (an empty index's last
+        entry is (-1, base offset), as Kafka's: batches without timestamps get no entry)."""
         last_ts, last_offset = self.last_entry
-        if self.entries and timestamp <= last_ts:
+        if timestamp <= last_ts:
             return
         if self.entries and offset < last_offset:
             raise CorruptIndexError(f"offset {offset} appended after {last_offset} in a time index", file=self.path)
