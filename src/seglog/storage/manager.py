@@ -22,10 +22,12 @@ from __future__ import annotations
 import base64
 import errno
 import fcntl
+import functools
 import json
 import logging
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -43,6 +45,8 @@ from ..errors import (
 )
 from . import checkpoint, fileio
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
+from .cleaner import CleanerStats
+from .cleaner_manager import CleaningState, LogCleanerManager
 from .log import PartitionLog
 from .naming import (
     deleted_dir_name,
@@ -51,6 +55,7 @@ from .naming import (
     partition_dir_name,
     validate_topic,
 )
+from .retention import RetentionResult, enforce_retention
 from .scheduler import Scheduler
 
 log = logging.getLogger(__name__)
@@ -160,6 +165,9 @@ class LogManager:
             for d in self._dirs:
                 d.unlock()
             raise
+        self._cleaner = LogCleanerManager(
+            config, [d.path for d in self._dirs], self.logs, self._now, on_retention=self._retain
+        )
         self._scheduler = Scheduler() if background and not read_only else None
         if self._scheduler is not None:
             self._schedule_background_tasks(self._scheduler)
@@ -335,6 +343,7 @@ class LogManager:
             self._check_writable()
             for p in self.partitions(name):
                 partition_log = self._logs[(name, p)]
+                self._cleaner.abort(partition_log)
                 self._drop_partition(partition_log, partition_log.config.file_delete_delay_ms)
             self._topic_configs.pop(name, None)
             self._topic_ids.pop(name, None)
@@ -441,6 +450,87 @@ class LogManager:
             c["replica.high.watermark.checkpoint.interval.ms"],
         )
         s.schedule("flush", self.flush_due, 1000, 1000)
+        retention_interval = c["log.retention.check.interval.ms"]
+        s.schedule("log-retention", self._retention_task, min(30_000, retention_interval), retention_interval)
+        if c["log.cleaner.enable"]:
+            self._cleaner.start()
+
+    # --- retention, DeleteRecords, compaction ----------------------------------------------------
+
+    def _now(self) -> int:
+        return self._clock() if self._clock is not None else time.time_ns() // 1_000_000
+
+    def _retain(self, partition_log: PartitionLog) -> RetentionResult | None:
+        result = enforce_retention(partition_log, self._now())
+        if result is not None:
+            self._checkpoint_log_start_offsets_soon()
+        return result
+
+    def _checkpoint_log_start_offsets_soon(self) -> None:
+        # checkpoint files are written by one thread: the scheduler's when it runs
+        if self._scheduler is not None:
+            self._scheduler.schedule("log-start-offset-checkpoint-now", self.checkpoint_log_start_offsets, 0)
+        else:
+            self.checkpoint_log_start_offsets()
+
+    def enforce_retention(self) -> list[RetentionResult]:
+        """One retention pass over every log (the background task runs it every
+        log.retention.check.interval.ms): see retention.py for the rules. A log being
+        compacted is left to its cleaner, which runs the pass when its round ends. The
+        log-start-offset-checkpoint is rewritten if a log start offset moved."""
+        if self.read_only or self._closed:
+            return []
+        now = self._now()
+        results = []
+        for partition_log in self.logs():
+            if partition_log.closed:
+                continue
+            result = self._cleaner.retain(partition_log, functools.partial(enforce_retention, partition_log, now))
+            if isinstance(result, RetentionResult):
+                results.append(result)
+        if results:
+            self._checkpoint_log_start_offsets_soon()
+        return results
+
+    def _retention_task(self) -> None:
+        self.enforce_retention()
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> int:
+        """DeleteRecords on one partition (see ``PartitionLog.delete_records``), then a
+        retention pass on it, so the segments wholly below the new log start offset go
+        now. Returns the new log start offset."""
+        with self._lock:
+            self._check_writable()
+            partition_log = self.partition(topic, partition)
+        start = partition_log.delete_records(before_offset)
+        self._cleaner.retain(partition_log, lambda: enforce_retention(partition_log, self._now()))
+        self._checkpoint_log_start_offsets_soon()
+        return start
+
+    def clean(
+        self, topic: str | None = None, partition: int | None = None, *, force: bool = False
+    ) -> list[CleanerStats]:
+        """Compact now, in this thread (the background cleaners run the same rounds):
+        every log (of ``topic``, of ``partition``) whose cleanup.policy has compact and whose
+        dirty ratio is above its min.cleanable.dirty.ratio, until none is. ``force`` cleans
+        them all whatever their ratio, including their clean section. Returns each round's
+        stats."""
+        self._check_writable()
+        if topic is not None:
+            self.partitions(topic)
+
+        def only(pl: PartitionLog) -> bool:
+            return (topic is None or pl.topic == topic) and (partition is None or pl.partition == partition)
+
+        return self._cleaner.clean(only, force=force)
+
+    def cleaning_state(self, topic: str, partition: int) -> CleaningState:
+        """Log start offset, dirty ratio and the cleaner's last result of a partition."""
+        return self._cleaner.cleaning_state(self.partition(topic, partition))
+
+    @property
+    def cleaner(self) -> LogCleanerManager:
+        return self._cleaner
 
     def _delete_later(self, fn: Callable[[], None], delay_ms: float) -> None:
         if self._scheduler is None or delay_ms <= 0:
@@ -468,6 +558,7 @@ class LogManager:
             self._closed = True
         if self._scheduler is not None:
             self._scheduler.shutdown()
+        self._cleaner.shutdown()
         if self.read_only:
             for partition_log in self.logs():
                 partition_log.close()

@@ -1,0 +1,712 @@
+"""Log compaction: one cleaning round of one log (Kafka's ``Cleaner``).
+
+A compacted log is a *clean* section (cleaned before, up to the first dirty
+offset kept in ``cleaner-offset-checkpoint``) followed by a *dirty* one. The
+dirty section ends at the first uncleanable offset: never the active segment,
+never past the last stable offset (an undecided transaction) or the high
+watermark, never a segment newer than ``min.compaction.lag.ms``.
+
+One round:
+
+1. Scan the batch headers of the whole log for what the producer state of a
+   Kafka broker would know: each producer's last batch, the aborted
+   transactions, the first unstable offset.
+2. Build the key → latest offset map (``OffsetMap``) over the dirty section.
+   When the map is full, the round stops there: the map's latest offset + 1 is
+   where the next round starts (so a small ``log.cleaner.dedupe.buffer.size``
+   cleans in several passes, each progressing by at least one record).
+3. Rewrite every segment below that point, in groups that fit one segment, into
+   a ``.cleaned`` file: a record survives if no later record has its key, and
+   a tombstone (null value) also until its batch's delete horizon has passed.
+   Offsets never change. Batches wholly kept are copied byte for byte; others
+   are rebuilt with their producer id, epoch and sequence, timestamps,
+   compression, leader epoch and last offset delta. The first cleaning that
+   keeps a tombstone (or a marker of an empty transaction) stamps its batch
+   with a delete horizon, ``now + delete.retention.ms``, in the base timestamp
+   (attribute bit 6), as Kafka does. Records of aborted transactions go; a
+   transaction marker stays until its transaction's batches are gone and its
+   horizon has passed. The last batch of each live producer stays, as a bare
+   header if all its records go, so that sequence numbers survive; so does the
+   last batch of the round and of each group (a group's last offset is what a
+   crash recovery uses to know which old segments a ``.swap`` replaces).
+4. Swap the cleaned segment in (``PartitionLog.replace_segments``: ``.cleaned``
+   → ``.swap`` → old files ``.deleted`` → ``.swap`` removed), crash-safe.
+
+The map costs 24 bytes a key whatever the key's size (see offset_map.py); I/O
+buffers grow only to the largest batch; so a cleaning's memory is the dedupe
+buffer plus a constant, whatever the log's size.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import struct
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from ..errors import CorruptRecordError, KafkaStorageError, SeglogError
+from ..records import AnyBatch, BatchIterator, Record, RecordBatch, TimestampType, build_batch
+from ..records.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP
+from ..records.batches import HEADER_PEEK, peek_frame
+from ..records.compression import compress
+from ..records.legacy import LegacyBatch, _message
+from .log import PartitionLog
+from .naming import CLEANED_SUFFIX
+from .offset_map import ENTRY_SIZE, OffsetMap
+from .segment import LogSegment
+from .throttler import Throttler
+
+log = logging.getLogger(__name__)
+
+# Kafka's producer.id.expiration.ms default: a producer idle this long (and in no
+# transaction) no longer has its last batch kept
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
+MIN_RECORD_SIZE = 7  # the smallest v2 record: seven one-byte varints
+_INT32_MAX = (1 << 31) - 1
+_ABORT, _COMMIT = 0, 1
+_CONTROL_KEY = struct.Struct(">hh")
+_I64 = struct.Struct(">q")
+_ATTR_KEEP_IN_EMPTY = 0x08 | 0x10 | 0x20  # LogAppendTime, transactional, control
+_LEGACY_LOG_APPEND_TIME = 0x08
+
+
+class LogCleaningAbortedError(SeglogError):
+    """A cleaning stopped before its swap: the log was truncated, closed or deleted,
+    or the cleaner is shutting down. Nothing of the cleaning is left."""
+
+
+@dataclass
+class LogToClean:
+    """A log and the part of it a round may clean (Kafka's LogToClean)."""
+
+    log: PartitionLog
+    first_dirty_offset: int
+    first_uncleanable_offset: int
+    clean_bytes: int
+    cleanable_bytes: int
+    need_compaction_now: bool = False
+
+    @property
+    def total_bytes(self) -> int:
+        return self.clean_bytes + self.cleanable_bytes
+
+    @property
+    def cleanable_ratio(self) -> float:
+        return self.cleanable_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+@dataclass
+class CleanerStats:
+    """What one cleaning round did (Kafka's CleanerStats)."""
+
+    topic: str
+    partition: int
+    first_dirty_offset: int
+    end_offset: int = -1  # the first offset not cleaned: the next round starts here
+    start_ms: int = 0  # the log's clock when the round began
+    bytes_read: int = 0  # segments rewritten
+    bytes_written: int = 0
+    records_read: int = 0
+    records_written: int = 0
+    invalid_records: int = 0  # keyless records, which a compacted log drops
+    map_bytes_read: int = 0
+    map_records_read: int = 0
+    segments_cleaned: int = 0
+    segments_swapped: int = 0
+    buffer_utilization: float = 0.0
+    map_seconds: float = 0.0
+    seconds: float = 0.0
+    throttled_seconds: float = 0.0
+
+    @property
+    def records_removed(self) -> int:
+        return self.records_read - self.records_written
+
+
+@dataclass(frozen=True)
+class _LastRecord:
+    """A producer's last batch, as Kafka's producer state knows it."""
+
+    data_offset: int | None  # last offset of its last data batch (None: only markers)
+    epoch: int
+    timestamp: int
+    in_transaction: bool
+
+
+@dataclass
+class _LogScan:
+    producers: dict[int, _LastRecord] = field(default_factory=dict)
+    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (first offset, marker offset, pid)
+    first_unstable_offset: int | None = None
+
+
+def _control_type(batch: RecordBatch) -> int | None:
+    """The type of a control batch's first record; None for an emptied batch."""
+    records = batch.records()
+    if not records:
+        return None
+    key = records[0].key
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return -1
+    return _CONTROL_KEY.unpack_from(key)[1]
+
+
+class _TransactionTracker:
+    """Which transactions the cleaner is inside as it walks the log (Kafka's
+    CleanedTransactionMetadata), from the aborted transactions found up front."""
+
+    def __init__(self, aborted: Sequence[tuple[int, int, int]], start_offset: int) -> None:
+        # only transactions still open at ``start_offset`` or later matter
+        self._pending = [a for a in aborted if a[1] >= start_offset]
+        self._next = 0
+        self._aborted: dict[int, bool] = {}  # pid -> a batch of the aborted transaction was seen
+        self._committed: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        pending = self._pending
+        while self._next < len(pending) and pending[self._next][0] <= offset:
+            self._aborted.setdefault(pending[self._next][2], False)
+            self._next += 1
+
+    def on_control_batch(self, batch: RecordBatch) -> bool:
+        """Whether the marker may go (once its horizon passes too)."""
+        self._consume_up_to(batch.last_offset)
+        kind = _control_type(batch)
+        if kind is None:
+            return True  # an empty control batch was cleaned already
+        pid = batch.producer_id
+        if kind == _ABORT:
+            seen = self._aborted.pop(pid, None)
+            return not seen  # kept while a batch of the transaction remains
+        if kind == _COMMIT:
+            if pid in self._committed:
+                self._committed.discard(pid)
+                return False
+            return True
+        return False  # leader changes, snapshot markers: kept
+
+    def on_data_batch(self, batch: AnyBatch) -> bool:
+        """Whether the batch belongs to an aborted transaction."""
+        self._consume_up_to(batch.last_offset)
+        if not batch.is_transactional:
+            return False
+        pid = batch.producer_id
+        if pid in self._aborted:
+            self._aborted[pid] = True
+            return True
+        self._committed.add(pid)
+        return False
+
+
+def _empty_batch(batch: RecordBatch) -> bytearray:
+    """A batch header with no records that keeps the batch's offsets, producer
+    fields and max timestamp (Kafka's DefaultRecordBatch.writeEmptyHeader)."""
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        out,
+        0,
+        batch.base_offset,
+        HEADER_SIZE - LOG_OVERHEAD,
+        batch.partition_leader_epoch,
+        2,
+        0,
+        batch.attributes & _ATTR_KEEP_IN_EMPTY,
+        batch.last_offset_delta,
+        NO_TIMESTAMP,
+        batch.max_timestamp,
+        batch.producer_id,
+        batch.producer_epoch,
+        batch.base_sequence,
+        0,
+    )
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return out
+
+
+def _legacy_wrapper(batch: LegacyBatch, kept: list[Record]) -> bytes:
+    """A compressed legacy wrapper holding only ``kept``, offsets unchanged: inner
+    offsets absolute in v0, relative to the first kept one in v1."""
+    magic, first = batch.magic, kept[0].offset
+
+    def ts(r: Record) -> int:
+        return NO_TIMESTAMP if r.timestamp is None else r.timestamp
+
+    inner = b"".join(
+        _message(r.offset - first if magic == 1 else r.offset, magic, 0, ts(r), r.key, r.value) for r in kept
+    )
+    append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    wrapper_ts = batch.timestamp if append_time else max(ts(r) for r in kept)
+    attributes = int(batch.compression) | (_LEGACY_LOG_APPEND_TIME if append_time else 0)
+    return _message(kept[-1].offset, magic, attributes, wrapper_ts, None, compress(batch.compression, inner))
+
+
+def _last_modified_ms(segment: LogSegment) -> int:
+    try:
+        return segment.last_modified_ms
+    except OSError as e:
+        raise KafkaStorageError(f"stat failed: {e.strerror}", file=segment.log_path) from None
+
+
+class Cleaner:
+    """Cleans logs, one round at a time. One per cleaner thread: it owns a dedupe
+    budget of ``memory`` bytes (``log.cleaner.dedupe.buffer.size`` / threads) and
+    its I/O buffers. ``check_done(log)`` is called between chunks and raises
+    ``LogCleaningAbortedError`` to stop a cleaning."""
+
+    def __init__(
+        self,
+        id: int = 0,
+        *,
+        memory: int = 128 * 1024 * 1024,
+        load_factor: float = 0.9,
+        io_buffer_size: int = 256 * 1024,
+        throttler: Throttler | None = None,
+        check_done: Callable[[PartitionLog], None] | None = None,
+    ) -> None:
+        if memory < 2 * ENTRY_SIZE:
+            raise ValueError(f"dedupe buffer of {memory} bytes cannot hold a key")
+        self.id = id
+        self.memory = memory
+        self.load_factor = load_factor
+        self.io_buffer_size = max(io_buffer_size, 4096)
+        self.throttler = throttler or Throttler(math.inf)
+        self._check_done = check_done or (lambda _log: None)
+        self._read_buffer = bytearray(self.io_buffer_size)
+        self._map: OffsetMap | None = None
+
+    # --- the round ------------------------------------------------------------------------
+
+    def clean(self, cleanable: LogToClean, now: int) -> tuple[int, CleanerStats]:
+        """One round; returns the first offset not cleaned (the new checkpoint) and stats."""
+        log_ = cleanable.log
+        config = log_.config
+        started = time.monotonic()
+        throttled_before = self.throttler.slept
+        stats = CleanerStats(log_.topic, log_.partition, cleanable.first_dirty_offset, start_ms=now)
+        segments = log_.segments
+        scan = self._scan_log(log_, segments, now)
+
+        first_dirty = cleanable.first_dirty_offset
+        end = cleanable.first_uncleanable_offset
+        if scan.first_unstable_offset is not None:
+            # not past an undecided transaction: the segment holding it is uncleanable
+            end = min(end, _floor_base(segments, scan.first_unstable_offset))
+        end = max(end, first_dirty)
+
+        clean_section = [s for s in segments if s.base_offset < first_dirty]
+        legacy_horizon = _last_modified_ms(clean_section[-1]) - config.delete_retention_ms if clean_section else 0
+
+        omap = self._offset_map(sum(s.size for s in _overlapping(segments, first_dirty, end)))
+        omap = self._build_offset_map(log_, segments, first_dirty, end, omap, scan, stats)
+        if omap.latest_offset < first_dirty - 1:
+            omap.latest_offset = first_dirty - 1  # nothing dirty: re-clean the clean section
+        end_offset = omap.latest_offset + 1
+        stats.map_seconds = time.monotonic() - started
+        stats.buffer_utilization = omap.utilization
+
+        to_clean = [s for s in segments[:-1] if s.base_offset < end_offset]
+        groups = self.group_segments(to_clean, config.segment_bytes, config.segment_index_bytes, end)
+        tracker = _TransactionTracker(scan.aborted, groups[0][0].base_offset if groups else end_offset)
+        active = {
+            pid: r
+            for pid, r in scan.producers.items()
+            if r.in_transaction or now - r.timestamp < PRODUCER_ID_EXPIRATION_MS
+        }
+        for group in groups:
+            self._clean_group(log_, group, omap, now, legacy_horizon, tracker, active, end, stats)
+        stats.end_offset = end_offset
+        stats.seconds = time.monotonic() - started
+        stats.throttled_seconds = self.throttler.slept - throttled_before
+        return end_offset, stats
+
+    def _offset_map(self, dirty_bytes: int) -> OffsetMap:
+        """The map for a round: as large as the dirty section could need, within the budget."""
+        want = (dirty_bytes // MIN_RECORD_SIZE + 1) / self.load_factor + 2
+        memory = min(self.memory, max(int(want) * ENTRY_SIZE, 1024 * ENTRY_SIZE))
+        if self._map is not None and self._map.memory == memory:
+            self._map.clear()
+        else:
+            self._map = None  # free the old one first: only one map at a time
+            self._map = OffsetMap(memory, self.load_factor)
+        return self._map
+
+    def _grow(self, omap: OffsetMap) -> OffsetMap | None:
+        """A larger map holding ``omap``'s keys (compressed batches can hold more records
+        than their bytes suggest), or None at the budget."""
+        if omap.memory >= self.memory:
+            return None
+        bigger = OffsetMap(min(self.memory, omap.memory * 4), self.load_factor, seed=omap.seed)
+        bigger.absorb(omap)
+        self._map = bigger
+        return bigger
+
+    # --- reading segments -------------------------------------------------------------------
+
+    def _read_batches(self, log_: PartitionLog, segment: LogSegment, start: int = 0) -> Iterator[AnyBatch]:
+        """The batches of a segment from byte ``start``, read in chunks; each batch is a
+        view of the read buffer, valid until the next one is asked for."""
+        size = segment.size
+        handle = segment.handle
+        position = start
+        while position < size:
+            self._check_done(log_)
+            buffer = self._read_buffer
+            n = handle.readinto(memoryview(buffer)[: min(len(buffer), size - position)], position)
+            self.throttler.maybe_throttle(n)
+            scan = BatchIterator(memoryview(buffer)[:n], origin=position)
+            yield from scan
+            if scan.position == 0:
+                if n < HEADER_PEEK:
+                    raise CorruptRecordError(
+                        "partial batch at the end of a segment", file=segment.log_path, position=position
+                    )
+                need = LOG_OVERHEAD + peek_frame(buffer, 0, position)[1]
+                if need <= n or position + need > size:
+                    raise CorruptRecordError(
+                        f"batch of {need} bytes does not fit the segment's {size - position} remaining bytes",
+                        file=segment.log_path,
+                        position=position,
+                    )
+                self._read_buffer = bytearray(need)  # a new buffer: views of the old one may live on
+                continue
+            position += scan.position
+        if len(self._read_buffer) > self.io_buffer_size:
+            self._read_buffer = bytearray(self.io_buffer_size)
+
+    def _scan_log(self, log_: PartitionLog, segments: Sequence[LogSegment], now: int) -> _LogScan:
+        """Producer state from the batch headers of the whole log: last batches,
+        aborted transactions (first offset, marker offset), the first unstable offset."""
+        scan = _LogScan()
+        producers: dict[int, list] = {}
+        ongoing: dict[int, int] = {}
+        for segment in segments:
+            for batch in self._read_batches(log_, segment):
+                if batch.magic < 2:
+                    continue
+                pid = batch.producer_id
+                if pid < 0:
+                    continue
+                entry = producers.get(pid)
+                if entry is None:
+                    entry = producers[pid] = [None, 0, 0]
+                entry[1], entry[2] = batch.producer_epoch, batch.max_timestamp
+                if batch.is_control:
+                    assert isinstance(batch, RecordBatch)
+                    kind = _control_type(batch)
+                    first = ongoing.pop(pid, None)
+                    if kind == _ABORT and first is not None:
+                        scan.aborted.append((first, batch.last_offset, pid))
+                else:
+                    entry[0] = batch.last_offset
+                    if batch.is_transactional and pid not in ongoing:
+                        ongoing[pid] = batch.base_offset
+        scan.producers = {pid: _LastRecord(e[0], e[1], e[2], pid in ongoing) for pid, e in producers.items()}
+        scan.aborted.sort()
+        scan.first_unstable_offset = min(ongoing.values()) if ongoing else None
+        return scan
+
+    # --- the offset map ---------------------------------------------------------------------
+
+    def _build_offset_map(
+        self,
+        log_: PartitionLog,
+        segments: Sequence[LogSegment],
+        start: int,
+        end: int,
+        omap: OffsetMap,
+        scan: _LogScan,
+        stats: CleanerStats,
+    ) -> OffsetMap:
+        """Map the keys of [start, end), growing the map up to the budget; stop early
+        when it is full. Returns the map (a grown one is a new object)."""
+        dirty = _overlapping(segments, start, end)
+        tracker = _TransactionTracker(scan.aborted, start)
+        for i, segment in enumerate(dirty):
+            next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
+            position = segment.offset_index.lookup(start)[1] if segment.base_offset < start else 0
+            for batch in self._read_batches(log_, segment, position):
+                stats.map_bytes_read += batch.size_in_bytes
+                if batch.is_control:
+                    assert isinstance(batch, RecordBatch)
+                    tracker.on_control_batch(batch)
+                    stats.map_records_read += 1
+                    continue
+                records = batch.records()
+                stats.map_records_read += len(records)
+                if not tracker.on_data_batch(batch):
+                    full_at = omap.put_records(records, start)
+                    while full_at >= 0:
+                        grown = self._grow(omap)
+                        if grown is None:
+                            return omap  # full: latest_offset is the last record mapped
+                        omap = grown
+                        records = records[full_at:]
+                        full_at = omap.put_records(records, start)
+                if batch.last_offset >= start:
+                    omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+            omap.latest_offset = max(omap.latest_offset, next_base - 1)
+        return omap
+
+    # --- grouping and rewriting ------------------------------------------------------------------
+
+    @staticmethod
+    def group_segments(
+        segments: Sequence[LogSegment], max_size: int, max_index_size: int, first_uncleanable_offset: int
+    ) -> list[list[LogSegment]]:
+        """Runs of consecutive segments whose logs, and each of whose indexes, fit one
+        segment, and whose offsets fit 32 bits above the run's base (Kafka's
+        groupSegmentsBySize)."""
+        groups: list[list[LogSegment]] = []
+        i = 0
+        while i < len(segments):
+            group = [segments[i]]
+            size = segments[i].size
+            index_size = segments[i].offset_index.size_in_bytes
+            time_index_size = segments[i].time_index.size_in_bytes
+            i += 1
+            while i < len(segments):
+                s = segments[i]
+                last_offset = segments[i + 1].base_offset - 1 if i + 1 < len(segments) else first_uncleanable_offset - 1
+                if (
+                    size + s.size > max_size
+                    or index_size + s.offset_index.size_in_bytes > max_index_size
+                    or time_index_size + s.time_index.size_in_bytes > max_index_size
+                    or (s.size > 0 and last_offset - group[0].base_offset > _INT32_MAX)
+                ):
+                    break
+                group.append(s)
+                size += s.size
+                index_size += s.offset_index.size_in_bytes
+                time_index_size += s.time_index.size_in_bytes
+                i += 1
+            groups.append(group)
+        return groups
+
+    def _clean_group(
+        self,
+        log_: PartitionLog,
+        group: list[LogSegment],
+        omap: OffsetMap,
+        now: int,
+        legacy_horizon: int,
+        tracker: _TransactionTracker,
+        producers: dict[int, _LastRecord],
+        upper_bound: int,
+        stats: CleanerStats,
+    ) -> None:
+        """Rewrite a group into one ``.cleaned`` segment and swap it in."""
+        config = log_.config
+        dest = LogSegment.create(
+            log_.dir,
+            group[0].base_offset,
+            suffix=CLEANED_SUFFIX,
+            index_interval_bytes=config.index_interval_bytes,
+            max_index_size=config.segment_index_bytes,
+        )
+        swapped = False
+        try:
+            changed = False
+            out = bytearray()
+            entries: list[tuple[int, int, int, int]] = []
+            for k, segment in enumerate(group):
+                retain_legacy_deletes = _last_modified_ms(segment) > legacy_horizon
+                size = segment.size
+                closes_group = k == len(group) - 1
+                for batch in self._read_batches(log_, segment):
+                    batch.validate()
+                    last_of_group = closes_group and batch.position + batch.size_in_bytes == size
+                    result = self._clean_batch(
+                        batch, omap, now, config.delete_retention_ms, retain_legacy_deletes, tracker, producers,
+                        upper_bound, last_of_group, stats,
+                    )  # fmt: skip
+                    if result is None:
+                        changed = True
+                        continue
+                    kept, last_offset, max_ts = result
+                    if kept is not batch.buffer:
+                        changed = True
+                    entries.append((len(out), len(kept), last_offset, max_ts))
+                    out += kept
+                    if len(out) >= self.io_buffer_size:
+                        self._write(dest, out, entries, stats)
+                        out, entries = bytearray(), []
+                stats.bytes_read += size
+                stats.segments_cleaned += 1
+            if out:
+                self._write(dest, out, entries, stats)
+            if not changed and len(group) == 1:
+                return  # the segment is already clean: nothing to swap
+            dest.on_become_inactive()
+            dest.flush()
+            # keep the group's mtime: retention of timestamp-less data and legacy tombstones go by it
+            mtime = max(_last_modified_ms(s) for s in group) / 1000
+            try:
+                os.utime(dest.log_path, (mtime, mtime))
+            except OSError as e:
+                raise KafkaStorageError(f"utime failed: {e.strerror}", file=dest.log_path) from None
+            if not log_.replace_segments(dest, group):
+                raise LogCleaningAbortedError(f"{log_.name} changed under the cleaner", file=log_.dir)
+            swapped = True
+            stats.segments_swapped += len(group)
+        finally:
+            # an I/O error inside the swap may leave ``dest`` in the log: a restart finishes it
+            if not swapped and all(s is not dest for s in log_.segments):
+                dest.delete()
+
+    def _write(
+        self, dest: LogSegment, out: bytearray, entries: list[tuple[int, int, int, int]], stats: CleanerStats
+    ) -> None:
+        dest.append(out, entries)
+        stats.bytes_written += len(out)
+        self.throttler.maybe_throttle(len(out))
+
+    def _clean_batch(
+        self,
+        batch: AnyBatch,
+        omap: OffsetMap,
+        now: int,
+        delete_retention_ms: int,
+        retain_legacy_deletes: bool,
+        tracker: _TransactionTracker,
+        producers: dict[int, _LastRecord],
+        upper_bound: int,
+        last_of_group: bool,
+        stats: CleanerStats,
+    ) -> tuple[bytes | bytearray | memoryview, int, int] | None:
+        """What of ``batch`` survives: (bytes, last offset, max timestamp), or None.
+        Kafka's MemoryRecords.filterTo with the cleaner's RecordFilter."""
+        if isinstance(batch, LegacyBatch):
+            return self._clean_legacy(batch, omap, retain_legacy_deletes, stats)
+        assert isinstance(batch, RecordBatch)
+        pid = batch.producer_id
+        control = batch.is_control
+        if control:
+            can_discard = tracker.on_control_batch(batch)
+            horizon = batch.delete_horizon_ms
+            discard_records = can_discard and batch.has_delete_horizon and horizon <= now
+        else:
+            can_discard = discard_records = tracker.on_data_batch(batch)
+        producer = producers.get(pid) if pid >= 0 else None
+        if producer is None:
+            is_last_of_producer = False
+        elif producer.data_offset is not None:
+            is_last_of_producer = batch.last_offset == producer.data_offset
+        else:
+            is_last_of_producer = control and batch.producer_epoch == producer.epoch
+        retain_empty = is_last_of_producer or batch.next_offset == upper_bound or last_of_group
+        if discard_records and not retain_empty:
+            stats.records_read += batch.record_count
+            return None
+
+        records = batch.records()
+        stats.records_read += len(records)
+        if discard_records:
+            kept: list[Record] = []
+        elif control:
+            kept = records
+        else:
+            kept = self._kept_records(batch, records, omap, now, stats)
+        stats.records_written += len(kept)
+        if kept:
+            tombstones = not control and any(r[1] is None for r in kept)
+            set_horizon = (tombstones or (can_discard and control)) and not batch.has_delete_horizon
+            if len(kept) == len(records) and not set_horizon:
+                return batch.buffer, batch.last_offset, batch.max_timestamp
+            if set_horizon:
+                horizon_ms: int | None = now + delete_retention_ms
+            else:
+                horizon_ms = batch.delete_horizon_ms if batch.has_delete_horizon else None
+            append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+            built = build_batch(
+                kept,
+                base_offset=batch.base_offset,
+                compression=batch.compression,
+                timestamp_type=batch.timestamp_type,
+                log_append_time=batch.max_timestamp if append_time else None,
+                producer_id=pid,
+                producer_epoch=batch.producer_epoch,
+                base_sequence=batch.base_sequence,
+                transactional=batch.is_transactional,
+                control=control,
+                partition_leader_epoch=batch.partition_leader_epoch,
+                keep_offsets=True,
+                last_offset_delta=batch.last_offset_delta,
+                delete_horizon_ms=horizon_ms,
+            )
+            return built, batch.last_offset, _I64.unpack_from(built, 35)[0]
+        if retain_empty:
+            return _empty_batch(batch), batch.last_offset, batch.max_timestamp
+        return None
+
+    @staticmethod
+    def _kept_records(
+        batch: RecordBatch, records: list[Record], omap: OffsetMap, now: int, stats: CleanerStats
+    ) -> list[Record]:
+        """Kafka's shouldRetainRecord for the records of a data batch."""
+        latest = omap.latest_offset
+        if batch.base_offset > latest:
+            return records  # past the map: nothing later is known
+        retain_deletes = not batch.has_delete_horizon or now < batch.base_timestamp
+        found = omap.offsets_of(records, latest)
+        kept = []
+        for record, offset in zip(records, found, strict=True):
+            if record[4] > latest:
+                kept.append(record)
+            elif record[0] is None:
+                stats.invalid_records += 1
+            elif record[4] >= offset and (retain_deletes or record[1] is not None):
+                kept.append(record)
+        return kept
+
+    @staticmethod
+    def _clean_legacy(
+        batch: LegacyBatch, omap: OffsetMap, retain_deletes: bool, stats: CleanerStats
+    ) -> tuple[bytes | bytearray | memoryview, int, int] | None:
+        """A legacy message, or the messages of a compressed wrapper: tombstones go once
+        the segment is older than the legacy delete horizon."""
+        records = batch.records()
+        stats.records_read += len(records)
+        latest = omap.latest_offset
+        found = omap.offsets_of(records, latest)
+        kept = []
+        for record, offset in zip(records, found, strict=True):
+            if record.offset > latest:
+                kept.append(record)
+            elif record.key is None:
+                stats.invalid_records += 1
+            elif record.offset >= offset and (retain_deletes or record.value is not None):
+                kept.append(record)
+        stats.records_written += len(kept)
+        if not kept:
+            return None
+        if len(kept) == len(records):
+            return batch.buffer, batch.last_offset, batch.timestamp
+        wrapper = _legacy_wrapper(batch, kept)
+        return wrapper, kept[-1].offset, LegacyBatch(wrapper).timestamp
+
+
+def _overlapping(segments: Sequence[LogSegment], start: int, end: int) -> list[LogSegment]:
+    """The segments holding offsets in [start, end): from the one holding ``start``."""
+    out: list[LogSegment] = []
+    for i, s in enumerate(segments):
+        if s.base_offset >= end:
+            break
+        following = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if following is not None and following <= start:
+            continue
+        out.append(s)
+    return out
+
+
+def _floor_base(segments: Sequence[LogSegment], offset: int) -> int:
+    base = segments[0].base_offset
+    for s in segments:
+        if s.base_offset > offset:
+            break
+        base = s.base_offset
+    return base
