@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import gzip
 import random
+import struct
 
 import cramjam
+import lz4.block
 import lz4.frame
 import pytest
+import xxhash
 import zstandard
 
 from seglog.errors import CorruptRecordError, UnsupportedCompressionTypeError
@@ -104,3 +107,125 @@ def test_unknown_codec():
     with pytest.raises(UnsupportedCompressionTypeError):
         Compression.parse("brotli")
     assert Compression.parse("lz4") is Compression.LZ4
+
+
+# --- hostile input ---------------------------------------------------------------------
+
+_HOSTILE = r"""
+import gzip, resource, struct, time, xxhash, zstandard
+from seglog.errors import CorruptRecordError
+from seglog.records.compression import decompress
+
+def vm_size():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize"))
+
+lz4_header = bytearray(b"\x04\x22\x4d\x18" + bytes([0x68, 0x70]) + struct.pack("<Q", 2**62))
+lz4_header.append((xxhash.xxh32_intdigest(bytes(lz4_header[4:])) >> 8) & 0xFF)
+gzip_isize = bytearray(gzip.compress(b"abc"))
+gzip_isize[-4:] = b"\xff\xff\xff\xff"
+zstd_frame = zstandard.ZstdCompressor().compress(b"a" * 100)
+cases = [
+    (2, b"\xff\xff\xff\xff\x0f" + bytes(30)),  # raw snappy preamble: 4 GiB
+    (2, b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 2**31 - 1) + bytes(10)),  # xerial block: 2 GiB
+    (3, bytes(lz4_header) + struct.pack("<I", 0x7FFFFFFF) + bytes(10)),  # lz4 content 2**62, block 2 GiB
+    (4, zstd_frame[:4] + b"\xe4\x00\x00\x00\x00\x00\x01\x00\x00" + zstd_frame[-20:]),  # zstd content 2**40
+    (4, b"\x28\xb5\x2f\xfd\x00\xf8" + bytes(20)),  # zstd window of 2**41
+    (1, bytes(gzip_isize)),  # gzip trailer: 4 GiB
+]
+# any allocation sized by those claims would fail past this limit (MemoryError is not a seglog error)
+resource.setrlimit(resource.RLIMIT_AS, (vm_size() + (128 << 20), resource.RLIM_INFINITY))
+started = time.perf_counter()
+for codec, data in cases:
+    try:
+        decompress(codec, data)
+    except CorruptRecordError:
+        pass
+    else:
+        raise SystemExit(f"codec {codec}: hostile input accepted")
+print(f"{time.perf_counter() - started:.3f}")
+"""
+
+
+def test_hostile_size_claims_are_refused_quickly_with_little_memory():
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _HOSTILE], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr + run.stdout
+    assert float(run.stdout) < 1.0
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c != Compression.NONE])
+def test_decompressed_output_is_bounded(codec, monkeypatch):
+    from seglog.records import compression
+
+    bomb = compress(codec, bytes(3 << 20))  # 3 MiB of zeros in a few KiB
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        decompress(codec, bomb)
+
+
+# --- framings of other clients ---------------------------------------------------------
+
+
+def test_raw_snappy_of_a_kafkajs_capture():
+    from seglog.records import BatchIterator
+
+    path = KAFKA_DATA / "wire_captures" / "tulios_kafkajs" / "extracted_records" / "v4_response_snappy.p3.records.bin"
+    (batch,) = BatchIterator(path.read_bytes())
+    batch.validate()
+    assert batch.compression == Compression.SNAPPY
+    assert not bytes(batch.buffer[61:69]).startswith(b"\x82SNAPPY")  # bare raw snappy, no xerial header
+    assert [r.value for r in batch.records()] and all(r.value for r in batch.records())
+
+
+def test_xerial_written_like_the_java_client():
+    framed = compress(Compression.SNAPPY, DATA)
+    assert framed[:16] == b"\x82SNAPPY\x00" + bytes([0, 0, 0, 1, 0, 0, 0, 1])
+    pos, blocks = 16, 0
+    while pos < len(framed):
+        (size,) = struct.unpack_from(">i", framed, pos)
+        assert len(cramjam.snappy.decompress_raw(framed[pos + 4 : pos + 4 + size])) <= 32 * 1024
+        pos, blocks = pos + 4 + size, blocks + 1
+    assert pos == len(framed) and blocks == -(-len(DATA) // (32 * 1024))
+
+
+def test_xerial_with_a_truncated_block_is_refused():
+    framed = compress(Compression.SNAPPY, DATA)
+    with pytest.raises(CorruptRecordError, match="xerial block"):
+        decompress(Compression.SNAPPY, framed[:-10])
+    with pytest.raises(CorruptRecordError, match="truncated xerial"):
+        decompress(Compression.SNAPPY, framed[:12])
+
+
+@pytest.mark.parametrize("cut", [5, 7, 30, -1])
+def test_truncated_lz4_frames_are_refused(cut):
+    frame = lz4.frame.compress(DATA, content_checksum=True)
+    with pytest.raises(CorruptRecordError, match="lz4"):
+        decompress(Compression.LZ4, frame[:cut])
+
+
+def test_lz4_content_checksum_mismatch():
+    frame = bytearray(lz4.frame.compress(DATA, content_checksum=True, block_checksum=False))
+    frame[-1] ^= 0xFF
+    with pytest.raises(CorruptRecordError, match="content checksum"):
+        decompress(Compression.LZ4, bytes(frame))
+
+
+def test_lz4_with_a_dictionary_id_in_the_header():
+    raw = lz4.block.compress(DATA[:60000], store_size=False)
+    header = bytearray(b"\x04\x22\x4d\x18" + bytes([0x61, 0x40]) + struct.pack("<I", 7))  # FLG bit 0: dict id
+    header.append((xxhash.xxh32_intdigest(bytes(header[4:])) >> 8) & 0xFF)
+    frame = bytes(header) + struct.pack("<I", len(raw)) + raw + bytes(4)
+    assert decompress(Compression.LZ4, frame) == DATA[:60000]
+
+
+def test_gzip_cut_short_is_refused():
+    with pytest.raises(CorruptRecordError, match="gzip"):
+        decompress(Compression.GZIP, gzip.compress(DATA)[:-20])
+
+
+def test_zstd_frames_read_one_after_another():
+    z = zstandard.ZstdCompressor()
+    assert decompress(Compression.ZSTD, z.compress(b"abc") + z.compress(b"def")) == b"abcdef"

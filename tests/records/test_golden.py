@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
 
-from seglog.records import BatchIterator, RecordBatch
+from seglog.records import BatchIterator, LegacyBatch
 
 from ..conftest import KAFKA_DATA
 
@@ -49,7 +50,11 @@ def test_golden_file_decodes_to_manifest(name):
         assert batch.magic == expected["magic"]
         assert int(batch.compression) == expected["compression_type"]
         assert batch.is_valid is expected["crc_valid"]
-        if isinstance(batch, RecordBatch):
+        ts_type = expected["timestamp_type"]
+        assert int(batch.timestamp_type) == (-1 if ts_type is None else ts_type)
+        if isinstance(batch, LegacyBatch):
+            assert batch.offset == expected["base_offset"]  # kafka-python's base offset of a wrapper: its own
+        else:
             assert batch.base_offset == expected["base_offset"]
             assert batch.last_offset_delta == expected["last_offset_delta"]
             assert batch.base_timestamp == expected["first_timestamp"]
@@ -61,3 +66,31 @@ def test_golden_file_decodes_to_manifest(name):
             assert batch.is_control is expected["is_control_batch"]
             assert batch.crc == expected["crc"]
             assert batch.attributes == expected["attributes"]
+
+
+@pytest.mark.parametrize("name", sorted(BY_NAME))
+def test_golden_file_is_the_one_the_manifest_describes(name):
+    data = (KAFKA_DATA / "golden" / name).read_bytes()
+    assert len(data) == BY_NAME[name]["size"]
+    assert hashlib.sha256(data).hexdigest() == BY_NAME[name]["sha256"]
+
+
+@pytest.mark.parametrize("name", sorted(n for n, e in BY_NAME.items() if "patched_from_builder_output" in e))
+def test_stored_files_carry_the_broker_edits(name):
+    patch = BY_NAME[name]["patched_from_builder_output"]
+    batches = list(BatchIterator((KAFKA_DATA / "golden" / name).read_bytes()))
+    if "partitionLeaderEpoch" in patch:
+        assert {b.partition_leader_epoch for b in batches} == {patch["partitionLeaderEpoch"]}
+    if isinstance(patch.get("baseOffset"), int):
+        assert batches[0].base_offset == patch["baseOffset"]
+    if "wrapper_offset" in patch:  # a broker stores a wrapper under its last inner offset
+        wrapper = batches[0]
+        assert wrapper.last_offset == patch["wrapper_offset"]
+        # v1 inner offsets are relative to it; v0 inner offsets are absolute and read as written
+        inner = [r.offset for r in wrapper.records()]
+        assert inner == (list(range(500, 506)) if wrapper.magic == 1 else list(range(6)))
+
+
+def test_every_golden_file_was_read():
+    names = {p.name for p in (KAFKA_DATA / "golden").glob("*.bin")}
+    assert names == set(BY_NAME) and len(names) == 39

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from kafka.record.memory_records import MemoryRecords
 
 from seglog.records import BatchIterator, ControlRecordType, LeaderChange, SnapshotFooter, SnapshotHeader
 
 from ..conftest import KAFKA_DATA
+from .peer import kafka_python_batches, kafka_python_header, kafka_python_records, seglog_header
 
 REAL = KAFKA_DATA / "real_segments"
 WIRE = KAFKA_DATA / "wire_captures"
@@ -18,7 +18,7 @@ def _ids(path):
     return str(path.relative_to(KAFKA_DATA))
 
 
-def seglog_records(data):
+def validated_records(data):
     scan = BatchIterator(data)
     out = []
     for batch in scan:
@@ -27,19 +27,18 @@ def seglog_records(data):
     return out, scan
 
 
-def kafka_python_records(data):
-    out, records = [], MemoryRecords(data)
-    while (batch := records.next_batch()) is not None:
-        for r in batch:
-            ts = -1 if r.timestamp is None else r.timestamp
-            out.append((r.offset, ts, r.key, r.value, [tuple(h) for h in (r.headers or [])]))
-    return out
+@pytest.mark.parametrize("path", FILES, ids=_ids)
+def test_batch_headers_read_like_kafka_python(path):
+    data = path.read_bytes()
+    batches = list(BatchIterator(data))
+    assert all(b.is_valid for b in batches)
+    assert [seglog_header(b) for b in batches] == [kafka_python_header(b) for b in kafka_python_batches(data)]
 
 
 @pytest.mark.parametrize("path", FILES, ids=_ids)
 def test_decodes_like_kafka_python(path):
     data = path.read_bytes()
-    ours, scan = seglog_records(data)
+    ours, scan = validated_records(data)
     assert ours == kafka_python_records(data)
     if "partial_messages" not in path.name and "index_out_of_range" not in path.name:
         assert scan.remaining == 0
@@ -47,7 +46,7 @@ def test_decodes_like_kafka_python(path):
 
 def test_real_data_was_found():
     assert len(FILES) > 50
-    total = sum(len(seglog_records(p.read_bytes())[0]) for p in FILES)
+    total = sum(len(validated_records(p.read_bytes())[0]) for p in FILES)
     assert total > 60_000
 
 
@@ -82,3 +81,57 @@ def test_lz4_and_log_append_time_batches_in_real_data():
     for b in batches[:50]:
         assert {r.timestamp for r in b.records()} == {b.max_timestamp}
         assert b.producer_id >= 0
+
+
+def _census(folder):
+    """(batches, records, lz4 batches, LogAppendTime batches, tombstones, timestamp -1) of every .log below."""
+    totals = [0] * 6
+    for path in sorted((REAL / folder).glob("**/*.log")):
+        for b in BatchIterator(path.read_bytes()):
+            records = b.records()
+            totals[0] += 1
+            totals[1] += len(records)
+            totals[2] += b.compression.name == "LZ4"
+            totals[3] += b.timestamp_type.label == "LogAppendTime"
+            totals[4] += sum(r.value is None for r in records)
+            totals[5] += sum(r.timestamp == -1 for r in records)
+    return totals
+
+
+def test_what_the_data_readme_counts():
+    # figures from kafka-data/README.md, counted there by independent tools
+    flink = _census("rjmfernandes_flink-on-prem__cp7.6_kraft")
+    assert flink[:2] == [37_113, 41_901]
+    spooldir = _census("mscaldas2012_kafka-connect-spooldir__cp5.1.2")
+    assert spooldir[:5] == [526, 582, 69, 46, 102]
+    magic1 = _census("xpxwo100_bullShit__kafka0.10_magic1")
+    assert magic1[1] == 22_280 and magic1[5] == 9_000
+    assert _census("SharaWeil_kafka-0.11.0")[:2] == [32, 33]
+    assert _census("someshkovi_kafka-log-parser")[0] == 4
+
+
+def test_what_the_data_readme_counts_per_partition():
+    data = REAL / "rjmfernandes_flink-on-prem__cp7.6_kraft" / "data"
+    orders = list(BatchIterator((data / "orders-0" / "00000000000000000000.log").read_bytes()))
+    assert len(orders) == 17_194 and all(r.headers for b in orders for r in b.records())
+    (store,) = data.glob("*MonitoringVerifierStore-changelog-0")
+    changelog = list(BatchIterator((store / "00000000000000000000.log").read_bytes()))
+    assert len(changelog) == 523 and sum(len(b.records()) for b in changelog) == 3_204
+    assert all(b.compression.name == "LZ4" for b in changelog)
+    metadata = list(BatchIterator((data / "__cluster_metadata-0" / "00000000000000000000.log").read_bytes()))
+    assert len(metadata) == 16_340
+    offsets = list(BatchIterator((data / "__consumer_offsets-36" / "00000000000000000000.log").read_bytes()))
+    assert sum(len(b.records()) for b in offsets) == 1_564
+    topic = REAL / "xpxwo100_bullShit__kafka0.10_magic1" / "tmp" / "kafka-logs" / "TEST-TOPIC-0"
+    assert sum(1 for _ in BatchIterator((topic / "00000000000000000000.log").read_bytes())) == 21_211
+
+
+def test_empty_segments_with_a_base_offset_above_zero():
+    for path in [
+        REAL / "mscaldas2012_kafka-connect-spooldir__cp5.1.2" / "kafka-data" / "_confluent-monitoring-0",
+        REAL / "SharaWeil_kafka-0.11.0" / "data" / "mac_test-0",
+    ]:
+        (empty,) = [p for p in path.glob("*.log") if p.stat().st_size == 0]
+        assert int(empty.stem) > 0
+        scan = BatchIterator(empty.read_bytes())
+        assert list(scan) == [] and scan.remaining == 0

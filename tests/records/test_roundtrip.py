@@ -7,14 +7,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from seglog.records import Compression, Record, RecordBatch, TimestampType, build_batch
+from seglog.records import BatchIterator, Compression, Record, RecordBatch, TimestampType, build_batch
+
+from .peer import both_headers
 
 CODECS = list(Compression)
 keys = st.none() | st.binary(max_size=40)
 values = st.none() | st.binary(max_size=300)
-header_keys = st.text(max_size=12)
+header_keys = st.text(max_size=12)  # any Unicode but lone surrogates, which UTF-8 cannot carry
 headers = st.lists(st.tuples(header_keys, st.none() | st.binary(max_size=20)), max_size=4)
-timestamps = st.integers(min_value=0, max_value=2**42)
+timestamps = st.integers(min_value=0, max_value=2**42)  # in any order: negative deltas too
 records = st.lists(st.tuples(keys, values, timestamps, headers), min_size=1, max_size=40)
 
 
@@ -28,37 +30,85 @@ def _ours(data):
     return [(r.offset, r.timestamp, r.key, r.value, list(r.headers)) for r in RecordBatch(data).records()]
 
 
+producer_states = st.one_of(
+    st.just((-1, -1, -1, False)),  # no producer id
+    st.tuples(st.integers(0, 2**63 - 1), st.integers(0, 2**15 - 1), st.integers(0, 2**31 - 1), st.booleans()),
+)
+
+
 @settings(max_examples=150, deadline=None)
-@given(records=records, codec=st.sampled_from(CODECS), base=st.integers(0, 2**40))
-def test_seglog_batches_decode_the_same_in_kafka_python(records, codec, base):
-    data = build_batch(records, base_offset=base, compression=codec)
+@given(
+    records=records,
+    codec=st.sampled_from(CODECS),
+    base=st.integers(0, 2**40),
+    producer=producer_states,
+    epoch=st.integers(-1, 2**31 - 1),
+    log_append_time=st.none() | timestamps,
+)
+def test_seglog_batches_decode_the_same_in_kafka_python(records, codec, base, producer, epoch, log_append_time):
+    producer_id, producer_epoch, base_sequence, transactional = producer
+    data = build_batch(
+        records,
+        base_offset=base,
+        compression=codec,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        transactional=transactional,
+        partition_leader_epoch=epoch,
+        timestamp_type=TimestampType.CREATE_TIME if log_append_time is None else TimestampType.LOG_APPEND_TIME,
+        log_append_time=log_append_time,
+    )
     batch = RecordBatch(data)
     batch.validate()
-    expected = [(base + i, ts, k, v, list(h)) for i, (k, v, ts, h) in enumerate(records)]
+    stamp = (lambda ts: ts) if log_append_time is None else (lambda ts: log_append_time)
+    expected = [(base + i, stamp(ts), k, v, list(h)) for i, (k, v, ts, h) in enumerate(records)]
     assert _ours(data) == expected
     assert _kp_decode(data) == expected
+    ours, theirs = both_headers(data)
+    assert ours == theirs
+    assert DefaultRecordBatch(bytes(data)).validate_crc()
     assert batch.compression == codec and batch.record_count == len(records)
-    assert batch.max_timestamp == max(ts for _, _, ts, _ in records)
+    assert batch.max_timestamp == (max(ts for _, _, ts, _ in records) if log_append_time is None else log_append_time)
     assert batch.base_timestamp == records[0][2]
 
 
 @settings(max_examples=100, deadline=None)
-@given(records=records, codec=st.sampled_from([0, 1, 2, 3, 4]))
-def test_kafka_python_batches_decode_the_same_in_seglog(records, codec):
+@given(records=records, codec=st.sampled_from([0, 1, 2, 3, 4]), producer=producer_states)
+def test_kafka_python_batches_decode_the_same_in_seglog(records, codec, producer):
+    producer_id, producer_epoch, base_sequence, transactional = producer
     builder = DefaultRecordBatchBuilder(
         magic=2,
         compression_type=codec,
-        is_transactional=False,
-        producer_id=-1,
-        producer_epoch=-1,
-        base_sequence=-1,
+        is_transactional=transactional,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
         batch_size=1 << 30,
     )
     for i, (k, v, ts, h) in enumerate(records):
         builder.append(i, timestamp=ts, key=k, value=v, headers=[(hk, hv) for hk, hv in h])
     data = bytes(builder.build())
-    assert _ours(data) == _kp_decode(data)
     RecordBatch(data).validate()
+    assert _ours(data) == _kp_decode(data)
+    ours, theirs = both_headers(data)
+    assert ours == theirs
+
+
+@settings(max_examples=100, deadline=None)
+@given(records=records, codec=st.sampled_from(CODECS), base=st.integers(0, 2**40), gaps=st.data())
+def test_build_then_decode_is_the_identity(records, codec, base, gaps):
+    # offsets with gaps (as compaction leaves them), kept through a rebuild byte for byte
+    steps = gaps.draw(st.lists(st.integers(1, 1000), min_size=len(records), max_size=len(records)))
+    offsets = [base + sum(steps[: i + 1]) - steps[0] for i in range(len(records))]
+    originals = [Record(k, v, ts, tuple(h), o) for (k, v, ts, h), o in zip(records, offsets, strict=True)]
+    data = build_batch(originals, base_offset=base, compression=codec, keep_offsets=True)
+    decoded = RecordBatch(data).records()
+    assert decoded == originals
+    again = build_batch(decoded, base_offset=base, compression=codec, keep_offsets=True)
+    assert RecordBatch(again).records() == originals
+    if codec == Compression.NONE:
+        assert bytes(again) == bytes(data)
 
 
 @pytest.mark.parametrize("codec", CODECS)
@@ -91,8 +141,9 @@ def test_log_append_time_batches():
     assert [r.timestamp for r in DefaultRecordBatch(bytes(data))] == [999, 999]
 
 
-def test_in_place_edits_keep_the_crc_valid():
-    data = build_batch([Record(b"k", b"v", 100), Record(b"k2", b"v2", 200)])
+@pytest.mark.parametrize("codec", CODECS)
+def test_in_place_edits_keep_the_crc_valid(codec):
+    data = build_batch([Record(b"k", b"v", 100), Record(b"k2", b"v2", 200)], compression=codec)
     b = RecordBatch(data)
     b.set_base_offset(1234)
     b.set_partition_leader_epoch(7)
@@ -105,7 +156,26 @@ def test_in_place_edits_keep_the_crc_valid():
     assert [r.timestamp for r in b.records()] == [5555, 5555]
     assert [r.timestamp for r in DefaultRecordBatch(bytes(data))] == [5555, 5555]
     b.set_max_timestamp(TimestampType.CREATE_TIME, 200)
+    b.validate()
     assert [r.timestamp for r in b.records()] == [100, 200]
+
+
+def test_in_place_edits_of_real_broker_batches():
+    from ..conftest import KAFKA_DATA
+
+    path = KAFKA_DATA / "real_segments" / "rjmfernandes_flink-on-prem__cp7.6_kraft" / "data"
+    data = bytearray((path / "_confluent-monitoring-0" / "00000000000000000000.log").read_bytes())
+    for batch in list(BatchIterator(memoryview(data)))[:20]:  # LZ4, LogAppendTime, idempotent
+        before = batch.records()
+        batch.set_base_offset(batch.base_offset + 10**12)
+        batch.set_partition_leader_epoch(99)
+        batch.validate()
+        assert [r.offset for r in batch.records()] == [r.offset + 10**12 for r in before]
+        batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, 1_800_000_000_000)
+        batch.validate()
+        assert {r.timestamp for r in batch.records()} == {1_800_000_000_000}
+        assert {r.timestamp for r in DefaultRecordBatch(bytes(batch.buffer))} == {1_800_000_000_000}
+        assert DefaultRecordBatch(bytes(batch.buffer)).validate_crc()
 
 
 @pytest.mark.parametrize("codec", CODECS)

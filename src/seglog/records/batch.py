@@ -76,7 +76,7 @@ class TimestampType(enum.IntEnum):
 
     @property
     def label(self) -> str:
-        return {-1: "NO_TIMESTAMP_TYPE", 0: "CreateTime", 1: "LogAppendTime"}[self]
+        return {-1: "NoTimestampType", 0: "CreateTime", 1: "LogAppendTime"}[self]  # Kafka's TimestampType.name
 
 
 def _i32(buf: Buffer, at: int) -> int:
