@@ -281,3 +281,30 @@ def test_change_suffix_and_delete(tmp_path):
     assert seg.read(5, 100).slice.read()[:8] == (5).to_bytes(8, "big")  # open handles follow
     seg.delete()
     assert os.listdir(tmp_path) == []
+
+
+def test_a_zeroed_one_entry_time_index_is_caught_by_its_last_entry(tmp_path, caplog):
+    """A zeroed file of one entry has no all-zero tail to give it away; its entry names a
+    timestamp (0) that the batch at its offset does not carry."""
+    seg = segment(tmp_path)
+    append(seg, batch(0, n=3, ts=MS))
+    seg.close()
+    assert time_index_file_entries(seg.time_index_path) == [(MS + 2, 2)]
+    Path(seg.time_index_path).write_bytes(bytes(12))
+    again = reopen(seg)
+    with caplog.at_level(logging.WARNING):
+        assert again.find_offset_by_timestamp(MS + 1, 0) == (MS + 1, 1)
+    assert "is not the max timestamp of its batch" in caplog.text
+    again.close()
+    assert time_index_file_entries(seg.time_index_path) == [(MS + 2, 2)]  # rebuilt, trimmed
+
+
+def test_recovery_leaves_trimmed_indexes_with_the_max_timestamp_entry(tmp_path):
+    seg = segment(tmp_path, index_interval_bytes=0, max_index_size=4000)
+    for i in range(5):
+        append(seg, batch(i * 2, n=2, ts=MS + 10 - i))  # timestamps fall: only the first is a max
+    seg.flush()
+    again = reopen(seg)
+    assert again.recover() == 0
+    assert os.path.getsize(seg.index_path) == 4 * 8
+    assert time_index_file_entries(seg.time_index_path) == [(MS + 11, 1)]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, SeglogError
 from ..records import AnyBatch, BatchIterator
-from ..records.batch import LOG_OVERHEAD
+from ..records.batch import HEADER_SIZE, LOG_OVERHEAD
 from ..records.batches import HEADER_PEEK, peek_frame
 from . import fileio
 from .index import NO_TIMESTAMP, OffsetIndex, TimeIndex
@@ -216,20 +216,50 @@ class LogSegment:
                 file=self.log_path,
                 position=self.size - truncated,
             )
+        if not self.active:
+            # trimmed as at roll: left preallocated, the next start would rebuild them again
+            self.on_become_inactive()
 
     def _check_indexes(self, oi: OffsetIndex, ti: TimeIndex) -> None:
+        """Kafka's sanity checks, and cheap ones of seglog's. A file with unused
+        (all-zero) slots must be an active segment's, preallocated to the full size:
+        an inactive segment's indexes were trimmed at roll, and any segment's at a
+        clean shutdown, so a zero-filled tail in any other file was zeroed or never
+        trimmed. The last offset entry must name the batch that starts at its
+        position, and the last time entry the max timestamp of the batch holding its
+        offset (a few header reads), which a zeroed or stale index does not."""
         oi.sanity_check()
         ti.sanity_check()
-        if oi.entries and oi.entry(oi.entries - 1)[1] >= self.size:
-            raise CorruptIndexError(f"last entry points past the log's {self.size} bytes", file=oi.path)
-        if not self.active:
-            # an inactive segment's indexes were trimmed at roll: a zero-filled
-            # tail means the file was zeroed or never trimmed
-            for index in (oi, ti):
-                if index.length != index.size_in_bytes:
-                    raise CorruptIndexError(
-                        f"{index.length - index.size_in_bytes} bytes of unused slots", file=index.path
-                    )
+        for index in (oi, ti):
+            unused = index.length - index.size_in_bytes
+            preallocated = self.max_index_size // index.entry_size * index.entry_size
+            if unused and (not self.active or index.length != preallocated):
+                raise CorruptIndexError(
+                    f"{unused} bytes of unused slots in a file of {index.length} bytes", file=index.path
+                )
+        if oi.entries:
+            offset, position = oi.entry(oi.entries - 1)
+            if position >= self.size:
+                raise CorruptIndexError(f"last entry points past the log's {self.size} bytes", file=oi.path)
+            head = self.handle.pread(HEADER_SIZE, position)
+            try:
+                last = _header_at(head, 0, position).last_offset if len(head) >= HEADER_PEEK else None
+            except CorruptRecordError:
+                last = None
+            if last != offset:
+                raise CorruptIndexError(
+                    f"last entry (offset {offset}, position {position}) is not the start of a batch ending there",
+                    file=oi.path,
+                )
+        if ti.entries:
+            # the batch holding the last time entry's offset carries its timestamp
+            timestamp, offset = ti.last_entry
+            holder = next((h for h in self.scan_headers(oi.lookup(offset)[1]) if h.last_offset >= offset), None)
+            if holder is None or holder.max_timestamp != timestamp:
+                raise CorruptIndexError(
+                    f"last entry (timestamp {timestamp}, offset {offset}) is not the max timestamp of its batch",
+                    file=ti.path,
+                )
 
     def _reset_indexes(self) -> None:
         """Replace both index files by empty, preallocated ones (a reader that may not
@@ -416,7 +446,11 @@ class LogSegment:
         """Revalidate every batch, rebuild the indexes, truncate at the first invalid
         byte. Returns the bytes truncated."""
         self._reset_indexes()
-        return self._scan_and_index(truncate=True, max_batch_size=max_batch_size, on_batch=on_batch)
+        truncated = self._scan_and_index(truncate=True, max_batch_size=max_batch_size, on_batch=on_batch)
+        # as Kafka's: the max timestamp entry a roll writes, and trimmed indexes (an inactive
+        # segment keeps them so; the log grows the active segment's back)
+        self.on_become_inactive()
+        return truncated
 
     def _scan_and_index(
         self,
