@@ -147,14 +147,15 @@ def check_log(log: PartitionLog, *, dense: bool = True) -> list[tuple[int, int, 
             offset, pos = oi.entry(slot)
             assert by_position.get(pos) == offset, f"index entry {slot} ({offset}, {pos}) is not a batch start"
         running, first_reaching = -1, {}
-        for _, last, max_ts, _ in here:
+        for base, last, max_ts, _ in here:
             if max_ts > running:
                 running = max_ts
-                first_reaching[running] = last
+                first_reaching[running] = (base, last)
         for slot in range(ti.entries):
             ts, offset = ti.entry(slot)
             assert ts in first_reaching, f"time index entry {slot} ({ts}, {offset}) is no running max"
-            assert offset <= first_reaching[ts]
+            base, last = first_reaching[ts]  # the batch that first reached ts holds the offset
+            assert base <= offset <= last, f"time index entry {slot} ({ts}, {offset}) is not in batch {base}..{last}"
         batches += here
     if prev_last is not None:
         assert log.log_end_offset == prev_last + 1
