@@ -229,3 +229,9 @@ def test_gzip_cut_short_is_refused():
 def test_zstd_frames_read_one_after_another():
     z = zstandard.ZstdCompressor()
     assert decompress(Compression.ZSTD, z.compress(b"abc") + z.compress(b"def")) == b"abcdef"
+
+
+def test_snappy_faults_name_the_codec_once():
+    with pytest.raises(CorruptRecordError, match=r"^snappy: corrupt input") as e:
+        decompress(Compression.SNAPPY, b"\x05abc")
+    assert "snappy: snappy" not in str(e.value)

@@ -119,7 +119,7 @@ def _snappy_raw(block: Buffer, budget: int) -> bytes:
     try:
         claimed = cramjam.snappy.decompress_raw_len(block)
     except Exception as e:
-        raise CorruptRecordError(f"snappy: {e}") from None
+        raise _snappy_error(e) from None
     # a snappy block expands at most ~21x (3-byte copy of 64 bytes): a larger
     # claim is a lie, and a claim past the budget is refused before allocating
     if claimed > 24 * len(block) + 64:
@@ -129,7 +129,11 @@ def _snappy_raw(block: Buffer, budget: int) -> bytes:
     try:
         return bytes(cramjam.snappy.decompress_raw(block))
     except Exception as e:
-        raise CorruptRecordError(f"snappy: {e}") from None
+        raise _snappy_error(e) from None
+
+
+def _snappy_error(e: Exception) -> CorruptRecordError:
+    return CorruptRecordError("snappy: " + str(e).removeprefix("snappy: "))  # cramjam names itself already
 
 
 def _snappy_decompress(data: Buffer) -> bytes:
