@@ -72,12 +72,13 @@ typedef struct {
     Py_ssize_t len;
 } ColumnBuffer;
 
-static uint8_t EMPTY[8];
+static int64_t EMPTY[1]; /* an empty buffer still gets an aligned, non-NULL address */
 
 static int
 column_buffer_get(ColumnBuffer *self, Py_buffer *view, int flags)
 {
-    return PyBuffer_FillInfo(view, (PyObject *)self, self->data ? self->data : EMPTY, self->len, 1, flags);
+    void *data = self->data ? (void *)self->data : (void *)EMPTY;
+    return PyBuffer_FillInfo(view, (PyObject *)self, data, self->len, 1, flags);
 }
 
 static Py_ssize_t
@@ -145,7 +146,8 @@ buf_reserve(Buf *b, Py_ssize_t extra)
 static inline void
 buf_push(Buf *b, const void *src, Py_ssize_t n)
 {
-    memcpy(b->data + b->len, src, n);
+    if (n > 0) /* an empty value may meet a buffer not yet allocated */
+        memcpy(b->data + b->len, src, n);
     b->len += n;
 }
 
