@@ -1,14 +1,15 @@
 """Segment bytes to Arrow: the C column decoder alone, then under Spark.
 
 1. Decoding, one thread: 1,000-record batches of 100-byte values, uncompressed
-   and lz4, to pyarrow RecordBatches (``seglog.spark.arrow.to_arrow_batches``),
-   against ``RecordBatch.records()`` and kafka-python's decoder (rows as Python
-   objects, every field touched).
+   and lz4, and 5-record batches (a producer with linger.ms=0), to pyarrow
+   RecordBatches, from batch objects (``to_arrow_batches``) and from the buffer
+   walked in C (``buffer_to_arrow_batches``), against ``RecordBatch.records()``
+   and kafka-python's decoder (rows as Python objects, every field touched).
 2. Spark, ``local[2]``: full reads of 4 partitions (``--records`` each, 1 M by
    default) through two tiny Python data sources yielding the same rows:
    (a) the ceiling, prebuilt Arrow batches (memory-mapped Arrow IPC files, no
-   decoding) and (b) decoding from memory-mapped segment files with the C
-   decoder. Each read materializes every column, twice over: written to Spark's
+   decoding) and (b) decoding memory-mapped segment files with
+   ``buffer_to_arrow_batches``. Each read materializes every column, twice over: written to Spark's
    ``noop`` sink, and summed (``sum(length(value))``, ``sum(offset)``, ...).
    The ratio (b)/(a) is the figure of issue #5 (target >= 70 %). The sources
    take turns in every repeat, and each read is also measured in CPU seconds of
@@ -39,7 +40,7 @@ import pyarrow as pa
 from kafka.record.memory_records import MemoryRecords
 
 from seglog.records import BatchIterator, Compression, build_batch
-from seglog.spark.arrow import MAX_ROWS, spark_schema_ddl, to_arrow_batches
+from seglog.spark.arrow import MAX_ROWS, buffer_to_arrow_batches, spark_schema_ddl, to_arrow_batches
 
 RECORDS = 1000  # per Kafka batch
 PARTITIONS = 4
@@ -49,11 +50,11 @@ VALUES = [bytes([i % 251]) * 100 for i in range(RECORDS)]
 BATCH_ROWS = (MAX_ROWS, 10_000)  # rows per Arrow batch handed to Spark
 
 
-def build_log(codec: Compression, batches: int, base: int = 0) -> bytes:
+def build_log(codec: Compression, batches: int, base: int = 0, per_batch: int = RECORDS) -> bytes:
     out = bytearray()
     for b in range(batches):
-        first = base + b * RECORDS
-        rows = [(b"key-%d" % (first + i), v, TS + first + i, ()) for i, v in enumerate(VALUES)]
+        first = base + b * per_batch
+        rows = [(b"key-%d" % (first + i), VALUES[i], TS + first + i, ()) for i in range(per_batch)]
         out += build_batch(rows, base_offset=first, compression=codec)
     return bytes(out)
 
@@ -93,6 +94,10 @@ def seglog_arrow(log: bytes, include_headers: bool = False) -> int:
     return sum(rb.num_rows for rb in to_arrow_batches(BatchIterator(log), "bench", 0, include_headers=include_headers))
 
 
+def seglog_arrow_buffer(log: bytes) -> int:
+    return sum(rb.num_rows for rb in buffer_to_arrow_batches(log, "bench", 0))
+
+
 def seglog_records(log: bytes) -> None:
     for batch in BatchIterator(log):
         for r in batch.records():
@@ -107,20 +112,23 @@ def kafka_python(log: bytes) -> None:
 
 
 def decode_alone() -> None:
-    print(f"1. decoding {RECORDS:,}-record batches of 100-byte values, one thread, median of {REPEATS}\n")
-    print(f"{'codec':6} {'decoder':40} {'rows/s':>14} {'vs records()':>13}")
-    for codec in (Compression.NONE, Compression.LZ4):
-        log = build_log(codec, 100)
-        rows = 100 * RECORDS
+    print(f"1. decoding batches of 100-byte values, one thread, median of {REPEATS}\n")
+    print(f"{'batches':14} {'decoder':44} {'rows/s':>14} {'vs records()':>13}")
+    rows = 100 * RECORDS
+    for codec, per_batch in ((Compression.NONE, RECORDS), (Compression.LZ4, RECORDS), (Compression.NONE, 5)):
+        log = build_log(codec, rows // per_batch, per_batch=per_batch)
         rates = {
-            "seglog -> pyarrow.RecordBatch": rows / median_seconds(lambda: seglog_arrow(log), REPEATS),
-            "seglog -> pyarrow.RecordBatch, headers": rows / median_seconds(lambda: seglog_arrow(log, True), REPEATS),
+            "seglog -> Arrow (to_arrow_batches)": rows / median_seconds(lambda: seglog_arrow(log), REPEATS),
+            "seglog -> Arrow, headers": rows / median_seconds(lambda: seglog_arrow(log, True), REPEATS),
+            "seglog -> Arrow (buffer_to_arrow_batches)": rows
+            / median_seconds(lambda: seglog_arrow_buffer(log), REPEATS),
             "seglog RecordBatch.records()": rows / median_seconds(lambda: seglog_records(log), REPEATS),
             "kafka-python 3.x": rows / median_seconds(lambda: kafka_python(log), 3),
         }
         base = rates["seglog RecordBatch.records()"]
+        label = f"{codec.name.lower()}, {per_batch:,}"
         for i, (name, rate) in enumerate(rates.items()):
-            print(f"{codec.name if i == 0 else '':6} {name:40} {rate:14,.0f} {rate / base:12.1f}x")
+            print(f"{label if i == 0 else '':14} {name:44} {rate:14,.0f} {rate / base:12.1f}x")
     print()
 
 
@@ -149,7 +157,7 @@ def register_sources(spark, work: str) -> None:
                 return
             with open(os.path.join(work, f"{p}.{self.codec}.log"), "rb") as f:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            yield from to_arrow_batches(BatchIterator(memoryview(mapped)), "bench", p, max_rows=self.max_rows)
+            yield from buffer_to_arrow_batches(mapped, "bench", p, max_rows=self.max_rows)
 
     class Source(DataSource):
         @classmethod

@@ -470,6 +470,70 @@ to_micros(int64_t millis, int64_t *micros, Py_ssize_t batch_position, int64_t of
     return -1;
 }
 
+/* The fields of a v2 batch header that decoding needs. */
+typedef struct {
+    int64_t base_offset, base_timestamp, max_timestamp;
+    Py_ssize_t count, position;
+    int log_append_time;
+    int32_t timestamp_type;
+} BatchInfo;
+
+/* Decodes a records section into the columns, keeping offsets in [min_offset,
+ * end_offset); returns the rows kept, or -1 with CorruptRecordError set and
+ * the builder rewound to where it was. */
+static Py_ssize_t
+decode_section(ColumnBuilder *self, const BatchInfo *b, const uint8_t *start, Py_ssize_t len, int64_t min_offset,
+               int64_t end_offset)
+{
+    const uint8_t *p = start, *end = start + len;
+    Mark mark = builder_mark(self);
+    /* a record takes at least 7 bytes: the count is bounded by the bytes present */
+    if (b->count < 0 || b->count > len / 7) {
+        raise_corrupt(b->position, NULL, "record count %zd does not fit in %zd bytes of records", b->count, len);
+        return -1;
+    }
+    if (builder_reserve(self, b->count, len) < 0)
+        return -1;
+    for (Py_ssize_t i = 0; i < b->count; i++) {
+        RawRecord r;
+        ParseResult res = parse_record(&p, end, &r);
+        if (res.fault) {
+            raise_corrupt(b->position, NULL, "record %zd: %s at byte %zd of the records", i, res.fault,
+                          (Py_ssize_t)(res.at - start));
+            goto fail;
+        }
+        int64_t offset, millis = b->max_timestamp, micros;
+        if (__builtin_add_overflow(b->base_offset, r.off_delta, &offset)) {
+            raise_corrupt(b->position, NULL, "record %zd: offset past int64", i);
+            goto fail;
+        }
+        if (offset < min_offset || offset >= end_offset)
+            continue; /* still parsed: the whole batch is validated */
+        if (!b->log_append_time && __builtin_add_overflow(b->base_timestamp, r.ts_delta, &millis)) {
+            raise_corrupt(b->position, NULL, "record %zd: timestamp past int64", i);
+            goto fail;
+        }
+        if (to_micros(millis, &micros, b->position, offset) < 0 || buf_reserve(&self->key.data, r.key_len) < 0 ||
+            buf_reserve(&self->value.data, r.value_len) < 0)
+            goto fail;
+        push_fixed(self, offset, micros, b->timestamp_type);
+        var_push(&self->key, r.key, r.key_len);
+        var_push(&self->value, r.value, r.value_len);
+        if (self->with_headers && push_headers(self, &r) < 0)
+            goto fail;
+        self->rows++;
+    }
+    if (p != end) {
+        raise_corrupt(b->position, NULL, "record count %zd disagrees with the batch: %zd bytes follow the last record",
+                      b->count, (Py_ssize_t)(end - p));
+        goto fail;
+    }
+    return self->rows - mark.rows;
+fail:
+    builder_rewind(self, mark);
+    return -1;
+}
+
 PyDoc_STRVAR(append_doc,
              "append(records, count, base_offset, base_timestamp, log_append_time, max_timestamp,\n"
              "       timestamp_type, batch_position, min_offset, max_offset_exclusive) -> rows kept\n\n"
@@ -483,61 +547,107 @@ static PyObject *
 builder_append(ColumnBuilder *self, PyObject *args)
 {
     Py_buffer buf;
-    Py_ssize_t count, batch_position;
+    BatchInfo b;
     long long base_offset, base_timestamp, max_timestamp, min_offset, end_offset;
-    int log_append_time, ts_type;
-    if (!PyArg_ParseTuple(args, "y*nLLpLinLL:append", &buf, &count, &base_offset, &base_timestamp,
-                          &log_append_time, &max_timestamp, &ts_type, &batch_position, &min_offset, &end_offset))
+    if (!PyArg_ParseTuple(args, "y*nLLpLinLL:append", &buf, &b.count, &base_offset, &base_timestamp,
+                          &b.log_append_time, &max_timestamp, &b.timestamp_type, &b.position, &min_offset,
+                          &end_offset))
         return NULL;
-    const uint8_t *start = buf.buf, *p = start, *end = start + buf.len;
-    Mark mark = builder_mark(self);
+    b.base_offset = base_offset;
+    b.base_timestamp = base_timestamp;
+    b.max_timestamp = max_timestamp;
+    Py_ssize_t rows = decode_section(self, &b, buf.buf, buf.len, min_offset, end_offset);
+    PyBuffer_Release(&buf);
+    return rows < 0 ? NULL : PyLong_FromSsize_t(rows);
+}
+
+/* Big-endian integers of a batch header. */
+static inline uint64_t
+be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+PyDoc_STRVAR(append_batches_doc,
+             "append_batches(buffer, origin, min_offset, max_offset_exclusive, max_rows, max_bytes) -> consumed\n\n"
+             "Walk the whole batches at the start of a buffer of batches (a segment slice, a fetch\n"
+             "response) and decode the uncompressed v2 ones, as append() does; skip control batches\n"
+             "and batches wholly outside the range. Stop before a batch the caller must handle (a\n"
+             "compressed or legacy one), before a batch cut short at the end of the buffer, and\n"
+             "before a batch that would start when max_rows rows are held or would take keys, values\n"
+             "and headers past max_bytes (unless no row is held). Returns the bytes walked; the\n"
+             "batch there, if any, is the caller's. Positions in errors are origin + the position in\n"
+             "the buffer. Bad framing (an unknown magic, a size below the minimum) raises\n"
+             "CorruptRecordError, as BatchIterator does. CRCs are not checked here.");
+
+static PyObject *
+builder_append_batches(ColumnBuilder *self, PyObject *args)
+{
+    /* layout: see records/batch.py; the first 17 bytes are shared by every magic */
+    static const Py_ssize_t MIN_SIZE[3] = {14, 22, 49};
+    Py_buffer buf;
+    Py_ssize_t origin, max_rows, max_bytes;
+    long long min_offset, end_offset;
+    if (!PyArg_ParseTuple(args, "y*nLLnn:append_batches", &buf, &origin, &min_offset, &end_offset, &max_rows,
+                          &max_bytes))
+        return NULL;
+    const uint8_t *data = buf.buf;
+    Py_ssize_t pos = 0, len = buf.len;
     PyObject *result = NULL;
-    /* a record takes at least 7 bytes: the count is bounded by the bytes present */
-    if (count < 0 || count > buf.len / 7) {
-        raise_corrupt(batch_position, NULL, "record count %zd does not fit in %zd bytes of records", count, buf.len);
-        goto done;
-    }
-    if (builder_reserve(self, count, buf.len) < 0)
-        goto done;
-    for (Py_ssize_t i = 0; i < count; i++) {
-        RawRecord r;
-        ParseResult res = parse_record(&p, end, &r);
-        if (res.fault) {
-            raise_corrupt(batch_position, NULL, "record %zd: %s at byte %zd of the records", i, res.fault,
-                          (Py_ssize_t)(res.at - start));
-            goto fail;
+    while (len - pos >= 17) {
+        const uint8_t *h = data + pos;
+        int64_t base_offset = (int64_t)be(h, 8);
+        Py_ssize_t size = (int32_t)be(h + 8, 4);
+        int magic = h[16];
+        if (magic > 2) {
+            PyObject *at = PyLong_FromLongLong(base_offset);
+            raise_corrupt(origin + pos, at, "bad magic %d", magic);
+            Py_XDECREF(at);
+            goto done;
         }
-        int64_t offset, millis = max_timestamp, micros;
-        if (__builtin_add_overflow(base_offset, r.off_delta, &offset)) {
-            raise_corrupt(batch_position, NULL, "record %zd: offset past int64", i);
-            goto fail;
+        if (size < MIN_SIZE[magic]) {
+            PyObject *at = PyLong_FromLongLong(base_offset);
+            raise_corrupt(origin + pos, at, "batch size %zd is below the minimum %zd for magic %d", size,
+                          MIN_SIZE[magic], magic);
+            Py_XDECREF(at);
+            goto done;
         }
-        if (offset < min_offset || offset >= end_offset)
-            continue; /* still parsed: the whole batch is validated */
-        if (!log_append_time && __builtin_add_overflow(base_timestamp, r.ts_delta, &millis)) {
-            raise_corrupt(batch_position, NULL, "record %zd: timestamp past int64", i);
-            goto fail;
+        if (size > len - pos - 12 || magic != 2)
+            break; /* cut short, or legacy */
+        int attributes = (int)be(h + 21, 2);
+        if (attributes & 0x20) { /* control batch */
+            pos += 12 + size;
+            continue;
         }
-        if (to_micros(millis, &micros, batch_position, offset) < 0 || buf_reserve(&self->key.data, r.key_len) < 0 ||
-            buf_reserve(&self->value.data, r.value_len) < 0)
-            goto fail;
-        push_fixed(self, offset, micros, (int32_t)ts_type);
-        var_push(&self->key, r.key, r.key_len);
-        var_push(&self->value, r.value, r.value_len);
-        if (self->with_headers && push_headers(self, &r) < 0)
-            goto fail;
-        self->rows++;
+        if (attributes & 0x07)
+            break; /* compressed */
+        int64_t last_offset;
+        if (__builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset) ||
+            last_offset < min_offset || base_offset >= end_offset) {
+            pos += 12 + size;
+            continue;
+        }
+        Py_ssize_t section = size + 12 - 61, held = self->key.data.len + self->value.data.len +
+                                                    self->header_key.data.len + self->header_value.data.len;
+        if (self->rows && (self->rows >= max_rows || held + section > max_bytes))
+            break;
+        BatchInfo b = {
+            .base_offset = base_offset,
+            .base_timestamp = (int64_t)be(h + 27, 8),
+            .max_timestamp = (int64_t)be(h + 35, 8),
+            .count = (int32_t)be(h + 57, 4),
+            .position = origin + pos,
+            .log_append_time = (attributes & 0x08) != 0,
+            .timestamp_type = (attributes & 0x08) != 0,
+        };
+        if (decode_section(self, &b, h + 61, section, min_offset, end_offset) < 0)
+            goto done;
+        pos += 12 + size;
     }
-    if (p != end) {
-        raise_corrupt(batch_position, NULL,
-                      "record count %zd disagrees with the batch: %zd bytes follow the last record", count,
-                      (Py_ssize_t)(end - p));
-        goto fail;
-    }
-    result = PyLong_FromSsize_t(self->rows - mark.rows);
-    goto done;
-fail:
-    builder_rewind(self, mark);
+    result = PyLong_FromSsize_t(pos);
 done:
     PyBuffer_Release(&buf);
     return result;
@@ -704,6 +814,7 @@ builder_with_headers(ColumnBuilder *self, void *closure)
 
 static PyMethodDef builder_methods[] = {
     {"append", (PyCFunction)builder_append, METH_VARARGS, append_doc},
+    {"append_batches", (PyCFunction)builder_append_batches, METH_VARARGS, append_batches_doc},
     {"append_record", (PyCFunction)(void (*)(void))builder_append_record, METH_VARARGS | METH_KEYWORDS,
      append_record_doc},
     {"finish", (PyCFunction)builder_finish, METH_NOARGS, finish_doc},

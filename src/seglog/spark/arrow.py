@@ -39,9 +39,10 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..records import AnyBatch, RecordBatch
+from ..records import LOG_OVERHEAD, NO_TIMESTAMP, AnyBatch, LegacyBatch, RecordBatch
 from ..records._columns import ColumnBuilder
-from ..records.batch import HEADER, HEADER_SIZE
+from ..records.batch import HEADER, HEADER_SIZE, Buffer
+from ..records.batches import HEADER_PEEK, peek_frame
 
 # Spark's names: a list's child is "element"; every field is nullable
 HEADER_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
@@ -98,6 +99,23 @@ def to_arrow_batches(
     return ArrowAssembler(topic, partition, include_headers, max_rows).record_batches(batches, start, end)
 
 
+def buffer_to_arrow_batches(
+    buffer: Buffer,
+    topic: str,
+    partition: int,
+    start: int = 0,
+    end: int = END_OF_LOG,
+    *,
+    origin: int = 0,
+    include_headers: bool = False,
+    max_rows: int = MAX_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """As ``to_arrow_batches`` over ``BatchIterator(buffer, origin=origin)``, but the walk
+    over uncompressed v2 batches is in C: the way to read logs of small batches."""
+    assembler = ArrowAssembler(topic, partition, include_headers, max_rows)
+    return assembler.buffer_record_batches(buffer, start, end, origin=origin)
+
+
 class ArrowAssembler:
     """Turns the batches of one partition into Arrow record batches; reusable across reads."""
 
@@ -114,45 +132,84 @@ class ArrowAssembler:
         self, batches: Iterable[AnyBatch], start: int = 0, end: int = END_OF_LOG
     ) -> Iterator[pa.RecordBatch]:
         """Rows with offsets in [start, end) of ``batches``, as Arrow record batches."""
-        builder, max_rows = self._builder, self.max_rows
-        if builder.rows:  # left by a read that failed part way
-            builder.finish()
+        builder, max_rows = self._fresh_builder(), self.max_rows
         for batch in batches:
-            if isinstance(batch, RecordBatch):
-                view = batch.buffer
-                base_offset, _, _, _, _, attributes, last_delta, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(
-                    view, 0
-                )
-                if attributes & _CONTROL or base_offset + last_delta < start or base_offset >= end:
-                    continue
-                section = view[HEADER_SIZE:] if not attributes & _CODEC_MASK else batch.records_section()
-                if builder.rows and builder.data_bytes + len(section) > MAX_DATA_BYTES:
-                    yield self._finish()
-                log_append_time = bool(attributes & _LOG_APPEND_TIME)
-                builder.append(
-                    section,
-                    count,
-                    base_offset,
-                    base_ts,
-                    log_append_time,
-                    max_ts,
-                    int(log_append_time),
-                    batch.position,
-                    start,
-                    end,
-                )
-            elif not batch.is_control:
-                self._append_legacy(batch, start, end)
+            if not self._append(batch, start, end):
+                yield self._finish()
+                self._append(batch, start, end)
             if builder.rows >= max_rows:
                 yield self._finish()
         if builder.rows:
             yield self._finish()
 
-    def _append_legacy(self, batch: Any, start: int, end: int) -> None:
+    def buffer_record_batches(
+        self, buffer: Buffer, start: int = 0, end: int = END_OF_LOG, *, origin: int = 0
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows with offsets in [start, end) of the whole batches of ``buffer``, as Arrow.
+
+        ``buffer`` holds batches from a batch boundary (a segment slice, a fetch
+        response), as ``BatchIterator`` walks it; ``origin`` is its position in its
+        file, for errors. A partial batch at its end is left out. Runs of
+        uncompressed v2 batches are walked in C, which matters for logs of small
+        batches; compressed and legacy batches take the path of ``record_batches``.
+        """
+        builder, max_rows = self._fresh_builder(), self.max_rows
+        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
+        pos = 0
+        while True:
+            pos += builder.append_batches(view[pos:], origin + pos, start, end, max_rows, MAX_DATA_BYTES)
+            if len(view) - pos < HEADER_PEEK:
+                break
+            _, size, magic = peek_frame(view, pos, origin)
+            if pos + LOG_OVERHEAD + size > len(view):
+                break  # cut short
+            frame = view[pos : pos + LOG_OVERHEAD + size]
+            batch = RecordBatch(frame, origin + pos) if magic == 2 else LegacyBatch(frame, origin + pos)
+            if isinstance(batch, RecordBatch) and not batch.attributes & (_CONTROL | _CODEC_MASK):
+                yield self._finish()  # C stopped at max_rows or MAX_DATA_BYTES
+                continue
+            if not self._append(batch, start, end):
+                yield self._finish()
+                self._append(batch, start, end)
+            pos += len(frame)
+            if builder.rows >= max_rows:
+                yield self._finish()
+        if builder.rows:
+            yield self._finish()
+
+    def _fresh_builder(self) -> ColumnBuilder:
+        if self._builder.rows:  # left by a read that failed part way
+            self._builder.finish()
+        return self._builder
+
+    def _append(self, batch: AnyBatch, start: int, end: int) -> bool:
+        """Appends the rows of one batch in [start, end); False, appending nothing, when
+        the batch's bytes would take the Arrow batch past MAX_DATA_BYTES: finish first."""
+        builder = self._builder
+        if not isinstance(batch, RecordBatch):
+            if not batch.is_control:
+                self._append_legacy(batch, start, end)
+            return True
+        view = batch.buffer
+        base_offset, _, _, _, _, attributes, last_delta, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(view, 0)
+        if attributes & _CONTROL or base_offset + last_delta < start or base_offset >= end:
+            return True
+        section = view[HEADER_SIZE:] if not attributes & _CODEC_MASK else batch.records_section()
+        if builder.rows and builder.data_bytes + len(section) > MAX_DATA_BYTES:
+            return False
+        log_append_time = bool(attributes & _LOG_APPEND_TIME)
+        ts_type = int(log_append_time)
+        builder.append(
+            section, count, base_offset, base_ts, log_append_time, max_ts, ts_type, batch.position, start, end
+        )
+        return True
+
+    def _append_legacy(self, batch: LegacyBatch, start: int, end: int) -> None:
         ts_type = int(batch.timestamp_type)
         for r in batch.records():
             if start <= r.offset < end:
-                self._builder.append_record(r.offset, r.timestamp, ts_type, r.key, r.value, r.headers, batch.position)
+                ts = NO_TIMESTAMP if r.timestamp is None else r.timestamp
+                self._builder.append_record(r.offset, ts, ts_type, r.key, r.value, r.headers, batch.position)
 
     def _constant_columns(self, rows: int) -> tuple[pa.Array, pa.Array]:
         """topic and partition for ``rows`` rows: slices of arrays made once (slicing is free)."""
