@@ -39,13 +39,15 @@ buffer plus a constant, whatever the log's size.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from crc32c import crc32c
 
@@ -55,21 +57,19 @@ from ..records.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, NO_TIM
 from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import compress
 from ..records.legacy import LegacyBatch, _message
+from . import fileio
 from .log import PartitionLog
 from .naming import CLEANED_SUFFIX
-from .offset_map import ENTRY_SIZE, OffsetMap
+from .offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
+from .producer_state import ABORT, COMMIT, LastBatch, ProducerState, control_type, producer_state
 from .segment import LogSegment
 from .throttler import Throttler
 
 log = logging.getLogger(__name__)
 
-# Kafka's producer.id.expiration.ms default: a producer idle this long (and in no
-# transaction) no longer has its last batch kept
-PRODUCER_ID_EXPIRATION_MS = 86_400_000
-MIN_RECORD_SIZE = 7  # the smallest v2 record: seven one-byte varints
 _INT32_MAX = (1 << 31) - 1
-_ABORT, _COMMIT = 0, 1
-_CONTROL_KEY = struct.Struct(">hh")
+_TARGET_LOAD = 0.4
+_SYNC_EVERY = 8 << 20  # bytes written to a cleaned segment between two background fsyncs
 _I64 = struct.Struct(">q")
 _ATTR_KEEP_IN_EMPTY = 0x08 | 0x10 | 0x20  # LogAppendTime, transactional, control
 _LEGACY_LOG_APPEND_TIME = 0x08
@@ -128,34 +128,6 @@ class CleanerStats:
         return self.records_read - self.records_written
 
 
-@dataclass(frozen=True)
-class _LastRecord:
-    """A producer's last batch, as Kafka's producer state knows it."""
-
-    data_offset: int | None  # last offset of its last data batch (None: only markers)
-    epoch: int
-    timestamp: int
-    in_transaction: bool
-
-
-@dataclass
-class _LogScan:
-    producers: dict[int, _LastRecord] = field(default_factory=dict)
-    aborted: list[tuple[int, int, int]] = field(default_factory=list)  # (first offset, marker offset, pid)
-    first_unstable_offset: int | None = None
-
-
-def _control_type(batch: RecordBatch) -> int | None:
-    """The type of a control batch's first record; None for an emptied batch."""
-    records = batch.records()
-    if not records:
-        return None
-    key = records[0].key
-    if key is None or len(key) < _CONTROL_KEY.size:
-        return -1
-    return _CONTROL_KEY.unpack_from(key)[1]
-
-
 class _TransactionTracker:
     """Which transactions the cleaner is inside as it walks the log (Kafka's
     CleanedTransactionMetadata), from the aborted transactions found up front."""
@@ -176,14 +148,14 @@ class _TransactionTracker:
     def on_control_batch(self, batch: RecordBatch) -> bool:
         """Whether the marker may go (once its horizon passes too)."""
         self._consume_up_to(batch.last_offset)
-        kind = _control_type(batch)
+        kind = control_type(batch)
         if kind is None:
             return True  # an empty control batch was cleaned already
         pid = batch.producer_id
-        if kind == _ABORT:
+        if kind == ABORT:
             seen = self._aborted.pop(pid, None)
             return not seen  # kept while a batch of the transaction remains
-        if kind == _COMMIT:
+        if kind == COMMIT:
             if pid in self._committed:
                 self._committed.discard(pid)
                 return False
@@ -245,6 +217,40 @@ def _legacy_wrapper(batch: LegacyBatch, kept: list[Record]) -> bytes:
     return _message(kept[-1].offset, magic, attributes, wrapper_ts, None, compress(batch.compression, inner))
 
 
+class _BackgroundSync:
+    """fsyncs a file in another thread while the cleaner goes on writing it: fsync
+    releases the GIL, so the disk flushes what is written while the next records are
+    filtered, and the fsync before the swap has little left to do."""
+
+    def __init__(self, handle: fileio.FileHandle) -> None:
+        self.handle = handle
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    @property
+    def idle(self) -> bool:
+        return self._thread is None or not self._thread.is_alive()
+
+    def start(self) -> None:
+        self.wait()
+        self._thread = threading.Thread(target=self._run, name="seglog-cleaner-fsync", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.handle.fsync()
+        except BaseException as e:
+            self._error = e
+
+    def wait(self, raising: bool = True) -> None:
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None and raising:
+            raise error
+
+
 def _last_modified_ms(segment: LogSegment) -> int:
     try:
         return segment.last_modified_ms
@@ -278,6 +284,8 @@ class Cleaner:
         self._check_done = check_done or (lambda _log: None)
         self._read_buffer = bytearray(self.io_buffer_size)
         self._map: OffsetMap | None = None
+        self._marks: OffsetMarks | None = None
+        self._map_budget = memory
 
     # --- the round ------------------------------------------------------------------------
 
@@ -289,7 +297,7 @@ class Cleaner:
         throttled_before = self.throttler.slept
         stats = CleanerStats(log_.topic, log_.partition, cleanable.first_dirty_offset, start_ms=now)
         segments = log_.segments
-        scan = self._scan_log(log_, segments, now)
+        scan = producer_state(segments, functools.partial(self._read, log_), self._read_buffer)
 
         first_dirty = cleanable.first_dirty_offset
         end = cleanable.first_uncleanable_offset
@@ -301,8 +309,12 @@ class Cleaner:
         clean_section = [s for s in segments if s.base_offset < first_dirty]
         legacy_horizon = _last_modified_ms(clean_section[-1]) - config.delete_retention_ms if clean_section else 0
 
-        omap = self._offset_map(sum(s.size for s in _overlapping(segments, first_dirty, end)))
-        omap = self._build_offset_map(log_, segments, first_dirty, end, omap, scan, stats)
+        # two bits an offset for the dirty section, within the budget (offsets past them are
+        # looked up in the map); the map has the rest
+        self._marks = marks = OffsetMarks(first_dirty, min(end - first_dirty, self.memory // 2))
+        self._map_budget = self.memory - marks.memory
+        dirty_records = sum(scan.records[s.base_offset] for s in _overlapping(segments, first_dirty, end))
+        omap = self._build_offset_map(log_, segments, first_dirty, end, self._offset_map(dirty_records), scan, stats)
         if omap.latest_offset < first_dirty - 1:
             omap.latest_offset = first_dirty - 1  # nothing dirty: re-clean the clean section
         end_offset = omap.latest_offset + 1
@@ -312,11 +324,7 @@ class Cleaner:
         to_clean = [s for s in segments[:-1] if s.base_offset < end_offset]
         groups = self.group_segments(to_clean, config.segment_bytes, config.segment_index_bytes, end)
         tracker = _TransactionTracker(scan.aborted, groups[0][0].base_offset if groups else end_offset)
-        active = {
-            pid: r
-            for pid, r in scan.producers.items()
-            if r.in_transaction or now - r.timestamp < PRODUCER_ID_EXPIRATION_MS
-        }
+        active = scan.active_producers(now)
         for group in groups:
             self._clean_group(log_, group, omap, now, legacy_horizon, tracker, active, end, stats)
         stats.end_offset = end_offset
@@ -324,10 +332,12 @@ class Cleaner:
         stats.throttled_seconds = self.throttler.slept - throttled_before
         return end_offset, stats
 
-    def _offset_map(self, dirty_bytes: int) -> OffsetMap:
-        """The map for a round: as large as the dirty section could need, within the budget."""
-        want = (dirty_bytes // MIN_RECORD_SIZE + 1) / self.load_factor + 2
-        memory = min(self.memory, max(int(want) * ENTRY_SIZE, 1024 * ENTRY_SIZE))
+    def _offset_map(self, records: int) -> OffsetMap:
+        """The map for a round: room for the dirty section's records, within the budget.
+        Where the budget allows, the map is filled to 40% at most, not to the load factor:
+        a key is then found at its first slot two times in three."""
+        want = (records + 1) / min(self.load_factor, _TARGET_LOAD) + 2
+        memory = min(self._map_budget, max(int(want) * ENTRY_SIZE, 1024 * ENTRY_SIZE))
         if self._map is not None and self._map.memory == memory:
             self._map.clear()
         else:
@@ -338,9 +348,10 @@ class Cleaner:
     def _grow(self, omap: OffsetMap) -> OffsetMap | None:
         """A larger map holding ``omap``'s keys (compressed batches can hold more records
         than their bytes suggest), or None at the budget."""
-        if omap.memory >= self.memory:
+        memory = min(self._map_budget, omap.memory * 4)
+        if memory // ENTRY_SIZE <= omap.slots:
             return None
-        bigger = OffsetMap(min(self.memory, omap.memory * 4), self.load_factor, seed=omap.seed)
+        bigger = OffsetMap(memory, self.load_factor, seed=omap.seed)
         bigger.absorb(omap)
         self._map = bigger
         return bigger
@@ -351,13 +362,10 @@ class Cleaner:
         """The batches of a segment from byte ``start``, read in chunks; each batch is a
         view of the read buffer, valid until the next one is asked for."""
         size = segment.size
-        handle = segment.handle
         position = start
         while position < size:
-            self._check_done(log_)
             buffer = self._read_buffer
-            n = handle.readinto(memoryview(buffer)[: min(len(buffer), size - position)], position)
-            self.throttler.maybe_throttle(n)
+            n = self._read(log_, segment, buffer, position, min(len(buffer), size - position))
             scan = BatchIterator(memoryview(buffer)[:n], origin=position)
             yield from scan
             if scan.position == 0:
@@ -378,37 +386,11 @@ class Cleaner:
         if len(self._read_buffer) > self.io_buffer_size:
             self._read_buffer = bytearray(self.io_buffer_size)
 
-    def _scan_log(self, log_: PartitionLog, segments: Sequence[LogSegment], now: int) -> _LogScan:
-        """Producer state from the batch headers of the whole log: last batches,
-        aborted transactions (first offset, marker offset), the first unstable offset."""
-        scan = _LogScan()
-        producers: dict[int, list] = {}
-        ongoing: dict[int, int] = {}
-        for segment in segments:
-            for batch in self._read_batches(log_, segment):
-                if batch.magic < 2:
-                    continue
-                pid = batch.producer_id
-                if pid < 0:
-                    continue
-                entry = producers.get(pid)
-                if entry is None:
-                    entry = producers[pid] = [None, 0, 0]
-                entry[1], entry[2] = batch.producer_epoch, batch.max_timestamp
-                if batch.is_control:
-                    assert isinstance(batch, RecordBatch)
-                    kind = _control_type(batch)
-                    first = ongoing.pop(pid, None)
-                    if kind == _ABORT and first is not None:
-                        scan.aborted.append((first, batch.last_offset, pid))
-                else:
-                    entry[0] = batch.last_offset
-                    if batch.is_transactional and pid not in ongoing:
-                        ongoing[pid] = batch.base_offset
-        scan.producers = {pid: _LastRecord(e[0], e[1], e[2], pid in ongoing) for pid, e in producers.items()}
-        scan.aborted.sort()
-        scan.first_unstable_offset = min(ongoing.values()) if ongoing else None
-        return scan
+    def _read(self, log_: PartitionLog, segment: LogSegment, buffer: bytearray, position: int, size: int) -> int:
+        self._check_done(log_)
+        n = segment.handle.readinto(memoryview(buffer)[:size], position)
+        self.throttler.maybe_throttle(n)
+        return n
 
     # --- the offset map ---------------------------------------------------------------------
 
@@ -419,7 +401,7 @@ class Cleaner:
         start: int,
         end: int,
         omap: OffsetMap,
-        scan: _LogScan,
+        scan: ProducerState,
         stats: CleanerStats,
     ) -> OffsetMap:
         """Map the keys of [start, end), growing the map up to the budget; stop early
@@ -439,14 +421,14 @@ class Cleaner:
                 records = batch.records()
                 stats.map_records_read += len(records)
                 if not tracker.on_data_batch(batch):
-                    full_at = omap.put_records(records, start)
+                    full_at = omap.put_records(records, start, self._marks)
                     while full_at >= 0:
                         grown = self._grow(omap)
                         if grown is None:
                             return omap  # full: latest_offset is the last record mapped
                         omap = grown
                         records = records[full_at:]
-                        full_at = omap.put_records(records, start)
+                        full_at = omap.put_records(records, start, self._marks)
                 if batch.last_offset >= start:
                     omap.latest_offset = max(omap.latest_offset, batch.last_offset)
             omap.latest_offset = max(omap.latest_offset, next_base - 1)
@@ -495,7 +477,7 @@ class Cleaner:
         now: int,
         legacy_horizon: int,
         tracker: _TransactionTracker,
-        producers: dict[int, _LastRecord],
+        producers: dict[int, LastBatch],
         upper_bound: int,
         stats: CleanerStats,
     ) -> None:
@@ -509,10 +491,12 @@ class Cleaner:
             max_index_size=config.segment_index_bytes,
         )
         swapped = False
+        sync = _BackgroundSync(dest.handle)
         try:
             changed = False
             out = bytearray()
             entries: list[tuple[int, int, int, int]] = []
+            unsynced = 0
             for k, segment in enumerate(group):
                 retain_legacy_deletes = _last_modified_ms(segment) > legacy_horizon
                 size = segment.size
@@ -534,13 +518,18 @@ class Cleaner:
                     out += kept
                     if len(out) >= self.io_buffer_size:
                         self._write(dest, out, entries, stats)
+                        unsynced += len(out)
                         out, entries = bytearray(), []
+                        if unsynced >= _SYNC_EVERY and sync.idle:
+                            sync.start()  # the disk works on what is written while we go on
+                            unsynced = 0
                 stats.bytes_read += size
                 stats.segments_cleaned += 1
             if out:
                 self._write(dest, out, entries, stats)
             if not changed and len(group) == 1:
                 return  # the segment is already clean: nothing to swap
+            sync.wait()
             dest.on_become_inactive()
             dest.flush()
             # keep the group's mtime: retention of timestamp-less data and legacy tombstones go by it
@@ -554,6 +543,7 @@ class Cleaner:
             swapped = True
             stats.segments_swapped += len(group)
         finally:
+            sync.wait(raising=False)
             # an I/O error inside the swap may leave ``dest`` in the log: a restart finishes it
             if not swapped and all(s is not dest for s in log_.segments):
                 dest.delete()
@@ -573,7 +563,7 @@ class Cleaner:
         delete_retention_ms: int,
         retain_legacy_deletes: bool,
         tracker: _TransactionTracker,
-        producers: dict[int, _LastRecord],
+        producers: dict[int, LastBatch],
         upper_bound: int,
         last_of_group: bool,
         stats: CleanerStats,
@@ -603,6 +593,21 @@ class Cleaner:
             stats.records_read += batch.record_count
             return None
 
+        marks = self._marks
+        if (
+            not control
+            and not discard_records
+            and marks is not None
+            and batch.last_offset <= omap.latest_offset
+            and marks.covers(batch.base_offset, batch.last_offset)
+            and not marks.any_superseded(batch.base_offset, batch.last_offset)
+            and not marks.any_tombstone(batch.base_offset, batch.last_offset)
+        ):
+            # a dirty batch whose records all win and none is a tombstone: as it is
+            stats.records_read += batch.record_count
+            stats.records_written += batch.record_count
+            return batch.buffer, batch.last_offset, batch.max_timestamp
+
         records = batch.records()
         stats.records_read += len(records)
         if discard_records:
@@ -610,7 +615,7 @@ class Cleaner:
         elif control:
             kept = records
         else:
-            kept = self._kept_records(batch, records, omap, now, stats)
+            kept = self._kept_records(batch, records, omap, marks, now, stats)
         stats.records_written += len(kept)
         if kept:
             tombstones = not control and any(r[1] is None for r in kept)
@@ -645,13 +650,23 @@ class Cleaner:
 
     @staticmethod
     def _kept_records(
-        batch: RecordBatch, records: list[Record], omap: OffsetMap, now: int, stats: CleanerStats
+        batch: RecordBatch,
+        records: list[Record],
+        omap: OffsetMap,
+        marks: OffsetMarks | None,
+        now: int,
+        stats: CleanerStats,
     ) -> list[Record]:
         """Kafka's shouldRetainRecord for the records of a data batch."""
         latest = omap.latest_offset
         if batch.base_offset > latest:
             return records  # past the map: nothing later is known
         retain_deletes = not batch.has_delete_horizon or now < batch.base_timestamp
+        if marks is not None and batch.last_offset <= latest and marks.covers(batch.base_offset, batch.last_offset):
+            # a dirty batch: the map's building marked the losers (keyless records among them)
+            stats.invalid_records += sum(1 for r in records if r[0] is None)
+            lost, base = marks.superseded_bits(batch.base_offset, batch.last_offset), batch.base_offset
+            return [r for r in records if not lost >> (r[4] - base) & 1 and (retain_deletes or r[1] is not None)]
         found = omap.offsets_of(records, latest)
         kept = []
         for record, offset in zip(records, found, strict=True):

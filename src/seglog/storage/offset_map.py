@@ -23,6 +23,12 @@ the cleaner learns that the dirty section needs more than one pass.
 
 Two keys with the same 128-bit hash would be taken for one, as in Kafka; the
 seed keeps anyone from choosing keys that collide.
+
+``OffsetMarks`` is seglog's addition: while the map is built, two bits per
+offset of the dirty section record which records lose (a later record has
+their key, or they have none) and which are tombstones. The rewrite then
+decides a dirty record by its bit instead of hashing its key again, and
+copies a dirty batch with no bit set without even decoding it.
 """
 
 from __future__ import annotations
@@ -37,6 +43,40 @@ ENTRY_SIZE = 24
 _MASK64 = (1 << 64) - 1
 _DOUBLE_HASH_PROBES = 16
 _hash128 = xxhash.xxh3_128_intdigest
+
+
+class OffsetMarks:
+    """Two bits for each offset of [first, first + count): superseded, tombstone."""
+
+    def __init__(self, first: int, count: int) -> None:
+        self.first = first
+        self.count = max(count, 0)
+        self.superseded = bytearray((self.count + 7) // 8)
+        self.tombstones = bytearray((self.count + 7) // 8)
+
+    @property
+    def memory(self) -> int:
+        return 2 * len(self.superseded)
+
+    def covers(self, first: int, last: int) -> bool:
+        return self.first <= first and last < self.first + self.count
+
+    def _any(self, bits: bytearray, first: int, last: int) -> bool:
+        lo, hi = first - self.first, last - self.first
+        chunk = int.from_bytes(bits[lo >> 3 : (hi >> 3) + 1], "little") >> (lo & 7)
+        return chunk & ((1 << (hi - lo + 1)) - 1) != 0
+
+    def any_superseded(self, first: int, last: int) -> bool:
+        """Whether a record in [first, last] (covered) loses; so does ``any_tombstone``."""
+        return self._any(self.superseded, first, last)
+
+    def any_tombstone(self, first: int, last: int) -> bool:
+        return self._any(self.tombstones, first, last)
+
+    def superseded_bits(self, first: int, last: int) -> int:
+        """The superseded bits of [first, last] (covered), bit 0 for ``first``."""
+        lo, hi = first - self.first, last - self.first
+        return int.from_bytes(self.superseded[lo >> 3 : (hi >> 3) + 1], "little") >> (lo & 7)
 
 
 class OffsetMap:
@@ -134,22 +174,29 @@ class OffsetMap:
     # Both inline the hash and the first probe: a method call per record would cost as
     # much as the probe itself, and most probes end at the first slot.
 
-    def put_records(self, records: Sequence[Any], start_offset: int) -> int:
+    def put_records(self, records: Sequence[Any], start_offset: int, marks: OffsetMarks | None = None) -> int:
         """Put the key and offset of every record (``Record``-shaped: key at index 0,
-        offset at 4) with a key and an offset >= ``start_offset``. Returns -1, or the
-        index of the first record whose key did not fit (the map is then full and
-        ``latest_offset`` is the offset of the last record put)."""
+        value at 1, offset at 4) with a key and an offset >= ``start_offset``, and mark
+        the losers and tombstones in ``marks``. Returns -1, or the index of the first
+        record whose key did not fit (the map is then full and ``latest_offset`` is the
+        offset of the last record put)."""
         los, his, offsets = self._lo, self._hi, self._offsets
         n, seed, mask = self.slots, self.seed, _MASK64
         entries, limit, latest = self.entries, self.max_entries, self.latest_offset
         hash128 = _hash128
+        if marks is None:
+            marks = OffsetMarks(0, 0)
+        superseded, tombstones, first, count = marks.superseded, marks.tombstones, marks.first, marks.count
         try:
             for index, record in enumerate(records):
-                key = record[0]
-                if key is None:
-                    continue
                 offset = record[4]
                 if offset < start_offset:
+                    continue
+                key = record[0]
+                if key is None:  # dropped by the cleaner: a compacted log's records need keys
+                    rel = offset - first
+                    if 0 <= rel < count:
+                        superseded[rel >> 3] |= 1 << (rel & 7)
                     continue
                 h = hash128(key, seed)
                 lo = (h & mask) | 1
@@ -166,6 +213,18 @@ class OffsetMap:
                         los[i] = lo
                         his[i] = hi
                         entries += 1
+                    else:
+                        rel = offsets[i] - first  # the key's earlier record loses
+                        if 0 <= rel < count:
+                            superseded[rel >> 3] |= 1 << (rel & 7)
+                else:
+                    rel = offsets[i] - first
+                    if 0 <= rel < count:
+                        superseded[rel >> 3] |= 1 << (rel & 7)
+                if record[1] is None:
+                    rel = offset - first
+                    if 0 <= rel < count:
+                        tombstones[rel >> 3] |= 1 << (rel & 7)
                 offsets[i] = offset
                 latest = offset
             return -1
