@@ -565,3 +565,92 @@ def test_legacy_message_sets(tmp_path, magic):
     first.validate()
     assert (first.offset, first.base_offset, first.record_count) == (3, 2, 2)
     logs.close()
+
+
+# --- the cleaner and the rest of the log's life --------------------------------------------------------
+
+
+def test_retention_waits_for_a_cleaning_in_progress(tmp_path):
+    clock = Clock()
+    logs, log = compacted(tmp_path, clock, **{"cleanup.policy": "compact,delete", "retention.ms": DAY})
+    put(log, b"a", b"old", NOW - 2 * DAY)
+    log.roll()
+    put(log, b"b", b"new", NOW)
+    with logs.cleaner.holding(log, "cleaning"):  # as a cleaner thread holds the log it cleans
+        assert logs.enforce_retention() == []
+        assert log.log_start_offset == 0
+    assert log.log_start_offset == 1  # the pass ran when the cleaning let go
+    assert view(log) == [(1, b"b", b"new")]
+    logs.close()
+
+
+def test_a_truncation_under_the_cleaner_aborts_the_round(tmp_path, monkeypatch):
+    from seglog.storage.cleaner import Cleaner
+
+    clock = Clock()
+    logs, log = compacted(tmp_path, clock)
+    for i in range(30):
+        put(log, b"k%d" % (i % 3), b"v%d" % i)
+        if i % 10 == 9:
+            log.roll()
+    original = Cleaner._clean_group
+
+    def truncating(self, log_, group, *args):
+        log_.truncate_to(15)  # a follower truncating to its leader's log, mid-cleaning
+        return original(self, log_, group, *args)
+
+    monkeypatch.setattr(Cleaner, "_clean_group", truncating)
+    assert logs.clean() == []
+    monkeypatch.undo()
+    assert [o for o, _, _ in view(log)] == list(range(15))
+    assert not any(n.endswith((".cleaned", ".swap")) for n in os.listdir(log.dir))
+    assert logs.cleaning_state("c", 0).uncleanable is None
+    assert checkpoint.read_offsets(str(tmp_path / "cleaner-offset-checkpoint")) == {}
+    log.roll()
+    assert len(logs.clean()) == 1  # and the next round cleans the truncated log
+    assert view(log) == [(12, b"k0", b"v12"), (13, b"k1", b"v13"), (14, b"k2", b"v14")]
+    logs.close()
+
+
+def test_producer_state_follows_appends_and_truncations(tmp_path):
+    from seglog.storage import producer_state
+
+    clock = Clock()
+    logs, log = compacted(tmp_path, clock)
+
+    def read(segment, buffer, position, size):
+        return segment.handle.readinto(memoryview(buffer)[:size], position)
+
+    def state():
+        return producer_state.producer_state(log.segments, read, bytearray(4096))
+
+    def txn(pid):
+        b = build_batch([(b"k", b"t", NOW)], producer_id=pid, producer_epoch=1, base_sequence=0, transactional=True)
+        log.append_batches(b)
+
+    def marker(pid, commit):
+        m = build_batch(
+            [end_transaction_marker(commit, timestamp=NOW)],
+            producer_id=pid,
+            producer_epoch=1,
+            transactional=True,
+            control=True,
+        )
+        log.append_batches(m, origin="coordinator")
+
+    put(log, b"a", b"1")
+    txn(7)  # 1
+    s = state()
+    assert s.first_unstable_offset == 1 and s.producers[7].in_transaction and s.aborted == []
+    summary = producer_state._summaries[log.active_segment]
+    marker(7, commit=False)  # 2
+    s = state()
+    assert producer_state._summaries[log.active_segment] is summary  # extended, not rescanned
+    assert s.aborted == [(1, 2, 7)] and s.first_unstable_offset is None
+    assert s.producers[7] == producer_state.LastBatch(1, 1, s.producers[7].timestamp, False)
+    log.truncate_to(1)  # the transaction goes; what follows is another producer's
+    log.append([Record(b"b", b"2", NOW)], producer_id=9, producer_epoch=0, base_sequence=0)
+    log.append([Record(b"c", b"2", NOW)], producer_id=9, producer_epoch=0, base_sequence=1)
+    s = state()
+    assert s.aborted == [] and set(s.producers) == {9} and s.producers[9].data_offset == 2
+    logs.close()

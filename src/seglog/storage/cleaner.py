@@ -8,13 +8,14 @@ watermark, never a segment newer than ``min.compaction.lag.ms``.
 
 One round:
 
-1. Scan the batch headers of the whole log for what the producer state of a
-   Kafka broker would know: each producer's last batch, the aborted
+1. Learn from the batch headers what a Kafka broker's producer state would
+   know (producer_state.py): each producer's last batch, the aborted
    transactions, the first unstable offset.
-2. Build the key → latest offset map (``OffsetMap``) over the dirty section.
-   When the map is full, the round stops there: the map's latest offset + 1 is
-   where the next round starts (so a small ``log.cleaner.dedupe.buffer.size``
-   cleans in several passes, each progressing by at least one record).
+2. Build the key -> latest offset map (``OffsetMap``) over the dirty section,
+   marking as it goes which dirty records lose (``OffsetMarks``). When the map
+   is full the round stops there: the map's latest offset + 1 is where the
+   next round starts, so a small ``log.cleaner.dedupe.buffer.size`` cleans in
+   several passes, each progressing by at least one record.
 3. Rewrite every segment below that point, in groups that fit one segment, into
    a ``.cleaned`` file: a record survives if no later record has its key, and
    a tombstone (null value) also until its batch's delete horizon has passed.
@@ -29,12 +30,16 @@ One round:
    header if all its records go, so that sequence numbers survive; so does the
    last batch of the round and of each group (a group's last offset is what a
    crash recovery uses to know which old segments a ``.swap`` replaces).
-4. Swap the cleaned segment in (``PartitionLog.replace_segments``: ``.cleaned``
-   → ``.swap`` → old files ``.deleted`` → ``.swap`` removed), crash-safe.
+4. Swap each cleaned segment in as soon as it is written and flushed
+   (``PartitionLog.replace_segments``: ``.cleaned`` -> ``.swap`` -> old files
+   ``.deleted`` -> ``.swap`` removed). A crash leaves each group as it was or
+   cleaned; a round of one group is thus all or nothing, and a round of
+   several may stop between groups, having lost no latest value either way.
 
-The map costs 24 bytes a key whatever the key's size (see offset_map.py); I/O
-buffers grow only to the largest batch; so a cleaning's memory is the dedupe
-buffer plus a constant, whatever the log's size.
+The map costs 24 bytes a key whatever the key's size, the marks two bits an
+offset of the dirty section, both within the dedupe buffer (offset_map.py);
+I/O buffers grow only to the largest batch. So a cleaning's memory is the
+dedupe buffer plus a constant, whatever the log's size.
 """
 
 from __future__ import annotations
@@ -291,12 +296,22 @@ class Cleaner:
 
     def clean(self, cleanable: LogToClean, now: int) -> tuple[int, CleanerStats]:
         """One round; returns the first offset not cleaned (the new checkpoint) and stats."""
+        segments = cleanable.log.segments
+        try:
+            return self._clean(cleanable, segments, now)
+        except (KafkaStorageError, CorruptRecordError) as e:
+            # a truncation (a follower's) deletes segments under the cleaner: not a fault of the log
+            live = cleanable.log.segments
+            if cleanable.log.closed or any(all(s is not t for t in live) for s in segments[:-1]):
+                raise LogCleaningAbortedError(f"{cleanable.log.name} changed under the cleaner: {e}") from e
+            raise
+
+    def _clean(self, cleanable: LogToClean, segments: tuple[LogSegment, ...], now: int) -> tuple[int, CleanerStats]:
         log_ = cleanable.log
         config = log_.config
         started = time.monotonic()
         throttled_before = self.throttler.slept
         stats = CleanerStats(log_.topic, log_.partition, cleanable.first_dirty_offset, start_ms=now)
-        segments = log_.segments
         scan = producer_state(segments, functools.partial(self._read, log_), self._read_buffer)
 
         first_dirty = cleanable.first_dirty_offset
@@ -311,8 +326,10 @@ class Cleaner:
 
         # two bits an offset for the dirty section, within the budget (offsets past them are
         # looked up in the map); the map has the rest
-        self._marks = marks = OffsetMarks(first_dirty, min(end - first_dirty, self.memory // 2))
-        self._map_budget = self.memory - marks.memory
+        marks = OffsetMarks(first_dirty, min(end - first_dirty, self.memory // 2))
+        if self.memory - marks.memory < 2 * ENTRY_SIZE:
+            marks = OffsetMarks(first_dirty, 0)  # a buffer this small is all map
+        self._marks, self._map_budget = marks, self.memory - marks.memory
         dirty_records = sum(scan.records[s.base_offset] for s in _overlapping(segments, first_dirty, end))
         omap = self._build_offset_map(log_, segments, first_dirty, end, self._offset_map(dirty_records), scan, stats)
         if omap.latest_offset < first_dirty - 1:
