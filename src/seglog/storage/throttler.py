@@ -50,6 +50,7 @@ class Throttler:
             # the period restarts now; the sleep below belongs to the one that just closed
             self._period_start = now + max(wait, 0.0)
             self._observed = 0.0
+            if wait > 0:
+                self.slept += wait
         if wait > 0:
-            self.slept += wait
             self._sleep(wait)
