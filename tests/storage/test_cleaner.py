@@ -654,3 +654,24 @@ def test_producer_state_follows_appends_and_truncations(tmp_path):
     s = state()
     assert s.aborted == [] and set(s.producers) == {9} and s.producers[9].data_offset == 2
     logs.close()
+
+
+def test_cleaning_is_throttled(tmp_path):
+    clock = Clock()
+    logs, log = compacted(tmp_path, clock, broker={"log.cleaner.io.max.bytes.per.second": 1000.0})
+    assert logs.cleaner.throttler.bytes_per_second == 1000.0
+    ticks = [0.0]
+    slept = []
+
+    def monotonic():
+        ticks[0] += 0.01  # every I/O the cleaner reports seems to take 10 ms
+        return ticks[0]
+
+    logs.cleaner.throttler = Throttler(1000.0, 10, monotonic=monotonic, sleep=slept.append)
+    for i in range(200):
+        put(log, b"k%d" % (i % 10), b"x" * 100)
+    log.roll()
+    stats = logs.clean(force=True)
+    assert slept and sum(slept) == pytest.approx(stats[0].throttled_seconds)
+    assert view(log) == [(190 + i, b"k%d" % i, b"x" * 100) for i in range(10)]
+    logs.close()
