@@ -682,7 +682,7 @@ encode_columns(PyObject *self, PyObject *args)
             base_ts = ts;
         const uint8_t *k = NULL, *v = NULL;
         int64_t klen = arrow_value(&key, i, &k), vlen = arrow_value(&value, i, &v);
-        int64_t ts_delta = ts - base_ts;
+        int64_t ts_delta = wrap_sub(ts, base_ts); /* wraps, as Java's does */
         Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(count) + varint_size(klen) + (klen > 0 ? klen : 0) +
                           varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
         uint8_t *p = out_reserve(&o, body + 5);

@@ -127,6 +127,7 @@ class ArrowAssembler:
         self.schema = arrow_schema(include_headers)
         self._builder = ColumnBuilder(with_headers=include_headers)
         self._constants: tuple[pa.Array, pa.Array] | None = None
+        self.consumed = 0  # bytes of whole batches the last buffer_record_batches walked
 
     def record_batches(
         self, batches: Iterable[AnyBatch], start: int = 0, end: int = END_OF_LOG
@@ -155,7 +156,7 @@ class ArrowAssembler:
         """
         builder, max_rows = self._fresh_builder(), self.max_rows
         view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        pos = 0
+        pos = self.consumed = 0
         while True:
             pos += builder.append_batches(view[pos:], origin + pos, start, end, max_rows, MAX_DATA_BYTES)
             if len(view) - pos < HEADER_PEEK:
@@ -174,6 +175,7 @@ class ArrowAssembler:
             pos += len(frame)
             if builder.rows >= max_rows:
                 yield self._finish()
+        self.consumed = pos  # the end of the last whole batch: where a reader goes on
         if builder.rows:
             yield self._finish()
 

@@ -25,6 +25,8 @@ cleaner, which runs it when the round ends.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import os
 import threading
@@ -32,7 +34,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
-from . import checkpoint
+from . import checkpoint, fileio
 from .checkpoint import CLEANER_OFFSET_CHECKPOINT
 from .cleaner import Cleaner, CleanerStats, LogCleaningAbortedError, LogToClean
 from .log import PartitionLog
@@ -85,6 +87,7 @@ class LogCleanerManager:
         for d in log_dirs:
             path = os.path.abspath(d)
             self._checkpoints[path] = checkpoint.read_offsets_or_empty(os.path.join(path, CLEANER_OFFSET_CHECKPOINT))
+            self._last.update(_read_results(path))
         self.throttler = Throttler(config["log.cleaner.io.max.bytes.per.second"])
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
@@ -229,6 +232,13 @@ class LogCleanerManager:
             del entries[tp]  # partitions that are gone
         checkpoint.write_offsets(os.path.join(d, CLEANER_OFFSET_CHECKPOINT), entries)
 
+    def _write_results(self, d: str) -> None:
+        """The last round's stats per partition, so a later process (``seglog topics
+        --describe``) can show them; Kafka keeps them only in its log-cleaner.log."""
+        live = {self._tp(pl) for pl in self._logs() if self._dir_of(pl) == d}
+        body = {f"{t} {p}": dataclasses.asdict(s) for (t, p), s in sorted(self._last.items()) if (t, p) in live}
+        fileio.write_atomically(os.path.join(d, CLEANER_RESULTS), json.dumps(body, indent=1).encode())
+
     # --- what is cleanable --------------------------------------------------------------------------------
 
     def cleanable(self, partition_log: PartitionLog, now: int) -> LogToClean:
@@ -337,6 +347,7 @@ class LogCleanerManager:
         self._update_checkpoint(ltc.log, end)
         with self._cond:
             self._last[self._tp(ltc.log)] = stats
+            self._write_results(self._dir_of(ltc.log))
         log.info(
             "%s: cleaned offsets [%d, %d): %d of %d bytes kept, %d records removed, in %.3f s",
             ltc.log.name,
@@ -408,3 +419,22 @@ class LogCleanerManager:
                         break  # no progress: do not loop
                     first = False
         return results
+
+
+CLEANER_RESULTS = "cleaner-results.json"  # seglog's own; Kafka ignores files at a log dir's root
+
+
+def _read_results(d: str) -> dict[TopicPartition, CleanerStats]:
+    try:
+        with open(os.path.join(d, CLEANER_RESULTS), encoding="utf-8") as f:
+            stored = json.load(f)
+    except (OSError, ValueError):
+        return {}  # absent or unreadable: only a report is lost
+    out = {}
+    for name, fields in stored.items():
+        topic, _, partition = name.rpartition(" ")
+        try:
+            out[(topic, int(partition))] = CleanerStats(**fields)
+        except (TypeError, ValueError):
+            continue
+    return out

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from typing import Any
 
 from ..storage import LogManager, PartitionLog
+from ..storage.cleaner import CleanerStats
 from .logdir import add_log_dir_argument, open_log_dirs, parse_configs
 
 
@@ -58,7 +60,7 @@ def describe(logs: LogManager, topics: list[str], as_json: bool) -> None:
                     {
                         "topic": topic,
                         "configs": _jsonable(config.overrides),
-                        "partitions": [partition_info(pl) for pl in partitions],
+                        "partitions": [partition_info(logs, pl) for pl in partitions],
                     }
                 )
             )
@@ -66,19 +68,23 @@ def describe(logs: LogManager, topics: list[str], as_json: bool) -> None:
         overrides = ",".join(f"{k}={_text(v)}" for k, v in sorted(config.overrides.items()))
         print(f"Topic: {topic}\tPartitionCount: {len(partitions)}\tConfigs: {overrides}")
         for pl in partitions:
-            info = partition_info(pl)
+            info = partition_info(logs, pl)
             print("\t" + "\t".join(f"{_label(k)}: {v}" for k, v in info.items() if k != "segments"))
             for seg in info["segments"]:
                 print("\t\t" + "\t".join(f"{_label(k)}: {v}" for k, v in seg.items()))
 
 
-def partition_info(pl: PartitionLog) -> dict[str, Any]:
+def partition_info(logs: LogManager, pl: PartitionLog) -> dict[str, Any]:
+    state = logs.cleaning_state(pl.topic, pl.partition)
     return {
         "partition": pl.partition,
         "logStartOffset": pl.log_start_offset,
         "logEndOffset": pl.log_end_offset,
         "highWatermark": pl.high_watermark,
         "size": pl.size_in_bytes,
+        "dirtyRatio": round(state.dirty_ratio, 4),
+        "lastCleaning": _cleaning(state.last),
+        "uncleanable": state.uncleanable,
         "dir": pl.dir,
         "segments": [
             {
@@ -91,6 +97,17 @@ def partition_info(pl: PartitionLog) -> dict[str, Any]:
             for s in pl.segments
         ],
     }
+
+
+def _cleaning(stats: CleanerStats | None) -> str | None:
+    """The cleaner's last round, in a line: when, what it read and kept."""
+    if stats is None:
+        return None
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(stats.start_ms / 1000))
+    return (
+        f"{when} offsets {stats.first_dirty_offset}..{stats.end_offset - 1}: {stats.bytes_read} -> "
+        f"{stats.bytes_written} bytes, {stats.records_removed} records removed, {stats.seconds:.3f} s"
+    )
 
 
 def _label(key: str) -> str:
