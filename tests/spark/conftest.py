@@ -44,7 +44,7 @@ def fill(path, topic="events", partitions=2, batches=20, per_batch=10, config=No
             logs.create_topic(topic, partitions, config or {"segment.bytes": 4096})
         for p in range(partitions):
             log = logs.partition(topic, p)
-            for b in range(batches):
+            for _ in range(batches):
                 first = log.log_end_offset
                 log.append(
                     [

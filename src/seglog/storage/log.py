@@ -132,7 +132,10 @@ class PartitionLog:
         self._lock = threading.RLock()
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: list[int] = []
-        self._ts_prefix: list[int] | None = None
+        # readers take both at once (one attribute load): set separately, a reader could
+        # pair a new segment tuple with old base offsets and read the wrong segment
+        self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
+        self._ts_prefix: tuple[tuple[LogSegment, ...], list[int]] | None = None
         self.leader_epoch_cache = LeaderEpochCache(dir, read_only)
         self.leader_epoch = self.leader_epoch_cache.latest_epoch or 0
         self.recovery_point = recovery_point
@@ -275,6 +278,7 @@ class PartitionLog:
             s.active = False
         self._segments = tuple(segments)
         self._bases = [s.base_offset for s in segments]
+        self._view = (self._segments, self._bases)
         self._ts_prefix = None
 
     @property
@@ -498,8 +502,6 @@ class PartitionLog:
             for b in batches:
                 self.leader_epoch_cache.assign(b.epoch, b.base_offset)
         self._next_offset = last + 1
-        if self._ts_prefix is not None and len(self._ts_prefix) == len(self._segments):
-            self._ts_prefix = None  # the active segment's max timestamp may have grown
         if self.hw_follows_leo:
             self._high_watermark = self._next_offset
         self._maybe_flush()
@@ -610,7 +612,7 @@ class PartitionLog:
         least the first batch whole when ``min_one_message``, however large."""
         self._check_range(offset)
         end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
-        segments, bases = self._segments, self._bases
+        segments, bases = self._view
         if offset >= end:
             return FetchData(offset, None)
         i = max(0, bisect.bisect_right(bases, offset) - 1)
@@ -626,12 +628,15 @@ class PartitionLog:
 
     def _position_of(self, segment: LogSegment, end: int) -> int:
         """The byte position in ``segment`` after the last batch holding offsets below
-        ``end`` (a batch straddling ``end`` is included: its reader filters records)."""
-        if end >= self._next_offset and segment is self._segments[-1]:
-            return segment.size
+        ``end`` (a batch straddling ``end`` is included: its reader filters records).
+
+        The size is taken first: a batch the writer appends meanwhile lies past it. (Taking
+        the size when ``end`` is the log end offset would race with the writer, which grows
+        the segment before it moves the log end offset.)"""
+        size = segment.size
         header = segment.translate_offset(end)
-        if header is None:
-            return segment.size
+        if header is None or header.position >= size:
+            return size
         return header.position + header.size if segment.first_offset(header) < end else header.position
 
     def batches(
@@ -693,16 +698,19 @@ class PartitionLog:
         return None
 
     def _timestamp_prefix(self, segments: tuple[LogSegment, ...]) -> list[int]:
-        """Running max of the segments' largest timestamps: monotonic, so the first
-        segment with max timestamp >= t is found by bisect instead of a scan."""
-        prefix = self._ts_prefix
-        if prefix is None or len(prefix) != len(segments):
-            prefix, running = [], -1
-            for s in segments:
-                running = max(running, s.max_timestamp)
-                prefix.append(running)
-            if segments is self._segments:
-                self._ts_prefix = prefix
+        """Running max of the largest timestamps of the segments before the active one:
+        monotonic, so the first segment with max timestamp >= t is found by bisect instead
+        of a scan (past them all: the active one). Kept with the tuple it was made for,
+        whose inactive segments no longer change; the active one's grows with appends, so
+        it is left out rather than cached stale by a reader racing an append."""
+        cached = self._ts_prefix
+        if cached is not None and cached[0] is segments:
+            return cached[1]
+        prefix, running = [], -1
+        for s in segments[:-1]:
+            running = max(running, s.max_timestamp)
+            prefix.append(running)
+        self._ts_prefix = (segments, prefix)
         return prefix
 
     def _max_timestamp_offset(self) -> tuple[int, int] | None:
