@@ -11,6 +11,12 @@ setup(
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
         ),
         Extension(
+            "seglog.records._compact",
+            sources=["src/seglog/records/_compact.c"],
+            depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+        ),
+        Extension(
             "seglog.records._columns",
             sources=["src/seglog/records/_columns.c"],
             depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],

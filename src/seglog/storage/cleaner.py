@@ -57,7 +57,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError, KafkaStorageError, SeglogError
-from ..records import AnyBatch, BatchIterator, Record, RecordBatch, TimestampType, build_batch
+from ..records import AnyBatch, BatchIterator, Record, RecordBatch, TimestampType, _compact, build_batch
 from ..records.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP
 from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import compress
@@ -75,7 +75,11 @@ log = logging.getLogger(__name__)
 _INT32_MAX = (1 << 31) - 1
 _TARGET_LOAD = 0.4
 _SYNC_EVERY = 8 << 20  # bytes written to a cleaned segment between two background fsyncs
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
+_CODEC_MASK = 0x07
+_WALK_END, _WALK_PYTHON, _WALK_FLUSH = 0, 1, 2  # where a C walk over batches stopped
 _ATTR_KEEP_IN_EMPTY = 0x08 | 0x10 | 0x20  # LogAppendTime, transactional, control
 _LEGACY_LOG_APPEND_TIME = 0x08
 
@@ -201,8 +205,32 @@ def _empty_batch(batch: RecordBatch) -> bytearray:
         batch.base_sequence,
         0,
     )
-    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
+    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
     return out
+
+
+def _sealed(filtered: bytearray, codec: int) -> bytearray:
+    """A batch from filter_batch's output (header + uncompressed records, CRC left zero):
+    its records compressed with the batch's codec, its length and CRC set."""
+    if codec:
+        body = compress(codec, memoryview(filtered)[HEADER_SIZE:])
+        filtered = filtered[:HEADER_SIZE]
+        filtered += body
+        _I32.pack_into(filtered, 8, len(filtered) - LOG_OVERHEAD)
+    _U32.pack_into(filtered, 17, crc32c(memoryview(filtered)[CRC_START:]))
+    return filtered
+
+
+class _Chunk:
+    """Bytes of a segment read from byte ``origin``. Whoever walks them sets ``used`` to
+    the end of the whole batches taken (0: the first batch is larger than the chunk)."""
+
+    __slots__ = ("origin", "used", "view")
+
+    def __init__(self, view: memoryview, origin: int) -> None:
+        self.view = view
+        self.origin = origin
+        self.used = 0
 
 
 def _legacy_wrapper(batch: LegacyBatch, kept: list[Record]) -> bytes:
@@ -256,6 +284,34 @@ class _BackgroundSync:
             raise error
 
 
+class _Output:
+    """A cleaned segment being written: batches gather in a buffer (C appends to it too),
+    which goes to the segment once it holds ``io_buffer_size`` bytes; the segment is
+    fsynced in the background every ``_SYNC_EVERY`` bytes."""
+
+    def __init__(self, cleaner: Cleaner, dest: LogSegment, sync: _BackgroundSync, stats: CleanerStats) -> None:
+        self.cleaner, self.dest, self.sync, self.stats = cleaner, dest, sync, stats
+        self.buffer = bytearray()
+        self.entries: list[tuple[int, int, int, int]] = []  # (position in buffer, size, last offset, max timestamp)
+        self.unsynced = 0
+
+    def add(self, batch: bytes | bytearray | memoryview, last_offset: int, max_ts: int) -> None:
+        self.entries.append((len(self.buffer), len(batch), last_offset, max_ts))
+        self.buffer += batch
+        if len(self.buffer) >= self.cleaner.io_buffer_size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.buffer:
+            return
+        self.cleaner._write(self.dest, self.buffer, self.entries, self.stats)
+        self.unsynced += len(self.buffer)
+        self.buffer, self.entries = bytearray(), []
+        if self.unsynced >= _SYNC_EVERY and self.sync.idle:
+            self.sync.start()  # the disk works on what is written while we go on
+            self.unsynced = 0
+
+
 def _last_modified_ms(segment: LogSegment) -> int:
     try:
         return segment.last_modified_ms
@@ -289,7 +345,7 @@ class Cleaner:
         self._check_done = check_done or (lambda _log: None)
         self._read_buffer = bytearray(self.io_buffer_size)
         self._map: OffsetMap | None = None
-        self._marks: OffsetMarks | None = None
+        self._marks = OffsetMarks(0, 0)
         self._map_budget = memory
 
     # --- the round ------------------------------------------------------------------------
@@ -324,9 +380,9 @@ class Cleaner:
         clean_section = [s for s in segments if s.base_offset < first_dirty]
         legacy_horizon = _last_modified_ms(clean_section[-1]) - config.delete_retention_ms if clean_section else 0
 
-        # two bits an offset for the dirty section, within the budget (offsets past them are
-        # looked up in the map); the map has the rest
-        marks = OffsetMarks(first_dirty, min(end - first_dirty, self.memory // 2))
+        # a bit an offset for the dirty section, an eighth of the budget at most (offsets past
+        # them are looked up in the map); the map has the rest
+        marks = OffsetMarks(first_dirty, min(end - first_dirty, self.memory))
         if self.memory - marks.memory < 2 * ENTRY_SIZE:
             marks = OffsetMarks(first_dirty, 0)  # a buffer this small is all map
         self._marks, self._map_budget = marks, self.memory - marks.memory
@@ -375,17 +431,17 @@ class Cleaner:
 
     # --- reading segments -------------------------------------------------------------------
 
-    def _read_batches(self, log_: PartitionLog, segment: LogSegment, start: int = 0) -> Iterator[AnyBatch]:
-        """The batches of a segment from byte ``start``, read in chunks; each batch is a
+    def _read_chunks(self, log_: PartitionLog, segment: LogSegment, start: int = 0) -> Iterator[_Chunk]:
+        """The segment's bytes from ``start``, in chunks of whole batches; each chunk is a
         view of the read buffer, valid until the next one is asked for."""
         size = segment.size
         position = start
         while position < size:
             buffer = self._read_buffer
             n = self._read(log_, segment, buffer, position, min(len(buffer), size - position))
-            scan = BatchIterator(memoryview(buffer)[:n], origin=position)
-            yield from scan
-            if scan.position == 0:
+            chunk = _Chunk(memoryview(buffer)[:n], position)
+            yield chunk
+            if chunk.used == 0:
                 if n < HEADER_PEEK:
                     raise CorruptRecordError(
                         "partial batch at the end of a segment", file=segment.log_path, position=position
@@ -399,7 +455,7 @@ class Cleaner:
                     )
                 self._read_buffer = bytearray(need)  # a new buffer: views of the old one may live on
                 continue
-            position += scan.position
+            position += chunk.used
         if len(self._read_buffer) > self.io_buffer_size:
             self._read_buffer = bytearray(self.io_buffer_size)
 
@@ -422,34 +478,71 @@ class Cleaner:
         stats: CleanerStats,
     ) -> OffsetMap:
         """Map the keys of [start, end), growing the map up to the budget; stop early
-        when it is full. Returns the map (a grown one is a new object)."""
+        when it is full. Returns the map (a grown one is a new object). Plain data
+        batches are mapped by runs in C; the others come back to ``_map_batch``."""
         dirty = _overlapping(segments, start, end)
         tracker = _TransactionTracker(scan.aborted, start)
+        marks = self._marks
         for i, segment in enumerate(dirty):
             next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = segment.offset_index.lookup(start)[1] if segment.base_offset < start else 0
-            for batch in self._read_batches(log_, segment, position):
-                stats.map_bytes_read += batch.size_in_bytes
-                if batch.is_control:
-                    assert isinstance(batch, RecordBatch)
-                    tracker.on_control_batch(batch)
-                    stats.map_records_read += 1
-                    continue
-                records = batch.records()
-                stats.map_records_read += len(records)
-                if not tracker.on_data_batch(batch):
-                    full_at = omap.put_records(records, start, self._marks)
-                    while full_at >= 0:
-                        grown = self._grow(omap)
-                        if grown is None:
-                            return omap  # full: latest_offset is the last record mapped
-                        omap = grown
-                        records = records[full_at:]
-                        full_at = omap.put_records(records, start, self._marks)
-                if batch.last_offset >= start:
-                    omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+            for chunk in self._read_chunks(log_, segment, position):
+                view, origin, at = chunk.view, chunk.origin, 0
+                while True:
+                    # the batches C maps need no tracker: they are not transactional, and the
+                    # tracker catches up on aborted transactions at the next batch it sees
+                    at, needs_python, records, size = omap.put_batches(view, at, origin, start, marks)
+                    stats.map_records_read += records
+                    stats.map_bytes_read += size
+                    batch = next(BatchIterator(view, at, origin=origin), None) if needs_python else None
+                    if batch is None:
+                        break
+                    omap, full = self._map_batch(batch, omap, start, tracker, stats)
+                    if full:
+                        return omap  # full: latest_offset is the last record mapped
+                    at += batch.size_in_bytes
+                chunk.used = at
             omap.latest_offset = max(omap.latest_offset, next_base - 1)
         return omap
+
+    def _map_batch(
+        self, batch: AnyBatch, omap: OffsetMap, start: int, tracker: _TransactionTracker, stats: CleanerStats
+    ) -> tuple[OffsetMap, bool]:
+        """Map one batch: a control, transactional, compressed or legacy one, or one that
+        may fill the map. Returns the map (grown, maybe) and whether it is full."""
+        stats.map_bytes_read += batch.size_in_bytes
+        if batch.is_control:
+            assert isinstance(batch, RecordBatch)
+            tracker.on_control_batch(batch)
+            stats.map_records_read += 1
+            return omap, False
+        marks = self._marks
+        if isinstance(batch, LegacyBatch):
+            records = batch.records()
+            stats.map_records_read += len(records)
+
+            def put(skip: int) -> int:
+                full_at = omap.put_records(records[skip:], start, marks)
+                return full_at + skip if full_at >= 0 else -1
+
+        else:
+            section = batch.records_section() if batch.attributes & _CODEC_MASK else None
+            stats.map_records_read += batch.record_count
+
+            def put(skip: int) -> int:
+                return omap.put_batch(batch.buffer, section, start, marks, skip, batch.position)
+
+        if not tracker.on_data_batch(batch):
+            full_at = put(0)
+            while full_at >= 0:
+                grown = self._grow(omap)
+                if grown is None:
+                    return omap, True
+                omap = grown
+                full_at = put(full_at)
+        if batch.last_offset >= start:
+            omap.latest_offset = max(omap.latest_offset, batch.last_offset)
+        return omap, False
 
     # --- grouping and rewriting ------------------------------------------------------------------
 
@@ -511,39 +604,48 @@ class Cleaner:
         sync = _BackgroundSync(dest.handle)
         try:
             changed = False
-            out = bytearray()
-            entries: list[tuple[int, int, int, int]] = []
-            unsynced = 0
+            output = _Output(self, dest, sync, stats)
+            marks, horizon = self._marks, now + config.delete_retention_ms
             for k, segment in enumerate(group):
                 retain_legacy_deletes = _last_modified_ms(segment) > legacy_horizon
                 size = segment.size
                 closes_group = k == len(group) - 1
-                for batch in self._read_batches(log_, segment):
-                    batch.validate()
-                    last_of_group = closes_group and batch.position + batch.size_in_bytes == size
-                    result = self._clean_batch(
-                        batch, omap, now, config.delete_retention_ms, retain_legacy_deletes, tracker, producers,
-                        upper_bound, last_of_group, stats,
-                    )  # fmt: skip
-                    if result is None:
-                        changed = True
-                        continue
-                    kept, last_offset, max_ts = result
-                    if kept is not batch.buffer:
-                        changed = True
-                    entries.append((len(out), len(kept), last_offset, max_ts))
-                    out += kept
-                    if len(out) >= self.io_buffer_size:
-                        self._write(dest, out, entries, stats)
-                        unsynced += len(out)
-                        out, entries = bytearray(), []
-                        if unsynced >= _SYNC_EVERY and sync.idle:
-                            sync.start()  # the disk works on what is written while we go on
-                            unsynced = 0
+                for chunk in self._read_chunks(log_, segment):
+                    view, origin, at = chunk.view, chunk.origin, 0
+                    while True:
+                        # plain data batches that keep a record: filtered by runs in C
+                        at, stop, read, written, invalid, rebuilt = _compact.filter_batches(
+                            view, at, origin, output.buffer, self.io_buffer_size, output.entries,
+                            omap.table, omap.k0, omap.k1, omap.latest_offset,
+                            marks.superseded, marks.first, marks.count, now, horizon, crc32c,
+                        )  # fmt: skip
+                        stats.records_read += read
+                        stats.records_written += written
+                        stats.invalid_records += invalid
+                        changed = changed or rebuilt > 0
+                        if stop == _WALK_FLUSH:
+                            output.flush()
+                            continue
+                        batch = next(BatchIterator(view, at, origin=origin), None) if stop == _WALK_PYTHON else None
+                        if batch is None:
+                            break
+                        batch.validate()
+                        last_of_group = closes_group and batch.position + batch.size_in_bytes == size
+                        result = self._clean_batch(
+                            batch, omap, now, config.delete_retention_ms, retain_legacy_deletes, tracker, producers,
+                            upper_bound, last_of_group, stats,
+                        )  # fmt: skip
+                        at += batch.size_in_bytes
+                        if result is None:
+                            changed = True
+                            continue
+                        kept, last_offset, max_ts = result
+                        changed = changed or kept is not batch.buffer
+                        output.add(kept, last_offset, max_ts)
+                    chunk.used = at
                 stats.bytes_read += size
                 stats.segments_cleaned += 1
-            if out:
-                self._write(dest, out, entries, stats)
+            output.flush()
             if not changed and len(group) == 1:
                 return  # the segment is already clean: nothing to swap
             sync.wait()
@@ -606,94 +708,60 @@ class Cleaner:
         else:
             is_last_of_producer = control and batch.producer_epoch == producer.epoch
         retain_empty = is_last_of_producer or batch.next_offset == upper_bound or last_of_group
-        if discard_records and not retain_empty:
-            stats.records_read += batch.record_count
-            return None
-
-        marks = self._marks
-        if (
-            not control
-            and not discard_records
-            and marks is not None
-            and batch.last_offset <= omap.latest_offset
-            and marks.covers(batch.base_offset, batch.last_offset)
-            and not marks.any_superseded(batch.base_offset, batch.last_offset)
-            and not marks.any_tombstone(batch.base_offset, batch.last_offset)
-        ):
-            # a dirty batch whose records all win and none is a tombstone: as it is
-            stats.records_read += batch.record_count
-            stats.records_written += batch.record_count
-            return batch.buffer, batch.last_offset, batch.max_timestamp
-
-        records = batch.records()
-        stats.records_read += len(records)
         if discard_records:
-            kept: list[Record] = []
-        elif control:
-            kept = records
-        else:
-            kept = self._kept_records(batch, records, omap, marks, now, stats)
-        stats.records_written += len(kept)
+            stats.records_read += batch.record_count
+            return (_empty_batch(batch), batch.last_offset, batch.max_timestamp) if retain_empty else None
+        if control:
+            return self._clean_control(batch, can_discard, now + delete_retention_ms, retain_empty, stats)
+
+        marks, codec = self._marks, batch.attributes & _CODEC_MASK
+        filtered, kept, invalid, max_ts = _compact.filter_batch(
+            batch.buffer, batch.records_section() if codec else None,
+            omap.table, omap.k0, omap.k1, omap.latest_offset, marks.superseded, marks.first, marks.count,
+            now, now + delete_retention_ms, batch.position,
+        )  # fmt: skip
+        stats.records_read += batch.record_count
+        stats.records_written += kept
+        stats.invalid_records += invalid
+        if filtered is not None:
+            return _sealed(filtered, codec), batch.last_offset, max_ts
         if kept:
-            tombstones = not control and any(r[1] is None for r in kept)
-            set_horizon = (tombstones or (can_discard and control)) and not batch.has_delete_horizon
-            if len(kept) == len(records) and not set_horizon:
-                return batch.buffer, batch.last_offset, batch.max_timestamp
-            if set_horizon:
-                horizon_ms: int | None = now + delete_retention_ms
-            else:
-                horizon_ms = batch.delete_horizon_ms if batch.has_delete_horizon else None
-            append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
-            built = build_batch(
-                kept,
-                base_offset=batch.base_offset,
-                compression=batch.compression,
-                timestamp_type=batch.timestamp_type,
-                log_append_time=batch.max_timestamp if append_time else None,
-                producer_id=pid,
-                producer_epoch=batch.producer_epoch,
-                base_sequence=batch.base_sequence,
-                transactional=batch.is_transactional,
-                control=control,
-                partition_leader_epoch=batch.partition_leader_epoch,
-                keep_offsets=True,
-                last_offset_delta=batch.last_offset_delta,
-                delete_horizon_ms=horizon_ms,
-            )
-            return built, batch.last_offset, _I64.unpack_from(built, 35)[0]
+            return batch.buffer, batch.last_offset, batch.max_timestamp
         if retain_empty:
             return _empty_batch(batch), batch.last_offset, batch.max_timestamp
         return None
 
     @staticmethod
-    def _kept_records(
-        batch: RecordBatch,
-        records: list[Record],
-        omap: OffsetMap,
-        marks: OffsetMarks | None,
-        now: int,
-        stats: CleanerStats,
-    ) -> list[Record]:
-        """Kafka's shouldRetainRecord for the records of a data batch."""
-        latest = omap.latest_offset
-        if batch.base_offset > latest:
-            return records  # past the map: nothing later is known
-        retain_deletes = not batch.has_delete_horizon or now < batch.base_timestamp
-        if marks is not None and batch.last_offset <= latest and marks.covers(batch.base_offset, batch.last_offset):
-            # a dirty batch: the map's building marked the losers (keyless records among them)
-            stats.invalid_records += sum(1 for r in records if r[0] is None)
-            lost, base = marks.superseded_bits(batch.base_offset, batch.last_offset), batch.base_offset
-            return [r for r in records if not lost >> (r[4] - base) & 1 and (retain_deletes or r[1] is not None)]
-        found = omap.offsets_of(records, latest)
-        kept = []
-        for record, offset in zip(records, found, strict=True):
-            if record[4] > latest:
-                kept.append(record)
-            elif record[0] is None:
-                stats.invalid_records += 1
-            elif record[4] >= offset and (retain_deletes or record[1] is not None):
-                kept.append(record)
-        return kept
+    def _clean_control(
+        batch: RecordBatch, can_discard: bool, horizon_ms: int, retain_empty: bool, stats: CleanerStats
+    ) -> tuple[bytes | bytearray | memoryview, int, int] | None:
+        """A control batch whose marker stays: stamped with a delete horizon the first
+        time it may go (its transaction's batches are gone)."""
+        records = batch.records()
+        stats.records_read += len(records)
+        stats.records_written += len(records)
+        if not records:
+            return (_empty_batch(batch), batch.last_offset, batch.max_timestamp) if retain_empty else None
+        if not can_discard or batch.has_delete_horizon:
+            return batch.buffer, batch.last_offset, batch.max_timestamp
+        append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+        built = build_batch(
+            records,
+            base_offset=batch.base_offset,
+            compression=batch.compression,
+            timestamp_type=batch.timestamp_type,
+            log_append_time=batch.max_timestamp if append_time else None,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            transactional=batch.is_transactional,
+            control=True,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            keep_offsets=True,
+            last_offset_delta=batch.last_offset_delta,
+            delete_horizon_ms=horizon_ms,
+        )
+        return built, batch.last_offset, _I64.unpack_from(built, 35)[0]
 
     @staticmethod
     def _clean_legacy(

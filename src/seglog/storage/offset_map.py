@@ -1,34 +1,39 @@
 """The cleaner's map from record key to latest offset (Kafka's SkimpyOffsetMap).
 
-Keys are never stored: a key stands for itself by its 128-bit hash (xxh3-128
-with a seed drawn per map, where Kafka uses MD5), so an entry costs 24 bytes
-whatever the key's size, and the whole map is one ``bytearray`` allocated up
-front. Its layout, three arrays of ``slots`` words each::
+Keys are never stored: a key stands for itself by its 128-bit hash (SipHash-2-4
+with a 128-bit output, keyed by a seed drawn per map, where Kafka uses MD5), so
+an entry costs 24 bytes whatever the key's size, and the whole map is one
+``bytearray`` allocated up front: ``slots`` entries of three words each::
 
-    bytes [0, 8*slots)            lo      uint64  low 64 bits of the hash, bit 0 forced to 1
-    bytes [8*slots, 16*slots)     hi      uint64  high 64 bits of the hash
-    bytes [16*slots, 24*slots)    offset  int64   the latest offset put for the key
+    entry i at byte 24*i
+      +0   lo      uint64  low 64 bits of the hash, bit 0 forced to 1
+      +8   hi      uint64  high 64 bits of the hash
+      +16  offset  int64   the latest offset put for the key
 
-A slot whose ``lo`` is 0 is empty (bit 0 of a real ``lo`` is always 1).
-Words are in native byte order: the map never leaves memory.
+A slot whose ``lo`` is 0 is empty (bit 0 of a real ``lo`` is always 1). Words
+are in native byte order: the map never leaves memory. The three words sit
+together so that a probe touches one cache line, or two.
 
-Open addressing. The first probe of a key is ``lo mod slots``; then up to 16
-probes by double hashing with step ``1 + hi mod (slots - 1)`` (Kafka also
-probes at positions read from the hash itself); then linear probing, which
-reaches every slot. Nothing is ever deleted, so a probe sequence stops at the
-first empty slot. The map accepts at most ``load_factor * slots`` keys
+Open addressing. The first probe of a key is ``hi * slots >> 64`` (``hi``
+scaled to the table); then up to 16 probes by double hashing with step
+``1 + lo mod (slots - 1)``; then linear probing, which reaches every slot.
+Nothing is ever deleted, so a probe sequence stops at the first empty slot.
+The map accepts at most ``load_factor * slots`` keys
 (``log.cleaner.io.buffer.load.factor``), which keeps probe sequences short and
 always leaves an empty slot; a new key beyond that is refused, which is how
 the cleaner learns that the dirty section needs more than one pass.
 
-Two keys with the same 128-bit hash would be taken for one, as in Kafka; the
-seed keeps anyone from choosing keys that collide.
+Two keys with the same 128-bit hash would be taken for one, as in Kafka, and
+the older key's latest record lost; SipHash is a keyed pseudorandom function,
+so without the seed nobody can choose keys that collide.
 
-``OffsetMarks`` is seglog's addition: while the map is built, two bits per
-offset of the dirty section record which records lose (a later record has
-their key, or they have none) and which are tombstones. The rewrite then
-decides a dirty record by its bit instead of hashing its key again, and
-copies a dirty batch with no bit set without even decoding it.
+The loops over records are C (``records/_compact.c``): hashing, probing and
+marking a whole batch per call, or a run of batches.
+
+``OffsetMarks`` is seglog's addition: while the map is built, one bit per
+offset of the dirty section records which records lose (a later record has
+their key, or they have none). The rewrite then decides a dirty record by its
+bit instead of hashing its key again.
 """
 
 from __future__ import annotations
@@ -37,46 +42,35 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-import xxhash
+from ..records import _compact
 
 ENTRY_SIZE = 24
 _MASK64 = (1 << 64) - 1
-_DOUBLE_HASH_PROBES = 16
-_hash128 = xxhash.xxh3_128_intdigest
 
 
 class OffsetMarks:
-    """Two bits for each offset of [first, first + count): superseded, tombstone."""
+    """One bit for each offset of [first, first + count): the record loses."""
 
     def __init__(self, first: int, count: int) -> None:
         self.first = first
         self.count = max(count, 0)
         self.superseded = bytearray((self.count + 7) // 8)
-        self.tombstones = bytearray((self.count + 7) // 8)
 
     @property
     def memory(self) -> int:
-        return 2 * len(self.superseded)
+        return len(self.superseded)
 
-    def covers(self, first: int, last: int) -> bool:
-        return self.first <= first and last < self.first + self.count
+    def is_superseded(self, offset: int) -> bool:
+        rel = offset - self.first
+        return 0 <= rel < self.count and bool(self.superseded[rel >> 3] >> (rel & 7) & 1)
 
-    def _any(self, bits: bytearray, first: int, last: int) -> bool:
-        lo, hi = first - self.first, last - self.first
-        chunk = int.from_bytes(bits[lo >> 3 : (hi >> 3) + 1], "little") >> (lo & 7)
-        return chunk & ((1 << (hi - lo + 1)) - 1) != 0
+    def mark(self, offset: int) -> None:
+        rel = offset - self.first
+        if 0 <= rel < self.count:
+            self.superseded[rel >> 3] |= 1 << (rel & 7)
 
-    def any_superseded(self, first: int, last: int) -> bool:
-        """Whether a record in [first, last] (covered) loses; so does ``any_tombstone``."""
-        return self._any(self.superseded, first, last)
 
-    def any_tombstone(self, first: int, last: int) -> bool:
-        return self._any(self.tombstones, first, last)
-
-    def superseded_bits(self, first: int, last: int) -> int:
-        """The superseded bits of [first, last] (covered), bit 0 for ``first``."""
-        lo, hi = first - self.first, last - self.first
-        return int.from_bytes(self.superseded[lo >> 3 : (hi >> 3) + 1], "little") >> (lo & 7)
+_NO_MARKS = OffsetMarks(0, 0)
 
 
 class OffsetMap:
@@ -88,175 +82,114 @@ class OffsetMap:
             raise ValueError(f"an offset map needs at least {2 * ENTRY_SIZE} bytes, not {memory}")
         self.slots = slots
         self.max_entries = max(1, min(int(slots * load_factor), slots - 1))
-        self.seed = random.getrandbits(64) if seed is None else seed
-        self._memory = bytearray(slots * ENTRY_SIZE)
-        view = memoryview(self._memory)
-        self._lo = view[: 8 * slots].cast("Q")
-        self._hi = view[8 * slots : 16 * slots].cast("Q")
-        self._offsets = view[16 * slots :].cast("q")
+        self.seed = random.getrandbits(128) if seed is None else seed
+        self.k0, self.k1 = self.seed & _MASK64, (self.seed >> 64) & _MASK64
+        self.table = bytearray(slots * ENTRY_SIZE)
         self.entries = 0
         self.latest_offset = -1  # the latest offset put (or declared mapped)
 
     @property
     def memory(self) -> int:
-        return len(self._memory)
+        return len(self.table)
 
     @property
     def utilization(self) -> float:
         return self.entries / self.slots
 
     @property
+    def room(self) -> int:
+        """How many new keys the map still accepts."""
+        return self.max_entries - self.entries
+
+    @property
     def is_full(self) -> bool:
         return self.entries >= self.max_entries
 
     def clear(self) -> None:
-        self._memory[:] = bytes(len(self._memory))
+        self.table[:] = bytes(len(self.table))
         self.entries = 0
         self.latest_offset = -1
 
-    def _slot(self, lo: int, hi: int) -> int:
-        """The slot holding the hash (lo, hi), or the empty slot where it would go."""
-        los, his, n = self._lo, self._hi, self.slots
-        i = lo % n
-        c = los[i]
-        if c == 0 or (c == lo and his[i] == hi):
-            return i
-        step = 1 + hi % (n - 1)
-        for _ in range(_DOUBLE_HASH_PROBES):
-            i = (i + step) % n
-            c = los[i]
-            if c == 0 or (c == lo and his[i] == hi):
-                return i
-        for _ in range(n):
-            i = i + 1 if i + 1 < n else 0
-            c = los[i]
-            if c == 0 or (c == lo and his[i] == hi):
-                return i
-        raise AssertionError("offset map has no empty slot")  # max_entries < slots prevents it
-
     def put(self, key: bytes, offset: int) -> bool:
         """Map ``key`` to ``offset``; False (and nothing changed) if it is a new key and the map is full."""
-        h = _hash128(key, self.seed)
-        lo, hi = (h & _MASK64) | 1, h >> 64
-        i = self._slot(lo, hi)
-        if self._lo[i] == 0:
-            if self.entries >= self.max_entries:
-                return False
-            self._lo[i], self._hi[i] = lo, hi
-            self.entries += 1
-        self._offsets[i] = offset
+        added = _compact.map_put(self.table, self.k0, self.k1, key, offset, self.room)
+        if added < 0:
+            return False
+        self.entries += added
         self.latest_offset = offset
         return True
 
     def get(self, key: bytes) -> int:
         """The offset mapped to ``key``, or -1."""
-        h = _hash128(key, self.seed)
-        i = self._slot((h & _MASK64) | 1, h >> 64)
-        return self._offsets[i] if self._lo[i] else -1
+        return _compact.map_get(self.table, self.k0, self.k1, key)
 
     def absorb(self, other: OffsetMap) -> None:
         """Take every entry of ``other``, a smaller map with the same seed (a map grows
         by rehashing into a larger one: the entries hold the whole hash)."""
         if other.seed != self.seed:
             raise ValueError("maps with different seeds hash keys differently")
-        los, his, offsets = other._lo, other._hi, other._offsets
-        for i in range(other.slots):
-            lo = los[i]
-            if lo:
-                j = self._slot(lo, his[i])
-                if not self._lo[j]:
-                    self._lo[j], self._hi[j] = lo, his[i]
-                    self.entries += 1
-                self._offsets[j] = offsets[i]
+        if other.entries > self.room:
+            raise ValueError("the map has no room for the entries absorbed")
+        self.entries += _compact.map_absorb(self.table, other.table)
         self.latest_offset = max(self.latest_offset, other.latest_offset)
 
-    # --- whole batches: the cleaner's hot loops ----------------------------------------------
-    # Both inline the hash and the first probe: a method call per record would cost as
-    # much as the probe itself, and most probes end at the first slot.
+    # --- whole batches: the cleaner's hot loops, in C ------------------------------------------
+
+    def put_batch(
+        self, batch: Any, section: Any, start_offset: int, marks: OffsetMarks | None = None, skip: int = 0,
+        position: int = 0,
+    ) -> int:  # fmt: skip
+        """Put the keys of a v2 batch's records (from index ``skip``) whose offset is >=
+        ``start_offset``, marking in ``marks`` the records that lose; ``section`` holds
+        the records decompressed (None: the batch is not compressed). Returns -1, or the
+        index of the first record whose key did not fit (the map is then full and
+        ``latest_offset`` is the offset of the last record put)."""
+        marks = marks or _NO_MARKS
+        added, full_at, self.latest_offset = _compact.map_batch(
+            self.table, self.k0, self.k1, self.room, batch, section, start_offset,
+            marks.superseded, marks.first, marks.count, skip, self.latest_offset, position,
+        )  # fmt: skip
+        self.entries += added
+        return full_at
+
+    def put_batches(
+        self, view: memoryview, position: int, origin: int, start_offset: int, marks: OffsetMarks | None = None
+    ) -> tuple[int, bool, int, int]:
+        """``put_batch`` over the whole batches of ``view`` from ``position`` for as long
+        as they are plain data batches (uncompressed, non-transactional, non-control v2)
+        that fit the room left. Returns (where it stopped, whether a batch there needs
+        Python, records mapped, bytes mapped); ``latest_offset`` also takes the last
+        offset of each batch mapped."""
+        marks = marks or _NO_MARKS
+        position, stop, added, self.latest_offset, records, size = _compact.map_batches(
+            self.table, self.k0, self.k1, self.room, view, position, origin, start_offset,
+            marks.superseded, marks.first, marks.count, self.latest_offset,
+        )  # fmt: skip
+        self.entries += added
+        return position, bool(stop), records, size
 
     def put_records(self, records: Sequence[Any], start_offset: int, marks: OffsetMarks | None = None) -> int:
-        """Put the key and offset of every record (``Record``-shaped: key at index 0,
-        value at 1, offset at 4) with a key and an offset >= ``start_offset``, and mark
-        the losers and tombstones in ``marks``. Returns -1, or the index of the first
-        record whose key did not fit (the map is then full and ``latest_offset`` is the
-        offset of the last record put)."""
-        los, his, offsets = self._lo, self._hi, self._offsets
-        n, seed, mask = self.slots, self.seed, _MASK64
-        entries, limit, latest = self.entries, self.max_entries, self.latest_offset
-        hash128 = _hash128
-        if marks is None:
-            marks = OffsetMarks(0, 0)
-        superseded, tombstones, first, count = marks.superseded, marks.tombstones, marks.first, marks.count
-        try:
-            for index, record in enumerate(records):
-                offset = record[4]
-                if offset < start_offset:
-                    continue
-                key = record[0]
-                if key is None:  # dropped by the cleaner: a compacted log's records need keys
-                    rel = offset - first
-                    if 0 <= rel < count:
-                        superseded[rel >> 3] |= 1 << (rel & 7)
-                    continue
-                h = hash128(key, seed)
-                lo = (h & mask) | 1
-                hi = h >> 64
-                i = lo % n
-                c = los[i]
-                if c != lo or his[i] != hi:
-                    if c != 0:
-                        i = self._slot(lo, hi)
-                        c = los[i]
-                    if c == 0:
-                        if entries >= limit:
-                            return index
-                        los[i] = lo
-                        his[i] = hi
-                        entries += 1
-                    else:
-                        rel = offsets[i] - first  # the key's earlier record loses
-                        if 0 <= rel < count:
-                            superseded[rel >> 3] |= 1 << (rel & 7)
-                else:
-                    rel = offsets[i] - first
-                    if 0 <= rel < count:
-                        superseded[rel >> 3] |= 1 << (rel & 7)
-                if record[1] is None:
-                    rel = offset - first
-                    if 0 <= rel < count:
-                        tombstones[rel >> 3] |= 1 << (rel & 7)
-                offsets[i] = offset
-                latest = offset
-            return -1
-        finally:
-            self.entries, self.latest_offset = entries, latest
+        """``put_batch`` for decoded records (``Record``-shaped: key at index 0, offset
+        at 4): legacy messages."""
+        marks = marks or _NO_MARKS
+        for index, record in enumerate(records):
+            offset, key = record[4], record[0]
+            if offset < start_offset:
+                continue
+            if key is None:  # dropped by the cleaner: a compacted log's records need keys
+                marks.mark(offset)
+                continue
+            previous = self.get(key)
+            if not self.put(key, offset):
+                return index
+            if previous >= 0:
+                marks.mark(previous)  # the key's earlier record loses
+        return -1
 
     def offsets_of(self, records: Sequence[Any], upto: int) -> list[int]:
         """For each record, the offset mapped to its key; -1 for a record without a key,
         one not in the map, or one whose offset is above ``upto`` (not looked up)."""
-        los, his, offsets = self._lo, self._hi, self._offsets
-        n, seed, mask = self.slots, self.seed, _MASK64
-        hash128 = _hash128
-        out: list[int] = []
-        append = out.append
-        for record in records:
-            key = record[0]
-            if key is None or record[4] > upto:
-                append(-1)
-                continue
-            h = hash128(key, seed)
-            lo = (h & mask) | 1
-            hi = h >> 64
-            i = lo % n
-            c = los[i]
-            if c == lo and his[i] == hi:
-                append(offsets[i])
-            elif c == 0:
-                append(-1)
-            else:
-                i = self._slot(lo, hi)
-                append(offsets[i] if los[i] else -1)
-        return out
+        return [-1 if r[0] is None or r[4] > upto else self.get(r[0]) for r in records]
 
     def __repr__(self) -> str:
         return f"OffsetMap(slots={self.slots}, entries={self.entries}, latest_offset={self.latest_offset})"

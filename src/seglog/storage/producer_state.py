@@ -42,7 +42,10 @@ _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _CONTROL_KEY = struct.Struct(">hh")
 _FINGERPRINT = 21  # a batch's first bytes, through the v2 CRC: is it still the batch scanned?
-_HEADER_READ = 4096  # what is read at a batch's start after a batch larger than this
+_HEADER_READ = 4096  # what is read at a batch's start after a large batch
+# a batch this large is stepped over rather than read: a read call costs about as much as
+# copying this many bytes of page cache, so smaller batches are read whole, by the buffer
+_SKIP_READ_ABOVE = 64 * 1024
 _LEGACY_MIN_MESSAGE = 26  # LOG_OVERHEAD + the smallest v0 message: bounds a wrapper's records
 
 
@@ -166,7 +169,7 @@ def summarize(segment: LogSegment, read: Reader, buffer: bytearray) -> SegmentSu
         if at == 0:
             break  # the end of the segment (or of its whole batches)
         position += at
-        chunk = _HEADER_READ if total > _HEADER_READ else len(buffer)
+        chunk = _HEADER_READ if total > _SKIP_READ_ABOVE else len(buffer)
     summary.scanned = position
     with _summaries_lock:
         _summaries[segment] = summary

@@ -1,0 +1,1054 @@
+/* The log cleaner's per-record loops, in C: mapping keys to their latest offset
+ * (Kafka's SkimpyOffsetMap) and filtering the records of a batch (Kafka's
+ * MemoryRecords.filterTo), whole batches at a time.
+ *
+ * The offset map is a bytearray owned by storage/offset_map.py, whose docstring
+ * draws its layout: `slots` entries of 24 bytes, {lo, hi, offset}, where (lo, hi)
+ * is the 128-bit SipHash-2-4 of a key under the map's 128-bit seed, lo's bit 0
+ * forced to 1 so that lo == 0 means an empty slot. The marks are one bit per
+ * offset of the dirty section: set when a record loses (a later record has its
+ * key, or it has no key), so the rewrite need not hash a dirty key again.
+ *
+ * Two kinds of calls:
+ *   - one batch (map_batch, filter_batch): a v2 batch and, when it is compressed,
+ *     its records decompressed by Python, which also recompresses the result;
+ *   - a run of batches (map_batches, filter_batches): walk a buffer of batches
+ *     and handle every uncompressed, non-transactional, non-control v2 batch,
+ *     stopping at the first one whose fate Python decides (legacy, compressed,
+ *     control, transactional, damaged, or one that would lose all its records).
+ *     Python's rules (cleaner.py) stay the referee; C takes the common case.
+ *
+ * Nothing here trusts a length: records are parsed by _record.h, which checks
+ * every field against the bytes present, and faults raise CorruptRecordError
+ * naming the batch's position. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+#include "_record.h"
+
+static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
+
+/* v2 batch header fields (offsets into the batch; all big-endian) */
+enum {
+    H_BASE_OFFSET = 0,
+    H_LENGTH = 8,
+    H_MAGIC = 16,
+    H_CRC = 17,
+    H_ATTRIBUTES = 21,
+    H_LAST_DELTA = 23,
+    H_BASE_TS = 27,
+    H_MAX_TS = 35,
+    H_COUNT = 57,
+    HEADER_SIZE = 61,
+    LOG_OVERHEAD = 12, /* base offset + length: the framing every magic shares */
+    FRAME_PEEK = 17,   /* enough to learn a batch's size and magic */
+    CRC_START = 21,
+};
+enum { A_CODEC = 0x07, A_LOG_APPEND_TIME = 0x08, A_TRANSACTIONAL = 0x10, A_CONTROL = 0x20, A_HORIZON = 0x40 };
+/* the smallest batch of each magic (batches.py's table): smaller is bad framing */
+static const int32_t MIN_SIZE[3] = {14, 22, HEADER_SIZE - LOG_OVERHEAD};
+
+static inline uint64_t
+get_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static inline void
+put_be(uint8_t *p, int n, uint64_t v)
+{
+    for (int i = n - 1; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static inline int64_t be64(const uint8_t *p) { return (int64_t)get_be(p, 8); }
+static inline int32_t be32(const uint8_t *p) { return (int32_t)(uint32_t)get_be(p, 4); }
+
+/* Java's long arithmetic wraps; so does an offset or timestamp read from a hostile batch */
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+
+static PyObject *
+corrupt(Py_ssize_t position, const char *fmt, ...)
+{
+    va_list args;
+    va_start(args, fmt);
+    PyObject *msg = PyUnicode_FromFormatV(fmt, args);
+    va_end(args);
+    PyObject *kwargs = msg ? Py_BuildValue("{s:n}", "position", position) : NULL;
+    PyObject *argv = kwargs ? PyTuple_Pack(1, msg) : NULL;
+    PyObject *exc = argv ? PyObject_Call(CorruptRecordError, argv, kwargs) : NULL;
+    if (exc != NULL) {
+        PyErr_SetObject(CorruptRecordError, exc);
+        Py_DECREF(exc);
+    }
+    Py_XDECREF(msg);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(argv);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ SipHash-2-4-128
+ * Aumasson and Bernstein's keyed hash, with its 128-bit output: a pseudorandom
+ * function of the key, so nobody who does not know the map's seed can choose
+ * keys that collide (two keys with one hash would count as one key and the
+ * older one's latest record would be lost). */
+
+static inline uint64_t rotl(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+#define SIPROUND                                                                        \
+    do {                                                                                \
+        v0 += v1, v1 = rotl(v1, 13), v1 ^= v0, v0 = rotl(v0, 32);                      \
+        v2 += v3, v3 = rotl(v3, 16), v3 ^= v2;                                         \
+        v0 += v3, v3 = rotl(v3, 21), v3 ^= v0;                                         \
+        v2 += v1, v1 = rotl(v1, 17), v1 ^= v2, v2 = rotl(v2, 32);                      \
+    } while (0)
+
+static inline uint64_t
+get_le(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+typedef struct {
+    uint64_t lo, hi;
+} Hash;
+
+static Hash
+siphash128(const uint8_t *data, size_t len, uint64_t k0, uint64_t k1)
+{
+    uint64_t v0 = k0 ^ 0x736f6d6570736575ULL, v1 = k1 ^ 0x646f72616e646f6dULL ^ 0xee;
+    uint64_t v2 = k0 ^ 0x6c7967656e657261ULL, v3 = k1 ^ 0x7465646279746573ULL;
+    size_t whole = len & ~(size_t)7;
+    for (size_t i = 0; i < whole; i += 8) {
+        uint64_t m;
+        memcpy(&m, data + i, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        m = __builtin_bswap64(m);
+#endif
+        v3 ^= m;
+        SIPROUND;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t last = (uint64_t)len << 56 | get_le(data + whole, len - whole);
+    v3 ^= last;
+    SIPROUND;
+    SIPROUND;
+    v0 ^= last;
+    v2 ^= 0xee;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    Hash h;
+    h.lo = v0 ^ v1 ^ v2 ^ v3;
+    v1 ^= 0xdd;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    h.hi = v0 ^ v1 ^ v2 ^ v3;
+    return h;
+}
+
+/* ------------------------------------------------------------------ the map */
+
+typedef struct {
+    uint64_t lo, hi;
+    int64_t offset;
+} Entry;
+_Static_assert(sizeof(Entry) == 24, "a map entry is 24 bytes");
+
+enum { DOUBLE_HASH_PROBES = 16 };
+
+typedef struct {
+    Entry *slots;
+    uint64_t n;
+    uint64_t k0, k1;
+} Map;
+
+static inline Hash
+key_hash(const Map *m, const uint8_t *key, size_t len)
+{
+    Hash h = siphash128(key, len, m->k0, m->k1);
+    h.lo |= 1;
+    return h;
+}
+
+/* The first probe: hi scaled to [0, n) by a multiply (Lemire's), cheaper than a division. */
+static inline uint64_t
+first_slot(const Map *m, Hash h)
+{
+#ifdef __SIZEOF_INT128__
+    return (uint64_t)(((unsigned __int128)h.hi * m->n) >> 64);
+#else
+    return h.hi % m->n;
+#endif
+}
+
+static inline int
+holds(const Entry *e, Hash h)
+{
+    return e->lo == 0 || (e->lo == h.lo && e->hi == h.hi);
+}
+
+/* The entry holding h, or the empty one where it would go: the first slot, then
+ * double hashing, then linear probing, which reaches every slot. The map always
+ * keeps an empty slot (max_entries < slots), so the search ends. */
+static Entry *
+find(const Map *m, Hash h)
+{
+    uint64_t n = m->n, i = first_slot(m, h);
+    if (holds(&m->slots[i], h))
+        return &m->slots[i];
+    uint64_t step = 1 + h.lo % (n - 1);
+    for (int k = 0; k < DOUBLE_HASH_PROBES; k++) {
+        i = i >= n - step ? i - (n - step) : i + step; /* (i + step) mod n without overflow */
+        if (holds(&m->slots[i], h))
+            return &m->slots[i];
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        i = i + 1 < n ? i + 1 : 0;
+        if (holds(&m->slots[i], h))
+            return &m->slots[i];
+    }
+    return NULL; /* unreachable while an empty slot remains */
+}
+
+/* Gets the map's bytearray; n is 0 when it is too small to be a map. */
+static int
+map_open(Map *m, Py_buffer *buf, unsigned long long k0, unsigned long long k1)
+{
+    if (buf->len % (Py_ssize_t)sizeof(Entry) || buf->len < 2 * (Py_ssize_t)sizeof(Entry)) {
+        PyErr_SetString(PyExc_ValueError, "an offset map is a whole number of 24-byte entries, two at least");
+        return -1;
+    }
+    m->slots = buf->buf;
+    m->n = (uint64_t)buf->len / sizeof(Entry);
+    m->k0 = k0;
+    m->k1 = k1;
+    return 0;
+}
+
+typedef struct {
+    uint8_t *bits; /* one bit an offset: the record loses */
+    int64_t first, count;
+} Marks;
+
+static inline void
+mark(const Marks *mk, int64_t offset)
+{
+    uint64_t rel = (uint64_t)offset - (uint64_t)mk->first;
+    if (rel < (uint64_t)mk->count)
+        mk->bits[rel >> 3] |= (uint8_t)(1u << (rel & 7));
+}
+
+static inline int
+marked(const Marks *mk, int64_t offset, int *covered)
+{
+    uint64_t rel = (uint64_t)offset - (uint64_t)mk->first;
+    *covered = rel < (uint64_t)mk->count;
+    return *covered && (mk->bits[rel >> 3] >> (rel & 7) & 1);
+}
+
+/* Maps h to offset, marking the offset it replaces; -1 (and nothing changed) when h is
+ * new and there is no room left. */
+static inline int
+put(const Map *m, const Marks *mk, Hash h, int64_t offset, Py_ssize_t *room)
+{
+    Entry *e = find(m, h);
+    if (e->lo == 0) {
+        if (*room <= 0)
+            return -1;
+        e->lo = h.lo;
+        e->hi = h.hi;
+        (*room)--;
+    } else {
+        mark(mk, e->offset); /* the key's earlier record loses */
+    }
+    e->offset = offset;
+    return 0;
+}
+
+/* -1 when the key is not in the map */
+static inline int64_t
+lookup(const Map *m, Hash h)
+{
+    Entry *e = find(m, h);
+    return e->lo ? e->offset : -1;
+}
+
+static int
+get_marks(Marks *mk, Py_buffer *buf, long long first, long long count)
+{
+    if (count < 0 || (count + 7) / 8 > buf->len) {
+        PyErr_SetString(PyExc_ValueError, "marks hold fewer bits than their count");
+        return -1;
+    }
+    mk->bits = buf->buf;
+    mk->first = first;
+    mk->count = count;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ batches */
+
+typedef struct {
+    int64_t base_offset, base_ts, max_ts;
+    int32_t length, last_delta, count;
+    int attributes;
+    const uint8_t *start; /* the batch's first byte */
+    const uint8_t *records, *records_end;
+    Py_ssize_t position; /* where the batch starts in its file, for errors */
+} Batch;
+
+static void
+batch_header(Batch *b, const uint8_t *p)
+{
+    b->start = p;
+    b->base_offset = be64(p + H_BASE_OFFSET);
+    b->length = be32(p + H_LENGTH);
+    b->attributes = (int)(int16_t)get_be(p + H_ATTRIBUTES, 2);
+    b->last_delta = be32(p + H_LAST_DELTA);
+    b->base_ts = be64(p + H_BASE_TS);
+    b->max_ts = be64(p + H_MAX_TS);
+    b->count = be32(p + H_COUNT);
+}
+
+/* A batch buffer (its header, and records unless `section` gives them decompressed). */
+static int
+batch_from(Batch *b, Py_buffer *batch, Py_buffer *section, Py_ssize_t position)
+{
+    b->position = position;
+    if (batch->len < HEADER_SIZE) {
+        corrupt(position, "batch of %zd bytes is shorter than a header", batch->len);
+        return -1;
+    }
+    batch_header(b, batch->buf);
+    const uint8_t *records = section ? section->buf : (const uint8_t *)batch->buf + HEADER_SIZE;
+    Py_ssize_t len = section ? section->len : batch->len - HEADER_SIZE;
+    b->records = records;
+    b->records_end = records + len;
+    return 0;
+}
+
+static int
+check_count(const Batch *b)
+{
+    Py_ssize_t len = b->records_end - b->records;
+    if (b->count >= 0 && b->count <= len / 7) /* a record takes 7 bytes at least */
+        return 0;
+    corrupt(b->position, "record count %d does not fit in %zd bytes of records", (int)b->count, len);
+    return -1;
+}
+
+static int
+record_fault(const Batch *b, Py_ssize_t index, ParseResult res)
+{
+    corrupt(b->position, "record %zd: %s at byte %zd of the records", index, res.fault,
+            (Py_ssize_t)(res.at - b->records));
+    return -1;
+}
+
+static int
+trailing_bytes(const Batch *b, const uint8_t *p)
+{
+    corrupt(b->position, "record count %d disagrees with the batch: %zd bytes follow the last record", (int)b->count,
+            (Py_ssize_t)(b->records_end - p));
+    return -1;
+}
+
+/* ------------------------------------------------------------------ mapping */
+
+/* Keys are hashed a chunk ahead of their insertion, and their first slots prefetched:
+ * the map is larger than the caches, so each first probe would otherwise wait for memory. */
+enum { MAP_AHEAD = 32 };
+
+typedef struct {
+    Hash h;
+    int64_t offset;
+    int keyed;
+} Pending;
+
+/* Puts the keys of records [skip, count) whose offset is >= start_offset. Returns the
+ * index of the first record whose key found no room (the map is full), count when all
+ * went in, -1 on a fault. *latest becomes the offset of the last record put. */
+static Py_ssize_t
+map_records_of(const Batch *b, const Map *m, const Marks *mk, Py_ssize_t *room, int64_t start_offset, Py_ssize_t skip,
+               int64_t *latest)
+{
+    if (check_count(b) < 0)
+        return -1;
+    const uint8_t *p = b->records, *end = b->records_end;
+    Pending ahead[MAP_AHEAD];
+    Py_ssize_t i = 0;
+    while (i < b->count) {
+        Py_ssize_t first = i, n = 0;
+        for (; i < b->count && n < MAP_AHEAD; i++, n++) {
+            RawRecord r;
+            ParseResult res = parse_record(&p, end, &r);
+            if (res.fault)
+                return record_fault(b, i, res);
+            Pending *q = &ahead[n];
+            q->offset = wrap_add(b->base_offset, r.off_delta);
+            q->keyed = r.key_len >= 0;
+            if (q->keyed && i >= skip && q->offset >= start_offset) {
+                q->h = key_hash(m, r.key, (size_t)r.key_len);
+                __builtin_prefetch(&m->slots[first_slot(m, q->h)], 1);
+            }
+        }
+        for (Py_ssize_t k = 0; k < n; k++) {
+            Pending *q = &ahead[k];
+            if (first + k < skip || q->offset < start_offset)
+                continue;
+            if (!q->keyed) {
+                mark(mk, q->offset); /* dropped: a compacted log's records need keys */
+                continue;
+            }
+            if (put(m, mk, q->h, q->offset, room) < 0)
+                return first + k;
+            *latest = q->offset;
+        }
+    }
+    if (p != end)
+        return trailing_bytes(b, p);
+    return b->count;
+}
+
+/* The map and the marks of a call, over the Python buffers holding them. */
+typedef struct {
+    Py_buffer table, marks;
+    Map map;
+    Marks mk;
+} MapArgs;
+
+static void
+map_args_release(MapArgs *a)
+{
+    if (a->table.obj)
+        PyBuffer_Release(&a->table);
+    if (a->marks.obj)
+        PyBuffer_Release(&a->marks);
+}
+
+static int
+map_args_open(MapArgs *a, unsigned long long k0, unsigned long long k1, long long first, long long count)
+{
+    return map_open(&a->map, &a->table, k0, k1) < 0 || get_marks(&a->mk, &a->marks, first, count) < 0 ? -1 : 0;
+}
+
+PyDoc_STRVAR(map_batch_doc,
+             "map_batch(table, k0, k1, room, batch, section, start_offset, marks, marks_first, marks_count, "
+             "skip, latest, position) -> (added, full_at, latest)\n\n"
+             "Put the keys of a v2 batch's records [skip:] whose offset is >= start_offset into the map\n"
+             "(table, seeded by k0, k1) with room for `room` new keys, marking the records that lose.\n"
+             "`section` holds the records decompressed, or is None for an uncompressed batch.\n"
+             "full_at is -1, or the index of the first record whose key found no room;\n"
+             "latest is the offset of the last record put (the given latest if none was).");
+
+static PyObject *
+map_batch(PyObject *self, PyObject *args)
+{
+    MapArgs a = {0};
+    Py_buffer batch = {0}, section = {0};
+    PyObject *section_obj;
+    unsigned long long k0, k1;
+    Py_ssize_t room, skip, position;
+    long long start_offset, first, count, latest;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "w*KKny*OLw*LLnLn", &a.table, &k0, &k1, &room, &batch, &section_obj, &start_offset,
+                          &a.marks, &first, &count, &skip, &latest, &position))
+        goto done;
+    if (section_obj != Py_None && PyObject_GetBuffer(section_obj, &section, PyBUF_SIMPLE) < 0)
+        goto done;
+    Batch b;
+    if (map_args_open(&a, k0, k1, first, count) < 0 ||
+        batch_from(&b, &batch, section_obj != Py_None ? &section : NULL, position) < 0)
+        goto done;
+    Py_ssize_t before = room;
+    int64_t last = latest;
+    Py_ssize_t at = map_records_of(&b, &a.map, &a.mk, &room, start_offset, skip, &last);
+    if (at >= 0)
+        result = Py_BuildValue("nnL", before - room, at == b.count ? (Py_ssize_t)-1 : at, (long long)last);
+done:
+    map_args_release(&a);
+    if (batch.obj)
+        PyBuffer_Release(&batch);
+    if (section.obj)
+        PyBuffer_Release(&section);
+    return result;
+}
+
+/* Where a walk over a buffer of batches stopped (WALK_ON: it goes on). */
+enum { WALK_ON = -1, WALK_END = 0, WALK_PYTHON = 1, WALK_FLUSH = 2 };
+
+/* The batch at p, if whole: WALK_END when fewer bytes than a whole batch remain,
+ * WALK_PYTHON when Python must look at it (bad framing, another magic, or attributes
+ * in `python_attrs`), else WALK_ON with its header read. */
+static int
+next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, int python_attrs)
+{
+    if (end - p < FRAME_PEEK)
+        return WALK_END;
+    int32_t size = be32(p + H_LENGTH);
+    uint8_t magic = p[H_MAGIC];
+    if (magic > 2 || size < MIN_SIZE[magic])
+        return WALK_PYTHON; /* BatchIterator raises on it */
+    if ((Py_ssize_t)size > end - p - LOG_OVERHEAD)
+        return WALK_END;
+    if (magic != 2)
+        return WALK_PYTHON;
+    batch_header(b, p);
+    if (b->attributes & python_attrs)
+        return WALK_PYTHON;
+    b->records = p + HEADER_SIZE;
+    b->records_end = p + LOG_OVERHEAD + size;
+    b->position = position;
+    return WALK_ON;
+}
+
+PyDoc_STRVAR(map_batches_doc,
+             "map_batches(table, k0, k1, room, view, pos, origin, start_offset, marks, marks_first, marks_count, "
+             "latest) -> (pos, stop, added, latest, records, bytes)\n\n"
+             "map_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for as long\n"
+             "as they are uncompressed, non-transactional, non-control v2 batches with fewer records than the\n"
+             "room left. stop is 0 at the end of the whole batches (pos is there), 1 at a batch for Python\n"
+             "(pos is its start). latest also takes the last offset of every batch that reaches start_offset.\n"
+             "records and bytes count the batches mapped.");
+
+static PyObject *
+map_batches(PyObject *self, PyObject *args)
+{
+    MapArgs a = {0};
+    Py_buffer view = {0};
+    unsigned long long k0, k1;
+    Py_ssize_t room, pos, origin;
+    long long start_offset, first, count, latest;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "w*KKny*nnLw*LLL", &a.table, &k0, &k1, &room, &view, &pos, &origin, &start_offset,
+                          &a.marks, &first, &count, &latest))
+        goto done;
+    if (map_args_open(&a, k0, k1, first, count) < 0)
+        goto done;
+    if (pos < 0 || pos > view.len) {
+        PyErr_SetString(PyExc_ValueError, "position out of the buffer");
+        goto done;
+    }
+    const uint8_t *base = view.buf, *end = base + view.len;
+    Py_ssize_t before = room, records = 0, bytes = 0;
+    int64_t last = latest;
+    int stop;
+    for (;;) {
+        Batch b = {0};
+        stop = next_batch(&b, base + pos, end, origin + pos, A_CODEC | A_TRANSACTIONAL | A_CONTROL);
+        if (stop != WALK_ON)
+            break;
+        if (b.count > room) {
+            stop = WALK_PYTHON; /* it may fill the map: Python grows it or stops there */
+            break;
+        }
+        if (map_records_of(&b, &a.map, &a.mk, &room, start_offset, 0, &last) < 0)
+            goto done;
+        int64_t batch_last = wrap_add(b.base_offset, b.last_delta);
+        if (batch_last >= start_offset && batch_last > last)
+            last = batch_last;
+        records += b.count;
+        bytes += b.records_end - b.start;
+        pos += b.records_end - b.start;
+    }
+    result = Py_BuildValue("ninLnn", pos, stop, before - room, (long long)last, records, bytes);
+done:
+    map_args_release(&a);
+    if (view.obj)
+        PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ filtering */
+
+/* Kafka's shouldRetainRecord for data records: a record past the map's latest offset
+ * stays; below it a record without a key goes (counted invalid); one whose key maps to
+ * a later offset goes (for a dirty record its mark says so); a tombstone goes once its
+ * batch's delete horizon has passed (retain_deletes false). */
+typedef struct {
+    const Map *map;
+    int64_t latest;
+    const Marks *mk;
+    int64_t now, horizon; /* a new delete horizon: now + delete.retention.ms */
+} Rule;
+
+typedef struct {
+    Py_ssize_t kept, invalid;
+    int tombstone;        /* a tombstone is kept */
+    int64_t max_ts;       /* of the kept records (CreateTime) */
+    Py_ssize_t bytes;     /* of the kept records as they are */
+    Py_ssize_t restamped; /* of the kept records with timestamps relative to rule->horizon */
+} Kept;
+
+static inline int64_t
+record_ts(const Batch *b, int64_t ts_delta)
+{
+    return b->attributes & A_LOG_APPEND_TIME ? b->max_ts : wrap_add(b->base_ts, ts_delta);
+}
+
+/* Where the timestamp delta of a record (one parse_record accepted) ends, and the record. */
+typedef struct {
+    const uint8_t *attributes, *after_ts, *next;
+    int64_t ts_delta;
+} Fields;
+
+static inline void
+record_fields(const uint8_t *start, const uint8_t *end, Fields *f)
+{
+    const uint8_t *p = start;
+    int64_t length = 0;
+    varint_read(&p, end, 5, &length);
+    f->next = p + length;
+    f->attributes = p++;
+    f->ts_delta = 0;
+    varint_read(&p, f->next, 10, &f->ts_delta);
+    f->after_ts = p;
+}
+
+/* The body of a record once its timestamp delta is relative to base_ts; *delta is that delta. */
+static inline int64_t
+restamped_body(const Batch *b, const Fields *f, int64_t base_ts, int64_t *delta)
+{
+    *delta = (int64_t)((uint64_t)record_ts(b, f->ts_delta) - (uint64_t)base_ts);
+    return 1 + (int64_t)varint_size(*delta) + (f->next - f->after_ts);
+}
+
+/* Pass 1: which records stay (keep[i]), and the size of what stays. */
+static int
+decide(const Batch *b, const Rule *rule, uint8_t *keep, Kept *k)
+{
+    if (check_count(b) < 0)
+        return -1;
+    int retain_deletes = !(b->attributes & A_HORIZON) || rule->now < b->base_ts;
+    const uint8_t *p = b->records, *end = b->records_end;
+    memset(k, 0, sizeof *k);
+    k->max_ts = -1;
+    for (Py_ssize_t i = 0; i < b->count; i++) {
+        const uint8_t *start = p;
+        RawRecord r;
+        ParseResult res = parse_record(&p, end, &r);
+        if (res.fault)
+            return record_fault(b, i, res);
+        int64_t offset = wrap_add(b->base_offset, r.off_delta);
+        int stays = 1;
+        if (offset <= rule->latest) {
+            int covered;
+            int lost = marked(rule->mk, offset, &covered);
+            if (r.key_len < 0) {
+                k->invalid++;
+                stays = 0;
+            } else if (covered) {
+                stays = !lost;
+            } else {
+                Hash h = key_hash(rule->map, r.key, (size_t)r.key_len);
+                stays = offset >= lookup(rule->map, h);
+            }
+            if (stays && r.value_len < 0 && !retain_deletes)
+                stays = 0;
+        }
+        keep[i] = (uint8_t)stays;
+        if (!stays)
+            continue;
+        k->kept++;
+        k->tombstone |= r.value_len < 0;
+        int64_t ts = record_ts(b, r.ts_delta);
+        if (ts > k->max_ts)
+            k->max_ts = ts;
+        k->bytes += p - start;
+        Fields f;
+        int64_t delta;
+        record_fields(start, p, &f);
+        int64_t body = restamped_body(b, &f, rule->horizon, &delta);
+        k->restamped += (Py_ssize_t)(varint_size(body) + body);
+    }
+    if (p != end)
+        return trailing_bytes(b, p);
+    return 0;
+}
+
+/* Pass 2: the kept records, copied; with `restamp`, their timestamp deltas re-encoded
+ * relative to base_ts (a delete horizon newly set becomes the base timestamp). */
+static uint8_t *
+write_kept(const Batch *b, const uint8_t *keep, int restamp, int64_t base_ts, uint8_t *dst)
+{
+    const uint8_t *p = b->records, *run = NULL;
+    for (Py_ssize_t i = 0; i < b->count; i++) {
+        Fields f;
+        record_fields(p, b->records_end, &f);
+        if (!restamp) { /* copy runs of kept records */
+            if (keep[i] && run == NULL)
+                run = p;
+            if (!keep[i] && run != NULL) {
+                memcpy(dst, run, p - run);
+                dst += p - run;
+                run = NULL;
+            }
+        } else if (keep[i]) {
+            int64_t delta, body = restamped_body(b, &f, base_ts, &delta);
+            dst = varint_write(dst, body);
+            *dst++ = *f.attributes;
+            dst = varint_write(dst, delta);
+            memcpy(dst, f.after_ts, f.next - f.after_ts);
+            dst += f.next - f.after_ts;
+        }
+        p = f.next;
+    }
+    if (run != NULL) {
+        memcpy(dst, run, p - run);
+        dst += p - run;
+    }
+    return dst;
+}
+
+/* The header of the filtered batch: the original one with its record count, length,
+ * max timestamp, and a newly set delete horizon; the CRC is left to the caller. */
+static void
+write_header(const Batch *b, const Kept *k, int restamp, int64_t horizon, Py_ssize_t records_size, uint8_t *dst)
+{
+    memcpy(dst, b->start, HEADER_SIZE);
+    put_be(dst + H_LENGTH, 4, (uint64_t)(HEADER_SIZE - LOG_OVERHEAD + records_size));
+    put_be(dst + H_CRC, 4, 0);
+    if (restamp) {
+        put_be(dst + H_ATTRIBUTES, 2, (uint64_t)(b->attributes | A_HORIZON));
+        put_be(dst + H_BASE_TS, 8, (uint64_t)horizon);
+    }
+    if (!(b->attributes & A_LOG_APPEND_TIME))
+        put_be(dst + H_MAX_TS, 8, (uint64_t)k->max_ts);
+    put_be(dst + H_COUNT, 4, (uint64_t)k->kept);
+}
+
+/* Filters one batch into out at *len (growing it), or leaves out alone when the batch stays
+ * as it is or loses every record. Returns 1 when it wrote, 0 when not, -1 on a fault. */
+static int
+filter_into(const Batch *b, const Rule *rule, PyObject *out, Py_ssize_t *len, Kept *k)
+{
+    uint8_t small[512], *keep = b->count <= (int32_t)sizeof small ? small : NULL;
+    if (keep == NULL && (keep = PyMem_Malloc(b->count > 0 ? (size_t)b->count : 1)) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = -1;
+    if (decide(b, rule, keep, k) < 0)
+        goto done;
+    int restamp = k->tombstone && !(b->attributes & A_HORIZON);
+    rc = 0;
+    if (k->kept == 0 || (k->kept == b->count && !restamp))
+        goto done;
+    Py_ssize_t size = restamp ? k->restamped : k->bytes;
+    rc = -1;
+    if (PyByteArray_Resize(out, *len + HEADER_SIZE + size) < 0)
+        goto done;
+    uint8_t *dst = (uint8_t *)PyByteArray_AS_STRING(out) + *len;
+    write_header(b, k, restamp, rule->horizon, size, dst);
+    write_kept(b, keep, restamp, rule->horizon, dst + HEADER_SIZE);
+    *len += HEADER_SIZE + size;
+    rc = 1;
+done:
+    if (keep != small)
+        PyMem_Free(keep);
+    return rc;
+}
+
+PyDoc_STRVAR(filter_batch_doc,
+             "filter_batch(batch, section, table, k0, k1, latest, marks, marks_first, marks_count, now, horizon, "
+             "position) -> (out, kept, invalid, max_timestamp)\n\n"
+             "The records of a v2 data batch that compaction keeps (`section`: its records decompressed, or\n"
+             "None). out is None when every record stays as it is, or none does; else a bytearray: the\n"
+             "batch's header (record count, length, max timestamp updated; the delete horizon `horizon`\n"
+             "set if a tombstone stays and none was; CRC left zero) and the kept records, uncompressed.\n"
+             "max_timestamp is that of the kept records (the batch's own for LogAppendTime).");
+
+static PyObject *
+filter_batch(PyObject *self, PyObject *args)
+{
+    MapArgs a = {0};
+    Py_buffer batch = {0}, section = {0};
+    PyObject *section_obj, *out = NULL, *result = NULL;
+    unsigned long long k0, k1;
+    long long latest, first, count, now, horizon;
+    Py_ssize_t position;
+    if (!PyArg_ParseTuple(args, "y*Ow*KKLy*LLLLn", &batch, &section_obj, &a.table, &k0, &k1, &latest, &a.marks,
+                          &first, &count, &now, &horizon, &position))
+        goto done;
+    if (section_obj != Py_None && PyObject_GetBuffer(section_obj, &section, PyBUF_SIMPLE) < 0)
+        goto done;
+    Batch b;
+    if (map_args_open(&a, k0, k1, first, count) < 0 ||
+        batch_from(&b, &batch, section_obj != Py_None ? &section : NULL, position) < 0)
+        goto done;
+    Rule rule = {&a.map, latest, &a.mk, now, horizon};
+    if ((out = PyByteArray_FromStringAndSize(NULL, 0)) == NULL)
+        goto done;
+    Py_ssize_t len = 0;
+    Kept k;
+    int wrote = filter_into(&b, &rule, out, &len, &k);
+    if (wrote < 0)
+        goto done;
+    /* the max timestamp of what stays: the new header's, or the batch's */
+    int64_t max_ts = wrote ? be64((const uint8_t *)PyByteArray_AS_STRING(out) + H_MAX_TS) : b.max_ts;
+    result = Py_BuildValue("OnnL", wrote ? out : Py_None, k.kept, k.invalid, (long long)max_ts);
+done:
+    Py_XDECREF(out);
+    map_args_release(&a);
+    if (batch.obj)
+        PyBuffer_Release(&batch);
+    if (section.obj)
+        PyBuffer_Release(&section);
+    return result;
+}
+
+/* crc(memoryview) through the crc32c package's function, which uses the CPU's instruction */
+static int
+crc_of(PyObject *crc, const uint8_t *data, Py_ssize_t len, uint32_t *value)
+{
+    PyObject *view = PyMemoryView_FromMemory((char *)data, len, PyBUF_READ);
+    if (view == NULL)
+        return -1;
+    PyObject *v = PyObject_CallOneArg(crc, view);
+    Py_DECREF(view);
+    if (v == NULL)
+        return -1;
+    unsigned long u = PyLong_AsUnsignedLong(v);
+    Py_DECREF(v);
+    if (u == (unsigned long)-1 && PyErr_Occurred())
+        return -1;
+    *value = (uint32_t)u;
+    return 0;
+}
+
+static int
+add_entry(PyObject *entries, Py_ssize_t at, Py_ssize_t size, int64_t last_offset, int64_t max_ts)
+{
+    PyObject *entry = Py_BuildValue("nnLL", at, size, (long long)last_offset, (long long)max_ts);
+    if (entry == NULL)
+        return -1;
+    int rc = PyList_Append(entries, entry);
+    Py_DECREF(entry);
+    return rc;
+}
+
+PyDoc_STRVAR(filter_batches_doc,
+             "filter_batches(view, pos, origin, out, out_limit, entries, table, k0, k1, latest, marks, "
+             "marks_first, marks_count, now, horizon, crc) -> (pos, stop, read, written, invalid, rebuilt)\n\n"
+             "filter_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for\n"
+             "as long as they are uncompressed, non-transactional, non-control v2 batches whose CRC holds\n"
+             "and that keep a record: each result (the batch as it is, or filtered and sealed with\n"
+             "crc(bytes) as its CRC32C) is appended to the bytearray `out`, and (position in out, size,\n"
+             "last offset, max timestamp) to `entries`. stop is 0 at the end of the whole batches, 1 at a\n"
+             "batch for Python (pos is its start), 2 once out holds out_limit bytes or more.\n"
+             "read, written and invalid count records, rebuilt the batches not kept as they were.");
+
+static PyObject *
+filter_batches(PyObject *self, PyObject *args)
+{
+    MapArgs a = {0};
+    Py_buffer view = {0};
+    PyObject *out, *entries, *crc, *result = NULL;
+    unsigned long long k0, k1;
+    long long latest, first, count, now, horizon;
+    Py_ssize_t pos, origin, limit;
+    if (!PyArg_ParseTuple(args, "y*nnO!nO!w*KKLy*LLLLO", &view, &pos, &origin, &PyByteArray_Type, &out, &limit,
+                          &PyList_Type, &entries, &a.table, &k0, &k1, &latest, &a.marks, &first, &count, &now,
+                          &horizon, &crc))
+        goto done;
+    if (map_args_open(&a, k0, k1, first, count) < 0)
+        goto done;
+    Rule rule = {&a.map, latest, &a.mk, now, horizon};
+    if (pos < 0 || pos > view.len) {
+        PyErr_SetString(PyExc_ValueError, "position out of the buffer");
+        goto done;
+    }
+    const uint8_t *base = view.buf, *end = base + view.len;
+    Py_ssize_t len = PyByteArray_GET_SIZE(out), read = 0, written = 0, invalid = 0, rebuilt = 0;
+    int stop;
+    for (;;) {
+        if (len >= limit) {
+            stop = WALK_FLUSH;
+            break;
+        }
+        Batch b = {0};
+        stop = next_batch(&b, base + pos, end, origin + pos, A_CODEC | A_TRANSACTIONAL | A_CONTROL);
+        if (stop != WALK_ON)
+            break;
+        Py_ssize_t size = b.records_end - b.start;
+        uint32_t crc_value;
+        if (crc_of(crc, b.start + CRC_START, size - CRC_START, &crc_value) < 0)
+            goto done;
+        if (crc_value != (uint32_t)get_be(b.start + H_CRC, 4) || b.count < 0 || b.last_delta < -1) {
+            stop = WALK_PYTHON; /* validate() says what is wrong */
+            break;
+        }
+        Py_ssize_t at = len;
+        Kept k;
+        int wrote = filter_into(&b, &rule, out, &len, &k);
+        if (wrote < 0)
+            goto done;
+        if (k.kept == 0) {
+            stop = WALK_PYTHON; /* kept or not as an empty batch: the producers decide */
+            break;
+        }
+        int64_t max_ts = b.max_ts;
+        if (wrote) {
+            uint8_t *sealed = (uint8_t *)PyByteArray_AS_STRING(out) + at;
+            if (crc_of(crc, sealed + CRC_START, len - at - CRC_START, &crc_value) < 0)
+                goto done;
+            put_be(sealed + H_CRC, 4, crc_value);
+            max_ts = be64(sealed + H_MAX_TS);
+        } else {
+            if (PyByteArray_Resize(out, len + size) < 0)
+                goto done;
+            memcpy(PyByteArray_AS_STRING(out) + len, b.start, size);
+            len += size;
+        }
+        if (add_entry(entries, at, len - at, wrap_add(b.base_offset, b.last_delta), max_ts) < 0)
+            goto done;
+        read += b.count;
+        written += k.kept;
+        invalid += k.invalid;
+        rebuilt += wrote;
+        pos += size;
+    }
+    result = Py_BuildValue("ninnnn", pos, stop, read, written, invalid, rebuilt);
+done:
+    map_args_release(&a);
+    if (view.obj)
+        PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------ single keys */
+
+PyDoc_STRVAR(hash128_doc, "hash128(key, k0, k1) -> (lo, hi)\n\n"
+                          "SipHash-2-4 of key with 128-bit output under the key (k0, k1): its two\n"
+                          "little-endian 64-bit words.");
+
+static PyObject *
+hash128(PyObject *self, PyObject *args)
+{
+    Py_buffer key;
+    unsigned long long k0, k1;
+    if (!PyArg_ParseTuple(args, "y*KK", &key, &k0, &k1))
+        return NULL;
+    Hash h = siphash128(key.buf, (size_t)key.len, k0, k1);
+    PyBuffer_Release(&key);
+    return Py_BuildValue("KK", (unsigned long long)h.lo, (unsigned long long)h.hi);
+}
+
+PyDoc_STRVAR(map_put_doc, "map_put(table, k0, k1, key, offset, room) -> int\n\n"
+                          "Map key to offset: 1 when the key is new, 0 when it was there, -1 when it is\n"
+                          "new and room is 0 (nothing changed).");
+
+static PyObject *
+map_put(PyObject *self, PyObject *args)
+{
+    Py_buffer table, key;
+    unsigned long long k0, k1;
+    long long offset;
+    Py_ssize_t room;
+    if (!PyArg_ParseTuple(args, "w*KKy*Ln", &table, &k0, &k1, &key, &offset, &room))
+        return NULL;
+    Map m;
+    long rc = -2;
+    if (map_open(&m, &table, k0, k1) == 0) {
+        Marks none = {NULL, 0, 0};
+        Py_ssize_t left = room;
+        rc = put(&m, &none, key_hash(&m, key.buf, (size_t)key.len), offset, &left) < 0 ? -1 : room - left;
+    }
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&key);
+    return rc == -2 ? NULL : PyLong_FromLong(rc);
+}
+
+PyDoc_STRVAR(map_get_doc, "map_get(table, k0, k1, key) -> int\n\nThe offset mapped to key, or -1.");
+
+static PyObject *
+map_get(PyObject *self, PyObject *args)
+{
+    Py_buffer table, key;
+    unsigned long long k0, k1;
+    if (!PyArg_ParseTuple(args, "w*KKy*", &table, &k0, &k1, &key))
+        return NULL;
+    Map m;
+    PyObject *result = NULL;
+    if (map_open(&m, &table, k0, k1) == 0)
+        result = PyLong_FromLongLong(lookup(&m, key_hash(&m, key.buf, (size_t)key.len)));
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&key);
+    return result;
+}
+
+PyDoc_STRVAR(map_absorb_doc, "map_absorb(table, other) -> int\n\n"
+                             "Put every entry of `other` (a map with the same seed) into `table`, which must\n"
+                             "have room for them; returns how many keys were new.");
+
+static PyObject *
+map_absorb(PyObject *self, PyObject *args)
+{
+    Py_buffer table, other;
+    if (!PyArg_ParseTuple(args, "w*y*", &table, &other))
+        return NULL;
+    Map m, src;
+    PyObject *result = NULL;
+    if (map_open(&m, &table, 0, 0) == 0 && map_open(&src, &other, 0, 0) == 0) {
+        Py_ssize_t added = 0;
+        for (uint64_t i = 0; i < src.n; i++) {
+            const Entry *e = &src.slots[i];
+            if (e->lo == 0)
+                continue;
+            Hash h = {e->lo, e->hi};
+            Entry *d = find(&m, h);
+            if (d == NULL) {
+                PyErr_SetString(PyExc_ValueError, "the offset map has no room for the entries absorbed");
+                goto done;
+            }
+            added += d->lo == 0;
+            *d = *e;
+        }
+        result = PyLong_FromSsize_t(added);
+    }
+done:
+    PyBuffer_Release(&table);
+    PyBuffer_Release(&other);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"map_batch", map_batch, METH_VARARGS, map_batch_doc},
+    {"map_batches", map_batches, METH_VARARGS, map_batches_doc},
+    {"filter_batch", filter_batch, METH_VARARGS, filter_batch_doc},
+    {"filter_batches", filter_batches, METH_VARARGS, filter_batches_doc},
+    {"hash128", hash128, METH_VARARGS, hash128_doc},
+    {"map_put", map_put, METH_VARARGS, map_put_doc},
+    {"map_get", map_get, METH_VARARGS, map_get_doc},
+    {"map_absorb", map_absorb, METH_VARARGS, map_absorb_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "seglog.records._compact", "The log cleaner's per-record loops.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__compact(void)
+{
+    PyObject *errors = PyImport_ImportModule("seglog.errors");
+    if (errors == NULL)
+        return NULL;
+    CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
+    Py_DECREF(errors);
+    if (CorruptRecordError == NULL)
+        return NULL;
+    return PyModule_Create(&module);
+}

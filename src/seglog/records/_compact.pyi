@@ -1,0 +1,68 @@
+from collections.abc import Callable
+from typing import Any
+
+def hash128(key: Any, k0: int, k1: int) -> tuple[int, int]: ...
+def map_put(table: bytearray, k0: int, k1: int, key: Any, offset: int, room: int) -> int: ...
+def map_get(table: bytearray, k0: int, k1: int, key: Any) -> int: ...
+def map_absorb(table: bytearray, other: bytearray) -> int: ...
+def map_batch(
+    table: bytearray,
+    k0: int,
+    k1: int,
+    room: int,
+    batch: Any,
+    section: Any,
+    start_offset: int,
+    marks: bytearray,
+    marks_first: int,
+    marks_count: int,
+    skip: int,
+    latest: int,
+    position: int,
+) -> tuple[int, int, int]: ...
+def map_batches(
+    table: bytearray,
+    k0: int,
+    k1: int,
+    room: int,
+    view: Any,
+    pos: int,
+    origin: int,
+    start_offset: int,
+    marks: bytearray,
+    marks_first: int,
+    marks_count: int,
+    latest: int,
+) -> tuple[int, int, int, int, int, int]: ...
+def filter_batch(
+    batch: Any,
+    section: Any,
+    table: bytearray,
+    k0: int,
+    k1: int,
+    latest: int,
+    marks: bytearray,
+    marks_first: int,
+    marks_count: int,
+    now: int,
+    horizon: int,
+    position: int,
+) -> tuple[bytearray | None, int, int, int]: ...
+def filter_batches(
+    view: Any,
+    pos: int,
+    origin: int,
+    out: bytearray,
+    out_limit: int,
+    entries: list[tuple[int, int, int, int]],
+    table: bytearray,
+    k0: int,
+    k1: int,
+    latest: int,
+    marks: bytearray,
+    marks_first: int,
+    marks_count: int,
+    now: int,
+    horizon: int,
+    crc: Callable[[Any], int],
+) -> tuple[int, int, int, int, int, int]: ...

@@ -1,0 +1,437 @@
+"""The cleaner's C loops (records/_compact.c) against the rules written out in Python:
+the hash against SipHash's reference vectors, the map and its marks against a dict,
+the filter's batches against the records the slow path keeps, the walks over runs of
+batches against batch-by-batch calls, and damaged records against CorruptRecordError."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import pytest
+from crc32c import crc32c
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from seglog.errors import CorruptRecordError
+from seglog.records import (
+    BatchIterator,
+    Compression,
+    Record,
+    RecordBatch,
+    TimestampType,
+    _compact,
+    build_batch,
+    build_message_set,
+    end_transaction_marker,
+)
+from seglog.records.batch import CRC_START, HEADER_SIZE
+from seglog.records.compression import compress
+from seglog.storage.offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
+
+NOW = 1_700_000_000_000
+HORIZON = NOW + 86_400_000
+KEYS = [b"k%d" % i for i in range(10)] + [b"", b"x" * 40]  # 0, 2, 40-byte keys: SipHash's word loop and tail
+
+# SipHash-2-4 with 128-bit output, key 00..0f, message 00..(n-1): the reference's vectors.h
+SIPHASH128 = {
+    0: "a3817f04ba25a8e66df67214c7550293",
+    1: "da87c1d86b99af44347659119b22fc45",
+    7: "a1f1ebbed8dbc153c0b84aa61ff08239",
+    8: "3b62a9ba6258f5610f83e264f31497b4",
+    15: "5493e99933b0a8117e08ec0f97cfc3d9",
+    16: "6ee2a4ca67b054bbfd3315bf85230577",
+    63: "5150d1772f50834a503e069a973fbd7c",
+}
+
+
+def test_hash_is_siphash_2_4_128():
+    key = bytes(range(16))
+    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    for n, expected in SIPHASH128.items():
+        lo, hi = _compact.hash128(bytes(range(n)), k0, k1)
+        assert (lo.to_bytes(8, "little") + hi.to_bytes(8, "little")).hex() == expected, n
+
+
+def test_map_layout_and_growth():
+    m = OffsetMap(64 * ENTRY_SIZE, 0.5, seed=(5 << 64) | 9)
+    assert (m.k0, m.k1) == (9, 5)
+    assert m.put(b"a", 7) and m.get(b"a") == 7 and m.entries == 1
+    lo, hi = _compact.hash128(b"a", 9, 5)
+    lo |= 1
+    slot = hi * m.slots >> 64  # the first probe, in an empty map
+    assert struct.unpack_from("=QQq", m.table, slot * ENTRY_SIZE) == (lo, hi, 7)
+    bigger = OffsetMap(256 * ENTRY_SIZE, 0.5, seed=m.seed)
+    bigger.put(b"a", 3)
+    bigger.put(b"b", 4)
+    bigger.absorb(m)
+    assert (bigger.get(b"a"), bigger.get(b"b"), bigger.entries) == (7, 4, 2)
+    with pytest.raises(ValueError):
+        bigger.absorb(OffsetMap(64 * ENTRY_SIZE, seed=1))
+    with pytest.raises(ValueError):
+        _compact.map_get(bytearray(ENTRY_SIZE + 1), 0, 0, b"a")
+
+
+# --- random batches -------------------------------------------------------------------------------
+
+record = st.tuples(
+    st.sampled_from([*KEYS, None]),  # None: keyless
+    st.one_of(st.none(), st.binary(max_size=30)),  # None: a tombstone
+    st.integers(-5, 50),  # timestamp after NOW - 10
+    st.lists(st.tuples(st.sampled_from(["h", "hé"]), st.one_of(st.none(), st.binary(max_size=5))), max_size=2),
+    st.integers(1, 3),  # offset step
+)
+
+
+@st.composite
+def batches(draw, codecs=tuple(Compression)):
+    rows = draw(st.lists(record, min_size=1, max_size=30))
+    base = draw(st.integers(0, 40))
+    offset, records = base, []
+    for key, value, ts, headers, step in rows:
+        records.append(Record(key, value, NOW - 10 + ts, headers, offset))
+        offset += step
+    append_time = draw(st.booleans())
+    horizon = draw(st.sampled_from([None, NOW - 1, NOW + 1]))  # a horizon passed, or not yet
+    pid = draw(st.sampled_from([-1, 42]))
+    return build_batch(
+        records,
+        base_offset=base,
+        compression=draw(st.sampled_from(codecs)),
+        timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME,
+        log_append_time=NOW + 5 if append_time else None,
+        producer_id=pid,
+        producer_epoch=3 if pid >= 0 else -1,
+        base_sequence=11 if pid >= 0 else -1,
+        partition_leader_epoch=draw(st.integers(-1, 4)),
+        keep_offsets=True,
+        last_offset_delta=offset - base - 1 + draw(st.integers(0, 2)),  # removed records may leave a gap
+        delete_horizon_ms=horizon,
+    )
+
+
+@st.composite
+def map_states(draw):
+    """A map holding some keys at some offsets, its latest offset, and marks over part of the offsets."""
+    omap = OffsetMap(128 * ENTRY_SIZE, 0.9, seed=draw(st.integers(0, 2**128 - 1)))
+    for key in draw(st.lists(st.sampled_from(KEYS), unique=True)):
+        omap.put(key, draw(st.integers(0, 130)))
+    omap.latest_offset = draw(st.integers(-1, 130))
+    marks = OffsetMarks(draw(st.integers(0, 60)), draw(st.integers(0, 80)))
+    for i in range(marks.count):
+        if draw(st.booleans()):
+            marks.mark(marks.first + i)
+    return omap, marks
+
+
+def reference_keep(batch: RecordBatch, omap: OffsetMap, marks: OffsetMarks) -> tuple[list[Record], int]:
+    """The cleaner's rules in Python (Kafka's shouldRetainRecord): the kept records, and
+    how many were keyless below the map's latest offset."""
+    retain_deletes = not batch.has_delete_horizon or batch.base_timestamp > NOW
+    kept, invalid = [], 0
+    for r in batch.records():
+        if r.offset > omap.latest_offset:
+            kept.append(r)
+            continue
+        if r.key is None:
+            invalid += 1
+            continue
+        covered = marks.first <= r.offset < marks.first + marks.count
+        wins = not marks.is_superseded(r.offset) if covered else r.offset >= omap.get(r.key)
+        if wins and (retain_deletes or r.value is not None):
+            kept.append(r)
+    return kept, invalid
+
+
+def filter_one(batch: RecordBatch, omap: OffsetMap, marks: OffsetMarks):
+    codec = batch.compression
+    return _compact.filter_batch(
+        batch.buffer, batch.records_section() if codec else None,
+        omap.table, omap.k0, omap.k1, omap.latest_offset, marks.superseded, marks.first, marks.count,
+        NOW, HORIZON, batch.position,
+    )  # fmt: skip
+
+
+def seal(filtered: bytearray, codec: int) -> bytearray:
+    """What the cleaner does with filter_batch's output."""
+    if codec:
+        body = compress(codec, memoryview(filtered)[HEADER_SIZE:])
+        filtered = filtered[:HEADER_SIZE] + body
+        struct.pack_into(">i", filtered, 8, len(filtered) - 12)
+    struct.pack_into(">I", filtered, 17, crc32c(memoryview(filtered)[CRC_START:]))
+    return filtered
+
+
+def expected_batch(batch: RecordBatch, kept: list[Record]) -> RecordBatch:
+    """The slow path's rebuilt batch, Kafka's filterTo through build_batch."""
+    stamp = any(r.value is None for r in kept) and not batch.has_delete_horizon
+    append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
+    return RecordBatch(
+        build_batch(
+            kept,
+            base_offset=batch.base_offset,
+            compression=batch.compression,
+            timestamp_type=batch.timestamp_type,
+            log_append_time=batch.max_timestamp if append_time else None,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            keep_offsets=True,
+            last_offset_delta=batch.last_offset_delta,
+            delete_horizon_ms=HORIZON if stamp else batch.delete_horizon_ms if batch.has_delete_horizon else None,
+        )
+    )
+
+
+def fields(b: RecordBatch) -> tuple:
+    return (
+        b.base_offset, b.last_offset_delta, b.partition_leader_epoch, b.attributes, b.max_timestamp,
+        b.producer_id, b.producer_epoch, b.base_sequence, b.record_count, b.delete_horizon_ms,
+    )  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=batches(), state=map_states())
+def test_filter_batch_keeps_what_the_slow_path_keeps(raw, state):
+    omap, marks = state
+    batch = RecordBatch(raw)
+    kept, invalid = reference_keep(batch, omap, marks)
+    out, n, n_invalid, max_ts = filter_one(batch, omap, marks)
+    assert (n, n_invalid) == (len(kept), invalid)
+    stamp = any(r.value is None for r in kept) and not batch.has_delete_horizon
+    event("kept none" if not kept else "kept all" if len(kept) == batch.record_count else "kept some")
+    event("a delete horizon set" if stamp else "no new delete horizon")
+    if not kept or (len(kept) == batch.record_count and not stamp):
+        assert out is None  # the batch goes, or stays as it is
+        if kept:
+            assert max_ts == batch.max_timestamp
+        return
+    assert out is not None
+    got = RecordBatch(seal(out, batch.compression))
+    got.validate()
+    want = expected_batch(batch, kept)
+    assert fields(got) == fields(want) and max_ts == got.max_timestamp
+    assert got.records() == want.records() == kept  # offsets, timestamps, keys, values, headers
+    if not stamp:  # uncompressed: the kept records' bytes, copied; the base timestamp kept
+        assert got.base_timestamp == batch.base_timestamp
+
+
+@settings(max_examples=200, deadline=None)
+@given(raw=batches(), seed=st.integers(0, 2**128 - 1), start=st.integers(0, 50), skip=st.integers(0, 5))
+def test_map_batch_maps_like_a_dict(raw, seed, start, skip):
+    batch = RecordBatch(raw)
+    omap = OffsetMap(64 * ENTRY_SIZE, 0.9, seed=seed)
+    marks = OffsetMarks(20, 100)
+    section = batch.records_section() if batch.compression else None
+    full_at = omap.put_batch(batch.buffer, section, start, marks, skip)
+    assert full_at == -1
+    latest: dict[bytes, int] = {}
+    lost: set[int] = set()
+    last_put = -1
+    for r in batch.records()[skip:]:
+        if r.offset < start:
+            continue
+        if r.key is None:
+            lost.add(r.offset)
+            continue
+        if r.key in latest:
+            lost.add(latest[r.key])
+        latest[r.key] = last_put = r.offset
+    assert {k: omap.get(k) for k in latest} == latest and omap.entries == len(latest)
+    assert omap.latest_offset == last_put
+    assert {o for o in range(20, 120) if marks.is_superseded(o)} == {o for o in lost if 20 <= o < 120}
+
+
+def test_a_full_map_says_where_it_stopped():
+    records = [Record(b"k%d" % i, b"v", NOW, (), i) for i in range(40)]
+    raw = build_batch(records, keep_offsets=True)
+    omap = OffsetMap(20 * ENTRY_SIZE, 0.5, seed=1)  # room for 10 keys
+    full_at = omap.put_batch(raw, None, 0)
+    assert (full_at, omap.entries, omap.latest_offset) == (10, 10, 9)
+    bigger = OffsetMap(100 * ENTRY_SIZE, 0.9, seed=1)
+    bigger.absorb(omap)
+    assert bigger.put_batch(raw, None, 0, skip=full_at) == -1
+    assert [bigger.get(r.key) for r in records] == list(range(40))
+
+
+# --- walks over runs of batches --------------------------------------------------------------------
+
+
+def mixed_log(rng: random.Random) -> bytearray:
+    """Batches of every kind one after another, offsets increasing."""
+    out, offset = bytearray(), 0
+    for _ in range(40):
+        n = rng.randrange(1, 8)
+        records = [
+            Record(rng.choice([*KEYS, None]), rng.choice([b"v", None, b"w" * 20]), NOW + i, (), offset + i)
+            for i in range(n)
+        ]
+        kind = rng.choice(["plain"] * 5 + ["lz4", "txn", "control", "legacy", "pid", "empty"])
+        if kind == "legacy":
+            out += build_message_set(records, magic=1, base_offset=offset)
+        elif kind == "control":
+            n = 1
+            out += build_batch([end_transaction_marker(True, timestamp=NOW)], base_offset=offset, producer_id=7,
+                               producer_epoch=0, transactional=True, control=True)  # fmt: skip
+        else:
+            out += build_batch(
+                [] if kind == "empty" else records,
+                base_offset=offset,
+                compression=Compression.LZ4 if kind == "lz4" else Compression.NONE,
+                producer_id=7 if kind in ("txn", "pid") else -1,
+                producer_epoch=0,
+                base_sequence=0 if kind in ("txn", "pid") else -1,
+                transactional=kind == "txn",
+                keep_offsets=True,
+                last_offset_delta=n - 1,
+            )
+        offset += n
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
+    rng = random.Random(seed)
+    log = mixed_log(rng)
+    view = memoryview(log)
+    plain = {
+        b.position
+        for b in BatchIterator(view)
+        if isinstance(b, RecordBatch) and not b.attributes & (0x07 | 0x10 | 0x20) and b.record_count
+    }
+
+    # mapping: a run in C, one batch in Python, the same map as batch by batch
+    walked, single = OffsetMap(256 * ENTRY_SIZE, seed=seed), OffsetMap(256 * ENTRY_SIZE, seed=seed)
+    marks_w, marks_s = OffsetMarks(0, 400), OffsetMarks(0, 400)
+    at = 0
+    while True:
+        at, needs_python, _, _ = walked.put_batches(view, at, 1000, 0, marks_w)
+        if not needs_python:
+            break
+        batch = next(BatchIterator(view, at))
+        assert batch.position not in plain or walked.room < batch.record_count
+        if isinstance(batch, RecordBatch) and not batch.is_control:
+            section = batch.records_section() if batch.compression else None
+            walked.put_batch(batch.buffer, section, 0, marks_w, 0, batch.position)
+        at += batch.size_in_bytes
+    assert at == len(log)
+    for batch in BatchIterator(view):
+        if isinstance(batch, RecordBatch) and not batch.is_control:
+            section = batch.records_section() if batch.compression else None
+            single.put_batch(batch.buffer, section, 0, marks_s, 0, batch.position)
+    assert walked.table == single.table and marks_w.superseded == marks_s.superseded
+
+    # filtering: C appends what it does to `out`, stops at the others, and flushes at the limit
+    out, entries, at, python = bytearray(), [], 0, []
+    expected = bytearray()
+    while True:
+        at, stop, read, written, _, rebuilt = _compact.filter_batches(
+            view, at, 1000, out, 300, entries, walked.table, walked.k0, walked.k1, walked.latest_offset,
+            marks_w.superseded, marks_w.first, marks_w.count, NOW, HORIZON, crc32c,
+        )  # fmt: skip
+        assert read >= written and rebuilt >= 0
+        if stop == 2:
+            assert len(out) >= 300
+            for position, size, last_offset, max_ts in entries:
+                b = RecordBatch(out[position : position + size])
+                b.validate()
+                assert (b.last_offset, b.max_timestamp) == (last_offset, max_ts)
+            expected_out = bytes(out)
+            out.clear()
+            entries.clear()
+            python.append(("flush", expected_out))
+            continue
+        if stop == 0:
+            break
+        batch = next(BatchIterator(view, at))
+        python.append(("python", batch.position))
+        at += batch.size_in_bytes
+    assert at == len(log)
+    # every batch C took is plain and kept a record, the same as filter_batch's verdict
+    for batch in BatchIterator(view):
+        if batch.position in {p for kind, p in python if kind == "python"}:
+            continue
+        assert batch.position in plain
+        filtered, kept, _, _ = filter_one(batch, walked, marks_w)
+        assert kept > 0
+        expected += batch.buffer if filtered is None else seal(filtered, 0)
+    assert b"".join(x for kind, x in python if kind == "flush") + out == expected
+
+
+# --- damage ------------------------------------------------------------------------------------------
+
+
+def damaged(rng: random.Random, raw: bytearray) -> bytearray:
+    """The batch with bytes of its records changed, cut or added, its CRC and length made
+    right again, so that only the records' own structure can tell."""
+    body = bytearray(raw[HEADER_SIZE:])
+    kind = rng.randrange(3)
+    if kind == 0 and body:
+        for _ in range(rng.randrange(1, 4)):
+            body[rng.randrange(len(body))] = rng.randrange(256)
+    elif kind == 1:
+        del body[rng.randrange(len(body) + 1) :]
+    else:
+        at = rng.randrange(len(body) + 1)
+        body[at:at] = bytes(rng.randrange(256) for _ in range(rng.randrange(1, 6)))
+    out = bytearray(raw[:HEADER_SIZE]) + body
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return out
+
+
+def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
+    """Read a batch found at ``position`` by one of the four C entry points."""
+    omap, marks = OffsetMap(64 * ENTRY_SIZE, seed=seed), OffsetMarks(0, 10)
+    omap.latest_offset = 3
+    if way == 0:
+        omap.put_batch(raw, None, 0, marks, 0, position)
+    elif way == 1:
+        filter_one(RecordBatch(raw, position), omap, marks)
+    elif way == 2:
+        omap.put_batches(memoryview(raw), 0, position, 0, marks)
+    else:
+        _compact.filter_batches(
+            memoryview(raw), 0, position, bytearray(), 1 << 20, [], omap.table, omap.k0, omap.k1, 3,
+            marks.superseded, 0, 10, NOW, HORIZON, crc32c,
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_damaged_records_raise_corrupt_record_error(seed):
+    rng = random.Random(seed)
+    faults = 0
+    for i in range(300):
+        records = [
+            Record(rng.choice([*KEYS, None]), rng.choice([b"v" * rng.randrange(20), None]), NOW, [("h", b"x")], j)
+            for j in range(rng.randrange(1, 6))
+        ]
+        raw = damaged(rng, build_batch(records, keep_offsets=True))
+        position = 4096 * i
+        try:
+            RecordBatch(raw).records()
+            ok = True
+        except CorruptRecordError:
+            ok = False
+        for way in range(4):
+            if ok:
+                read_damaged(way, raw, position, i)  # what the decoder reads, C reads too
+                continue
+            with pytest.raises(CorruptRecordError) as e:
+                read_damaged(way, raw, position, i)
+            assert e.value.position == position
+            faults += 1
+    assert faults > 100
+
+
+def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation():
+    raw = build_batch([(b"a", b"1", NOW)])
+    struct.pack_into(">i", raw, 57, 2**31 - 1)
+    struct.pack_into(">I", raw, 17, crc32c(memoryview(raw)[CRC_START:]))
+    omap = OffsetMap(64 * ENTRY_SIZE, seed=1)
+    omap.latest_offset = 10
+    with pytest.raises(CorruptRecordError, match="record count"):
+        filter_one(RecordBatch(raw, 77), omap, OffsetMarks(0, 0))
+    with pytest.raises(CorruptRecordError, match="record count"):
+        omap.put_batch(raw, None, 0)
