@@ -295,11 +295,7 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
     rng = random.Random(seed)
     log = mixed_log(rng)
     view = memoryview(log)
-    plain = {
-        b.position
-        for b in BatchIterator(view)
-        if isinstance(b, RecordBatch) and not b.attributes & (0x07 | 0x10 | 0x20) and b.record_count
-    }
+    plain = {b.position for b in BatchIterator(view) if isinstance(b, RecordBatch) and not b.attributes & 0x37}
 
     # mapping: a run in C, one batch in Python, the same map as batch by batch
     walked, single = OffsetMap(256 * ENTRY_SIZE, seed=seed), OffsetMap(256 * ENTRY_SIZE, seed=seed)
@@ -323,40 +319,45 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
     assert walked.table == single.table and marks_w.superseded == marks_s.superseded
 
     # filtering: C appends what it does to `out`, stops at the others, and flushes at the limit
-    out, entries, at, python = bytearray(), [], 0, []
-    expected = bytearray()
+    plain_offsets = sorted(b.next_offset for b in BatchIterator(view) if b.position in plain)
+    upper_bound = rng.choice(plain_offsets)  # an empty batch ending there stays: Python decides
+    group_end = 1000 + len(log)  # the last batch is the group's last: Python decides too
+    out, entries, at, python, flushed = bytearray(), [], 0, set(), bytearray()
     while True:
-        at, stop, read, written, _, rebuilt = _compact.filter_batches(
+        at, stop, read, written, _, changed = _compact.filter_batches(
             view, at, 1000, out, 300, entries, walked.table, walked.k0, walked.k1, walked.latest_offset,
-            marks_w.superseded, marks_w.first, marks_w.count, NOW, HORIZON, crc32c,
+            marks_w.superseded, marks_w.first, marks_w.count, NOW, HORIZON, crc32c, upper_bound, group_end,
         )  # fmt: skip
-        assert read >= written and rebuilt >= 0
+        assert read >= written and changed >= 0
         if stop == 2:
             assert len(out) >= 300
             for position, size, last_offset, max_ts in entries:
                 b = RecordBatch(out[position : position + size])
                 b.validate()
                 assert (b.last_offset, b.max_timestamp) == (last_offset, max_ts)
-            expected_out = bytes(out)
+            flushed += out
             out.clear()
             entries.clear()
-            python.append(("flush", expected_out))
             continue
         if stop == 0:
             break
         batch = next(BatchIterator(view, at))
-        python.append(("python", batch.position))
+        python.add(batch.position)
         at += batch.size_in_bytes
     assert at == len(log)
-    # every batch C took is plain and kept a record, the same as filter_batch's verdict
+    # what C took is what filter_batch keeps; an empty batch goes unless Python must decide
+    expected = bytearray()
     for batch in BatchIterator(view):
-        if batch.position in {p for kind, p in python if kind == "python"}:
+        if batch.position not in plain:
+            assert batch.position in python
             continue
-        assert batch.position in plain
         filtered, kept, _, _ = filter_one(batch, walked, marks_w)
-        assert kept > 0
-        expected += batch.buffer if filtered is None else seal(filtered, 0)
-    assert b"".join(x for kind, x in python if kind == "flush") + out == expected
+        ends_group = batch.position + batch.size_in_bytes == len(log)
+        python_decides = not kept and (batch.producer_id >= 0 or batch.next_offset == upper_bound or ends_group)
+        assert (batch.position in python) == python_decides
+        if kept:
+            expected += batch.buffer if filtered is None else seal(filtered, 0)
+    assert flushed + out == expected
 
 
 # --- damage ------------------------------------------------------------------------------------------
@@ -394,7 +395,7 @@ def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
     else:
         _compact.filter_batches(
             memoryview(raw), 0, position, bytearray(), 1 << 20, [], omap.table, omap.k0, omap.k1, 3,
-            marks.superseded, 0, 10, NOW, HORIZON, crc32c,
+            marks.superseded, 0, 10, NOW, HORIZON, crc32c, -1, -1,
         )  # fmt: skip
 
 

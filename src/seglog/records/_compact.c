@@ -39,6 +39,7 @@ enum {
     H_LAST_DELTA = 23,
     H_BASE_TS = 27,
     H_MAX_TS = 35,
+    H_PRODUCER_ID = 43,
     H_COUNT = 57,
     HEADER_SIZE = 61,
     LOG_OVERHEAD = 12, /* base offset + length: the framing every magic shares */
@@ -199,16 +200,12 @@ holds(const Entry *e, Hash h)
     return e->lo == 0 || (e->lo == h.lo && e->hi == h.hi);
 }
 
-/* The entry holding h, or the empty one where it would go: the first slot, then
- * double hashing, then linear probing, which reaches every slot. The map always
- * keeps an empty slot (max_entries < slots), so the search ends. */
+/* The probes after the first: double hashing, then linear probing, which reaches every
+ * slot. The map always keeps an empty slot (max_entries < slots), so the search ends. */
 static Entry *
-find(const Map *m, Hash h)
+find_beyond(const Map *m, Hash h, uint64_t i)
 {
-    uint64_t n = m->n, i = first_slot(m, h);
-    if (holds(&m->slots[i], h))
-        return &m->slots[i];
-    uint64_t step = 1 + h.lo % (n - 1);
+    uint64_t n = m->n, step = 1 + h.lo % (n - 1);
     for (int k = 0; k < DOUBLE_HASH_PROBES; k++) {
         i = i >= n - step ? i - (n - step) : i + step; /* (i + step) mod n without overflow */
         if (holds(&m->slots[i], h))
@@ -220,6 +217,20 @@ find(const Map *m, Hash h)
             return &m->slots[i];
     }
     return NULL; /* unreachable while an empty slot remains */
+}
+
+/* The entry holding h, or the empty one where it would go; `first` is first_slot(m, h). */
+static inline Entry *
+find_from(const Map *m, Hash h, uint64_t first)
+{
+    Entry *e = &m->slots[first];
+    return holds(e, h) ? e : find_beyond(m, h, first);
+}
+
+static inline Entry *
+find(const Map *m, Hash h)
+{
+    return find_from(m, h, first_slot(m, h));
 }
 
 /* Gets the map's bytearray; n is 0 when it is too small to be a map. */
@@ -258,12 +269,11 @@ marked(const Marks *mk, int64_t offset, int *covered)
     return *covered && (mk->bits[rel >> 3] >> (rel & 7) & 1);
 }
 
-/* Maps h to offset, marking the offset it replaces; -1 (and nothing changed) when h is
- * new and there is no room left. */
+/* Maps h, found at e, to offset, marking the offset it replaces; -1 (and nothing changed)
+ * when h is new and there is no room left. */
 static inline int
-put(const Map *m, const Marks *mk, Hash h, int64_t offset, Py_ssize_t *room)
+put(Entry *e, const Marks *mk, Hash h, int64_t offset, Py_ssize_t *room)
 {
-    Entry *e = find(m, h);
     if (e->lo == 0) {
         if (*room <= 0)
             return -1;
@@ -373,6 +383,7 @@ enum { MAP_AHEAD = 32 };
 
 typedef struct {
     Hash h;
+    uint64_t slot; /* the first probe */
     int64_t offset;
     int keyed;
 } Pending;
@@ -401,7 +412,8 @@ map_records_of(const Batch *b, const Map *m, const Marks *mk, Py_ssize_t *room, 
             q->keyed = r.key_len >= 0;
             if (q->keyed && i >= skip && q->offset >= start_offset) {
                 q->h = key_hash(m, r.key, (size_t)r.key_len);
-                __builtin_prefetch(&m->slots[first_slot(m, q->h)], 1);
+                q->slot = first_slot(m, q->h);
+                __builtin_prefetch(&m->slots[q->slot], 1);
             }
         }
         for (Py_ssize_t k = 0; k < n; k++) {
@@ -412,7 +424,7 @@ map_records_of(const Batch *b, const Map *m, const Marks *mk, Py_ssize_t *room, 
                 mark(mk, q->offset); /* dropped: a compacted log's records need keys */
                 continue;
             }
-            if (put(m, mk, q->h, q->offset, room) < 0)
+            if (put(find_from(m, q->h, q->slot), mk, q->h, q->offset, room) < 0)
                 return first + k;
             *latest = q->offset;
         }
@@ -589,7 +601,6 @@ typedef struct {
     int tombstone;        /* a tombstone is kept */
     int64_t max_ts;       /* of the kept records (CreateTime) */
     Py_ssize_t bytes;     /* of the kept records as they are */
-    Py_ssize_t restamped; /* of the kept records with timestamps relative to rule->horizon */
 } Kept;
 
 static inline int64_t
@@ -667,15 +678,28 @@ decide(const Batch *b, const Rule *rule, uint8_t *keep, Kept *k)
         if (ts > k->max_ts)
             k->max_ts = ts;
         k->bytes += p - start;
-        Fields f;
-        int64_t delta;
-        record_fields(start, p, &f);
-        int64_t body = restamped_body(b, &f, rule->horizon, &delta);
-        k->restamped += (Py_ssize_t)(varint_size(body) + body);
     }
     if (p != end)
         return trailing_bytes(b, p);
     return 0;
+}
+
+/* The size of the kept records once their timestamps are relative to base_ts. */
+static Py_ssize_t
+restamped_size(const Batch *b, const uint8_t *keep, int64_t base_ts)
+{
+    Py_ssize_t size = 0;
+    const uint8_t *p = b->records;
+    for (Py_ssize_t i = 0; i < b->count; i++) {
+        Fields f;
+        record_fields(p, b->records_end, &f);
+        if (keep[i]) {
+            int64_t delta, body = restamped_body(b, &f, base_ts, &delta);
+            size += (Py_ssize_t)(varint_size(body) + body);
+        }
+        p = f.next;
+    }
+    return size;
 }
 
 /* Pass 2: the kept records, copied; with `restamp`, their timestamp deltas re-encoded
@@ -729,6 +753,17 @@ write_header(const Batch *b, const Kept *k, int restamp, int64_t horizon, Py_ssi
     put_be(dst + H_COUNT, 4, (uint64_t)k->kept);
 }
 
+/* Room for `extra` bytes after the first `len` of out, whose size may run ahead of what
+ * is written (the caller trims it): grows by doubling, where bytearray grows by an eighth. */
+static uint8_t *
+reserve(PyObject *out, Py_ssize_t len, Py_ssize_t extra)
+{
+    Py_ssize_t size = PyByteArray_GET_SIZE(out);
+    if (len + extra > size && PyByteArray_Resize(out, len + extra > 2 * size ? len + extra : 2 * size) < 0)
+        return NULL;
+    return (uint8_t *)PyByteArray_AS_STRING(out) + len;
+}
+
 /* Filters one batch into out at *len (growing it), or leaves out alone when the batch stays
  * as it is or loses every record. Returns 1 when it wrote, 0 when not, -1 on a fault. */
 static int
@@ -746,11 +781,11 @@ filter_into(const Batch *b, const Rule *rule, PyObject *out, Py_ssize_t *len, Ke
     rc = 0;
     if (k->kept == 0 || (k->kept == b->count && !restamp))
         goto done;
-    Py_ssize_t size = restamp ? k->restamped : k->bytes;
+    Py_ssize_t size = restamp ? restamped_size(b, keep, rule->horizon) : k->bytes;
     rc = -1;
-    if (PyByteArray_Resize(out, *len + HEADER_SIZE + size) < 0)
+    uint8_t *dst = reserve(out, *len, HEADER_SIZE + size);
+    if (dst == NULL)
         goto done;
-    uint8_t *dst = (uint8_t *)PyByteArray_AS_STRING(out) + *len;
     write_header(b, k, restamp, rule->horizon, size, dst);
     write_kept(b, keep, restamp, rule->horizon, dst + HEADER_SIZE);
     *len += HEADER_SIZE + size;
@@ -794,7 +829,7 @@ filter_batch(PyObject *self, PyObject *args)
     Py_ssize_t len = 0;
     Kept k;
     int wrote = filter_into(&b, &rule, out, &len, &k);
-    if (wrote < 0)
+    if (wrote < 0 || PyByteArray_Resize(out, len) < 0)
         goto done;
     /* the max timestamp of what stays: the new header's, or the batch's */
     int64_t max_ts = wrote ? be64((const uint8_t *)PyByteArray_AS_STRING(out) + H_MAX_TS) : b.max_ts;
@@ -841,14 +876,17 @@ add_entry(PyObject *entries, Py_ssize_t at, Py_ssize_t size, int64_t last_offset
 
 PyDoc_STRVAR(filter_batches_doc,
              "filter_batches(view, pos, origin, out, out_limit, entries, table, k0, k1, latest, marks, "
-             "marks_first, marks_count, now, horizon, crc) -> (pos, stop, read, written, invalid, rebuilt)\n\n"
+             "marks_first, marks_count, now, horizon, crc, upper_bound, group_end) -> "
+             "(pos, stop, read, written, invalid, changed)\n\n"
              "filter_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for\n"
-             "as long as they are uncompressed, non-transactional, non-control v2 batches whose CRC holds\n"
-             "and that keep a record: each result (the batch as it is, or filtered and sealed with\n"
-             "crc(bytes) as its CRC32C) is appended to the bytearray `out`, and (position in out, size,\n"
-             "last offset, max timestamp) to `entries`. stop is 0 at the end of the whole batches, 1 at a\n"
-             "batch for Python (pos is its start), 2 once out holds out_limit bytes or more.\n"
-             "read, written and invalid count records, rebuilt the batches not kept as they were.");
+             "as long as they are uncompressed, non-transactional, non-control v2 batches whose CRC holds:\n"
+             "each result (the batch as it is, or filtered and sealed with crc(bytes) as its CRC32C) is\n"
+             "appended to the bytearray `out`, and (position in out, size, last offset, max timestamp) to\n"
+             "`entries`; a batch left empty goes, unless it has a producer id, ends at upper_bound (the\n"
+             "cleaning's end offset) or at byte group_end (the group's last batch): Python decides those.\n"
+             "stop is 0 at the end of the whole batches, 1 at a batch for Python (pos is its start),\n"
+             "2 once out holds out_limit bytes or more. read, written and invalid count records,\n"
+             "changed the batches not kept as they were.");
 
 static PyObject *
 filter_batches(PyObject *self, PyObject *args)
@@ -857,11 +895,11 @@ filter_batches(PyObject *self, PyObject *args)
     Py_buffer view = {0};
     PyObject *out, *entries, *crc, *result = NULL;
     unsigned long long k0, k1;
-    long long latest, first, count, now, horizon;
-    Py_ssize_t pos, origin, limit;
-    if (!PyArg_ParseTuple(args, "y*nnO!nO!w*KKLy*LLLLO", &view, &pos, &origin, &PyByteArray_Type, &out, &limit,
+    long long latest, first, count, now, horizon, upper_bound;
+    Py_ssize_t pos, origin, limit, group_end, len = -1;
+    if (!PyArg_ParseTuple(args, "y*nnO!nO!w*KKLy*LLLLOLn", &view, &pos, &origin, &PyByteArray_Type, &out, &limit,
                           &PyList_Type, &entries, &a.table, &k0, &k1, &latest, &a.marks, &first, &count, &now,
-                          &horizon, &crc))
+                          &horizon, &crc, &upper_bound, &group_end))
         goto done;
     if (map_args_open(&a, k0, k1, first, count) < 0)
         goto done;
@@ -871,7 +909,8 @@ filter_batches(PyObject *self, PyObject *args)
         goto done;
     }
     const uint8_t *base = view.buf, *end = base + view.len;
-    Py_ssize_t len = PyByteArray_GET_SIZE(out), read = 0, written = 0, invalid = 0, rebuilt = 0;
+    Py_ssize_t read = 0, written = 0, invalid = 0, changed = 0;
+    len = PyByteArray_GET_SIZE(out);
     int stop;
     for (;;) {
         if (len >= limit) {
@@ -896,8 +935,18 @@ filter_batches(PyObject *self, PyObject *args)
         if (wrote < 0)
             goto done;
         if (k.kept == 0) {
-            stop = WALK_PYTHON; /* kept or not as an empty batch: the producers decide */
-            break;
+            /* an empty batch stays as a header if it is the last of its producer (Python
+             * knows), of the cleaning, or of the group; else it goes */
+            int64_t next = wrap_add(wrap_add(b.base_offset, b.last_delta), 1);
+            if (be64(b.start + H_PRODUCER_ID) >= 0 || next == upper_bound || origin + pos + size == group_end) {
+                stop = WALK_PYTHON;
+                break;
+            }
+            read += b.count;
+            invalid += k.invalid;
+            changed++;
+            pos += size;
+            continue;
         }
         int64_t max_ts = b.max_ts;
         if (wrote) {
@@ -907,9 +956,10 @@ filter_batches(PyObject *self, PyObject *args)
             put_be(sealed + H_CRC, 4, crc_value);
             max_ts = be64(sealed + H_MAX_TS);
         } else {
-            if (PyByteArray_Resize(out, len + size) < 0)
+            uint8_t *dst = reserve(out, len, size);
+            if (dst == NULL)
                 goto done;
-            memcpy(PyByteArray_AS_STRING(out) + len, b.start, size);
+            memcpy(dst, b.start, size);
             len += size;
         }
         if (add_entry(entries, at, len - at, wrap_add(b.base_offset, b.last_delta), max_ts) < 0)
@@ -917,11 +967,13 @@ filter_batches(PyObject *self, PyObject *args)
         read += b.count;
         written += k.kept;
         invalid += k.invalid;
-        rebuilt += wrote;
+        changed += wrote;
         pos += size;
     }
-    result = Py_BuildValue("ninnnn", pos, stop, read, written, invalid, rebuilt);
+    result = Py_BuildValue("ninnnn", pos, stop, read, written, invalid, changed);
 done:
+    if (len >= 0 && PyByteArray_GET_SIZE(out) > len && PyByteArray_Resize(out, len) < 0)
+        Py_CLEAR(result);
     map_args_release(&a);
     if (view.obj)
         PyBuffer_Release(&view);
@@ -964,7 +1016,8 @@ map_put(PyObject *self, PyObject *args)
     if (map_open(&m, &table, k0, k1) == 0) {
         Marks none = {NULL, 0, 0};
         Py_ssize_t left = room;
-        rc = put(&m, &none, key_hash(&m, key.buf, (size_t)key.len), offset, &left) < 0 ? -1 : room - left;
+        Hash h = key_hash(&m, key.buf, (size_t)key.len);
+        rc = put(find(&m, h), &none, h, offset, &left) < 0 ? -1 : room - left;
     }
     PyBuffer_Release(&table);
     PyBuffer_Release(&key);

@@ -65,4 +65,6 @@ def filter_batches(
     now: int,
     horizon: int,
     crc: Callable[[Any], int],
+    upper_bound: int,
+    group_end: int,
 ) -> tuple[int, int, int, int, int, int]: ...

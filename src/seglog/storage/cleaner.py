@@ -610,19 +610,20 @@ class Cleaner:
                 retain_legacy_deletes = _last_modified_ms(segment) > legacy_horizon
                 size = segment.size
                 closes_group = k == len(group) - 1
+                group_end = size if closes_group else -1  # where the group's last batch ends
                 for chunk in self._read_chunks(log_, segment):
                     view, origin, at = chunk.view, chunk.origin, 0
                     while True:
-                        # plain data batches that keep a record: filtered by runs in C
-                        at, stop, read, written, invalid, rebuilt = _compact.filter_batches(
+                        # plain data batches: filtered by runs in C, the others come back here
+                        at, stop, read, written, invalid, rewritten = _compact.filter_batches(
                             view, at, origin, output.buffer, self.io_buffer_size, output.entries,
                             omap.table, omap.k0, omap.k1, omap.latest_offset,
-                            marks.superseded, marks.first, marks.count, now, horizon, crc32c,
+                            marks.superseded, marks.first, marks.count, now, horizon, crc32c, upper_bound, group_end,
                         )  # fmt: skip
                         stats.records_read += read
                         stats.records_written += written
                         stats.invalid_records += invalid
-                        changed = changed or rebuilt > 0
+                        changed = changed or rewritten > 0
                         if stop == _WALK_FLUSH:
                             output.flush()
                             continue
