@@ -6,6 +6,7 @@ import errno
 import math
 import os
 import time
+import weakref
 
 import pytest
 
@@ -13,6 +14,7 @@ import seglog
 from seglog.records import Compression, Record, RecordBatch, TimestampType, build_batch, end_transaction_marker
 from seglog.records.control import leader_change
 from seglog.storage import checkpoint, fileio
+from seglog.storage import cleaner as cleaner_module
 from seglog.storage.log import PartitionLog
 from seglog.storage.offset_map import ENTRY_SIZE, OffsetMap
 from seglog.storage.throttler import Throttler
@@ -403,6 +405,39 @@ def test_small_dedupe_buffer_cleans_in_several_passes(tmp_path):
     assert view(log) == view(big)
     logs.close()
     big_logs.close()
+
+
+@pytest.mark.parametrize("budget_entries", [1 << 20, 15_000, 3000])
+def test_the_map_grows_with_the_keys_within_the_budget(tmp_path, monkeypatch, budget_entries):
+    """A map starts small and grows as keys come; the old map and the new one never hold
+    more than the dedupe buffer together."""
+    budget = budget_entries * ENTRY_SIZE
+    live: weakref.WeakSet[OffsetMap] = weakref.WeakSet()
+    peak = [0]
+
+    class Tracked(OffsetMap):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            live.add(self)
+            peak[0] = max(peak[0], sum(m.memory for m in live))
+
+    monkeypatch.setattr(cleaner_module, "OffsetMap", Tracked)
+    clock = Clock()
+    logs, log = compacted(tmp_path, clock, broker={"log.cleaner.dedupe.buffer.size": budget})
+    for i in range(40):
+        log.append([Record(b"k%d" % (i * 100 + j), b"v", NOW) for j in range(100)])  # 4000 keys
+    put(log, b"k0", b"newer")
+    log.roll()
+    stats = logs.clean(force=True)
+    assert peak[0] <= budget
+    assert [(r.key, r.value) for r in log.records()][-1] == (b"k0", b"newer")
+    assert len(view(log)) == 4000
+    omap = logs.cleaner._sync_cleaner._map
+    if budget_entries > 4000 / 0.4:
+        assert len(stats) == 1 and omap.slots >= 4000 / 0.4  # grew from 1024 slots by fours
+    else:
+        assert len(stats) == 2 and omap.memory <= budget  # no room to grow: two passes
+    logs.close()
 
 
 def test_compact_and_delete(tmp_path):

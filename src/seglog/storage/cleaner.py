@@ -36,10 +36,14 @@ One round:
    cleaned; a round of one group is thus all or nothing, and a round of
    several may stop between groups, having lost no latest value either way.
 
-The map costs 24 bytes a key whatever the key's size, the marks two bits an
-offset of the dirty section, both within the dedupe buffer (offset_map.py);
-I/O buffers grow only to the largest batch. So a cleaning's memory is the
-dedupe buffer plus a constant, whatever the log's size.
+The map costs 24 bytes a key whatever the key's size, the marks one bit an
+offset of the dirty section, both within the dedupe buffer (offset_map.py;
+a map grows only while the old one and the new fit it together); I/O buffers
+grow only to the largest batch. So a cleaning's memory is the dedupe buffer
+plus a constant, whatever the log's size. The loops over records are C
+(records/_compact.c): the map is built a batch, or a run of plain batches,
+per call, and a batch is filtered by copying the byte ranges of the records
+it keeps and rewriting its header.
 """
 
 from __future__ import annotations
@@ -406,27 +410,51 @@ class Cleaner:
         return end_offset, stats
 
     def _offset_map(self, records: int) -> OffsetMap:
-        """The map for a round: room for the dirty section's records, within the budget.
-        Where the budget allows, the map is filled to 40% at most, not to the load factor:
-        a key is then found at its first slot two times in three."""
-        want = (records + 1) / min(self.load_factor, _TARGET_LOAD) + 2
-        memory = min(self._map_budget, max(int(want) * ENTRY_SIZE, 1024 * ENTRY_SIZE))
+        """The map for a round: room for the dirty section's records at 40% load (a key is
+        then found at its first slot two times in three), within the budget. Where the
+        budget has room for that map beside one a quarter of its size, it starts at a
+        sixteenth and grows by four as keys come: a compacted log has fewer keys than
+        records, and a map larger than its keys costs page faults and cache misses."""
+        want = max(int((records + 1) / min(self.load_factor, _TARGET_LOAD) + 2), 1024) * ENTRY_SIZE
+        if want + want // 4 <= self._map_budget:
+            memory = max(want // 16 // ENTRY_SIZE, 1024) * ENTRY_SIZE
+        else:
+            memory = min(self._map_budget, want)
         if self._map is not None and self._map.memory == memory:
             self._map.clear()
         else:
             self._map = None  # free the old one first: only one map at a time
             self._map = OffsetMap(memory, self.load_factor)
+        self._limit_load(self._map)
         return self._map
 
+    def _grown_memory(self, omap: OffsetMap) -> int:
+        """The memory of a map grown from ``omap`` (four times larger, or what the budget
+        leaves beside it: both live while the keys move), or 0 if it cannot grow."""
+        memory = min(4 * omap.memory, self._map_budget - omap.memory) // ENTRY_SIZE * ENTRY_SIZE
+        return memory if memory >= 2 * omap.memory else 0
+
+    def _limit_load(self, omap: OffsetMap) -> None:
+        """A map that can grow takes keys up to 40% of its slots, then grows; one that
+        cannot fills up to the load factor."""
+        if self.load_factor > _TARGET_LOAD and self._grown_memory(omap):
+            omap.limit = max(1, int(omap.slots * _TARGET_LOAD))
+        else:
+            omap.limit = omap.max_entries
+
     def _grow(self, omap: OffsetMap) -> OffsetMap | None:
-        """A larger map holding ``omap``'s keys (compressed batches can hold more records
-        than their bytes suggest), or None at the budget."""
-        memory = min(self._map_budget, omap.memory * 4)
-        if memory // ENTRY_SIZE <= omap.slots:
+        """Room for more keys than ``omap`` holds: a larger map holding its keys, or ``omap``
+        itself filling up to the load factor once it cannot grow; None when it is full."""
+        if omap.limit >= omap.max_entries:
             return None
+        memory = self._grown_memory(omap)
+        if not memory:
+            omap.limit = omap.max_entries
+            return omap
         bigger = OffsetMap(memory, self.load_factor, seed=omap.seed)
         bigger.absorb(omap)
         self._map = bigger
+        self._limit_load(bigger)
         return bigger
 
     # --- reading segments -------------------------------------------------------------------

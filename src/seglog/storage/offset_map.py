@@ -21,7 +21,9 @@ Nothing is ever deleted, so a probe sequence stops at the first empty slot.
 The map accepts at most ``load_factor * slots`` keys
 (``log.cleaner.io.buffer.load.factor``), which keeps probe sequences short and
 always leaves an empty slot; a new key beyond that is refused, which is how
-the cleaner learns that the dirty section needs more than one pass.
+the cleaner learns that the dirty section needs more than one pass. A lower
+``limit`` makes the map refuse keys earlier: the cleaner then moves them to a
+larger map (the entries hold whole hashes, so no key is needed to rehash).
 
 Two keys with the same 128-bit hash would be taken for one, as in Kafka, and
 the older key's latest record lost; SipHash is a keyed pseudorandom function,
@@ -82,6 +84,7 @@ class OffsetMap:
             raise ValueError(f"an offset map needs at least {2 * ENTRY_SIZE} bytes, not {memory}")
         self.slots = slots
         self.max_entries = max(1, min(int(slots * load_factor), slots - 1))
+        self.limit = self.max_entries  # keys taken before a put says full (lower: the owner grows the map)
         self.seed = random.getrandbits(128) if seed is None else seed
         self.k0, self.k1 = self.seed & _MASK64, (self.seed >> 64) & _MASK64
         self.table = bytearray(slots * ENTRY_SIZE)
@@ -98,8 +101,8 @@ class OffsetMap:
 
     @property
     def room(self) -> int:
-        """How many new keys the map still accepts."""
-        return self.max_entries - self.entries
+        """How many new keys the map still accepts (up to ``limit``)."""
+        return max(0, self.limit - self.entries)
 
     @property
     def is_full(self) -> bool:
@@ -128,7 +131,7 @@ class OffsetMap:
         by rehashing into a larger one: the entries hold the whole hash)."""
         if other.seed != self.seed:
             raise ValueError("maps with different seeds hash keys differently")
-        if other.entries > self.room:
+        if other.entries > self.max_entries - self.entries:
             raise ValueError("the map has no room for the entries absorbed")
         self.entries += _compact.map_absorb(self.table, other.table)
         self.latest_offset = max(self.latest_offset, other.latest_offset)
