@@ -353,6 +353,9 @@ def test_hostile_count_and_trailing_bytes():
         _append(builder, batch, section=bytes(batch.records_section()) + b"\x00")
     with pytest.raises(CorruptRecordError, match="truncated"):
         _append(builder, batch, section=bytes(batch.records_section())[:-1])
+    three = RecordBatch(build_batch([(b"k", b"v" * 20, MS, ())] * 3), position=99)
+    with pytest.raises(CorruptRecordError, match=r"^record count 4 disagrees with the batch: its records end after 3"):
+        _append(builder, three, count=4)
     assert builder.rows == 0
 
 

@@ -146,6 +146,15 @@ trailing_bytes(Py_ssize_t batch_position, Py_ssize_t count, const uint8_t *p, co
                    count, (Py_ssize_t)(end - p));
 }
 
+/* The records ended cleanly, after `found` of them, before the count did: the count is wrong
+ * (a record cut short inside its bytes is a truncated record, told by parse_record). */
+static PyObject *
+missing_records(Py_ssize_t batch_position, Py_ssize_t count, Py_ssize_t found)
+{
+    return corrupt(batch_position, "record count %zd disagrees with the batch: its records end after %zd", count,
+                   found);
+}
+
 PyDoc_STRVAR(decode_records_doc,
              "decode_records(records, count, base_offset, base_timestamp, log_append_time, max_timestamp, "
              "record_type, batch_position) -> list\n\n"
@@ -173,6 +182,11 @@ decode_records(PyObject *self, PyObject *args)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         RawRecord r;
+        if (p == end) {
+            Py_CLEAR(out);
+            missing_records(batch_position, count, i);
+            goto done;
+        }
         ParseResult res = parse_record(&p, end, &r);
         PyObject *rec = res.fault ? record_fault(batch_position, i, res, start)
                                   : record_object((PyTypeObject *)type, &r,
@@ -502,6 +516,10 @@ check_records(PyObject *self, PyObject *args)
         goto done;
     for (Py_ssize_t i = 0; i < count; i++) {
         RawRecord r;
+        if (p == end) {
+            missing_records(batch_position, count, i);
+            goto done;
+        }
         ParseResult res = parse_record(&p, end, &r);
         if (res.fault) {
             record_fault(batch_position, i, res, start);

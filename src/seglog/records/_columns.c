@@ -496,6 +496,11 @@ decode_section(ColumnBuilder *self, const BatchInfo *b, const uint8_t *start, Py
         return -1;
     for (Py_ssize_t i = 0; i < b->count; i++) {
         RawRecord r;
+        if (p == end) { /* the records ended cleanly before the count did */
+            raise_corrupt(b->position, NULL, "record count %zd disagrees with the batch: its records end after %zd",
+                          b->count, i);
+            goto fail;
+        }
         ParseResult res = parse_record(&p, end, &r);
         if (res.fault) {
             raise_corrupt(b->position, NULL, "record %zd: %s at byte %zd of the records", i, res.fault,
