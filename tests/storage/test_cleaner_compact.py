@@ -436,3 +436,43 @@ def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation()
         filter_one(RecordBatch(raw, 77), omap, OffsetMarks(0, 0))
     with pytest.raises(CorruptRecordError, match="record count"):
         omap.put_batch(raw, None, 0)
+
+
+# --- producer state: batch headers skimmed in C ----------------------------------------------------
+
+
+class _Segment:
+    """What summarize reads of a segment: its size and bytes."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.size = data, len(data)
+
+
+def _read(segment, buffer, position, size):
+    chunk = segment.data[position : position + size]
+    buffer[: len(chunk)] = chunk
+    return len(chunk)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("buffer_size", [64, 700, 1 << 16])
+def test_skimmed_headers_sum_up_as_read_ones(seed, buffer_size, monkeypatch):
+    """A summary built with skim_batches equals one built header by header in Python,
+    whatever the buffer (batches read whole, cut, or stepped over)."""
+    from seglog.storage import producer_state
+
+    rng = random.Random(seed)
+    log = mixed_log(rng)
+    log += build_batch([(b"big", b"v" * 70_000, NOW)], base_offset=10_000)  # stepped over, not read
+    log += build_batch([(b"k", b"v", NOW)], base_offset=10_001, producer_id=3, producer_epoch=0, base_sequence=0)
+    log += build_batch([(b"cut", b"v", NOW)], base_offset=10_002)[:-5]  # a partial batch ends the log
+
+    def summary() -> tuple:
+        producer_state._summaries.clear()
+        s = producer_state.summarize(_Segment(bytes(log)), _read, bytearray(buffer_size))  # type: ignore[arg-type]
+        return s.last, s.events, s.records, s.scanned, s.fingerprint
+
+    skimmed = summary()
+    monkeypatch.setattr(_compact, "skim_batches", lambda buffer, n, pos, end: (pos, 0, -1, 0))
+    assert skimmed == summary()
+    assert skimmed[3] == len(log) - len(build_batch([(b"cut", b"v", NOW)])) + 5

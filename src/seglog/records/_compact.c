@@ -17,6 +17,8 @@
  *     stopping at the first one whose fate Python decides (legacy, compressed,
  *     control, transactional, damaged, or one that would lose all its records).
  *     Python's rules (cleaner.py) stay the referee; C takes the common case.
+ * And one for producer state (producer_state.py): skim_batches steps over the
+ * batch headers that tell it nothing (no producer id).
  *
  * Nothing here trusts a length: records are parsed by _record.h, which checks
  * every field against the bytes present, and faults raise CorruptRecordError
@@ -980,6 +982,47 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ skimming */
+
+PyDoc_STRVAR(skim_batches_doc,
+             "skim_batches(buffer, n, pos, end) -> (pos, records, last, last_size)\n\n"
+             "Step over the v2 batches of buffer[:n] from `pos` that producer state passes by (no\n"
+             "producer id, not control), by their headers: while a whole header is there and the\n"
+             "batch ends by byte `end` of the buffer (the end of the file). records sums their\n"
+             "record counts, last is where the last one starts (-1: none) and last_size its size.\n"
+             "pos may end past n: the rest of a large batch is not needed.");
+
+static PyObject *
+skim_batches(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t n, pos, end;
+    if (!PyArg_ParseTuple(args, "y*nnn", &buf, &n, &pos, &end))
+        return NULL;
+    if (n < 0 || n > buf.len || pos < 0) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "position out of the buffer");
+        return NULL;
+    }
+    const uint8_t *base = buf.buf;
+    long long records = 0;
+    Py_ssize_t last = -1, last_size = 0;
+    while (pos <= n - HEADER_SIZE) {
+        const uint8_t *p = base + pos;
+        int32_t length = be32(p + H_LENGTH);
+        if (p[H_MAGIC] != 2 || length < MIN_SIZE[2] || (Py_ssize_t)length > end - pos - LOG_OVERHEAD)
+            break; /* another magic, bad framing or a partial batch: Python says which */
+        if (be64(p + H_PRODUCER_ID) >= 0 || (get_be(p + H_ATTRIBUTES, 2) & A_CONTROL))
+            break;
+        records += be32(p + H_COUNT);
+        last = pos;
+        last_size = LOG_OVERHEAD + length;
+        pos += last_size;
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("nLnn", pos, records, last, last_size);
+}
+
 /* ------------------------------------------------------------------ single keys */
 
 PyDoc_STRVAR(hash128_doc, "hash128(key, k0, k1) -> (lo, hi)\n\n"
@@ -1082,6 +1125,7 @@ static PyMethodDef methods[] = {
     {"map_batches", map_batches, METH_VARARGS, map_batches_doc},
     {"filter_batch", filter_batch, METH_VARARGS, filter_batch_doc},
     {"filter_batches", filter_batches, METH_VARARGS, filter_batches_doc},
+    {"skim_batches", skim_batches, METH_VARARGS, skim_batches_doc},
     {"hash128", hash128, METH_VARARGS, hash128_doc},
     {"map_put", map_put, METH_VARARGS, map_put_doc},
     {"map_get", map_get, METH_VARARGS, map_get_doc},

@@ -27,7 +27,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..records import RecordBatch
+from ..records import RecordBatch, _compact
 from ..records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
 from ..records.batches import HEADER_PEEK, peek_frame
 from .segment import LogSegment
@@ -143,7 +143,15 @@ def summarize(segment: LogSegment, read: Reader, buffer: bytearray) -> SegmentSu
     while position < size:
         n = read(segment, buffer, position, min(chunk, size - position))
         at = total = 0
-        while n - at >= HEADER_PEEK:
+        while True:
+            # batches without a producer add their records and nothing else: skimmed in C
+            at, records, last, last_total = _compact.skim_batches(buffer, n, at, size - position)
+            if last >= 0:
+                summary.records += records
+                summary.fingerprint = (position + last, bytes(buffer[last : last + _FINGERPRINT]))
+                total = last_total
+            if n - at < HEADER_PEEK:
+                break
             _offset, length, magic = peek_frame(buffer, at, position)
             total = LOG_OVERHEAD + length
             if position + at + total > size:
