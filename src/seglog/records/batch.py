@@ -57,11 +57,12 @@ _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 
-_CODEC_MASK = 0x07
-_LOG_APPEND_TIME = 0x08
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
-_DELETE_HORIZON = 0x40
+# attribute bits, by Kafka's DefaultRecordBatch names
+COMPRESSION_CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_FLAG_MASK = 0x10
+CONTROL_FLAG_MASK = 0x20
+DELETE_HORIZON_FLAG_MASK = 0x40
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -85,6 +86,36 @@ def _i32(buf: Buffer, at: int) -> int:
 
 def _i64(buf: Buffer, at: int) -> int:
     return _I64.unpack_from(buf, at)[0]
+
+
+def check_batch(buffer: Buffer, at: int, end: int, head: tuple, position: int) -> None:
+    """``RecordBatch.validate`` of the batch ``buffer[at:end]`` whose header fields
+    (``HEADER.unpack_from(buffer, at)``) are ``head``: magic, the length against the
+    bytes framed, the CRC, the record count and last offset delta. Walks over many
+    batches call it with each header unpacked once. ``buffer`` should be a memoryview
+    (the CRC is taken over a slice of it)."""
+    if head[3] != MAGIC:
+        raise CorruptRecordError(f"bad magic {buffer[at + 16]} in a v2 batch", position=position)
+    if head[1] + LOG_OVERHEAD != end - at:
+        raise CorruptRecordError(
+            f"batch length {head[1]} disagrees with the {end - at} bytes framed", position=position
+        )
+    computed = crc32c(buffer[at + CRC_START : end])
+    if head[4] != computed:
+        raise CorruptRecordError(
+            f"CRC mismatch: stored {head[4]:#010x}, computed {computed:#010x}", position=position, offset=head[0]
+        )
+    if head[12] < 0 or head[6] < -1:
+        raise CorruptRecordError(
+            f"record count {head[12]} / last offset delta {head[6]} out of range", position=position, offset=head[0]
+        )
+
+
+def assign_offset_and_epoch(buffer: Buffer, at: int, base_offset: int, epoch: int) -> None:
+    """What a leader writes into the batch at ``at`` of a writable ``buffer`` it appends:
+    the base offset and its leader epoch, both before the CRC'd range."""
+    _I64.pack_into(buffer, at, base_offset)
+    _I32.pack_into(buffer, at + 12, epoch)
 
 
 class RecordBatch:
@@ -178,7 +209,7 @@ class RecordBatch:
 
     @property
     def compression(self) -> Compression:
-        code = self.attributes & _CODEC_MASK
+        code = self.attributes & COMPRESSION_CODEC_MASK
         try:
             return Compression(code)
         except ValueError:
@@ -186,19 +217,19 @@ class RecordBatch:
 
     @property
     def timestamp_type(self) -> TimestampType:
-        return TimestampType.LOG_APPEND_TIME if self.attributes & _LOG_APPEND_TIME else TimestampType.CREATE_TIME
+        return TimestampType.LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else TimestampType.CREATE_TIME
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL)
+        return bool(self.attributes & TRANSACTIONAL_FLAG_MASK)
 
     @property
     def is_control(self) -> bool:
-        return bool(self.attributes & _CONTROL)
+        return bool(self.attributes & CONTROL_FLAG_MASK)
 
     @property
     def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & _DELETE_HORIZON)
+        return bool(self.attributes & DELETE_HORIZON_FLAG_MASK)
 
     @property
     def delete_horizon_ms(self) -> int:
@@ -211,35 +242,20 @@ class RecordBatch:
     def is_valid(self) -> bool:
         return self.crc == self.compute_crc()
 
+    def header(self) -> tuple:
+        """Every header field at once, in layout order (one unpack instead of a property each)."""
+        return HEADER.unpack_from(self.buffer)
+
     def validate(self) -> None:
         """Check framing and CRC; raise CorruptRecordError naming the fault."""
-        if self.buffer[16] != MAGIC:
-            raise CorruptRecordError(f"bad magic {self.buffer[16]} in a v2 batch", position=self.position)
-        if self.batch_length + LOG_OVERHEAD != len(self.buffer):
-            raise CorruptRecordError(
-                f"batch length {self.batch_length} disagrees with the {len(self.buffer)} bytes framed",
-                position=self.position,
-            )
-        stored, computed = self.crc, self.compute_crc()
-        if stored != computed:
-            raise CorruptRecordError(
-                f"CRC mismatch: stored {stored:#010x}, computed {computed:#010x}",
-                position=self.position,
-                offset=self.base_offset,
-            )
-        if self.record_count < 0 or self.last_offset_delta < -1:
-            raise CorruptRecordError(
-                f"record count {self.record_count} / last offset delta {self.last_offset_delta} out of range",
-                position=self.position,
-                offset=self.base_offset,
-            )
+        check_batch(self.buffer, 0, len(self.buffer), HEADER.unpack_from(self.buffer), self.position)
 
     # --- records ---------------------------------------------------------------
 
     def records_section(self) -> Buffer:
         """The records' bytes, decompressed when the batch is compressed."""
         body = self.buffer[HEADER_SIZE:]
-        codec = self.attributes & _CODEC_MASK
+        codec = self.attributes & COMPRESSION_CODEC_MASK
         if codec == 0:
             return body
         try:
@@ -256,7 +272,7 @@ class RecordBatch:
             count,
             head[0],
             base_timestamp,
-            bool(attributes & _LOG_APPEND_TIME),
+            bool(attributes & TIMESTAMP_TYPE_MASK),
             max_timestamp,
             Record,
             self.position,
@@ -280,9 +296,9 @@ class RecordBatch:
 
     def set_max_timestamp(self, timestamp_type: TimestampType, timestamp: int) -> None:
         """Stamp the batch (LogAppendTime) or restore its max; recomputes the CRC."""
-        attributes = self.attributes & ~_LOG_APPEND_TIME
+        attributes = self.attributes & ~TIMESTAMP_TYPE_MASK
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
-            attributes |= _LOG_APPEND_TIME
+            attributes |= TIMESTAMP_TYPE_MASK
         _I16.pack_into(self.buffer, 21, attributes)
         _I64.pack_into(self.buffer, 35, timestamp)
         _U32.pack_into(self.buffer, 17, self.compute_crc())
@@ -390,15 +406,15 @@ def _seal(
     codec = int(compression)
     attributes = codec
     if log_append_time:
-        attributes |= _LOG_APPEND_TIME
+        attributes |= TIMESTAMP_TYPE_MASK
         if max_timestamp_override is not None:
             max_ts = max_timestamp_override
     if transactional:
-        attributes |= _TRANSACTIONAL
+        attributes |= TRANSACTIONAL_FLAG_MASK
     if control:
-        attributes |= _CONTROL
+        attributes |= CONTROL_FLAG_MASK
     if delete_horizon:
-        attributes |= _DELETE_HORIZON
+        attributes |= DELETE_HORIZON_FLAG_MASK
     if codec != Compression.NONE:
         compressed = compress(codec, memoryview(body)[HEADER_SIZE:])
         body = bytearray(HEADER_SIZE)

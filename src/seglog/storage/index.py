@@ -42,12 +42,14 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
+MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + an int32
 
 
 class _Index:
     """What both indexes share: the mmap, the entry count, resizing and search."""
 
     entry_size: int
+    _key_struct: struct.Struct  # the key (relative offset, timestamp) at the start of an entry
 
     def __init__(
         self, path: str, base_offset: int, max_index_size: int, writable: bool = True, in_memory: bool = False
@@ -174,32 +176,31 @@ class _Index:
 
     def relative_offset(self, offset: int) -> int:
         rel = offset - self.base_offset
-        if not 0 <= rel <= 0x7FFFFFFF:
+        if not 0 <= rel <= MAX_RELATIVE_OFFSET:
             raise CorruptIndexError(f"offset {offset} does not fit relative to base {self.base_offset}", file=self.path)
         return rel
 
     def can_append_offset(self, offset: int) -> bool:
-        return 0 <= offset - self.base_offset <= 0x7FFFFFFF
+        return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
 
     # --- search --------------------------------------------------------------------
-
-    def _key(self, mm: mmap.mmap | bytes, slot: int) -> int:
-        raise NotImplementedError
 
     def _largest_lower_bound(self, target: int) -> int:
         """Slot of the largest entry whose key <= target; -1 if none."""
         n, mm = self.entries, self._mmap
-        if n == 0 or mm is None or self._key(mm, 0) > target:
+        if n == 0 or mm is None:
             return -1
-        key = self._key
-        warm = max(0, n - 1 - _WARM_BYTES // self.entry_size)
-        if key(mm, warm) <= target:
+        key, size = self._key_struct.unpack_from, self.entry_size
+        if key(mm, 0)[0] > target:
+            return -1
+        warm = max(0, n - 1 - _WARM_BYTES // size)
+        if key(mm, warm * size)[0] <= target:
             lo, hi = warm, n - 1
         else:
             lo, hi = 0, warm
         while lo < hi:
-            mid = (lo + hi + 1) // 2
-            if key(mm, mid) <= target:
+            mid = (lo + hi + 1) >> 1
+            if key(mm, mid * size)[0] <= target:
                 lo = mid
             else:
                 hi = mid - 1
@@ -213,9 +214,7 @@ class OffsetIndex(_Index):
     """Maps offsets to byte positions in the segment's .log."""
 
     entry_size = _OFFSET_ENTRY.size
-
-    def _key(self, mm: mmap.mmap | bytes, slot: int) -> int:
-        return _I32.unpack_from(mm, slot * 8)[0]
+    _key_struct = _I32
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(absolute offset, position) of a slot."""
@@ -230,19 +229,34 @@ class OffsetIndex(_Index):
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The largest entry with offset <= ``offset``; (base offset, 0) below the first."""
-        slot = self._largest_lower_bound(offset - self.base_offset)
-        return (self.base_offset, 0) if slot < 0 else self.entry(slot)
+        base, mm = self.base_offset, self._mmap
+        slot = self._largest_lower_bound(offset - base)
+        if slot < 0 or mm is None:
+            return base, 0
+        rel, position = _OFFSET_ENTRY.unpack_from(mm, slot * 8)
+        return base + rel, position
+
+    def lookup_position(self, offset: int) -> tuple[int, int]:
+        """The position of the largest entry with offset <= ``offset`` (0 below the
+        first), and the next entry's position (-1 after the last)."""
+        slot, mm = self._largest_lower_bound(offset - self.base_offset), self._mmap
+        if mm is None:
+            return 0, -1
+        position = _I32.unpack_from(mm, slot * 8 + 4)[0] if slot >= 0 else 0
+        following = _I32.unpack_from(mm, slot * 8 + 12)[0] if slot + 1 < self.entries else -1
+        return position, following
 
     def append(self, offset: int, position: int) -> None:
-        if self.entries and offset <= self.last_offset:
+        n, mm = self.entries, self._writable_map()
+        if n and offset - self.base_offset <= _I32.unpack_from(mm, n * 8 - 8)[0]:
             raise CorruptIndexError(
                 f"offset {offset} appended after {self.last_offset}: index offsets must increase",
                 file=self.path,
             )
-        if self.is_full:
-            raise CorruptIndexError(f"index is full ({self.entries} entries)", file=self.path)
-        _OFFSET_ENTRY.pack_into(self._writable_map(), self.entries * 8, self.relative_offset(offset), position)
-        self.entries += 1
+        if n >= self.length >> 3:
+            raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
+        _OFFSET_ENTRY.pack_into(mm, n * 8, self.relative_offset(offset), position)
+        self.entries = n + 1
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset``."""
@@ -282,9 +296,7 @@ class TimeIndex(_Index):
     """Maps timestamps to offsets. The last slot is kept for the entry written on roll."""
 
     entry_size = _TIME_ENTRY.size
-
-    def _key(self, mm: mmap.mmap | bytes, slot: int) -> int:
-        return _I64.unpack_from(mm, slot * 12)[0]
+    _key_struct = _I64
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of a slot."""
@@ -303,21 +315,31 @@ class TimeIndex(_Index):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The largest entry with timestamp <= ``timestamp``; (-1, base offset) below the first."""
-        slot = self._largest_lower_bound(timestamp)
-        return (NO_TIMESTAMP, self.base_offset) if slot < 0 else self.entry(slot)
+        slot, mm = self._largest_lower_bound(timestamp), self._mmap
+        if slot < 0 or mm is None:
+            return NO_TIMESTAMP, self.base_offset
+        ts, rel = _TIME_ENTRY.unpack_from(mm, slot * 12)
+        return ts, self.base_offset + rel
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` is larger than the last entry's (an empty index's last
         entry is (-1, base offset), as Kafka's: batches without timestamps get no entry)."""
-        last_ts, last_offset = self.last_entry
-        if timestamp <= last_ts:
+        n, mm = self.entries, self._mmap
+        if n and mm is not None:
+            last_ts, rel = _TIME_ENTRY.unpack_from(mm, n * 12 - 12)
+            if timestamp <= last_ts:
+                return
+            if offset < self.base_offset + rel:
+                raise CorruptIndexError(
+                    f"offset {offset} appended after {self.base_offset + rel} in a time index", file=self.path
+                )
+        elif timestamp <= NO_TIMESTAMP:
             return
-        if self.entries and offset < last_offset:
-            raise CorruptIndexError(f"offset {offset} appended after {last_offset} in a time index", file=self.path)
-        if (not skip_full_check and self.is_full) or self.entries >= self.max_entries:
-            raise CorruptIndexError(f"time index is full ({self.entries} entries)", file=self.path)
-        _TIME_ENTRY.pack_into(self._writable_map(), self.entries * 12, timestamp, self.relative_offset(offset))
-        self.entries += 1
+        slots = self.max_entries
+        if n >= (slots if skip_full_check else slots - 1):
+            raise CorruptIndexError(f"time index is full ({n} entries)", file=self.path)
+        _TIME_ENTRY.pack_into(self._writable_map(), n * 12, timestamp, self.relative_offset(offset))
+        self.entries = n + 1
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset`` (offsets never decrease, so bisect)."""

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import NamedTuple
 
 from ..config import LogConfig
 from ..errors import (
@@ -45,11 +45,19 @@ from ..records import (
     AnyBatch,
     BatchIterator,
     Compression,
+    LegacyBatch,
     Record,
     RecordBatch,
     TimestampType,
     _codec,
     build_batch,
+)
+from ..records.batch import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    HEADER_SIZE,
+    assign_offset_and_epoch,
+    check_batch,
 )
 from . import fileio
 from .leader_epoch import LeaderEpochCache
@@ -70,15 +78,12 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 
-_ORIGINS = ("client", "coordinator", "replication")
-
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(frozen=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """What an append did: the offsets it got and where it landed."""
 
     first_offset: int
@@ -89,7 +94,7 @@ class AppendInfo:
     log_append_time: int = -1
 
 
-@dataclass
+@dataclass(slots=True)
 class _Batch:
     """One batch of an append, as validation found it."""
 
@@ -258,7 +263,7 @@ class PartitionLog:
         for i in range(start, len(segments)):
             segment = segments[i]
             log.info("%s: recovering segment %d", self.name, segment.base_offset)
-            truncated = segment.recover(self.config.max_message_bytes + 12, on_batch=self._note_epoch)
+            truncated = segment.recover(self.config.max_message_bytes + 12, on_epoch=self.leader_epoch_cache.assign)
             if truncated and i + 1 < len(segments):
                 for later in segments[i + 1 :]:
                     log.warning("%s: deleting segment %d after a truncated one", self.name, later.base_offset)
@@ -266,10 +271,6 @@ class PartitionLog:
                 segments = segments[: i + 1]
                 break
         self._set_segments(segments)
-
-    def _note_epoch(self, batch: AnyBatch) -> None:
-        if batch.magic >= 2:
-            self.leader_epoch_cache.assign(batch.partition_leader_epoch, batch.base_offset)
 
     # --- segments ------------------------------------------------------------------------------
 
@@ -353,7 +354,7 @@ class PartitionLog:
 
         ``origin`` is "client" (a producer: no control batches), or "coordinator"
         (the transaction coordinator's markers)."""
-        if origin not in _ORIGINS[:2]:
+        if origin != "client" and origin != "coordinator":
             raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         batches = self._validate(buffer, leader=True, origin=origin)
@@ -384,38 +385,34 @@ class PartitionLog:
             raise KafkaStorageError(f"log {self.name} is open read-only", file=self.dir)
 
     def _validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Batch]:
-        """Kafka's LogValidator checks; returns what the append needs of each batch."""
+        """Kafka's LogValidator checks; returns what the append needs of each batch.
+
+        Each v2 header is unpacked once (``BatchIterator.headers``) and the checks read
+        its fields: a batch object's property reads cost more than the CRC of 16 KiB."""
         out: list[_Batch] = []
         scan = BatchIterator(buffer)
+        view = scan.view
         prev_last = -1
         max_bytes = self.config.max_message_bytes
-        for batch in scan:
-            if batch.size_in_bytes > max_bytes:
+        for at, end, head in scan.headers():
+            size = end - at
+            if size > max_bytes:
                 raise RecordTooLargeError(
-                    f"batch of {batch.size_in_bytes} bytes exceeds max.message.bytes {max_bytes}",
-                    file=self.dir,
-                    position=batch.position,
+                    f"batch of {size} bytes exceeds max.message.bytes {max_bytes}", file=self.dir, position=at
                 )
-            batch.validate()
-            if isinstance(batch, RecordBatch):
-                out.append(self._validate_v2(batch, leader, origin))
-            elif leader:
-                raise InvalidRecordError(
-                    f"magic {batch.magic} batches cannot be appended; use v2",
-                    file=self.dir,
-                    position=batch.position,
-                )
+            if head is not None:
+                check_batch(view, at, end, head, at)
+                out.append(self._validate_v2(view, at, end, head, leader, origin))
             else:
-                out.append(
-                    _Batch(
-                        batch.position,
-                        batch.size_in_bytes,
-                        batch.record_count,
-                        batch.last_offset - batch.base_offset,
-                        batch.max_timestamp,
-                        -1,
-                        batch.base_offset,
+                legacy = LegacyBatch(view[at:end], at)
+                legacy.validate()
+                if leader:
+                    raise InvalidRecordError(
+                        f"magic {legacy.magic} batches cannot be appended; use v2", file=self.dir, position=at
                     )
+                base = legacy.base_offset
+                out.append(
+                    _Batch(at, size, legacy.record_count, legacy.last_offset - base, legacy.max_timestamp, -1, base)
                 )
             if not leader:
                 b = out[-1]
@@ -436,37 +433,34 @@ class PartitionLog:
             raise InvalidRecordError("an append must hold at least one batch", file=self.dir)
         return out
 
-    def _validate_v2(self, batch: RecordBatch, leader: bool, origin: str) -> _Batch:
-        count, delta = batch.record_count, batch.last_offset_delta
-        info = _Batch(
-            batch.position,
-            batch.size_in_bytes,
-            count,
-            delta,
-            batch.max_timestamp,
-            batch.partition_leader_epoch,
-            batch.base_offset,
-        )
+    def _validate_v2(self, view: memoryview, at: int, end: int, head: tuple, leader: bool, origin: str) -> _Batch:
+        base_offset, _, epoch, _, _, attributes, delta, base_ts, max_ts, _, _, _, count = head
+        info = _Batch(at, end - at, count, delta, max_ts, epoch, base_offset)
         if not leader:
             return info
-        where: dict[str, Any] = {"file": self.dir, "position": batch.position}
-        if batch.is_control and origin == "client":
-            raise InvalidRecordError("clients may not write control batches", **where)
+        control = attributes & CONTROL_FLAG_MASK
+        if control and origin == "client":
+            raise self._invalid("clients may not write control batches", at)
         if delta != count - 1:
-            raise InvalidRecordError(f"last offset delta {delta} disagrees with the record count {count}", **where)
-        min_delta, max_delta, bad_offset, null_key = _codec.check_records(
-            batch.records_section(), count, batch.position
-        )
+            raise self._invalid(f"last offset delta {delta} disagrees with the record count {count}", at)
+        if attributes & COMPRESSION_CODEC_MASK:
+            records = RecordBatch(view[at:end], at).records_section()
+        else:
+            records = view[at + HEADER_SIZE : end]
+        min_delta, max_delta, bad_offset, null_key = _codec.check_records(records, count, at)
         if bad_offset >= 0:
-            raise InvalidRecordError(f"record {bad_offset} has an offset delta other than {bad_offset}", **where)
-        if null_key >= 0 and self.config.compact and not batch.is_control:
-            raise InvalidRecordError("a compacted topic cannot accept a record without a key", **where)
-        if self.config.message_timestamp_type == "CreateTime" and count:
-            self._check_timestamps(batch.base_timestamp + min_delta, batch.base_timestamp + max_delta, where)
-            info.max_timestamp = batch.base_timestamp + max_delta
+            raise self._invalid(f"record {bad_offset} has an offset delta other than {bad_offset}", at)
+        if null_key >= 0 and not control and self.config.compact:
+            raise self._invalid("a compacted topic cannot accept a record without a key", at)
+        if count and self.config.message_timestamp_type == "CreateTime":
+            self._check_timestamps(base_ts + min_delta, base_ts + max_delta, at)
+            info.max_timestamp = base_ts + max_delta
         return info
 
-    def _check_timestamps(self, lowest: int, highest: int, where: dict[str, Any]) -> None:
+    def _invalid(self, message: str, position: int) -> InvalidRecordError:
+        return InvalidRecordError(message, file=self.dir, position=position)
+
+    def _check_timestamps(self, lowest: int, highest: int, position: int) -> None:
         now = self._clock()
         before, after = (
             self.config.message_timestamp_before_max_ms,
@@ -476,26 +470,26 @@ class PartitionLog:
             raise InvalidTimestampError(
                 f"timestamps {lowest}..{highest} are outside [{now - before}, {now + after}] "
                 f"(message.timestamp.before.max.ms / after.max.ms)",
-                **where,
+                file=self.dir,
+                position=position,
             )
 
     def _append_locked(self, buffer: bytearray, batches: list[_Batch], assign_offsets: bool) -> AppendInfo:
-        append_time = -1
-        if assign_offsets:
-            append_time = self._assign(buffer, batches)
-        first = batches[0].base_offset
-        last = batches[-1].base_offset + batches[-1].last_offset_delta
-        max_ts = max(b.max_timestamp for b in batches)
+        append_time = self._assign(buffer, batches) if assign_offsets else -1
         size = len(buffer)
         if size > self.config.segment_bytes:
             raise RecordTooLargeError(
                 f"append of {size} bytes exceeds segment.bytes {self.config.segment_bytes}", file=self.dir
             )
+        entries = []  # what the segment indexes: (position, size, last offset, max timestamp)
+        max_ts, count = batches[0].max_timestamp, 0
+        for b in batches:
+            entries.append((b.position, b.size, b.base_offset + b.last_offset_delta, b.max_timestamp))
+            max_ts = max_ts if max_ts >= b.max_timestamp else b.max_timestamp
+            count += b.count
+        first, last = batches[0].base_offset, entries[-1][2]
         segment = self._maybe_roll(size, max_ts, first, last)
-        segment.append(
-            buffer,
-            [(b.position, b.size, b.base_offset + b.last_offset_delta, b.max_timestamp) for b in batches],
-        )
+        segment.append(buffer, entries)
         if assign_offsets:
             self.leader_epoch_cache.assign(self.leader_epoch, first)
         else:
@@ -505,7 +499,6 @@ class PartitionLog:
         if self.hw_follows_leo:
             self._high_watermark = self._next_offset
         self._maybe_flush()
-        count = sum(b.count for b in batches)
         return AppendInfo(first, last, max_ts, count, size, append_time)
 
     def _assign(self, buffer: bytearray, batches: list[_Batch]) -> int:
@@ -514,12 +507,13 @@ class PartitionLog:
         next_offset = self._next_offset
         stamp = self.config.message_timestamp_type == "LogAppendTime"
         now = self._clock() if stamp else -1
+        epoch = self.leader_epoch
         for b in batches:
-            batch = RecordBatch(view[b.position : b.position + b.size], b.position)
-            batch.set_base_offset(next_offset)
-            batch.set_partition_leader_epoch(self.leader_epoch)
+            assign_offset_and_epoch(buffer, b.position, next_offset, epoch)
             if stamp:
-                batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, now)
+                RecordBatch(view[b.position : b.position + b.size], b.position).set_max_timestamp(
+                    TimestampType.LOG_APPEND_TIME, now
+                )
                 b.max_timestamp = now
             b.base_offset = next_offset
             next_offset += b.last_offset_delta + 1
@@ -528,8 +522,9 @@ class PartitionLog:
     def _maybe_roll(self, size: int, max_ts: int, first: int, last: int) -> LogSegment:
         segment = self._segments[-1]
         c = self.config
-        if segment.should_roll(size, max_ts, last, c.segment_bytes, c.segment_ms):
-            segment = self._roll(first)
+        if not segment.should_roll(size, max_ts, last, c.segment_bytes, c.segment_ms):
+            return segment  # which can index ``last``: should_roll checks that last
+        segment = self._roll(first)
         if not segment.offset_index.can_append_offset(last):
             raise RecordTooLargeError(
                 f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
