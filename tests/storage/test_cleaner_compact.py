@@ -383,7 +383,8 @@ def damaged(rng: random.Random, raw: bytearray) -> bytearray:
 
 
 def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
-    """Read a batch found at ``position`` by one of the four C entry points."""
+    """Read a batch found at ``position`` by one of the four C entry points (a walk that
+    leaves the batch to Python followed by the call Python makes)."""
     omap, marks = OffsetMap(64 * ENTRY_SIZE, seed=seed), OffsetMarks(0, 10)
     omap.latest_offset = 3
     if way == 0:
@@ -391,12 +392,16 @@ def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
     elif way == 1:
         filter_one(RecordBatch(raw, position), omap, marks)
     elif way == 2:
-        omap.put_batches(memoryview(raw), 0, position, 0, marks)
+        _, needs_python, _, _ = omap.put_batches(memoryview(raw), 0, position, 0, marks)
+        if needs_python:  # as the cleaner does: this batch, alone
+            omap.put_batch(raw, None, 0, marks, 0, position)
     else:
-        _compact.filter_batches(
+        _, stop, *_ = _compact.filter_batches(
             memoryview(raw), 0, position, bytearray(), 1 << 20, [], omap.table, omap.k0, omap.k1, 3,
             marks.superseded, 0, 10, NOW, HORIZON, crc32c, -1, -1,
         )  # fmt: skip
+        if stop == 1:
+            filter_one(RecordBatch(raw, position), omap, marks)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -476,3 +481,16 @@ def test_skimmed_headers_sum_up_as_read_ones(seed, buffer_size, monkeypatch):
     monkeypatch.setattr(_compact, "skim_batches", lambda buffer, n, pos, end: (pos, 0, -1, 0))
     assert skimmed == summary()
     assert skimmed[3] == len(log) - len(build_batch([(b"cut", b"v", NOW)])) + 5
+
+
+@pytest.mark.parametrize("count", [2, 4, 100])  # records left over, missing, or far too many
+def test_a_wrong_record_count_is_named_as_the_decoder_names_it(count):
+    raw = build_batch([(b"a", b"1" * 30, NOW), (b"b", b"2", NOW), (b"c", b"3", NOW)])
+    struct.pack_into(">i", raw, 57, count)
+    struct.pack_into(">I", raw, 17, crc32c(memoryview(raw)[CRC_START:]))
+    with pytest.raises(CorruptRecordError) as decoded:
+        RecordBatch(raw, 4096).records()
+    for way in range(4):
+        with pytest.raises(CorruptRecordError) as e:
+            read_damaged(way, raw, 4096, way)
+        assert (e.value.message, e.value.position) == (decoded.value.message, 4096)

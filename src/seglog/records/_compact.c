@@ -369,6 +369,16 @@ record_fault(const Batch *b, Py_ssize_t index, ParseResult res)
     return -1;
 }
 
+/* The records ended cleanly, after `found` of them, before the count did (a record cut
+ * short inside its bytes is a truncated record, which parse_record tells). */
+static int
+missing_records(const Batch *b, Py_ssize_t found)
+{
+    corrupt(b->position, "record count %d disagrees with the batch: its records end after %zd", (int)b->count,
+            found);
+    return -1;
+}
+
 static int
 trailing_bytes(const Batch *b, const uint8_t *p)
 {
@@ -406,6 +416,8 @@ map_records_of(const Batch *b, const Map *m, const Marks *mk, Py_ssize_t *room, 
         Py_ssize_t first = i, n = 0;
         for (; i < b->count && n < MAP_AHEAD; i++, n++) {
             RawRecord r;
+            if (p == end)
+                return missing_records(b, i);
             ParseResult res = parse_record(&p, end, &r);
             if (res.fault)
                 return record_fault(b, i, res);
@@ -651,6 +663,8 @@ decide(const Batch *b, const Rule *rule, uint8_t *keep, Kept *k)
     for (Py_ssize_t i = 0; i < b->count; i++) {
         const uint8_t *start = p;
         RawRecord r;
+        if (p == end)
+            return missing_records(b, i);
         ParseResult res = parse_record(&p, end, &r);
         if (res.fault)
             return record_fault(b, i, res);
