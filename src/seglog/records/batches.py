@@ -101,7 +101,7 @@ class BatchIterator:
         view, unpack, limit = self.view, HEADER.unpack_from, self.max_batch_size
         size = len(view)
         pos = self.position
-        while True:
+        while pos < size:
             head = unpack(view, pos) if size - pos >= HEADER_SIZE and view[pos + 16] == MAGIC else None
             end = pos + LOG_OVERHEAD + head[1] if head is not None else -1
             if head is None or head[1] < MIN_BATCH_LENGTH or end > size or (limit is not None and end - pos > limit):

@@ -108,12 +108,16 @@ class FileHandle:
             raise _storage_error("write", self.path, e) from None
 
     def pwrite(self, data: bytes | bytearray | memoryview, position: int) -> None:
-        view = memoryview(data)
         try:
             faults.check("write", self.path)
-            while view:
-                n = os.pwrite(self.fd, view, position)
-                view, position = view[n:], position + n
+            n = os.pwrite(self.fd, data, position)
+            if n < (data.nbytes if isinstance(data, memoryview) else len(data)):
+                # a short write (a signal, a full disk): write the rest
+                view = memoryview(data)[n:]
+                position += n
+                while view:
+                    n = os.pwrite(self.fd, view, position)
+                    view, position = view[n:], position + n
         except OSError as e:
             raise _storage_error("write", self.path, e) from None
 
