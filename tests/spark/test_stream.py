@@ -153,3 +153,36 @@ def test_data_removed_under_a_running_query(spark, tmp_path, fail):
             assert spark.sql(f"select offset from loss_{fail} where value = cast('after' as binary)").first()[0] == 500
     finally:
         q.stop()
+
+
+def test_streaming_writes_to_seglog_restart_without_loss_or_duplicates(spark, tmp_path):
+    source, sink, ckpt = tmp_path / "source", tmp_path / "sink", tmp_path / "ckpt"
+    fill(source, batches=3)  # 2 partitions x 30 records
+    with seglog.open(str(sink), background=False) as logs:
+        logs.create_topic("copy", 2)
+
+    def run():
+        q = (
+            stream(spark, source, startingOffsets="earliest", maxOffsetsPerTrigger="25", includeHeaders="true")
+            .select("key", "value", "partition", "headers")
+            .writeStream.format("seglog")
+            .option("path", str(sink))
+            .option("topic", "copy")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(120)
+        assert q.exception() is None
+        return sum(p["numInputRows"] for p in q.recentProgress)
+
+    assert run() == 60
+    append(source, 0, 7)
+    append(source, 1, 5, start_value=100)
+    assert run() == 12  # the restart goes on from the checkpoint
+    with seglog.open(str(source), background=False, read_only=True) as logs:
+        expected = sorted((p, r.key, r.value, r.headers) for p in (0, 1) for r in logs.partition("events", p).records())
+    with seglog.open(str(sink), background=False, read_only=True) as logs:
+        copied = sorted((p, r.key, r.value, r.headers) for p in (0, 1) for r in logs.partition("copy", p).records())
+    assert copied == expected and len(copied) == 72
+    assert not [p for p in sink.iterdir() if p.name.startswith(".seglog-staging")]

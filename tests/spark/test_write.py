@@ -2,13 +2,29 @@
 
 from __future__ import annotations
 
+import itertools
+import os
+import time
+
+import pyarrow as pa
 import pytest
+from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.errors import PySparkException
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 import seglog
-from seglog.partitioner import partition_for_key
+from seglog.spark.sink import SeglogWriter, WriteAbortedError
 
 from .test_read import read
+
+
+def kafka_partition(key, partitions):
+    """Where kafka-python's DefaultPartitioner (the Java client's rule) sends a key."""
+    return (kafka_python_murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+def staging(path):
+    return sorted(p.name for p in path.iterdir() if p.name.startswith(".seglog-staging"))
 
 
 def topic(path, name="out", partitions=3):
@@ -25,7 +41,7 @@ def test_write_and_read_back(spark, tmp_path):
     back = read(spark, tmp_path, subscribe="out").collect()
     assert sorted((r.key, r.value) for r in back) == sorted((b"k%d" % i, b"v%d" % i) for i in range(500))
     for r in back:  # Kafka's default partitioner decides where each key goes
-        assert r.partition == partition_for_key(r.key, 3)
+        assert r.partition == kafka_partition(r.key, 3)
     with seglog.open(str(tmp_path), background=False) as logs:
         assert sum(logs.partition("out", p).log_end_offset for p in range(3)) == 500
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".seglog-staging")]
@@ -75,8 +91,91 @@ def test_a_failed_task_leaves_no_records(spark, tmp_path):
         "cast(cast(id as string) as binary) value",
         "if(id = 900, raise_error('boom'), 0) partition",
     )
-    with pytest.raises(PySparkException, match="boom"):
-        df.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").mode("append").save()
-    with seglog.open(str(tmp_path), background=False) as logs:
-        assert logs.partition("out", 0).log_end_offset == 0
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".seglog-staging")]
+    for _ in range(3):  # the other tasks of the failed job may still start after the abort
+        with pytest.raises(PySparkException, match="boom"):
+            df.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").mode("append").save()
+        with seglog.open(str(tmp_path), background=False) as logs:
+            assert logs.partition("out", 0).log_end_offset == 0
+        time.sleep(1)  # and nothing they staged stays behind
+        assert staging(tmp_path) == []
+
+
+def test_rows_without_a_key_stick_to_one_partition_per_batch(spark, tmp_path):
+    topic(tmp_path, partitions=6)
+    df = spark.range(0, 3000, numPartitions=3).selectExpr("cast(cast(id as string) as binary) value")
+    df.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").mode("append").save()
+    back = read(spark, tmp_path, subscribe="out").collect()
+    assert sorted(int(r.value) for r in back) == list(range(3000))
+    by_task: dict[int, set[int]] = {}
+    for r in back:  # each task's rows came in one Arrow batch: one sticky partition each
+        by_task.setdefault(int(r.value) // 1000, set()).add(r.partition)
+    assert all(len(parts) == 1 for parts in by_task.values())
+    # smaller Arrow batches: each batch done moves keyless rows to another partition
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        topic(tmp_path, "small", partitions=6)
+        df = spark.range(0, 1000, numPartitions=1).selectExpr("cast(cast(id as string) as binary) value")
+        df.write.format("seglog").option("path", str(tmp_path)).option("topic", "small").mode("append").save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    by_batch: dict[int, set[int]] = {}
+    for r in read(spark, tmp_path, subscribe="small").collect():
+        by_batch.setdefault(int(r.value) // 100, set()).add(r.partition)
+    assert len(by_batch) == 10 and all(len(parts) == 1 for parts in by_batch.values())
+    sequence = [next(iter(by_batch[b])) for b in range(10)]
+    assert all(a != b for a, b in itertools.pairwise(sequence))
+
+
+# --- the writer's protocol, without Spark ---------------------------------------------------
+
+SCHEMA = StructType([StructField("key", BinaryType()), StructField("value", BinaryType())])
+
+
+def _rows(*values):
+    return pa.RecordBatch.from_pydict(
+        {"key": [b"k%d" % v for v in values], "value": [b"v%d" % v for v in values]},
+        schema=pa.schema([("key", pa.binary()), ("value", pa.binary())]),
+    )
+
+
+def _records(path):
+    with seglog.open(str(path), background=False) as logs:
+        return sorted(r.value for p in logs.partitions("out") for r in logs.partition("out", p).records())
+
+
+def test_a_task_failing_part_way_stages_nothing_and_the_others_commit(tmp_path):
+    topic(tmp_path)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+
+    def failing():
+        yield _rows(1, 2, 3)  # encoded and staged before the failure
+        raise RuntimeError("the task's input failed")
+
+    with pytest.raises(RuntimeError, match="input failed"):
+        writer.write(failing())
+    done = writer.write(iter([_rows(4, 5)]))
+    assert len(staging(tmp_path)) == 2  # the marker and the task that finished
+    writer.commit([done, None])  # Spark gives None for a task that sent no message
+    assert _records(tmp_path) == [b"v4", b"v5"]
+    assert staging(tmp_path) == []
+
+
+def test_files_of_dead_attempts_are_never_committed(tmp_path):
+    topic(tmp_path)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    first = writer.write(iter([_rows(1)]))
+    lost = writer.write(iter([_rows(2)]))  # an attempt whose message never reached the driver
+    writer.commit([first])
+    assert _records(tmp_path) == [b"v1"]
+    assert not os.path.exists(lost.path) and staging(tmp_path) == []
+
+
+def test_a_task_that_starts_after_the_abort_removes_its_own_file(tmp_path):
+    topic(tmp_path)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    staged = writer.write(iter([_rows(1)]))
+    writer.abort([staged])
+    assert staging(tmp_path) == []
+    with pytest.raises(WriteAbortedError, match="was closed before this task began"):
+        writer.write(iter([_rows(2)]))
+    assert staging(tmp_path) == [] and _records(tmp_path) == []

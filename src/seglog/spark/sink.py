@@ -12,6 +12,12 @@ record batches into staging files at the log dir's root (Kafka ignores files
 there), and the driver, holding the dir's lock for the commit only, appends
 them; an aborted write deletes them. So a failed task leaves no record
 behind, and a dir that another process owns is refused when the write starts.
+
+A batch write also leaves an empty marker file, ``.seglog-staging-<write id>``,
+while it is open. When a task fails, Spark aborts the job while the other tasks
+may still be starting or running; each task checks the marker after creating
+its staging file, and the driver removes the marker before the staging files,
+so a task that comes late removes its own file instead of leaving it behind.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import UnknownTopicOrPartitionError
+from ..errors import SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner
 from ..records import Compression, _codec, build_batch, build_batches_from_columns
 from ..storage import open as open_logs
@@ -181,8 +187,15 @@ def read_staged(path: str) -> Iterator[tuple[str, int, bytes]]:
         pos += size
 
 
+class WriteAbortedError(SeglogError):
+    """A task of a write that the driver has already committed or aborted."""
+
+
 class _SinkBase:
     """Driver-side setup shared by the batch and the streaming writer."""
+
+    # a streaming writer serves every micro-batch of its query, so it has no marker to close
+    uses_marker = True
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.dirs = opt.log_dirs(options)
@@ -200,6 +213,9 @@ class _SinkBase:
             self.partitions = {t: len(logs.partitions(t)) for t in logs.topics()}
         if self.topic is not None and self.topic not in self.partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {self.topic!r}: create it before writing to it")
+        self.marker = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}") if self.uses_marker else None
+        if self.marker is not None:
+            open(self.marker, "xb").close()
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         encoder = _Encoder(self.topic, self.partitions, self.compression)
@@ -207,17 +223,22 @@ class _SinkBase:
         rows = 0
         try:
             with open(path, "xb") as out:
+                # after creating the file: a driver that closed the write before it could not see it
+                if self.marker is not None and not os.path.exists(self.marker):
+                    raise WriteAbortedError(f"write {self.write_id} was closed before this task began", file=path)
                 for batch in iterator:
                     rows += batch.num_rows
                     for frame in encoder.encode(batch):
                         out.write(frame)
         except BaseException:
-            os.unlink(path)  # a failed task leaves nothing behind
+            with contextlib.suppress(FileNotFoundError):  # the driver's abort may have been first
+                os.unlink(path)  # a failed task leaves nothing behind
             raise
         return StagedWrite(path, rows)
 
     def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [m for m in messages if isinstance(m, StagedWrite)]
+        self._close_marker()  # from here on, a late task (a speculative copy) stages nothing
         try:
             with open_logs(self.dirs, background=False) as logs:
                 for message in staged:
@@ -226,8 +247,14 @@ class _SinkBase:
         finally:
             self._discard(staged)
 
+    def _close_marker(self) -> None:
+        if self.marker is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.marker)
+
     def _discard(self, messages: list[Any]) -> None:
         """Remove this write's staging files, those of tasks that died without a word too."""
+        self._close_marker()  # first: a task that creates its file after this removes it itself
         paths = {m.path for m in messages if isinstance(m, StagedWrite)}
         prefix = f"{STAGING_PREFIX}{self.write_id}-"
         paths.update(os.path.join(self.dirs[0], n) for n in os.listdir(self.dirs[0]) if n.startswith(prefix))
@@ -245,6 +272,8 @@ class SeglogWriter(_SinkBase, DataSourceArrowWriter):
 
 
 class SeglogStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
+    uses_marker = False
+
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self._commit(messages)
 
