@@ -80,19 +80,33 @@ def test_max_offsets_per_trigger_with_available_now(spark, tmp_path):
 def test_min_offsets_per_trigger_waits_up_to_max_trigger_delay(spark, tmp_path):
     fill(tmp_path, batches=1)  # 20 records, below the minimum
     q = (
-        stream(spark, tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="1000", maxTriggerDelay="3s")
+        stream(spark, tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="30", maxTriggerDelay="4s")
         .writeStream.format("memory")
         .queryName("waiting")
         .trigger(processingTime="200 milliseconds")
         .start()
     )
-    try:
-        time.sleep(1.5)
-        assert spark.sql("select count(*) c from waiting").first().c == 0
+
+    def count():
+        return spark.sql("select count(*) c from waiting").first().c
+
+    def wait_for(n):
         deadline = time.time() + 60
-        while spark.sql("select count(*) c from waiting").first().c < 20 and time.time() < deadline:
-            time.sleep(0.5)
-        assert spark.sql("select count(*) c from waiting").first().c == 20
+        while count() < n and time.time() < deadline:
+            time.sleep(0.2)
+        return time.time()
+
+    try:
+        wait_for(20)  # as Spark's Kafka source, the first trigger does not wait
+        assert count() == 20
+        append(tmp_path, 0, 5)  # 5 new: below the minimum, they wait for the delay
+        appended = time.time()
+        time.sleep(1.5)
+        assert count() == 20
+        assert wait_for(25) - appended >= 2.5 and count() == 25
+        append(tmp_path, 1, 40)  # 40 new: at least the minimum, read at once
+        appended = time.time()
+        assert wait_for(65) - appended < 3 and count() == 65
     finally:
         q.stop()
 
@@ -186,3 +200,19 @@ def test_streaming_writes_to_seglog_restart_without_loss_or_duplicates(spark, tm
         copied = sorted((p, r.key, r.value, r.headers) for p in (0, 1) for r in logs.partition("copy", p).records())
     assert copied == expected and len(copied) == 72
     assert not [p for p in sink.iterdir() if p.name.startswith(".seglog-staging")]
+
+
+def test_available_now_reads_everything_whatever_the_minimum(spark, tmp_path):
+    # a minimum that the backlog never reaches must not end an availableNow query early
+    fill(tmp_path, batches=2)  # 40 records
+    q = (
+        stream(spark, tmp_path, startingOffsets="earliest", minOffsetsPerTrigger="1000", maxOffsetsPerTrigger="15")
+        .writeStream.format("memory")
+        .queryName("available_min")
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert q.awaitTermination(120)
+    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    assert sum(sizes) == 40 and max(sizes) <= 15
+    assert spark.sql("select count(distinct partition, offset) c from available_min").first().c == 40

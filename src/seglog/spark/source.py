@@ -354,7 +354,8 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.min_offsets = opt.parse_int(options, "minOffsetsPerTrigger", None, minimum=1)
         self.max_trigger_delay_ms = opt.parse_duration_ms(options, "maxTriggerDelay", 15 * 60_000)
         self._available_now: Offsets | None = None
-        self._last_trigger = time.monotonic()
+        # as Spark's Kafka source: the first trigger never waits for minOffsetsPerTrigger
+        self._last_trigger: float | None = None
 
     # offsets ---------------------------------------------------------------------------
 
@@ -388,9 +389,11 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadAllAvailable):
             return to_json(end)
         backlog = sum(end[tp] - begin[tp] for tp in end)
-        if self.min_offsets is not None and backlog < self.min_offsets:
-            waited_ms = (time.monotonic() - self._last_trigger) * 1000
-            if waited_ms < self.max_trigger_delay_ms:
+        # availableNow reads what there is and stops when a trigger finds nothing new, so
+        # waiting for more there would end the query with the backlog unread
+        if self.min_offsets is not None and backlog < self.min_offsets and self._available_now is None:
+            waited_ms = None if self._last_trigger is None else (time.monotonic() - self._last_trigger) * 1000
+            if waited_ms is not None and waited_ms < self.max_trigger_delay_ms:
                 return to_json(begin)
         if self.max_offsets is not None and backlog > self.max_offsets:
             end = _rate_limit(begin, end, self.max_offsets)
