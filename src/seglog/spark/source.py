@@ -131,11 +131,20 @@ _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def _micros(value: Any) -> int:
-    if isinstance(value, dt.datetime):
-        # PySpark hands timestamps over as naive local times (or aware ones): both convert
-        delta = value - (_EPOCH if value.tzinfo else _EPOCH.astimezone().replace(tzinfo=None))
+    # PySpark hands a timestamp filter's value over as an aware datetime (UTC); a naive one
+    # would need the session's time zone, which the source does not know: not accepted
+    if isinstance(value, dt.datetime) and value.tzinfo is not None:
+        delta = value - _EPOCH
         return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-    raise TypeError(f"not a timestamp: {value!r}")
+    raise TypeError(f"not an aware timestamp: {value!r}")
+
+
+def _whole(value: Any) -> int:
+    # Spark rewrites `offset < 5.5` to `offset < 6`; anything but an int (a float, a bool, a
+    # Decimal) is not accepted rather than rounded into a wrong bound
+    if type(value) is int:
+        return value
+    raise TypeError(f"not an integer: {value!r}")
 
 
 # --- the data source -------------------------------------------------------------------------
@@ -240,18 +249,18 @@ class _Filters:
         if column == ("partition",):
             return self._partition(f)
         if column == ("offset",):
-            return self._bound(f, "offset", int)
+            return self._bound(f, "offset", _whole)
         if column == ("timestamp",):
             return self._bound(f, "timestamp", _micros)
         return False
 
     def _partition(self, f: Filter) -> bool:
-        if isinstance(f, EqualTo) and isinstance(f.value, int):
+        if isinstance(f, EqualTo) and type(f.value) is int:
             values = {f.value}
-        elif isinstance(f, In) and all(isinstance(v, int) for v in f.value):
+        elif isinstance(f, In) and all(type(v) is int for v in f.value):
             values = set(f.value)
         else:
-            return self._bound(f, "partition", int)
+            return False  # a range on partition is left to Spark
         self.partitions = values if self.partitions is None else self.partitions & values
         return True
 
@@ -272,13 +281,11 @@ class _Filters:
         if column == "offset":
             self.min_offset = max(self.min_offset, low) if low is not None else self.min_offset
             self.max_offset = min(self.max_offset, high) if high is not None else self.max_offset
-        elif column == "timestamp":
+        else:
             if low is not None:
                 self.min_timestamp_us = low if self.min_timestamp_us is None else max(self.min_timestamp_us, low)
             if high is not None:
                 self.max_timestamp_us = high if self.max_timestamp_us is None else min(self.max_timestamp_us, high)
-        else:  # a range on partition
-            return False
         return True
 
     def keep(self, tp: TopicPartition) -> bool:
