@@ -1099,6 +1099,19 @@ map_get(PyObject *self, PyObject *args)
     return result;
 }
 
+PyDoc_STRVAR(map_clear_doc, "map_clear(table)\n\nEmpty the map, in place (no second map's worth of zeros).");
+
+static PyObject *
+map_clear(PyObject *self, PyObject *args)
+{
+    Py_buffer table;
+    if (!PyArg_ParseTuple(args, "w*", &table))
+        return NULL;
+    memset(table.buf, 0, (size_t)table.len);
+    PyBuffer_Release(&table);
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(map_absorb_doc, "map_absorb(table, other) -> int\n\n"
                              "Put every entry of `other` (a map with the same seed) into `table`, which must\n"
                              "have room for them; returns how many keys were new.");
@@ -1143,6 +1156,7 @@ static PyMethodDef methods[] = {
     {"hash128", hash128, METH_VARARGS, hash128_doc},
     {"map_put", map_put, METH_VARARGS, map_put_doc},
     {"map_get", map_get, METH_VARARGS, map_get_doc},
+    {"map_clear", map_clear, METH_VARARGS, map_clear_doc},
     {"map_absorb", map_absorb, METH_VARARGS, map_absorb_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -109,7 +109,7 @@ class OffsetMap:
         return self.entries >= self.max_entries
 
     def clear(self) -> None:
-        self.table[:] = bytes(len(self.table))
+        _compact.map_clear(self.table)
         self.entries = 0
         self.latest_offset = -1
 
