@@ -71,6 +71,23 @@ def test_offset_index_rejects_offsets_that_do_not_fit_in_32_bits(tmp_path):
     assert index.entry(0) == (10 + 0x7FFFFFFF, 7)
 
 
+def test_offset_index_takes_many_entries_in_one_write_or_none(tmp_path):
+    index = offset_index(tmp_path, base=100, size=40)  # 5 slots
+    index.append_entries([(100, 0), (103, 10), (107, 20)])
+    for bad, fault in [
+        ([(108, 30), (108, 40)], "must increase"),
+        ([(106, 30)], "must increase"),
+        ([(110, 30), (111, 40), (112, 50)], "full"),
+        ([(110, 30), (100 + 0x80000000, 40)], "does not fit"),
+    ]:
+        with pytest.raises(CorruptIndexError, match=fault):
+            index.append_entries(bad)
+        assert index.entries == 3  # nothing of a refused write lands
+    index.append_entries([(110, 30), (100 + 0x7FFFFFFF, 40)])
+    assert [index.entry(i) for i in range(5)] == [(100, 0), (103, 10), (107, 20), (110, 30), (100 + 0x7FFFFFFF, 40)]
+    assert index.is_full
+
+
 def test_offset_index_lookup_is_largest_entry_at_or_below(tmp_path):
     index = offset_index(tmp_path, base=100)
     for offset, pos in [(104, 0), (110, 500), (120, 1000), (130, 1500)]:
@@ -217,6 +234,19 @@ def test_time_index_keeps_its_last_slot_for_the_roll_entry(tmp_path):
     assert index.entries == 3
     with pytest.raises(CorruptIndexError, match="full"):
         index.maybe_append(40, 4, skip_full_check=True)
+
+
+def test_time_index_takes_many_entries_in_one_write_or_none(tmp_path):
+    index = time_index(tmp_path, base=100, size=60)  # 5 slots, the last one kept for the roll entry
+    index.append_entries([(1000, 100), (1005, 100), (1010, 104)])
+    for bad in ([(1010, 105)], [(1020, 103)], [(1020, 105), (1030, 106)]):  # not later, offset back, no room
+        with pytest.raises(CorruptIndexError):
+            index.append_entries(bad)
+        assert index.entries == 3
+    index.append_entries([(1020, 105)])
+    assert index.is_full
+    index.append_entries([(1030, 106)], skip_full_check=True)  # the roll entry
+    assert [index.entry(i) for i in range(5)] == [(1000, 100), (1005, 100), (1010, 104), (1020, 105), (1030, 106)]
 
 
 def test_time_index_lookup(tmp_path):

@@ -43,6 +43,7 @@ _I64 = struct.Struct(">q")
 _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + an int32
+_BELOW_ANY = -(1 << 64)  # below every int64 offset: what an empty index's last offset is compared as
 
 
 class _Index:
@@ -247,16 +248,27 @@ class OffsetIndex(_Index):
         return position, following
 
     def append(self, offset: int, position: int) -> None:
-        n, mm = self.entries, self._writable_map()
-        if n and offset - self.base_offset <= _I32.unpack_from(mm, n * 8 - 8)[0]:
-            raise CorruptIndexError(
-                f"offset {offset} appended after {self.last_offset}: index offsets must increase",
-                file=self.path,
-            )
-        if n >= self.length >> 3:
+        self.append_entries([(offset, position)])
+
+    def append_entries(self, entries: list[tuple[int, int]]) -> None:
+        """Append (offset, position) entries, offsets increasing, in one write: the
+        indexed batches of one append, or of one chunk of a recovery."""
+        n, mm, base = self.entries, self._writable_map(), self.base_offset
+        previous = base + _I32.unpack_from(mm, n * 8 - 8)[0] if n else _BELOW_ANY
+        flat: list[int] = []
+        for offset, position in entries:
+            if offset <= previous:
+                raise CorruptIndexError(
+                    f"offset {offset} appended after {previous}: index offsets must increase", file=self.path
+                )
+            flat += (offset - base, position)
+            previous = offset
+        if n + len(entries) > self.length >> 3:
             raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
-        _OFFSET_ENTRY.pack_into(mm, n * 8, self.relative_offset(offset), position)
-        self.entries = n + 1
+        self.relative_offset(entries[0][0])  # the smallest and the largest fit: all do
+        self.relative_offset(previous)
+        struct.pack_into(f">{len(flat)}i", mm, n * 8, *flat)
+        self.entries = n + len(entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset``."""
@@ -324,22 +336,31 @@ class TimeIndex(_Index):
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` is larger than the last entry's (an empty index's last
         entry is (-1, base offset), as Kafka's: batches without timestamps get no entry)."""
-        n, mm = self.entries, self._mmap
-        if n and mm is not None:
-            last_ts, rel = _TIME_ENTRY.unpack_from(mm, n * 12 - 12)
-            if timestamp <= last_ts:
-                return
-            if offset < self.base_offset + rel:
+        if timestamp > self.last_entry[0]:
+            self.append_entries([(timestamp, offset)], skip_full_check)
+
+    def append_entries(self, entries: list[tuple[int, int]], skip_full_check: bool = False) -> None:
+        """Append (timestamp, offset) entries in one write: timestamps increasing (past
+        the last entry's), offsets not decreasing. The last slot is left for the entry
+        a roll writes, unless ``skip_full_check`` (that entry)."""
+        n, mm, base = self.entries, self._writable_map(), self.base_offset
+        last_ts, last_offset = self.last_entry if n else (NO_TIMESTAMP, _BELOW_ANY)
+        flat: list[int] = []
+        for timestamp, offset in entries:
+            if timestamp <= last_ts or offset < last_offset:
                 raise CorruptIndexError(
-                    f"offset {offset} appended after {self.base_offset + rel} in a time index", file=self.path
+                    f"entry (timestamp {timestamp}, offset {offset}) appended after "
+                    f"(timestamp {last_ts}, offset {last_offset}) in a time index",
+                    file=self.path,
                 )
-        elif timestamp <= NO_TIMESTAMP:
-            return
-        slots = self.max_entries
-        if n >= (slots if skip_full_check else slots - 1):
+            flat += (timestamp, offset - base)
+            last_ts, last_offset = timestamp, offset
+        if n + len(entries) > self.max_entries - (0 if skip_full_check else 1):
             raise CorruptIndexError(f"time index is full ({n} entries)", file=self.path)
-        _TIME_ENTRY.pack_into(self._writable_map(), n * 12, timestamp, self.relative_offset(offset))
-        self.entries = n + 1
+        self.relative_offset(entries[0][1])  # the smallest and the largest fit: all do
+        self.relative_offset(last_offset)
+        struct.pack_into(">" + "qi" * len(entries), mm, n * 12, *flat)
+        self.entries = n + len(entries)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset`` (offsets never decrease, so bisect)."""

@@ -297,18 +297,31 @@ class LogSegment:
         self._index_batches(start, batches)
 
     def _index_batches(self, start: int, batches: list[tuple[int, int, int, int]]) -> None:
+        """Index the batches appended at byte ``start``: the offset entry of each batch
+        that comes more than index.interval.bytes after the last entry, with a time entry
+        of the max timestamp so far if it grew. Both indexes take their entries in one
+        write each."""
         max_ts, max_ts_offset = self.max_timestamp_and_offset
         oi, ti = self.offset_index, self.time_index
+        indexed_ts = ti.last_entry[0]
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
+        offsets: list[tuple[int, int]] = []
+        times: list[tuple[int, int]] = []
         for rel, size, last_offset, batch_max_ts in batches:
             if batch_max_ts > max_ts:
                 max_ts, max_ts_offset = batch_max_ts, last_offset
             if since > interval:
-                oi.append(last_offset, start + rel)
-                ti.maybe_append(max_ts, max_ts_offset)
+                offsets.append((last_offset, start + rel))
+                if max_ts > indexed_ts:
+                    times.append((max_ts, max_ts_offset))
+                    indexed_ts = max_ts
                 since = 0
             since += size
+        if offsets:
+            oi.append_entries(offsets)
+        if times:
+            ti.append_entries(times)
         self.bytes_since_last_index_entry = since
         self._max_ts_and_offset = (max_ts, max_ts_offset)
 
