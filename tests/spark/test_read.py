@@ -32,6 +32,18 @@ def data_dir(tmp_path_factory):
     return path, written
 
 
+KAFKA_SCHEMA = (
+    "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,timestampType:int"
+)
+
+
+def test_the_schema_of_sparks_kafka_source(spark, data_dir):
+    path, _ = data_dir
+    assert read(spark, path, subscribe="events").schema.simpleString() == KAFKA_SCHEMA + ">"
+    with_headers = read(spark, path, subscribe="events", includeHeaders="true").schema.simpleString()
+    assert with_headers == KAFKA_SCHEMA + ",headers:array<struct<key:string,value:binary>>>"
+
+
 def test_batch_read_equals_seglogs_own_read(spark, data_dir):
     path, written = data_dir
     df = read(spark, path, subscribe="events", includeHeaders="true")
@@ -95,6 +107,35 @@ def test_timestamps(spark, data_dir):
     assert [o for p, o, *_ in got if p == 1] == [0, 1, 2]
 
 
+def test_timestamp_options_take_precedence_as_in_spark(spark, data_dir):
+    # startingTimestamp > startingOffsetsByTimestamp > startingOffsets (and the same for the ending ones)
+    path, _ = data_dir
+    offsets = {"events": {"0": 1, "1": 1}}
+    by_timestamp = {"events": {"0": MS + 10, "1": MS + 10}}
+    df = read(
+        spark,
+        path,
+        subscribe="events",
+        startingOffsets=offsets,
+        startingOffsetsByTimestamp=by_timestamp,
+        startingTimestamp=str(MS + 100),
+        endingOffsets={"events": {"0": 150, "1": 150}},
+        endingOffsetsByTimestamp={"events": {"0": MS + 140, "1": MS + 140}},
+        endingTimestamp=str(MS + 120),
+    )
+    assert {o for _, o, *_ in rows(df)} == set(range(100, 120))
+    df = read(
+        spark,
+        path,
+        subscribe="events",
+        startingOffsets=offsets,
+        startingOffsetsByTimestamp=by_timestamp,
+        endingOffsets={"events": {"0": 150, "1": 150}},
+        endingOffsetsByTimestamp={"events": {"0": MS + 140, "1": MS + 140}},
+    )
+    assert {o for _, o, *_ in rows(df)} == set(range(10, 140))
+
+
 def test_timestamp_strategy(spark, data_dir):
     path, _ = data_dir
     with pytest.raises(PySparkException, match="no offset matched timestamp"):
@@ -118,6 +159,25 @@ def test_timestamp_strategy(spark, data_dir):
         ({"subscribe": "events", "endingOffsets": '{"events": {"0": -2, "1": -1}}'}, "cannot be earliest"),
         ({"subscribe": "events", "maxOffsetsPerTrigger": "5"}, "streaming queries only"),
         ({"subscribe": "events", "failOnDataLoss": "maybe"}, "true or false"),
+        ({"subscribe": "events", "subscribePattern": "e.*"}, r"exactly one of the options .*\(got subscribe, subscribeP"),
+        ({"subscribePattern": "ev(ents"}, "not a valid pattern"),
+        ({"subscribe": " , "}, "names no topic"),
+        ({"subscribe": "events,nope"}, "unknown topic 'nope'"),
+        ({"assign": '["events", 0]'}, "must be a JSON object like"),
+        ({"assign": '{"events": ["zero"]}'}, "not a number"),
+        ({"subscribe": "events", "startingOffsets": "{bad"}, "option startingOffsets is not valid JSON"),
+        ({"subscribe": "events", "startingOffsets": '{"events": {"0": 1, "1": 1, "2": 1}}'}, "does not read: events-2"),
+        ({"subscribe": "events", "startingOffsets": '{"events": {"0": -3, "1": 1}}'}, "neither an offset, -2 nor -1"),
+        ({"subscribe": "events", "startingOffsets": '{"events": [0, 1]}'}, "must map partitions to numbers"),
+        ({"subscribe": "events", "endingOffsets": "{bad"}, "option endingOffsets is not valid JSON"),
+        ({"subscribe": "events", "startingOffsetsByTimestamp": "[]"}, "must be a JSON object"),
+        ({"subscribe": "events", "startingOffsetsByTimestamp": "{bad"}, "is not valid JSON"),
+        ({"subscribe": "events", "startingTimestamp": "yesterday"}, "must be an integer"),
+        ({"subscribe": "events", "startingOffsetsByTimestampStrategy": "earliest"}, "must be error or latest"),
+        ({"subscribe": "events", "startingOffsets": '{"events": {"0": 500, "1": 0}}'}, "is after its ending offset"),
+        ({"subscribe": "events", "minPartitions": "0"}, "minPartitions must be at least 1"),
+        ({"subscribe": "events", "minOffsetsPerTrigger": "5"}, "streaming queries only"),
+        ({"subscribe": "events", "includeHeaders": "yes"}, "true or false"),
     ],
 )
 def test_option_errors(spark, data_dir, options, message):

@@ -136,13 +136,15 @@ def test_restart_from_checkpoint_loses_nothing_and_duplicates_nothing(spark, tmp
     assert len(keys) == len(set(keys)) == 60 + 12
 
 
+@pytest.mark.parametrize("how", ["retention", "truncation"])
 @pytest.mark.parametrize("fail", [True, False])
-def test_data_removed_under_a_running_query(spark, tmp_path, fail):
-    fill(tmp_path, partitions=1, batches=5)  # offsets 0..99
+def test_data_removed_under_a_running_query(spark, tmp_path, fail, how):
+    fill(tmp_path, partitions=1, batches=10, config={"segment.bytes": 1024})  # offsets 0..99, many segments
+    name = f"loss_{how}_{fail}"
     q = (
         stream(spark, tmp_path, startingOffsets="earliest", maxOffsetsPerTrigger="10", failOnDataLoss=str(fail).lower())
         .writeStream.format("memory")
-        .queryName(f"loss_{fail}")
+        .queryName(name)
         .trigger(processingTime="300 milliseconds")
         .start()
     )
@@ -151,20 +153,28 @@ def test_data_removed_under_a_running_query(spark, tmp_path, fail):
         while not q.recentProgress and time.time() < deadline:
             time.sleep(0.2)
         with seglog.open(str(tmp_path), background=False) as logs:
-            logs.partition("events", 0).truncate_fully_and_start_at(500)  # everything unread goes
-            logs.partition("events", 0).append([seglog.Record(b"k", b"after", MS)])
+            log = logs.partition("events", 0)
+            if how == "retention":  # every segment but the active one goes, unread
+                logs.alter_topic_config("events", set={"retention.bytes": 1})
+                assert logs.enforce_retention() and log.log_start_offset > 50
+            else:
+                log.truncate_fully_and_start_at(500)  # everything unread goes
+            kept = list(log.records())
+            first = log.log_start_offset
+            log.append([seglog.Record(b"k", b"after", MS)])
         if fail:
             with pytest.raises((StreamingQueryException, PySparkException), match="removed before they were read"):
                 q.awaitTermination(60)
         else:
+            after = f"select offset from {name} where value = cast('after' as binary)"
             deadline = time.time() + 60
-            while (
-                time.time() < deadline
-                and not spark.sql(f"select * from loss_{fail} where value = cast('after' as binary)").collect()
-            ):
+            while time.time() < deadline and not spark.sql(after).collect():
                 time.sleep(0.3)
             assert q.isActive and q.exception() is None
-            assert spark.sql(f"select offset from loss_{fail} where value = cast('after' as binary)").first()[0] == 500
+            assert spark.sql(after).first()[0] == first + len(kept)
+            # what was left after the loss is read whole, once: nothing skipped but what went
+            got = [r.offset for r in spark.sql(f"select offset from {name} where offset >= {first}").collect()]
+            assert sorted(got) == list(range(first, first + len(kept) + 1))
     finally:
         q.stop()
 
@@ -216,3 +226,39 @@ def test_available_now_reads_everything_whatever_the_minimum(spark, tmp_path):
     sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
     assert sum(sizes) == 40 and max(sizes) <= 15
     assert spark.sql("select count(distinct partition, offset) c from available_min").first().c == 40
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"endingOffsets": "latest"}, "endingOffsets applies to batch queries only"),
+        ({"endingTimestamp": "1"}, "endingTimestamp applies to batch queries only"),
+        ({"startingOffsets": "{bad"}, "option startingOffsets is not valid JSON"),
+        ({"maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger must be at least 1"),
+        ({"minOffsetsPerTrigger": "many"}, "minOffsetsPerTrigger must be an integer"),
+        ({"maxTriggerDelay": "soon"}, "maxTriggerDelay must be a duration"),
+        ({"startingTimestamp": str(MS + 10**6)}, "no offset matched timestamp"),
+    ],
+)
+def test_streaming_option_errors(spark, tmp_path, options, message):
+    fill(tmp_path, batches=1)
+    with pytest.raises((StreamingQueryException, PySparkException), match=message):
+        q = stream(spark, tmp_path, **options).writeStream.format("noop").trigger(availableNow=True).start()
+        q.awaitTermination(60)
+
+
+def test_partitions_of_a_pattern_that_appear_while_running_are_read_from_their_start(spark, tmp_path):
+    fill(tmp_path, batches=1)
+    reader = spark.readStream.format("seglog").option("path", str(tmp_path)).option("subscribePattern", "ev.*")
+    q = reader.load().writeStream.format("memory").queryName("pattern").trigger(processingTime="300 milliseconds")
+    q = q.start()  # startingOffsets latest: what events holds now is not read
+    try:
+        q.processAllAvailable()
+        fill(tmp_path, topic="evolved", partitions=1, batches=2)  # 20 records in a new topic
+        deadline = time.time() + 60
+        while time.time() < deadline and spark.sql("select count(*) c from pattern").first().c < 20:
+            time.sleep(0.3)
+        got = spark.sql("select topic, offset from pattern").collect()
+        assert sorted((r.topic, r.offset) for r in got) == [("evolved", o) for o in range(20)]
+    finally:
+        q.stop()

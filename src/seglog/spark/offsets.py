@@ -64,12 +64,18 @@ def resolve(
     """The offset ``spec`` gives for each partition."""
     tps = list(tps)
     if spec.kind in ("offsets", "timestamps"):
+        # as Spark's Kafka source: the partitions named must be exactly those subscribed
+        what = "startingOffsets" if starting else "endingOffsets"
         missing = [f"{t}-{p}" for t, p in tps if (t, p) not in spec.per_partition]
         if missing:
-            what = "startingOffsets" if starting else "endingOffsets"
             raise OptionError(
                 f"{what} names specific offsets or timestamps but not partitions {', '.join(missing)}: "
                 "give every partition (-2 for earliest, -1 for latest)"
+            )
+        extra = sorted(set(spec.per_partition) - set(tps))
+        if extra:
+            raise OptionError(
+                f"{what} names partitions the query does not read: {', '.join(f'{t}-{p}' for t, p in extra)}"
             )
     return {tp: _resolve_one(logs.partition(*tp), spec, tp, starting, strategy) for tp in tps}
 
