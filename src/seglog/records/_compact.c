@@ -334,20 +334,40 @@ batch_header(Batch *b, const uint8_t *p)
     b->count = be32(p + H_COUNT);
 }
 
-/* A batch buffer (its header, and records unless `section` gives them decompressed). */
+/* The buffers of one batch: the batch, and its records decompressed (or nothing). */
+typedef struct {
+    Py_buffer batch, section;
+} BatchArgs;
+
+static void
+batch_args_release(BatchArgs *a)
+{
+    if (a->batch.obj)
+        PyBuffer_Release(&a->batch);
+    if (a->section.obj)
+        PyBuffer_Release(&a->section);
+}
+
+/* The batch in a->batch (its header, and its records unless `section` is not None: then
+ * they are the records decompressed). */
 static int
-batch_from(Batch *b, Py_buffer *batch, Py_buffer *section, Py_ssize_t position)
+batch_from(Batch *b, BatchArgs *a, PyObject *section, Py_ssize_t position)
 {
     b->position = position;
-    if (batch->len < HEADER_SIZE) {
-        corrupt(position, "batch of %zd bytes is shorter than a header", batch->len);
+    if (section != Py_None && PyObject_GetBuffer(section, &a->section, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (a->batch.len < HEADER_SIZE) {
+        corrupt(position, "batch of %zd bytes is shorter than a header", a->batch.len);
         return -1;
     }
-    batch_header(b, batch->buf);
-    const uint8_t *records = section ? section->buf : (const uint8_t *)batch->buf + HEADER_SIZE;
-    Py_ssize_t len = section ? section->len : batch->len - HEADER_SIZE;
-    b->records = records;
-    b->records_end = records + len;
+    batch_header(b, a->batch.buf);
+    if (a->section.obj) {
+        b->records = a->section.buf;
+        b->records_end = b->records + a->section.len;
+    } else {
+        b->records = (const uint8_t *)a->batch.buf + HEADER_SIZE;
+        b->records_end = (const uint8_t *)a->batch.buf + a->batch.len;
+    }
     return 0;
 }
 
@@ -483,20 +503,15 @@ static PyObject *
 map_batch(PyObject *self, PyObject *args)
 {
     MapArgs a = {0};
-    Py_buffer batch = {0}, section = {0};
-    PyObject *section_obj;
+    BatchArgs ba = {0};
+    PyObject *section, *result = NULL;
     unsigned long long k0, k1;
     Py_ssize_t room, skip, position;
     long long start_offset, first, count, latest;
-    PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "w*KKny*OLw*LLnLn", &a.table, &k0, &k1, &room, &batch, &section_obj, &start_offset,
-                          &a.marks, &first, &count, &skip, &latest, &position))
-        goto done;
-    if (section_obj != Py_None && PyObject_GetBuffer(section_obj, &section, PyBUF_SIMPLE) < 0)
-        goto done;
     Batch b;
-    if (map_args_open(&a, k0, k1, first, count) < 0 ||
-        batch_from(&b, &batch, section_obj != Py_None ? &section : NULL, position) < 0)
+    if (!PyArg_ParseTuple(args, "w*KKny*OLw*LLnLn", &a.table, &k0, &k1, &room, &ba.batch, &section, &start_offset,
+                          &a.marks, &first, &count, &skip, &latest, &position) ||
+        map_args_open(&a, k0, k1, first, count) < 0 || batch_from(&b, &ba, section, position) < 0)
         goto done;
     Py_ssize_t before = room;
     int64_t last = latest;
@@ -505,10 +520,7 @@ map_batch(PyObject *self, PyObject *args)
         result = Py_BuildValue("nnL", before - room, at == b.count ? (Py_ssize_t)-1 : at, (long long)last);
 done:
     map_args_release(&a);
-    if (batch.obj)
-        PyBuffer_Release(&batch);
-    if (section.obj)
-        PyBuffer_Release(&section);
+    batch_args_release(&ba);
     return result;
 }
 
@@ -825,23 +837,18 @@ static PyObject *
 filter_batch(PyObject *self, PyObject *args)
 {
     MapArgs a = {0};
-    Py_buffer batch = {0}, section = {0};
-    PyObject *section_obj, *out = NULL, *result = NULL;
+    BatchArgs ba = {0};
+    PyObject *section, *out = NULL, *result = NULL;
     unsigned long long k0, k1;
     long long latest, first, count, now, horizon;
     Py_ssize_t position;
-    if (!PyArg_ParseTuple(args, "y*Ow*KKLy*LLLLn", &batch, &section_obj, &a.table, &k0, &k1, &latest, &a.marks,
-                          &first, &count, &now, &horizon, &position))
-        goto done;
-    if (section_obj != Py_None && PyObject_GetBuffer(section_obj, &section, PyBUF_SIMPLE) < 0)
-        goto done;
     Batch b;
-    if (map_args_open(&a, k0, k1, first, count) < 0 ||
-        batch_from(&b, &batch, section_obj != Py_None ? &section : NULL, position) < 0)
+    if (!PyArg_ParseTuple(args, "y*Ow*KKLy*LLLLn", &ba.batch, &section, &a.table, &k0, &k1, &latest, &a.marks,
+                          &first, &count, &now, &horizon, &position) ||
+        map_args_open(&a, k0, k1, first, count) < 0 || batch_from(&b, &ba, section, position) < 0 ||
+        (out = PyByteArray_FromStringAndSize(NULL, 0)) == NULL)
         goto done;
     Rule rule = {&a.map, latest, &a.mk, now, horizon};
-    if ((out = PyByteArray_FromStringAndSize(NULL, 0)) == NULL)
-        goto done;
     Py_ssize_t len = 0;
     Kept k;
     int wrote = filter_into(&b, &rule, out, &len, &k);
@@ -853,10 +860,7 @@ filter_batch(PyObject *self, PyObject *args)
 done:
     Py_XDECREF(out);
     map_args_release(&a);
-    if (batch.obj)
-        PyBuffer_Release(&batch);
-    if (section.obj)
-        PyBuffer_Release(&section);
+    batch_args_release(&ba);
     return result;
 }
 
