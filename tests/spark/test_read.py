@@ -159,7 +159,7 @@ def test_timestamp_strategy(spark, data_dir):
         ({"subscribe": "events", "endingOffsets": '{"events": {"0": -2, "1": -1}}'}, "cannot be earliest"),
         ({"subscribe": "events", "maxOffsetsPerTrigger": "5"}, "streaming queries only"),
         ({"subscribe": "events", "failOnDataLoss": "maybe"}, "true or false"),
-        ({"subscribe": "events", "subscribePattern": "e.*"}, r"exactly one of the options .*\(got subscribe, subscribeP"),
+        ({"subscribe": "events", "subscribePattern": "e.*"}, r"exactly one of .*\(got subscribe, subscribePattern"),
         ({"subscribePattern": "ev(ents"}, "not a valid pattern"),
         ({"subscribe": " , "}, "names no topic"),
         ({"subscribe": "events,nope"}, "unknown topic 'nope'"),
