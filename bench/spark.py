@@ -159,6 +159,7 @@ def main() -> None:
         spark = (
             SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")  # no progress bars among the figures
             .config("spark.sql.shuffle.partitions", "4")
             .config("spark.driver.memory", "4g")
             .getOrCreate()
