@@ -211,6 +211,55 @@ def test_json_lines_carry_every_record(tmp_path):
     assert all(o["timestampType"] == "CreateTime" and o["isControl"] is False for o in records)
 
 
+BATCH_FIELDS = {
+    "type", "file", "baseOffset", "lastOffset", "count", "baseSequence", "lastSequence", "producerId",
+    "producerEpoch", "partitionLeaderEpoch", "isTransactional", "isControl", "deleteHorizonMs", "position",
+    "timestampType", "maxTimestamp", "size", "magic", "compresscodec", "crc", "isvalid",
+}  # fmt: skip
+RECORD_FIELDS = {
+    "type", "file", "isControl", "sequence", "offset", "timestamp", "timestampType", "key", "value", "headers",
+}  # fmt: skip
+
+
+def test_json_lines_schema(tmp_path):
+    # every object has a type; batch, record and index objects carry exactly these fields
+    target = tmp_path / "00000000000000000000.log"
+    data = build_batch([Record(b"k", None, 5, [("h", None), ("i", b"\x01")])], producer_id=3, producer_epoch=1)
+    data += build_batch([end_transaction_marker(False, 2, 6)], base_offset=1, control=True, transactional=True)
+    target.write_bytes(data)
+    paths = [target, GOLDEN / "v1_gzip.stored.bin", ORDERS.with_suffix(".index"), ORDERS.with_suffix(".timeindex")]
+    result = dump("--json", "--print-data-log", "--files", files(*paths))
+    assert result.returncode == 0
+    objects = json_lines(result)
+    kinds = {o["type"] for o in objects}
+    assert kinds == {"batch", "record", "offset-index-entry", "time-index-entry"}
+    for o in objects:
+        if o["type"] == "batch":
+            assert set(o) == BATCH_FIELDS
+        elif o["type"] == "record":
+            extra = {"crc"} if o["file"].endswith(".bin") else {"controlType", "control"} if o["isControl"] else set()
+            assert set(o) == RECORD_FIELDS | extra
+        elif o["type"] == "offset-index-entry":
+            assert set(o) == {"type", "file", "offset", "position"}
+        else:
+            assert set(o) == {"type", "file", "timestamp", "offset"}
+    first, marker = [o for o in objects if o["type"] == "record"][:2]
+    assert first == {
+        "type": "record",
+        "file": str(target),
+        "isControl": False,
+        "sequence": -1,
+        "offset": 0,
+        "timestamp": 5,
+        "timestampType": "CreateTime",
+        "key": "aw==",
+        "value": None,  # null, not a string
+        "headers": [{"key": "h", "value": None}, {"key": "i", "value": "AQ=="}],
+    }
+    assert marker["isControl"] is True and marker["controlType"] == "ABORT"
+    assert marker["control"] == {"version": 0, "coordinatorEpoch": 2}
+
+
 def test_json_lines_of_a_kraft_log():
     objects = json_lines(dump("--json", "--print-data-log", "--files", METADATA / "00000000000000000000.log"))
     assert sum(o["type"] == "batch" for o in objects) == 16_340
@@ -418,7 +467,9 @@ def test_undecodable_bytes_in_keys_values_and_header_keys(tmp_path, flag):
     result = dump(flag, "--print-data-log", "--files", target)
     assert result.returncode == 0
     if flag == "--json":
+        assert "\\udc" not in result.stdout  # no lone surrogates, which strict JSON parsers refuse
         (record,) = [o for o in json_lines(result) if o["type"] == "record"]
         assert base64.b64decode(record["key"]) == b"\xff\xfe"
+        assert record["headers"] == [{"key": "h\ufffd", "value": "AA=="}]  # as Java decodes the key
     else:
         assert "payload: caf\ufffd" in result.stdout and "headerKeys: [h\ufffd]" in result.stdout

@@ -60,5 +60,11 @@ def record_json(record: Record, timestamp_type: str, **extra: Any) -> dict[str, 
         "timestampType": timestamp_type,
         "key": b64(record.key),
         "value": b64(record.value),
-        "headers": [{"key": k, "value": b64(v)} for k, v in record.headers],
+        "headers": [{"key": _text(k), "value": b64(v)} for k, v in record.headers],
     }
+
+
+def _text(key: str) -> str:
+    """A header key as Java reads it (UTF-8, bad bytes replaced): a key that is not UTF-8 on disk
+    reads back with lone surrogates, which strict JSON parsers refuse."""
+    return key.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
