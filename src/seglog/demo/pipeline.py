@@ -182,6 +182,8 @@ def results(spark: Any, path: str, parquet: str) -> Any:
         f"  {keys:,} records, {distinct:,} distinct keys ({'no duplicates' if keys == distinct else 'DUPLICATES'})"
         f"; Parquet: {parquet}"
     )
+    if keys != distinct:
+        raise SystemExit(f"the compacted topic {PAGEVIEWS} holds duplicate keys")
     return spark.read.parquet(parquet)
 
 
@@ -245,6 +247,37 @@ def show(table: Any) -> str:
     return digest[:16]
 
 
+WORKDIR_MARKER = ".seglog-demo"
+_OURS = {WORKDIR_MARKER, "logs", "checkpoint", "pageviews.parquet"}
+
+
+def fresh_workdir(path: str) -> None:
+    """Recreate the working directory, refusing to wipe one the demo did not make."""
+    if os.path.isdir(path) and not set(os.listdir(path)) <= _OURS:
+        raise SystemExit(f"{path} holds files the demo did not write; give an empty or new --dir")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise SystemExit(f"{path} is not a directory")
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path)
+    open(os.path.join(path, WORKDIR_MARKER), "w").close()
+
+
+def run(spark: Any, workdir: str, minutes: int, rate: float) -> str:
+    """Steps 1 and 3 to 5 in a fresh ``workdir`` with a running Spark; returns the result digest."""
+    fresh_workdir(workdir)
+    logs, checkpoint, parquet = (os.path.join(workdir, d) for d in ("logs", "checkpoint", "pageviews.parquet"))
+    say(f"2/5 generating {minutes} minutes of access logs into {logs}")
+    produce(logs, minutes, rate)
+    say("3/5 streaming: access_log → per-minute page views → pageviews (compacted topic)")
+    stream_pageviews(spark, logs, checkpoint)
+    compact(logs)
+    say("4/5 results")
+    table = results(spark, logs, parquet)
+    say("5/5 batch read of one time window by timestamp")
+    check_window(spark, logs, table)
+    return show(table)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m seglog.demo", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default="demo-data", help="working directory, recreated (default demo-data)")
@@ -252,21 +285,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=250.0, help="requests per second on average (default 250)")
     args = parser.parse_args(argv)
     started = time.time()
-    shutil.rmtree(args.dir, ignore_errors=True)
-    logs, checkpoint, parquet = (os.path.join(args.dir, d) for d in ("logs", "checkpoint", "pageviews.parquet"))
-    say(f"1/5 generating {args.minutes} minutes of access logs into {logs}")
-    produce(logs, args.minutes, args.rate)
-    say("2/5 starting Spark (local[2])")
+    say("1/5 starting Spark (local[2])")
     spark = spark_session()
     try:
-        say("3/5 streaming: access_log → per-minute page views → pageviews (compacted topic)")
-        stream_pageviews(spark, logs, checkpoint)
-        compact(logs)
-        say("4/5 results")
-        table = results(spark, logs, parquet)
-        say("5/5 batch read of one time window by timestamp")
-        check_window(spark, logs, table)
-        digest = show(table)
+        digest = run(spark, args.dir, args.minutes, args.rate)
     finally:
         spark.stop()
     say(f"done in {time.time() - started:.0f} s; result digest {digest} (the same on every run)")
