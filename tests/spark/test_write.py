@@ -179,3 +179,26 @@ def test_a_task_that_starts_after_the_abort_removes_its_own_file(tmp_path):
     with pytest.raises(WriteAbortedError, match="was closed before this task began"):
         writer.write(iter([_rows(2)]))
     assert staging(tmp_path) == [] and _records(tmp_path) == []
+
+
+def test_a_dir_taken_by_another_process_before_the_commit_gets_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    topic(tmp_path)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    staged = writer.write(iter([_rows(1, 2)]))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"import seglog, sys, time; logs = seglog.open({str(tmp_path)!r}); print('held'); "
+         "sys.stdout.flush(); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(seglog.errors.LogDirLockedError, match="in use by another process"):
+            writer.commit([staged])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert staging(tmp_path) == [] and _records(tmp_path) == []  # refused whole, its staging gone
