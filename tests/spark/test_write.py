@@ -67,6 +67,23 @@ def test_topic_partition_headers_and_timestamp_columns(spark, tmp_path):
         assert rec.timestamp == 1700000000123
 
 
+def test_the_topic_option_overrides_the_topic_column(spark, tmp_path):
+    topic(tmp_path, "a", 1)
+    topic(tmp_path, "b", 1)
+    df = spark.sql("select * from values ('b', cast('x' as binary)), ('nope', cast('y' as binary)) as t(topic, value)")
+    df.write.format("seglog").option("path", str(tmp_path)).option("topic", "a").mode("append").save()
+    assert sorted((r.topic, r.value) for r in read(spark, tmp_path, subscribe="a,b").collect()) == [
+        ("a", b"x"),
+        ("a", b"y"),
+    ]
+    # and without the option, the column decides; a null topic is refused
+    df.where("topic = 'b'").write.format("seglog").option("path", str(tmp_path)).mode("append").save()
+    assert [r.value for r in read(spark, tmp_path, subscribe="b").collect()] == [b"x"]
+    nulls = spark.sql("select * from values (cast(null as string), cast('z' as binary)) as t(topic, value)")
+    with pytest.raises(PySparkException, match="a row has no topic"):
+        nulls.write.format("seglog").option("path", str(tmp_path)).mode("append").save()
+
+
 def test_unknown_topic_and_missing_value(spark, tmp_path):
     topic(tmp_path)
     df = spark.createDataFrame([("v",)], "value string")

@@ -2,7 +2,7 @@
 
     df.write.format("seglog").option("path", LOG_DIR).option("topic", "events").save()
 
-Columns: ``value`` (required), ``key``, ``topic`` (or the ``topic`` option),
+Columns: ``value`` (required), ``key``, ``topic`` (the ``topic`` option, when given, overrides it),
 ``partition``, ``headers`` (array<struct<key: string, value: binary>>), and,
 beyond Kafka's sink, ``timestamp`` (the records' CreateTime; otherwise now).
 A row without a partition goes where Kafka's default partitioner puts it.
@@ -68,14 +68,14 @@ class _Encoder:
 
     def encode(self, batch: pa.RecordBatch) -> Iterator[bytes]:
         """Staging frames for the rows of ``batch``."""
-        if "topic" in batch.schema.names:
+        if self.topic is not None:  # as in Spark's Kafka sink, the option overrides the column
+            yield from self._encode_topic(self.topic, batch)
+        elif "topic" in batch.schema.names:
             column = batch.column("topic")
             if column.null_count:
                 raise opt.OptionError('a row has no topic: give a "topic" column or the "topic" option')
             for topic in pc.unique(column).to_pylist():
                 yield from self._encode_topic(topic, batch.filter(pc.equal(column, topic)))
-        elif self.topic is not None:
-            yield from self._encode_topic(self.topic, batch)
         elif batch.num_rows:
             raise opt.OptionError('a row has no topic: give a "topic" column or the "topic" option')
 
