@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 # and (skipping baseTimestamp) maxTimestamp: what a scan needs of a v2 header
 _V2_PEEK = struct.Struct(">qi11xi8xq")
 _LEGACY_TS = struct.Struct(">q")
+_HEADER_READ = 64  # a read for one v2 header (the 43 bytes a scan needs)
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
 _RECOVERY_CHUNK = 1024 * 1024
@@ -388,40 +389,42 @@ class LogSegment:
         """Batch headers from byte ``start`` up to ``end``, reading in chunks.
         Stops at a partial batch; bad framing raises CorruptRecordError.
 
-        The first read is small (or ``first_read`` bytes, when the caller knows
-        where the batch it wants starts at the latest): a lookup starts at an index
-        entry, at most index.interval.bytes before the batch it wants. Reads grow
-        while the batches are small (a chunk holds many headers) and stay small
-        while they are large (each read would only yield one header)."""
+        Reads follow the batches: past a batch larger than a first chunk, the next
+        read takes one header (as Kafka reads a header at a time: copying the body
+        of a large batch to learn where the next starts would cost more than the
+        call); while batches are small, reads grow from a first chunk (or from
+        ``first_read`` bytes, when the caller knows how far the batch it wants lies
+        at the most)."""
         limit = self.size if end is None else end
         pread = self.handle.pread
         pos, want = start, first_read or _FIRST_SCAN_CHUNK
         while pos + HEADER_PEEK <= limit:
             chunk = pread(min(want, limit - pos), pos)
-            n, at = len(chunk), 0
+            n, at, size = len(chunk), 0, 0
             while at + HEADER_PEEK <= n:
                 if n - at < _V2_PEEK.size and chunk[at + 16] == 2:
                     break  # the v2 fields we read lie past the chunk: read from here
                 header = _header_at(chunk, at, pos + at)
-                at += header.size
+                size = header.size
+                at += size
                 if pos + at > limit:
                     return
                 yield header
             if at == 0:
                 return  # a v2 header cut short by the end of the data: a partial batch
             pos += at
-            want = _FIRST_SCAN_CHUNK if at > n else min(want * 4, _SCAN_CHUNK)
+            want = _HEADER_READ if size > _FIRST_SCAN_CHUNK else max(_FIRST_SCAN_CHUNK, min(want * 4, _SCAN_CHUNK))
 
     def _scan_from_index(self, offset: int, starting_position: int = 0) -> Iterator[BatchHeader]:
         """Headers from the batch the offset index names for ``offset`` (the largest
         entry at or below it). The batch holding ``offset`` starts at the next entry's
-        position at the latest, so when that is near, one read takes every header up
-        to it: with batches larger than index.interval.bytes (each one indexed) that is
-        the entry's batch and the next, one read instead of two."""
+        position at the latest: when that is near, one read takes every header up to
+        it; when it is far, the first batch is large, and its header is read alone."""
         position, following = self.offset_index.lookup_position(offset)
         position = max(position, starting_position)
-        near = position < following <= position + _SCAN_CHUNK
-        return self.scan_headers(position, first_read=following - position + _V2_PEEK.size if near else 0)
+        span = following - position
+        first_read = 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
+        return self.scan_headers(position, first_read=first_read)
 
     def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
         """The first batch whose last offset >= ``offset``, found through the index."""
