@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import time
 
 import pyarrow as pa
@@ -93,6 +94,33 @@ def test_unknown_topic_and_missing_value(spark, tmp_path):
         spark.createDataFrame([("v",)], "other string").write.format("seglog").option("path", str(tmp_path)).option(
             "topic", "out"
         ).mode("append").save()
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        ("1L as value", "column value must be of type binary or string, not bigint"),
+        ("'v' as value, 1.5 as key", "column key must be of type binary or string, not decimal"),
+        ("'v' as value, 1L as partition", "column partition must be of type int, not bigint"),
+        ("'v' as value, 7 as topic", "column topic must be of type string, not int"),
+        ("'v' as value, array('h') as headers", "column headers must be of type array<struct<key:string,value:bi"),
+        ("'v' as value, 5L as timestamp", "column timestamp must be of type timestamp, not bigint"),
+    ],
+)
+def test_columns_of_the_wrong_type_are_refused(spark, tmp_path, columns, message):
+    topic(tmp_path)
+    df = spark.range(1).selectExpr(*columns.split(", "))
+    with pytest.raises(PySparkException, match=re.escape(message)):
+        df.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").mode("append").save()
+
+
+def test_string_key_and_value_and_columns_the_sink_ignores(spark, tmp_path):
+    topic(tmp_path)
+    ok = spark.range(1).selectExpr("'v' as value", "'k' as key", "0 as partition", "'extra' as ignored")
+    ok.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").mode("append").save()
+    assert [(r.key, r.value, r.partition) for r in read(spark, tmp_path, subscribe="out").collect()] == [
+        (b"k", b"v", 0)
+    ]
 
 
 def test_a_dir_owned_by_another_process_is_refused(spark, tmp_path):

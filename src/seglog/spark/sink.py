@@ -187,6 +187,26 @@ def read_staged(path: str) -> Iterator[tuple[str, int, bytes]]:
         pos += size
 
 
+# the column types Spark's Kafka sink takes (other columns are ignored, as there)
+_COLUMN_TYPES = {
+    "key": ("binary", "string"),
+    "value": ("binary", "string"),
+    "topic": ("string",),
+    "partition": ("int",),
+    "headers": ("array<struct<key:string,value:binary>>",),
+    "timestamp": ("timestamp",),
+}
+
+
+def _check_types(schema: StructType) -> None:
+    for f in schema.fields:
+        allowed = _COLUMN_TYPES.get(f.name)
+        if allowed is not None and f.dataType.simpleString() not in allowed:
+            raise opt.OptionError(
+                f"column {f.name} must be of type {' or '.join(allowed)}, not {f.dataType.simpleString()}"
+            )
+
+
 class WriteAbortedError(SeglogError):
     """A task of a write that the driver has already committed or aborted."""
 
@@ -203,6 +223,7 @@ class _SinkBase:
         names = {f.name for f in schema.fields}
         if "value" not in names:
             raise opt.OptionError('writing to seglog needs a "value" column')
+        _check_types(schema)
         if self.topic is None and "topic" not in names:
             raise opt.OptionError('writing to seglog needs a "topic" column or the "topic" option')
         codec = next((v for k, v in options.items() if k.lower() == "compression"), None)
