@@ -181,6 +181,11 @@ class _Index:
             raise CorruptIndexError(f"offset {offset} does not fit relative to base {self.base_offset}", file=self.path)
         return rel
 
+    def _check_fits(self, smallest: int, largest: int) -> None:
+        """Raise unless offsets from ``smallest`` to ``largest`` all fit relative to the base."""
+        if smallest < self.base_offset or largest - self.base_offset > MAX_RELATIVE_OFFSET:
+            self.relative_offset(smallest if smallest < self.base_offset else largest)
+
     def can_append_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= MAX_RELATIVE_OFFSET
 
@@ -265,9 +270,11 @@ class OffsetIndex(_Index):
             previous = offset
         if n + len(entries) > self.length >> 3:
             raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
-        self.relative_offset(entries[0][0])  # the smallest and the largest fit: all do
-        self.relative_offset(previous)
-        struct.pack_into(f">{len(flat)}i", mm, n * 8, *flat)
+        self._check_fits(entries[0][0], previous)
+        if len(entries) == 1:
+            _OFFSET_ENTRY.pack_into(mm, n * 8, *flat)
+        else:
+            struct.pack_into(f">{len(flat)}i", mm, n * 8, *flat)
         self.entries = n + len(entries)
 
     def truncate_to(self, offset: int) -> None:
@@ -319,7 +326,11 @@ class TimeIndex(_Index):
 
     @property
     def last_entry(self) -> tuple[int, int]:
-        return self.entry(self.entries - 1) if self.entries else (NO_TIMESTAMP, self.base_offset)
+        n, mm = self.entries, self._mmap
+        if not n or mm is None:
+            return NO_TIMESTAMP, self.base_offset
+        ts, rel = _TIME_ENTRY.unpack_from(mm, n * 12 - 12)
+        return ts, self.base_offset + rel
 
     @property
     def is_full(self) -> bool:
@@ -357,9 +368,11 @@ class TimeIndex(_Index):
             last_ts, last_offset = timestamp, offset
         if n + len(entries) > self.max_entries - (0 if skip_full_check else 1):
             raise CorruptIndexError(f"time index is full ({n} entries)", file=self.path)
-        self.relative_offset(entries[0][1])  # the smallest and the largest fit: all do
-        self.relative_offset(last_offset)
-        struct.pack_into(">" + "qi" * len(entries), mm, n * 12, *flat)
+        self._check_fits(entries[0][1], last_offset)
+        if len(entries) == 1:
+            _TIME_ENTRY.pack_into(mm, n * 12, *flat)
+        else:
+            struct.pack_into(">" + "qi" * len(entries), mm, n * 12, *flat)
         self.entries = n + len(entries)
 
     def truncate_to(self, offset: int) -> None:
