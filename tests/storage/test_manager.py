@@ -3,6 +3,7 @@ shutdown, files a crash leaves, read-only opening."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -22,7 +23,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.records import build_batch
-from seglog.storage import checkpoint
+from seglog.storage import checkpoint, fileio
 from seglog.storage.manager import read_meta_properties
 
 from .conftest import MS, check_log, crash, new_log, open_logs, records
@@ -373,6 +374,41 @@ def test_read_only_opening_rebuilds_missing_indexes_in_memory(tmp_path, clock):
     assert data_files(tmp_path) == files and not os.path.exists(index)
     with pytest.raises(KafkaStorageError, match="does not exist"):
         seglog.open(str(tmp_path / "nope"), read_only=True)
+
+
+def test_read_only_opening_lists_again_when_a_segment_goes_under_it(tmp_path, clock):
+    """A reader lists the segments, then the owner deletes one (retention, a truncation)
+    before the reader opens it: the reader lists again instead of failing."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 600}, clock=clock)
+    for i in range(20):
+        log.append(records(1, start=i, size=60))
+    manager.close()
+    active = os.path.basename(log.segments[-1].log_path)
+    fileio.faults.inject("open", errno.ENOENT, path=active, times=2)
+    try:
+        with seglog.open(str(tmp_path), read_only=True) as reader:
+            assert reader.partition("t", 0).log_end_offset == 20
+        fileio.faults.inject("open", errno.ENOENT, path=active, times=-1)
+        with pytest.raises(KafkaStorageError, match="No such file"):
+            seglog.open(str(tmp_path), read_only=True)
+    finally:
+        fileio.faults.clear()
+
+
+def test_a_reader_never_deletes_segments_below_a_checkpointed_log_start(tmp_path, clock):
+    manager, log = new_log(tmp_path, clock=clock)
+    log.append(records(5))
+    manager.close()
+    path = tmp_path / "log-start-offset-checkpoint"
+    checkpoint.write_offsets(str(path), {("t", 0): 50})  # ahead of the data, as after the data went
+    files = data_files(tmp_path)
+    with seglog.open(str(tmp_path), read_only=True) as reader:
+        rlog = reader.partition("t", 0)
+        assert (rlog.log_start_offset, rlog.log_end_offset) == (50, 50)
+        assert list(rlog.records()) == []
+    assert data_files(tmp_path) == files
+    with open_logs(tmp_path) as writer:  # the owner starts the log afresh there
+        assert writer.partition("t", 0).log_end_offset == 50
 
 
 def test_two_log_dirs(tmp_path, clock):

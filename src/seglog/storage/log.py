@@ -23,6 +23,7 @@ Offsets this log keeps, as Kafka names them:
 from __future__ import annotations
 
 import bisect
+import errno
 import logging
 import os
 import threading
@@ -77,6 +78,7 @@ log = logging.getLogger(__name__)
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+_READ_ONLY_LOAD_ATTEMPTS = 5
 
 
 def _now_ms() -> int:
@@ -146,6 +148,7 @@ class PartitionLog:
         self.recovery_point = recovery_point
         self._last_flush_ms = self._clock()
         self.closed = False
+        self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
         if high_watermark is not None and not hw_follows_leo:
@@ -167,6 +170,23 @@ class PartitionLog:
         }
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        if not self.read_only:
+            self._load_files(recovery_point, log_start_offset, clean)
+            return
+        # a reader races the process that owns the dir: a segment it lists may be gone by
+        # the time it opens it (retention, a truncation, a cleaning's swap): list again
+        for attempt in range(_READ_ONLY_LOAD_ATTEMPTS):
+            try:
+                self._load_files(recovery_point, log_start_offset, clean)
+                return
+            except KafkaStorageError as e:
+                if getattr(e, "errno", None) != errno.ENOENT or attempt + 1 == _READ_ONLY_LOAD_ATTEMPTS:
+                    raise
+                log.info("%s: a file went while loading the log read-only (%s): listing again", self.name, e)
+                for segment in self._segments:
+                    segment.close_handlers()
+
+    def _load_files(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         names = os.listdir(self.dir)
         if self.read_only:
             bases = sorted(p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX)
@@ -194,7 +214,11 @@ class PartitionLog:
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self.log_start_offset > self._next_offset:
             # a checkpoint ahead of the data (the data went): start the log afresh there
-            self._truncate_fully(self.log_start_offset)
+            # (a reader, which may not touch the files, sees it empty there)
+            if self.read_only:
+                self._next_offset = self.log_start_offset
+            else:
+                self._truncate_fully(self.log_start_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
         if not self.read_only:
             self.leader_epoch_cache.truncate_from_end(self._next_offset)
