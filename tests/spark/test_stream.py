@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import pytest
@@ -262,3 +263,33 @@ def test_partitions_of_a_pattern_that_appear_while_running_are_read_from_their_s
         assert sorted((r.topic, r.offset) for r in got) == [("evolved", o) for o in range(20)]
     finally:
         q.stop()
+
+
+@pytest.mark.parametrize("fail", [True, False])
+def test_segments_deleted_while_a_task_reads_them(tmp_path, monkeypatch, fail):
+    # a task lists the segments when it opens the log and opens their files as it reaches
+    # them: retention may delete one in between, and that is data loss, not an I/O error
+    from seglog.spark import source
+    from seglog.spark.offsets import DataLossError
+
+    monkeypatch.setattr(source, "ArrowAssembler", functools.partial(source.ArrowAssembler, max_rows=10))
+    fill(tmp_path, partitions=1, batches=10, config={"segment.bytes": 1024})  # offsets 0..99, ~10 segments
+    with seglog.open(str(tmp_path), background=False, read_only=True) as logs:
+        log = logs.partition("events", 0)
+        part = source.SeglogPartition("events", 0, log.dir, 0, 100, 0, fail, False)
+    reading = source.read_partition(part)
+    first = next(reading)
+    assert first.column("offset").to_pylist() == list(range(10))
+    with seglog.open(str(tmp_path), background=False) as logs:
+        logs.alter_topic_config("events", set={"retention.bytes": 1})
+        logs.enforce_retention()
+        kept = logs.partition("events", 0).log_start_offset
+    assert kept > 30
+    # what the task had open it still reads (as a Kafka reader would); the rest is lost
+    if fail:
+        with pytest.raises(DataLossError, match=rf"offsets \d+\.\.{kept - 1} of events-0 were removed"):
+            list(reading)
+    else:
+        rest = [o for b in reading for o in b.column("offset").to_pylist()]
+        lost_from = rest.index(kept)
+        assert rest == list(range(10, 10 + lost_from)) + list(range(kept, 100)) and 10 + lost_from < kept

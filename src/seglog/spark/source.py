@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..config import LogConfig
+from ..errors import KafkaStorageError
 from ..storage import LogManager, PartitionLog
 from . import options as opt
 from .arrow import ArrowAssembler, spark_schema_ddl
@@ -81,22 +83,39 @@ class SeglogPartition(InputPartition):
         self.value = (self.topic, self.partition, self.start, self.end)
 
 
+_REOPENS = 10  # how many times a task looks again at a log whose segments go while it reads
+
+
 def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
-    """What a task does: open the partition read-only and stream its range as Arrow."""
-    pl = PartitionLog(
-        part.dir, part.topic, part.partition, LogConfig(), read_only=True, log_start_offset=part.log_start_offset
-    )
-    try:
-        start = check_data_loss(pl, part.start, part.fail_on_data_loss)
-        end = part.end
-        if pl.log_end_offset < end:
-            # the log lost its tail (truncated, or its segments deleted) since planning
-            end = _lost_tail(pl, end, part.fail_on_data_loss)
-        assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
-        for batch in assembler.record_batches(pl.batches(start, end), start, end):
-            yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
-    finally:
-        pl.close()
+    """What a task does: open the partition read-only and stream its range as Arrow.
+
+    The writer's retention or cleaner may delete segments while the task reads: their
+    files are opened on first use, so a segment listed at the open can be gone when the
+    read reaches it. The task then opens the log again and goes on from the next offset
+    it has not yielded; what went is data loss, which failOnDataLoss decides.
+    """
+    start, end = part.start, part.end
+    assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
+    for attempt in range(_REOPENS + 1):
+        pl = PartitionLog(
+            part.dir, part.topic, part.partition, LogConfig(), read_only=True, log_start_offset=part.log_start_offset
+        )
+        try:
+            start = check_data_loss(pl, start, part.fail_on_data_loss)
+            if pl.log_end_offset < end:
+                # the log lost its tail (truncated, or its segments deleted) since planning
+                end = _lost_tail(pl, end, part.fail_on_data_loss)
+            for batch in assembler.record_batches(pl.batches(start, end), start, end):
+                if batch.num_rows:
+                    start = batch.column("offset")[-1].as_py() + 1
+                yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
+            return
+        except KafkaStorageError as e:
+            if attempt == _REOPENS or e.file is None or os.path.exists(e.file):
+                raise  # not a segment deleted under the read
+            log.info("%s: %s went while it was read; reading on from offset %d", pl.name, e.file, start)
+        finally:
+            pl.close()
 
 
 def _lost_tail(pl: PartitionLog, end: int, fail: bool) -> int:
