@@ -153,6 +153,7 @@ def test_data_removed_under_a_running_query(spark, tmp_path, fail, how):
         deadline = time.time() + 60
         while not q.recentProgress and time.time() < deadline:
             time.sleep(0.2)
+        before = q.lastProgress["batchId"]
         with seglog.open(str(tmp_path), background=False) as logs:
             log = logs.partition("events", 0)
             if how == "retention":  # every segment but the active one goes, unread
@@ -173,6 +174,8 @@ def test_data_removed_under_a_running_query(spark, tmp_path, fail, how):
                 time.sleep(0.3)
             assert q.isActive and q.exception() is None
             assert spark.sql(after).first()[0] == first + len(kept)
+            # the gap is skipped, not read through 10 offsets a trigger (500 offsets: 50 triggers)
+            assert q.lastProgress["batchId"] - before <= 5, q.lastProgress["batchId"] - before
             # what was left after the loss is read whole, once: nothing skipped but what went
             got = [r.offset for r in spark.sql(f"select offset from {name} where offset >= {first}").collect()]
             assert sorted(got) == list(range(first, first + len(kept) + 1))
@@ -293,3 +296,27 @@ def test_segments_deleted_while_a_task_reads_them(tmp_path, monkeypatch, fail):
         rest = [o for b in reading for o in b.column("offset").to_pylist()]
         lost_from = rest.index(kept)
         assert rest == list(range(10, 10 + lost_from)) + list(range(kept, 100)) and 10 + lost_from < kept
+
+
+def test_planning_looks_again_when_a_file_goes_under_it(tmp_path):
+    # the driver's read-only view lists segments, then opens them; a writer's truncation or
+    # retention in between is a file that vanished: the question is asked again, over a new view
+    from seglog.errors import KafkaStorageError
+    from seglog.spark.offsets import read_logs
+
+    fill(tmp_path, partitions=1, batches=1)
+    asked = []
+
+    def question(logs):
+        asked.append(logs)
+        if len(asked) == 1:
+            raise KafkaStorageError("open failed", file=str(tmp_path / "events-0" / "gone.log"))
+        return logs.partition("events", 0).log_end_offset
+
+    assert read_logs([str(tmp_path)], question) == 10 and len(asked) == 2 and asked[0] is not asked[1]
+
+    def broken(logs):
+        raise KafkaStorageError("read failed", file=str(tmp_path / "events-0"))  # still there: a real I/O error
+
+    with pytest.raises(KafkaStorageError, match="read failed"):
+        read_logs([str(tmp_path)], broken)

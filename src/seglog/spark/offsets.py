@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
-from ..errors import OffsetOutOfRangeError
+from ..errors import KafkaStorageError, OffsetOutOfRangeError
 from ..storage import LogManager, PartitionLog, open
 from .options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription, TopicPartition
 
 log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
+T = TypeVar("T")
 
 
 class DataLossError(OffsetOutOfRangeError):
@@ -39,6 +42,29 @@ class OffsetRange:
 
 def open_read_only(dirs: list[str]) -> LogManager:
     return open(dirs, read_only=True)
+
+
+_RETRIES = 10  # how many times a reader looks again at a dir whose files go while it reads
+
+
+def vanished(e: KafkaStorageError) -> bool:
+    """Whether an I/O error is a file that the dir's writer deleted (retention, truncation,
+    a compaction's swap) after a reader listed it: the reader should look again."""
+    return e.file is not None and not os.path.exists(e.file)
+
+
+def read_logs(dirs: list[str], question: Callable[[LogManager], T]) -> T:
+    """Ask ``question`` of a read-only view of the dirs; if a file it needs goes under it,
+    open the dirs again and ask again."""
+    for attempt in range(_RETRIES + 1):
+        try:
+            with open_read_only(dirs) as logs:
+                return question(logs)
+        except KafkaStorageError as e:
+            if attempt == _RETRIES or not vanished(e):
+                raise
+            log.info("%s went while the dirs were read; looking again", e.file)
+    raise AssertionError("unreachable")
 
 
 def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition]:

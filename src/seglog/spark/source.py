@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -53,11 +52,12 @@ from .offsets import (
     Offsets,
     check_data_loss,
     from_json,
-    open_read_only,
+    read_logs,
     resolve,
     split,
     to_json,
     topic_partitions,
+    vanished,
 )
 from .options import TopicPartition
 
@@ -111,7 +111,7 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
                 yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
             return
         except KafkaStorageError as e:
-            if attempt == _REOPENS or e.file is None or os.path.exists(e.file):
+            if attempt == _REOPENS or not vanished(e):
                 raise  # not a segment deleted under the read
             log.info("%s: %s went while it was read; reading on from offset %d", pl.name, e.file, start)
         finally:
@@ -330,21 +330,23 @@ class SeglogBatchReader(DataSourceReader):
         self._plan()  # fail at load() on bad options or unknown topics, as Spark's Kafka source does
 
     def _plan(self) -> list[SeglogPartition]:
-        with open_read_only(self.common.dirs) as logs:
-            tps = [tp for tp in topic_partitions(logs, self.common.subscription) if self.filters.keep(tp)]
-            starts = resolve(logs, self.starting, tps, starting=True, strategy=self.strategy)
-            ends = resolve(logs, self.ending, tps, starting=False)
-            ranges = []
-            for tp in tps:
-                pl = logs.partition(*tp)
-                start = check_data_loss(pl, starts[tp], self.common.fail_on_data_loss)
-                if start > ends[tp]:
-                    raise opt.OptionError(
-                        f"starting offset {start} of {tp[0]}-{tp[1]} is after its ending offset {ends[tp]}"
-                    )
-                start, end = self.filters.narrow(pl, start, ends[tp])
-                ranges.append(OffsetRange(tp[0], tp[1], start, end))
-            return self.common.plan(logs, ranges, self.filters)
+        return read_logs(self.common.dirs, self._plan_over)
+
+    def _plan_over(self, logs: LogManager) -> list[SeglogPartition]:
+        tps = [tp for tp in topic_partitions(logs, self.common.subscription) if self.filters.keep(tp)]
+        starts = resolve(logs, self.starting, tps, starting=True, strategy=self.strategy)
+        ends = resolve(logs, self.ending, tps, starting=False)
+        ranges = []
+        for tp in tps:
+            pl = logs.partition(*tp)
+            start = check_data_loss(pl, starts[tp], self.common.fail_on_data_loss)
+            if start > ends[tp]:
+                raise opt.OptionError(
+                    f"starting offset {start} of {tp[0]}-{tp[1]} is after its ending offset {ends[tp]}"
+                )
+            start, end = self.filters.narrow(pl, start, ends[tp])
+            ranges.append(OffsetRange(tp[0], tp[1], start, end))
+        return self.common.plan(logs, ranges, self.filters)
 
     def partitions(self) -> Sequence[InputPartition]:
         return self._plan()
@@ -386,16 +388,17 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # offsets ---------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        with open_read_only(self.common.dirs) as logs:
+        def initial(logs: LogManager) -> Offsets:
             tps = topic_partitions(logs, self.common.subscription)
-            return to_json(resolve(logs, self.starting, tps, starting=True, strategy=self.strategy))
+            return resolve(logs, self.starting, tps, starting=True, strategy=self.strategy)
+
+        return to_json(read_logs(self.common.dirs, initial))
 
     def _latest(self, logs: LogManager) -> Offsets:
         return {tp: logs.partition(*tp).high_watermark for tp in topic_partitions(logs, self.common.subscription)}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        with open_read_only(self.common.dirs) as logs:
-            self._available_now = self._latest(logs)
+        self._available_now = read_logs(self.common.dirs, self._latest)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.min_offsets is not None:
@@ -405,12 +408,20 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        begin = from_json(start)
-        with open_read_only(self.common.dirs) as logs:
+        def offsets(logs: LogManager) -> tuple[Offsets, Offsets]:
+            begin = from_json(start)
             latest = self._available_now if self._available_now is not None else self._latest(logs)
             for tp in latest:
                 # a partition that appeared since the start is read from its beginning
                 begin.setdefault(tp, logs.partition(*tp).log_start_offset)
+            if not self.common.fail_on_data_loss:
+                # offsets removed before they were read are skipped, not counted against the
+                # read limits: a rate-limited query would otherwise walk through the gap
+                for tp in latest:
+                    begin[tp] = max(begin[tp], logs.partition(*tp).log_start_offset)
+            return begin, latest
+
+        begin, latest = read_logs(self.common.dirs, offsets)
         end = {tp: max(latest.get(tp, offset), offset) for tp, offset in begin.items()}
         if isinstance(limit, ReadAllAvailable):
             return to_json(end)
@@ -427,20 +438,22 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
-        with open_read_only(self.common.dirs) as logs:
-            return to_json(self._latest(logs))
+        return to_json(read_logs(self.common.dirs, self._latest))
 
     # planning and reading -------------------------------------------------------------
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = from_json(start), from_json(end)
-        with open_read_only(self.common.dirs) as logs:
+
+        def plan(logs: LogManager) -> list[SeglogPartition]:
             ranges = []
             for tp, stop in sorted(finish.items()):
                 pl = logs.partition(*tp)
                 first = begin.get(tp, pl.log_start_offset)
                 ranges.append(OffsetRange(tp[0], tp[1], first, stop))
             return self.common.plan(logs, ranges)
+
+        return read_logs(self.common.dirs, plan)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         # Spark asks for one partition even when the plan has none
