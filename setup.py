@@ -1,4 +1,4 @@
-"""The C parts of seglog: the per-record loops of the record format."""
+"""The C parts of seglog: the per-record loops of the record format, and walks over buffers of batches."""
 
 from setuptools import Extension, setup
 
@@ -19,6 +19,12 @@ setup(
         Extension(
             "seglog.records._columns",
             sources=["src/seglog/records/_columns.c"],
+            depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
+        ),
+        Extension(
+            "seglog.records._scan",
+            sources=["src/seglog/records/_scan.c"],
             depends=["src/seglog/records/_varint.h", "src/seglog/records/_record.h"],
             extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wno-unused-function"],
         ),

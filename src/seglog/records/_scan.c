@@ -1,0 +1,1151 @@
+/* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops.
+ *
+ * Sans-IO like the rest of records/: buffers in, values out. Four calls:
+ *
+ *   check_append    every check a leader (or a follower) makes of an append,
+ *                   batch by batch in the order log.py's general path makes
+ *                   them, and the facts the log needs of each batch;
+ *   assign_offsets  the leader's in-place edits of those batches: base offsets,
+ *                   leader epoch, LogAppendTime stamp (and CRC);
+ *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
+ *                   increasing, leader epoch changes, and the sparse index
+ *                   entries of the chunk, packed as the index files hold them;
+ *   find_timestamp  the first record of a batch at or after a timestamp and an
+ *                   offset, without a record object.
+ *
+ * and crc32c(data) (CRC32C with the CPU's SSE 4.2 instruction, three streams
+ * at a time; a table-driven fallback elsewhere).
+ *
+ * Legacy (magic 0/1) batches are Python's: a walk stops at one and says so.
+ * Faults raise (or, for recovery, return) seglog's errors with the messages,
+ * positions and offsets of the Python paths that check the same things
+ * (batches.py, batch.py's check_batch, _codec.c's record walk, log.py's
+ * validation, segment.py's recovery); tests/storage/test_scan.py holds the
+ * two to each other on random and damaged input. */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "_record.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <nmmintrin.h>
+#define SCAN_X86 1
+#endif
+
+__extension__ typedef __int128 i128; /* sums of two int64 fields, exact as Python's ints */
+
+/* v2 batch header fields (offsets into the batch, big-endian) */
+enum {
+    H_LENGTH = 8,
+    H_EPOCH = 12,
+    H_MAGIC = 16,
+    H_CRC = 17,
+    H_ATTRIBUTES = 21,
+    H_LAST_DELTA = 23,
+    H_BASE_TS = 27,
+    H_MAX_TS = 35,
+    H_COUNT = 57,
+    HEADER_SIZE = 61,
+    LOG_OVERHEAD = 12,
+    FRAME_PEEK = 17,
+};
+enum { A_CODEC = 0x07, A_LOG_APPEND_TIME = 0x08, A_CONTROL = 0x20 };
+#define MAX_RELATIVE_OFFSET 0x7FFFFFFF
+
+static PyObject *CorruptRecordError, *InvalidRecordError, *InvalidTimestampError, *RecordTooLargeError,
+    *UnexpectedAppendOffsetError;
+
+/* ------------------------------------------------------------------ bytes */
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define FROM_BE64(v) (v)
+#define FROM_BE32(v) (v)
+#define FROM_BE16(v) (v)
+#else
+#define FROM_BE64(v) __builtin_bswap64(v)
+#define FROM_BE32(v) __builtin_bswap32(v)
+#define FROM_BE16(v) __builtin_bswap16(v)
+#endif
+
+/* Big-endian fields at any alignment (memcpy: one load). */
+#define BE_LOADER(name, type, utype, swap)     \
+    static inline type name(const uint8_t *p) \
+    {                                          \
+        utype v;                               \
+        memcpy(&v, p, sizeof v);               \
+        return (type)swap(v);                  \
+    }
+BE_LOADER(i64_at, int64_t, uint64_t, FROM_BE64)
+BE_LOADER(i32_at, int32_t, uint32_t, FROM_BE32)
+BE_LOADER(i16_at, int16_t, uint16_t, FROM_BE16)
+
+static inline void
+store_be(uint8_t *p, int n, uint64_t v)
+{
+    while (n-- > 0) {
+        p[n] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static inline int64_t
+wrap_add(int64_t a, int64_t b) /* Java's long arithmetic, as the record decoder's */
+{
+    return (int64_t)((uint64_t)a + (uint64_t)b);
+}
+
+/* ------------------------------------------------------------------ CRC32C */
+
+#define CRC_POLY 0x82F63B78u /* Castagnoli, reflected */
+#define CRC_LONG 4096        /* bytes a stream of the three-stream loops takes */
+#define CRC_SHORT 256
+
+static uint32_t crc_table[8][256];               /* slicing by eight */
+static uint32_t crc_shift_long[4][256], crc_shift_short[4][256]; /* x^(8*LEN) mod P, a byte at a time */
+
+static uint32_t
+crc_soft(uint32_t crc, const uint8_t *p, size_t n)
+{
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        w ^= crc;
+        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
+              crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
+              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
+    }
+#endif
+    while (n--)
+        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
+    return crc;
+}
+
+/* The register after `len` zero bytes more, by the tables of that length. */
+static inline uint32_t
+crc_shift(uint32_t crc, uint32_t table[4][256])
+{
+    return table[0][crc & 0xff] ^ table[1][(crc >> 8) & 0xff] ^ table[2][(crc >> 16) & 0xff] ^ table[3][crc >> 24];
+}
+
+/* The register after `len` zero bytes is linear in the register before: tabulate
+ * it from the images of the 32 single bits. */
+static void
+crc_shift_init(uint32_t table[4][256], size_t len)
+{
+    static const uint8_t zeros[CRC_LONG];
+    uint32_t bit[32];
+    for (int i = 0; i < 32; i++)
+        bit[i] = crc_soft(1u << i, zeros, len);
+    for (int k = 0; k < 4; k++)
+        for (int b = 0; b < 256; b++) {
+            uint32_t v = 0;
+            for (int i = 0; i < 8; i++)
+                if (b >> i & 1)
+                    v ^= bit[8 * k + i];
+            table[k][b] = v;
+        }
+}
+
+static void
+crc_init(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ CRC_POLY : c >> 1;
+        crc_table[0][n] = c;
+    }
+    for (int n = 0; n < 256; n++)
+        for (int k = 1; k < 8; k++)
+            crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
+    crc_shift_init(crc_shift_long, CRC_LONG);
+    crc_shift_init(crc_shift_short, CRC_SHORT);
+}
+
+#ifdef SCAN_X86
+/* The crc32 instruction has a latency of three cycles and a throughput of one:
+ * three independent streams keep it busy, and their registers are joined by
+ * shifting the first over the bytes of the others (the CRC is linear). */
+#define CRC_STREAMS(len, table)                                                 \
+    while (n >= 3 * (len)) {                                                    \
+        uint64_t c1 = 0, c2 = 0;                                                \
+        for (const uint8_t *stop = p + (len); p < stop; p += 8) {               \
+            uint64_t w0, w1, w2;                                                \
+            memcpy(&w0, p, 8);                                                  \
+            memcpy(&w1, p + (len), 8);                                          \
+            memcpy(&w2, p + 2 * (len), 8);                                      \
+            c0 = _mm_crc32_u64(c0, w0);                                         \
+            c1 = _mm_crc32_u64(c1, w1);                                         \
+            c2 = _mm_crc32_u64(c2, w2);                                         \
+        }                                                                       \
+        c0 = crc_shift((uint32_t)c0, table) ^ (uint32_t)c1;                     \
+        c0 = crc_shift((uint32_t)c0, table) ^ (uint32_t)c2;                     \
+        p += 2 * (len);                                                         \
+        n -= 3 * (len);                                                         \
+    }
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc_hard(uint32_t crc, const uint8_t *p, size_t n)
+{
+    for (; n && ((uintptr_t)p & 7); n--)
+        crc = _mm_crc32_u8(crc, *p++);
+    uint64_t c0 = crc;
+    CRC_STREAMS(CRC_LONG, crc_shift_long)
+    CRC_STREAMS(CRC_SHORT, crc_shift_short)
+    for (; n >= 8; n -= 8, p += 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c0 = _mm_crc32_u64(c0, w);
+    }
+    crc = (uint32_t)c0;
+    while (n--)
+        crc = _mm_crc32_u8(crc, *p++);
+    return crc;
+}
+#endif
+
+static uint32_t (*crc_update)(uint32_t, const uint8_t *, size_t) = crc_soft;
+
+static inline uint32_t
+crc32c_of(const uint8_t *p, size_t n)
+{
+    return ~crc_update(~0u, p, n);
+}
+
+/* ------------------------------------------------------------------ errors */
+
+/* An instance of `type`(message, file=..., position=..., offset=...), the place
+ * keywords given only where known (not: file NULL or None, position < 0, has_offset 0). */
+static PyObject *
+error_object(PyObject *type, PyObject *file, Py_ssize_t position, int has_offset, int64_t offset, const char *fmt,
+             ...)
+{
+    char text[512];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(text, sizeof text, fmt, args);
+    va_end(args);
+    PyObject *msg = PyUnicode_DecodeUTF8(text, (Py_ssize_t)strlen(text), "replace");
+    PyObject *argv = msg ? PyTuple_Pack(1, msg) : NULL;
+    PyObject *kwargs = PyDict_New();
+    PyObject *exc = NULL;
+    Py_XDECREF(msg);
+    if (argv == NULL || kwargs == NULL)
+        goto done;
+    if (file != NULL && file != Py_None && PyDict_SetItemString(kwargs, "file", file) < 0)
+        goto done;
+    if (position >= 0) {
+        PyObject *v = PyLong_FromSsize_t(position);
+        if (v == NULL || PyDict_SetItemString(kwargs, "position", v) < 0) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    if (has_offset) {
+        PyObject *v = PyLong_FromLongLong(offset);
+        if (v == NULL || PyDict_SetItemString(kwargs, "offset", v) < 0) {
+            Py_XDECREF(v);
+            goto done;
+        }
+        Py_DECREF(v);
+    }
+    exc = PyObject_Call(type, argv, kwargs);
+done:
+    Py_XDECREF(argv);
+    Py_XDECREF(kwargs);
+    return exc;
+}
+
+/* Raises what error_object makes; returns NULL. */
+#define RAISE(type, file, position, has_offset, offset, ...)                                     \
+    do {                                                                                         \
+        PyObject *exc_ = error_object((type), (file), (position), (has_offset), (offset), __VA_ARGS__); \
+        if (exc_ != NULL) {                                                                      \
+            PyErr_SetObject((PyObject *)Py_TYPE(exc_), exc_);                                    \
+            Py_DECREF(exc_);                                                                     \
+        }                                                                                        \
+    } while (0)
+
+/* An exact integer as text (int128: a sum of two int64 fields may pass int64). */
+static const char *
+i128_text(i128 v, char out[48])
+{
+    char digits[48];
+    int n = 0;
+    unsigned __int128 u = v < 0 ? -(unsigned __int128)v : (unsigned __int128)v;
+    do {
+        digits[n++] = (char)('0' + (int)(u % 10));
+        u /= 10;
+    } while (u);
+    int k = 0;
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = digits[--n];
+    out[k] = 0;
+    return out;
+}
+
+/* ------------------------------------------------------------------ faults */
+
+/* What went wrong with a batch, held as data: the recovery walk finds faults
+ * without the GIL, and turns them into exceptions after. */
+typedef enum {
+    F_NONE,
+    F_BAD_MAGIC,      /* a: magic */
+    F_BELOW_MINIMUM,  /* a: size, b: minimum, c: magic */
+    F_TOO_LARGE,      /* a: size with framing, b: limit */
+    F_CRC,            /* a: stored, b: computed */
+    F_COUNT_RANGE,    /* a: count, b: last offset delta */
+    F_NOT_FOLLOWING,  /* w1: base, w2: last, w3: previous last */
+} FaultKind;
+
+typedef struct {
+    FaultKind kind;
+    Py_ssize_t position; /* of the batch, in its file or buffer */
+    int64_t offset;      /* the batch's base offset */
+    int64_t a, b, c;
+    i128 w1, w2, w3;
+} Fault;
+
+static PyObject *
+fault_object(const Fault *f)
+{
+    char t1[48], t2[48], t3[48];
+    switch (f->kind) {
+    case F_BAD_MAGIC:
+        return error_object(CorruptRecordError, NULL, f->position, 1, f->offset, "bad magic %lld", (long long)f->a);
+    case F_BELOW_MINIMUM:
+        return error_object(CorruptRecordError, NULL, f->position, 1, f->offset,
+                            "batch size %lld is below the minimum %lld for magic %lld", (long long)f->a,
+                            (long long)f->b, (long long)f->c);
+    case F_TOO_LARGE:
+        return error_object(CorruptRecordError, NULL, f->position, 1, f->offset,
+                            "batch size %lld exceeds the largest allowed %lld", (long long)f->a, (long long)f->b);
+    case F_CRC:
+        return error_object(CorruptRecordError, NULL, f->position, 1, f->offset,
+                            "CRC mismatch: stored 0x%08llx, computed 0x%08llx", (long long)f->a, (long long)f->b);
+    case F_COUNT_RANGE:
+        return error_object(CorruptRecordError, NULL, f->position, 1, f->offset,
+                            "record count %lld / last offset delta %lld out of range", (long long)f->a,
+                            (long long)f->b);
+    case F_NOT_FOLLOWING:
+        return error_object(CorruptRecordError, NULL, f->position, 1, f->offset,
+                            "batch offsets %s..%s do not follow %s", i128_text(f->w1, t1), i128_text(f->w2, t2),
+                            i128_text(f->w3, t3));
+    default:
+        PyErr_SetString(PyExc_SystemError, "no fault to report");
+        return NULL;
+    }
+}
+
+static void
+raise_fault(const Fault *f)
+{
+    PyObject *exc = fault_object(f);
+    if (exc != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+}
+
+/* ------------------------------------------------------------------ framing */
+
+typedef enum { FRAME_BATCH, FRAME_LEGACY, FRAME_PARTIAL, FRAME_FAULT } Frame;
+
+/* batches.py's framing of the batch at `pos` (peek_frame, then the size limit,
+ * then whether it is whole): *end is where it ends when it is whole. */
+static Frame
+frame_at(const uint8_t *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t origin, int64_t limit, Py_ssize_t *end,
+         Fault *f)
+{
+    static const int32_t minimum[3] = {14, 22, HEADER_SIZE - LOG_OVERHEAD};
+    if (len - pos < FRAME_PEEK)
+        return FRAME_PARTIAL;
+    const uint8_t *b = buf + pos;
+    int32_t size = i32_at(b + H_LENGTH);
+    uint8_t magic = b[H_MAGIC];
+    f->position = origin + pos;
+    f->offset = i64_at(b);
+    if (magic > 2) {
+        f->kind = F_BAD_MAGIC;
+        f->a = magic;
+        return FRAME_FAULT;
+    }
+    if (size < minimum[magic]) {
+        *f = (Fault){F_BELOW_MINIMUM, f->position, f->offset, size, minimum[magic], magic, 0, 0, 0};
+        return FRAME_FAULT;
+    }
+    if (limit >= 0 && (int64_t)size + LOG_OVERHEAD > limit) {
+        *f = (Fault){F_TOO_LARGE, f->position, f->offset, (int64_t)size + LOG_OVERHEAD, limit, 0, 0, 0, 0};
+        return FRAME_FAULT;
+    }
+    if ((int64_t)size + LOG_OVERHEAD > len - pos)
+        return FRAME_PARTIAL;
+    *end = pos + LOG_OVERHEAD + size;
+    return magic == 2 ? FRAME_BATCH : FRAME_LEGACY;
+}
+
+/* batch.py's check_batch of a whole v2 batch (its length agrees with the framing
+ * by construction): the CRC, then the record count and last offset delta. */
+static int
+batch_ok(const uint8_t *b, Py_ssize_t size, Fault *f)
+{
+    uint32_t stored = (uint32_t)i32_at(b + H_CRC);
+    uint32_t computed = crc32c_of(b + H_ATTRIBUTES, (size_t)(size - H_ATTRIBUTES));
+    if (stored != computed) {
+        *f = (Fault){F_CRC, f->position, i64_at(b), stored, computed, 0, 0, 0, 0};
+        return 0;
+    }
+    int32_t count = i32_at(b + H_COUNT), delta = i32_at(b + H_LAST_DELTA);
+    if (count < 0 || delta < -1) {
+        *f = (Fault){F_COUNT_RANGE, f->position, i64_at(b), count, delta, 0, 0, 0, 0};
+        return 0;
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ records */
+
+/* What a walk over a batch's records learns; the search fields find the first
+ * record with timestamp >= target and offset >= start (search set). */
+typedef struct {
+    int64_t min_ts_delta, max_ts_delta;
+    Py_ssize_t bad_offset, null_key; /* first record whose offset delta is not its index; first null key */
+    int search, log_append_time, found;
+    int64_t base_offset, base_ts, max_ts, target, start_offset;
+    int64_t found_ts, found_offset;
+} Walk;
+
+/* _codec.c's record walk (decode_records / check_records): the same checks and
+ * messages; raises CorruptRecordError naming the batch's position. */
+static int
+walk_records(const uint8_t *start, Py_ssize_t len, Py_ssize_t count, Py_ssize_t position, Walk *w)
+{
+    const uint8_t *p = start, *end = start + len;
+    w->min_ts_delta = w->max_ts_delta = 0;
+    w->bad_offset = w->null_key = -1;
+    w->found = 0;
+    if (count < 0 || count > len / 7) { /* a record takes at least 7 bytes */
+        RAISE(CorruptRecordError, NULL, position, 0, 0, "record count %zd does not fit in %zd bytes of records",
+              count, len);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        RawRecord r;
+        if (p == end) {
+            RAISE(CorruptRecordError, NULL, position, 0, 0,
+                  "record count %zd disagrees with the batch: its records end after %zd", count, i);
+            return -1;
+        }
+        ParseResult res = parse_record(&p, end, &r);
+        if (res.fault) {
+            RAISE(CorruptRecordError, NULL, position, 0, 0, "record %zd: %s at byte %zd of the records", i, res.fault,
+                  (Py_ssize_t)(res.at - start));
+            return -1;
+        }
+        if (i == 0 || r.ts_delta < w->min_ts_delta)
+            w->min_ts_delta = r.ts_delta;
+        if (i == 0 || r.ts_delta > w->max_ts_delta)
+            w->max_ts_delta = r.ts_delta;
+        if (w->bad_offset < 0 && r.off_delta != i)
+            w->bad_offset = i;
+        if (w->null_key < 0 && r.key_len < 0)
+            w->null_key = i;
+        if (w->search && !w->found) {
+            int64_t ts = w->log_append_time ? w->max_ts : wrap_add(w->base_ts, r.ts_delta);
+            int64_t offset = wrap_add(w->base_offset, r.off_delta);
+            if (ts >= w->target && offset >= w->start_offset) {
+                w->found = 1;
+                w->found_ts = ts;
+                w->found_offset = offset;
+            }
+        }
+    }
+    if (p != end) {
+        RAISE(CorruptRecordError, NULL, position, 0, 0,
+              "record count %zd disagrees with the batch: %zd bytes follow the last record", count,
+              (Py_ssize_t)(end - p));
+        return -1;
+    }
+    return 0;
+}
+
+/* The records of the batch at `at` of `owner` (size bytes at b): the bytes after
+ * the header, or, compressed, what decompress(codec, view) gives (held in *held,
+ * to release). A decompression fault is placed at the batch, as RecordBatch's
+ * records_section places it. */
+static int
+records_of(PyObject *owner, const uint8_t *b, Py_ssize_t at, Py_ssize_t size, PyObject *decompress,
+           Py_buffer *held, const uint8_t **records, Py_ssize_t *len)
+{
+    int codec = i16_at(b + H_ATTRIBUTES) & A_CODEC;
+    if (codec == 0) {
+        *records = b + HEADER_SIZE;
+        *len = size - HEADER_SIZE;
+        return 0;
+    }
+    PyObject *whole = PyMemoryView_FromObject(owner);
+    PyObject *body = whole ? PySequence_GetSlice(whole, at + HEADER_SIZE, at + size) : NULL;
+    PyObject *out = body ? PyObject_CallFunction(decompress, "iO", codec, body) : NULL;
+    Py_XDECREF(body);
+    Py_XDECREF(whole);
+    if (out == NULL) {
+        if (PyErr_ExceptionMatches(CorruptRecordError)) {
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            PyErr_NormalizeException(&type, &value, &tb);
+            PyObject *method = PyObject_GetAttrString(value, "at");
+            PyObject *empty = PyTuple_New(0);
+            PyObject *place = Py_BuildValue("{s:n,s:L}", "position", at, "offset", (long long)i64_at(b));
+            PyObject *placed = method && empty && place ? PyObject_Call(method, empty, place) : NULL;
+            Py_XDECREF(method);
+            Py_XDECREF(empty);
+            Py_XDECREF(place);
+            if (placed == NULL) {
+                Py_XDECREF(type);
+                Py_XDECREF(value);
+                Py_XDECREF(tb);
+                return -1;
+            }
+            Py_DECREF(placed);
+            PyErr_Restore(type, value, tb);
+        }
+        return -1;
+    }
+    int rc = PyObject_GetBuffer(out, held, PyBUF_SIMPLE);
+    Py_DECREF(out);
+    if (rc < 0)
+        return -1;
+    *records = held->buf;
+    *len = held->len;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ append */
+
+/* What validation learns of a batch of an append. */
+typedef struct {
+    Py_ssize_t position, size;
+    int32_t count, delta, epoch;
+    int64_t max_ts, base;
+} Facts;
+
+typedef struct {
+    int leader, allow_control, compact, check_ts;
+    Py_ssize_t max_bytes;
+    int64_t low, high; /* CreateTime timestamps allowed, with check_ts */
+    PyObject *decompress, *file;
+} AppendRules;
+
+/* log.py's _validate_general over a whole append, fault for fault. Returns the
+ * number of batches (their facts in *out, PyMem-allocated), -1 with an exception
+ * set, or -2 at a legacy batch before any fault (the general path's). */
+static Py_ssize_t
+validate_append(PyObject *owner, const uint8_t *data, Py_ssize_t len, const AppendRules *rules, Facts **out)
+{
+    Py_ssize_t pos = 0, n = 0, cap = 4;
+    Facts *facts = PyMem_Malloc(sizeof(Facts) * (size_t)cap);
+    i128 prev_last = -1;
+    Fault f = {F_NONE};
+    PyObject *file = rules->file;
+    if (facts == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (;;) {
+        Py_ssize_t end = 0;
+        Frame kind = frame_at(data, len, pos, 0, -1, &end, &f);
+        if (kind == FRAME_PARTIAL)
+            break;
+        if (kind == FRAME_LEGACY) {
+            PyMem_Free(facts);
+            return -2;
+        }
+        if (kind == FRAME_FAULT) {
+            raise_fault(&f);
+            goto fail;
+        }
+        const uint8_t *b = data + pos;
+        Py_ssize_t size = end - pos;
+        if (size > rules->max_bytes) {
+            RAISE(RecordTooLargeError, file, pos, 0, 0, "batch of %zd bytes exceeds max.message.bytes %zd", size,
+                  rules->max_bytes);
+            goto fail;
+        }
+        if (!batch_ok(b, size, &f)) {
+            raise_fault(&f);
+            goto fail;
+        }
+        Facts x = {pos, size, i32_at(b + H_COUNT), i32_at(b + H_LAST_DELTA), i32_at(b + H_EPOCH), i64_at(b + H_MAX_TS),
+                   i64_at(b)};
+        if (rules->leader) {
+            int control = i16_at(b + H_ATTRIBUTES) & A_CONTROL;
+            if (control && !rules->allow_control) {
+                RAISE(InvalidRecordError, file, pos, 0, 0, "clients may not write control batches");
+                goto fail;
+            }
+            if (x.delta != (int64_t)x.count - 1) {
+                RAISE(InvalidRecordError, file, pos, 0, 0, "last offset delta %d disagrees with the record count %d",
+                      x.delta, x.count);
+                goto fail;
+            }
+            Py_buffer held = {NULL};
+            const uint8_t *records;
+            Py_ssize_t records_len;
+            if (records_of(owner, b, pos, size, rules->decompress, &held, &records, &records_len) < 0)
+                goto fail;
+            Walk w = {0};
+            int rc = walk_records(records, records_len, x.count, pos, &w);
+            if (held.obj != NULL)
+                PyBuffer_Release(&held);
+            if (rc < 0)
+                goto fail;
+            if (w.bad_offset >= 0) {
+                RAISE(InvalidRecordError, file, pos, 0, 0, "record %zd has an offset delta other than %zd",
+                      w.bad_offset, w.bad_offset);
+                goto fail;
+            }
+            if (w.null_key >= 0 && !control && rules->compact) {
+                RAISE(InvalidRecordError, file, pos, 0, 0, "a compacted topic cannot accept a record without a key");
+                goto fail;
+            }
+            if (x.count && rules->check_ts) {
+                i128 base_ts = i64_at(b + H_BASE_TS);
+                i128 lowest = base_ts + w.min_ts_delta, highest = base_ts + w.max_ts_delta;
+                if (lowest < rules->low || highest > rules->high) {
+                    char t1[48], t2[48];
+                    RAISE(InvalidTimestampError, file, pos, 0, 0,
+                          "timestamps %s..%s are outside [%lld, %lld] "
+                          "(message.timestamp.before.max.ms / after.max.ms)",
+                          i128_text(lowest, t1), i128_text(highest, t2), (long long)rules->low,
+                          (long long)rules->high);
+                    goto fail;
+                }
+                x.max_ts = (int64_t)highest;
+            }
+        }
+        else {
+            if ((i128)x.base <= prev_last) {
+                char t[48];
+                RAISE(UnexpectedAppendOffsetError, file, -1, 1, x.base, "batch offsets %lld.. do not follow %s",
+                      (long long)x.base, i128_text(prev_last, t));
+                goto fail;
+            }
+            prev_last = (i128)x.base + x.delta;
+        }
+        if (n == cap) {
+            Facts *grown = PyMem_Realloc(facts, sizeof(Facts) * (size_t)(cap *= 2));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            facts = grown;
+        }
+        facts[n++] = x;
+        pos = end;
+    }
+    if (pos < len) {
+        RAISE(CorruptRecordError, file, pos, 0, 0, "%zd bytes of a partial batch at the end of the append", len - pos);
+        goto fail;
+    }
+    if (n == 0) {
+        RAISE(InvalidRecordError, file, -1, 0, 0, "an append must hold at least one batch");
+        goto fail;
+    }
+    *out = facts;
+    return n;
+fail:
+    PyMem_Free(facts);
+    return -1;
+}
+
+/* A leader's edits of validated batches, and what the log and segment need of
+ * them: (entries, first offset, last offset, max timestamp, record count). */
+static PyObject *
+assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t next_offset, int32_t epoch,
+       int stamping, int64_t append_time)
+{
+    i128 offset = next_offset;
+    for (Py_ssize_t i = 0; i < n; i++) { /* every offset first: nothing is written unless all fit */
+        const Facts *f = &facts[i];
+        if (f->position < 0 || f->size < HEADER_SIZE || f->position > len - f->size) {
+            PyErr_SetString(PyExc_ValueError, "a batch lies outside the buffer");
+            return NULL;
+        }
+        offset += (i128)f->delta + 1;
+        if (offset - 1 > INT64_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "offsets past the largest int64");
+            return NULL;
+        }
+    }
+    PyObject *entries = PyList_New(n);
+    if (entries == NULL)
+        return NULL;
+    int64_t base = next_offset, max_ts = 0, last = 0;
+    long long records = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const Facts *f = &facts[i];
+        uint8_t *b = data + f->position;
+        int64_t batch_max_ts = f->max_ts;
+        store_be(b, 8, (uint64_t)base);
+        store_be(b + H_EPOCH, 4, (uint32_t)epoch);
+        if (stamping) {
+            store_be(b + H_ATTRIBUTES, 2, (uint16_t)(i16_at(b + H_ATTRIBUTES) | A_LOG_APPEND_TIME));
+            store_be(b + H_MAX_TS, 8, (uint64_t)append_time);
+            store_be(b + H_CRC, 4, crc32c_of(b + H_ATTRIBUTES, (size_t)(f->size - H_ATTRIBUTES)));
+            batch_max_ts = append_time;
+        }
+        last = base + f->delta;
+        if (i == 0 || batch_max_ts > max_ts)
+            max_ts = batch_max_ts;
+        records += f->count;
+        PyObject *entry = Py_BuildValue("(nnLL)", f->position, f->size, (long long)last, (long long)batch_max_ts);
+        if (entry == NULL) {
+            Py_DECREF(entries);
+            return NULL;
+        }
+        PyList_SET_ITEM(entries, i, entry);
+        base = last + 1;
+    }
+    return Py_BuildValue("(NLLLL)", entries, (long long)next_offset, (long long)last, (long long)max_ts, records);
+}
+
+/* (next offset, epoch, append time or None, segment bytes) of an assignment. */
+typedef struct {
+    long long next_offset, segment_bytes;
+    int epoch, stamping;
+    long long append_time;
+} Assignment;
+
+static int
+parse_assignment(PyObject *spec, Assignment *a)
+{
+    PyObject *stamp;
+    if (!PyArg_ParseTuple(spec, "LiOL", &a->next_offset, &a->epoch, &stamp, &a->segment_bytes))
+        return -1;
+    a->stamping = stamp != Py_None;
+    if (a->stamping && (a->append_time = PyLong_AsLongLong(stamp)) == -1 && PyErr_Occurred())
+        return -1;
+    return 0;
+}
+
+PyDoc_STRVAR(check_append_doc,
+             "check_append(buffer, leader, allow_control, compact, max_bytes, timestamp_bounds, decompress, file,\n"
+             "             assignment=None)\n\n"
+             "Validate an append of v2 batches as log.py's general path does, fault for fault: framing,\n"
+             "max.message.bytes, CRC, counts; a leader's checks of control batches, offset deltas, record\n"
+             "structure, null keys in a compacted topic and CreateTime timestamps within timestamp_bounds\n"
+             "(lowest, highest), or None when they are not checked; a follower's offsets increasing.\n"
+             "A batch's max timestamp is its records' largest when timestamps are checked, else its header's.\n\n"
+             "Without assignment: a list of (position, size, record count, last offset delta, max timestamp,\n"
+             "epoch, base offset), one a batch. With assignment, (next offset, leader epoch, append time or\n"
+             "None, segment.bytes): the append's size is checked against segment.bytes and the batches edited\n"
+             "as assign_offsets edits them, whose answer comes back. None, with nothing written, when the\n"
+             "buffer holds a legacy (magic 0/1) batch before any fault: the general path's.");
+
+static PyObject *
+check_append(PyObject *self, PyObject *args)
+{
+    PyObject *owner, *max_bytes, *bounds, *spec = Py_None;
+    AppendRules rules = {0};
+    if (!PyArg_ParseTuple(args, "OpppO!OOO|O", &owner, &rules.leader, &rules.allow_control, &rules.compact,
+                          &PyLong_Type, &max_bytes, &bounds, &rules.decompress, &rules.file, &spec))
+        return NULL;
+    int overflow;
+    long long limit = PyLong_AsLongLongAndOverflow(max_bytes, &overflow);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    rules.max_bytes = overflow > 0 || limit > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : limit < 0 ? -1 : (Py_ssize_t)limit;
+    Assignment a = {0};
+    long long low = 0, high = 0;
+    rules.check_ts = bounds != Py_None;
+    if (rules.check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
+        return NULL;
+    rules.low = low;
+    rules.high = high;
+    if (spec != Py_None && parse_assignment(spec, &a) < 0)
+        return NULL;
+    Py_buffer buf;
+    if (PyObject_GetBuffer(owner, &buf, spec != Py_None ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return NULL;
+    Facts *facts = NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = validate_append(owner, buf.buf, buf.len, &rules, &facts);
+    if (n == -2) {
+        result = Py_NewRef(Py_None);
+    }
+    else if (n >= 0 && spec != Py_None) {
+        if (buf.len > a.segment_bytes)
+            RAISE(RecordTooLargeError, rules.file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld",
+                  buf.len, a.segment_bytes);
+        else
+            result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time);
+    }
+    else if (n >= 0 && (result = PyList_New(n)) != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const Facts *x = &facts[i];
+            PyObject *item = Py_BuildValue("(nniiLiL)", x->position, x->size, x->count, x->delta,
+                                           (long long)x->max_ts, x->epoch, (long long)x->base);
+            if (item == NULL) {
+                Py_CLEAR(result);
+                break;
+            }
+            PyList_SET_ITEM(result, i, item);
+        }
+    }
+    PyMem_Free(facts);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+PyDoc_STRVAR(assign_offsets_doc,
+             "assign_offsets(buffer, batches, next_offset, epoch, append_time) -> "
+             "(entries, first_offset, last_offset, max_timestamp, record_count)\n\n"
+             "A leader's edits of the batches check_append listed: base offsets from next_offset, the\n"
+             "leader epoch, and with append_time (not None) the LogAppendTime stamp and a new CRC.\n"
+             "entries lists (position, size, last offset, max timestamp) of each batch, as the segment\n"
+             "indexes them. Nothing is written unless every offset fits in an int64.");
+
+static PyObject *
+assign_offsets(PyObject *self, PyObject *args)
+{
+    PyObject *batches, *stamp;
+    Py_buffer buf;
+    long long next_offset, append_time = 0;
+    int epoch;
+    if (!PyArg_ParseTuple(args, "w*O!LiO", &buf, &PyList_Type, &batches, &next_offset, &epoch, &stamp))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(batches);
+    Facts *facts = PyMem_Malloc(sizeof(Facts) * (size_t)(n ? n : 1));
+    int stamping = stamp != Py_None;
+    if (facts == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (stamping && (append_time = PyLong_AsLongLong(stamp)) == -1 && PyErr_Occurred())
+        goto done;
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "no batches to assign offsets to");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Facts *f = &facts[i];
+        long long max_ts, base;
+        if (!PyArg_ParseTuple(PyList_GET_ITEM(batches, i), "nniiLiL", &f->position, &f->size, &f->count, &f->delta,
+                              &max_ts, &f->epoch, &base))
+            goto done;
+        f->max_ts = max_ts;
+        f->base = base;
+    }
+    result = assign(buf.buf, buf.len, facts, n, next_offset, epoch, stamping, append_time);
+done:
+    PyMem_Free(facts);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------ recovery */
+
+typedef struct {
+    uint8_t *data;
+    size_t len, cap;
+} Bytes;
+
+static int
+bytes_put(Bytes *o, const uint8_t *p, size_t n)
+{
+    if (o->len + n > o->cap) {
+        size_t cap = o->cap ? o->cap * 2 : 1024;
+        while (cap < o->len + n)
+            cap *= 2;
+        uint8_t *grown = PyMem_RawRealloc(o->data, cap);
+        if (grown == NULL)
+            return -1;
+        o->data = grown;
+        o->cap = cap;
+    }
+    memcpy(o->data + o->len, p, n);
+    o->len += n;
+    return 0;
+}
+
+typedef enum { STOP_END, STOP_LEGACY, STOP_FAULT, STOP_NO_MEMORY, STOP_POSITION } Stop;
+
+/* One walk of recover_batches, with no Python object in it (it runs without the GIL). */
+typedef struct {
+    /* in */
+    const uint8_t *data;
+    Py_ssize_t len, origin;
+    int64_t segment_base, limit, interval;
+    /* carried from call to call */
+    Py_ssize_t pos;
+    int64_t prev_rel; /* the last offset so far, relative to the segment base */
+    int has_epoch;
+    int32_t epoch;
+    int64_t since, max_ts, max_ts_offset, indexed_ts;
+    /* out */
+    Bytes offsets, times, epochs; /* index entries as the files hold them; (epoch int32, base int64) pairs */
+    Fault fault;
+} Recovery;
+
+static Stop
+recover_walk(Recovery *r)
+{
+    const uint8_t *data = r->data;
+    for (;;) {
+        Py_ssize_t end = 0, pos = r->pos;
+        Frame kind = frame_at(data, r->len, pos, r->origin, r->limit, &end, &r->fault);
+        if (kind == FRAME_PARTIAL)
+            return STOP_END;
+        if (kind == FRAME_LEGACY)
+            return STOP_LEGACY;
+        if (kind == FRAME_FAULT)
+            return STOP_FAULT;
+        const uint8_t *b = data + pos;
+        Py_ssize_t size = end - pos;
+        if (!batch_ok(b, size, &r->fault))
+            return STOP_FAULT;
+        int64_t base = i64_at(b), max_ts = i64_at(b + H_MAX_TS);
+        i128 base_rel = (i128)base - r->segment_base, last_rel = base_rel + i32_at(b + H_LAST_DELTA);
+        if (base_rel <= r->prev_rel || last_rel < 0 || last_rel > MAX_RELATIVE_OFFSET) {
+            r->fault = (Fault){F_NOT_FOLLOWING, r->origin + pos, base, 0, 0, 0, (i128)base,
+                               last_rel + r->segment_base, (i128)r->prev_rel + r->segment_base};
+            return STOP_FAULT;
+        }
+        r->prev_rel = (int64_t)last_rel;
+        int64_t last = r->segment_base + r->prev_rel;
+        /* segment.py's _index_batches, batch by batch */
+        if (max_ts > r->max_ts) {
+            r->max_ts = max_ts;
+            r->max_ts_offset = last;
+        }
+        if (r->since > r->interval) {
+            Py_ssize_t position = r->origin + pos;
+            if (position > INT32_MAX)
+                return STOP_POSITION;
+            uint8_t entry[12];
+            store_be(entry, 4, (uint32_t)r->prev_rel);
+            store_be(entry + 4, 4, (uint32_t)position);
+            if (bytes_put(&r->offsets, entry, 8) < 0)
+                return STOP_NO_MEMORY;
+            if (r->max_ts > r->indexed_ts) {
+                store_be(entry, 8, (uint64_t)r->max_ts);
+                store_be(entry + 8, 4, (uint32_t)(r->max_ts_offset - r->segment_base));
+                if (bytes_put(&r->times, entry, 12) < 0)
+                    return STOP_NO_MEMORY;
+                r->indexed_ts = r->max_ts;
+            }
+            r->since = 0;
+        }
+        r->since += size;
+        int32_t epoch = i32_at(b + H_EPOCH);
+        if (!r->has_epoch || epoch != r->epoch) {
+            uint8_t change[12];
+            r->has_epoch = 1;
+            r->epoch = epoch;
+            store_be(change, 4, (uint32_t)epoch);
+            store_be(change + 4, 8, (uint64_t)base);
+            if (bytes_put(&r->epochs, change, 12) < 0)
+                return STOP_NO_MEMORY;
+        }
+        r->pos = end;
+    }
+}
+
+PyDoc_STRVAR(recover_batches_doc,
+             "recover_batches(chunk, start, origin, segment_base, max_batch_size, interval, state)\n"
+             "    -> (end, state, offset_entries, time_entries, epochs, stop)\n\n"
+             "Walk the whole v2 batches of chunk from start as a segment's recovery does (chunk starts at\n"
+             "byte origin of the segment): framing (max_batch_size < 0: no limit), CRC, counts, offsets\n"
+             "increasing and within an int32 of segment_base. state, carried from call to call, is\n"
+             "(previous last offset - segment_base, epoch or None, bytes since the last index entry,\n"
+             "max timestamp, its offset, last time index timestamp). The index entries of the batches\n"
+             "walked (one each time more than interval bytes passed since the last) come packed as the\n"
+             ".index and .timeindex files hold them; epochs lists (epoch, base offset) where the leader\n"
+             "epoch changed. The walk ends at end: stop is None at a partial batch or the chunk's end,\n"
+             "True at a legacy batch (for Python to walk), or the CorruptRecordError of a bad batch.\n"
+             "The GIL is released while it walks.");
+
+static PyObject *
+recover_batches(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    PyObject *epoch_in;
+    long long segment_base, limit, interval, prev_rel, since, max_ts, max_ts_offset, indexed_ts;
+    Py_ssize_t start, origin;
+    if (!PyArg_ParseTuple(args, "y*nnLLL(LOLLLL)", &buf, &start, &origin, &segment_base, &limit, &interval,
+                          &prev_rel, &epoch_in, &since, &max_ts, &max_ts_offset, &indexed_ts))
+        return NULL;
+    Recovery r = {.data = buf.buf, .len = buf.len, .origin = origin, .segment_base = segment_base, .limit = limit,
+                  .interval = interval, .pos = start, .prev_rel = prev_rel, .since = since, .max_ts = max_ts,
+                  .max_ts_offset = max_ts_offset, .indexed_ts = indexed_ts};
+    PyObject *result = NULL;
+    if (start < 0 || start > buf.len) {
+        PyErr_SetString(PyExc_ValueError, "start lies outside the chunk");
+        goto done;
+    }
+    if (epoch_in != Py_None) {
+        long e = PyLong_AsLong(epoch_in);
+        if (e == -1 && PyErr_Occurred())
+            goto done;
+        r.has_epoch = 1;
+        r.epoch = (int32_t)e;
+    }
+    if ((i128)max_ts_offset - segment_base < 0 || (i128)max_ts_offset - segment_base > MAX_RELATIVE_OFFSET) {
+        PyErr_SetString(PyExc_ValueError, "the max timestamp's offset lies outside the segment");
+        goto done;
+    }
+    Stop stop;
+    Py_BEGIN_ALLOW_THREADS
+    stop = recover_walk(&r);
+    Py_END_ALLOW_THREADS
+    if (stop == STOP_NO_MEMORY) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (stop == STOP_POSITION) {
+        PyErr_Format(PyExc_OverflowError, "position %zd does not fit in an offset index entry", r.origin + r.pos);
+        goto done;
+    }
+    PyObject *stopped;
+    if (stop == STOP_FAULT) {
+        if ((stopped = fault_object(&r.fault)) == NULL)
+            goto done;
+    }
+    else {
+        stopped = stop == STOP_LEGACY ? Py_True : Py_None;
+        Py_INCREF(stopped);
+    }
+    PyObject *epochs = PyList_New((Py_ssize_t)(r.epochs.len / 12));
+    if (epochs == NULL) {
+        Py_DECREF(stopped);
+        goto done;
+    }
+    for (size_t i = 0; i < r.epochs.len / 12; i++) {
+        const uint8_t *e = r.epochs.data + 12 * i;
+        PyObject *pair = Py_BuildValue("(iL)", i32_at(e), (long long)i64_at(e + 4));
+        if (pair == NULL) {
+            Py_DECREF(epochs);
+            Py_DECREF(stopped);
+            goto done;
+        }
+        PyList_SET_ITEM(epochs, (Py_ssize_t)i, pair);
+    }
+    PyObject *epoch_out = r.has_epoch ? PyLong_FromLong(r.epoch) : Py_NewRef(Py_None);
+    result = Py_BuildValue("(n(LNLLLL)y#y#NN)", r.pos, (long long)r.prev_rel, epoch_out, (long long)r.since,
+                           (long long)r.max_ts, (long long)r.max_ts_offset, (long long)r.indexed_ts,
+                           r.offsets.data ? (const char *)r.offsets.data : "", (Py_ssize_t)r.offsets.len,
+                           r.times.data ? (const char *)r.times.data : "", (Py_ssize_t)r.times.len, epochs, stopped);
+done:
+    PyMem_RawFree(r.offsets.data);
+    PyMem_RawFree(r.times.data);
+    PyMem_RawFree(r.epochs.data);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+/* ------------------------------------------------------------------ lookup */
+
+PyDoc_STRVAR(find_timestamp_doc,
+             "find_timestamp(records, count, base_offset, base_timestamp, log_append_time, max_timestamp, "
+             "target, start_offset, batch_position) -> (timestamp, offset) | None\n\n"
+             "The first record, in a batch's (decompressed) records section, whose timestamp is >= target\n"
+             "and offset >= start_offset, without record objects. Every record is walked and checked as\n"
+             "decode_records checks them, so a damaged batch fails as decoding it does.");
+
+static PyObject *
+find_timestamp(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t count, position;
+    long long base_offset, base_ts, max_ts, target, start_offset;
+    int log_append_time;
+    if (!PyArg_ParseTuple(args, "y*nLLpLLLn", &buf, &count, &base_offset, &base_ts, &log_append_time, &max_ts,
+                          &target, &start_offset, &position))
+        return NULL;
+    Walk w = {.search = 1, .log_append_time = log_append_time, .base_offset = base_offset, .base_ts = base_ts,
+              .max_ts = max_ts, .target = target, .start_offset = start_offset};
+    int rc = walk_records(buf.buf, buf.len, count, position, &w);
+    PyBuffer_Release(&buf);
+    if (rc < 0)
+        return NULL;
+    if (!w.found)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(LL)", (long long)w.found_ts, (long long)w.found_offset);
+}
+
+/* ------------------------------------------------------------------ crc */
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, hardware=True) -> int\n\n"
+                         "CRC32C of data (the CPU's instruction where it has one; hardware=False: the tables).");
+
+static PyObject *
+crc32c(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    int hardware = 1;
+    if (!PyArg_ParseTuple(args, "y*|p", &buf, &hardware))
+        return NULL;
+    uint32_t (*update)(uint32_t, const uint8_t *, size_t) = hardware ? crc_update : crc_soft;
+    uint32_t value = ~update(~0u, buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(value);
+}
+
+static PyMethodDef methods[] = {
+    {"check_append", check_append, METH_VARARGS, check_append_doc},
+    {"assign_offsets", assign_offsets, METH_VARARGS, assign_offsets_doc},
+    {"recover_batches", recover_batches, METH_VARARGS, recover_batches_doc},
+    {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},
+    {"crc32c", crc32c, METH_VARARGS, crc32c_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "seglog.records._scan", "Walks over whole buffers of v2 batches.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__scan(void)
+{
+    PyObject *errors = PyImport_ImportModule("seglog.errors");
+    if (errors == NULL)
+        return NULL;
+    struct {
+        PyObject **slot;
+        const char *name;
+    } wanted[] = {
+        {&CorruptRecordError, "CorruptRecordError"},
+        {&InvalidRecordError, "InvalidRecordError"},
+        {&InvalidTimestampError, "InvalidTimestampError"},
+        {&RecordTooLargeError, "RecordTooLargeError"},
+        {&UnexpectedAppendOffsetError, "UnexpectedAppendOffsetError"},
+    };
+    for (size_t i = 0; i < sizeof wanted / sizeof wanted[0]; i++) {
+        *wanted[i].slot = PyObject_GetAttrString(errors, wanted[i].name);
+        if (*wanted[i].slot == NULL) {
+            Py_DECREF(errors);
+            return NULL;
+        }
+    }
+    Py_DECREF(errors);
+    crc_init();
+#ifdef SCAN_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2"))
+        crc_update = crc_hard;
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "HARDWARE_CRC", crc_update != crc_soft) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,67 @@
+from collections.abc import Callable
+from typing import Any, overload
+
+HARDWARE_CRC: int
+
+_Facts = tuple[int, int, int, int, int, int, int]
+_Assigned = tuple[list[tuple[int, int, int, int]], int, int, int, int]
+
+@overload
+def check_append(
+    buffer: Any,
+    leader: bool,
+    allow_control: bool,
+    compact: bool,
+    max_bytes: int,
+    timestamp_bounds: tuple[int, int] | None,
+    decompress: Callable[[int, memoryview], Any],
+    file: str | None,
+    assignment: None = None,
+) -> list[_Facts] | None: ...
+@overload
+def check_append(
+    buffer: Any,
+    leader: bool,
+    allow_control: bool,
+    compact: bool,
+    max_bytes: int,
+    timestamp_bounds: tuple[int, int] | None,
+    decompress: Callable[[int, memoryview], Any],
+    file: str | None,
+    assignment: tuple[int, int, int | None, int],
+) -> _Assigned | None: ...
+def assign_offsets(
+    buffer: bytearray | memoryview,
+    batches: list[_Facts],
+    next_offset: int,
+    epoch: int,
+    append_time: int | None,
+) -> _Assigned: ...
+def recover_batches(
+    chunk: Any,
+    start: int,
+    origin: int,
+    segment_base: int,
+    max_batch_size: int,
+    interval: int,
+    state: tuple[int, int | None, int, int, int, int],
+) -> tuple[
+    int,
+    tuple[int, int | None, int, int, int, int],
+    bytes,
+    bytes,
+    list[tuple[int, int]],
+    BaseException | bool | None,
+]: ...
+def find_timestamp(
+    records: Any,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    log_append_time: bool,
+    max_timestamp: int,
+    target: int,
+    start_offset: int,
+    batch_position: int,
+) -> tuple[int, int] | None: ...
+def crc32c(data: Any, hardware: bool = True) -> int: ...
