@@ -159,7 +159,7 @@ class _Index:
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        return self.entries >= self.length // self.entry_size
 
     @property
     def size_in_bytes(self) -> int:
@@ -253,7 +253,20 @@ class OffsetIndex(_Index):
         return position, following
 
     def append(self, offset: int, position: int) -> None:
-        self.append_entries([(offset, position)])
+        """One entry (an append of one batch writes one at the most): the checks of
+        ``append_entries``, unrolled."""
+        n, mm, rel = self.entries, self._writable_map(), offset - self.base_offset
+        if n and rel <= _I32.unpack_from(mm, n * 8 - 8)[0]:
+            previous = self.base_offset + _I32.unpack_from(mm, n * 8 - 8)[0]
+            raise CorruptIndexError(
+                f"offset {offset} appended after {previous}: index offsets must increase", file=self.path
+            )
+        if n >= self.length >> 3:
+            raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
+        if not 0 <= rel <= MAX_RELATIVE_OFFSET:
+            self.relative_offset(offset)  # raises
+        _OFFSET_ENTRY.pack_into(mm, n * 8, rel, position)
+        self.entries = n + 1
 
     def append_entries(self, entries: list[tuple[int, int]]) -> None:
         """Append (offset, position) entries, offsets increasing, in one write: the
@@ -334,7 +347,7 @@ class TimeIndex(_Index):
 
     @property
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries - 1
+        return self.entries >= self.length // 12 - 1  # the last slot is the roll's
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The largest entry with timestamp <= ``timestamp``; (-1, base offset) below the first."""
@@ -347,8 +360,29 @@ class TimeIndex(_Index):
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` is larger than the last entry's (an empty index's last
         entry is (-1, base offset), as Kafka's: batches without timestamps get no entry)."""
-        if timestamp > self.last_entry[0]:
-            self.append_entries([(timestamp, offset)], skip_full_check)
+        n, mm = self.entries, self._mmap
+        if n and mm is not None:
+            last_ts, rel = _TIME_ENTRY.unpack_from(mm, n * 12 - 12)
+            last_offset = self.base_offset + rel
+        else:
+            last_ts, last_offset = NO_TIMESTAMP, _BELOW_ANY
+        if timestamp <= last_ts:
+            return
+        # append_entries's checks, unrolled for the one entry
+        mm = self._writable_map()
+        if offset < last_offset:
+            raise CorruptIndexError(
+                f"entry (timestamp {timestamp}, offset {offset}) appended after "
+                f"(timestamp {last_ts}, offset {last_offset}) in a time index",
+                file=self.path,
+            )
+        if n + 1 > self.length // 12 - (0 if skip_full_check else 1):
+            raise CorruptIndexError(f"time index is full ({n} entries)", file=self.path)
+        rel = offset - self.base_offset
+        if not 0 <= rel <= MAX_RELATIVE_OFFSET:
+            self.relative_offset(offset)  # raises
+        _TIME_ENTRY.pack_into(mm, n * 12, timestamp, rel)
+        self.entries = n + 1
 
     def append_entries(self, entries: list[tuple[int, int]], skip_full_check: bool = False) -> None:
         """Append (timestamp, offset) entries in one write: timestamps increasing (past

@@ -29,7 +29,6 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
 from ..config import LogConfig
@@ -49,17 +48,17 @@ from ..records import (
     LegacyBatch,
     Record,
     RecordBatch,
-    TimestampType,
     _codec,
+    _scan,
     build_batch,
 )
 from ..records.batch import (
     COMPRESSION_CODEC_MASK,
     CONTROL_FLAG_MASK,
     HEADER_SIZE,
-    assign_offset_and_epoch,
     check_batch,
 )
+from ..records.compression import decompress
 from . import fileio
 from .leader_epoch import LeaderEpochCache
 from .naming import (
@@ -79,6 +78,12 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 _READ_ONLY_LOAD_ATTEMPTS = 5
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+# What validation learns of each batch of an append, in this order: position in the
+# append's buffer, size, record count, last offset delta, max timestamp, leader epoch,
+# base offset. Tuples, made by _scan.check_append (or the general path alike).
+_Facts = tuple[int, int, int, int, int, int, int]
 
 
 def _now_ms() -> int:
@@ -94,19 +99,6 @@ class AppendInfo(NamedTuple):
     record_count: int
     size: int
     log_append_time: int = -1
-
-
-@dataclass(slots=True)
-class _Batch:
-    """One batch of an append, as validation found it."""
-
-    position: int  # in the append's buffer
-    size: int
-    count: int
-    last_offset_delta: int
-    max_timestamp: int
-    epoch: int
-    base_offset: int
 
 
 class PartitionLog:
@@ -377,14 +369,38 @@ class PartitionLog:
         rewriting base offsets, stamp LogAppendTime if configured.
 
         ``origin`` is "client" (a producer: no control batches), or "coordinator"
-        (the transaction coordinator's markers)."""
+        (the transaction coordinator's markers).
+
+        As in Kafka (LogValidator runs under the log's lock), the batches are validated
+        where their offsets are assigned: one C call (``_scan.check_append``) makes every
+        check of ``_validate_general`` and then the edits, or none of them."""
         if origin != "client" and origin != "coordinator":
             raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
         buffer = data if isinstance(data, bytearray) else bytearray(data)
-        batches = self._validate(buffer, leader=True, origin=origin)
         with self._lock:
-            self._check_open()
-            return self._append_locked(buffer, batches, assign_offsets=True)
+            if self.closed or self.read_only:
+                self._check_open()
+            c = self.config
+            bounds = self._timestamp_bounds() if c.message_timestamp_type == "CreateTime" else None
+            stamp = self._clock() if c.message_timestamp_type == "LogAppendTime" else None
+            assignment = (self._next_offset, self.leader_epoch, stamp, c.segment_bytes)
+            assigned = _scan.check_append(
+                buffer,
+                True,
+                origin != "client",
+                c.compact,
+                c.max_message_bytes,
+                bounds,
+                decompress,
+                self.dir,
+                assignment,
+            )
+            if assigned is None:
+                self._validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
+                raise AssertionError("legacy batches passed a leader's validation")
+            entries, first, last, max_ts, count = assigned
+            self._append_locked(buffer, entries, first, last, max_ts, ((self.leader_epoch, first),))
+            return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from a leader: offsets and epochs are kept, and
@@ -393,14 +409,22 @@ class PartitionLog:
         batches = self._validate(buffer, leader=False, origin="replication")
         with self._lock:
             self._check_open()
-            if batches and batches[0].base_offset < self._next_offset:
+            first = batches[0][6]
+            if first < self._next_offset:
                 raise UnexpectedAppendOffsetError(
-                    f"follower append starts at offset {batches[0].base_offset}, below the log end offset "
-                    f"{self._next_offset}",
+                    f"follower append starts at offset {first}, below the log end offset {self._next_offset}",
                     file=self.dir,
-                    offset=batches[0].base_offset,
+                    offset=first,
                 )
-            return self._append_locked(buffer, batches, assign_offsets=False)
+            size = len(buffer)
+            if size > self.config.segment_bytes:
+                raise RecordTooLargeError(
+                    f"append of {size} bytes exceeds segment.bytes {self.config.segment_bytes}", file=self.dir
+                )
+            entries = [(at, n, base + delta, ts) for at, n, _, delta, ts, _, base in batches]
+            last, max_ts = entries[-1][2], max(e[3] for e in entries)
+            self._append_locked(buffer, entries, first, last, max_ts, [(b[5], b[6]) for b in batches])
+            return AppendInfo(first, last, max_ts, sum(b[2] for b in batches), size)
 
     def _check_open(self) -> None:
         if self.closed:
@@ -408,12 +432,27 @@ class PartitionLog:
         if self.read_only:
             raise KafkaStorageError(f"log {self.name} is open read-only", file=self.dir)
 
-    def _validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Batch]:
+    def _validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Facts]:
         """Kafka's LogValidator checks; returns what the append needs of each batch.
+
+        One C walk over the whole buffer (``_scan.check_append``) makes every check of
+        the general path below, fault for fault and in the same order; a buffer holding
+        a legacy batch takes the general path."""
+        c = self.config
+        bounds = self._timestamp_bounds() if leader and c.message_timestamp_type == "CreateTime" else None
+        facts = _scan.check_append(
+            buffer, leader, origin != "client", c.compact, c.max_message_bytes, bounds, decompress, self.dir
+        )
+        return facts if facts is not None else self._validate_general(buffer, leader, origin, bounds)
+
+    def _validate_general(
+        self, buffer: bytearray, leader: bool, origin: str, bounds: tuple[int, int] | None
+    ) -> list[_Facts]:
+        """``_validate`` for any buffer, legacy batches too: the referee of the C walk.
 
         Each v2 header is unpacked once (``BatchIterator.headers``) and the checks read
         its fields: a batch object's property reads cost more than the CRC of 16 KiB."""
-        out: list[_Batch] = []
+        out: list[_Facts] = []
         scan = BatchIterator(buffer)
         view = scan.view
         prev_last = -1
@@ -426,7 +465,7 @@ class PartitionLog:
                 )
             if head is not None:
                 check_batch(view, at, end, head, at)
-                out.append(self._validate_v2(view, at, end, head, leader, origin))
+                out.append(self._validate_v2(view, at, end, head, leader, origin, bounds))
             else:
                 legacy = LegacyBatch(view[at:end], at)
                 legacy.validate()
@@ -435,18 +474,14 @@ class PartitionLog:
                         f"magic {legacy.magic} batches cannot be appended; use v2", file=self.dir, position=at
                     )
                 base = legacy.base_offset
-                out.append(
-                    _Batch(at, size, legacy.record_count, legacy.last_offset - base, legacy.max_timestamp, -1, base)
-                )
+                out.append((at, size, legacy.record_count, legacy.last_offset - base, legacy.max_timestamp, -1, base))
             if not leader:
-                b = out[-1]
-                if b.base_offset <= prev_last:
+                base, delta = out[-1][6], out[-1][3]
+                if base <= prev_last:
                     raise UnexpectedAppendOffsetError(
-                        f"batch offsets {b.base_offset}.. do not follow {prev_last}",
-                        file=self.dir,
-                        offset=b.base_offset,
+                        f"batch offsets {base}.. do not follow {prev_last}", file=self.dir, offset=base
                     )
-                prev_last = b.base_offset + b.last_offset_delta
+                prev_last = base + delta
         if scan.remaining:
             raise CorruptRecordError(
                 f"{scan.remaining} bytes of a partial batch at the end of the append",
@@ -457,103 +492,84 @@ class PartitionLog:
             raise InvalidRecordError("an append must hold at least one batch", file=self.dir)
         return out
 
-    def _validate_v2(self, view: memoryview, at: int, end: int, head: tuple, leader: bool, origin: str) -> _Batch:
+    def _validate_v2(
+        self,
+        view: memoryview,
+        at: int,
+        end: int,
+        head: tuple,
+        leader: bool,
+        origin: str,
+        bounds: tuple[int, int] | None,
+    ) -> _Facts:
         base_offset, _, epoch, _, _, attributes, delta, base_ts, max_ts, _, _, _, count = head
-        info = _Batch(at, end - at, count, delta, max_ts, epoch, base_offset)
-        if not leader:
-            return info
-        control = attributes & CONTROL_FLAG_MASK
-        if control and origin == "client":
-            raise self._invalid("clients may not write control batches", at)
-        if delta != count - 1:
-            raise self._invalid(f"last offset delta {delta} disagrees with the record count {count}", at)
-        if attributes & COMPRESSION_CODEC_MASK:
-            records = RecordBatch(view[at:end], at).records_section()
-        else:
-            records = view[at + HEADER_SIZE : end]
-        min_delta, max_delta, bad_offset, null_key = _codec.check_records(records, count, at)
-        if bad_offset >= 0:
-            raise self._invalid(f"record {bad_offset} has an offset delta other than {bad_offset}", at)
-        if null_key >= 0 and not control and self.config.compact:
-            raise self._invalid("a compacted topic cannot accept a record without a key", at)
-        if count and self.config.message_timestamp_type == "CreateTime":
-            self._check_timestamps(base_ts + min_delta, base_ts + max_delta, at)
-            info.max_timestamp = base_ts + max_delta
-        return info
+        if leader:
+            control = attributes & CONTROL_FLAG_MASK
+            if control and origin == "client":
+                raise self._invalid("clients may not write control batches", at)
+            if delta != count - 1:
+                raise self._invalid(f"last offset delta {delta} disagrees with the record count {count}", at)
+            if attributes & COMPRESSION_CODEC_MASK:
+                records = RecordBatch(view[at:end], at).records_section()
+            else:
+                records = view[at + HEADER_SIZE : end]
+            min_delta, max_delta, bad_offset, null_key = _codec.check_records(records, count, at)
+            if bad_offset >= 0:
+                raise self._invalid(f"record {bad_offset} has an offset delta other than {bad_offset}", at)
+            if null_key >= 0 and not control and self.config.compact:
+                raise self._invalid("a compacted topic cannot accept a record without a key", at)
+            if count and bounds is not None:
+                self._check_timestamps(base_ts + min_delta, base_ts + max_delta, at, bounds)
+                max_ts = base_ts + max_delta
+        return (at, end - at, count, delta, max_ts, epoch, base_offset)
 
     def _invalid(self, message: str, position: int) -> InvalidRecordError:
         return InvalidRecordError(message, file=self.dir, position=position)
 
-    def _check_timestamps(self, lowest: int, highest: int, position: int) -> None:
-        now = self._clock()
-        before, after = (
-            self.config.message_timestamp_before_max_ms,
-            self.config.message_timestamp_after_max_ms,
-        )
-        if lowest < now - before or highest > now + after:
+    def _timestamp_bounds(self) -> tuple[int, int]:
+        """The CreateTime timestamps an append may carry: [now - message.timestamp.before.max.ms,
+        now + message.timestamp.after.max.ms], within an int64 (the most a batch can hold)."""
+        now, c = self._clock(), self.config
+        low, high = now - c.message_timestamp_before_max_ms, now + c.message_timestamp_after_max_ms
+        return (low if low > _INT64_MIN else _INT64_MIN, high if high < _INT64_MAX else _INT64_MAX)
+
+    def _check_timestamps(self, lowest: int, highest: int, position: int, bounds: tuple[int, int]) -> None:
+        if lowest < bounds[0] or highest > bounds[1]:
             raise InvalidTimestampError(
-                f"timestamps {lowest}..{highest} are outside [{now - before}, {now + after}] "
+                f"timestamps {lowest}..{highest} are outside [{bounds[0]}, {bounds[1]}] "
                 f"(message.timestamp.before.max.ms / after.max.ms)",
                 file=self.dir,
                 position=position,
             )
 
-    def _append_locked(self, buffer: bytearray, batches: list[_Batch], assign_offsets: bool) -> AppendInfo:
-        append_time = self._assign(buffer, batches) if assign_offsets else -1
-        size = len(buffer)
-        if size > self.config.segment_bytes:
-            raise RecordTooLargeError(
-                f"append of {size} bytes exceeds segment.bytes {self.config.segment_bytes}", file=self.dir
-            )
-        entries = []  # what the segment indexes: (position, size, last offset, max timestamp)
-        max_ts, count = batches[0].max_timestamp, 0
-        for b in batches:
-            entries.append((b.position, b.size, b.base_offset + b.last_offset_delta, b.max_timestamp))
-            max_ts = max_ts if max_ts >= b.max_timestamp else b.max_timestamp
-            count += b.count
-        first, last = batches[0].base_offset, entries[-1][2]
-        segment = self._maybe_roll(size, max_ts, first, last)
+    def _append_locked(
+        self,
+        buffer: bytearray,
+        entries: list[tuple[int, int, int, int]],
+        first: int,
+        last: int,
+        max_ts: int,
+        epochs: Sequence[tuple[int, int]],
+    ) -> None:
+        """Write validated batches with their offsets: ``entries`` is what the segment
+        indexes, (position, size, last offset, max timestamp) of each; ``epochs`` the
+        (leader epoch, start offset) of each batch, for the epoch cache."""
+        segment = self._segments[-1]
+        c = self.config
+        if segment.should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
+            segment = self._roll(first)
+            if not segment.offset_index.can_append_offset(last):
+                raise RecordTooLargeError(
+                    f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
+                )
+        # else the segment can index ``last``: should_roll checks that
         segment.append(buffer, entries)
-        if assign_offsets:
-            self.leader_epoch_cache.assign(self.leader_epoch, first)
-        else:
-            for b in batches:
-                self.leader_epoch_cache.assign(b.epoch, b.base_offset)
+        for epoch, start in epochs:
+            self.leader_epoch_cache.assign(epoch, start)
         self._next_offset = last + 1
         if self.hw_follows_leo:
             self._high_watermark = self._next_offset
         self._maybe_flush()
-        return AppendInfo(first, last, max_ts, count, size, append_time)
-
-    def _assign(self, buffer: bytearray, batches: list[_Batch]) -> int:
-        """Rewrite base offsets and leader epochs in place; stamp LogAppendTime."""
-        view = memoryview(buffer)
-        next_offset = self._next_offset
-        stamp = self.config.message_timestamp_type == "LogAppendTime"
-        now = self._clock() if stamp else -1
-        epoch = self.leader_epoch
-        for b in batches:
-            assign_offset_and_epoch(buffer, b.position, next_offset, epoch)
-            if stamp:
-                RecordBatch(view[b.position : b.position + b.size], b.position).set_max_timestamp(
-                    TimestampType.LOG_APPEND_TIME, now
-                )
-                b.max_timestamp = now
-            b.base_offset = next_offset
-            next_offset += b.last_offset_delta + 1
-        return now
-
-    def _maybe_roll(self, size: int, max_ts: int, first: int, last: int) -> LogSegment:
-        segment = self._segments[-1]
-        c = self.config
-        if not segment.should_roll(size, max_ts, last, c.segment_bytes, c.segment_ms):
-            return segment  # which can index ``last``: should_roll checks that last
-        segment = self._roll(first)
-        if not segment.offset_index.can_append_offset(last):
-            raise RecordTooLargeError(
-                f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
-            )
-        return segment
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset."""

@@ -283,12 +283,12 @@ class LogSegment:
         (position in data, size, last offset, max timestamp)."""
         if not batches:
             return
-        if self._rolling_based_timestamp is None and self.size == 0:
+        start = self.size
+        if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = batches[0][3]
             self._rolling_loaded = True
-        start = self.size
         try:
-            self.handle.pwrite(data, start)
+            (self._handle or self.handle).pwrite(data, start)
         except KafkaStorageError:
             # a full disk can leave part of the data written: cut it off, so the
             # log stays exactly as it was before this append
@@ -302,11 +302,23 @@ class LogSegment:
         that comes more than index.interval.bytes after the last entry, with a time entry
         of the max timestamp so far if it grew. Both indexes take their entries in one
         write each."""
-        max_ts, max_ts_offset = self.max_timestamp_and_offset
-        oi, ti = self.offset_index, self.time_index
-        indexed_ts = ti.last_entry[0]
+        max_ts, max_ts_offset = self._max_ts_and_offset or self.max_timestamp_and_offset
         interval = self.index_interval_bytes
         since = self.bytes_since_last_index_entry
+        if len(batches) == 1:  # an append's usual batch: at most one entry in each index
+            rel, size, last_offset, batch_max_ts = batches[0]
+            if batch_max_ts > max_ts:
+                max_ts, max_ts_offset = batch_max_ts, last_offset
+            if since > interval:
+                (self._offset_index or self.offset_index).append(last_offset, start + rel)
+                # and the max timestamp so far, when it grew past the last entry
+                (self._time_index or self.time_index).maybe_append(max_ts, max_ts_offset)
+                since = 0
+            self.bytes_since_last_index_entry = since + size
+            self._max_ts_and_offset = (max_ts, max_ts_offset)
+            return
+        oi, ti = self.offset_index, self.time_index
+        indexed_ts = ti.last_entry[0]
         offsets: list[tuple[int, int]] = []
         times: list[tuple[int, int]] = []
         for rel, size, last_offset, batch_max_ts in batches:
@@ -374,14 +386,14 @@ class LogSegment:
         if size > segment_bytes - batch_bytes:
             return size > 0
         if size > 0:
-            rolling = self.rolling_based_timestamp
+            rolling = self._rolling_based_timestamp if self._rolling_loaded else self.rolling_based_timestamp
             waited = (
                 (max_timestamp - rolling) if rolling is not None and rolling >= 0 else (self._clock() - self.created_ms)
             )
             if waited > segment_ms - self.roll_jitter_ms:
                 return True
-        oi = self.offset_index
-        return oi.is_full or self.time_index.is_full or not oi.can_append_offset(max_offset)
+        oi, ti = self._offset_index or self.offset_index, self._time_index or self.time_index
+        return oi.is_full or ti.is_full or not 0 <= max_offset - self.base_offset <= MAX_RELATIVE_OFFSET
 
     # --- reading ---------------------------------------------------------------------------
 
