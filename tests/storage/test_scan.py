@@ -4,11 +4,14 @@ hot paths, on random and damaged input: the same answers, and the same faults
 
 - ``check_append`` against ``PartitionLog._validate_general`` (and, for a leader,
   its edits against ``assign_offsets`` and the batch object's own setters);
+- a segment's recovery (``recover_batches`` in chunks, legacy batches handed to
+  Python) against the Python walk it had, kept here as ``recovery_reference``;
 - ``crc32c`` against the crc32c package.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 
@@ -17,9 +20,11 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog.errors import CorruptRecordError, SeglogError
+from seglog.errors import CorruptIndexError, CorruptRecordError, SeglogError
 from seglog.records import (
+    BatchIterator,
     Compression,
+    LegacyBatch,
     Record,
     RecordBatch,
     TimestampType,
@@ -27,8 +32,13 @@ from seglog.records import (
     build_batch,
     build_message_set,
 )
+from seglog.records.batch import check_batch
 from seglog.records.compression import decompress
+from seglog.storage import segment as segment_module
+from seglog.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from seglog.storage.log import PartitionLog
+from seglog.storage.naming import offset_file_name
+from seglog.storage.segment import LogSegment
 
 from .conftest import MS, Clock, new_log
 
@@ -260,7 +270,162 @@ def test_check_append_names_exact_faults(tmp_path):
     assert check(bytes(good) + build_message_set([Record(b"k", b"v", MS, (), 0)], magic=1)) is None
 
 
-# --- CRC -------------------------------------------------------------------------------------
+# --- recovery ----------------------------------------------------------------------------------------
+
+
+def recovery_reference(
+    data: bytes, base: int, interval: int, max_batch_size: int | None
+) -> tuple[int, list, list, list, tuple[int, int], str]:
+    """segment.py's recovery walk as it was in Python before the C walk, over a whole
+    file: (valid bytes, offset index entries, time index entries (the roll's last one
+    too), epoch changes, (max timestamp, its offset), fault)."""
+    scan = BatchIterator(data, max_batch_size=max_batch_size)
+    view = scan.view
+    prev_last, epoch = base - 1, None
+    batches, epochs, fault = [], [], "a partial batch"
+    try:
+        for at, end, head in scan.headers():
+            if head is None:
+                legacy = LegacyBatch(view[at:end], at)
+                legacy.validate()
+                first, last, max_ts = legacy.base_offset, legacy.last_offset, legacy.max_timestamp
+            else:
+                check_batch(view, at, end, head, at)
+                first, last, max_ts = head[0], head[0] + head[6], head[8]
+            if first <= prev_last or not 0 <= last - base <= MAX_RELATIVE_OFFSET:
+                raise CorruptRecordError(
+                    f"batch offsets {first}..{last} do not follow {prev_last}", position=at, offset=first
+                )
+            prev_last = last
+            batches.append((at, end - at, last, max_ts))
+            if head is not None and head[2] != epoch:
+                epoch = head[2]
+                epochs.append((epoch, first))
+    except CorruptRecordError as e:
+        fault = str(e)
+    valid = batches[-1][0] + batches[-1][1] if batches else 0
+    # _index_batches, then the roll's entry
+    offsets, times = [], []
+    max_ts, max_ts_offset, indexed, since = -1, base, -1, 0
+    for at, size, last, batch_max_ts in batches:
+        if batch_max_ts > max_ts:
+            max_ts, max_ts_offset = batch_max_ts, last
+        if since > interval:
+            offsets.append((last, at))
+            if max_ts > indexed:
+                times.append((max_ts, max_ts_offset))
+                indexed = max_ts
+            since = 0
+        since += size
+    if max_ts > indexed:
+        times.append((max_ts, max_ts_offset))
+    return valid, offsets, times, epochs, (max_ts, max_ts_offset), fault
+
+
+@SLOW
+@given(
+    data=damaged_st(),
+    base=st.sampled_from([0, 3, 40]),
+    interval=st.sampled_from([0, 60, 4096]),
+    chunk=st.sampled_from([17, 90, 300, 1 << 20]),
+    max_batch_size=st.sampled_from([None, 150]),
+)
+def test_recovery_finds_what_the_python_walk_found(
+    tmp_path_factory, monkeypatch, caplog, data, base, interval, chunk, max_batch_size
+):
+    """Chunks as small as a frame, batches larger than a chunk, legacy batches met
+    mid-chunk: the same valid bytes, index entries, epochs, max timestamp and fault."""
+    directory = str(tmp_path_factory.mktemp("seg"))
+    with open(os.path.join(directory, offset_file_name(base, ".log")), "wb") as f:
+        f.write(data)
+    monkeypatch.setattr(segment_module, "_RECOVERY_CHUNK", chunk)
+    seg = LogSegment(directory, base, index_interval_bytes=interval)
+    epochs: list[tuple[int, int]] = []
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="seglog.storage.segment"):
+        truncated = seg.recover(max_batch_size, on_epoch=lambda e, o: epochs.append((e, o)))
+    valid, offsets, times, want_epochs, max_ts, fault = recovery_reference(data, base, interval, max_batch_size)
+    assert truncated == len(data) - valid
+    assert seg.size == valid
+    assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == offsets
+    assert [seg.time_index.entry(i) for i in range(seg.time_index.entries)] == times
+    assert epochs == want_epochs
+    assert seg.max_timestamp_and_offset == max_ts
+    if truncated:
+        assert f"truncating {truncated} bytes at position {valid}: {fault}" in caplog.text
+    seg.close()
+
+
+def test_recover_batches_stops_at_a_legacy_batch_and_carries_its_state():
+    v2 = build_batch([Record(b"k", b"v", MS, (), 0)] * 3, base_offset=0, partition_leader_epoch=4)
+    legacy = build_message_set([Record(b"k", b"v", MS, (), 0)], magic=1, base_offset=3)
+    chunk = bytes(v2) + legacy + bytes(build_batch([Record(b"k", b"v", MS + 9, (), 0)], base_offset=4))
+    state = (-1, None, 0, -1, 0, -1)
+    end, state, offsets, times, epochs, stop = _scan.recover_batches(chunk, 0, 0, 0, -1, 0, state)
+    assert (end, stop, epochs, offsets, times) == (len(v2), True, [(4, 0)], b"", b"")
+    assert state == (2, 4, len(v2), MS, 2, -1)
+    state = (3, 4, 0, MS, 2, -1)  # Python walked the legacy batch
+    end, state, offsets, times, epochs, stop = _scan.recover_batches(chunk, len(v2) + len(legacy), 0, 0, -1, 0, state)
+    assert (end, stop, epochs) == (len(chunk), None, [(-1, 4)])
+    assert state[0] == 4 and state[3:5] == (MS + 9, 4)
+
+
+def test_recovery_walks_without_the_gil():
+    """The recovery threads of several partitions walk at once: another thread runs
+    while a walk is under way (it never does while a call holds the GIL)."""
+    import threading
+    import time
+
+    one = build_batch([Record(b"k", b"v" * 1000, MS, (), 0)] * 16)
+    buffer = bytearray(one * 2048)  # 32 MiB, offsets following each other
+    for n in range(2048):
+        struct.pack_into(">q", buffer, n * len(one), 16 * n)
+    ticks: list[float] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.is_set():
+            ticks.append(time.perf_counter())
+            time.sleep(0)
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    try:
+        for _ in range(20):
+            begin = time.perf_counter()
+            end = _scan.recover_batches(buffer, 0, 0, 0, -1, 4096, (-1, None, 0, -1, 0, -1))[0]
+            finish = time.perf_counter()
+            assert end == len(buffer)
+            if any(begin < t < finish for t in ticks[-10_000:]):
+                break
+        else:
+            pytest.fail("no other thread ran during 20 walks")
+    finally:
+        done.set()
+        thread.join()
+
+
+# --- indexes and CRC -------------------------------------------------------------------------------------
+
+
+def test_packed_index_appends_check_what_entry_appends_check(tmp_path):
+    oi = OffsetIndex(str(tmp_path / "a.index"), 100, 64)
+    oi.append_packed(struct.pack(">iiii", 1, 0, 5, 40))
+    assert [oi.entry(i) for i in range(oi.entries)] == [(101, 0), (105, 40)]
+    with pytest.raises(CorruptIndexError, match="offset 105 appended after 105: index offsets must increase"):
+        oi.append_packed(struct.pack(">ii", 5, 50))
+    with pytest.raises(CorruptIndexError, match="index is full"):
+        oi.append_packed(struct.pack(">" + "ii" * 7, *[v for i in range(7) for v in (10 + i, 60)]))
+    ti = TimeIndex(str(tmp_path / "a.timeindex"), 100, 48)
+    ti.append_packed(struct.pack(">qiqi", MS, 1, MS + 1, 1))
+    assert [ti.entry(i) for i in range(ti.entries)] == [(MS, 101), (MS + 1, 101)]
+    with pytest.raises(CorruptIndexError, match="appended after"):
+        ti.append_packed(struct.pack(">qi", MS + 1, 2))
+    with pytest.raises(CorruptIndexError, match="full"):
+        ti.append_packed(struct.pack(">qiqi", MS + 2, 2, MS + 3, 3))  # the last slot is the roll's
+    ti.maybe_append(MS + 2, 102)
+    ti.maybe_append(MS + 2, 103)  # not larger: nothing
+    assert ti.entries == 3
 
 
 @settings(max_examples=300, deadline=None)

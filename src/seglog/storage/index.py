@@ -270,7 +270,7 @@ class OffsetIndex(_Index):
 
     def append_entries(self, entries: list[tuple[int, int]]) -> None:
         """Append (offset, position) entries, offsets increasing, in one write: the
-        indexed batches of one append, or of one chunk of a recovery."""
+        indexed batches of one append."""
         n, mm, base = self.entries, self._writable_map(), self.base_offset
         previous = base + _I32.unpack_from(mm, n * 8 - 8)[0] if n else _BELOW_ANY
         flat: list[int] = []
@@ -289,6 +289,29 @@ class OffsetIndex(_Index):
         else:
             struct.pack_into(f">{len(flat)}i", mm, n * 8, *flat)
         self.entries = n + len(entries)
+
+    def append_packed(self, packed: bytes) -> None:
+        """Append entries already packed as the file holds them, relative offsets
+        increasing: the recovery walk's (``_scan.recover_batches``), one write a chunk.
+        The checks of ``append_entries`` that the walk cannot make: the first entry
+        follows the last, the last fits, the index has room."""
+        n, mm = self.entries, self._writable_map()
+        count = len(packed) >> 3
+        if not count:
+            return
+        first, last = _I32.unpack_from(packed, 0)[0], _I32.unpack_from(packed, len(packed) - 8)[0]
+        previous = _I32.unpack_from(mm, n * 8 - 8)[0] if n else -1
+        if first <= previous or len(packed) & 7:
+            raise CorruptIndexError(
+                f"offset {self.base_offset + first} appended after {self.base_offset + previous}: "
+                f"index offsets must increase",
+                file=self.path,
+            )
+        if n + count > self.length >> 3:
+            raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
+        self._check_fits(self.base_offset + first, self.base_offset + last)
+        mm[n * 8 : (n + count) * 8] = packed
+        self.entries = n + count
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset``."""
@@ -408,6 +431,31 @@ class TimeIndex(_Index):
         else:
             struct.pack_into(">" + "qi" * len(entries), mm, n * 12, *flat)
         self.entries = n + len(entries)
+
+    def append_packed(self, packed: bytes) -> None:
+        """Append entries already packed as the file holds them, timestamps increasing
+        and offsets not decreasing: the recovery walk's (``_scan.recover_batches``). The
+        checks of ``append_entries`` that the walk cannot make: the first entry follows
+        the last, the last fits, the index has room (but for the slot kept for a roll)."""
+        n, mm = self.entries, self._writable_map()
+        count = len(packed) // 12
+        if not count:
+            return
+        timestamp, first = _TIME_ENTRY.unpack_from(packed, 0)
+        last = _I32.unpack_from(packed, len(packed) - 4)[0]
+        last_ts, last_offset = self.last_entry if n else (NO_TIMESTAMP, _BELOW_ANY)
+        base = self.base_offset
+        if timestamp <= last_ts or base + first < last_offset or len(packed) % 12:
+            raise CorruptIndexError(
+                f"entry (timestamp {timestamp}, offset {base + first}) appended after "
+                f"(timestamp {last_ts}, offset {last_offset}) in a time index",
+                file=self.path,
+            )
+        if n + count > self.max_entries - 1:
+            raise CorruptIndexError(f"time index is full ({n} entries)", file=self.path)
+        self._check_fits(base + first, base + last)
+        mm[n * 12 : (n + count) * 12] = packed
+        self.entries = n + count
 
     def truncate_to(self, offset: int) -> None:
         """Drop every entry with offset >= ``offset`` (offsets never decrease, so bisect)."""

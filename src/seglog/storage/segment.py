@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, SeglogError
-from ..records import BatchIterator, LegacyBatch, RecordBatch
-from ..records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, check_batch
+from ..records import BatchIterator, LegacyBatch, RecordBatch, _scan
+from ..records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from ..records.batches import HEADER_PEEK, peek_frame
 from . import fileio
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
@@ -42,6 +42,9 @@ _HEADER_READ = 64  # a read for one v2 header (the 43 bytes a scan needs)
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
 _RECOVERY_CHUNK = 1024 * 1024
+
+# what a recovery walk carries from chunk to chunk (see _scan_and_index)
+_WalkState = tuple[int, int | None, int, int, int, int]
 
 
 # Named tuples rather than dataclasses: a lookup makes one of each, and a frozen
@@ -513,59 +516,88 @@ class LogSegment:
     ) -> int:
         """Validate and index every batch from the start; returns the invalid bytes at the end.
 
-        One pass over each chunk, each v2 header unpacked once (``BatchIterator.headers``):
-        this loop runs for every batch of every segment an unclean shutdown left."""
+        The file is read in chunks into one reused buffer, and each chunk walked in C
+        (``_scan.recover_batches``: framing, CRC, offsets increasing, and the chunk's index
+        entries packed for one write per index), without the GIL, so that the recovery
+        threads of several partitions run at once; a legacy batch is walked here
+        (``_recover_legacy``). This loop runs for every batch of every segment an unclean
+        shutdown left."""
         self._size = None
         self._max_ts_and_offset = (NO_TIMESTAMP, self.base_offset)
         self.bytes_since_last_index_entry = 0
         size, valid, want = self.size, 0, _RECOVERY_CHUNK
-        segment_base = self.base_offset
-        prev_last = segment_base - 1
-        epoch = None
+        oi, ti = self.offset_index, self.time_index
+        base, interval = self.base_offset, self.index_interval_bytes
+        limit = -1 if max_batch_size is None else max_batch_size
+        # carried from walk to walk: (last offset so far - base, leader epoch, bytes since
+        # the last index entry, max timestamp, its offset, the time index's last timestamp)
+        state: _WalkState = (-1, None, 0, NO_TIMESTAMP, base, ti.last_entry[0])
         fault: SeglogError | str = "a partial batch"
+        buffer = bytearray(min(want, size))
         while valid < size:
-            chunk = self.handle.pread(want, valid)
-            scan = BatchIterator(chunk, origin=valid, max_batch_size=max_batch_size)
-            view = scan.view
-            entries: list[tuple[int, int, int, int]] = []
-            try:
-                for at, end, head in scan.headers():
-                    if head is None:
-                        legacy = LegacyBatch(view[at:end], valid + at)
-                        legacy.validate()
-                        base, last, max_ts = legacy.base_offset, legacy.last_offset, legacy.max_timestamp
-                    else:
-                        check_batch(view, at, end, head, valid + at)
-                        base, last, max_ts = head[0], head[0] + head[6], head[8]
-                    if base <= prev_last or not 0 <= last - segment_base <= MAX_RELATIVE_OFFSET:
-                        raise CorruptRecordError(
-                            f"batch offsets {base}..{last} do not follow {prev_last}", position=valid + at, offset=base
-                        )
-                    prev_last = last
-                    entries.append((at, end - at, last, max_ts))
-                    if head is not None and head[2] != epoch:
-                        epoch = head[2]
-                        if on_epoch is not None:
-                            on_epoch(epoch, base)
-            except CorruptRecordError as e:
-                fault = e
-                scan.position = entries[-1][0] + entries[-1][1] if entries else 0
-            self._index_batches(valid, entries)
-            valid += scan.position
-            if isinstance(fault, SeglogError):
+            if len(buffer) < min(want, size - valid):
+                buffer = bytearray(min(want, size - valid))  # a batch larger than a chunk
+            chunk = memoryview(buffer)[: self.handle.readinto(memoryview(buffer)[:want], valid)]
+            at = 0
+            while True:
+                at, state, offsets, times, epochs, stop = _scan.recover_batches(
+                    chunk, at, valid, base, limit, interval, state
+                )
+                oi.append_packed(offsets)
+                ti.append_packed(times)
+                if on_epoch is not None:
+                    for epoch, first in epochs:
+                        on_epoch(epoch, first)
+                if stop is not True:
+                    break
+                try:  # a legacy batch at ``at``
+                    at, state = self._recover_legacy(chunk, at, valid, state)
+                except CorruptRecordError as e:
+                    stop = e
+                    break
+            valid += at
+            if isinstance(stop, SeglogError):
+                fault = stop
                 break
-            if scan.position == 0:
+            if at == 0:
                 if len(chunk) < want:
                     break  # a partial batch at the end of the file
                 want = LOG_OVERHEAD + peek_frame(chunk, 0, valid)[1]  # a batch larger than the chunk
             else:
                 want = _RECOVERY_CHUNK
+        self.bytes_since_last_index_entry, self._max_ts_and_offset = state[2], (state[3], state[4])
         truncated = size - valid
         if truncated and truncate:
             log.warning("%s: truncating %d bytes at position %d: %s", self.log_path, truncated, valid, fault)
             self.handle.truncate(valid)
             self._size = valid
         return truncated
+
+    def _recover_legacy(self, chunk: memoryview, at: int, origin: int, state: _WalkState) -> tuple[int, _WalkState]:
+        """The recovery walk's checks and indexing of the legacy batch at ``at`` of a chunk
+        read at ``origin`` (framed, whole and within bounds: the C walk stopped at it).
+        Returns where it ends and the walk's state after it."""
+        size = LOG_OVERHEAD + peek_frame(chunk, at, origin)[1]
+        legacy = LegacyBatch(chunk[at : at + size], origin + at)
+        legacy.validate()
+        first, last, max_ts = legacy.base_offset, legacy.last_offset, legacy.max_timestamp
+        prev_last = self.base_offset + state[0]
+        if first <= prev_last or not 0 <= last - self.base_offset <= MAX_RELATIVE_OFFSET:
+            raise CorruptRecordError(
+                f"batch offsets {first}..{last} do not follow {prev_last}", position=origin + at, offset=first
+            )
+        self.bytes_since_last_index_entry, self._max_ts_and_offset = state[2], (state[3], state[4])
+        self._index_batches(origin, [(at, size, last, max_ts)])
+        max_ts, max_ts_offset = self.max_timestamp_and_offset
+        indexed_ts = self.time_index.last_entry[0]
+        return at + size, (
+            last - self.base_offset,
+            state[1],
+            self.bytes_since_last_index_entry,
+            max_ts,
+            max_ts_offset,
+            indexed_ts,
+        )
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose offsets reach ``offset`` or beyond; returns bytes removed."""
