@@ -6,6 +6,7 @@ hot paths, on random and damaged input: the same answers, and the same faults
   its edits against ``assign_offsets`` and the batch object's own setters);
 - a segment's recovery (``recover_batches`` in chunks, legacy batches handed to
   Python) against the Python walk it had, kept here as ``recovery_reference``;
+- ``find_timestamp`` against decoding the batch and scanning its records;
 - ``crc32c`` against the crc32c package.
 """
 
@@ -403,6 +404,31 @@ def test_recovery_walks_without_the_gil():
     finally:
         done.set()
         thread.join()
+
+
+# --- lookups by timestamp --------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=batch_st(legacy=False),
+    target=st.integers(-7_300_000, 7_300_000),
+    start=st.integers(-2, 70),
+    damage=st.none() | st.tuples(st.integers(61, 400), st.integers(0, 255)),
+)
+def test_find_timestamp_is_a_brute_force_scan(data, target, start, damage):
+    buffer = bytearray(data[0])
+    if damage is not None:
+        buffer[min(damage[0], len(buffer) - 1)] = damage[1]
+        reseal(buffer, 0, len(buffer))
+    batch = RecordBatch(buffer, 100)
+
+    def brute():
+        return next(
+            ((r.timestamp, r.offset) for r in batch.records() if r.timestamp >= MS + target and r.offset >= start), None
+        )
+
+    assert outcome(lambda: batch.find_timestamp(MS + target, start)) == outcome(brute)
 
 
 # --- indexes and CRC -------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 from crc32c import crc32c
 
 from ..errors import CorruptRecordError
-from . import _codec
+from . import _codec, _scan
 from .compression import Compression, compress, decompress
 from .record import Record
 
@@ -280,6 +280,24 @@ class RecordBatch:
 
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
+
+    def find_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record whose timestamp is >= ``timestamp`` and
+        offset >= ``start_offset``, or None: what a lookup by time wants of a batch. The
+        records are walked in C without being decoded, and checked as ``records`` checks
+        them (a damaged batch fails as decoding it does)."""
+        head = HEADER.unpack_from(self.buffer, 0)
+        return _scan.find_timestamp(
+            self.records_section(),
+            head[12],
+            head[0],
+            head[7],
+            bool(head[5] & TIMESTAMP_TYPE_MASK),
+            head[8],
+            timestamp,
+            start_offset,
+            self.position,
+        )
 
     def control_records(self) -> list[ControlRecord]:
         from .control import parse_control_record

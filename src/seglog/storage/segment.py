@@ -477,12 +477,12 @@ class LogSegment:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
             data = self.handle.pread(header.size, header.position)
-            batch = (
-                RecordBatch(data, header.position)
-                if header.magic == 2
-                else next(BatchIterator(data, origin=header.position))
-            )
-            for _key, _value, ts, _headers, offset in batch.records():
+            if header.magic == 2:  # the records walked in C, none decoded
+                found = RecordBatch(data, header.position).find_timestamp(timestamp, starting_offset)
+                if found is not None:
+                    return found
+                continue
+            for _key, _value, ts, _headers, offset in next(BatchIterator(data, origin=header.position)).records():
                 if ts is not None and ts >= timestamp and offset >= starting_offset:
                     return ts, offset
         return None
