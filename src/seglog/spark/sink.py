@@ -28,14 +28,14 @@ import struct
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import SeglogError, UnknownTopicOrPartitionError
+from ..errors import KafkaStorageError, SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner
 from ..records import Compression, _codec, build_batch, build_batches_from_columns
 from ..storage import open as open_logs
@@ -66,8 +66,9 @@ class _Encoder:
         self.compression = compression
         self.choosers = {t: StickyPartitioner(n) for t, n in partitions.items()}
 
-    def encode(self, batch: pa.RecordBatch) -> Iterator[bytes]:
-        """Staging frames for the rows of ``batch``."""
+    def encode(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, list[bytearray]]]:
+        """The rows of ``batch`` as record batches: (topic, partition, batches), in row order
+        within each partition."""
         if self.topic is not None:  # as in Spark's Kafka sink, the option overrides the column
             yield from self._encode_topic(self.topic, batch)
         elif "topic" in batch.schema.names:
@@ -79,14 +80,16 @@ class _Encoder:
         elif batch.num_rows:
             raise opt.OptionError('a row has no topic: give a "topic" column or the "topic" option')
 
-    def _encode_topic(self, topic: str, rows: pa.RecordBatch) -> Iterator[bytes]:
+    def _encode_topic(self, topic: str, rows: pa.RecordBatch) -> Iterator[tuple[str, int, list[bytearray]]]:
         if topic not in self.partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: create it before writing to it")
         targets = self._partitions(topic, rows)
-        for p in pc.unique(targets).to_pylist():
-            chosen = rows if len(rows) and pc.all(pc.equal(targets, p)).as_py() else rows.filter(pc.equal(targets, p))
-            for data in self._batches(chosen):
-                yield _frame(topic, p, data)
+        chosen = pc.unique(targets)
+        if len(chosen) == 1:  # the usual case: a task's rows of one partition, or keyless rows
+            yield topic, chosen[0].as_py(), self._batches(rows)
+        else:
+            for p in chosen:  # typed scalars: pc.equal converts a Python int with imports each call
+                yield topic, p.as_py(), self._batches(rows.filter(pc.equal(targets, p)))
         self.choosers[topic].batch_done()
 
     def _partitions(self, topic: str, rows: pa.RecordBatch) -> pa.Array:
@@ -104,8 +107,9 @@ class _Encoder:
             chosen = pc.if_else(pc.equal(by_key, -1), sticky, by_key)
             if given is not None:
                 chosen = pc.coalesce(given, chosen)
-        if len(chosen) and (pc.min(chosen).as_py() < 0 or pc.max(chosen).as_py() >= count):
-            bad = pc.max(chosen).as_py() if pc.max(chosen).as_py() >= count else pc.min(chosen).as_py()
+        low, high = pc.min_max(chosen).values()
+        if len(chosen) and (low.as_py() < 0 or high.as_py() >= count):
+            bad = high.as_py() if high.as_py() >= count else low.as_py()
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {bad}")
         return chosen
 
@@ -142,9 +146,12 @@ class _Encoder:
         return out
 
 
-def _frame(topic: str, partition: int, data: bytes | bytearray) -> bytes:
+def write_frame(out: BinaryIO, topic: str, partition: int, batches: list[bytearray]) -> None:
+    """One staging frame: the record batches of one partition, written without copying them."""
     name = topic.encode()
-    return _FRAME.pack(len(name), partition, len(data)) + name + bytes(data)
+    out.write(_FRAME.pack(len(name), partition, sum(len(b) for b in batches)) + name)
+    for data in batches:
+        out.write(data)
 
 
 def _binary(rows: pa.RecordBatch, name: str) -> tuple | None:
@@ -174,17 +181,22 @@ def _bytes(value: Any) -> bytes | None:
     return bytes(value)
 
 
-def read_staged(path: str) -> Iterator[tuple[str, int, bytes]]:
-    with open(path, "rb") as f:
-        data = f.read()
-    pos = 0
-    while pos < len(data):
-        topic_len, partition, size = _FRAME.unpack_from(data, pos)
-        pos += _FRAME.size
-        topic = data[pos : pos + topic_len].decode()
-        pos += topic_len
-        yield topic, partition, data[pos : pos + size]
-        pos += size
+def read_staged(path: str) -> Iterator[tuple[str, int, bytearray]]:
+    """The frames of a staging file: (topic, partition, record batches).
+
+    Each frame's batches are read into a bytearray of their own, which the log's
+    append takes as it is (it rewrites base offsets in place): one copy, from the
+    file to the log."""
+    with open(path, "rb", buffering=0) as f:
+        while head := f.read(_FRAME.size):
+            if len(head) < _FRAME.size:
+                raise KafkaStorageError(f"staging file {path} is cut short", file=path)
+            topic_len, partition, size = _FRAME.unpack(head)
+            topic = f.read(topic_len).decode()
+            data = bytearray(size)
+            if f.readinto(data) != size:
+                raise KafkaStorageError(f"staging file {path} is cut short", file=path)
+            yield topic, partition, data
 
 
 # the column types Spark's Kafka sink takes (other columns are ignored, as there)
@@ -249,8 +261,8 @@ class _SinkBase:
                     raise WriteAbortedError(f"write {self.write_id} was closed before this task began", file=path)
                 for batch in iterator:
                     rows += batch.num_rows
-                    for frame in encoder.encode(batch):
-                        out.write(frame)
+                    for topic, partition, batches in encoder.encode(batch):
+                        write_frame(out, topic, partition, batches)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):  # the driver's abort may have been first
                 os.unlink(path)  # a failed task leaves nothing behind
@@ -265,6 +277,8 @@ class _SinkBase:
                 for message in staged:
                     for topic, partition, data in read_staged(message.path):
                         logs.partition(topic, partition).append_batches(data)
+                    # its records are in the log: its pages go now, and the next appends reuse them
+                    os.unlink(message.path)
         finally:
             self._discard(staged)
 
