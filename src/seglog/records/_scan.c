@@ -1,6 +1,6 @@
 /* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops.
  *
- * Sans-IO like the rest of records/: buffers in, values out. Four calls:
+ * Sans-IO like the rest of records/: buffers in, values out. Five calls:
  *
  *   check_append    every check a leader (or a follower) makes of an append,
  *                   batch by batch in the order log.py's general path makes
@@ -11,7 +11,8 @@
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;
  *   find_timestamp  the first record of a batch at or after a timestamp and an
- *                   offset, without a record object.
+ *                   offset, without a record object;
+ *   floor_entry     the binary search of a lookup in an index's buffer.
  *
  * and crc32c(data) (CRC32C with the CPU's SSE 4.2 instruction, three streams
  * at a time; a table-driven fallback elsewhere).
@@ -1081,6 +1082,64 @@ find_timestamp(PyObject *self, PyObject *args)
     return Py_BuildValue("(LL)", (long long)w.found_ts, (long long)w.found_offset);
 }
 
+/* ------------------------------------------------------------------ index search */
+
+PyDoc_STRVAR(floor_entry_doc,
+             "floor_entry(buffer, entries, entry_size, key_size, target, warm_bytes) -> int\n\n"
+             "The slot of the largest of `entries` sorted entries whose key (a big-endian int32 or int64,\n"
+             "key_size 4 or 8, at the start of each entry_size-byte entry) is <= target; -1 if none.\n"
+             "Kafka's warm section first: when the entry warm_bytes before the last is <= target, only\n"
+             "the entries after it are searched (the pages a tailing reader keeps in the page cache).");
+
+static PyObject *
+floor_entry(PyObject *self, PyObject *args)
+{
+    Py_buffer buf;
+    Py_ssize_t n, size, key_size, warm_bytes;
+    PyObject *target_obj;
+    if (!PyArg_ParseTuple(args, "y*nnnO!n", &buf, &n, &size, &key_size, &PyLong_Type, &target_obj, &warm_bytes))
+        return NULL;
+    Py_ssize_t slot = -1;
+    int overflow;
+    long long target = PyLong_AsLongLongAndOverflow(target_obj, &overflow);
+    if (target == -1 && PyErr_Occurred())
+        goto fail;
+    if ((key_size != 4 && key_size != 8) || size < key_size || n < 0 || n > buf.len / size) {
+        PyErr_SetString(PyExc_ValueError, "entries lie outside the buffer");
+        goto fail;
+    }
+    const uint8_t *base = buf.buf;
+#define KEY(i) (key_size == 4 ? (int64_t)i32_at(base + (i) * size) : i64_at(base + (i) * size))
+    if (n == 0 || overflow < 0 || (overflow == 0 && KEY(0) > target))
+        goto done; /* a target past the int64s: above or below every key */
+    if (overflow > 0) {
+        slot = n - 1;
+        goto done;
+    }
+    Py_ssize_t warm = n - 1 - warm_bytes / size, lo, hi;
+    if (warm < 0)
+        warm = 0;
+    if (KEY(warm) <= target)
+        lo = warm, hi = n - 1;
+    else
+        lo = 0, hi = warm;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi + 1) >> 1;
+        if (KEY(mid) <= target)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+#undef KEY
+    slot = lo;
+done:
+    PyBuffer_Release(&buf);
+    return PyLong_FromSsize_t(slot);
+fail:
+    PyBuffer_Release(&buf);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ crc */
 
 PyDoc_STRVAR(crc32c_doc, "crc32c(data, hardware=True) -> int\n\n"
@@ -1104,6 +1163,7 @@ static PyMethodDef methods[] = {
     {"assign_offsets", assign_offsets, METH_VARARGS, assign_offsets_doc},
     {"recover_batches", recover_batches, METH_VARARGS, recover_batches_doc},
     {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},
+    {"floor_entry", floor_entry, METH_VARARGS, floor_entry_doc},
     {"crc32c", crc32c, METH_VARARGS, crc32c_doc},
     {NULL, NULL, 0, NULL},
 };

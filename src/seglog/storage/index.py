@@ -32,6 +32,7 @@ import os
 import struct
 
 from ..errors import CorruptIndexError
+from ..records import _scan
 from . import fileio
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,6 @@ log = logging.getLogger(__name__)
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
 _I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + an int32
@@ -50,7 +50,7 @@ class _Index:
     """What both indexes share: the mmap, the entry count, resizing and search."""
 
     entry_size: int
-    _key_struct: struct.Struct  # the key (relative offset, timestamp) at the start of an entry
+    _key_size: int  # of the key at the start of an entry: relative offset (4), timestamp (8)
 
     def __init__(
         self, path: str, base_offset: int, max_index_size: int, writable: bool = True, in_memory: bool = False
@@ -192,25 +192,12 @@ class _Index:
     # --- search --------------------------------------------------------------------
 
     def _largest_lower_bound(self, target: int) -> int:
-        """Slot of the largest entry whose key <= target; -1 if none."""
-        n, mm = self.entries, self._mmap
-        if n == 0 or mm is None:
+        """Slot of the largest entry whose key <= target; -1 if none. The warm section
+        first (see the module's docstring); the search runs in C (``_scan.floor_entry``)."""
+        mm = self._mmap
+        if mm is None:
             return -1
-        key, size = self._key_struct.unpack_from, self.entry_size
-        if key(mm, 0)[0] > target:
-            return -1
-        warm = max(0, n - 1 - _WARM_BYTES // size)
-        if key(mm, warm * size)[0] <= target:
-            lo, hi = warm, n - 1
-        else:
-            lo, hi = 0, warm
-        while lo < hi:
-            mid = (lo + hi + 1) >> 1
-            if key(mm, mid * size)[0] <= target:
-                lo = mid
-            else:
-                hi = mid - 1
-        return lo
+        return _scan.floor_entry(mm, self.entries, self.entry_size, self._key_size, target, _WARM_BYTES)
 
     def _truncate_to_slot(self, slot_count: int) -> None:
         self.entries = slot_count
@@ -220,7 +207,7 @@ class OffsetIndex(_Index):
     """Maps offsets to byte positions in the segment's .log."""
 
     entry_size = _OFFSET_ENTRY.size
-    _key_struct = _I32
+    _key_size = 4
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(absolute offset, position) of a slot."""
@@ -351,7 +338,7 @@ class TimeIndex(_Index):
     """Maps timestamps to offsets. The last slot is kept for the entry written on roll."""
 
     entry_size = _TIME_ENTRY.size
-    _key_struct = _I64
+    _key_size = 8
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of a slot."""
