@@ -479,11 +479,11 @@ walk_records(const uint8_t *start, Py_ssize_t len, Py_ssize_t count, Py_ssize_t 
 
 /* The records of the batch at `at` of `owner` (size bytes at b): the bytes after
  * the header, or, compressed, what decompress(codec, view) gives (held in *held,
- * to release). A decompression fault is placed at the batch, as RecordBatch's
- * records_section places it. */
+ * to release). A decompression fault is placed at the batch (`position`), as
+ * RecordBatch's records_section places it. */
 static int
-records_of(PyObject *owner, const uint8_t *b, Py_ssize_t at, Py_ssize_t size, PyObject *decompress,
-           Py_buffer *held, const uint8_t **records, Py_ssize_t *len)
+records_of(PyObject *owner, const uint8_t *b, Py_ssize_t at, Py_ssize_t size, Py_ssize_t position,
+           PyObject *decompress, Py_buffer *held, const uint8_t **records, Py_ssize_t *len)
 {
     int codec = i16_at(b + H_ATTRIBUTES) & A_CODEC;
     if (codec == 0) {
@@ -503,7 +503,7 @@ records_of(PyObject *owner, const uint8_t *b, Py_ssize_t at, Py_ssize_t size, Py
             PyErr_NormalizeException(&type, &value, &tb);
             PyObject *method = PyObject_GetAttrString(value, "at");
             PyObject *empty = PyTuple_New(0);
-            PyObject *place = Py_BuildValue("{s:n,s:L}", "position", at, "offset", (long long)i64_at(b));
+            PyObject *place = Py_BuildValue("{s:n,s:L}", "position", position, "offset", (long long)i64_at(b));
             PyObject *placed = method && empty && place ? PyObject_Call(method, empty, place) : NULL;
             Py_XDECREF(method);
             Py_XDECREF(empty);
@@ -599,7 +599,7 @@ validate_append(PyObject *owner, const uint8_t *data, Py_ssize_t len, const Appe
             Py_buffer held = {NULL};
             const uint8_t *records;
             Py_ssize_t records_len;
-            if (records_of(owner, b, pos, size, rules->decompress, &held, &records, &records_len) < 0)
+            if (records_of(owner, b, pos, size, pos, rules->decompress, &held, &records, &records_len) < 0)
                 goto fail;
             Walk w = {0};
             int rc = walk_records(records, records_len, x.count, pos, &w);
@@ -1055,31 +1055,64 @@ done:
 /* ------------------------------------------------------------------ lookup */
 
 PyDoc_STRVAR(find_timestamp_doc,
-             "find_timestamp(records, count, base_offset, base_timestamp, log_append_time, max_timestamp, "
-             "target, start_offset, batch_position) -> (timestamp, offset) | None\n\n"
-             "The first record, in a batch's (decompressed) records section, whose timestamp is >= target\n"
-             "and offset >= start_offset, without record objects. Every record is walked and checked as\n"
-             "decode_records checks them, so a damaged batch fails as decoding it does.");
+             "find_timestamp(batch, target, start_offset, batch_position, decompress) -> (timestamp, offset) | None\n\n"
+             "The first record of a whole v2 batch whose timestamp (the batch's max timestamp in a\n"
+             "LogAppendTime batch) is >= target and offset >= start_offset, without record objects; the\n"
+             "records of a compressed batch are decompress(codec, view)'s. Every record is walked and\n"
+             "checked as decode_records checks them, so a damaged batch fails as decoding it does.");
+
+/* An int target for a comparison with int64 values: clamped, and *never set when it
+ * lies above them all. */
+static int
+int64_target(PyObject *obj, int64_t *value, int *never)
+{
+    int overflow;
+    long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    *value = overflow < 0 ? INT64_MIN : overflow > 0 ? INT64_MAX : v;
+    *never |= overflow > 0;
+    return 0;
+}
 
 static PyObject *
 find_timestamp(PyObject *self, PyObject *args)
 {
-    Py_buffer buf;
-    Py_ssize_t count, position;
-    long long base_offset, base_ts, max_ts, target, start_offset;
-    int log_append_time;
-    if (!PyArg_ParseTuple(args, "y*nLLpLLLn", &buf, &count, &base_offset, &base_ts, &log_append_time, &max_ts,
-                          &target, &start_offset, &position))
+    PyObject *owner, *target_obj, *start_obj, *decompress;
+    Py_ssize_t position;
+    if (!PyArg_ParseTuple(args, "OO!O!nO", &owner, &PyLong_Type, &target_obj, &PyLong_Type, &start_obj, &position,
+                          &decompress))
         return NULL;
-    Walk w = {.search = 1, .log_append_time = log_append_time, .base_offset = base_offset, .base_ts = base_ts,
-              .max_ts = max_ts, .target = target, .start_offset = start_offset};
-    int rc = walk_records(buf.buf, buf.len, count, position, &w);
+    Walk w = {.search = 1};
+    int never = 0;
+    if (int64_target(target_obj, &w.target, &never) < 0 || int64_target(start_obj, &w.start_offset, &never) < 0)
+        return NULL;
+    Py_buffer buf, held = {NULL};
+    if (PyObject_GetBuffer(owner, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *result = NULL;
+    const uint8_t *b = buf.buf, *records;
+    Py_ssize_t len;
+    if (buf.len < HEADER_SIZE) {
+        PyErr_SetString(PyExc_ValueError, "a batch is at least a header");
+        goto done;
+    }
+    w.base_offset = i64_at(b);
+    w.base_ts = i64_at(b + H_BASE_TS);
+    w.max_ts = i64_at(b + H_MAX_TS);
+    w.log_append_time = (i16_at(b + H_ATTRIBUTES) & A_LOG_APPEND_TIME) != 0;
+    if (records_of(owner, b, 0, buf.len, position, decompress, &held, &records, &len) < 0 ||
+        walk_records(records, len, i32_at(b + H_COUNT), position, &w) < 0)
+        goto done;
+    if (w.found && !never)
+        result = Py_BuildValue("(LL)", (long long)w.found_ts, (long long)w.found_offset);
+    else
+        result = Py_NewRef(Py_None);
+done:
+    if (held.obj != NULL)
+        PyBuffer_Release(&held);
     PyBuffer_Release(&buf);
-    if (rc < 0)
-        return NULL;
-    if (!w.found)
-        Py_RETURN_NONE;
-    return Py_BuildValue("(LL)", (long long)w.found_ts, (long long)w.found_offset);
+    return result;
 }
 
 /* ------------------------------------------------------------------ index search */

@@ -54,15 +54,7 @@ def recover_batches(
     BaseException | bool | None,
 ]: ...
 def find_timestamp(
-    records: Any,
-    count: int,
-    base_offset: int,
-    base_timestamp: int,
-    log_append_time: bool,
-    max_timestamp: int,
-    target: int,
-    start_offset: int,
-    batch_position: int,
+    batch: Any, target: int, start_offset: int, batch_position: int, decompress: Callable[[int, memoryview], Any]
 ) -> tuple[int, int] | None: ...
 def floor_entry(buffer: Any, entries: int, entry_size: int, key_size: int, target: int, warm_bytes: int) -> int: ...
 def crc32c(data: Any, hardware: bool = True) -> int: ...

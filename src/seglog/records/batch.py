@@ -286,18 +286,7 @@ class RecordBatch:
         offset >= ``start_offset``, or None: what a lookup by time wants of a batch. The
         records are walked in C without being decoded, and checked as ``records`` checks
         them (a damaged batch fails as decoding it does)."""
-        head = HEADER.unpack_from(self.buffer, 0)
-        return _scan.find_timestamp(
-            self.records_section(),
-            head[12],
-            head[0],
-            head[7],
-            bool(head[5] & TIMESTAMP_TYPE_MASK),
-            head[8],
-            timestamp,
-            start_offset,
-            self.position,
-        )
+        return _scan.find_timestamp(self.buffer, timestamp, start_offset, self.position, decompress)
 
     def control_records(self) -> list[ControlRecord]:
         from .control import parse_control_record
