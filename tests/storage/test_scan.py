@@ -15,10 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from pathlib import Path
 
 import pytest
 from crc32c import crc32c
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from seglog.errors import CorruptIndexError, CorruptRecordError, SeglogError
@@ -429,6 +430,50 @@ def test_find_timestamp_is_a_brute_force_scan(data, target, start, damage):
         )
 
     assert outcome(lambda: batch.find_timestamp(MS + target, start)) == outcome(brute)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    batches=st.lists(
+        st.tuples(
+            st.integers(1, 5),  # records
+            st.integers(0, 2500),  # value size
+            st.integers(-40, 40),  # timestamp step from the batch before
+            st.integers(0, 2),  # offsets skipped before it (compaction's gaps)
+            st.integers(0, 12),  # 0: a legacy (magic 1) batch
+        ),
+        min_size=1,
+        max_size=20,
+    ),
+    interval=st.sampled_from([0, 100, 4096]),
+    starts=st.lists(st.integers(99, 200), min_size=3, max_size=3),
+)
+# a v1 message whose timestamp lay past the 64-byte read after a large batch: read as
+# "no timestamp", it was skipped
+@example(batches=[(5, 798, 0, 0, 1), (3, 4, 4, 0, 0)], interval=0, starts=[99, 99, 99])
+def test_segment_lookups_by_time_are_a_brute_force_scan(tmp_path_factory, batches, interval, starts):
+    """Through the time index, the offset index and the header scan, to the C search
+    of a batch's records: the first record in offset order at or after a timestamp
+    and a start offset. Batches with and without index entries, offsets with gaps,
+    timestamps that fall, legacy messages among v2 batches."""
+    seg = LogSegment.create(str(tmp_path_factory.mktemp("seg")), 100, index_interval_bytes=interval)
+    offset, ts = 100, MS
+    for n, size, step, gap, kind in batches:
+        offset, ts = offset + gap, ts + step
+        rows = [Record(b"k", b"v" * size, ts + (5 * i) % 7, (), offset + i) for i in range(n)]
+        data = (
+            build_message_set(rows, magic=1, base_offset=offset) if kind == 0 else build_batch(rows, base_offset=offset)
+        )
+        walked = list(BatchIterator(data))  # a legacy set: a message each
+        seg.append(data, [(b.position, b.size_in_bytes, b.last_offset, b.max_timestamp) for b in walked])
+        offset = walked[-1].last_offset + 1
+    seg.on_become_inactive()  # the roll's time entry too
+    every = [r for b in BatchIterator(Path(seg.log_path).read_bytes()) for r in b.records()]
+    for target in sorted({r.timestamp for r in every} | {MS - 50, ts + 50}):
+        for start in (100, *starts):
+            want = next(((r.timestamp, r.offset) for r in every if r.timestamp >= target and r.offset >= start), None)
+            assert seg.find_offset_by_timestamp(target, start) == want, (target, start)
+    seg.close()
 
 
 # --- indexes and CRC -------------------------------------------------------------------------------------

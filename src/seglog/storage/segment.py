@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 # and (skipping baseTimestamp) maxTimestamp: what a scan needs of a v2 header
 _V2_PEEK = struct.Struct(">qi11xi8xq")
 _LEGACY_TS = struct.Struct(">q")
+_V1_PEEK = 26  # a magic 1 message's framing, crc, magic, attributes and timestamp
 _HEADER_READ = 64  # a read for one v2 header (the 43 bytes a scan needs)
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
@@ -101,7 +102,7 @@ def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
     offset, size, magic = peek_frame(buf, at, position - at)
     if magic == 2:
         raise CorruptRecordError("v2 batch header truncated", position=position)
-    ts = _LEGACY_TS.unpack_from(buf, at + 18)[0] if magic == 1 and len(buf) - at >= 26 else NO_TIMESTAMP
+    ts = _LEGACY_TS.unpack_from(buf, at + 18)[0] if magic == 1 and len(buf) - at >= _V1_PEEK else NO_TIMESTAMP
     return BatchHeader(position, size + LOG_OVERHEAD, offset, offset, ts, magic)
 
 
@@ -417,8 +418,8 @@ class LogSegment:
             chunk = pread(min(want, limit - pos), pos)
             n, at, size = len(chunk), 0, 0
             while at + HEADER_PEEK <= n:
-                if n - at < _V2_PEEK.size and chunk[at + 16] == 2:
-                    break  # the v2 fields we read lie past the chunk: read from here
+                if n - at < (_V2_PEEK.size if chunk[at + 16] == 2 else _V1_PEEK if chunk[at + 16] == 1 else 0):
+                    break  # the header fields we read (a v2 batch's, a v1 timestamp) lie past the chunk
                 header = _header_at(chunk, at, pos + at)
                 size = header.size
                 at += size
