@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
+_TWO_ENTRIES, _THREE_ENTRIES = struct.Struct(">iiii"), struct.Struct(">iiiiii")  # offset index entries in a row
 _I32 = struct.Struct(">i")
 _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
@@ -238,6 +239,20 @@ class OffsetIndex(_Index):
         position = _I32.unpack_from(mm, slot * 8 + 4)[0] if slot >= 0 else 0
         following = _I32.unpack_from(mm, slot * 8 + 12)[0] if slot + 1 < self.entries else -1
         return position, following
+
+    def positions_after(self, offset: int) -> tuple[int, int] | None:
+        """When an entry has offset ``offset``: the positions of the next two entries
+        (-1 past the last), where the two batches after the one ending at ``offset`` start
+        if each has an entry. None when no entry has that offset, or none follows it."""
+        rel, mm, n = offset - self.base_offset, self._mmap, self.entries
+        slot = self._largest_lower_bound(rel)
+        if slot < 0 or mm is None or slot + 1 >= n:
+            return None
+        if slot + 2 < n:
+            found, _, _, following, _, after = _THREE_ENTRIES.unpack_from(mm, slot * 8)
+        else:
+            (found, _, _, following), after = _TWO_ENTRIES.unpack_from(mm, slot * 8), -1
+        return (following, after) if found == rel else None
 
     def append(self, offset: int, position: int) -> None:
         """One entry (an append of one batch writes one at the most): the checks of

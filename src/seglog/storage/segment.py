@@ -43,6 +43,7 @@ _HEADER_READ = 64  # a read for one v2 header (the 43 bytes a scan needs)
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
 _RECOVERY_CHUNK = 1024 * 1024
+_TIME_SEARCH_READ = 1024 * 1024  # the most a lookup by time reads of a batch it expects to search
 
 # what a recovery walk carries from chunk to chunk (see _scan_and_index)
 _WalkState = tuple[int, int | None, int, int, int, int]
@@ -473,8 +474,29 @@ class LogSegment:
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
         offset >= ``starting_offset``, or None."""
-        ts_offset = self.time_index.lookup(timestamp)[1]
-        for header in self._scan_from_index(max(ts_offset, starting_offset)):
+        ts, ts_offset = (self._time_index or self.time_index).lookup(timestamp)
+        headers: Iterator[BatchHeader] | None = None
+        if NO_TIMESTAMP < ts < timestamp and ts_offset >= starting_offset:
+            # The time index holds running maxima: no record up to ts_offset reaches the
+            # timestamp, so the search starts at the batch after the one holding it. When
+            # that one ends at ts_offset and it and the two after have offset index entries
+            # (batches larger than index.interval.bytes), the next batch lies between the
+            # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
+            # fills the span (else the scan below, from the index entry, as ever).
+            span = (self._offset_index or self.offset_index).positions_after(ts_offset)
+            if span is not None and 0 < span[1] - span[0] <= _TIME_SEARCH_READ:
+                data = (self._handle or self.handle).pread(span[1] - span[0], span[0])
+                if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
+                    first, size, _, max_ts = _V2_PEEK.unpack_from(data)
+                    if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
+                        if max_ts >= timestamp:
+                            found = RecordBatch(data, span[0]).find_timestamp(timestamp, starting_offset)
+                            if found is not None:
+                                return found
+                        headers = self.scan_headers(span[1])
+        if headers is None:
+            headers = self._scan_from_index(max(ts_offset, starting_offset))
+        for header in headers:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
             data = self.handle.pread(header.size, header.position)
@@ -483,9 +505,11 @@ class LogSegment:
                 if found is not None:
                     return found
                 continue
-            for _key, _value, ts, _headers, offset in next(BatchIterator(data, origin=header.position)).records():
-                if ts is not None and ts >= timestamp and offset >= starting_offset:
-                    return ts, offset
+            for _key, _value, record_ts, _headers, offset in next(
+                BatchIterator(data, origin=header.position)
+            ).records():
+                if record_ts is not None and record_ts >= timestamp and offset >= starting_offset:
+                    return record_ts, offset
         return None
 
     def read_next_offset(self) -> int:
