@@ -42,7 +42,7 @@ from seglog.storage.log import PartitionLog
 from seglog.storage.naming import offset_file_name
 from seglog.storage.segment import LogSegment
 
-from .conftest import MS, Clock, new_log
+from .conftest import MS, Clock, index_file_entries, new_log, time_index_file_entries
 
 INT64_MAX = (1 << 63) - 1
 SLOW = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -351,6 +351,11 @@ def test_recovery_finds_what_the_python_walk_found(
     assert seg.size == valid
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == offsets
     assert [seg.time_index.entry(i) for i in range(seg.time_index.entries)] == times
+    # the files hold these entries and no more (written whole at the end of the recovery)
+    assert os.path.getsize(seg.index_path) == 8 * len(offsets)
+    assert os.path.getsize(seg.time_index_path) == 12 * len(times)
+    assert index_file_entries(seg.index_path) == [(o - base, p) for o, p in offsets]
+    assert time_index_file_entries(seg.time_index_path) == [(t, o - base) for t, o in times]
     assert epochs == want_epochs
     assert seg.max_timestamp_and_offset == max_ts
     if truncated:

@@ -137,6 +137,23 @@ class _Index:
         finally:
             handle.close()
 
+    def write_out(self) -> None:
+        """An index built in memory becomes its file: the entries in one write, the file
+        cut to them, then mapped as an index opened from its file is."""
+        if not self.in_memory:
+            return
+        n = self.entries
+        data = self._mmap[: n * self.entry_size] if self._mmap is not None else b""
+        handle = fileio.open_file(self.path, create=True)
+        try:
+            handle.pwrite(data, 0)
+            handle.truncate(len(data))
+        finally:
+            handle.close()
+        self.in_memory, self._mmap, self.length = False, None, 0
+        self._open()
+        self.entries = n
+
     def trim_to_valid_size(self) -> None:
         if self.writable and not self.in_memory:
             self.resize(self.entries * self.entry_size)
