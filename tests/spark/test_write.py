@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.errors import PySparkException
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
 
 import seglog
 from seglog.spark.sink import SeglogWriter, WriteAbortedError
@@ -247,3 +247,48 @@ def test_a_dir_taken_by_another_process_before_the_commit_gets_nothing(tmp_path)
         holder.kill()
         holder.wait()
     assert staging(tmp_path) == [] and _records(tmp_path) == []  # refused whole, its staging gone
+
+
+def test_staging_frames_keep_each_partitions_order_and_a_cut_file_is_refused(tmp_path):
+    from seglog.errors import KafkaStorageError
+    from seglog.spark.sink import read_staged
+
+    topic(tmp_path, "a", 2)
+    topic(tmp_path, "b", 1)
+    schema = StructType([*SCHEMA.fields, StructField("topic", StringType()), StructField("partition", IntegerType())])
+    writer = SeglogWriter({"path": str(tmp_path)}, schema)
+
+    def rows(start, count):
+        values = range(start, start + count)
+        return pa.RecordBatch.from_pydict(
+            {
+                "key": pa.array([None] * count, pa.binary()),
+                "value": [b"%d" % v for v in values],
+                "topic": ["ab"[v % 2] for v in values],
+                "partition": pa.array([v % 3 % 2 if v % 2 == 0 else 0 for v in values], pa.int32()),
+            }
+        )
+
+    staged = writer.write(iter([rows(0, 50), rows(50, 50)]))
+    frames = list(read_staged(staged.path))
+    assert {(t, p) for t, p, _ in frames} == {("a", 0), ("a", 1), ("b", 0)}
+    assert all(isinstance(data, bytearray) for _, _, data in frames)  # the append takes them without a copy
+    with open(staged.path, "r+b") as f:  # a file cut inside its last frame
+        f.truncate(os.path.getsize(staged.path) - 1)
+    with pytest.raises(KafkaStorageError, match="cut short"):
+        list(read_staged(staged.path))
+    with open(staged.path, "r+b") as f:  # and inside a frame's header
+        f.truncate(3)
+    with pytest.raises(KafkaStorageError, match="cut short"):
+        list(read_staged(staged.path))
+    writer.abort([staged])
+
+    writer = SeglogWriter({"path": str(tmp_path)}, schema)  # an aborted write takes no more tasks
+    staged = writer.write(iter([rows(0, 50), rows(50, 50)]))
+    writer.commit([staged])
+    with seglog.open(str(tmp_path), background=False) as logs:
+        for t, p in (("a", 0), ("a", 1), ("b", 0)):
+            got = [int(r.value) for r in logs.partition(t, p).records()]
+            want = [v for v in range(100) if "ab"[v % 2] == t and (v % 3 % 2 if v % 2 == 0 else 0) == p]
+            assert got == want  # every row, in the task's order
+    assert staging(tmp_path) == []
