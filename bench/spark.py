@@ -267,6 +267,8 @@ def main() -> None:
         for name, rate in w_rates.items():
             print(f"  {name:28} {rate:12,.0f}")
         print(f"  seglog / counting  {w_rates['seglog'] / w_rates['counting Arrow writer']:6.0%}   target >= 70 %")
+        rounds = " ".join(f"{c / s:.0%}" for s, c in zip(times["seglog"], times["counting Arrow writer"], strict=True))
+        print(f"    each round: {rounds}")
         print(
             f"  seglog / IPC file  {w_rates['seglog'] / w_rates['Arrow IPC file writer']:6.0%}   "
             "(information: the counting writer reads none of the bytes; the IPC writer copies them once, to files)"
