@@ -292,3 +292,16 @@ def test_staging_frames_keep_each_partitions_order_and_a_cut_file_is_refused(tmp
             want = [v for v in range(100) if "ab"[v % 2] == t and (v % 3 % 2 if v % 2 == 0 else 0) == p]
             assert got == want  # every row, in the task's order
     assert staging(tmp_path) == []
+
+
+def test_a_commit_appends_no_more_than_a_segment_at_a_time(tmp_path):
+    with seglog.open(str(tmp_path), background=False) as logs:
+        logs.create_topic("out", 1, config={"segment.bytes": 1 << 20})
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    values = [b"%04d" % i + b"x" * 1000 for i in range(3000)]  # 3 MB in one Arrow batch: 6 record batches
+    rows = pa.RecordBatch.from_pydict({"key": [None] * 3000, "value": values}, schema=_rows().schema)
+    writer.commit([writer.write(iter([rows]))])  # a 3 MB append would be refused (segment.bytes)
+    with seglog.open(str(tmp_path), background=False) as logs:
+        log = logs.partition("out", 0)
+        assert [r.value for r in log.records()] == values
+        assert len(log.segments) >= 3

@@ -44,6 +44,7 @@ from . import options as opt
 STAGING_PREFIX = ".seglog-staging-"
 _FRAME = struct.Struct(">Hii")  # topic length, partition, batch bytes
 _BATCH_BYTES = 512 * 1024  # well under max.message.bytes (1 MiB by default)
+_FRAME_BYTES = 4 * 1024 * 1024  # batches per append at commit (fewer appends; see write_frames)
 
 
 @dataclass
@@ -146,12 +147,23 @@ class _Encoder:
         return out
 
 
-def write_frame(out: BinaryIO, topic: str, partition: int, batches: list[bytearray]) -> None:
-    """One staging frame: the record batches of one partition, written without copying them."""
+def write_frames(out: BinaryIO, topic: str, partition: int, batches: list[bytearray], limit: int) -> None:
+    """Staging frames of the record batches of one partition, written without copying them.
+
+    A frame holds consecutive batches up to ``limit`` bytes (a larger batch goes alone):
+    the commit appends a frame at a time, and the log refuses an append larger than a
+    segment."""
     name = topic.encode()
-    out.write(_FRAME.pack(len(name), partition, sum(len(b) for b in batches)) + name)
-    for data in batches:
-        out.write(data)
+    start = 0
+    while start < len(batches):
+        end, size = start + 1, len(batches[start])
+        while end < len(batches) and size + len(batches[end]) <= limit:
+            size += len(batches[end])
+            end += 1
+        out.write(_FRAME.pack(len(name), partition, size) + name)
+        for data in batches[start:end]:
+            out.write(data)
+        start = end
 
 
 def _binary(rows: pa.RecordBatch, name: str) -> tuple | None:
@@ -244,6 +256,7 @@ class _SinkBase:
         # take the lock once now: a dir another process owns is refused before any task runs
         with open_logs(self.dirs, background=False) as logs:
             self.partitions = {t: len(logs.partitions(t)) for t in logs.topics()}
+            self.frame_bytes = {t: min(_FRAME_BYTES, logs.topic_config(t).segment_bytes) for t in self.partitions}
         if self.topic is not None and self.topic not in self.partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {self.topic!r}: create it before writing to it")
         self.marker = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}") if self.uses_marker else None
@@ -262,7 +275,7 @@ class _SinkBase:
                 for batch in iterator:
                     rows += batch.num_rows
                     for topic, partition, batches in encoder.encode(batch):
-                        write_frame(out, topic, partition, batches)
+                        write_frames(out, topic, partition, batches, self.frame_bytes[topic])
         except BaseException:
             with contextlib.suppress(FileNotFoundError):  # the driver's abort may have been first
                 os.unlink(path)  # a failed task leaves nothing behind
