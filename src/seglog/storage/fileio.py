@@ -109,7 +109,8 @@ class FileHandle:
 
     def pwrite(self, data: bytes | bytearray | memoryview, position: int) -> None:
         try:
-            faults.check("write", self.path)
+            if faults._faults:  # (the hot paths skip the call when no fault is set)
+                faults.check("write", self.path)
             n = os.pwrite(self.fd, data, position)
             if n < (data.nbytes if isinstance(data, memoryview) else len(data)):
                 # a short write (a signal, a full disk): write the rest
@@ -123,7 +124,8 @@ class FileHandle:
 
     def pread(self, size: int, position: int) -> bytes:
         try:
-            faults.check("read", self.path)
+            if faults._faults:
+                faults.check("read", self.path)
             return os.pread(self.fd, size, position)
         except OSError as e:
             raise _storage_error("read", self.path, e) from None

@@ -274,7 +274,9 @@ class OffsetIndex(_Index):
     def append(self, offset: int, position: int) -> None:
         """One entry (an append of one batch writes one at the most): the checks of
         ``append_entries``, unrolled."""
-        n, mm, rel = self.entries, self._writable_map(), offset - self.base_offset
+        n, mm, rel = self.entries, self._mmap, offset - self.base_offset
+        if not (self.writable and isinstance(mm, mmap.mmap)):
+            mm = self._writable_map()  # raises
         if n and rel <= _I32.unpack_from(mm, n * 8 - 8)[0]:
             previous = self.base_offset + _I32.unpack_from(mm, n * 8 - 8)[0]
             raise CorruptIndexError(
@@ -411,7 +413,8 @@ class TimeIndex(_Index):
         if timestamp <= last_ts:
             return
         # append_entries's checks, unrolled for the one entry
-        mm = self._writable_map()
+        if not (self.writable and isinstance(mm, mmap.mmap)):
+            mm = self._writable_map()  # raises
         if offset < last_offset:
             raise CorruptIndexError(
                 f"entry (timestamp {timestamp}, offset {offset}) appended after "

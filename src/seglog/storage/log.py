@@ -79,6 +79,7 @@ LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 _READ_ONLY_LOAD_ATTEMPTS = 5
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+_NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
 
 # What validation learns of each batch of an append, in this order: position in the
 # append's buffer, size, record count, last offset delta, max timestamp, leader epoch,
@@ -564,12 +565,15 @@ class PartitionLog:
                 )
         # else the segment can index ``last``: should_roll checks that
         segment.append(buffer, entries)
+        cache = self.leader_epoch_cache
         for epoch, start in epochs:
-            self.leader_epoch_cache.assign(epoch, start)
+            if not cache.entries or cache.entries[-1][0] != epoch:  # else in force already (offsets only grow)
+                cache.assign(epoch, start)
         self._next_offset = last + 1
         if self.hw_follows_leo:
             self._high_watermark = self._next_offset
-        self._maybe_flush()
+        if last + 1 - self.recovery_point >= c.flush_messages or c.flush_ms < _NEVER:
+            self._maybe_flush()
 
     def roll(self) -> LogSegment:
         """Start a new active segment at the log end offset."""
@@ -595,7 +599,7 @@ class PartitionLog:
     def _maybe_flush(self) -> None:
         unflushed = self._next_offset - self.recovery_point
         if unflushed >= self.config.flush_messages or (
-            self.config.flush_ms < (1 << 62) and self._clock() - self._last_flush_ms >= self.config.flush_ms
+            self.config.flush_ms < _NEVER and self._clock() - self._last_flush_ms >= self.config.flush_ms
         ):
             self._flush_locked(self._next_offset)
 

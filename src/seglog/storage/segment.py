@@ -289,7 +289,7 @@ class LogSegment:
         (position in data, size, last offset, max timestamp)."""
         if not batches:
             return
-        start = self.size
+        start = self._size if self._size is not None else self.size
         if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = batches[0][3]
             self._rolling_loaded = True
@@ -388,7 +388,7 @@ class LogSegment:
         self, batch_bytes: int, max_timestamp: int, max_offset: int, segment_bytes: int, segment_ms: int
     ) -> bool:
         """Kafka's roll rules, checked before an append of ``batch_bytes``."""
-        size = self.size
+        size = self._size if self._size is not None else self.size
         if size > segment_bytes - batch_bytes:
             return size > 0
         if size > 0:
