@@ -262,8 +262,10 @@ class OffsetIndex(_Index):
         (-1 past the last), where the two batches after the one ending at ``offset`` start
         if each has an entry. None when no entry has that offset, or none follows it."""
         rel, mm, n = offset - self.base_offset, self._mmap, self.entries
-        slot = self._largest_lower_bound(rel)
-        if slot < 0 or mm is None or slot + 1 >= n:
+        if mm is None:
+            return None
+        slot = _scan.floor_entry(mm, n, 8, 4, rel, _WARM_BYTES)  # (_largest_lower_bound's search)
+        if slot < 0 or slot + 1 >= n:
             return None
         if slot + 2 < n:
             found, _, _, following, _, after = _THREE_ENTRIES.unpack_from(mm, slot * 8)
@@ -395,8 +397,11 @@ class TimeIndex(_Index):
 
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """The largest entry with timestamp <= ``timestamp``; (-1, base offset) below the first."""
-        slot, mm = self._largest_lower_bound(timestamp), self._mmap
-        if slot < 0 or mm is None:
+        mm = self._mmap
+        if mm is None:
+            return NO_TIMESTAMP, self.base_offset
+        slot = _scan.floor_entry(mm, self.entries, 12, 8, timestamp, _WARM_BYTES)  # (_largest_lower_bound's search)
+        if slot < 0:
             return NO_TIMESTAMP, self.base_offset
         ts, rel = _TIME_ENTRY.unpack_from(mm, slot * 12)
         return ts, self.base_offset + rel

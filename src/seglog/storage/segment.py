@@ -25,9 +25,10 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, SeglogError
-from ..records import BatchIterator, LegacyBatch, RecordBatch, _scan
+from ..records import BatchIterator, LegacyBatch, _scan
 from ..records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from ..records.batches import HEADER_PEEK, peek_frame
+from ..records.compression import decompress
 from . import fileio
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
@@ -490,8 +491,8 @@ class LogSegment:
                 if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
                     first, size, _, max_ts = _V2_PEEK.unpack_from(data)
                     if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
-                        if max_ts >= timestamp:
-                            found = RecordBatch(data, span[0]).find_timestamp(timestamp, starting_offset)
+                        if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)
+                            found = _scan.find_timestamp(data, timestamp, starting_offset, span[0], decompress)
                             if found is not None:
                                 return found
                         headers = self.scan_headers(span[1])
@@ -502,7 +503,7 @@ class LogSegment:
                 continue
             data = self.handle.pread(header.size, header.position)
             if header.magic == 2:  # the records walked in C, none decoded
-                found = RecordBatch(data, header.position).find_timestamp(timestamp, starting_offset)
+                found = _scan.find_timestamp(data, timestamp, starting_offset, header.position, decompress)
                 if found is not None:
                     return found
                 continue
