@@ -421,7 +421,7 @@ class LogSegment:
             chunk = pread(min(want, limit - pos), pos)
             n, at, size = len(chunk), 0, 0
             while at + HEADER_PEEK <= n:
-                if n - at < (_V2_PEEK.size if chunk[at + 16] == 2 else _V1_PEEK if chunk[at + 16] == 1 else 0):
+                if n - at < _V2_PEEK.size and (chunk[at + 16] == 2 or (n - at < _V1_PEEK and chunk[at + 16] == 1)):
                     break  # the header fields we read (a v2 batch's, a v1 timestamp) lie past the chunk
                 header = _header_at(chunk, at, pos + at)
                 size = header.size
