@@ -212,7 +212,7 @@ def test_files_of_dead_attempts_are_never_committed(tmp_path):
     lost = writer.write(iter([_rows(2)]))  # an attempt whose message never reached the driver
     writer.commit([first])
     assert _records(tmp_path) == [b"v1"]
-    assert not os.path.exists(lost.path) and staging(tmp_path) == []
+    assert not any(os.path.exists(p) for p in lost.paths) and staging(tmp_path) == []
 
 
 def test_a_task_that_starts_after_the_abort_removes_its_own_file(tmp_path):
@@ -270,17 +270,18 @@ def test_staging_frames_keep_each_partitions_order_and_a_cut_file_is_refused(tmp
         )
 
     staged = writer.write(iter([rows(0, 50), rows(50, 50)]))
-    frames = list(read_staged(staged.path))
+    (path,) = staged.paths
+    frames = list(read_staged(path))
     assert {(t, p) for t, p, _ in frames} == {("a", 0), ("a", 1), ("b", 0)}
     assert all(isinstance(data, bytearray) for _, _, data in frames)  # the append takes them without a copy
-    with open(staged.path, "r+b") as f:  # a file cut inside its last frame
-        f.truncate(os.path.getsize(staged.path) - 1)
+    with open(path, "r+b") as f:  # a file cut inside its last frame
+        f.truncate(os.path.getsize(path) - 1)
     with pytest.raises(KafkaStorageError, match="cut short"):
-        list(read_staged(staged.path))
-    with open(staged.path, "r+b") as f:  # and inside a frame's header
+        list(read_staged(path))
+    with open(path, "r+b") as f:  # and inside a frame's header
         f.truncate(3)
     with pytest.raises(KafkaStorageError, match="cut short"):
-        list(read_staged(staged.path))
+        list(read_staged(path))
     writer.abort([staged])
 
     writer = SeglogWriter({"path": str(tmp_path)}, schema)  # an aborted write takes no more tasks
@@ -305,3 +306,44 @@ def test_a_commit_appends_no_more_than_a_segment_at_a_time(tmp_path):
         log = logs.partition("out", 0)
         assert [r.value for r in log.records()] == values
         assert len(log.segments) >= 3
+
+
+def test_a_task_stages_small_files_that_the_commit_removes_as_it_appends_them(tmp_path, monkeypatch):
+    from seglog.spark import sink
+
+    monkeypatch.setattr(sink, "_CHUNK_BYTES", 100)  # a new file after each frame of these rows
+    topic(tmp_path, partitions=1)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    staged = writer.write(iter([_rows(*range(i, i + 30)) for i in range(0, 300, 30)]))
+    assert len(staged.paths) == 10
+    assert staging(tmp_path) == sorted(os.path.basename(p) for p in [*staged.paths, writer.marker])
+    appended = []
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):  # each file goes once its records are in the log
+        if path in staged.paths and os.path.exists(path):
+            with seglog.open(str(tmp_path), read_only=True) as logs:
+                appended.append(logs.partition("out", 0).log_end_offset)
+        return real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    writer.commit([staged])
+    assert appended == list(range(30, 301, 30))
+    assert _records(tmp_path) == sorted(b"v%d" % i for i in range(300)) and staging(tmp_path) == []
+
+
+def test_a_write_closed_while_a_task_runs_leaves_none_of_its_files(tmp_path, monkeypatch):
+    from seglog.spark import sink
+
+    monkeypatch.setattr(sink, "_CHUNK_BYTES", 100)
+    topic(tmp_path)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+
+    def rows():
+        yield _rows(*range(30))
+        writer.abort([])  # the job failed elsewhere: the driver closes the write
+        yield _rows(*range(30, 60))  # this task's next file sees it
+
+    with pytest.raises(WriteAbortedError, match="was closed while this task ran"):
+        writer.write(rows())
+    assert staging(tmp_path) == [] and _records(tmp_path) == []

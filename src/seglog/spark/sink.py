@@ -16,8 +16,9 @@ behind, and a dir that another process owns is refused when the write starts.
 A batch write also leaves an empty marker file, ``.seglog-staging-<write id>``,
 while it is open. When a task fails, Spark aborts the job while the other tasks
 may still be starting or running; each task checks the marker after creating
-its staging file, and the driver removes the marker before the staging files,
-so a task that comes late removes its own file instead of leaving it behind.
+each of its staging files, and the driver removes the marker before the staging
+files, so a task that comes late removes its own files instead of leaving them
+behind.
 """
 
 from __future__ import annotations
@@ -45,11 +46,12 @@ STAGING_PREFIX = ".seglog-staging-"
 _FRAME = struct.Struct(">Hii")  # topic length, partition, batch bytes
 _BATCH_BYTES = 512 * 1024  # well under max.message.bytes (1 MiB by default)
 _FRAME_BYTES = 4 * 1024 * 1024  # batches per append at commit (fewer appends; see write_frames)
+_CHUNK_BYTES = 4 * 1024 * 1024  # a staging file's size: the commit removes each once appended
 
 
 @dataclass
 class StagedWrite(WriterCommitMessage):
-    path: str
+    paths: list[str]  # a task's staging files, in the order it wrote them
     rows: int
 
 
@@ -235,6 +237,47 @@ class WriteAbortedError(SeglogError):
     """A task of a write that the driver has already committed or aborted."""
 
 
+class _StagingFiles:
+    """A task's staging files: a new one each time the last holds _CHUNK_BYTES.
+
+    Small files let the commit remove each as soon as its records are in the log, so
+    a write's bytes sit in the page cache about once rather than twice (staging, then
+    log), and the log's new pages are ones just freed. Taking fresh pages instead cost
+    the commit several times the copy itself where memory is scarce, or, as on the VMs
+    the benchmarks run on, where the kernel hands free memory back to the host."""
+
+    def __init__(self, prefix: str, write_id: str, marker: str | None) -> None:
+        self.prefix = prefix
+        self.write_id = write_id
+        self.marker = marker  # the write's open marker (batch writes), checked for each new file
+        self.paths: list[str] = []
+        self._out: BinaryIO | None = None
+
+    def file(self) -> BinaryIO:
+        """The file to write the next frames to."""
+        if self._out is None or self._out.tell() >= _CHUNK_BYTES:
+            self.close()
+            path = f"{self.prefix}{len(self.paths):06d}"
+            self._out = open(path, "xb")  # noqa: SIM115 (open across calls; close() and remove() end it)
+            self.paths.append(path)
+            # after creating the file: a driver that closed the write before it could not see it
+            if self.marker is not None and not os.path.exists(self.marker):
+                when = "while this task ran" if len(self.paths) > 1 else "before this task began"
+                raise WriteAbortedError(f"write {self.write_id} was closed {when}", file=path)
+        return self._out
+
+    def close(self) -> None:
+        if self._out is not None:
+            self._out.close()
+            self._out = None
+
+    def remove(self) -> None:
+        self.close()
+        for path in self.paths:
+            with contextlib.suppress(FileNotFoundError):  # the driver's abort may have been first
+                os.unlink(path)
+
+
 class _SinkBase:
     """Driver-side setup shared by the batch and the streaming writer."""
 
@@ -265,22 +308,19 @@ class _SinkBase:
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         encoder = _Encoder(self.topic, self.partitions, self.compression)
-        path = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}-{uuid.uuid4().hex}")
+        prefix = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}-{uuid.uuid4().hex}-")
+        staging = _StagingFiles(prefix, self.write_id, self.marker)
         rows = 0
         try:
-            with open(path, "xb") as out:
-                # after creating the file: a driver that closed the write before it could not see it
-                if self.marker is not None and not os.path.exists(self.marker):
-                    raise WriteAbortedError(f"write {self.write_id} was closed before this task began", file=path)
-                for batch in iterator:
-                    rows += batch.num_rows
-                    for topic, partition, batches in encoder.encode(batch):
-                        write_frames(out, topic, partition, batches, self.frame_bytes[topic])
+            for batch in iterator:
+                rows += batch.num_rows
+                for topic, partition, batches in encoder.encode(batch):
+                    write_frames(staging.file(), topic, partition, batches, self.frame_bytes[topic])
+            staging.close()
         except BaseException:
-            with contextlib.suppress(FileNotFoundError):  # the driver's abort may have been first
-                os.unlink(path)  # a failed task leaves nothing behind
+            staging.remove()  # a failed task leaves nothing behind
             raise
-        return StagedWrite(path, rows)
+        return StagedWrite(staging.paths, rows)
 
     def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [m for m in messages if isinstance(m, StagedWrite)]
@@ -288,10 +328,12 @@ class _SinkBase:
         try:
             with open_logs(self.dirs, background=False) as logs:
                 for message in staged:
-                    for topic, partition, data in read_staged(message.path):
-                        logs.partition(topic, partition).append_batches(data)
-                    # its records are in the log: its pages go now, and the next appends reuse them
-                    os.unlink(message.path)
+                    for path in message.paths:
+                        for topic, partition, data in read_staged(path):
+                            logs.partition(topic, partition).append_batches(data)
+                        # its records are in the log: its pages go now, and the next file's
+                        # appends take them up (see _StagingFiles)
+                        os.unlink(path)
         finally:
             self._discard(staged)
 
@@ -303,7 +345,7 @@ class _SinkBase:
     def _discard(self, messages: list[Any]) -> None:
         """Remove this write's staging files, those of tasks that died without a word too."""
         self._close_marker()  # first: a task that creates its file after this removes it itself
-        paths = {m.path for m in messages if isinstance(m, StagedWrite)}
+        paths = {p for m in messages if isinstance(m, StagedWrite) for p in m.paths}
         prefix = f"{STAGING_PREFIX}{self.write_id}-"
         paths.update(os.path.join(self.dirs[0], n) for n in os.listdir(self.dirs[0]) if n.startswith(prefix))
         for path in paths:
