@@ -134,6 +134,31 @@ def test_varint_too_long():
     assert e.value.position == AT
 
 
+_NEVER_ENDS = b"\xff" * 5  # a varint of an int32 field that never ends
+
+
+@pytest.mark.parametrize(
+    ("fields", "name"),
+    [
+        (b"", "key length"),
+        (b"\x01", "value length"),  # after a null key
+        (b"\x01\x01", "header count"),  # after a null key and a null value
+        (b"\x01\x01\x02", "header key length"),  # then one header
+        (b"\x01\x01\x02\x02h", "header value length"),  # whose key is "h"
+    ],
+)
+def test_varint_too_long_in_a_length_field(fields, name):
+    body = b"\x00\x00\x00" + fields + _NEVER_ENDS + b"\x00" * 4  # attributes, timestamp and offset deltas 0
+    record = bytes([len(body) << 1]) + body
+    data = _reframe(bytearray(_batch(n=1)[:61]) + record)
+    fault = f"varint too long in the {name}"
+    with pytest.raises(CorruptRecordError, match=f"record 0: {fault} at byte {1 + 3 + len(fields)} ") as e:
+        _decode_all(_placed(data))
+    assert e.value.position == AT
+    with pytest.raises(CorruptRecordError, match=fault):
+        codec_module.check_records(RecordBatch(data, AT).records_section(), 1, AT)
+
+
 @pytest.mark.parametrize(
     ("count", "fault"),
     [

@@ -26,13 +26,18 @@ typedef struct {
         return res;             \
     } while (0)
 
+/* VARINT_OK, VARINT_TOO_LONG, or VARINT_TRUNCATED for a length outside [min, bytes left] */
 static inline int
 read_len(const uint8_t **pp, const uint8_t *end, int64_t *len, int64_t min)
 {
-    if (varint_read(pp, end, 5, len) != VARINT_OK)
-        return -1;
-    return (*len < min || *len > end - *pp) ? -1 : 0;
+    int rc = varint_read(pp, end, 5, len);
+    if (rc != VARINT_OK)
+        return rc;
+    return (*len < min || *len > end - *pp) ? VARINT_TRUNCATED : VARINT_OK;
 }
+
+/* the fault of a length field: a varint that never ends is named as such */
+#define LENGTH_FAULT(rc, field) ((rc) == VARINT_TOO_LONG ? "varint too long in the " field : field " out of range")
 
 /* Parses one record at *pp (advancing it past the record). */
 static inline ParseResult
@@ -54,25 +59,26 @@ parse_record(const uint8_t **pp, const uint8_t *end, RawRecord *r)
     rc = varint_read(&p, rend, 5, &r->off_delta);
     if (rc != VARINT_OK)
         PARSE_FAIL(rc == VARINT_TOO_LONG ? "varint too long in the offset delta" : "truncated offset delta", p);
-    if (read_len(&p, rend, &r->key_len, -1) < 0)
-        PARSE_FAIL("key length out of range", p);
+    if ((rc = read_len(&p, rend, &r->key_len, -1)) != VARINT_OK)
+        PARSE_FAIL(LENGTH_FAULT(rc, "key length"), p);
     r->key = p;
     p += r->key_len > 0 ? r->key_len : 0;
-    if (read_len(&p, rend, &r->value_len, -1) < 0)
-        PARSE_FAIL("value length out of range", p);
+    if ((rc = read_len(&p, rend, &r->value_len, -1)) != VARINT_OK)
+        PARSE_FAIL(LENGTH_FAULT(rc, "value length"), p);
     r->value = p;
     p += r->value_len > 0 ? r->value_len : 0;
-    if (varint_read(&p, rend, 5, &r->header_count) != VARINT_OK || r->header_count < 0 ||
-        r->header_count > (rend - p) / 2) /* a header takes at least two bytes */
+    if ((rc = varint_read(&p, rend, 5, &r->header_count)) == VARINT_TOO_LONG)
+        PARSE_FAIL("varint too long in the header count", p);
+    if (rc != VARINT_OK || r->header_count < 0 || r->header_count > (rend - p) / 2) /* a header: 2 bytes at least */
         PARSE_FAIL("header count out of range", p);
     r->headers = p;
     for (int64_t h = 0; h < r->header_count; h++) {
         int64_t klen, vlen;
-        if (read_len(&p, rend, &klen, 0) < 0) /* a header key is never null */
-            PARSE_FAIL("header key length out of range", p);
+        if ((rc = read_len(&p, rend, &klen, 0)) != VARINT_OK) /* a header key is never null */
+            PARSE_FAIL(LENGTH_FAULT(rc, "header key length"), p);
         p += klen;
-        if (read_len(&p, rend, &vlen, -1) < 0)
-            PARSE_FAIL("header value length out of range", p);
+        if ((rc = read_len(&p, rend, &vlen, -1)) != VARINT_OK)
+            PARSE_FAIL(LENGTH_FAULT(rc, "header value length"), p);
         p += vlen > 0 ? vlen : 0;
     }
     if (p != rend)
