@@ -19,8 +19,9 @@ The C ``ColumnBuilder`` (``seglog.records._columns``) decodes records straight
 into Arrow buffers and hands them over without copying; here they are wrapped
 with ``pyarrow.Array.from_buffers``, so there is no Python object per record.
 A record's bytes are copied once, from the batch into the column: an
-uncompressed batch's records are read in place (a slice of the mapped
-segment), a compressed batch is decompressed once. The constant ``topic`` and
+uncompressed batch's records are read in place (a view of the chunk of the
+segment the log read with ``pread``: segments are never mapped, see
+storage/), a compressed batch is decompressed once. The constant ``topic`` and
 ``partition`` columns are slices of one array made per reader.
 
 Control batches (transaction markers, KRaft's LeaderChange and snapshot
