@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.errors import PySparkException
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType, TimestampType
 
 import seglog
-from seglog.spark.sink import SeglogWriter, WriteAbortedError
+from seglog.spark.sink import SeglogStreamWriter, SeglogWriter, StagedWrite, WriteAbortedError
 
 from .test_read import read
 
@@ -347,3 +347,57 @@ def test_a_write_closed_while_a_task_runs_leaves_none_of_its_files(tmp_path, mon
     with pytest.raises(WriteAbortedError, match="was closed while this task ran"):
         writer.write(rows())
     assert staging(tmp_path) == [] and _records(tmp_path) == []
+
+
+def test_a_commit_that_fails_part_way_leaves_every_partition_as_it_was(tmp_path):
+    topic(tmp_path)
+    with seglog.open(str(tmp_path), background=False) as logs:
+        logs.partition("out", 0).append([seglog.Record(value=b"before")])
+        logs.alter_topic_config("out", {"message.timestamp.before.max.ms": "3600000"})
+    extra = [StructField("partition", IntegerType()), StructField("timestamp", TimestampType())]
+    schema = StructType([*SCHEMA.fields, *extra])
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
+    now_us = int(time.time() * 1e6)
+
+    def rows(values, partition, ts_us):
+        return pa.RecordBatch.from_pydict(
+            {"key": [b"k"] * len(values), "value": values, "partition": [partition] * len(values),
+             "timestamp": [ts_us] * len(values)},
+            schema=pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
+                              ("timestamp", pa.timestamp("us"))]),
+        )  # fmt: skip
+
+    good = writer.write(iter([rows([b"a", b"b"], 0, now_us), rows([b"c"], 1, now_us)]))
+    old = writer.write(iter([rows([b"too old"], 2, now_us - 7200 * 10**6)]))  # refused by the log
+    with pytest.raises(seglog.errors.InvalidTimestampError, match=r"message\.timestamp\.before\.max\.ms"):
+        writer.commit([good, old])
+    with seglog.open(str(tmp_path), background=False) as logs:
+        assert [r.value for r in logs.partition("out", 0).records()] == [b"before"]
+        assert [logs.partition("out", p).log_end_offset for p in range(3)] == [1, 0, 0]
+    assert staging(tmp_path) == []
+
+
+def test_staging_files_of_a_dead_driver_go_when_the_next_write_starts(tmp_path):
+    from seglog.spark.sink import remove_dead_staging
+
+    topic(tmp_path)
+    died_committing = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    orphans = died_committing.write(iter([_rows(1)])).paths
+    os.unlink(died_committing.marker)  # the commit's first step; then the driver died
+    died_early = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    stale = died_early.write(iter([_rows(2)])).paths
+    running = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    live = running.write(iter([_rows(3)])).paths
+    stream = SeglogStreamWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)  # no marker
+    streaming, stream_died = stream.write(iter([_rows(5)])).paths, stream.write(iter([_rows(6)])).paths
+    week_ago = time.time() - 8 * 24 * 3600
+    for path in [died_early.marker, *stream_died]:
+        os.utime(path, (week_ago, week_ago))
+
+    SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)  # a new write clears what is dead
+    assert not any(os.path.exists(p) for p in [*orphans, *stale, died_early.marker, *stream_died])
+    assert all(os.path.exists(p) for p in [*live, running.marker, *streaming])
+    os.unlink(*streaming)
+    assert remove_dead_staging(str(tmp_path)) == []  # a live write's marker and files stay
+    running.commit([StagedWrite(live, 1)])
+    assert _records(tmp_path) == [b"v3"] and len(staging(tmp_path)) == 1  # the marker of the new write

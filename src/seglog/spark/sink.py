@@ -18,7 +18,16 @@ while it is open. When a task fails, Spark aborts the job while the other tasks
 may still be starting or running; each task checks the marker after creating
 each of its staging files, and the driver removes the marker before the staging
 files, so a task that comes late removes its own files instead of leaving them
-behind.
+behind. (A streaming writer serves every micro-batch of its query, and Spark
+makes several of them per query, so it has no marker: its write ids start with
+``stream``.)
+
+A commit is all or nothing: when an append fails part way (a record the log
+refuses, a full disk), every partition the commit touched is truncated back to
+where it ended before. Staging files left by a driver that died are removed when
+the next write starts, under the dir's lock, so never while a commit runs: a
+batch write's files without its marker (the driver died committing), and any
+staging file or marker a week old (it died before).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import os
 import struct
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -47,6 +57,8 @@ _FRAME = struct.Struct(">Hii")  # topic length, partition, batch bytes
 _BATCH_BYTES = 512 * 1024  # well under max.message.bytes (1 MiB by default)
 _FRAME_BYTES = 4 * 1024 * 1024  # batches per append at commit (fewer appends; see write_frames)
 _CHUNK_BYTES = 4 * 1024 * 1024  # a staging file's size: the commit removes each once appended
+_STALE_S = 7 * 24 * 3600  # a staging file or marker this old belongs to a driver that died
+_STREAM = "stream"  # the start of a streaming write's id
 
 
 @dataclass
@@ -233,6 +245,38 @@ def _check_types(schema: StructType) -> None:
             )
 
 
+def _roll_back(logs: Any, ends: dict[tuple[str, int], int], cause: BaseException) -> None:
+    """Truncate every partition a failed commit touched back to where it ended before."""
+    for (topic, partition), end in ends.items():
+        try:
+            logs.partition(topic, partition).truncate_to(end)
+        except Exception as e:  # the others are still rolled back; the note says which failed
+            cause.add_note(f"rolling back {topic}-{partition} to offset {end} failed too: {e}")
+
+
+def remove_dead_staging(log_dir: str, now: float | None = None) -> list[str]:
+    """Remove the staging files of writes whose driver is gone: a batch write's files
+    without its marker (the driver died committing) and any staging file or marker a
+    week old. The caller holds the dir's lock, so no commit is reading them. Returns the
+    names removed."""
+    now = time.time() if now is None else now
+    ages: dict[str, float] = {}
+    for name in os.listdir(log_dir):
+        if name.startswith(STAGING_PREFIX):
+            with contextlib.suppress(FileNotFoundError):
+                ages[name] = now - os.stat(os.path.join(log_dir, name)).st_mtime
+    ids = {name: name[len(STAGING_PREFIX) :].split("-", 1)[0] for name in ages}
+    open_writes = {ids[n] for n, age in ages.items() if n == STAGING_PREFIX + ids[n] and age < _STALE_S}
+    dead = [
+        n for n, age in ages.items()
+        if age >= _STALE_S or not (ids[n] in open_writes or ids[n].startswith(_STREAM))
+    ]  # fmt: skip
+    for name in dead:
+        with contextlib.suppress(FileNotFoundError):  # a late task removing its own file
+            os.unlink(os.path.join(log_dir, name))
+    return dead
+
+
 class WriteAbortedError(SeglogError):
     """A task of a write that the driver has already committed or aborted."""
 
@@ -300,11 +344,14 @@ class _SinkBase:
         with open_logs(self.dirs, background=False) as logs:
             self.partitions = {t: len(logs.partitions(t)) for t in logs.topics()}
             self.frame_bytes = {t: min(_FRAME_BYTES, logs.topic_config(t).segment_bytes) for t in self.partitions}
+            remove_dead_staging(self.dirs[0])  # under the lock: no commit is reading them
         if self.topic is not None and self.topic not in self.partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {self.topic!r}: create it before writing to it")
-        self.marker = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}") if self.uses_marker else None
-        if self.marker is not None:
+        if self.uses_marker:
+            self.marker: str | None = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}")
             open(self.marker, "xb").close()
+        else:
+            self.write_id, self.marker = _STREAM + self.write_id, None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
         encoder = _Encoder(self.topic, self.partitions, self.compression)
@@ -327,13 +374,20 @@ class _SinkBase:
         self._close_marker()  # from here on, a late task (a speculative copy) stages nothing
         try:
             with open_logs(self.dirs, background=False) as logs:
-                for message in staged:
-                    for path in message.paths:
-                        for topic, partition, data in read_staged(path):
-                            logs.partition(topic, partition).append_batches(data)
-                        # its records are in the log: its pages go now, and the next file's
-                        # appends take them up (see _StagingFiles)
-                        os.unlink(path)
+                ends: dict[tuple[str, int], int] = {}  # where each partition the commit touches ended
+                try:
+                    for message in staged:
+                        for path in message.paths:
+                            for topic, partition, data in read_staged(path):
+                                log = logs.partition(topic, partition)
+                                ends.setdefault((topic, partition), log.log_end_offset)
+                                log.append_batches(data)
+                            # its records are in the log: its pages go now, and the next file's
+                            # appends take them up (see _StagingFiles)
+                            os.unlink(path)
+                except BaseException as e:
+                    _roll_back(logs, ends, e)
+                    raise
         finally:
             self._discard(staged)
 
