@@ -339,8 +339,8 @@ def test_corrupt_records_fail_as_the_codec_fails(data):
         assert decoded is None or "timestamp" in str(e)
         assert builder.rows == before
         assert arrow_rows([arrow.ArrowAssembler("t", 7, True).assemble(builder.finish())]) == expected_rows([good])
-    else:
-        assert decoded is not None and builder.rows == before + len(decoded)
+    else:  # the builder keeps the rows in [start, end): a flipped offset delta may put one below 0
+        assert decoded is not None and builder.rows == before + sum(r.offset >= 0 for r in decoded)
 
 
 def test_hostile_count_and_trailing_bytes():
