@@ -50,6 +50,7 @@ from pyspark.sql.types import StructType
 from ..errors import KafkaStorageError, SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner
 from ..records import Compression, _codec, build_batch, build_batches_from_columns
+from ..storage import LogManager
 from ..storage import open as open_logs
 from . import options as opt
 
@@ -246,7 +247,7 @@ def _check_types(schema: StructType) -> None:
             )
 
 
-def _roll_back(logs: Any, ends: dict[tuple[str, int], int], cause: BaseException) -> None:
+def _roll_back(logs: LogManager, ends: dict[tuple[str, int], int], cause: BaseException) -> None:
     """Truncate every partition a failed commit touched back to where it ended before."""
     for (topic, partition), end in ends.items():
         try:
@@ -255,12 +256,12 @@ def _roll_back(logs: Any, ends: dict[tuple[str, int], int], cause: BaseException
             cause.add_note(f"rolling back {topic}-{partition} to offset {end} failed too: {e}")
 
 
-def remove_dead_staging(log_dir: str, now: float | None = None) -> list[str]:
+def remove_dead_staging(log_dir: str) -> list[str]:
     """Remove the staging files of writes whose driver is gone: a batch write's files
     without its marker (the driver died committing) and any staging file or marker a
     week old. The caller holds the dir's lock, so no commit is reading them. Returns the
     names removed."""
-    now = time.time() if now is None else now
+    now = time.time()
     ages: dict[str, float] = {}
     for name in os.listdir(log_dir):
         if name.startswith(STAGING_PREFIX):
