@@ -2,7 +2,8 @@
 
 Run as ``python crash_child.py DIR ACK_FILE MODE SEED``. Every record's key,
 value and timestamp are functions of its offset (``expected``), so the parent
-can check each record it reads back. After each flush (every append when MODE
+can check each record it reads back. Some appends are files made segments
+(``append_segment_file``), so kills land in those too. After each flush (every append when MODE
 is ``flush1``, whose topic has flush.messages=1; every few appends otherwise)
 the child writes the last flushed offset to ACK_FILE and fsyncs it: every
 offset acknowledged there must survive the kill.
@@ -30,7 +31,7 @@ def expected(offset: int) -> tuple[bytes, bytes, int]:
 
 def main() -> None:
     import seglog
-    from seglog.records import Compression, Record
+    from seglog.records import Compression, Record, build_batch
 
     path, ack_path, mode, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     rng = random.Random(seed)
@@ -43,7 +44,14 @@ def main() -> None:
         start = log.log_end_offset
         n = rng.choice((1, 1, 3, 10, 40)) if rng.random() > 0.03 else 400  # sometimes a large write
         batch = [Record(*expected(o)) for o in range(start, start + n)]
-        first, last = log.append(batch, compression=rng.choice(codecs))
+        if n <= 40 and rng.random() < 0.1:  # a file of batches made a segment (the Spark sink's commit)
+            staged = os.path.join(path, ".staged")
+            with open(staged, "wb") as f:
+                f.write(build_batch(batch, compression=rng.choice(codecs)))
+            info = log.append_segment_file(staged)
+            first, last = info.first_offset, info.last_offset
+        else:
+            first, last = log.append(batch, compression=rng.choice(codecs))
         assert first == start, (first, start)
         if mode == "flush1":
             flushed = last  # flush.messages=1: fsynced before append returned

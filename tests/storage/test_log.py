@@ -22,7 +22,7 @@ from seglog.errors import (
 from seglog.records import BatchIterator, Compression, Record, TimestampType, build_batch, build_message_set
 from seglog.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
 
-from .conftest import MS, Clock, check_log, new_log, open_logs, records
+from .conftest import MS, Clock, check_log, crash, new_log, open_logs, records
 
 
 def direct_log(path: Path, config: dict | None = None, **kw) -> PartitionLog:
@@ -87,6 +87,107 @@ def test_timestamps_outside_the_allowed_window_are_refused(tmp_path, clock):
     log.append([Record(b"k", b"v", MS + 3_600_000)])
     assert log.log_end_offset == 1
     manager.close()
+
+
+# --- appending a whole file as a segment ------------------------------------------------------
+
+
+def staged(tmp_path: Path, *batches: bytes | bytearray, name: str = "staged") -> str:
+    path = tmp_path / name
+    path.write_bytes(b"".join(batches))
+    return str(path)
+
+
+def test_a_staged_file_becomes_the_active_segment_with_its_offsets_assigned(tmp_path, clock):
+    manager, log = new_log(tmp_path / "logs", config={"index.interval.bytes": 100}, clock=clock)
+    log.append(records(3))
+    batches = [build_batch(records(5, start=s, ts=MS + s, size=60), base_offset=777) for s in range(3, 23, 5)]
+    info = log.append_segment_file(staged(tmp_path, *batches))
+    assert (info.first_offset, info.last_offset, info.record_count) == (3, 22, 20)
+    assert not os.path.exists(tmp_path / "staged")
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    assert log.active_segment.log_path.endswith("00000000000000000003.log")
+    assert log.log_end_offset == log.high_watermark == 23
+    assert [r.key for r in log.records()] == [b"k%d" % i for i in range(23)]
+    # the offset index holds entries as appends would have made: reads start mid-segment
+    assert log.active_segment.offset_index.entries == 3
+    assert [b.base_offset for b in batches_of(log.read(13, 1))] == [13]
+    assert log.offset_for_timestamp(MS + 17) == (17, MS + 17)
+    log.append(records(2, start=23))  # appends go on into the adopted segment
+    assert [s.base_offset for s in log.segments] == [0, 3]
+    check_log(log)
+    manager.close()
+    with open_logs(tmp_path / "logs") as reopened:
+        assert [r.offset for r in reopened.partition("t", 0).records()] == list(range(25))
+        check_log(reopened.partition("t", 0))
+
+
+def test_a_staged_file_replaces_an_empty_active_segment(tmp_path, clock):
+    manager, log = new_log(tmp_path / "logs", clock=clock)
+    log.append_segment_file(staged(tmp_path, build_batch(records(4))))
+    assert [s.base_offset for s in log.segments] == [0]
+    log.append_segment_file(staged(tmp_path, build_batch(records(2, start=4))))
+    log.roll()
+    log.append_segment_file(staged(tmp_path, build_batch(records(2, start=6))))
+    assert [s.base_offset for s in log.segments] == [0, 4, 6]
+    assert sorted(n for n in os.listdir(log.dir) if n.endswith((".log", ".index", ".timeindex"))) == sorted(
+        f"{b:020d}{suffix}" for b in (0, 4, 6) for suffix in (".log", ".index", ".timeindex")
+    )
+    check_log(log)
+    manager.close()
+
+
+def test_a_staged_file_the_log_refuses_stays_as_it_was(tmp_path, clock):
+    manager, log = new_log(tmp_path / "logs", config={"segment.bytes": 2000}, clock=clock)
+    log.append(records(2))
+    before = file_state(log)
+    good = build_batch(records(2, start=2))
+    corrupt = bytearray(good)
+    corrupt[-1] ^= 1  # the CRC no longer matches
+    cases = {
+        "corrupt": (bytes(good) + bytes(corrupt), CorruptRecordError),
+        "torn": (bytes(good) + bytes(good)[:30], CorruptRecordError),
+        "future": (build_batch(records(1, ts=MS + 10**12)), InvalidTimestampError),
+        "large": (b"".join(build_batch(records(2, start=i)) for i in range(2, 40, 2)), RecordTooLargeError),
+        "empty": (b"", InvalidRecordError),
+        "legacy": (build_message_set([Record(b"k", b"v", MS)], magic=1), InvalidRecordError),
+    }
+    for name, (data, error) in cases.items():
+        path = staged(tmp_path, data, name=name)
+        with pytest.raises(error) as raised:
+            log.append_segment_file(path)
+        assert raised.value.file == path, name
+        assert Path(path).read_bytes() == data, name
+    assert file_state(log) == before
+    assert log.log_end_offset == 2
+    check_log(log)
+    manager.close()
+
+
+def test_truncation_removes_adopted_segments(tmp_path, clock):
+    manager, log = new_log(tmp_path / "logs", clock=clock)
+    log.append(records(3))
+    log.append_segment_file(staged(tmp_path, build_batch(records(5, start=3))))
+    log.append_segment_file(staged(tmp_path, build_batch(records(5, start=8))))
+    assert log.truncate_to(3)
+    assert [(s.base_offset, s.size) for s in log.segments] == [(0, log.segments[0].size), (3, 0)]
+    assert log.log_end_offset == 3
+    log.append(records(1, start=3))
+    check_log(log)
+    manager.close()
+
+
+def test_an_adopted_segment_is_recovered_after_a_crash(tmp_path, clock):
+    manager, log = new_log(tmp_path / "logs", clock=clock)
+    log.append(records(3))
+    log.append_segment_file(staged(tmp_path, build_batch(records(5, start=3))))
+    with open(log.active_segment.log_path, "ab") as f:
+        f.write(b"\x00" * 17)  # a torn write after the adopted batches
+    crash(manager)
+    with open_logs(tmp_path / "logs") as reopened:
+        again = reopened.partition("t", 0)
+        assert [r.offset for r in again.records()] == list(range(8))
+        check_log(again)
 
 
 # --- rolling ------------------------------------------------------------------------------------

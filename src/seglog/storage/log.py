@@ -39,6 +39,7 @@ from ..errors import (
     KafkaStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
+    SeglogError,
     UnexpectedAppendOffsetError,
 )
 from ..records import (
@@ -60,6 +61,7 @@ from ..records.batch import (
 )
 from ..records.compression import decompress
 from . import fileio
+from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
 from .naming import (
     CLEANED_SUFFIX,
@@ -68,6 +70,7 @@ from .naming import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    offset_file_name,
     parse_offset_file,
 )
 from .segment import FetchData, LogSegment, random_jitter
@@ -379,12 +382,8 @@ class PartitionLog:
             raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         with self._lock:
-            if self.closed or self.read_only:
-                self._check_open()
             c = self.config
-            bounds = self._timestamp_bounds() if c.message_timestamp_type == "CreateTime" else None
-            stamp = self._clock() if c.message_timestamp_type == "LogAppendTime" else None
-            assignment = (self._next_offset, self.leader_epoch, stamp, c.segment_bytes)
+            bounds, stamp, assignment = self._leader_append_rules()
             assigned = _scan.check_append(
                 buffer,
                 True,
@@ -402,6 +401,69 @@ class PartitionLog:
             entries, first, last, max_ts, count = assigned
             self._append_locked(buffer, entries, first, last, max_ts, ((self.leader_epoch, first),))
             return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
+
+    def append_segment_file(self, path: str) -> AppendInfo:
+        """Append the record batches of the file at ``path`` by making the file itself the
+        new active segment: no byte is copied. The batches are validated and given their
+        offsets in place, under the log's lock, exactly as ``append_batches`` does; then
+        the file is renamed into the partition's directory, named after its first offset.
+
+        For large appends staged beside the log (the Spark sink): the file must be on
+        the log's filesystem and hold at most segment.bytes. When validation refuses it,
+        it stays where it was, its bytes unchanged."""
+        with self._lock:
+            c = self.config
+            bounds, stamp, assignment = self._leader_append_rules()
+            handle = fileio.open_file(path)
+            try:
+                size = handle.size()
+                if size == 0:
+                    raise InvalidRecordError("an append must hold at least one batch", file=path)
+                with handle.mmap(size, writable=True) as mapped:
+                    assigned = _scan.check_append(
+                        mapped, True, False, c.compact, c.max_message_bytes, bounds, decompress, path, assignment
+                    )
+            except SeglogError as e:
+                raise e.at(file=path) from None  # a CRC fault knows its position, not the file
+            finally:
+                handle.close()
+            if assigned is None:
+                raise InvalidRecordError("legacy batches cannot be appended; use v2", file=path)
+            entries, first, last, max_ts, count = assigned
+            if last - first > MAX_RELATIVE_OFFSET:
+                raise RecordTooLargeError(
+                    f"append spans offsets {first}..{last}, more than a segment can index", file=path
+                )
+            self._adopt(path, first, entries)
+            self._advance(last, ((self.leader_epoch, first),))
+            return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
+
+    def _leader_append_rules(self) -> tuple[tuple[int, int] | None, int | None, tuple[int, int, int | None, int]]:
+        """For a leader's append, under the lock: the CreateTime bounds its timestamps must
+        lie in, the LogAppendTime it is stamped with, and its assignment (next offset,
+        leader epoch, stamp, segment.bytes) as ``_scan.check_append`` takes it."""
+        if self.closed or self.read_only:
+            self._check_open()
+        c = self.config
+        bounds = self._timestamp_bounds() if c.message_timestamp_type == "CreateTime" else None
+        stamp = self._clock() if c.message_timestamp_type == "LogAppendTime" else None
+        return bounds, stamp, (self._next_offset, self.leader_epoch, stamp, c.segment_bytes)
+
+    def _adopt(self, path: str, base: int, entries: list[tuple[int, int, int, int]]) -> None:
+        """Rename a validated file into the directory as the segment at ``base``, the log
+        end offset. An empty active segment there is replaced; any other becomes inactive."""
+        old = self._segments[-1]
+        replaced = old.base_offset == base
+        if replaced and old.size:
+            raise AssertionError(f"{self.name}: a segment at the log end offset {base} holds data")
+        fileio.rename(path, os.path.join(self.dir, offset_file_name(base, LOG_SUFFIX)))
+        if replaced:
+            old.close_handlers()  # its log file is the one just replaced; its index files are rewritten
+        else:
+            old.on_become_inactive()
+        kept = self._segments[:-1] if replaced else self._segments
+        self._set_segments((*kept, LogSegment.adopt(self.dir, base, entries, **self._segment_args())))
+        log.debug("%s: adopted %s as the segment at offset %d", self.name, path, base)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from a leader: offsets and epochs are kept, and
@@ -565,6 +627,12 @@ class PartitionLog:
                 )
         # else the segment can index ``last``: should_roll checks that
         segment.append(buffer, entries)
+        self._advance(last, epochs)
+
+    def _advance(self, last: int, epochs: Sequence[tuple[int, int]]) -> None:
+        """After an append whose last offset is ``last``: the epoch cache, the log end
+        offset, the high watermark, and a flush if one is due."""
+        c = self.config
         cache = self.leader_epoch_cache
         for epoch, start in epochs:
             if not cache.entries or cache.entries[-1][0] != epoch:  # else in force already (offsets only grow)

@@ -153,6 +153,27 @@ class LogSegment:
         """A new, empty segment; stale files of the same name are replaced."""
         return cls(dir, base_offset, created=True, **kw)  # type: ignore[arg-type]
 
+    @classmethod
+    def adopt(cls, dir: str, base_offset: int, batches: list[tuple[int, int, int, int]], **kw: object) -> LogSegment:
+        """The active segment that a log file renamed into ``dir`` became (see
+        ``PartitionLog.append_segment_file``); ``batches`` lists each of its batches as
+        ``append`` takes them. Its indexes are built as if the batches had been appended.
+
+        As in recovery, the indexes are built in memory and each written to its file in
+        one write: the first store into the map of a preallocated file converts an
+        unwritten extent, which waits for the journal, and so for whatever data the
+        filesystem is writing back (tens of milliseconds right after a large write)."""
+        segment = cls(dir, base_offset, **kw)  # type: ignore[arg-type]
+        segment.active = True
+        segment._max_ts_and_offset = (NO_TIMESTAMP, base_offset)
+        segment._rolling_based_timestamp, segment._rolling_loaded = batches[0][3], True
+        segment._reset_indexes(in_memory=True)
+        segment._index_batches(0, batches)
+        for index in (segment.offset_index, segment.time_index):
+            index.write_out()
+        segment.ensure_writable_indexes()
+        return segment
+
     # --- paths and files ---------------------------------------------------------------
 
     def _path(self, suffix: str) -> str:
