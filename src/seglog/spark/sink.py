@@ -9,9 +9,15 @@ A row without a partition goes where Kafka's default partitioner puts it.
 
 Nothing a task writes is visible until the whole write commits: tasks encode
 record batches into staging files at the log dir's root (Kafka ignores files
-there), and the driver, holding the dir's lock for the commit only, appends
-them; an aborted write deletes them. So a failed task leaves no record
-behind, and a dir that another process owns is refused when the write starts.
+there), one file per partition at a time, laid out as a segment's ``.log`` is;
+the driver, holding the dir's lock for the commit only, appends them; an
+aborted write deletes them. So a failed task leaves no record behind, and a dir
+that another process owns is refused when the write starts.
+
+A large staging file is not copied at commit: it becomes a segment of its own
+(``PartitionLog.append_segment_file``: validated and given its offsets in place,
+then renamed into the partition's directory). A small one is copied into the
+active segment, so that small writes do not leave small segments behind.
 
 A batch write also leaves an empty marker file, ``.seglog-staging-<write id>``,
 while it is open. When a task fails, Spark aborts the job while the other tasks
@@ -34,11 +40,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -50,22 +56,24 @@ from pyspark.sql.types import StructType
 from ..errors import KafkaStorageError, SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner
 from ..records import Compression, _codec, build_batch, build_batches_from_columns
-from ..storage import LogManager
+from ..storage import LogManager, PartitionLog
 from ..storage import open as open_logs
 from . import options as opt
 
 STAGING_PREFIX = ".seglog-staging-"
-_FRAME = struct.Struct(">Hii")  # topic length, partition, batch bytes
-_BATCH_BYTES = 512 * 1024  # well under max.message.bytes (1 MiB by default)
-_FRAME_BYTES = 4 * 1024 * 1024  # batches per append at commit (fewer appends; see write_frames)
-_CHUNK_BYTES = 4 * 1024 * 1024  # a staging file's size: the commit removes each once appended
+_BATCH_BYTES = 512 * 1024  # half of max.message.bytes by default (a batch may pass it by a record)
+# A staging file this large (or half of segment.bytes, if less) becomes a segment at commit:
+# copying 16 MiB costs ~10 ms, while a segment costs three files and their maps.
+_ADOPT_BYTES = 16 * 1024 * 1024
+_SYNC_BYTES = 8 * 1024 * 1024  # a task's bytes written to disk behind it, this many at a time
+_OPEN_FILES = 64  # a task's staging files open at once (a topic may have thousands of partitions)
 _STALE_S = 7 * 24 * 3600  # a staging file or marker this old belongs to a driver that died
 _STREAM = "stream"  # the start of a streaming write's id
 
 
 @dataclass
 class StagedWrite(WriterCommitMessage):
-    paths: list[str]  # a task's staging files, in the order it wrote them
+    files: list[tuple[str, int, str]]  # (topic, partition, path) of a task's staging files, in write order
     rows: int
 
 
@@ -77,9 +85,12 @@ class _Encoder:
     buffers. Only rows with headers take the per-record path.
     """
 
-    def __init__(self, topic: str | None, partitions: dict[str, int], compression: Compression) -> None:
+    def __init__(
+        self, topic: str | None, partitions: dict[str, int], batch_bytes: dict[str, int], compression: Compression
+    ) -> None:
         self.topic = topic
         self.partitions = partitions
+        self.batch_bytes = batch_bytes
         self.compression = compression
         self.choosers = {t: StickyPartitioner(n) for t, n in partitions.items()}
 
@@ -102,11 +113,12 @@ class _Encoder:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: create it before writing to it")
         targets = self._partitions(topic, rows)
         chosen = pc.unique(targets)
+        limit = self.batch_bytes[topic]
         if len(chosen) == 1:  # the usual case: a task's rows of one partition, or keyless rows
-            yield topic, chosen[0].as_py(), self._batches(rows)
+            yield topic, chosen[0].as_py(), self._batches(rows, limit)
         else:
             for p in chosen:  # typed scalars: pc.equal converts a Python int with imports each call
-                yield topic, p.as_py(), self._batches(rows.filter(pc.equal(targets, p)))
+                yield topic, p.as_py(), self._batches(rows.filter(pc.equal(targets, p)), limit)
         self.choosers[topic].batch_done()
 
     def _partitions(self, topic: str, rows: pa.RecordBatch) -> pa.Array:
@@ -130,20 +142,20 @@ class _Encoder:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {bad}")
         return chosen
 
-    def _batches(self, rows: pa.RecordBatch) -> list[bytearray]:
+    def _batches(self, rows: pa.RecordBatch, limit: int) -> list[bytearray]:
         names = rows.schema.names
         if "headers" in names and pc.sum(pc.list_value_length(rows.column("headers"))).as_py():
-            return self._batches_with_headers(rows)
+            return self._batches_with_headers(rows, limit)
         return build_batches_from_columns(
             len(rows),
             _binary(rows, "key"),
             _binary(rows, "value"),
             _timestamps(rows),
             compression=self.compression,
-            max_bytes=_BATCH_BYTES,
+            max_bytes=limit,
         )
 
-    def _batches_with_headers(self, rows: pa.RecordBatch) -> list[bytearray]:
+    def _batches_with_headers(self, rows: pa.RecordBatch, limit: int) -> list[bytearray]:
         names = rows.schema.names
         n = len(rows)
         keys = rows.column("key").to_pylist() if "key" in names else [None] * n
@@ -157,29 +169,10 @@ class _Encoder:
         out, size, start = [], 0, 0
         for i, r in enumerate(records):
             size += 24 + len(r[0] or b"") + len(r[1] or b"")
-            if size >= _BATCH_BYTES or i == n - 1:
+            if size >= limit or i == n - 1:
                 out.append(build_batch(records[start : i + 1], compression=self.compression))
                 size, start = 0, i + 1
         return out
-
-
-def write_frames(out: BinaryIO, topic: str, partition: int, batches: list[bytearray], limit: int) -> None:
-    """Staging frames of the record batches of one partition, written without copying them.
-
-    A frame holds consecutive batches up to ``limit`` bytes (a larger batch goes alone):
-    the commit appends a frame at a time, and the log refuses an append larger than a
-    segment."""
-    name = topic.encode()
-    start = 0
-    while start < len(batches):
-        end, size = start + 1, len(batches[start])
-        while end < len(batches) and size + len(batches[end]) <= limit:
-            size += len(batches[end])
-            end += 1
-        out.write(_FRAME.pack(len(name), partition, size) + name)
-        for data in batches[start:end]:
-            out.write(data)
-        start = end
 
 
 def _binary(rows: pa.RecordBatch, name: str) -> tuple | None:
@@ -207,24 +200,6 @@ def _bytes(value: Any) -> bytes | None:
     if isinstance(value, str):
         return value.encode()
     return bytes(value)
-
-
-def read_staged(path: str) -> Iterator[tuple[str, int, bytearray]]:
-    """The frames of a staging file: (topic, partition, record batches).
-
-    Each frame's batches are read into a bytearray of their own, which the log's
-    append takes as it is (it rewrites base offsets in place): one copy, from the
-    file to the log."""
-    with open(path, "rb", buffering=0) as f:
-        while head := f.read(_FRAME.size):
-            if len(head) < _FRAME.size:
-                raise KafkaStorageError(f"staging file {path} is cut short", file=path)
-            topic_len, partition, size = _FRAME.unpack(head)
-            topic = f.read(topic_len).decode()
-            data = bytearray(size)
-            if f.readinto(data) != size:
-                raise KafkaStorageError(f"staging file {path} is cut short", file=path)
-            yield topic, partition, data
 
 
 # the column types Spark's Kafka sink takes (other columns are ignored, as there)
@@ -284,44 +259,127 @@ class WriteAbortedError(SeglogError):
 
 
 class _StagingFiles:
-    """A task's staging files: a new one each time the last holds _CHUNK_BYTES.
+    """A task's staging files: for each partition it writes to, one file at a time of
+    record batches as a segment holds them, a new one before a file would pass its
+    topic's segment.bytes (so that the commit may make it a segment).
 
-    Small files let the commit remove each as soon as its records are in the log, so
-    a write's bytes sit in the page cache about once rather than twice (staging, then
-    log), and the log's new pages are ones just freed. Taking fresh pages instead cost
-    the commit several times the copy itself where memory is scarce, or, as on the VMs
-    the benchmarks run on, where the kernel hands free memory back to the host."""
+    A thread writes the files' bytes to disk while the task goes on encoding, every
+    _SYNC_BYTES: the commit, which runs alone on the driver, then finds them there,
+    and the writes of tasks side by side overlap their work rather than queue at the end."""
 
-    def __init__(self, prefix: str, write_id: str, marker: str | None) -> None:
+    def __init__(self, prefix: str, write_id: str, marker: str | None, limits: dict[str, int]) -> None:
         self.prefix = prefix
         self.write_id = write_id
         self.marker = marker  # the write's open marker (batch writes), checked for each new file
-        self.paths: list[str] = []
-        self._out: BinaryIO | None = None
+        self.limits = limits
+        self.files: list[tuple[str, int, str]] = []
+        self._current: dict[tuple[str, int], tuple[str, int]] = {}  # a partition's file and its size
+        self._open: OrderedDict[str, BinaryIO] = OrderedDict()  # least recently written first
+        self._dirty: set[str] = set()  # files written since their last sync
+        self._unsynced = 0
+        self._syncer = ThreadPoolExecutor(1)
+        self._syncs: list[Future[None]] = []
 
-    def file(self) -> BinaryIO:
-        """The file to write the next frames to."""
-        if self._out is None or self._out.tell() >= _CHUNK_BYTES:
-            self.close()
-            path = f"{self.prefix}{len(self.paths):06d}"
-            self._out = open(path, "xb")  # noqa: SIM115 (open across calls; close() and remove() end it)
-            self.paths.append(path)
-            # after creating the file: a driver that closed the write before it could not see it
-            if self.marker is not None and not os.path.exists(self.marker):
-                when = "while this task ran" if len(self.paths) > 1 else "before this task began"
-                raise WriteAbortedError(f"write {self.write_id} was closed {when}", file=path)
-        return self._out
+    def write(self, topic: str, partition: int, batches: list[bytearray]) -> None:
+        limit = self.limits[topic]
+        for data in batches:
+            current = self._current.get((topic, partition))
+            if current is None or (current[1] and current[1] + len(data) > limit):
+                current = (self._create(topic, partition), 0)
+            path, size = current
+            self._file(path).write(data)
+            self._current[(topic, partition)] = (path, size + len(data))
+            self._dirty.add(path)
+            self._unsynced += len(data)
+            if self._unsynced >= _SYNC_BYTES and all(f.done() for f in self._syncs):
+                self._sync_dirty()
+
+    def _create(self, topic: str, partition: int) -> str:
+        path = f"{self.prefix}{len(self.files):06d}"
+        self._keep_open(path, open(path, "xb"))  # noqa: SIM115 (open across calls; close() ends it)
+        self.files.append((topic, partition, path))
+        # after creating the file: a driver that closed the write before it could not see it
+        if self.marker is not None and not os.path.exists(self.marker):
+            when = "while this task ran" if len(self.files) > 1 else "before this task began"
+            raise WriteAbortedError(f"write {self.write_id} was closed {when}", file=path)
+        return path
+
+    def _file(self, path: str) -> BinaryIO:
+        out = self._open.get(path)
+        if out is None:
+            out = open(path, "ab")  # noqa: SIM115 (closed when evicted or by close())
+            self._keep_open(path, out)
+        else:
+            self._open.move_to_end(path)
+        return out
+
+    def _keep_open(self, path: str, out: BinaryIO) -> None:
+        if len(self._open) >= _OPEN_FILES:
+            self._open.popitem(last=False)[1].close()
+        self._open[path] = out
+
+    def _sync_dirty(self) -> None:
+        for done in self._syncs:
+            done.result()  # a failed write to disk fails the task
+        for path, out in self._open.items():
+            if path in self._dirty:
+                out.flush()
+        self._syncs = [self._syncer.submit(_sync, path) for path in self._dirty]
+        self._dirty.clear()
+        self._unsynced = 0
 
     def close(self) -> None:
-        if self._out is not None:
-            self._out.close()
-            self._out = None
+        """Close every file once its bytes are on disk."""
+        try:
+            while self._open:
+                self._open.popitem()[1].close()
+            self._sync_dirty()
+            for done in self._syncs:
+                done.result()
+        finally:
+            self._syncer.shutdown()
 
     def remove(self) -> None:
-        self.close()
-        for path in self.paths:
+        """Remove every file, unsynced (the task failed: its own error is what it reports)."""
+        while self._open:
+            with contextlib.suppress(OSError):  # a full disk refusing the buffered tail
+                self._open.popitem()[1].close()
+        self._syncer.shutdown()
+        for _, _, path in self.files:
             with contextlib.suppress(FileNotFoundError):  # the driver's abort may have been first
                 os.unlink(path)
+
+
+def _sync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise KafkaStorageError(f"writing a staging file to disk failed: {e.strerror}", file=path) from e
+
+
+def _append_staged(log: PartitionLog, path: str, unlinker: ThreadPoolExecutor) -> None:
+    """Append one staging file to ``log``: a large one becomes a segment, a small one is
+    copied (and removed by ``unlinker`` beside the next appends: freeing its page cache
+    takes ~0.5 ms per 4 MiB)."""
+    try:
+        stat = os.stat(path)
+        large = stat.st_size >= min(_ADOPT_BYTES, log.config.segment_bytes // 2)
+        if large and stat.st_dev == os.stat(log.dir).st_dev:  # a rename cannot cross filesystems
+            log.append_segment_file(path)
+            return
+        with open(path, "rb", buffering=0) as f:
+            data = bytearray(stat.st_size)
+            if f.readinto(data) != stat.st_size:
+                raise KafkaStorageError(f"staging file {path} is cut short", file=path)
+        log.append_batches(data)  # the log rewrites the base offsets in place: one copy, file to log
+    except SeglogError as e:
+        e.add_note(f"appending staging file {path} to {log.name}")
+        raise
+    unlinker.submit(os.unlink, path)
 
 
 class _SinkBase:
@@ -345,8 +403,13 @@ class _SinkBase:
         # take the lock once now: a dir another process owns is refused before any task runs
         with open_logs(self.dirs, background=False) as logs:
             self.partitions = {t: len(logs.partitions(t)) for t in logs.topics()}
-            self.frame_bytes = {t: min(_FRAME_BYTES, logs.topic_config(t).segment_bytes) for t in self.partitions}
+            configs = {t: logs.topic_config(t) for t in self.partitions}
             remove_dead_staging(self.dirs[0])  # under the lock: no commit is reading them
+        self.file_bytes = {t: c.segment_bytes for t, c in configs.items()}
+        # a batch may pass its limit by one record: half of what the log takes leaves room
+        self.batch_bytes = {
+            t: max(1, min(_BATCH_BYTES, c.max_message_bytes // 2, c.segment_bytes // 2)) for t, c in configs.items()
+        }
         if self.topic is not None and self.topic not in self.partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {self.topic!r}: create it before writing to it")
         if self.uses_marker:
@@ -356,20 +419,20 @@ class _SinkBase:
             self.write_id, self.marker = _STREAM + self.write_id, None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        encoder = _Encoder(self.topic, self.partitions, self.compression)
+        encoder = _Encoder(self.topic, self.partitions, self.batch_bytes, self.compression)
         prefix = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}-{uuid.uuid4().hex}-")
-        staging = _StagingFiles(prefix, self.write_id, self.marker)
+        staging = _StagingFiles(prefix, self.write_id, self.marker, self.file_bytes)
         rows = 0
         try:
             for batch in iterator:
                 rows += batch.num_rows
                 for topic, partition, batches in encoder.encode(batch):
-                    write_frames(staging.file(), topic, partition, batches, self.frame_bytes[topic])
+                    staging.write(topic, partition, batches)
             staging.close()
         except BaseException:
             staging.remove()  # a failed task leaves nothing behind
             raise
-        return StagedWrite(staging.paths, rows)
+        return StagedWrite(staging.files, rows)
 
     def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [m for m in messages if isinstance(m, StagedWrite)]
@@ -379,15 +442,10 @@ class _SinkBase:
                 ends: dict[tuple[str, int], int] = {}  # where each partition the commit touches ended
                 try:
                     for message in staged:
-                        for path in message.paths:
-                            for topic, partition, data in read_staged(path):
-                                log = logs.partition(topic, partition)
-                                ends.setdefault((topic, partition), log.log_end_offset)
-                                log.append_batches(data)
-                            # its records are in the log: its pages go now, and the next file's
-                            # appends take them up (see _StagingFiles); freeing 4 MiB of page
-                            # cache takes ~0.5 ms, which a thread does beside the next appends
-                            unlinker.submit(os.unlink, path)
+                        for topic, partition, path in message.files:
+                            log = logs.partition(topic, partition)
+                            ends.setdefault((topic, partition), log.log_end_offset)
+                            _append_staged(log, path, unlinker)
                 except BaseException as e:
                     _roll_back(logs, ends, e)
                     raise
@@ -402,7 +460,7 @@ class _SinkBase:
     def _discard(self, messages: list[Any]) -> None:
         """Remove this write's staging files, those of tasks that died without a word too."""
         self._close_marker()  # first: a task that creates its file after this removes it itself
-        paths = {p for m in messages if isinstance(m, StagedWrite) for p in m.paths}
+        paths = {p for m in messages if isinstance(m, StagedWrite) for _, _, p in m.files}
         prefix = f"{STAGING_PREFIX}{self.write_id}-"
         paths.update(os.path.join(self.dirs[0], n) for n in os.listdir(self.dirs[0]) if n.startswith(prefix))
         for path in paths:
