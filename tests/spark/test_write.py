@@ -442,7 +442,11 @@ def test_a_write_closed_while_a_task_runs_leaves_none_of_its_files(tmp_path):
     assert staging(tmp_path) == [] and _records(tmp_path) == []
 
 
-def test_a_commit_that_fails_part_way_leaves_every_partition_as_it_was(tmp_path):
+@pytest.mark.parametrize("adopt_bytes", [1, 1 << 30], ids=["made-segments", "copied"])
+def test_a_commit_that_fails_part_way_leaves_every_partition_as_it_was(tmp_path, monkeypatch, adopt_bytes):
+    from seglog.spark import sink
+
+    monkeypatch.setattr(sink, "_ADOPT_BYTES", adopt_bytes)
     topic(tmp_path)
     with seglog.open(str(tmp_path), background=False) as logs:
         logs.partition("out", 0).append([seglog.Record(value=b"before")])
@@ -467,6 +471,9 @@ def test_a_commit_that_fails_part_way_leaves_every_partition_as_it_was(tmp_path)
     with seglog.open(str(tmp_path), background=False) as logs:
         assert [r.value for r in logs.partition("out", 0).records()] == [b"before"]
         assert [logs.partition("out", p).log_end_offset for p in range(3)] == [1, 0, 0]
+        for p in range(3):  # no segment of the write's is left, empty or not, beyond the active one
+            log = logs.partition("out", p)
+            assert sum(s.size for s in log.segments[1:]) == 0 and len(log.segments) <= 2
     assert staging(tmp_path) == []
 
 
