@@ -320,6 +320,19 @@ def test_a_staging_file_holds_no_more_than_a_segment(tmp_path):
         assert len(log.segments) >= 3
 
 
+def test_batches_fit_a_topic_with_small_segments_and_messages(tmp_path):
+    with seglog.open(str(tmp_path), background=False) as logs:
+        logs.create_topic("out", 1, config={"segment.bytes": 64 * 1024, "max.message.bytes": 10_000})
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    values = [b"%05d" % i + b"x" * 95 for i in range(3000)]
+    rows = pa.RecordBatch.from_pydict({"key": [None] * 3000, "value": values}, schema=_rows().schema)
+    writer.commit([writer.write(iter([rows]))])  # neither limit refuses the sink's batches
+    with seglog.open(str(tmp_path), background=False) as logs:
+        log = logs.partition("out", 0)
+        assert [r.value for r in log.records()] == values
+        assert max(len(b.buffer) for b in log.batches()) <= 10_000 and len(log.segments) >= 5
+
+
 def test_a_commit_makes_large_staging_files_segments_and_copies_small_ones(tmp_path, monkeypatch):
     from seglog.spark import sink
 
