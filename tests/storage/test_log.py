@@ -3,6 +3,7 @@ truncation, leader epochs, the errors of bad input, and the log's invariants."""
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from seglog.errors import (
     UnknownTopicOrPartitionError,
 )
 from seglog.records import BatchIterator, Compression, Record, TimestampType, build_batch, build_message_set
-from seglog.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog
+from seglog.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog, fileio
 
 from .conftest import MS, Clock, check_log, crash, new_log, open_logs, records
 
@@ -162,6 +163,33 @@ def test_a_staged_file_the_log_refuses_stays_as_it_was(tmp_path, clock):
     assert log.log_end_offset == 2
     check_log(log)
     manager.close()
+
+
+def test_a_staged_file_that_fails_to_become_a_segment_leaves_the_records_as_they_were(tmp_path, clock):
+    manager, log = new_log(tmp_path / "logs", config={"index.interval.bytes": 100}, clock=clock)
+    log.append(records(3))
+    data = b"".join(build_batch(records(5, start=s, size=60)) for s in range(3, 23, 5))
+    for op, path, error in (
+        ("allocate", ".index", errno.ENOSPC),  # the roll's preallocation: before the rename
+        ("rename", "staged", errno.EIO),
+        ("write", ".timeindex", errno.EIO),  # indexing it: after the rename, so it is undone
+    ):
+        fileio.faults.inject(op, error, path=path)
+        try:
+            with pytest.raises(KafkaStorageError, match=os.strerror(error)):
+                log.append_segment_file(staged(tmp_path, data))
+        finally:
+            fileio.faults.clear()
+        assert log.log_end_offset == 3 and [r.offset for r in log.records()] == [0, 1, 2], op
+        assert sum(s.size for s in log.segments) == log.segments[0].size, op
+        check_log(log)
+    info = log.append_segment_file(staged(tmp_path, data))  # and the log takes it once the disk does
+    assert (info.first_offset, info.last_offset) == (3, 22)
+    check_log(log)
+    manager.close()
+    with open_logs(tmp_path / "logs") as reopened:
+        assert [r.offset for r in reopened.partition("t", 0).records()] == list(range(23))
+        check_log(reopened.partition("t", 0))
 
 
 def test_truncation_removes_adopted_segments(tmp_path, clock):

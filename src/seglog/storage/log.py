@@ -70,7 +70,6 @@ from .naming import (
     LOG_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
-    offset_file_name,
     parse_offset_file,
 )
 from .segment import FetchData, LogSegment, random_jitter
@@ -406,11 +405,13 @@ class PartitionLog:
         """Append the record batches of the file at ``path`` by making the file itself the
         new active segment: no byte is copied. The batches are validated and given their
         offsets in place, under the log's lock, exactly as ``append_batches`` does; then
-        the file is renamed into the partition's directory, named after its first offset.
+        the log rolls (unless its active segment is empty) and the file is renamed over
+        the active segment's empty log (``LogSegment.adopt``).
 
         For large appends staged beside the log (the Spark sink): the file must be on
         the log's filesystem and hold at most segment.bytes. When validation refuses it,
-        it stays where it was, its bytes unchanged."""
+        it stays where it was, its bytes unchanged; when a file operation fails, the log
+        holds the records it held before (rolled, perhaps)."""
         with self._lock:
             c = self.config
             bounds, stamp, assignment = self._leader_append_rules()
@@ -434,7 +435,8 @@ class PartitionLog:
                 raise RecordTooLargeError(
                     f"append spans offsets {first}..{last}, more than a segment can index", file=path
                 )
-            self._adopt(path, first, entries)
+            self._roll(first).adopt(path, entries)  # an empty active segment at the log end takes the file
+            log.debug("%s: %s became the segment at offset %d", self.name, path, first)
             self._advance(last, ((self.leader_epoch, first),))
             return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
 
@@ -448,22 +450,6 @@ class PartitionLog:
         bounds = self._timestamp_bounds() if c.message_timestamp_type == "CreateTime" else None
         stamp = self._clock() if c.message_timestamp_type == "LogAppendTime" else None
         return bounds, stamp, (self._next_offset, self.leader_epoch, stamp, c.segment_bytes)
-
-    def _adopt(self, path: str, base: int, entries: list[tuple[int, int, int, int]]) -> None:
-        """Rename a validated file into the directory as the segment at ``base``, the log
-        end offset. An empty active segment there is replaced; any other becomes inactive."""
-        old = self._segments[-1]
-        replaced = old.base_offset == base
-        if replaced and old.size:
-            raise AssertionError(f"{self.name}: a segment at the log end offset {base} holds data")
-        fileio.rename(path, os.path.join(self.dir, offset_file_name(base, LOG_SUFFIX)))
-        if replaced:
-            old.close_handlers()  # its log file is the one just replaced; its index files are rewritten
-        else:
-            old.on_become_inactive()
-        kept = self._segments[:-1] if replaced else self._segments
-        self._set_segments((*kept, LogSegment.adopt(self.dir, base, entries, **self._segment_args())))
-        log.debug("%s: adopted %s as the segment at offset %d", self.name, path, base)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from a leader: offsets and epochs are kept, and

@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
-from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, SeglogError
+from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, RecordTooLargeError, SeglogError
 from ..records import BatchIterator, LegacyBatch, _scan
 from ..records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
 from ..records.batches import HEADER_PEEK, peek_frame
@@ -152,27 +152,6 @@ class LogSegment:
     def create(cls, dir: str, base_offset: int, **kw: object) -> LogSegment:
         """A new, empty segment; stale files of the same name are replaced."""
         return cls(dir, base_offset, created=True, **kw)  # type: ignore[arg-type]
-
-    @classmethod
-    def adopt(cls, dir: str, base_offset: int, batches: list[tuple[int, int, int, int]], **kw: object) -> LogSegment:
-        """The active segment that a log file renamed into ``dir`` became (see
-        ``PartitionLog.append_segment_file``); ``batches`` lists each of its batches as
-        ``append`` takes them. Its indexes are built as if the batches had been appended.
-
-        As in recovery, the indexes are built in memory and each written to its file in
-        one write: the first store into the map of a preallocated file converts an
-        unwritten extent, which waits for the journal, and so for whatever data the
-        filesystem is writing back (tens of milliseconds right after a large write)."""
-        segment = cls(dir, base_offset, **kw)  # type: ignore[arg-type]
-        segment.active = True
-        segment._max_ts_and_offset = (NO_TIMESTAMP, base_offset)
-        segment._rolling_based_timestamp, segment._rolling_loaded = batches[0][3], True
-        segment._reset_indexes(in_memory=True)
-        segment._index_batches(0, batches)
-        for index in (segment.offset_index, segment.time_index):
-            index.write_out()
-        segment.ensure_writable_indexes()
-        return segment
 
     # --- paths and files ---------------------------------------------------------------
 
@@ -345,8 +324,24 @@ class LogSegment:
             self.bytes_since_last_index_entry = since + size
             self._max_ts_and_offset = (max_ts, max_ts_offset)
             return
-        oi, ti = self.offset_index, self.time_index
-        indexed_ts = ti.last_entry[0]
+        offsets, times, since, max_ts_and_offset = self._plan_index_entries(start, batches)
+        if offsets:
+            self.offset_index.append_entries(offsets)
+        if times:
+            self.time_index.append_entries(times)
+        self.bytes_since_last_index_entry = since
+        self._max_ts_and_offset = max_ts_and_offset
+
+    def _plan_index_entries(
+        self, start: int, batches: list[tuple[int, int, int, int]]
+    ) -> tuple[list[tuple[int, int]], list[tuple[int, int]], int, tuple[int, int]]:
+        """What indexing the batches appended at byte ``start`` adds, worked out without
+        writing it: the offset entries, the time entries, the bytes since the last entry
+        after them, and the max timestamp with its offset."""
+        max_ts, max_ts_offset = self._max_ts_and_offset or self.max_timestamp_and_offset
+        interval = self.index_interval_bytes
+        since = self.bytes_since_last_index_entry
+        indexed_ts = self.time_index.last_entry[0]
         offsets: list[tuple[int, int]] = []
         times: list[tuple[int, int]] = []
         for rel, size, last_offset, batch_max_ts in batches:
@@ -359,12 +354,46 @@ class LogSegment:
                     indexed_ts = max_ts
                 since = 0
             since += size
-        if offsets:
-            oi.append_entries(offsets)
-        if times:
-            ti.append_entries(times)
+        return offsets, times, since, (max_ts, max_ts_offset)
+
+    def adopt(self, path: str, batches: list[tuple[int, int, int, int]]) -> None:
+        """Make the file at ``path`` the log of this empty active segment: it holds whole
+        batches with their offsets assigned, listed in ``batches`` as ``append`` takes
+        them. The file is renamed over the segment's log and its batches indexed as
+        appends would index them.
+
+        The index entries are worked out, and checked to fit, before the rename, and
+        written with ``pwrite`` after it, into the space the segment's index files were
+        preallocated with (so a full disk cannot fail them). Should a write fail all the
+        same, the segment is cut back to empty, as it was."""
+        if self.size:
+            raise AssertionError(f"{self.log_path}: only an empty segment adopts a file")
+        offsets, times, since, max_ts_and_offset = self._plan_index_entries(0, batches)
+        oi, ti = self.offset_index, self.time_index
+        if len(offsets) > oi.max_entries - oi.entries or len(times) > ti.max_entries - ti.entries - 1:
+            raise RecordTooLargeError(
+                f"the file's batches need {len(offsets)} offset index entries, more than segment.index.bytes "
+                f"holds ({oi.max_entries})",
+                file=path,
+            )
+        fileio.rename(path, self.log_path)
+        if self._handle is not None:
+            self._handle.close()  # of the empty file the rename replaced
+            self._handle = None
+        try:
+            if offsets:
+                oi.append_entries(offsets, through_file=True)
+            if times:
+                ti.append_entries(times, through_file=True)
+        except BaseException:
+            oi.truncate_to(self.base_offset)
+            ti.truncate_to(self.base_offset)
+            self.handle.truncate(0)
+            raise
+        self._size = batches[-1][0] + batches[-1][1]
+        self._rolling_based_timestamp, self._rolling_loaded = batches[0][3], True
         self.bytes_since_last_index_entry = since
-        self._max_ts_and_offset = (max_ts, max_ts_offset)
+        self._max_ts_and_offset = max_ts_and_offset
 
     @property
     def max_timestamp_and_offset(self) -> tuple[int, int]:
