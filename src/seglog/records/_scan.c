@@ -426,10 +426,19 @@ batch_ok(const uint8_t *b, Py_ssize_t size, Fault *f)
 typedef struct {
     int64_t min_ts_delta, max_ts_delta;
     Py_ssize_t bad_offset, null_key; /* first record whose offset delta is not its index; first null key */
+    int quiet;                       /* a fault fails the walk without raising (no GIL held) */
     int search, log_append_time, found;
     int64_t base_offset, base_ts, max_ts, target, start_offset;
     int64_t found_ts, found_offset;
 } Walk;
+
+/* A fault of the walk: raised, or, for a quiet walk, only reported by the -1. */
+#define WALK_FAULT(...)                                                   \
+    do {                                                                  \
+        if (!w->quiet)                                                    \
+            RAISE(CorruptRecordError, NULL, position, 0, 0, __VA_ARGS__); \
+        return -1;                                                        \
+    } while (0)
 
 /* _codec.c's record walk (decode_records / check_records): the same checks and
  * messages; raises CorruptRecordError naming the batch's position. */
@@ -440,24 +449,15 @@ walk_records(const uint8_t *start, Py_ssize_t len, Py_ssize_t count, Py_ssize_t 
     w->min_ts_delta = w->max_ts_delta = 0;
     w->bad_offset = w->null_key = -1;
     w->found = 0;
-    if (count < 0 || count > len / 7) { /* a record takes at least 7 bytes */
-        RAISE(CorruptRecordError, NULL, position, 0, 0, "record count %zd does not fit in %zd bytes of records",
-              count, len);
-        return -1;
-    }
+    if (count < 0 || count > len / 7) /* a record takes at least 7 bytes */
+        WALK_FAULT("record count %zd does not fit in %zd bytes of records", count, len);
     for (Py_ssize_t i = 0; i < count; i++) {
         RawRecord r;
-        if (p == end) {
-            RAISE(CorruptRecordError, NULL, position, 0, 0,
-                  "record count %zd disagrees with the batch: its records end after %zd", count, i);
-            return -1;
-        }
+        if (p == end)
+            WALK_FAULT("record count %zd disagrees with the batch: its records end after %zd", count, i);
         ParseResult res = parse_record(&p, end, &r);
-        if (res.fault) {
-            RAISE(CorruptRecordError, NULL, position, 0, 0, "record %zd: %s at byte %zd of the records", i, res.fault,
-                  (Py_ssize_t)(res.at - start));
-            return -1;
-        }
+        if (res.fault)
+            WALK_FAULT("record %zd: %s at byte %zd of the records", i, res.fault, (Py_ssize_t)(res.at - start));
         if (i == 0 || r.ts_delta < w->min_ts_delta)
             w->min_ts_delta = r.ts_delta;
         if (i == 0 || r.ts_delta > w->max_ts_delta)
@@ -476,14 +476,12 @@ walk_records(const uint8_t *start, Py_ssize_t len, Py_ssize_t count, Py_ssize_t 
             }
         }
     }
-    if (p != end) {
-        RAISE(CorruptRecordError, NULL, position, 0, 0,
-              "record count %zd disagrees with the batch: %zd bytes follow the last record", count,
-              (Py_ssize_t)(end - p));
-        return -1;
-    }
+    if (p != end)
+        WALK_FAULT("record count %zd disagrees with the batch: %zd bytes follow the last record", count,
+                   (Py_ssize_t)(end - p));
     return 0;
 }
+#undef WALK_FAULT
 
 /* The records of the batch at `at` of `owner` (size bytes at b): the bytes after
  * the header, or, compressed, what decompress(codec, view) gives (held in *held,
@@ -552,125 +550,168 @@ typedef struct {
     PyObject *decompress, *file;
 } AppendRules;
 
+/* What checking one batch of an append found. */
+typedef enum { B_OK, B_STOP, B_PARTIAL, B_LEGACY, B_ERROR } Verdict;
+
+/* A refusal: raised (B_ERROR), or, in a quiet check, only a stop (B_STOP), so that
+ * the check made again with the GIL raises it. */
+#define REFUSE(type, file, position, has_offset, offset, ...)                  \
+    do {                                                                       \
+        if (quiet)                                                             \
+            return B_STOP;                                                     \
+        RAISE(type, file, position, has_offset, offset, __VA_ARGS__);          \
+        return B_ERROR;                                                        \
+    } while (0)
+
+/* Every check of log.py's _validate_general of the batch at `pos`, fault for fault:
+ * B_OK with its facts in *x and its end in *end. A quiet check runs without the GIL:
+ * it stops (B_STOP) rather than raise, and at a compressed batch, whose records only
+ * Python's codecs can give. */
+static Verdict
+check_batch_at(PyObject *owner, const uint8_t *data, Py_ssize_t len, Py_ssize_t pos, const AppendRules *rules,
+               int quiet, i128 *prev_last, Facts *x, Py_ssize_t *end)
+{
+    Fault f = {F_NONE};
+    PyObject *file = rules->file;
+    Frame kind = frame_at(data, len, pos, 0, -1, end, &f);
+    if (kind == FRAME_PARTIAL)
+        return B_PARTIAL;
+    if (kind == FRAME_LEGACY)
+        return B_LEGACY;
+    const uint8_t *b = data + pos;
+    Py_ssize_t size = *end - pos;
+    if (kind == FRAME_FAULT)
+        goto fault;
+    if (size > rules->max_bytes)
+        REFUSE(RecordTooLargeError, file, pos, 0, 0, "batch of %zd bytes exceeds max.message.bytes %zd", size,
+               rules->max_bytes);
+    if (!batch_ok(b, size, &f))
+        goto fault;
+    *x = (Facts){pos, size, i32_at(b + H_COUNT), i32_at(b + H_LAST_DELTA), i32_at(b + H_EPOCH),
+                 i64_at(b + H_MAX_TS), i64_at(b)};
+    if (!rules->leader) {
+        if ((i128)x->base <= *prev_last) {
+            char t[48];
+            REFUSE(UnexpectedAppendOffsetError, file, -1, 1, x->base, "batch offsets %lld.. do not follow %s",
+                   (long long)x->base, i128_text(*prev_last, t));
+        }
+        *prev_last = (i128)x->base + x->delta;
+        return B_OK;
+    }
+    int control = i16_at(b + H_ATTRIBUTES) & A_CONTROL;
+    if (control && !rules->allow_control)
+        REFUSE(InvalidRecordError, file, pos, 0, 0, "clients may not write control batches");
+    if (x->delta != (int64_t)x->count - 1)
+        REFUSE(InvalidRecordError, file, pos, 0, 0, "last offset delta %d disagrees with the record count %d",
+               x->delta, x->count);
+    if (quiet && (i16_at(b + H_ATTRIBUTES) & A_CODEC))
+        return B_STOP;
+    Py_buffer held = {NULL};
+    const uint8_t *records;
+    Py_ssize_t records_len;
+    if (records_of(owner, b, pos, size, pos, rules->decompress, &held, &records, &records_len) < 0)
+        return B_ERROR;
+    Walk w = {.quiet = quiet};
+    int rc = walk_records(records, records_len, x->count, pos, &w);
+    if (held.obj != NULL)
+        PyBuffer_Release(&held);
+    if (rc < 0)
+        return quiet ? B_STOP : B_ERROR;
+    if (w.bad_offset >= 0)
+        REFUSE(InvalidRecordError, file, pos, 0, 0, "record %zd has an offset delta other than %zd", w.bad_offset,
+               w.bad_offset);
+    if (w.null_key >= 0 && !control && rules->compact)
+        REFUSE(InvalidRecordError, file, pos, 0, 0, "a compacted topic cannot accept a record without a key");
+    if (x->count && rules->check_ts) {
+        i128 base_ts = i64_at(b + H_BASE_TS);
+        i128 lowest = base_ts + w.min_ts_delta, highest = base_ts + w.max_ts_delta;
+        if (lowest < rules->low || highest > rules->high) {
+            char t1[48], t2[48];
+            REFUSE(InvalidTimestampError, file, pos, 0, 0,
+                   "timestamps %s..%s are outside [%lld, %lld] (message.timestamp.before.max.ms / after.max.ms)",
+                   i128_text(lowest, t1), i128_text(highest, t2), (long long)rules->low, (long long)rules->high);
+        }
+        x->max_ts = (int64_t)highest;
+    }
+    return B_OK;
+fault:
+    if (!quiet)
+        raise_fault(&f);
+    return quiet ? B_STOP : B_ERROR;
+}
+#undef REFUSE
+
+/* Room for one more batch's facts; 0 when memory ran out (PyMem_Raw*: callable
+ * without the GIL). */
+static int
+room_for_one(Facts **facts, Py_ssize_t n, Py_ssize_t *cap)
+{
+    if (n < *cap)
+        return 1;
+    Facts *grown = PyMem_RawRealloc(*facts, sizeof(Facts) * (size_t)(*cap * 2));
+    if (grown == NULL)
+        return 0;
+    *facts = grown;
+    *cap *= 2;
+    return 1;
+}
+
 /* log.py's _validate_general over a whole append, fault for fault. Returns the
- * number of batches (their facts in *out, PyMem-allocated), -1 with an exception
- * set, or -2 at a legacy batch before any fault (the general path's). */
+ * number of batches (their facts in *out, PyMem_Raw-allocated), -1 with an exception
+ * set, or -2 at a legacy batch before any fault (the general path's).
+ *
+ * The batches that need no Python (uncompressed and passing every check, the
+ * usual append) are checked first without the GIL, so that the appends of several
+ * partitions made from threads run at once; the check goes on with the GIL from
+ * the first batch that needs it, which raises its fault or decompresses. */
 static Py_ssize_t
 validate_append(PyObject *owner, const uint8_t *data, Py_ssize_t len, const AppendRules *rules, Facts **out)
 {
-    Py_ssize_t pos = 0, n = 0, cap = 4;
-    Facts *facts = PyMem_Malloc(sizeof(Facts) * (size_t)cap);
+    Py_ssize_t pos = 0, n = 0, cap = 4, end = 0;
+    Facts *facts = PyMem_RawMalloc(sizeof(Facts) * (size_t)cap);
     i128 prev_last = -1;
-    Fault f = {F_NONE};
-    PyObject *file = rules->file;
+    int out_of_memory = 0;
     if (facts == NULL) {
         PyErr_NoMemory();
         return -1;
     }
+    Py_BEGIN_ALLOW_THREADS
+    while (!(out_of_memory = !room_for_one(&facts, n, &cap)) &&
+           check_batch_at(owner, data, len, pos, rules, 1, &prev_last, &facts[n], &end) == B_OK) {
+        n++;
+        pos = end;
+    }
+    Py_END_ALLOW_THREADS
     for (;;) {
-        Py_ssize_t end = 0;
-        Frame kind = frame_at(data, len, pos, 0, -1, &end, &f);
-        if (kind == FRAME_PARTIAL)
+        if (out_of_memory || !room_for_one(&facts, n, &cap)) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+        Verdict v = check_batch_at(owner, data, len, pos, rules, 0, &prev_last, &facts[n], &end);
+        if (v == B_PARTIAL)
             break;
-        if (kind == FRAME_LEGACY) {
-            PyMem_Free(facts);
+        if (v == B_LEGACY) {
+            PyMem_RawFree(facts);
             return -2;
         }
-        if (kind == FRAME_FAULT) {
-            raise_fault(&f);
+        if (v != B_OK)
             goto fail;
-        }
-        const uint8_t *b = data + pos;
-        Py_ssize_t size = end - pos;
-        if (size > rules->max_bytes) {
-            RAISE(RecordTooLargeError, file, pos, 0, 0, "batch of %zd bytes exceeds max.message.bytes %zd", size,
-                  rules->max_bytes);
-            goto fail;
-        }
-        if (!batch_ok(b, size, &f)) {
-            raise_fault(&f);
-            goto fail;
-        }
-        Facts x = {pos, size, i32_at(b + H_COUNT), i32_at(b + H_LAST_DELTA), i32_at(b + H_EPOCH), i64_at(b + H_MAX_TS),
-                   i64_at(b)};
-        if (rules->leader) {
-            int control = i16_at(b + H_ATTRIBUTES) & A_CONTROL;
-            if (control && !rules->allow_control) {
-                RAISE(InvalidRecordError, file, pos, 0, 0, "clients may not write control batches");
-                goto fail;
-            }
-            if (x.delta != (int64_t)x.count - 1) {
-                RAISE(InvalidRecordError, file, pos, 0, 0, "last offset delta %d disagrees with the record count %d",
-                      x.delta, x.count);
-                goto fail;
-            }
-            Py_buffer held = {NULL};
-            const uint8_t *records;
-            Py_ssize_t records_len;
-            if (records_of(owner, b, pos, size, pos, rules->decompress, &held, &records, &records_len) < 0)
-                goto fail;
-            Walk w = {0};
-            int rc = walk_records(records, records_len, x.count, pos, &w);
-            if (held.obj != NULL)
-                PyBuffer_Release(&held);
-            if (rc < 0)
-                goto fail;
-            if (w.bad_offset >= 0) {
-                RAISE(InvalidRecordError, file, pos, 0, 0, "record %zd has an offset delta other than %zd",
-                      w.bad_offset, w.bad_offset);
-                goto fail;
-            }
-            if (w.null_key >= 0 && !control && rules->compact) {
-                RAISE(InvalidRecordError, file, pos, 0, 0, "a compacted topic cannot accept a record without a key");
-                goto fail;
-            }
-            if (x.count && rules->check_ts) {
-                i128 base_ts = i64_at(b + H_BASE_TS);
-                i128 lowest = base_ts + w.min_ts_delta, highest = base_ts + w.max_ts_delta;
-                if (lowest < rules->low || highest > rules->high) {
-                    char t1[48], t2[48];
-                    RAISE(InvalidTimestampError, file, pos, 0, 0,
-                          "timestamps %s..%s are outside [%lld, %lld] "
-                          "(message.timestamp.before.max.ms / after.max.ms)",
-                          i128_text(lowest, t1), i128_text(highest, t2), (long long)rules->low,
-                          (long long)rules->high);
-                    goto fail;
-                }
-                x.max_ts = (int64_t)highest;
-            }
-        }
-        else {
-            if ((i128)x.base <= prev_last) {
-                char t[48];
-                RAISE(UnexpectedAppendOffsetError, file, -1, 1, x.base, "batch offsets %lld.. do not follow %s",
-                      (long long)x.base, i128_text(prev_last, t));
-                goto fail;
-            }
-            prev_last = (i128)x.base + x.delta;
-        }
-        if (n == cap) {
-            Facts *grown = PyMem_Realloc(facts, sizeof(Facts) * (size_t)(cap *= 2));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            facts = grown;
-        }
-        facts[n++] = x;
+        n++;
         pos = end;
     }
     if (pos < len) {
-        RAISE(CorruptRecordError, file, pos, 0, 0, "%zd bytes of a partial batch at the end of the append", len - pos);
+        RAISE(CorruptRecordError, rules->file, pos, 0, 0, "%zd bytes of a partial batch at the end of the append",
+              len - pos);
         goto fail;
     }
     if (n == 0) {
-        RAISE(InvalidRecordError, file, -1, 0, 0, "an append must hold at least one batch");
+        RAISE(InvalidRecordError, rules->file, -1, 0, 0, "an append must hold at least one batch");
         goto fail;
     }
     *out = facts;
     return n;
 fail:
-    PyMem_Free(facts);
+    PyMem_RawFree(facts);
     return -1;
 }
 
@@ -808,7 +849,7 @@ check_append(PyObject *self, PyObject *args)
             PyList_SET_ITEM(result, i, item);
         }
     }
-    PyMem_Free(facts);
+    PyMem_RawFree(facts);
     PyBuffer_Release(&buf);
     return result;
 }
