@@ -550,6 +550,9 @@ typedef struct {
     PyObject *decompress, *file;
 } AppendRules;
 
+/* An append at least this large is checked without the GIL where it can be. */
+#define NO_GIL_BYTES (64 * 1024)
+
 /* What checking one batch of an append found. */
 typedef enum { B_OK, B_STOP, B_PARTIAL, B_LEGACY, B_ERROR } Verdict;
 
@@ -675,13 +678,15 @@ validate_append(PyObject *owner, const uint8_t *data, Py_ssize_t len, const Appe
         PyErr_NoMemory();
         return -1;
     }
-    Py_BEGIN_ALLOW_THREADS
+    /* releasing the GIL costs about what checking 1 KiB does: a producer's batch keeps it */
+    PyThreadState *released = len >= NO_GIL_BYTES ? PyEval_SaveThread() : NULL;
     while (!(out_of_memory = !room_for_one(&facts, n, &cap)) &&
            check_batch_at(owner, data, len, pos, rules, 1, &prev_last, &facts[n], &end) == B_OK) {
         n++;
         pos = end;
     }
-    Py_END_ALLOW_THREADS
+    if (released != NULL)
+        PyEval_RestoreThread(released);
     for (;;) {
         if (out_of_memory || !room_for_one(&facts, n, &cap)) {
             PyErr_NoMemory();
