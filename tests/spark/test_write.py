@@ -408,6 +408,23 @@ def test_staging_files_on_another_filesystem_are_copied(tmp_path, monkeypatch):
         shutil.rmtree(shm)
 
 
+def test_a_staging_file_that_cannot_be_renamed_into_the_log_is_copied(tmp_path, monkeypatch):
+    from seglog.spark import sink
+    from seglog.storage import fileio
+
+    monkeypatch.setattr(sink, "_ADOPT_BYTES", 1)
+    topic(tmp_path, partitions=1)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
+    staged = writer.write(iter([_rows(*range(100))]))
+    fileio.faults.inject("rename", errno.EXDEV, path=".seglog-staging-")  # a bind mount, say
+    try:
+        writer.commit([staged])
+        assert fileio.faults._faults[0].times == 0  # the rename was tried, and refused
+    finally:
+        fileio.faults.clear()
+    assert _records(tmp_path) == sorted(b"v%d" % i for i in range(100)) and staging(tmp_path) == []
+
+
 def test_open_staging_files_are_capped_and_a_failed_sync_fails_the_task(tmp_path, monkeypatch):
     from seglog.errors import KafkaStorageError
     from seglog.spark import sink
@@ -432,7 +449,7 @@ def test_open_staging_files_are_capped_and_a_failed_sync_fails_the_task(tmp_path
     def failing(fd):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(os, "fdatasync", failing)
+    monkeypatch.setattr(sink, "_fdatasync", failing)
     writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
     with pytest.raises(KafkaStorageError, match="writing a staging file to disk failed: Input/output error"):
         writer.write(iter([rows(0), rows(50)]))

@@ -39,6 +39,7 @@ staging file or marker a week old (it died before).
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import time
 import uuid
@@ -69,6 +70,7 @@ _SYNC_BYTES = 8 * 1024 * 1024  # a task's bytes written to disk behind it, this 
 _OPEN_FILES = 64  # a task's staging files open at once (a topic may have thousands of partitions)
 _STALE_S = 7 * 24 * 3600  # a staging file or marker this old belongs to a driver that died
 _STREAM = "stream"  # the start of a streaming write's id
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 @dataclass
@@ -354,7 +356,7 @@ def _sync(path: str) -> None:
     try:
         fd = os.open(path, os.O_RDONLY)
         try:
-            os.fdatasync(fd)
+            _fdatasync(fd)
         finally:
             os.close(fd)
     except OSError as e:
@@ -388,8 +390,13 @@ def _append_staged(log: PartitionLog, path: str, unlinker: ThreadPoolExecutor) -
         stat = os.stat(path)
         large = stat.st_size >= min(_ADOPT_BYTES, log.config.segment_bytes // 2)
         if large and stat.st_dev == os.stat(log.dir).st_dev:  # a rename cannot cross filesystems
-            log.append_segment_file(path)
-            return
+            try:
+                log.append_segment_file(path)
+                return
+            except KafkaStorageError as e:
+                if getattr(e, "errno", None) != errno.EXDEV:
+                    raise
+                # one filesystem mounted twice (a bind mount): the file is copied after all
         with open(path, "rb", buffering=0) as f:
             data = bytearray(stat.st_size)
             if f.readinto(data) != stat.st_size:
