@@ -17,7 +17,9 @@ that another process owns is refused when the write starts.
 A large staging file is not copied at commit: it becomes a segment of its own
 (``PartitionLog.append_segment_file``: validated and given its offsets in place,
 then renamed into the partition's directory). A small one is copied into the
-active segment, so that small writes do not leave small segments behind.
+active segment, so that small writes do not leave small segments behind. Tasks
+write their files to disk as they go, so the flush that ends a commit finds the
+bytes there, and the commit appends partitions side by side.
 
 A batch write also leaves an empty marker file, ``.seglog-staging-<write id>``,
 while it is open. When a task fails, Spark aborts the job while the other tasks
