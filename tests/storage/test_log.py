@@ -99,6 +99,14 @@ def staged(tmp_path: Path, *batches: bytes | bytearray, name: str = "staged") ->
     return str(path)
 
 
+def check_reopened(path: Path, end: int) -> None:
+    """The dir, opened again, holds offsets 0..end-1 as a valid log."""
+    with open_logs(path) as reopened:
+        log = reopened.partition("t", 0)
+        assert [r.offset for r in log.records()] == list(range(end))
+        check_log(log)
+
+
 def test_a_staged_file_becomes_the_active_segment_with_its_offsets_assigned(tmp_path, clock):
     manager, log = new_log(tmp_path / "logs", config={"index.interval.bytes": 100}, clock=clock)
     log.append(records(3))
@@ -118,9 +126,7 @@ def test_a_staged_file_becomes_the_active_segment_with_its_offsets_assigned(tmp_
     assert [s.base_offset for s in log.segments] == [0, 3]
     check_log(log)
     manager.close()
-    with open_logs(tmp_path / "logs") as reopened:
-        assert [r.offset for r in reopened.partition("t", 0).records()] == list(range(25))
-        check_log(reopened.partition("t", 0))
+    check_reopened(tmp_path / "logs", 25)
 
 
 def test_a_staged_file_replaces_an_empty_active_segment(tmp_path, clock):
@@ -187,9 +193,7 @@ def test_a_staged_file_that_fails_to_become_a_segment_leaves_the_records_as_they
     assert (info.first_offset, info.last_offset) == (3, 22)
     check_log(log)
     manager.close()
-    with open_logs(tmp_path / "logs") as reopened:
-        assert [r.offset for r in reopened.partition("t", 0).records()] == list(range(23))
-        check_log(reopened.partition("t", 0))
+    check_reopened(tmp_path / "logs", 23)
 
 
 def test_truncation_removes_adopted_segments(tmp_path, clock):
@@ -212,10 +216,7 @@ def test_an_adopted_segment_is_recovered_after_a_crash(tmp_path, clock):
     with open(log.active_segment.log_path, "ab") as f:
         f.write(b"\x00" * 17)  # a torn write after the adopted batches
     crash(manager)
-    with open_logs(tmp_path / "logs") as reopened:
-        again = reopened.partition("t", 0)
-        assert [r.offset for r in again.records()] == list(range(8))
-        check_log(again)
+    check_reopened(tmp_path / "logs", 8)
 
 
 # --- rolling ------------------------------------------------------------------------------------
