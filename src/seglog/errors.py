@@ -127,3 +127,38 @@ class InvalidPartitionsError(SeglogError):
 
 class InvalidConfigurationError(SeglogError):
     error_code = 40  # INVALID_CONFIG
+
+
+# --- cluster -----------------------------------------------------------------
+
+
+class ZooKeeperError(SeglogError):
+    """ZooKeeper could not be started, reached, or refused an operation; ``file`` names the znode."""
+
+
+class InvalidZNodeError(SeglogError):
+    """A znode whose data is not what Kafka writes there; ``file`` names it, ``position`` the bad byte."""
+
+
+class ControllerMovedError(SeglogError):
+    """A controller whose epoch is no longer the current one (another broker was elected)."""
+
+    error_code = 11  # STALE_CONTROLLER_EPOCH
+
+
+class InvalidReplicationFactorError(SeglogError):
+    error_code = 38  # INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(SeglogError):
+    error_code = 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+class IllegalStateChangeError(SeglogError):
+    """A partition or replica moved between states the controller's state machines do not allow."""
+
+
+class NoReplicaOnlineError(SeglogError):
+    """No assigned replica of a partition is alive to lead it."""
+
+    error_code = 5  # LEADER_NOT_AVAILABLE
