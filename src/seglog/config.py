@@ -249,6 +249,21 @@ _topic(
     ("log.message.timestamp.after.max.ms", 1),
     minimum=0,
 )
+_topic(
+    "min.insync.replicas",
+    _int,
+    1,
+    "Replicas that must have a record before an acks=all produce is acknowledged.",
+    ("min.insync.replicas", 1),
+    minimum=1,
+)
+_topic(
+    "unclean.leader.election.enable",
+    _bool,
+    False,
+    "Let a replica outside the ISR lead when no ISR member is alive (acknowledged records may be lost).",
+    ("unclean.leader.election.enable", 1),
+)
 
 # --- broker-only keys ------------------------------------------------------------
 
@@ -327,6 +342,62 @@ BROKER_KEYS: dict[str, Key] = {
         ),
     )
 }
+# the cluster's keys (ZooKeeper, controller, replication), with Kafka's defaults and ranges
+BROKER_KEYS.update(
+    (k.name, k)
+    for k in (
+        Key("zookeeper.connect", str, None, "ZooKeeper's host:port list, with an optional /chroot."),
+        Key("zookeeper.session.timeout.ms", _int, 18_000, "ZooKeeper session timeout."),
+        Key(
+            "zookeeper.connection.timeout.ms",
+            _int,
+            None,
+            "How long to wait to connect to ZooKeeper; zookeeper.session.timeout.ms when not set.",
+        ),
+        Key("broker.rack", str, None, "This broker's rack, for rack-aware replica assignment."),
+        Key("controlled.shutdown.enable", _bool, True, "Move leadership off this broker before it stops."),
+        Key("controlled.shutdown.max.retries", _int, 3, "Attempts of a controlled shutdown before stopping anyway."),
+        Key("controlled.shutdown.retry.backoff.ms", _int, 5_000, "Wait between controlled shutdown attempts."),
+        Key("auto.leader.rebalance.enable", _bool, True, "Move leadership back to preferred replicas periodically."),
+        Key(
+            "leader.imbalance.per.broker.percentage",
+            _int,
+            10,
+            "Leader imbalance per broker (percent) above which preferred replicas are elected.",
+        ),
+        Key(
+            "leader.imbalance.check.interval.seconds",
+            _int,
+            300,
+            "How often the controller checks the leader imbalance.",
+            minimum=1,
+        ),
+        Key(
+            "replica.lag.time.max.ms",
+            _int,
+            30_000,
+            "A follower not caught up with the leader for this long leaves the ISR.",
+        ),
+        Key("default.replication.factor", _int, 1, "Replication factor of topics created without one."),
+        Key("num.replica.fetchers", _int, 1, "Fetcher threads per source broker."),
+        Key("controller.socket.timeout.ms", _int, 30_000, "Socket timeout of controller-to-broker requests."),
+        Key(
+            "offsets.topic.replication.factor",
+            _int,
+            3,
+            "Replication factor of __consumer_offsets.",
+            minimum=1,
+        ),
+        Key(
+            "transaction.state.log.replication.factor",
+            _int,
+            3,
+            "Replication factor of __transaction_state.",
+            minimum=1,
+        ),
+        Key("transaction.state.log.min.isr", _int, 2, "min.insync.replicas of __transaction_state.", minimum=1),
+    )
+)
 # the broker synonyms of topic keys are broker keys too
 for _name, _syns in SYNONYMS.items():
     for _syn, _factor in _syns:
@@ -407,6 +478,8 @@ class LogConfig:
     message_timestamp_type: str
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
 
     def __init__(self, broker: BrokerConfig | None = None, overrides: Mapping[str, Any] | None = None) -> None:
         broker = broker or BrokerConfig()
