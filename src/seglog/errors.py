@@ -77,6 +77,42 @@ class RecordTooLargeError(SeglogError):
     error_code = 10  # MESSAGE_TOO_LARGE
 
 
+# --- producers, groups and transactions -------------------------------------
+
+
+class CorruptSnapshotError(CorruptRecordError):
+    """A producer state ``.snapshot`` file that fails its version, schema or CRC check."""
+
+
+class OutOfOrderSequenceError(SeglogError):
+    """A producer's batch whose sequence does not follow its last one."""
+
+    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(SeglogError):
+    """A batch or marker from an epoch older than the producer's current one."""
+
+    error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(SeglogError):
+    """A producer inside a transaction wrote outside it (or the reverse)."""
+
+    error_code = 48  # INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(SeglogError):
+    """A transaction marker from a coordinator epoch older than the last one seen."""
+
+    error_code = 52  # TRANSACTION_COORDINATOR_FENCED
+
+
+class IllegalStateTransitionError(SeglogError):
+    """A group or transaction asked to move between states Kafka does not connect
+    (Kafka's IllegalStateException: the broker answers UNKNOWN_SERVER_ERROR)."""
+
+
 # --- storage -----------------------------------------------------------------
 
 
