@@ -165,6 +165,13 @@ class InvalidConfigurationError(SeglogError):
     error_code = 40  # INVALID_CONFIG
 
 
+class InvalidRequestError(SeglogError):
+    """An argument outside what its Kafka type holds: a negative offset, an epoch that is
+    no int16, an unknown origin, a partition count that is no int32."""
+
+    error_code = 42  # INVALID_REQUEST
+
+
 # --- cluster -----------------------------------------------------------------
 
 
