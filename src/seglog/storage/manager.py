@@ -43,6 +43,7 @@ from ..errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from ..records.limits import INT32_MAX
 from . import checkpoint, fileio
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from .cleaner import CleanerStats
@@ -296,8 +297,10 @@ class LogManager:
         """Create a topic with ``partitions`` partitions (default num.partitions)."""
         validate_topic(name)
         count = self.config["num.partitions"] if partitions is None else partitions
-        if not isinstance(count, int) or count < 1:
-            raise InvalidPartitionsError(f"a topic needs at least one partition, not {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= INT32_MAX:
+            raise InvalidPartitionsError(
+                f"a topic's partition count is an int32 of at least 1, not {count!r}", file=self._dirs[0].path
+            )
         overrides = validate_topic_config(config or {})
         with self._lock:
             self._check_writable()
