@@ -143,3 +143,20 @@ def test_an_empty_log_dir_path_is_refused(tmp_path, monkeypatch):
         with pytest.raises(InvalidConfigurationError, match=r"log\.dirs"):
             seglog.open(dirs, background=False)
     assert os.listdir(tmp_path) == []  # the current dir did not become a log dir
+
+
+def test_open_takes_paths_and_refuses_what_is_no_path_or_mapping(tmp_path):
+    with seglog.open(tmp_path / "a", background=False) as logs:  # a pathlib.Path
+        logs.create_topic("t", 1)
+        for bad in ([("segment.bytes", 1024)], "segment.bytes=1024"):
+            with pytest.raises(InvalidConfigurationError, match="mapping"):
+                logs.create_topic("u", 1, bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidConfigurationError, match="mapping"):
+                logs.alter_topic_config("t", bad)  # type: ignore[arg-type]
+        assert logs.topics() == ["t"]
+    with seglog.open([tmp_path / "a"], background=False) as logs:
+        assert logs.topics() == ["t"]
+    with pytest.raises(InvalidConfigurationError, match="log_dirs"):
+        seglog.open(5, background=False)  # type: ignore[arg-type]
+    with pytest.raises(InvalidConfigurationError, match="mapping"):
+        seglog.open(str(tmp_path / "b"), [("log.segment.bytes", 1024)], background=False)  # type: ignore[arg-type]

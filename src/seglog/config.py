@@ -520,6 +520,8 @@ class BrokerConfig:
 
 def validate_topic_config(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Check topic-level overrides; return them coerced to their types."""
+    if not isinstance(overrides, Mapping):
+        raise InvalidConfigurationError(f"a topic config must be a mapping of Kafka's keys, not {overrides!r}")
     out = {}
     for name, value in overrides.items():
         key = TOPIC_KEYS.get(name)

@@ -246,3 +246,17 @@ def test_a_delete_that_fails_changes_nothing(tmp_path, clock):
         assert [r.offset for r in manager.partition("t", 0).records()] == [0, 1, 2]
         manager.delete_topic("t")
         assert manager.topics() == []
+
+
+def test_a_delete_failing_after_its_renames_completes(tmp_path, clock):
+    manager = open_logs(tmp_path, clock=clock)
+    manager.create_topic("t", 2)
+    fileio.faults.inject("fsync", errno.EIO, path=lambda p: p == str(tmp_path))
+    with pytest.raises(KafkaStorageError):
+        manager.delete_topic("t")
+    assert manager.topics() == [] and held_files(tmp_path) == []
+    fileio.faults.clear()
+    manager.create_topic("t", 1)  # the name is free
+    manager.close()
+    with open_logs(tmp_path, clock=clock) as manager:
+        assert manager.partitions("t") == [0]

@@ -404,13 +404,16 @@ class LogManager:
                 for source, target in reversed(renamed):
                     fileio.rename(target, source)
                 raise
-            for partition_log, (_, target) in zip(doomed, renamed, strict=True):
+            # from here on the topic is gone, whatever fails: a -delete dir goes at the next open
+            for partition_log in doomed:
                 partition_log.close_without_flush()
                 self._logs.pop((name, partition_log.partition), None)
-                fileio.fsync_dir(os.path.dirname(target))
-                self._remove_dir_later(target, partition_log.config.file_delete_delay_ms)
             self._topic_configs.pop(name, None)
             self._topic_ids.pop(name, None)
+            for parent in sorted({os.path.dirname(target) for _, target in renamed}):
+                fileio.fsync_dir(parent)
+            for partition_log, (_, target) in zip(doomed, renamed, strict=True):
+                self._remove_dir_later(target, partition_log.config.file_delete_delay_ms)
             self._write_topic_configs()
             self.checkpoint()
 
