@@ -50,6 +50,11 @@ def _int32(value: Any) -> int:
     return _int(value)
 
 
+def _int16(value: Any) -> int:
+    """Kafka's SHORT: parsed as ``_int``, its range checked by ``Key.coerce``."""
+    return _int(value)
+
+
 def _double(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"not a number: {value!r}")
@@ -79,6 +84,7 @@ def _path(value: Any) -> str:
 
 # Kafka's types and the values each holds: a key's minimum and maximum narrow these
 _TYPE_RANGES: dict[Callable[[Any], Any], tuple[str, float, float]] = {
+    _int16: ("an int16", -(1 << 15), (1 << 15) - 1),
     _int32: ("an int32", INT_MIN, INT_MAX),
     _int: ("an int64", LONG_MIN, LONG_MAX),
     _double: ("a number", float("-inf"), float("inf")),
@@ -326,7 +332,7 @@ _topic(
 )
 _topic(
     "min.insync.replicas",
-    _int,
+    _int32,
     1,
     "Replicas that must have a record before an acks=all produce is acknowledged.",
     ("min.insync.replicas", 1),
@@ -423,21 +429,21 @@ BROKER_KEYS.update(
     (k.name, k)
     for k in (
         Key("zookeeper.connect", str, None, "ZooKeeper's host:port list, with an optional /chroot."),
-        Key("zookeeper.session.timeout.ms", _int, 18_000, "ZooKeeper session timeout."),
+        Key("zookeeper.session.timeout.ms", _int32, 18_000, "ZooKeeper session timeout."),
         Key(
             "zookeeper.connection.timeout.ms",
-            _int,
+            _int32,
             None,
             "How long to wait to connect to ZooKeeper; zookeeper.session.timeout.ms when not set.",
         ),
         Key("broker.rack", str, None, "This broker's rack, for rack-aware replica assignment."),
         Key("controlled.shutdown.enable", _bool, True, "Move leadership off this broker before it stops."),
-        Key("controlled.shutdown.max.retries", _int, 3, "Attempts of a controlled shutdown before stopping anyway."),
+        Key("controlled.shutdown.max.retries", _int32, 3, "Attempts of a controlled shutdown before stopping anyway."),
         Key("controlled.shutdown.retry.backoff.ms", _int, 5_000, "Wait between controlled shutdown attempts."),
         Key("auto.leader.rebalance.enable", _bool, True, "Move leadership back to preferred replicas periodically."),
         Key(
             "leader.imbalance.per.broker.percentage",
-            _int,
+            _int32,
             10,
             "Leader imbalance per broker (percent) above which preferred replicas are elected.",
         ),
@@ -454,24 +460,24 @@ BROKER_KEYS.update(
             30_000,
             "A follower not caught up with the leader for this long leaves the ISR.",
         ),
-        Key("default.replication.factor", _int, 1, "Replication factor of topics created without one."),
-        Key("num.replica.fetchers", _int, 1, "Fetcher threads per source broker."),
-        Key("controller.socket.timeout.ms", _int, 30_000, "Socket timeout of controller-to-broker requests."),
+        Key("default.replication.factor", _int32, 1, "Replication factor of topics created without one."),
+        Key("num.replica.fetchers", _int32, 1, "Fetcher threads per source broker."),
+        Key("controller.socket.timeout.ms", _int32, 30_000, "Socket timeout of controller-to-broker requests."),
         Key(
             "offsets.topic.replication.factor",
-            _int,
+            _int16,
             3,
             "Replication factor of __consumer_offsets.",
             minimum=1,
         ),
         Key(
             "transaction.state.log.replication.factor",
-            _int,
+            _int16,
             3,
             "Replication factor of __transaction_state.",
             minimum=1,
         ),
-        Key("transaction.state.log.min.isr", _int, 2, "min.insync.replicas of __transaction_state.", minimum=1),
+        Key("transaction.state.log.min.isr", _int32, 2, "min.insync.replicas of __transaction_state.", minimum=1),
     )
 )
 # the broker synonyms of topic keys are broker keys too
