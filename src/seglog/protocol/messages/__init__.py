@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import admin, cluster, data, groups, txn
+from seglog.protocol.messages import admin, cluster, data, groups, inter_broker, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -40,5 +40,10 @@ SCHEMAS: dict[int, Api] = {
         txn.END_TXN,
         txn.TXN_OFFSET_COMMIT,
         txn.WRITE_TXN_MARKERS,
+        inter_broker.LEADER_AND_ISR,
+        inter_broker.STOP_REPLICA,
+        inter_broker.UPDATE_METADATA,
+        inter_broker.CONTROLLED_SHUTDOWN,
+        inter_broker.ALTER_PARTITION,
     )
 }
