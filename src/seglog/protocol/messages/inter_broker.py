@@ -16,14 +16,22 @@ def _controller(kraft: str, broker_epoch: str) -> tuple[Field, ...]:
     )
 
 
-def _leader_and_isr_partition_state() -> Struct:
-    return Struct(
-        Field("topic_name", STRING, "0-1"),
+def _leadership(topic_name: str) -> tuple[Field, ...]:
+    """A partition's leader and ISR as the controller sends them (the topic's name in each
+    partition until the versions that group partitions by topic)."""
+    return (
+        Field("topic_name", STRING, topic_name),
         Field("partition_index", INT32),
         Field("controller_epoch", INT32),
         Field("leader", INT32),
         Field("leader_epoch", INT32),
         Field("isr", Array(INT32)),
+    )
+
+
+def _leader_and_isr_partition_state() -> Struct:
+    return Struct(
+        *_leadership("0-1"),
         Field("partition_epoch", INT32),
         Field("replicas", Array(INT32)),
         Field("adding_replicas", Array(INT32), "3+"),
@@ -104,12 +112,7 @@ STOP_REPLICA = Api(
 
 def _update_metadata_partition_state() -> Struct:
     return Struct(
-        Field("topic_name", STRING, "0-4"),
-        Field("partition_index", INT32),
-        Field("controller_epoch", INT32),
-        Field("leader", INT32),
-        Field("leader_epoch", INT32),
-        Field("isr", Array(INT32)),
+        *_leadership("0-4"),
         Field("zk_version", INT32),
         Field("replicas", Array(INT32)),
         Field("offline_replicas", Array(INT32), "4+"),
