@@ -104,11 +104,10 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if end < 8:
         raise primitives.short(0, 8, end)
     api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(b)
-    decode: Decoder = _codecs.get((api_key, api_version, _DECODE_REQUEST)) or _codec(
-        api_key, api_version, _DECODE_REQUEST, correlation_id
-    )
-    api = SCHEMAS[api_key]
-    header_version = api.request_header_version(api_version)
+    entry = _request_decoders.get((api_key, api_version))
+    if entry is None:
+        entry = _request_decoder(api_key, api_version, correlation_id)
+    decode, header_version, name = entry
     p, client_id = 8, None
     if header_version >= 1:
         if end < 10:
@@ -122,13 +121,27 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             p += n
         elif n != -1:
             raise primitives.bad_count(8, n, end - p)
-    if header_version >= 2:
-        p = _skip_tagged_fields(b, p, end)
+        if header_version == 2:
+            if p < end and b[p] == 0:  # no tagged fields, as nearly always
+                p += 1
+            else:
+                p = _skip_tagged_fields(b, p, end)
     try:
         body, _ = decode(b, p, end)
     except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:  # a gap in the checks
-        raise InvalidRequestError(f"malformed {api.key.name} v{api_version} request: {exc}") from exc
+        raise InvalidRequestError(f"malformed {name} request: {exc}") from exc
     return Request(RequestHeader(_API_KEYS[api_key], api_version, correlation_id, client_id), body)
+
+
+_request_decoders: dict[tuple[int, int], tuple[Decoder, int, str]] = {}
+
+
+def _request_decoder(api_key: int, api_version: int, correlation_id: int) -> tuple[Decoder, int, str]:
+    decode = _codec(api_key, api_version, _DECODE_REQUEST, correlation_id)
+    api = SCHEMAS[api_key]
+    entry = (decode, api.request_header_version(api_version), f"{api.key.name} v{api_version}")
+    _request_decoders[(api_key, api_version)] = entry
+    return entry
 
 
 def _skip_tagged_fields(b: memoryview, p: int, end: int) -> int:
