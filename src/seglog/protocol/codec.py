@@ -87,7 +87,10 @@ def frame_size(prefix: bytes | memoryview, max_size: int) -> int:
 
 
 def _view(frame: bytes | bytearray | memoryview) -> memoryview:
-    view = memoryview(frame)
+    try:
+        view = memoryview(frame)
+    except TypeError:
+        raise InvalidRequestError(f"a frame must be bytes-like, not {type(frame).__name__}") from None
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     return view
@@ -203,6 +206,8 @@ def encode_request(
             head += b"\xff\xff"
         else:
             raw = client_id.encode()
+            if len(raw) > 0x7FFF:
+                raise SeglogError(f"client id of {len(raw)} bytes: at most 32767 fit a request header")
             head += _CLIENT_ID_LENGTH.pack(len(raw)) + raw
     if header_version >= 2:
         head += b"\x00"
