@@ -170,7 +170,7 @@ class _DecoderGen:
             inner = self.null_or(ind, f, var, n, width)
             emit(inner, f"if {n} > e - p: raise _short(p, {n}, e)")
             if type_ == STRING:
-                emit(inner, f"{var} = _utf8(b[p:p + {n}])")
+                emit(inner, f"{var} = _utf8(b[p:p + {n}]) if {n} else ''")
             elif type_ == BYTES:
                 emit(inner, f"{var} = bytes(b[p:p + {n}])")
             else:
