@@ -112,6 +112,34 @@ class IllegalStateTransitionError(SeglogError):
     """A group or transaction asked to move between states Kafka does not connect
     (Kafka's IllegalStateException: the broker answers UNKNOWN_SERVER_ERROR)."""
 
+# --- protocol ----------------------------------------------------------------
+
+
+class InvalidRequestError(SeglogError):
+    """A request that is not valid. On the wire: bytes that are not a valid request (or
+    response) of the API and version they claim — cut short, a length or count past the frame,
+    a size prefix beyond ``socket.request.max.bytes`` (``position`` is the byte position in the
+    frame, after the size prefix). At the storage API: an argument outside what its Kafka type
+    holds — a negative offset, an epoch that is no int16, an unknown origin, a partition count
+    that is no int32."""
+
+    error_code = 42  # INVALID_REQUEST
+
+
+class UnsupportedVersionError(SeglogError):
+    """An API key that is not declared, or a version outside its declared range. The header's
+    fields are kept so the broker can answer (ApiVersions) or close the connection (the rest)."""
+
+    error_code = 35  # UNSUPPORTED_VERSION
+
+    def __init__(
+        self, message: str, *, api_key: int, api_version: int, correlation_id: int | None = None, **place: Any
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        super().__init__(message, **place)
+
 
 # --- storage -----------------------------------------------------------------
 
@@ -163,13 +191,6 @@ class InvalidPartitionsError(SeglogError):
 
 class InvalidConfigurationError(SeglogError):
     error_code = 40  # INVALID_CONFIG
-
-
-class InvalidRequestError(SeglogError):
-    """An argument outside what its Kafka type holds: a negative offset, an epoch that is
-    no int16, an unknown origin, a partition count that is no int32."""
-
-    error_code = 42  # INVALID_REQUEST
 
 
 # --- cluster -----------------------------------------------------------------
