@@ -5,9 +5,11 @@ aborted transactions overlapping a range (Kafka's ``UnifiedLog.lastStableOffset`
 The LSO is the first offset of the earliest transaction not yet decided (no COMMIT or
 ABORT marker), or the high watermark when there is none: a read_committed consumer
 reads no further. Transactions are found from the batch headers and markers of the
-whole log (``producer_state.py``, the summaries the cleaner also uses); where Kafka
-left a ``.txnindex`` beside a segment, the aborted transactions whose markers that
-segment holds are taken from it, as Kafka does (``txn_index.py``).
+whole log (``producer_state.py``, the summaries the cleaner also uses, kept per
+segment: a reader that keeps the log open, as the broker will, pays only for what was
+appended since its last call); where Kafka left a ``.txnindex`` beside a segment, the
+aborted transactions whose markers that segment holds are taken from it, as Kafka does
+(``txn_index.py``).
 
 A fetch hands the reader the aborted transactions as Kafka's FetchResponse does, as
 (producer id, first offset) pairs; ``committed_batches`` is what Kafka's consumer does
