@@ -205,6 +205,14 @@ def test_read_committed_skips_aborted_transactions_and_stops_at_the_lso(spark, t
     transactional_topic(tmp_path)
     committed = read(spark, tmp_path, subscribe="txn", **{"kafka.isolation.level": "read_committed"})
     assert [r.value for r in committed.orderBy("offset").collect()] == [b"ok-1", b"ok-2", b"plain"]
+    with pytest.raises(PySparkException, match=r"last stable offset is 7: offsets 7\.\.8 are not committed yet"):
+        read(
+            spark,
+            tmp_path,
+            subscribe="txn",
+            endingOffsets={"txn": {"0": 9}},
+            **{"kafka.isolation.level": "read_committed"},
+        ).count()
     everything = read(spark, tmp_path, subscribe="txn").orderBy("offset").collect()
     assert [r.value for r in everything] == [
         b"ok-1", b"aborted-1", b"ok-2", b"aborted-2", b"plain", b"open", b"after-open"

@@ -441,7 +441,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         def offsets(logs: LogManager) -> tuple[Offsets, Offsets]:
             begin = self._drop_deleted(logs, from_json(start))
             latest = self._available_now if self._available_now is not None else self._latest(logs)
-            latest = {tp: offset for tp, offset in latest.items() if tp in begin or _exists(logs, tp)}
+            latest = {tp: offset for tp, offset in latest.items() if _exists(logs, tp)}
             for tp in latest:
                 # a partition that appeared since the start is read from its beginning
                 begin.setdefault(tp, logs.partition(*tp).log_start_offset)
@@ -519,11 +519,12 @@ def _check_end(pl: PartitionLog, end: int, readable: int, isolation: str) -> Non
     with read_committed, not yet committed): a mistake in the query, said as such."""
     if end <= readable:
         return
-    what = "last stable offset" if isolation == opt.READ_COMMITTED else "high watermark"
-    raise opt.OptionError(
-        f"endingOffsets asks for {pl.name} up to offset {end}, but its log ends at offset {readable} "
-        f"(its {what}): offsets {readable}..{end - 1} have not been written"
-    )
+    gap = f"offsets {readable}..{end - 1}"
+    if isolation == opt.READ_COMMITTED:
+        why = f"its last stable offset is {readable}: {gap} are not committed yet, or were never written"
+    else:
+        why = f"its log ends at offset {readable} (its high watermark): {gap} have not been written"
+    raise opt.OptionError(f"endingOffsets asks for {pl.name} up to offset {end}, but {why}")
 
 
 def _rate_limit(begin: Offsets, end: Offsets, limit: int) -> Offsets:
