@@ -10,13 +10,16 @@ import shutil
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
+from pyspark.sql.types import StructType
 
 import seglog
 import seglog.spark
 from seglog.records import Compression, build_batch
 from seglog.records.control import end_transaction_marker
+from seglog.spark.sink import SeglogWriter
 from seglog.spark.source import SeglogBatchReader, read_partition
 
 from .conftest import MS, fill
@@ -84,6 +87,17 @@ def test_kafka_producer_options_are_honoured(spark, tmp_path):
     with pytest.raises(PySparkException, match=r"Kafka option 'key\.serializer' is not supported"):
         writer().option("kafka.key.serializer", "x").save()
     assert sum(b.record_count for b in batches) == len(records(tmp_path, "t"))
+
+
+def test_kafka_batch_size_zero_writes_a_record_a_batch(tmp_path):
+    # Kafka's producer takes batch.size=0 as "no batching"
+    topic(tmp_path, "t")
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "t", "kafka.batch.size": "0"}, StructType.fromJson(
+        {"type": "struct", "fields": [{"name": "value", "type": "binary", "nullable": True, "metadata": {}}]}
+    ))  # fmt: skip
+    writer.commit([writer.write(iter([pa.RecordBatch.from_pydict({"value": [b"a", b"b", b"c"]})]))])
+    with seglog.open(str(tmp_path), background=False, read_only=True) as logs:
+        assert [b.record_count for b in logs.partition("t", 0).batches()] == [1, 1, 1]
 
 
 # 4: the timestamp column ---------------------------------------------------------------------

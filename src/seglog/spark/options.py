@@ -273,7 +273,7 @@ class ProducerOptions:
     """What the ``kafka.*`` producer options mean for a write into a log dir."""
 
     compression: Compression
-    batch_size: int | None  # bytes a batch is filled to (the sink's own default when None)
+    batch_size: int | None  # bytes a batch is filled to (the sink's own default when None; 0: a record a batch)
     max_request_size: int  # the largest record (and batch) accepted
     acks: str
 
@@ -303,7 +303,7 @@ def producer_options(options: Mapping[str, str]) -> ProducerOptions:
         raise OptionError(f"option kafka.acks must be all, -1, 0 or 1, not {acks!r}")
     return ProducerOptions(
         compression=compression,
-        batch_size=parse_int(options, "kafka.batch.size", None, minimum=1),
+        batch_size=parse_int(options, "kafka.batch.size", None, minimum=0),
         max_request_size=parse_int(options, "kafka.max.request.size", _KAFKA_MAX_REQUEST_SIZE, minimum=1)
         or _KAFKA_MAX_REQUEST_SIZE,
         acks=acks,

@@ -483,7 +483,8 @@ class _SinkBase:
             remove_dead_staging(self.dirs[0])  # under the lock: no commit is reading them
         self.file_bytes = {t: c.segment_bytes for t, c in configs.items()}
         # a batch may pass its limit by one record: half of what the log takes leaves room
-        batch_size = min(self.producer.batch_size or _BATCH_BYTES, self.producer.max_request_size)
+        asked = self.producer.batch_size
+        batch_size = min(_BATCH_BYTES if asked is None else asked, self.producer.max_request_size)
         self.batch_bytes = {
             t: max(1, min(batch_size, c.max_message_bytes // 2, c.segment_bytes // 2)) for t, c in configs.items()
         }
