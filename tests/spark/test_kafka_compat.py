@@ -13,12 +13,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkException, StreamingQueryException
-from pyspark.sql.types import StructType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 import seglog
 import seglog.spark
 from seglog.records import Compression, build_batch
 from seglog.records.control import end_transaction_marker
+from seglog.spark.options import OptionError
 from seglog.spark.sink import SeglogWriter
 from seglog.spark.source import SeglogBatchReader, read_partition
 
@@ -89,15 +90,16 @@ def test_kafka_producer_options_are_honoured(spark, tmp_path):
     assert sum(b.record_count for b in batches) == len(records(tmp_path, "t"))
 
 
-def test_kafka_batch_size_zero_writes_a_record_a_batch(tmp_path):
+def test_kafka_batch_size_zero_writes_a_record_a_batch_and_acks_are_checked(tmp_path):
     # Kafka's producer takes batch.size=0 as "no batching"
     topic(tmp_path, "t")
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "t", "kafka.batch.size": "0"}, StructType.fromJson(
-        {"type": "struct", "fields": [{"name": "value", "type": "binary", "nullable": True, "metadata": {}}]}
-    ))  # fmt: skip
+    writer_schema = StructType([StructField("value", BinaryType())])
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "t", "kafka.batch.size": "0"}, writer_schema)
     writer.commit([writer.write(iter([pa.RecordBatch.from_pydict({"value": [b"a", b"b", b"c"]})]))])
     with seglog.open(str(tmp_path), background=False, read_only=True) as logs:
         assert [b.record_count for b in logs.partition("t", 0).batches()] == [1, 1, 1]
+    with pytest.raises(OptionError, match=r"kafka\.acks must be all, -1, 0 or 1, not '2'"):
+        SeglogWriter({"path": str(tmp_path), "topic": "t", "kafka.acks": "2"}, writer_schema)
 
 
 # 4: the timestamp column ---------------------------------------------------------------------

@@ -275,7 +275,6 @@ class ProducerOptions:
     compression: Compression
     batch_size: int | None  # bytes a batch is filled to (the sink's own default when None; 0: a record a batch)
     max_request_size: int  # the largest record (and batch) accepted
-    acks: str
 
 
 def producer_options(options: Mapping[str, str]) -> ProducerOptions:
@@ -298,6 +297,7 @@ def producer_options(options: Mapping[str, str]) -> ProducerOptions:
         raise OptionError(
             f"option kafka.compression.type must be none, gzip, snappy, lz4 or zstd, not {codec!r}"
         ) from None
+    # every commit is on disk when it returns (acks=all): a weaker acks is accepted, not needed
     acks = (_get(options, "kafka.acks") or "all").strip().lower()
     if acks not in _ACKS:
         raise OptionError(f"option kafka.acks must be all, -1, 0 or 1, not {acks!r}")
@@ -306,5 +306,4 @@ def producer_options(options: Mapping[str, str]) -> ProducerOptions:
         batch_size=parse_int(options, "kafka.batch.size", None, minimum=0),
         max_request_size=parse_int(options, "kafka.max.request.size", _KAFKA_MAX_REQUEST_SIZE, minimum=1)
         or _KAFKA_MAX_REQUEST_SIZE,
-        acks=acks,
     )
