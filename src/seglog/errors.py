@@ -194,6 +194,12 @@ class IllegalStateChangeError(SeglogError):
     """A partition or replica moved between states the controller's state machines do not allow."""
 
 
+class StaleBrokerEpochError(SeglogError):
+    """A broker's request carries an epoch older than its current registration (KIP-380)."""
+
+    error_code = 77  # STALE_BROKER_EPOCH
+
+
 class NoReplicaOnlineError(SeglogError):
     """No assigned replica of a partition is alive to lead it."""
 
