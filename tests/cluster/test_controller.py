@@ -17,7 +17,13 @@ from seglog.cluster.state_machine import PartitionState, ReplicaState
 from seglog.cluster.zk_client import CreateOp, SetDataOp, ZkClient
 from seglog.cluster.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
 from seglog.config import BrokerConfig
-from seglog.errors import ControllerMovedError, TopicExistsError
+from seglog.errors import (
+    BrokerNotAvailableError,
+    ControllerMovedError,
+    FencedLeaderEpochError,
+    StaleBrokerEpochError,
+    TopicExistsError,
+)
 
 from .conftest import expire_session, wait_until
 from .recording_channel import RecordingChannel, leader_and_isr, stop_replica, update_metadata
@@ -58,6 +64,7 @@ class Cluster:
     def active(self) -> KafkaController:
         wait_until(lambda: [c for c in self.controllers.values() if c.is_active], what="an active controller")
         (controller,) = [c for c in self.controllers.values() if c.is_active]
+        controller.wait_for_events()  # its failover done: what follows is new to it
         return controller
 
     def state(self, tp: TopicPartition) -> LeaderIsrAndControllerEpoch | None:
@@ -352,3 +359,156 @@ def test_failover_to_another_candidate(cluster: Cluster, chroot: str) -> None:
     with pytest.raises(ControllerMovedError):
         first.zk.fenced_write(old_epoch_version, [SetDataOp(znodes.partition_state_path("orders", 2), state)])
     assert lai(cluster.state(T2)) == (1, 1, (1, 2), 2)
+
+
+# --- AlterPartition, preferred leaders, controlled shutdown ------------------------------------------
+
+
+def epoch_of(cluster: Cluster, broker_id: int) -> int:
+    found = cluster.zk.get(znodes.broker_path(broker_id))
+    assert found is not None
+    return int(found[1].czxid)
+
+
+def expand_isr(cluster: Cluster, controller: KafkaController, tp: TopicPartition, isr: tuple[int, ...]) -> None:
+    """What a leader does once a follower caught up: AlterPartition from its current state."""
+    state = cluster.state(tp)
+    assert state is not None
+    now = state.leader_and_isr
+    change = LeaderAndIsr(now.leader, now.leader_epoch, isr, now.leader_recovery_state, now.partition_epoch)
+    result = controller.alter_partition(now.leader, epoch_of(cluster, now.leader), {tp: change})[tp]
+    assert isinstance(result, LeaderAndIsr) and result.isr == isr
+
+
+def bounce_broker_1(cluster: Cluster, controller: KafkaController) -> None:
+    """Broker 1 fails and returns: partition 0 (preferred leader 1) is led by 2; the ISRs take 1 back."""
+    create_orders(cluster)
+    cluster.wait_for_state(T2, 3, (3, 1, 2))
+    cluster.stop_broker(1)
+    cluster.wait_for_state(T0, 2, (2, 3))
+    cluster.start_brokers(1)
+    wait_until(lambda: 1 in cluster.channels[controller.broker_id].brokers, what="broker 1 back")
+    controller.wait_for_events()
+    for tp in (T0, T1, T2):
+        state = cluster.state(tp)
+        assert state is not None
+        expand_isr(cluster, controller, tp, (*state.leader_and_isr.isr, 1))
+
+
+def test_alter_partition(cluster: Cluster) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.start_controller(1)
+    cluster.active()
+    create_orders(cluster)
+    cluster.wait_for_state(T0, 1, (1, 2, 3))
+    controller.wait_for_events()
+    cluster.channels[1].take()
+    epoch1 = epoch_of(cluster, 1)
+    # the leader shrinks the ISR: written at the next partition epoch, the leader epoch unchanged
+    result = controller.alter_partition(1, epoch1, {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=0)})
+    assert result == {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=1)}
+    assert lai(cluster.state(T0)) == (1, 0, (1, 2), 1)
+    metadata = update_metadata(cluster.channels[1].take())
+    assert sorted(b for b, _ in metadata) == [1, 2, 3]
+    assert [(s.partition, s.isr, s.partition_epoch) for s in metadata[0][1].partition_states] == [(0, (1, 2), 1)]
+    # the same change again is answered with the state as it is; stale epochs and dead brokers are refused
+    again = controller.alter_partition(1, epoch1, {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=0)})
+    assert again == {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=1)}
+    refused = controller.alter_partition(
+        1,
+        epoch1,
+        {
+            T0: LeaderAndIsr(1, 0, (1,), partition_epoch=0),
+            T1: LeaderAndIsr(1, 0, (2, 3, 1, 7), partition_epoch=0),
+            TopicPartition("nope", 0): LeaderAndIsr(1, 0, (1,)),
+        },
+    )
+    assert [type(refused[tp]).__name__ for tp in (T0, T1, TopicPartition("nope", 0))] == [
+        "InvalidUpdateVersionError",
+        "IneligibleReplicaError",
+        "UnknownTopicOrPartitionError",
+    ]
+    assert [refused[tp].error_code for tp in (T0, T1)] == [95, 107]  # type: ignore[union-attr]
+    with pytest.raises(StaleBrokerEpochError):
+        controller.alter_partition(1, epoch1 - 1, {T0: LeaderAndIsr(1, 0, (1,), partition_epoch=1)})
+    assert lai(cluster.state(T0)) == (1, 0, (1, 2), 1)
+    # a leader fenced by a newer leader epoch
+    cluster.stop_broker(1)
+    cluster.wait_for_state(T0, 2, (2,))
+    cluster.start_brokers(1)
+    wait_until(lambda: 1 in cluster.channels[1].brokers, what="broker 1 back")
+    stale = controller.alter_partition(1, epoch_of(cluster, 1), {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=1)})
+    assert isinstance(stale[T0], FencedLeaderEpochError)
+
+
+def test_preferred_replica_election_znode(cluster: Cluster) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.start_controller(1)
+    cluster.active()
+    bounce_broker_1(cluster, controller)
+    before = cluster.state(T0)
+    assert lai(before) == (2, 1, (2, 3, 1), 1)
+    cluster.channels[1].take()
+
+    admin_zk_client.request_preferred_replica_election(cluster.zk, [T0, T1])
+    state = cluster.wait_for_state(T0, 1, (2, 3, 1))
+    assert state.leader_and_isr.leader_epoch == 2
+    wait_until(lambda: cluster.zk.get(znodes.PREFERRED_REPLICA_ELECTION) is None, what="the request to be removed")
+    controller.wait_for_events()
+    assert lai(cluster.state(T1))[:2] == (2, 1)  # already led by its preferred replica: untouched
+    requests = leader_and_isr(cluster.channels[1].take())
+    assert sorted(b for b, _ in requests) == [1, 2, 3]
+    assert all([(s.partition, s.leader) for s in r.partition_states] == [(0, 1)] for _, r in requests)
+
+
+def test_auto_leader_rebalance(cluster: Cluster) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.start_controller(
+        1,
+        **{
+            "auto.leader.rebalance.enable": True,
+            "leader.imbalance.check.interval.seconds": 1,
+            "leader.imbalance.per.broker.percentage": 10,
+        },
+    )
+    cluster.active()
+    bounce_broker_1(cluster, controller)
+    # broker 1's imbalance is 1/1 > 10 %: the next check gives partition 0 back to it
+    assert lai(cluster.wait_for_state(T0, 1, (2, 3, 1)))[1] == 2
+    assert [lai(cluster.state(tp))[0] for tp in (T1, T2)] == [2, 3]
+
+
+def test_controlled_shutdown(cluster: Cluster) -> None:
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.start_controller(3)
+    cluster.active()
+    create_orders(cluster)
+    admin_zk_client.create_topic_with_assignment(cluster.zk, "single", {0: [1]})
+    cluster.wait_for_state(T2, 3, (3, 1, 2))
+    cluster.wait_for_state(TopicPartition("single", 0), 1, (1,))
+    controller.wait_for_events()
+    cluster.channels[3].take()
+    with pytest.raises(StaleBrokerEpochError):
+        controller.controlled_shutdown(1, epoch_of(cluster, 1) + 1)
+    with pytest.raises(BrokerNotAvailableError):
+        controller.controlled_shutdown(9, 0)
+
+    # leadership moves off broker 1, which leaves every ISR; the unreplicated partition stays with it
+    still_led = controller.controlled_shutdown(1, epoch_of(cluster, 1))
+    assert still_led == {TopicPartition("single", 0)}
+    assert lai(cluster.state(T0)) == (2, 1, (2, 3), 1)
+    assert lai(cluster.state(T1)) == (2, 1, (2, 3), 1)
+    assert lai(cluster.state(T2)) == (3, 1, (3, 2), 1)
+    sent = cluster.channels[3].take()
+    stops = stop_replica(sent)
+    assert [b for b, _ in stops] == [1]
+    assert [(s.partition, s.delete_partition) for s in stops[0][1].partition_states] == [(1, False), (2, False)]
+    assert all(r.controller_epoch == 1 for _, r in sent)
+    # broker 2 fails next: broker 3, the last of the ISR, leads
+    cluster.stop_broker(2)
+    cluster.wait_for_state(T0, 3, (3,))
+    # when it is gone and back, it is an ordinary broker again
+    cluster.stop_broker(1)
+    cluster.start_brokers(1)
+    wait_until(lambda: 1 in cluster.channels[3].brokers, what="broker 1 back")
+    expand_isr(cluster, controller, T0, (3, 1))

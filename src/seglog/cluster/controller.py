@@ -33,17 +33,29 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from ..config import BrokerConfig
-from ..errors import ControllerMovedError, SeglogError, StaleBrokerEpochError, ZooKeeperError
+from ..errors import (
+    BrokerNotAvailableError,
+    ControllerMovedError,
+    FencedLeaderEpochError,
+    IneligibleReplicaError,
+    InvalidRequestError,
+    InvalidUpdateVersionError,
+    NotControllerError,
+    SeglogError,
+    StaleBrokerEpochError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperError,
+)
 from . import znodes
 from .controller_channel import ControllerBrokerRequestBatch, ControllerChannel
 from .controller_context import ControllerContext
 from .controller_election import ControllerElection
 from .leader_balance import partitions_to_rebalance
-from .partition_state_machine import CONTROLLED_SHUTDOWN, PREFERRED, PartitionStateMachine
+from .partition_state_machine import CONTROLLED_SHUTDOWN, PREFERRED, PartitionStateMachine, set_leader_and_isr
 from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
 from .zk_client import DeleteOp, SetDataOp, ZkClient, generate_cluster_id
@@ -134,18 +146,26 @@ class KafkaController:
         ControlledShutdown request: the broker retries while that set is not empty)."""
         return self._call(lambda: self._controlled_shutdown(broker_id, broker_epoch), timeout, needs_active=True)
 
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, znodes.LeaderAndIsr]
+    ) -> dict[TopicPartition, znodes.LeaderAndIsr | SeglogError]:
+        """A leader changes the ISR of partitions it leads (KIP-497's AlterPartition): each change carries the
+        leader epoch and partition epoch it was made from; returns per partition the state written or why not."""
+        return self._call(lambda: self._alter_partition(broker_id, broker_epoch, changes), needs_active=True)
+
     def _call(self, fn: Callable[[], T], timeout: float = 30.0, needs_active: bool = False) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
 
         def run() -> None:
             if needs_active and not self._active:
-                future.set_exception(ControllerMovedError(f"broker {self.broker_id} is not the controller"))
+                future.set_exception(NotControllerError(f"broker {self.broker_id} is not the controller"))
                 return
             try:
                 future.set_result(fn())
-            except BaseException as e:
+            except Exception as e:
                 future.set_exception(e)
-                raise
+                if isinstance(e, ControllerMovedError):
+                    raise  # and resign
 
         self._put("Call", run, False)
         return future.result(timeout)
@@ -396,20 +416,91 @@ class KafkaController:
     # --- controlled shutdown ------------------------------------------------------------------
 
     def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
-        if broker_id not in self._ctx.live_brokers:
-            raise ZooKeeperError(f"broker {broker_id} asked for a controlled shutdown but is not registered")
-        if broker_epoch != self._ctx.broker_epochs[broker_id]:
-            raise StaleBrokerEpochError(
-                f"controlled shutdown of broker {broker_id} with epoch {broker_epoch}: "
-                f"its registration has epoch {self._ctx.broker_epochs[broker_id]}"
-            )
+        self._check_broker_epoch(broker_id, broker_epoch, "controlled shutdown")
+        log.info("controller %d: shutting down broker %d", self.broker_id, broker_id)
         self._ctx.shutting_down_broker_ids.add(broker_id)
-        replicated = [tp for tp, r in self._ctx.replicas_on_brokers([broker_id]) if len(self._ctx.replicas(tp)) > 1]
-        led = [tp for tp in replicated if self._ctx.leadership.get(tp) and self._leader(tp) == broker_id]
-        followed = [tp for tp in replicated if self._ctx.leadership.get(tp) and self._leader(tp) != broker_id]
+        # partitions with other replicas to take over; a topic being deleted is left alone
+        acted_on = [
+            tp
+            for tp, _ in self._ctx.replicas_on_brokers([broker_id])
+            if len(self._ctx.replicas(tp)) > 1
+            and tp in self._ctx.leadership
+            and not self._ctx.is_topic_queued_for_deletion(tp.topic)
+        ]
+        led = [tp for tp in acted_on if self._leader(tp) == broker_id]
+        followed = [tp for tp in acted_on if self._leader(tp) != broker_id]
         self._partitions.handle_state_changes(led, PartitionState.ONLINE, CONTROLLED_SHUTDOWN)
+        # a follower leaves the ISRs (StopReplica without delete to it, LeaderAndIsr to the leaders)
         self._replicas.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
-        return {tp for tp in self._ctx.partitions_led_by(broker_id) if len(self._ctx.replicas(tp)) > 1}
+        return set(self._ctx.partitions_led_by(broker_id))
+
+    def _check_broker_epoch(self, broker_id: int, broker_epoch: int, what: str) -> None:
+        if broker_id not in self._ctx.live_brokers:
+            raise BrokerNotAvailableError(f"{what} from broker {broker_id}, which is not registered")
+        current = self._ctx.broker_epochs[broker_id]
+        if broker_epoch != current:
+            raise StaleBrokerEpochError(
+                f"{what} from broker {broker_id} with broker epoch {broker_epoch}; its registration's is {current}"
+            )
 
     def _leader(self, tp: TopicPartition) -> int:
         return self._ctx.leadership[tp].leader_and_isr.leader
+
+    # --- AlterPartition ------------------------------------------------------------------------
+
+    def _alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Mapping[TopicPartition, znodes.LeaderAndIsr]
+    ) -> dict[TopicPartition, znodes.LeaderAndIsr | SeglogError]:
+        self._check_broker_epoch(broker_id, broker_epoch, "AlterPartition")
+        results: dict[TopicPartition, znodes.LeaderAndIsr | SeglogError] = {}
+        for tp, new in sorted(changes.items()):
+            new = znodes.LeaderAndIsr(
+                broker_id, new.leader_epoch, new.isr, new.leader_recovery_state, new.partition_epoch
+            )
+            verdict = self._check_alter_partition(tp, new)
+            if verdict is not None:
+                results[tp] = verdict
+                continue
+            written = set_leader_and_isr(self.zk, self._ctx, tp, new)
+            if written is None:
+                results[tp] = InvalidUpdateVersionError(f"the state of partition {tp} changed meanwhile")
+                continue
+            self._ctx.leadership[tp] = written
+            results[tp] = written.leader_and_isr
+        self._send_update_metadata(self._ctx.live_or_shutting_down_broker_ids, changes)
+        return results
+
+    def _check_alter_partition(
+        self, tp: TopicPartition, new: znodes.LeaderAndIsr
+    ) -> znodes.LeaderAndIsr | SeglogError | None:
+        """Why the change is refused, the current state if it is there already, or None to write it."""
+        state = self._ctx.leadership.get(tp)
+        if state is None:
+            return UnknownTopicOrPartitionError(f"partition {tp} is unknown to the controller")
+        current = state.leader_and_isr
+        if new.partition_epoch > current.partition_epoch or new.leader_epoch > current.leader_epoch:
+            # the leader knows a newer state than ours: we are probably not the controller any more
+            return NotControllerError(f"partition {tp}: the leader's epochs are ahead of the controller's")
+        if new.leader_epoch < current.leader_epoch:
+            return FencedLeaderEpochError(
+                f"partition {tp}: leader epoch {new.leader_epoch} is older than {current.leader_epoch}"
+            )
+        same = (new.leader, new.isr, new.leader_recovery_state) == (
+            current.leader,
+            current.isr,
+            current.leader_recovery_state,
+        )
+        if same:  # idempotent: before the partition epoch check, as Kafka does
+            return current
+        if new.partition_epoch < current.partition_epoch:
+            return InvalidUpdateVersionError(
+                f"partition {tp}: partition epoch {new.partition_epoch} is older than {current.partition_epoch}"
+            )
+        if new.leader_recovery_state == 1 and len(new.isr) > 1:
+            return InvalidRequestError(f"partition {tp}: a recovering leader cannot have an ISR of {list(new.isr)}")
+        if current.leader_recovery_state == 0 and new.leader_recovery_state == 1:
+            return InvalidRequestError(f"partition {tp}: the leader recovery state cannot go back to RECOVERING")
+        ineligible = sorted(set(new.isr) - self._ctx.live_broker_ids)
+        if ineligible:
+            return IneligibleReplicaError(f"partition {tp}: the new ISR names brokers not alive: {ineligible}")
+        return None

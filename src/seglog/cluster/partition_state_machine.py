@@ -92,7 +92,7 @@ def update_leader_and_isr(
             if new is current.leader_and_isr:
                 done[tp] = ctx.leadership[tp] = current
                 continue
-            written = _set_state(zk, ctx, tp, new)
+            written = set_leader_and_isr(zk, ctx, tp, new)
             if written is None:
                 retry.append(tp)  # changed since we read it: read again
             else:
@@ -101,9 +101,10 @@ def update_leader_and_isr(
     return done, failed
 
 
-def _set_state(
+def set_leader_and_isr(
     zk: ZkClient, ctx: ControllerContext, tp: TopicPartition, new: LeaderAndIsr
 ) -> LeaderIsrAndControllerEpoch | None:
+    """Write ``new`` at its ``partition_epoch`` (the zkVersion it was computed from); None if that moved on."""
     state = LeaderIsrAndControllerEpoch(new, ctx.epoch)
     op = SetDataOp(_state_path(tp), znodes.encode_partition_state(state), new.partition_epoch)
     (result,) = zk.fenced_try(ctx.epoch_zk_version, [op])
