@@ -98,6 +98,18 @@ def create_orders(cluster: Cluster, **config: str) -> None:
     admin_zk_client.create_topic_with_assignment(cluster.zk, "orders", assignment, config)
 
 
+def start_with_orders(cluster: Cluster, controller_id: int = 1, **config: object) -> KafkaController:
+    """Brokers 1-3, an active controller, topic orders online; what was sent so far taken away."""
+    cluster.start_brokers(1, 2, 3)
+    controller = cluster.start_controller(controller_id, **config)
+    cluster.active()
+    create_orders(cluster)
+    cluster.wait_for_state(T2, 3, (3, 1, 2))
+    controller.wait_for_events()
+    cluster.channels[controller_id].take()
+    return controller
+
+
 def lai(state: LeaderIsrAndControllerEpoch | None) -> tuple[int, int, tuple[int, ...], int]:
     assert state is not None
     now = state.leader_and_isr
@@ -191,14 +203,8 @@ def test_a_topic_created_by_kafka_tools_without_an_id_gets_one(cluster: Cluster)
 
 
 def test_broker_failure_and_return(cluster: Cluster) -> None:
-    cluster.start_brokers(1, 2, 3)
-    controller = cluster.start_controller(1)
-    cluster.active()
-    create_orders(cluster)
-    cluster.wait_for_state(T2, 3, (3, 1, 2))
-    controller.wait_for_events()
+    controller = start_with_orders(cluster)
     channel = cluster.channels[1]
-    channel.take()
 
     cluster.stop_broker(1)
     # the partition it led gets the next ISR member; every ISR loses it; leader epochs go up by one
@@ -382,8 +388,6 @@ def expand_isr(cluster: Cluster, controller: KafkaController, tp: TopicPartition
 
 def bounce_broker_1(cluster: Cluster, controller: KafkaController) -> None:
     """Broker 1 fails and returns: partition 0 (preferred leader 1) is led by 2; the ISRs take 1 back."""
-    create_orders(cluster)
-    cluster.wait_for_state(T2, 3, (3, 1, 2))
     cluster.stop_broker(1)
     cluster.wait_for_state(T0, 2, (2, 3))
     cluster.start_brokers(1)
@@ -396,13 +400,7 @@ def bounce_broker_1(cluster: Cluster, controller: KafkaController) -> None:
 
 
 def test_alter_partition(cluster: Cluster) -> None:
-    cluster.start_brokers(1, 2, 3)
-    controller = cluster.start_controller(1)
-    cluster.active()
-    create_orders(cluster)
-    cluster.wait_for_state(T0, 1, (1, 2, 3))
-    controller.wait_for_events()
-    cluster.channels[1].take()
+    controller = start_with_orders(cluster)
     epoch1 = epoch_of(cluster, 1)
     # the leader shrinks the ISR: written at the next partition epoch, the leader epoch unchanged
     result = controller.alter_partition(1, epoch1, {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=0)})
@@ -442,14 +440,11 @@ def test_alter_partition(cluster: Cluster) -> None:
 
 
 def test_preferred_replica_election_znode(cluster: Cluster) -> None:
-    cluster.start_brokers(1, 2, 3)
-    controller = cluster.start_controller(1)
-    cluster.active()
+    controller = start_with_orders(cluster)
     bounce_broker_1(cluster, controller)
     before = cluster.state(T0)
     assert lai(before) == (2, 1, (2, 3, 1), 1)
     cluster.channels[1].take()
-
     admin_zk_client.request_preferred_replica_election(cluster.zk, [T0, T1])
     state = cluster.wait_for_state(T0, 1, (2, 3, 1))
     assert state.leader_and_isr.leader_epoch == 2
@@ -462,16 +457,12 @@ def test_preferred_replica_election_znode(cluster: Cluster) -> None:
 
 
 def test_auto_leader_rebalance(cluster: Cluster) -> None:
-    cluster.start_brokers(1, 2, 3)
-    controller = cluster.start_controller(
-        1,
-        **{
-            "auto.leader.rebalance.enable": True,
-            "leader.imbalance.check.interval.seconds": 1,
-            "leader.imbalance.per.broker.percentage": 10,
-        },
-    )
-    cluster.active()
+    config = {
+        "auto.leader.rebalance.enable": True,
+        "leader.imbalance.check.interval.seconds": 1,
+        "leader.imbalance.per.broker.percentage": 10,
+    }
+    controller = start_with_orders(cluster, **config)
     bounce_broker_1(cluster, controller)
     # broker 1's imbalance is 1/1 > 10 %: the next check gives partition 0 back to it
     assert lai(cluster.wait_for_state(T0, 1, (2, 3, 1)))[1] == 2
@@ -479,12 +470,8 @@ def test_auto_leader_rebalance(cluster: Cluster) -> None:
 
 
 def test_controlled_shutdown(cluster: Cluster) -> None:
-    cluster.start_brokers(1, 2, 3)
-    controller = cluster.start_controller(3)
-    cluster.active()
-    create_orders(cluster)
+    controller = start_with_orders(cluster, 3)
     admin_zk_client.create_topic_with_assignment(cluster.zk, "single", {0: [1]})
-    cluster.wait_for_state(T2, 3, (3, 1, 2))
     cluster.wait_for_state(TopicPartition("single", 0), 1, (1,))
     controller.wait_for_events()
     cluster.channels[3].take()
