@@ -499,3 +499,62 @@ def test_controlled_shutdown(cluster: Cluster) -> None:
     cluster.start_brokers(1)
     wait_until(lambda: 1 in cluster.channels[3].brokers, what="broker 1 back")
     expand_isr(cluster, controller, T0, (3, 1))
+
+
+# --- topic deletion ---------------------------------------------------------------------------------
+
+
+def orders_znodes(cluster: Cluster) -> list[bool]:
+    paths = (znodes.topic_path("orders"), znodes.topic_config_path("orders"), znodes.delete_topic_path("orders"))
+    return [cluster.zk.get(p) is not None for p in paths]
+
+
+def test_topic_deletion(cluster: Cluster) -> None:
+    controller = start_with_orders(cluster)
+    admin_zk_client.delete_topic(cluster.zk, "orders")
+    wait_until(lambda: orders_znodes(cluster) == [False, False, False], what="the topic's znodes to go")
+    controller.wait_for_events()
+    assert controller.partition_state(T0) is PartitionState.NON_EXISTENT
+    assert controller.replica_state(T0, 1) is ReplicaState.NON_EXISTENT
+    sent = cluster.channels[1].take()
+    # every broker hears leader -2, then each replica is stopped and then deleted
+    first = update_metadata(sent)[0][1]
+    assert {(s.partition, s.leader) for s in first.partition_states} == {(0, -2), (1, -2), (2, -2)}
+    stops = [
+        (b, [(s.partition, s.leader_epoch, s.delete_partition) for s in r.partition_states])
+        for b, r in stop_replica(sent)
+    ]
+    for broker_id in (1, 2, 3):
+        assert [s for b, s in stops if b == broker_id] == [
+            [(0, -2, False), (1, -2, False), (2, -2, False)],
+            [(0, -2, True), (1, -2, True), (2, -2, True)],
+        ]
+    assert not leader_and_isr(sent)
+    # the name can be used again
+    create_orders(cluster)
+    cluster.wait_for_state(T0, 1, (1, 2, 3))
+
+
+def test_topic_deletion_waits_for_a_dead_replica(cluster: Cluster) -> None:
+    controller = start_with_orders(cluster)
+    cluster.stop_broker(3)
+    cluster.wait_for_state(T2, 1, (1, 2))
+    admin_zk_client.delete_topic(cluster.zk, "orders")
+    wait_until(lambda: controller.replica_state(T0, 3) is ReplicaState.DELETION_INELIGIBLE, what="3 ineligible")
+    wait_until(lambda: controller.replica_state(T0, 1) is ReplicaState.DELETION_SUCCESSFUL, what="1 deleted")
+    assert orders_znodes(cluster) == [True, True, True]
+    cluster.channels[1].take()
+    cluster.start_brokers(3)
+    wait_until(lambda: orders_znodes(cluster) == [False, False, False], what="the topic's znodes to go")
+    controller.wait_for_events()
+    deletes = [b for b, r in stop_replica(cluster.channels[1].take()) if r.partition_states[0].delete_partition]
+    assert deletes == [3]
+
+
+def test_topic_deletion_disabled(cluster: Cluster) -> None:
+    controller = start_with_orders(cluster, **{"delete.topic.enable": False})
+    admin_zk_client.delete_topic(cluster.zk, "orders")
+    wait_until(lambda: orders_znodes(cluster) == [True, True, False], what="the request to be dropped")
+    controller.wait_for_events()
+    assert controller.partition_state(T0) is PartitionState.ONLINE
+    assert not stop_replica(cluster.channels[1].take())

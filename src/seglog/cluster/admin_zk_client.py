@@ -9,6 +9,7 @@ replicas; a preferred-leader election is asked for by creating
 
 from __future__ import annotations
 
+import contextlib
 import random
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -84,6 +85,15 @@ def add_partitions(zk: ZkClient, topic: str, partitions: int) -> dict[int, tuple
     merged.update({p: znodes.ReplicaAssignment(r) for p, r in added.items()})
     zk.set(path, znodes.encode_topic(znodes.TopicAssignment(merged, current.topic_id)), int(found[1].version))
     return added
+
+
+def delete_topic(zk: ZkClient, topic: str) -> None:
+    """Ask the controller to delete ``topic`` (``kafka-topics --delete`` with ZooKeeper)."""
+    if zk.get(znodes.topic_path(topic)) is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.", file=znodes.topic_path(topic))
+    # already marked for deletion (Kafka's TopicAlreadyMarkedForDeletion): nothing more to do
+    with contextlib.suppress(NodeExistsError):
+        zk.create(znodes.delete_topic_path(topic), b"", makepath=True)
 
 
 def request_preferred_replica_election(zk: ZkClient, partitions: Iterable[znodes.TopicPartition]) -> None:

@@ -21,6 +21,10 @@ threads. An inactive controller drops the events that need an active one::
                                    leader.imbalance.per.broker.percentage
     ControlledShutdown(b)          move leadership off b (controlled-shutdown strategy), b leaves the ISRs it
                                    follows; answer the partitions b still leads
+    AlterPartition(b)              a leader's new ISR, checked against the broker, leader and partition
+                                   epochs and written; answer the states written or why not
+    TopicDeletion                  /admin/delete_topics changed: queue topics for ``topic_deletion``
+    StopReplicaResponseReceived    a broker deleted (or failed to delete) replicas: deletion goes on
 
 A write refused because another controller was elected since
 (``ControllerMovedError``) ends the event and makes this controller resign; the
@@ -51,13 +55,14 @@ from ..errors import (
     ZooKeeperError,
 )
 from . import znodes
-from .controller_channel import ControllerBrokerRequestBatch, ControllerChannel
+from .controller_channel import ControllerBrokerRequestBatch, ControllerChannel, StopReplicaResponse
 from .controller_context import ControllerContext
 from .controller_election import ControllerElection
 from .leader_balance import partitions_to_rebalance
 from .partition_state_machine import CONTROLLED_SHUTDOWN, PREFERRED, PartitionStateMachine, set_leader_and_isr
 from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
+from .topic_deletion import TopicDeletionManager
 from .zk_client import DeleteOp, SetDataOp, ZkClient, generate_cluster_id
 from .znodes import TopicPartition
 
@@ -198,19 +203,51 @@ class KafkaController:
             self._resign()
         log.info("controller %d: active at epoch %d", self.broker_id, epoch)
         self._ctx = ControllerContext(epoch=epoch, epoch_zk_version=epoch_zk_version)
-        self._batch = ControllerBrokerRequestBatch(self.broker_id, self._ctx, self.channel)
+        self._batch = ControllerBrokerRequestBatch(
+            self.broker_id, self._ctx, self.channel, self._stop_replica_response_received
+        )
         self._partitions = PartitionStateMachine(self._ctx, self.zk, self._batch, self.config)
         self._replicas = ReplicaStateMachine(self._ctx, self.zk, self._batch)
+        self._deletion = TopicDeletionManager(
+            self._ctx, self.zk, self._partitions, self._replicas, bool(self.config["delete.topic.enable"])
+        )
         self._active = True
         for path in (znodes.TOPICS, znodes.BROKER_IDS, znodes.DELETE_TOPICS):
             self.zk.ensure_path(path)
         self._load_brokers()
         self._load_topics(self.zk.watch_children(znodes.TOPICS, self._watcher("TopicChange", self._topic_change)))
+        self._init_topic_deletion()
         self._send_update_metadata(self._ctx.live_or_shutting_down_broker_ids)
         self._replicas.startup()
         self._partitions.startup()
+        self._deletion.resume()
         self._preferred_replica_election()
         self._schedule_rebalance()
+
+    def _init_topic_deletion(self) -> None:
+        # queued before the state machines start, so replicas of these topics on dead brokers are ineligible
+        queued = set(self._delete_topic_requests()) & self._ctx.all_topics
+        if self._deletion.enabled:
+            self._ctx.topics_to_be_deleted |= queued
+            dead = {
+                tp.topic
+                for tp, r in self._ctx.replicas_of_partitions(self._ctx.all_partitions())
+                if tp.topic in queued and not self._ctx.is_replica_online(r, include_shutting_down=True)
+            }
+            self._ctx.topics_ineligible_for_deletion |= dead
+
+    def _delete_topic_requests(self) -> list[str]:
+        return self.zk.watch_children(znodes.DELETE_TOPICS, self._watcher("TopicDeletion", self._topic_deletion))
+
+    def _topic_deletion(self) -> None:
+        self._deletion.enqueue(self._delete_topic_requests())
+
+    def _stop_replica_response_received(self, broker_id: int, response: StopReplicaResponse) -> None:
+        # the channel's thread: only queue it
+        self._put(
+            "TopicDeletionStopReplicaResponseReceived",
+            lambda: self._deletion.on_stop_replica_response(broker_id, response),
+        )
 
     def _resign(self) -> None:
         if not self._active:
@@ -305,8 +342,12 @@ class KafkaController:
         existing = self._ctx.live_or_shutting_down_broker_ids - set(brokers)
         self._send_update_metadata(existing)
         self._send_update_metadata(brokers, self._ctx.leadership)
-        self._replicas.handle_state_changes(self._ctx.replicas_on_brokers(brokers), ReplicaState.ONLINE)
+        replicas = self._ctx.replicas_on_brokers(brokers)
+        deleting = [(tp, r) for tp, r in replicas if self._ctx.is_topic_queued_for_deletion(tp.topic)]
+        self._replicas.handle_state_changes([x for x in replicas if x not in deleting], ReplicaState.ONLINE)
         self._partitions.trigger_online_partition_state_change()
+        if deleting:
+            self._deletion.resume_for({tp.topic for tp, _ in deleting})
 
     def _on_broker_failure(self, brokers: list[int]) -> None:
         replicas = self._ctx.replicas_on_brokers(brokers)
@@ -318,10 +359,10 @@ class KafkaController:
         )
         self._partitions.handle_state_changes(leaderless, PartitionState.OFFLINE)
         self._partitions.trigger_online_partition_state_change()
-        self._replicas.handle_state_changes(
-            [(tp, r) for tp, r in replicas if not self._ctx.is_topic_queued_for_deletion(tp.topic)],
-            ReplicaState.OFFLINE,
-        )
+        deleting = [(tp, r) for tp, r in replicas if self._ctx.is_topic_queued_for_deletion(tp.topic)]
+        self._replicas.handle_state_changes([x for x in replicas if x not in deleting], ReplicaState.OFFLINE)
+        if deleting:
+            self._deletion.fail_replica_deletion(deleting)
         if not leaderless:
             # no election sent metadata: tell the brokers who is left
             self._send_update_metadata(self._ctx.live_or_shutting_down_broker_ids)

@@ -400,6 +400,20 @@ class ZkClient:
             )
         return list(results[1:])
 
+    def fenced_delete_recursive(self, epoch_zk_version: int, paths: Sequence[str]) -> None:
+        """Delete ``paths`` and everything under them in one fenced multi-op (children first)."""
+        ops: list[ZkOp] = []
+        for path in paths:
+            ops += [DeleteOp(p) for p in self._subtree(path)]
+        if ops:
+            self.fenced_write(epoch_zk_version, ops)
+
+    def _subtree(self, path: str) -> list[str]:
+        if self.get(path) is None:
+            return []
+        below = [p for child in self.get_children(path) for p in self._subtree(f"{path}/{child}")]
+        return [*below, path]
+
     def _commit(self, tx: Any, path: str) -> list[Any]:
         try:
             return list(tx.commit())
@@ -424,10 +438,6 @@ class ZkClient:
     def get_topic_config(self, topic: str) -> dict[str, str]:
         found = self.get(znodes.topic_config_path(topic))
         return {} if found is None else znodes.decode_config(found[0], znodes.topic_config_path(topic))
-
-    def delete_recursive(self, path: str) -> None:
-        with contextlib.suppress(NoNodeError):
-            self._call(self._kazoo.delete, path, recursive=True)
 
     # --- watches ---------------------------------------------------------------------
     # A watch fires once; the handler runs on the event thread and reads (and so watches) again.
