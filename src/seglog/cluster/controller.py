@@ -90,6 +90,7 @@ class KafkaController:
         self._active = False
         self._ctx = ControllerContext()
         self._rebalance_timer: threading.Timer | None = None
+        self._watchers: dict[str, Callable[[], None]] = {}
         self._election = ControllerElection(
             zk,
             broker_id,
@@ -181,8 +182,12 @@ class KafkaController:
         self._events.put(_Event(name, process, needs_active))
 
     def _watcher(self, name: str, process: Callable[[], None]) -> Callable[[], None]:
-        # a watch (run on the ZooKeeper client's thread) only queues the event
-        return lambda: self._put(name, process)
+        """A watch handler (run on the ZooKeeper client's thread) that only queues the event; one per name, so
+        that reading a znode again re-arms the same watch instead of adding one."""
+        watcher = self._watchers.get(name)
+        if watcher is None:
+            watcher = self._watchers[name] = lambda: self._put(name, process)
+        return watcher
 
     def _run(self) -> None:
         while (event := self._events.get()) is not None:
