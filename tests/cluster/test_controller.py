@@ -558,3 +558,84 @@ def test_topic_deletion_disabled(cluster: Cluster) -> None:
     controller.wait_for_events()
     assert controller.partition_state(T0) is PartitionState.ONLINE
     assert not stop_replica(cluster.channels[1].take())
+
+
+# --- partition reassignment ------------------------------------------------------------------------------
+
+
+def reassignment_of_partition_0(cluster: Cluster, controller: KafkaController) -> None:
+    """Phase A of moving partition 0 from brokers 1, 2, 3 to 2, 3, 4: broker 4 is added, nothing removed yet."""
+    cluster.zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment({T0: [2, 3, 4]}))
+    wait_until(lambda: cluster.zk.get_topic("orders").partitions[0].adding_replicas == (4,), what="phase A")  # type: ignore[union-attr]
+    controller.wait_for_events()
+    topic = cluster.zk.get_topic("orders")
+    assert topic is not None and topic.partitions[0] == znodes.ReplicaAssignment((2, 3, 4, 1), (4,), (1,))
+    assert lai(cluster.state(T0)) == (1, 1, (1, 2, 3), controller.epoch)  # leader epoch up, for the replica list
+    assert controller.replica_state(T0, 4) is ReplicaState.NEW
+
+
+def test_partition_reassignment(cluster: Cluster) -> None:
+    controller = start_with_orders(cluster)
+    cluster.start_brokers(4)
+    wait_until(lambda: 4 in cluster.channels[1].brokers, what="broker 4 known")
+    controller.wait_for_events()
+    cluster.channels[1].take()
+    reassignment_of_partition_0(cluster, controller)
+    requests = leader_and_isr(cluster.channels[1].take())
+    assert {b: (r.partition_states[0].replicas, r.partition_states[0].is_new) for b, r in requests} == {
+        1: ((2, 3, 4, 1), False),
+        2: ((2, 3, 4, 1), False),
+        3: ((2, 3, 4, 1), False),
+        4: ((2, 3, 4, 1), True),
+    }
+    assert requests[0][1].partition_states[0].adding_replicas == (4,)
+
+    # broker 4 caught up: the leader adds it to the ISR, and the reassignment completes
+    expand_isr(cluster, controller, T0, (1, 2, 3, 4))
+    wait_until(lambda: cluster.zk.get(znodes.REASSIGN_PARTITIONS) is None, what="the request to be removed")
+    controller.wait_for_events()
+    topic = cluster.zk.get_topic("orders")
+    assert topic is not None and topic.partitions[0] == znodes.ReplicaAssignment((2, 3, 4))
+    assert topic.partitions[1].replicas == (2, 3, 1)  # the others are untouched
+    # leadership left broker 1 (the reassignment election: first target in the ISR), then 1 left the ISR
+    assert lai(cluster.state(T0)) == (2, 3, (2, 3, 4), 1)
+    assert controller.replica_state(T0, 1) is ReplicaState.NON_EXISTENT
+    assert controller.replica_state(T0, 4) is ReplicaState.ONLINE
+    sent = cluster.channels[1].take()
+    assert [(s.partition, s.delete_partition) for b, r in stop_replica(sent) if b == 1 for s in r.partition_states] == [
+        (0, False),
+        (0, True),
+    ]
+    assert {(s.leader, s.replicas) for _, r in update_metadata(sent)[-1:] for s in r.partition_states} == {
+        (2, (2, 3, 4))
+    }
+
+
+def test_a_new_controller_resumes_a_reassignment(cluster: Cluster, chroot: str) -> None:
+    first = start_with_orders(cluster)
+    second = cluster.start_controller(2)
+    cluster.start_brokers(4)
+    wait_until(lambda: 4 in cluster.channels[1].brokers, what="broker 4 known")
+    reassignment_of_partition_0(cluster, first)
+    expire_session(first.zk, chroot)
+    wait_until(lambda: second.is_active, what="the second controller")
+    second.wait_for_events()
+    # it read the reassignment from the topic znode and goes on with it: the leader epoch up again, the new
+    # replica told it is new
+    assert lai(cluster.state(T0))[:3] == (1, 2, (1, 2, 3))
+    to_4 = [r.partition_states[0] for b, r in leader_and_isr(cluster.channels[2].take()) if b == 4]
+    assert [(s.leader_epoch, s.adding_replicas, s.is_new) for s in to_4][-1] == (2, (4,), True)
+    expand_isr(cluster, second, T0, (1, 2, 3, 4))
+    wait_until(lambda: cluster.zk.get(znodes.REASSIGN_PARTITIONS) is None, what="the reassignment to complete")
+    second.wait_for_events()
+    assert cluster.zk.get_topic("orders").partitions[0] == znodes.ReplicaAssignment((2, 3, 4))  # type: ignore[union-attr]
+    assert lai(cluster.state(T0))[::2] == (2, (2, 3, 4))
+
+
+def test_a_reassignment_to_a_dead_broker_is_refused(cluster: Cluster) -> None:
+    controller = start_with_orders(cluster)
+    cluster.zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment({T0: [2, 3, 5], T1: [1, 1]}))
+    wait_until(lambda: cluster.zk.get(znodes.REASSIGN_PARTITIONS) is None, what="the refused requests to go")
+    controller.wait_for_events()
+    assert cluster.zk.get_topic("orders").partitions[0] == znodes.ReplicaAssignment((1, 2, 3))  # type: ignore[union-attr]
+    assert lai(cluster.state(T0)) == (1, 0, (1, 2, 3), 1)

@@ -23,6 +23,8 @@ threads. An inactive controller drops the events that need an active one::
                                    follows; answer the partitions b still leads
     AlterPartition(b)              a leader's new ISR, checked against the broker, leader and partition
                                    epochs and written; answer the states written or why not
+    ZkPartitionReassignment        /admin/reassign_partitions created: start moving those partitions
+                                   (``reassignment``); each completes when its targets are all in the ISR
     TopicDeletion                  /admin/delete_topics changed: queue topics for ``topic_deletion``
     StopReplicaResponseReceived    a broker deleted (or failed to delete) replicas: deletion goes on
 
@@ -60,6 +62,7 @@ from .controller_context import ControllerContext
 from .controller_election import ControllerElection
 from .leader_balance import partitions_to_rebalance
 from .partition_state_machine import CONTROLLED_SHUTDOWN, PREFERRED, PartitionStateMachine, set_leader_and_isr
+from .reassignment import PartitionReassignment
 from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
 from .topic_deletion import TopicDeletionManager
@@ -216,6 +219,8 @@ class KafkaController:
         self._deletion = TopicDeletionManager(
             self._ctx, self.zk, self._partitions, self._replicas, bool(self.config["delete.topic.enable"])
         )
+        self._reassignment = PartitionReassignment(self._ctx, self.zk, self._partitions, self._replicas)
+        self._reassignment_czxid: int | None = None
         self._active = True
         for path in (znodes.TOPICS, znodes.BROKER_IDS, znodes.DELETE_TOPICS):
             self.zk.ensure_path(path)
@@ -225,6 +230,8 @@ class KafkaController:
         self._send_update_metadata(self._ctx.live_or_shutting_down_broker_ids)
         self._replicas.startup()
         self._partitions.startup()
+        # those asked for in /admin/reassign_partitions, then those only the topic znodes record
+        self._reassignment.resume(skip=self._zk_partition_reassignment())
         self._deletion.resume()
         self._preferred_replica_election()
         self._schedule_rebalance()
@@ -407,6 +414,40 @@ class KafkaController:
         self._partitions.handle_state_changes(partitions, PartitionState.ONLINE)
         self._replicas.handle_state_changes(replicas, ReplicaState.ONLINE)
 
+    # --- reassignment -------------------------------------------------------------------------
+
+    def _zk_partition_reassignment(self) -> set[TopicPartition]:
+        """Start the reassignments /admin/reassign_partitions asks for; returns the partitions started."""
+        path = znodes.REASSIGN_PARTITIONS
+        found = self.zk.watch_data(path, self._watcher("ZkPartitionReassignment", self._on_reassignment_znode))
+        # Kafka acts when the znode is created; its later rewrites (by us, as partitions complete) are not new
+        if found is None or found[1].czxid == self._reassignment_czxid:
+            return set()
+        self._reassignment_czxid = found[1].czxid
+        try:
+            targets = znodes.decode_reassignment(found[0], path)
+        except SeglogError:
+            log.exception("controller %d: ignoring %s", self.broker_id, path)
+            return set()
+        failed = self._reassignment.trigger(targets)
+        for tp, error in failed.items():
+            log.warning("controller %d: reassignment of %s refused: %s", self.broker_id, tp, error)
+        if failed:
+            current = self.zk.get(path)
+            if current is not None:
+                pending = znodes.decode_reassignment(current[0], path)
+                left = {tp: r for tp, r in pending.items() if tp not in failed}
+                self._reassignment.remove_from_zk(left, int(current[1].version))
+        return set(targets) - set(failed)
+
+    def _on_reassignment_znode(self) -> None:
+        self._zk_partition_reassignment()
+
+    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
+        self._reassignment.maybe_complete(tp)
+        if self._ctx.is_topic_queued_for_deletion(tp.topic) and tp not in self._reassignment.in_progress:
+            self._deletion.resume_for([tp.topic])
+
     # --- preferred leaders -------------------------------------------------------------------
 
     def _preferred_replica_election(self) -> None:
@@ -514,6 +555,10 @@ class KafkaController:
             self._ctx.leadership[tp] = written
             results[tp] = written.leader_and_isr
         self._send_update_metadata(self._ctx.live_or_shutting_down_broker_ids, changes)
+        # a reassignment waits for its target replicas to join the ISR
+        for tp, result in results.items():
+            if isinstance(result, znodes.LeaderAndIsr):
+                self._maybe_complete_reassignment(tp)
         return results
 
     def _check_alter_partition(

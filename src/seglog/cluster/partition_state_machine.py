@@ -6,7 +6,8 @@ move means::
     -> NewPartition       the assignment is known; nothing written yet
     New -> Online         the first live assigned replica leads, the live replicas are the ISR: the state
                           znode is created (leader_epoch 0, our controller epoch); LeaderAndIsr (is_new)
-    Online/Offline        a leader is elected by a strategy (offline, preferred, controlled shutdown);
+    Online/Offline        a leader is elected by a strategy (offline, preferred, controlled shutdown,
+                          reassignment);
       -> Online           the state znode is set at its zkVersion; LeaderAndIsr to the replicas
     -> Offline            the leader is gone; nothing written (the election that follows writes)
     Offline -> NonExistent  the topic was deleted
@@ -44,6 +45,7 @@ class ElectionType(enum.Enum):
     OFFLINE = "offline"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled shutdown"
+    REASSIGN = "reassignment"
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,7 @@ class Election:
 OFFLINE = Election(ElectionType.OFFLINE)
 PREFERRED = Election(ElectionType.PREFERRED)
 CONTROLLED_SHUTDOWN = Election(ElectionType.CONTROLLED_SHUTDOWN)
+REASSIGN = Election(ElectionType.REASSIGN)
 
 # the next LeaderAndIsr of a partition from its current state, ``current`` itself for no change, or an error
 Compute = Callable[[TopicPartition, LeaderIsrAndControllerEpoch], "LeaderAndIsr | SeglogError"]
@@ -247,6 +250,8 @@ class PartitionStateMachine:
         replicas = self.ctx.replicas(tp)
         if election.type is ElectionType.PREFERRED:
             return leader_election.leader_for_preferred_replica(replicas, current, self.ctx.live_broker_ids)
+        if election.type is ElectionType.REASSIGN:
+            return leader_election.leader_for_reassign(self.ctx.assignment(tp), current, self.ctx.live_broker_ids)
         if election.type is ElectionType.CONTROLLED_SHUTDOWN:
             return leader_election.leader_for_controlled_shutdown(
                 replicas, current, self.ctx.live_or_shutting_down_broker_ids, self.ctx.shutting_down_broker_ids
