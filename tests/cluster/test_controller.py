@@ -13,6 +13,8 @@ import pytest
 
 from seglog.cluster import admin_zk_client, znodes
 from seglog.cluster.controller import KafkaController
+from seglog.cluster.controller_context import ControllerContext
+from seglog.cluster.partition_state_machine import update_leader_and_isr
 from seglog.cluster.state_machine import PartitionState, ReplicaState
 from seglog.cluster.zk_client import CreateOp, SetDataOp, ZkClient
 from seglog.cluster.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
@@ -42,6 +44,9 @@ class Cluster:
         self.brokers: dict[int, ZkClient] = {}
         self.controllers: dict[int, KafkaController] = {}
         self.channels: dict[int, RecordingChannel] = {}
+
+    def client(self) -> ZkClient:
+        return self._clients()
 
     def start_brokers(self, *ids: int) -> None:
         for broker_id in ids:
@@ -281,10 +286,7 @@ def test_last_replica_gone_then_unclean_election(cluster: Cluster) -> None:
 
 
 def test_a_conflicting_write_is_read_again_and_retried(cluster: Cluster) -> None:
-    from seglog.cluster.controller_context import ControllerContext
-    from seglog.cluster.partition_state_machine import update_leader_and_isr
-
-    leader_zk = cluster._clients()
+    leader_zk = cluster.client()
     epoch, version = cluster.zk.register_controller_and_increment_epoch(9)
     path = znodes.partition_state_path("t", 0)
     cluster.zk.ensure_path(znodes.partition_path("t", 0))
@@ -476,7 +478,7 @@ def test_controlled_shutdown(cluster: Cluster) -> None:
     controller.wait_for_events()
     cluster.channels[3].take()
     with pytest.raises(StaleBrokerEpochError):
-        controller.controlled_shutdown(1, epoch_of(cluster, 1) + 1)
+        controller.controlled_shutdown(1, epoch_of(cluster, 1) - 1)
     with pytest.raises(BrokerNotAvailableError):
         controller.controlled_shutdown(9, 0)
 

@@ -177,7 +177,10 @@ class KafkaController:
                     raise  # and resign
 
         self._put("Call", run, False)
-        return future.result(timeout)
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise ZooKeeperError(f"controller {self.broker_id} did not answer within {timeout} s") from None
 
     # --- the event thread ---------------------------------------------------------------
 
@@ -478,12 +481,16 @@ class KafkaController:
         if not self.config["auto.leader.rebalance.enable"]:
             return
         interval = float(self.config["leader.imbalance.check.interval.seconds"])
-        timer = threading.Timer(interval, self._put, ("AutoPreferredReplicaLeaderElection", self._auto_rebalance))
+        timer = threading.Timer(
+            interval, lambda: self._put("AutoPreferredReplicaLeaderElection", lambda: self._auto_rebalance(timer))
+        )
         timer.daemon = True
         self._rebalance_timer = timer
         timer.start()
 
-    def _auto_rebalance(self) -> None:
+    def _auto_rebalance(self, timer: threading.Timer) -> None:
+        if timer is not self._rebalance_timer:
+            return  # queued by an earlier term as the controller: that term's timer was cancelled
         try:
             if not self._ctx.shutting_down_broker_ids:  # Kafka skips the check while a broker is stopping
                 assignments = {tp: self._ctx.replicas(tp) for tp in self._ctx.all_partitions()}
@@ -503,7 +510,7 @@ class KafkaController:
     # --- controlled shutdown ------------------------------------------------------------------
 
     def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> set[TopicPartition]:
-        self._check_broker_epoch(broker_id, broker_epoch, "controlled shutdown")
+        self._check_broker_epoch(broker_id, broker_epoch, "controlled shutdown", newer_ok=True)
         log.info("controller %d: shutting down broker %d", self.broker_id, broker_id)
         self._ctx.shutting_down_broker_ids.add(broker_id)
         # partitions with other replicas to take over; a topic being deleted is left alone
@@ -521,11 +528,12 @@ class KafkaController:
         self._replicas.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
         return set(self._ctx.partitions_led_by(broker_id))
 
-    def _check_broker_epoch(self, broker_id: int, broker_epoch: int, what: str) -> None:
+    def _check_broker_epoch(self, broker_id: int, broker_epoch: int, what: str, newer_ok: bool = False) -> None:
         if broker_id not in self._ctx.live_brokers:
             raise BrokerNotAvailableError(f"{what} from broker {broker_id}, which is not registered")
         current = self._ctx.broker_epochs[broker_id]
-        if broker_epoch != current:
+        # a controlled shutdown from a newer registration than we have seen yet is accepted, as in Kafka
+        if broker_epoch < current or (broker_epoch > current and not newer_ok):
             raise StaleBrokerEpochError(
                 f"{what} from broker {broker_id} with broker epoch {broker_epoch}; its registration's is {current}"
             )
