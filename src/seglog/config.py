@@ -437,6 +437,7 @@ BROKER_KEYS.update(
             "How long to wait to connect to ZooKeeper; zookeeper.session.timeout.ms when not set.",
         ),
         Key("broker.rack", str, None, "This broker's rack, for rack-aware replica assignment."),
+        Key("delete.topic.enable", _bool, True, "Let topics be deleted; when false, deletion requests are dropped."),
         Key("controlled.shutdown.enable", _bool, True, "Move leadership off this broker before it stops."),
         Key("controlled.shutdown.max.retries", _int32, 3, "Attempts of a controlled shutdown before stopping anyway."),
         Key("controlled.shutdown.retry.backoff.ms", _int, 5_000, "Wait between controlled shutdown attempts."),

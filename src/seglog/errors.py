@@ -222,6 +222,42 @@ class IllegalStateChangeError(SeglogError):
     """A partition or replica moved between states the controller's state machines do not allow."""
 
 
+class StaleBrokerEpochError(SeglogError):
+    """A broker's request carries an epoch older than its current registration (KIP-380)."""
+
+    error_code = 77  # STALE_BROKER_EPOCH
+
+
+class NotControllerError(ControllerMovedError):
+    """A request for the controller reached a broker that is not (or no longer) the controller."""
+
+    error_code = 41  # NOT_CONTROLLER
+
+
+class BrokerNotAvailableError(SeglogError):
+    error_code = 8  # BROKER_NOT_AVAILABLE
+
+
+class FencedLeaderEpochError(SeglogError):
+    error_code = 74  # FENCED_LEADER_EPOCH
+
+
+class InvalidUpdateVersionError(SeglogError):
+    """An AlterPartition based on a partition epoch (state zkVersion) that is no longer the current one."""
+
+    error_code = 95  # INVALID_UPDATE_VERSION
+
+
+class InvalidRequestError(SeglogError):
+    error_code = 42  # INVALID_REQUEST
+
+
+class IneligibleReplicaError(SeglogError):
+    """A new ISR naming a broker that is not alive (KIP-841)."""
+
+    error_code = 107  # INELIGIBLE_REPLICA
+
+
 class NoReplicaOnlineError(SeglogError):
     """No assigned replica of a partition is alive to lead it."""
 

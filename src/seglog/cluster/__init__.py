@@ -5,6 +5,10 @@ Pure parts (no I/O): ``znodes`` (Kafka's znode paths and JSON), ``assignment``
 partition and replica state tables), ``leader_election`` (the election
 strategies), ``leader_balance`` (the preferred-leader imbalance check). Parts
 that talk to ZooKeeper through kazoo: ``zk_client`` (registration, cluster id,
-the controller epoch and fenced writes) and ``controller_election``.
+the controller epoch and fenced writes), ``controller_election``, and the
+controller: ``controller`` (its event thread), ``controller_context``,
+``controller_channel`` (the requests to brokers), ``partition_state_machine``,
+``replica_state_machine``, ``topic_deletion``, ``reassignment``; and
+``admin_zk_client`` (what Kafka's ZooKeeper tools write).
 ``zookeeper_server`` runs a ZooKeeper server for tests and ``seglog cluster``.
 """

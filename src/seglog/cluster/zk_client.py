@@ -125,6 +125,7 @@ class ZkClient:
         self._events: queue.Queue[Callable[[], None] | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._watchers: dict[tuple[str, Callable[[], None]], Callable[[Any], None]] = {}
 
     # --- session -----------------------------------------------------------------------
 
@@ -231,6 +232,23 @@ class ZkClient:
             return list(self._call(self._kazoo.get_children, path))
         except NoNodeError:
             return []
+
+    def create(self, path: str, data: bytes, *, makepath: bool = False) -> None:
+        """Create a persistent znode; ``NodeExistsError`` if it is there already."""
+        self._call(self._kazoo.create, path, data, makepath=makepath)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> None:
+        """Set a znode's data at ``version`` (-1: any); ``BadVersionError`` if it moved on."""
+        self._call(self._kazoo.set, path, data, version)
+
+    def set_or_create(self, path: str, data: bytes) -> None:
+        try:
+            self._call(self._kazoo.set, path, data)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                self._call(self._kazoo.create, path, data, makepath=True)
+                return
+            self._call(self._kazoo.set, path, data)
 
     def ensure_path(self, path: str) -> None:
         self._call(self._kazoo.ensure_path, path)
@@ -355,6 +373,15 @@ class ZkClient:
 
     def fenced_write(self, epoch_zk_version: int, ops: Sequence[ZkOp]) -> list[Any]:
         """Apply ``ops`` atomically, only while /controller_epoch is still at ``epoch_zk_version``."""
+        results = self.fenced_try(epoch_zk_version, ops)
+        for op, result in zip(ops, results, strict=True):
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                raise ZooKeeperError(f"{type(op).__name__} failed: {type(result).__name__}", file=op.path)
+        return results
+
+    def fenced_try(self, epoch_zk_version: int, ops: Sequence[ZkOp]) -> list[Any]:
+        """``fenced_write`` that returns each op's result or exception (a zkVersion conflict is a
+        ``BadVersionError`` there, for the caller to re-read and retry); a moved controller still raises."""
         tx = self._kazoo.transaction()
         tx.check(znodes.CONTROLLER_EPOCH, epoch_zk_version)
         for op in ops:
@@ -371,10 +398,21 @@ class ZkClient:
                 "another controller was elected",
                 file=znodes.CONTROLLER_EPOCH,
             )
-        for op, result in zip(ops, results[1:], strict=True):
-            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-                raise ZooKeeperError(f"{type(op).__name__} failed: {type(result).__name__}", file=op.path)
         return list(results[1:])
+
+    def fenced_delete_recursive(self, epoch_zk_version: int, paths: Sequence[str]) -> None:
+        """Delete ``paths`` and everything under them in one fenced multi-op (children first)."""
+        ops: list[ZkOp] = []
+        for path in paths:
+            ops += [DeleteOp(p) for p in self._subtree(path)]
+        if ops:
+            self.fenced_write(epoch_zk_version, ops)
+
+    def _subtree(self, path: str) -> list[str]:
+        if self.get(path) is None:
+            return []
+        below = [p for child in self.get_children(path) for p in self._subtree(f"{path}/{child}")]
+        return [*below, path]
 
     def _commit(self, tx: Any, path: str) -> list[Any]:
         try:
@@ -382,15 +420,62 @@ class ZkClient:
         except (ZookeeperError, KazooException, KazooTimeoutError) as e:
             raise ZooKeeperError(f"ZooKeeper transaction failed: {type(e).__name__} {e}", file=path) from None
 
+    # --- topics and partition states (what the controller reads) ------------------------
+
+    def get_topics(self) -> list[str]:
+        return sorted(self.get_children(znodes.TOPICS))
+
+    def get_topic(self, topic: str) -> znodes.TopicAssignment | None:
+        found = self.get(znodes.topic_path(topic))
+        return None if found is None else znodes.decode_topic(topic, found[0])
+
+    def get_partition_state(self, tp: znodes.TopicPartition) -> znodes.LeaderIsrAndControllerEpoch | None:
+        """A partition's leader, ISR and controller epoch; ``partition_epoch`` is the znode's zkVersion."""
+        path = znodes.partition_state_path(tp.topic, tp.partition)
+        found = self.get(path)
+        return None if found is None else znodes.decode_partition_state(found[0], int(found[1].version), path)
+
+    def get_topic_config(self, topic: str) -> dict[str, str]:
+        found = self.get(znodes.topic_config_path(topic))
+        return {} if found is None else znodes.decode_config(found[0], znodes.topic_config_path(topic))
+
     # --- watches ---------------------------------------------------------------------
+    # A watch fires once; the handler runs on the event thread and reads (and so watches) again.
+    # One closure per (path, handler), so reading a path again does not pile up watchers in kazoo.
 
     def watch_exists(self, path: str, handler: Callable[[], None]) -> bool:
         """Does ``path`` exist; ``handler`` runs once, on the event thread, at its next change."""
+        return self._call(self._kazoo.exists, path, watch=self._watcher(path, handler)) is not None
 
-        def fire(_event: Any) -> None:
-            self._events.put(handler)
+    def watch_children(self, path: str, handler: Callable[[], None]) -> list[str]:
+        """The children of ``path`` (none if it does not exist); ``handler`` runs when they change."""
+        if not self.watch_exists(path, handler):
+            return []  # the exists watch fires when it is created
+        try:
+            return list(self._call(self._kazoo.get_children, path, watch=self._watcher(path, handler)))
+        except NoNodeError:
+            return []
 
-        return self._call(self._kazoo.exists, path, watch=fire) is not None
+    def watch_data(self, path: str, handler: Callable[[], None]) -> tuple[bytes, Any] | None:
+        """(data, stat) of ``path`` or None; ``handler`` runs when it is created, changed or deleted."""
+        if not self.watch_exists(path, handler):
+            return None
+        try:
+            data, stat = self._call(self._kazoo.get, path, watch=self._watcher(path, handler))
+        except NoNodeError:
+            return None
+        return data, stat
+
+    def _watcher(self, path: str, handler: Callable[[], None]) -> Callable[[Any], None]:
+        key = (path, handler)
+        fire = self._watchers.get(key)
+        if fire is None:
+
+            def fire(_event: Any) -> None:
+                self._events.put(handler)
+
+            self._watchers[key] = fire
+        return fire
 
 
 def _path(args: Sequence[Any]) -> str | None:
