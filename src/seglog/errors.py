@@ -248,10 +248,6 @@ class InvalidUpdateVersionError(SeglogError):
     error_code = 95  # INVALID_UPDATE_VERSION
 
 
-class InvalidRequestError(SeglogError):
-    error_code = 42  # INVALID_REQUEST
-
-
 class IneligibleReplicaError(SeglogError):
     """A new ISR naming a broker that is not alive (KIP-841)."""
 
