@@ -95,6 +95,7 @@ BROKER_CASES = {
     "controlled.shutdown.max.retries": (2**31, "three", "an int32"),
     "controlled.shutdown.retry.backoff.ms": (2**63, "5s", "an int64"),
     "auto.leader.rebalance.enable": ("maybe", 3, "true or false"),
+    "delete.topic.enable": ("maybe", 3, "true or false"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
     "leader.imbalance.check.interval.seconds": (0, "5m", "[1, 9223372036854775807]"),
     "replica.lag.time.max.ms": (2**63, "30s", "an int64"),
