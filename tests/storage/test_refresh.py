@@ -3,6 +3,7 @@ rolled segments, retention and truncation that the owner made since."""
 
 from __future__ import annotations
 
+import logging
 import os
 
 import pytest
@@ -93,3 +94,20 @@ def test_only_a_read_only_log_is_refreshed(tmp_path, clock):
         writer.create_topic("t", 1)
         with pytest.raises(KafkaStorageError, match="only an open read-only log"):
             writer.partition("t", 0).refresh()
+
+
+def test_a_reader_of_a_live_writers_active_segment_finds_its_indexes_sound(tmp_path, clock, caplog):
+    """The owner's active segment has preallocated indexes with no entry yet: a reader
+    counts no entry in them, rather than an all-zero one it then finds corrupt."""
+    writer, log = new_log(tmp_path, config={"segment.bytes": 600}, clock=clock)
+    log.append(records(1))
+    with caplog.at_level(logging.WARNING), seglog.open(str(tmp_path), read_only=True) as reader:
+        rlog = reader.partition("t", 0)
+        for i in range(1, 12):
+            log.append(records(1, start=i, size=60))
+            rlog.refresh()
+            assert offsets(rlog) == list(range(i + 1))
+        assert len(rlog.segments) > 2
+        assert rlog.active_segment.offset_index.entries == rlog.active_segment.time_index.entries == 0
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
+    writer.close()
