@@ -110,3 +110,14 @@ def test_timeout_ms_ends_a_consumer_that_gets_no_message(tmp_path):
     )
     assert done.returncode == 0 and done.stdout.split() == ["old0", "old1", "old2"]
     assert done.stderr.splitlines()[-1] == "Processed a total of 3 messages"
+
+
+def test_max_messages_alone_stops_at_the_log_end(tmp_path):
+    log_dir = new_topic(tmp_path)
+    done = subprocess.run(
+        seglog_cmd("consume", "--log-dir", log_dir, "--topic", "t", "--from-beginning", "--max-messages", "10"),
+        capture_output=True,
+        text=True,
+        timeout=HANG_GUARD_S,
+    )
+    assert done.returncode == 0 and done.stdout.split() == ["old0", "old1", "old2"], done.stderr

@@ -94,25 +94,27 @@ def consume(source: LogDirTopic, args: argparse.Namespace, props: dict[str, str]
     timeout_ms = args.timeout_ms if args.timeout_ms is not None or args.max_messages is None else 0
     out = sys.stdout.buffer
     count = 0
+
+    def enough() -> bool:
+        return args.max_messages is not None and count >= args.max_messages
+
     try:
         deadline = None if timeout_ms is None else time.monotonic() + timeout_ms / 1000
-        while args.max_messages is None or count < args.max_messages:
-            printed = 0
+        while not enough():
+            before = count
             for p in partitions:
                 for record, label in _records(source, p, positions):
-                    if args.max_messages is not None and count + printed >= args.max_messages:
+                    if enough():
                         break
                     out.write(_line(record, p, label, args.topic, props, args.json))
-                    printed += 1
+                    count += 1
             out.flush()
-            count += printed
             now = time.monotonic()
-            if printed and timeout_ms is not None:
+            if count > before and timeout_ms is not None:
                 deadline = now + timeout_ms / 1000
-            if deadline is not None and now >= deadline:
+            if enough() or (deadline is not None and now >= deadline):
                 break
-            if args.max_messages is None or count < args.max_messages:
-                source.wait(partitions, None if deadline is None else deadline - now)
+            source.wait(partitions, None if deadline is None else deadline - now)
     except KeyboardInterrupt:
         pass  # Ctrl-C ends a following consumer, as Kafka's: with the count, exit 0
     print(f"Processed a total of {count} messages", file=sys.stderr)
