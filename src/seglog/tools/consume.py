@@ -106,8 +106,8 @@ def consume(source: LogDirTopic, args: argparse.Namespace, props: dict[str, str]
                 for record, label in _records(source, p, positions):
                     if enough():
                         break
+                    count += 1  # first: a SIGINT as write returns must not leave a printed record uncounted
                     out.write(_line(record, p, label, args.topic, props, args.json))
-                    count += 1
             out.flush()
             now = time.monotonic()
             if count > before and timeout_ms is not None:
