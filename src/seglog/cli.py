@@ -1,5 +1,10 @@
 """The ``seglog`` command: a registry of subcommands, each in its own module of
-``seglog.tools`` exposing ``add_parser(subparsers)``, which sets ``run``."""
+``seglog.tools`` exposing ``add_parser(subparsers)``, which sets ``run``.
+
+Every error is one line, ``error: ...``, never a traceback: exit code 2 for a
+mistake in the command line (``tools.arguments``), 1 for an error at run time
+(a ``SeglogError``: an unknown topic, an offset out of range; or an OS error
+on a path the user gave)."""
 
 from __future__ import annotations
 
@@ -11,12 +16,13 @@ from collections.abc import Sequence
 
 from .errors import SeglogError
 from .tools import consume, dump_log, get_offsets, produce, topics
+from .tools.arguments import USAGE_EXIT, CommandParser, UsageError
 
 COMMANDS = (dump_log, topics, produce, consume, get_offsets)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seglog", description="Kafka's storage engine in Python.")
+    parser = CommandParser(prog="seglog", description="Kafka's storage engine in Python.")
     parser.add_argument("--verbose", "-v", action="count", default=0, help="log more (repeat for debug)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
@@ -30,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:
         return int(args.run(args))
+    except UsageError as e:
+        print(f"error: {e} (see seglog {args.command} --help)", file=sys.stderr)
+        return USAGE_EXIT
     except SeglogError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
@@ -37,6 +46,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (seglog consume | head): not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:  # a path given that cannot be read or made (permissions, a file in the way)
+        print(f"error: {e.strerror or e}{f': {e.filename}' if e.filename else ''}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -14,7 +14,9 @@ from seglog.partitioner import partition_for_key
 
 
 def run(*args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "seglog.cli", *args], input=stdin, capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "seglog.cli", *args], input=stdin, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_create_produce_consume_and_offsets(tmp_path):
@@ -52,6 +54,8 @@ def test_create_produce_consume_and_offsets(tmp_path):
         "--partition",
         "1",
         "--from-beginning",
+        "--timeout-ms",
+        "0",
         "--property",
         "print.key=true",
         "--property",
@@ -75,7 +79,7 @@ def test_consume_json_timestamp_and_max_messages(tmp_path):
     assert [o["offset"] for o in objs] == [4, 5, 6]
     assert base64.b64decode(objs[0]["value"]) == b"v4" and objs[0]["headers"] == [{"key": "h", "value": "eA=="}]
     assert objs[0]["timestampType"] == "CreateTime" and objs[0]["topic"] == "t"
-    latest = run("consume", "--log-dir", d, "--topic", "t")
+    latest = run("consume", "--log-dir", d, "--topic", "t", "--timeout-ms", "0")
     assert latest.stdout == "" and "total of 0 messages" in latest.stderr  # starts at the end, as Kafka's
     assert run("get-offsets", "--log-dir", d, "--topic", "t", "--time", "1007").stdout.strip() == "t:0:7"
     assert run("get-offsets", "--log-dir", d, "--topic", "t", "--time", "earliest").stdout.strip() == "t:0:0"
@@ -131,7 +135,8 @@ def test_bad_input_and_a_locked_dir(tmp_path):
     fd = os.open(os.path.join(d, ".lock"), os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        locked = run("topics", "--log-dir", d, "--list")
+        locked = run("produce", "--log-dir", d, "--topic", "t", stdin="x\n")
         assert locked.returncode == 1 and "in use by another process" in locked.stderr
+        assert run("topics", "--log-dir", d, "--list").stdout == "t\n"  # a reader takes no lock
     finally:
         os.close(fd)

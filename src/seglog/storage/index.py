@@ -110,6 +110,11 @@ class _Index:
         mm, size = self._mmap, self.entry_size
         if mm[(slots - 1) * size : slots * size] != zero:
             return slots
+        if mm[:size] == zero and mm[size : 2 * size] == zero:
+            # a preallocated file not yet written to (as a reader in another process sees a
+            # live writer's active segment): slot 0 of zeros is no entry, a segment's first
+            # batch is never indexed (its only chance: a sole time entry of timestamp 0)
+            return 0
         lo, hi = 1, slots - 1  # the first all-zero slot after slot 0 lies in [lo, hi]
         while lo < hi:
             mid = (lo + hi) // 2

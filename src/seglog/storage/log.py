@@ -146,6 +146,7 @@ class PartitionLog:
         self._last_flush_ms = self._clock()
         self.closed = False
         self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
+        self._followed_tail: tuple[LogSegment, int] | None = None  # refresh(): the active segment, its end
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
         if high_watermark is not None and not hw_follows_leo:
@@ -788,6 +789,76 @@ class PartitionLog:
             for record in batch.records():
                 if start <= record.offset < end:
                     yield record
+
+    # --- a read-only log following its owner ------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Take in what the process owning the dir wrote since this read-only log was opened
+        or last refreshed: batches appended to the active segment, segments rolled after it,
+        segments that retention removed before it. Only bytes past the last whole batch
+        known are scanned, and a partial batch at the end (an append under way) waits for
+        the next call. A log that lost its end (a truncation) is loaded from its files again.
+        Returns whether the log end offset moved."""
+        with self._lock:
+            if self.closed or not self.read_only:
+                raise KafkaStorageError(f"only an open read-only log is refreshed, not {self.name}", file=self.dir)
+            before = self._next_offset
+            # listed before any size is read: a segment the owner rolled away from is whole by then
+            listed = self._listed_segment_bases()
+            segments = self._segments
+            tail = segments[-1]
+            known_end = self._followed_end(tail)
+            if tail.base_offset not in listed or tail.reread_size() < known_end:
+                self._reload_read_only()
+                return self._next_offset != before
+            newer = [LogSegment(self.dir, b, **self._segment_args()) for b in sorted(listed) if b > tail.base_offset]
+            if newer:
+                tail = newer[-1]
+                end, next_offset = self._scan_tail(tail, 0)
+                next_offset = tail.base_offset if next_offset is None else next_offset
+            else:
+                end, next_offset = self._scan_tail(tail, known_end)
+            gone = [s for s in segments if s.base_offset not in listed]
+            self._set_segments([*(s for s in segments if s.base_offset in listed), *newer])
+            tail.active = True
+            self._followed_tail = (tail, end)
+            if next_offset is not None:
+                self._next_offset = next_offset
+            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
+            if self.hw_follows_leo:
+                self._high_watermark = self._next_offset
+            for segment in gone:
+                segment.close_handlers()
+            return self._next_offset != before
+
+    def _listed_segment_bases(self) -> set[int]:
+        try:
+            names = os.listdir(self.dir)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot list the partition directory: {e.strerror}", file=self.dir) from None
+        return {p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX}
+
+    def _followed_end(self, tail: LogSegment) -> int:
+        """The position after the last whole batch of ``tail`` that this reader knows of."""
+        if self._followed_tail is not None and self._followed_tail[0] is tail:
+            return self._followed_tail[1]
+        header = tail.translate_offset(self._next_offset - 1)
+        return 0 if header is None else header.position + header.size
+
+    @staticmethod
+    def _scan_tail(segment: LogSegment, start: int) -> tuple[int, int | None]:
+        """The end of the last whole batch from ``start`` on, and the offset after it (None: no batch)."""
+        end, next_offset = start, None
+        for header in segment.scan_headers(start):
+            end, next_offset = header.position + header.size, header.next_offset
+        return end, next_offset
+
+    def _reload_read_only(self) -> None:
+        for segment in self._segments:
+            segment.close_handlers()
+        self._followed_tail = None
+        self._load(self.recovery_point, self.log_start_offset, True)
+        self._high_watermark = self._next_offset
 
     # --- lookups by time -------------------------------------------------------------------------
 

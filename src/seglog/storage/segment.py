@@ -186,6 +186,13 @@ class LogSegment:
             self._size = self.handle.size()
         return self._size
 
+    def reread_size(self) -> int:
+        """For a reader of a segment its owner appends to: the size (and, when next asked,
+        the max timestamp) as the file has them now, not as first read."""
+        self._size = self.handle.size()
+        self._max_ts_and_offset = None
+        return self._size
+
     @property
     def offset_index(self) -> OffsetIndex:
         if self._offset_index is None:

@@ -53,6 +53,7 @@ from ..records.compression import decompress
 from ..records.control import ControlRecord, KRaftVersion
 from ..storage.index import OffsetIndex, TimeIndex
 from ..storage.naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, parse_offset_file
+from .arguments import UsageError
 from .logdir import b64, record_json
 
 _SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")  # KRaft: <end offset>-<epoch>
@@ -76,9 +77,12 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if isinstance(sys.stdout, io.TextIOWrapper):
         sys.stdout.reconfigure(errors="backslashreplace")  # keys and values are anyone's bytes
+    paths = [f.strip() for f in args.files.split(",") if f.strip()]
+    if not paths:
+        raise UsageError("--files names no file")
     out = _Output(args.json)
     deep = args.deep_iteration or args.print_data_log
-    for path in (f.strip() for f in args.files.split(",") if f.strip()):
+    for path in paths:
         out.file = path
         out.text(f"Dumping {path}")
         before = out.errors

@@ -10,7 +10,11 @@ from typing import Any
 
 from ..storage import LogManager, PartitionLog
 from ..storage.cleaner import CleanerStats
-from .logdir import add_log_dir_argument, open_log_dirs, parse_configs
+from .arguments import UsageError, parse_configs, partition_count
+from .logdir import add_log_dir_argument, open_log_dirs, open_log_dirs_read_only
+
+# options that go with one action only, as kafka-topics.sh checks them
+_ACTION_OF = {"partitions": "create", "config": "create", "add_config": "alter", "delete_config": "alter"}
 
 
 def add_parser(subparsers: Any) -> None:
@@ -20,7 +24,7 @@ def add_parser(subparsers: Any) -> None:
     for name in ("create", "list", "describe", "alter", "delete"):
         action.add_argument(f"--{name}", action="store_true")
     p.add_argument("--topic", help="the topic (describe: all topics when omitted)")
-    p.add_argument("--partitions", type=int, help="partition count for --create (default num.partitions)")
+    p.add_argument("--partitions", type=partition_count, help="partition count for --create (default num.partitions)")
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config for --create")
     p.add_argument("--add-config", action="append", metavar="KEY=VALUE[,KEY=VALUE]", help="for --alter")
     p.add_argument("--delete-config", action="append", metavar="KEY", help="for --alter")
@@ -29,25 +33,41 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if (args.create or args.alter or args.delete) and not args.topic:
-        raise SystemExit("error: --topic is required with --create, --alter and --delete")
+    _check_options(args)
+    if args.list or args.describe:
+        with open_log_dirs_read_only(args) as logs:
+            if args.list:
+                for topic in logs.topics():
+                    print(topic)
+            else:
+                describe(logs, [args.topic] if args.topic else logs.topics(), args.json)
+        return 0
+    configs = parse_configs(args.config)
+    added = parse_configs(args.add_config)
+    deletes = [k for item in args.delete_config or [] for k in item.split(",") if k]
     with open_log_dirs(args) as logs:
         if args.create:
-            logs.create_topic(args.topic, args.partitions, parse_configs(args.config))
+            logs.create_topic(args.topic, args.partitions, configs)
             print(f"Created topic {args.topic}.")
-        elif args.list:
-            for topic in logs.topics():
-                print(topic)
         elif args.delete:
             logs.delete_topic(args.topic)
             print(f"Topic {args.topic} is marked for deletion.")
-        elif args.alter:
-            deletes = [k for item in args.delete_config or [] for k in item.split(",") if k]
-            logs.alter_topic_config(args.topic, parse_configs(args.add_config), deletes)
-            print(f"Completed updating config for topic {args.topic}.")
         else:
-            describe(logs, [args.topic] if args.topic else logs.topics(), args.json)
+            logs.alter_topic_config(args.topic, added, deletes)
+            print(f"Completed updating config for topic {args.topic}.")
     return 0
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if (args.create or args.alter or args.delete) and not args.topic:
+        raise UsageError("--topic is required with --create, --alter and --delete")
+    for option, action in _ACTION_OF.items():
+        if getattr(args, option) is not None and not getattr(args, action):
+            raise UsageError(f"--{option.replace('_', '-')} goes with --{action} only")
+    if args.json and not args.describe:
+        raise UsageError("--json goes with --describe only")
+    if args.alter and not (args.add_config or args.delete_config):
+        raise UsageError("--alter needs --add-config or --delete-config")
 
 
 def describe(logs: LogManager, topics: list[str], as_json: bool) -> None:
