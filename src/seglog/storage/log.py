@@ -272,7 +272,7 @@ class PartitionLog:
             active.read_next_offset()
         except CorruptRecordError as e:
             log.warning("%s: the active segment's tail is corrupt despite a clean shutdown (%s)", self.name, e)
-            active.recover(self.config.max_message_bytes + 12)
+            active.recover()
 
     def _recover(self, recovery_point: int) -> None:
         """Recover every segment from the one holding the recovery point; a segment
@@ -282,7 +282,7 @@ class PartitionLog:
         for i in range(start, len(segments)):
             segment = segments[i]
             log.info("%s: recovering segment %d", self.name, segment.base_offset)
-            truncated = segment.recover(self.config.max_message_bytes + 12, on_epoch=self.leader_epoch_cache.assign)
+            truncated = segment.recover(on_epoch=self.leader_epoch_cache.assign)
             if truncated and i + 1 < len(segments):
                 for later in segments[i + 1 :]:
                     log.warning("%s: deleting segment %d after a truncated one", self.name, later.base_offset)

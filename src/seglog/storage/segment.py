@@ -141,6 +141,7 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._rolling_loaded = created
         self.bytes_since_last_index_entry = 0
+        self._warned_of_index = False
         self.created_ms = self._clock()
         self.active = created
         if created:
@@ -240,7 +241,7 @@ class LogSegment:
         trimmed. The last offset entry must name the batch that starts at its
         position, and the last time entry the max timestamp of the batch holding its
         offset (a few header reads), which a zeroed or stale index does not."""
-        oi.sanity_check()
+        oi.verify(self.size)  # every entry in order and inside the log (lookups trust them)
         ti.sanity_check()
         for index in (oi, ti):
             unused = index.length - index.size_in_bytes
@@ -251,8 +252,6 @@ class LogSegment:
                 )
         if oi.entries:
             offset, position = oi.entry(oi.entries - 1)
-            if position >= self.size:
-                raise CorruptIndexError(f"last entry points past the log's {self.size} bytes", file=oi.path)
             head = self.handle.pread(HEADER_SIZE, position)
             try:
                 last = _header_at(head, 0, position).last_offset if len(head) >= HEADER_PEEK else None
@@ -484,23 +483,48 @@ class LogSegment:
             pos += at
             want = _HEADER_READ if size > _FIRST_SCAN_CHUNK else max(_FIRST_SCAN_CHUNK, min(want * 4, _SCAN_CHUNK))
 
-    def _scan_from_index(self, offset: int, starting_position: int = 0) -> Iterator[BatchHeader]:
-        """Headers from the batch the offset index names for ``offset`` (the largest
-        entry at or below it). The batch holding ``offset`` starts at the next entry's
-        position at the latest: when that is near, one read takes every header up to
-        it; when it is far, the first batch is large, and its header is read alone."""
-        position, following = self.offset_index.lookup_position(offset)
-        position = max(position, starting_position)
+    def _scan_from_index(self, offset: int) -> tuple[int, Iterator[BatchHeader]]:
+        """The offset of the largest index entry at or below ``offset`` (-1: none), and the
+        headers from the batch it names. The batch holding ``offset`` starts at the next
+        entry's position at the latest: when that is near, one read takes every header up
+        to it; when it is far, the first batch is large, and its header is read alone."""
+        entry_offset, position, following = self.offset_index.lookup_position(offset)
         span = following - position
         first_read = 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
-        return self.scan_headers(position, first_read=first_read)
+        return entry_offset, self.scan_headers(position, first_read=first_read)
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
-        """The first batch whose last offset >= ``offset``, found through the index."""
-        for header in self._scan_from_index(offset, starting_position):
-            if header.last_offset >= offset:
-                return header
-        return None
+    def translate_offset(self, offset: int) -> BatchHeader | None:
+        """The first batch whose last offset >= ``offset``, found through the index.
+
+        The batch at the entry's position must end at the entry's offset: an entry in
+        order and inside the log (what loading checks) can still name another batch, or
+        the middle of one (a damaged file), and a read through it would skip records or
+        fail. Such an entry is passed over with a warning, and the scan starts at the
+        segment's first batch instead."""
+        entry_offset, headers = self._scan_from_index(offset)
+        try:
+            for header in headers:
+                if entry_offset >= 0:
+                    if header.last_offset != entry_offset:
+                        break
+                    entry_offset = -1
+                if header.last_offset >= offset:
+                    return header
+            else:
+                if entry_offset < 0:
+                    return None
+        except SeglogError:  # bad framing there, or a position no read can take
+            if entry_offset < 0:
+                raise
+        if not self._warned_of_index:  # once: every lookup through the entry comes here
+            self._warned_of_index = True
+            log.warning(
+                "%s: the entry for offset %d does not name the batch ending there: lookups in this segment "
+                "scan it from its start",
+                self.index_path,
+                entry_offset,
+            )
+        return next((h for h in self.scan_headers(0) if h.last_offset >= offset), None)
 
     def first_offset(self, header: BatchHeader) -> int:
         """A batch's first offset; a legacy wrapper must be opened to learn it."""
@@ -547,7 +571,7 @@ class LogSegment:
                                 return found
                         headers = self.scan_headers(span[1])
         if headers is None:
-            headers = self._scan_from_index(max(ts_offset, starting_offset))
+            headers = self._scan_from_index(max(ts_offset, starting_offset))[1]
         for header in headers:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
@@ -574,15 +598,20 @@ class LogSegment:
 
     # --- recovery and truncation ------------------------------------------------------------
 
-    def recover(self, max_batch_size: int | None = None, on_epoch: Callable[[int, int], None] | None = None) -> int:
+    def recover(self, on_epoch: Callable[[int, int], None] | None = None) -> int:
         """Revalidate every batch, rebuild the indexes, truncate at the first invalid
         byte. Returns the bytes truncated. ``on_epoch(epoch, base_offset)`` hears of each
-        v2 batch whose leader epoch differs from the batch before it."""
+        v2 batch whose leader epoch differs from the batch before it.
+
+        A batch's size is not bounded by today's max.message.bytes: the batch was valid
+        when it was appended (the config may have been lowered since), and Kafka's
+        recovery bounds it only by its int32 length field. Only framing, CRC and offsets
+        make bytes invalid."""
         # The indexes are rebuilt in memory and each written to its file in one write at
         # the end: filled through the map of a preallocated file, they cost a page fault
         # (an unwritten extent converted) every 4 KiB, as much as the walk's CRCs.
         self._reset_indexes(in_memory=True)
-        truncated = self._scan_and_index(truncate=True, max_batch_size=max_batch_size, on_epoch=on_epoch)
+        truncated = self._scan_and_index(truncate=True, on_epoch=on_epoch)
         # as Kafka's: the max timestamp entry a roll writes, and indexes of their entries only
         # (an inactive segment keeps them so; the log grows the active segment's back)
         self.on_become_inactive()
@@ -594,7 +623,6 @@ class LogSegment:
     def _scan_and_index(
         self,
         truncate: bool,
-        max_batch_size: int | None = None,
         on_epoch: Callable[[int, int], None] | None = None,
     ) -> int:
         """Validate and index every batch from the start; returns the invalid bytes at the end.
@@ -611,7 +639,6 @@ class LogSegment:
         size, valid, want = self.size, 0, _RECOVERY_CHUNK
         oi, ti = self.offset_index, self.time_index
         base, interval = self.base_offset, self.index_interval_bytes
-        limit = -1 if max_batch_size is None else max_batch_size
         # carried from walk to walk: (last offset so far - base, leader epoch, bytes since
         # the last index entry, max timestamp, its offset, the time index's last timestamp)
         state: _WalkState = (-1, None, 0, NO_TIMESTAMP, base, ti.last_entry[0])
@@ -624,7 +651,7 @@ class LogSegment:
             at = 0
             while True:
                 at, state, offsets, times, epochs, stop = _scan.recover_batches(
-                    chunk, at, valid, base, limit, interval, state
+                    chunk, at, valid, base, -1, interval, state
                 )
                 oi.append_packed(offsets)
                 ti.append_packed(times)
@@ -646,6 +673,8 @@ class LogSegment:
                 if len(chunk) < want:
                     break  # a partial batch at the end of the file
                 want = LOG_OVERHEAD + peek_frame(chunk, 0, valid)[1]  # a batch larger than the chunk
+                if want > size - valid:
+                    break  # a length past the end of the file: not read in, it is cut
             else:
                 want = _RECOVERY_CHUNK
         self.bytes_since_last_index_entry, self._max_ts_and_offset = state[2], (state[3], state[4])

@@ -1,0 +1,129 @@
+"""Recovery and index checks at open: only bytes that are really invalid are cut, and
+an index entry that points outside its segment makes the index be rebuilt."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+from seglog.records import BatchIterator, Compression, Record
+
+from .conftest import MS, check_log, crash, new_log, open_logs, records
+
+
+def test_recovery_keeps_batches_larger_than_a_lowered_max_message_bytes(tmp_path):
+    """A batch was valid when it was appended: lowering max.message.bytes later must not
+    make recovery cut the log there (Kafka's recovery does not bound stored batches by
+    the config)."""
+    manager, log = new_log(tmp_path, config={"max.message.bytes": 2 * 1024 * 1024})
+    value = os.urandom(1_500_000)
+    log.append([Record(b"small", b"v", MS)])
+    for i in range(4):
+        log.append([Record(b"big%d" % i, value, MS + i)], compression=Compression.NONE)
+    log.append([Record(b"after", b"v", MS + 9)])
+    manager.alter_topic_config("t", {"max.message.bytes": 1024 * 1024})
+    crash(manager)
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert log.log_end_offset == 6
+        assert [r.key for r in log.records()] == [b"small", b"big0", b"big1", b"big2", b"big3", b"after"]
+        check_log(log)
+
+
+def test_recovery_of_a_length_field_claiming_more_than_the_file_cuts_there(tmp_path):
+    """Without the config's bound, a garbage length is still invalid bytes: recovery
+    truncates at it and keeps every batch before it."""
+    manager, log = new_log(tmp_path)
+    for i in range(5):
+        log.append(records(3, start=3 * i))
+    segment = log.active_segment
+    positions = [h.position for h in segment.scan_headers()]
+    crash(manager)
+    with open(segment.log_path, "r+b") as f:
+        f.seek(positions[3] + 8)
+        f.write(struct.pack(">i", 0x7FFFFFF0))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert log.log_end_offset == 9
+        assert [r.offset for r in log.records()] == list(range(9))
+        check_log(log)
+
+
+def _last_index_entry_position(path: str, position: int) -> None:
+    with open(path, "r+b") as f:
+        data = f.read()
+        assert len(data) >= 8 and len(data) % 8 == 0
+        f.seek(len(data) - 4)
+        f.write(struct.pack(">i", position))
+
+
+def _indexed_dir(tmp_path) -> tuple[str, list]:
+    """A cleanly closed dir whose one segment has several offset index entries."""
+    manager, log = new_log(tmp_path, config={"index.interval.bytes": 100})
+    for i in range(20):
+        log.append(records(4, start=4 * i, size=60))
+    expected = [(r.offset, r.key, r.value) for r in log.records()]
+    path = log.active_segment.index_path
+    manager.close()
+    return path, expected
+
+
+def test_a_negative_position_in_the_last_index_entry_rebuilds_the_index(tmp_path):
+    path, expected = _indexed_dir(tmp_path)
+    _last_index_entry_position(path, -5)
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert [(r.offset, r.key, r.value) for r in log.records()] == expected
+        assert [(r.offset, r.key, r.value) for r in log.records(37)] == expected[37:]
+        check_log(log)
+
+
+def test_an_index_entry_past_the_end_of_the_log_rebuilds_the_index(tmp_path):
+    path, expected = _indexed_dir(tmp_path)
+    log_size = os.path.getsize(path.replace(".index", ".log"))
+    with open(path, "r+b") as f:  # an entry in the middle, past the log's end
+        f.seek(8 * 2 + 4)
+        f.write(struct.pack(">i", log_size + 4096))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert [(r.offset, r.key, r.value) for r in log.records()] == expected
+        for start in range(0, 80, 7):
+            assert [r.offset for r in log.records(start)] == list(range(start, 80))
+        check_log(log)
+
+
+def test_index_entries_out_of_order_rebuild_the_index(tmp_path):
+    path, _ = _indexed_dir(tmp_path)
+    with open(path, "r+b") as f:  # the second entry's offset above the third's
+        f.seek(8)
+        f.write(struct.pack(">i", 70))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        for start in range(0, 80, 3):
+            assert [r.offset for r in log.records(start)] == list(range(start, 80))
+        check_log(log)
+
+
+def test_an_index_entry_pointing_at_another_batch_is_caught_when_used(tmp_path):
+    """An entry still in order and inside the log, but naming the start of a later batch
+    than its own (a flipped low bit): a lookup through it must not skip the records of
+    the batches between."""
+    manager, log = new_log(tmp_path, config={"index.interval.bytes": 700})
+    for i in range(20):
+        log.append(records(4, start=4 * i, size=60))
+    segment = log.active_segment
+    manager.close()
+    positions = [b.position for b in BatchIterator(Path(segment.log_path).read_bytes())]
+    data = Path(segment.index_path).read_bytes()
+    position = struct.unpack_from(">ii", data, 8)[1]
+    following = struct.unpack_from(">ii", data, 16)[1]
+    later = positions[positions.index(position) + 1]
+    assert later < following  # a batch between this entry's and the next entry's
+    with open(segment.index_path, "r+b") as f:
+        f.seek(8 + 4)
+        f.write(struct.pack(">i", later))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        for start in range(80):
+            assert [r.offset for r in log.records(start)] == list(range(start, 80))
