@@ -93,6 +93,16 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _records_of(batches: Iterator[AnyBatch], start: int, end: int) -> Iterator[Record]:
+    """The data records of ``batches`` with offsets in [start, end)."""
+    for batch in batches:
+        if batch.is_control:
+            continue
+        for record in batch.records():
+            if start <= record.offset < end:
+                yield record
+
+
 class AppendInfo(NamedTuple):
     """What an append did: the offsets it got and where it landed."""
 
@@ -733,35 +743,52 @@ class PartitionLog:
         return header.position + header.size if segment.first_offset(header) < end else header.position
 
     def batches(
-        self, start_offset: int | None = None, end_offset: int | None = None, max_bytes: int = 4 * 1024 * 1024
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        max_bytes: int = 4 * 1024 * 1024,
+        *,
+        check_crcs: bool = True,
     ) -> Iterator[AnyBatch]:
         """Whole batches holding offsets from ``start_offset`` (default: the log start)
-        below ``end_offset`` (default: the high watermark)."""
+        below ``end_offset`` (default: the high watermark).
+
+        As ``read``: a start at the log end gives nothing, one past it or below the log
+        start raises OffsetOutOfRangeError (at the call, not at the first batch). Each
+        batch's CRC is checked, as Kafka's consumer does (``check.crcs=true``): a batch
+        damaged on disk raises CorruptRecordError naming its file, position and offset
+        rather than come back as data; ``check_crcs=False`` skips the check."""
         offset = self.log_start_offset if start_offset is None else start_offset
+        self._check_range(offset)
         end = self._high_watermark if end_offset is None else end_offset
+        return self._batches(offset, end, max_bytes, check_crcs)
+
+    def _batches(self, offset: int, end: int, max_bytes: int, check_crcs: bool) -> Iterator[AnyBatch]:
         while offset < end:
             fetch = self.read(offset, max_bytes, upper_bound=end)
             if fetch.slice is None:
                 return
             last = offset - 1
             for batch in fetch.slice.batches():
+                if check_crcs:
+                    try:
+                        batch.validate()
+                    except CorruptRecordError as e:
+                        raise e.at(file=fetch.slice.handle.path) from None
                 yield batch
                 last = batch.last_offset
             if last < offset:
                 return
             offset = last + 1
 
-    def records(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
+    def records(
+        self, start_offset: int | None = None, end_offset: int | None = None, *, check_crcs: bool = True
+    ) -> Iterator[Record]:
         """Records from ``start_offset`` up to the high watermark (or ``end_offset``),
-        skipping control records."""
+        skipping control records; the offsets and CRCs are checked as ``batches`` does."""
         start = self.log_start_offset if start_offset is None else start_offset
         end = self._high_watermark if end_offset is None else end_offset
-        for batch in self.batches(start, end):
-            if batch.is_control:
-                continue
-            for record in batch.records():
-                if start <= record.offset < end:
-                    yield record
+        return _records_of(self.batches(start, end, check_crcs=check_crcs), start, end)
 
     # --- lookups by time -------------------------------------------------------------------------
 
