@@ -3,9 +3,14 @@ file slices that stay readable while the log truncates or deletes under them."""
 
 from __future__ import annotations
 
+import os
+import sys
+import threading
+
 import pytest
 
 from seglog.errors import CorruptRecordError, OffsetOutOfRangeError
+from seglog.records import BatchIterator
 
 from .conftest import new_log, open_logs, records
 
@@ -66,3 +71,86 @@ def test_records_and_batches_check_crcs(tmp_path):
         values = [r.value for r in log.records(check_crcs=False)]
         assert len(values) == 12 and values[5].startswith(b"v4-")
         assert [b.base_offset for b in log.batches(check_crcs=False)] == [0, 4, 8]
+
+
+def _segmented(tmp_path, **kw) -> tuple:
+    """A log of several small segments: 10 records a batch, a few batches a segment."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 2048, **kw.pop("config", {})}, **kw)
+    for i in range(30):
+        log.append(records(10, start=10 * i, size=30))
+    assert len(log.segments) >= 5
+    return manager, log
+
+
+def _slices(log, offsets) -> list:
+    out = []
+    for offset in offsets:
+        fetch = log.read(offset, 1 << 20)
+        assert fetch.slice is not None
+        out.append((fetch.slice, fetch.slice.read()))
+    return out
+
+
+@pytest.mark.parametrize("how", ["truncate_to", "truncate_fully_and_start_at"])
+def test_a_file_slice_taken_before_a_truncation_still_reads_its_bytes(tmp_path, how):
+    """The broker hands slices to sendfile after the log's lock is released: a truncation
+    meanwhile must not close or reuse their fds. Segments truncated away go the way of
+    retention's, through .deleted and file.delete.delay.ms."""
+    manager, log = _segmented(tmp_path, config={"file.delete.delay.ms": 60_000}, background=True)
+    later = [s.base_offset for s in log.segments[2:]]
+    slices = _slices(log, later)
+    if how == "truncate_to":
+        log.truncate_to(later[0] - 5)
+    else:
+        log.truncate_fully_and_start_at(0)
+    gone = {int(f[:20]) for f in os.listdir(log.dir) if f.endswith(".log.deleted")}
+    assert set(later) <= gone  # kept until file.delete.delay.ms has passed
+    for fetch_slice, data in slices:
+        assert fetch_slice.read() == data
+        assert [b.base_offset for b in fetch_slice.batches()] == [b.base_offset for b in BatchIterator(data)]
+        os.fstat(fetch_slice.handle.fd)  # a real fd still: sendfile can take it
+    manager.close()
+
+
+def test_readers_racing_retention_read_the_data_or_are_out_of_range(tmp_path):
+    """With file.delete.delay.ms=0 the files of a deleted segment go at once, while
+    readers that took the segment list before may still be opening them: a reader
+    either reads the records or learns that the offset is now below the log start."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 1024, "file.delete.delay.ms": 0})
+    failures: list[BaseException] = []
+    reads = {"data": 0, "out of range": 0}
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            start = log.log_start_offset
+            try:
+                got = [r.offset for r in log.records(start, start + 30)]
+                assert got == list(range(start, start + len(got))), got
+                reads["data"] += bool(got)
+            except OffsetOutOfRangeError:
+                reads["out of range"] += 1
+            except BaseException as e:  # any other error is what the test looks for
+                failures.append(e)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # the writer, its file calls releasing the GIL, gets it back soon
+    for t in threads:
+        t.start()
+    try:
+        for i in range(150):
+            log.append(records(10, start=10 * i, size=30))
+            if i % 3 == 2:
+                manager.delete_records("t", 0, log.log_end_offset - 20)
+            if failures:
+                break
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(switch)
+    assert not failures, failures[0]
+    assert reads["data"] > 0
+    manager.close()

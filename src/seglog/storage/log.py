@@ -80,6 +80,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 _READ_ONLY_LOAD_ATTEMPTS = 5
+_READ_ATTEMPTS = 5  # a read that finds its segments deleted looks again at most this often
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
 
@@ -735,10 +736,36 @@ class PartitionLog:
     ) -> FetchData:
         """Bytes of whole batches from the batch holding ``offset``, below ``upper_bound``
         (default: the high watermark). The slice starts at a batch boundary and holds at
-        least the first batch whole when ``min_one_message``, however large."""
+        least the first batch whole when ``min_one_message``, however large.
+
+        A segment deleted under the read (retention, a truncation, a cleaner's swap, with
+        file.delete.delay.ms too short for this reader) is not a storage error: the read
+        looks again at the segments there now, or raises OffsetOutOfRangeError when the
+        offset fell below the log start (or past the end) meanwhile."""
         self._check_range(offset)
+        attempts = 0
+        while True:
+            segments, bases = self._view
+            try:
+                return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
+            except KafkaStorageError as e:
+                attempts += 1
+                if getattr(e, "errno", None) != errno.ENOENT or attempts == _READ_ATTEMPTS:
+                    raise
+                self._check_range(offset)
+                if self._view[0] is segments:
+                    raise  # the log still lists it: a file went behind the log's back
+
+    def _read_from(
+        self,
+        segments: tuple[LogSegment, ...],
+        bases: list[int],
+        offset: int,
+        max_bytes: int,
+        upper_bound: int | None,
+        min_one_message: bool,
+    ) -> FetchData:
         end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
-        segments, bases = self._view
         if offset >= end:
             return FetchData(offset, None)
         i = max(0, bisect.bisect_right(bases, offset) - 1)
@@ -880,12 +907,12 @@ class PartitionLog:
                 self._truncate_fully(offset)
                 return True
             keep = self._floor_segment(offset)
-            for segment in self._segments[keep + 1 :]:
-                segment.delete()
+            removed = self._segments[keep + 1 :]
+            self._set_segments(self._segments[: keep + 1])
+            self._remove_segments(removed)  # before the cut: a crash between leaves no gap
             segment = self._segments[keep]
             segment.truncate_to(offset)
             segment.active = True
-            self._set_segments(self._segments[: keep + 1])
             self._next_offset = segment.read_next_offset()
             self._after_truncation()
             return True
@@ -897,8 +924,7 @@ class PartitionLog:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        for segment in self._segments:
-            segment.delete()
+        self._remove_segments(self._segments)  # first: the new segment may take a name of theirs
         self._set_segments([self._new_segment(offset)])
         self._next_offset = offset
         self.log_start_offset = offset
@@ -963,6 +989,15 @@ class PartitionLog:
         log.info("%s: deleted %d segment(s) below offset %d", self.name, count, self.log_start_offset)
         self._delete_files_later(deleted)
         return deleted
+
+    def _remove_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Segments a truncation drops go as retention's do: renamed ``.deleted`` (the
+        newest first, so that a crash part way leaves the log contiguous) and removed
+        after file.delete.delay.ms, since readers may still be reading them."""
+        for segment in reversed(segments):
+            segment.change_suffix(DELETED_SUFFIX)
+        if segments:
+            self._delete_files_later(list(segments))
 
     def _increment_log_start_offset(self, offset: int) -> None:
         if offset <= self.log_start_offset:

@@ -17,6 +17,7 @@ read it into memory.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import random
@@ -31,7 +32,7 @@ from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import decompress
 from . import fileio
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +71,13 @@ class BatchHeader(NamedTuple):
 
 
 class FileSlice(NamedTuple):
-    """A byte range of a segment file, starting at a batch boundary."""
+    """A byte range of a segment file, starting at a batch boundary.
+
+    The slice holds the segment's open file: a truncation, retention or compaction
+    that deletes the segment meanwhile unlinks the file but leaves the fd open while
+    the slice is held (see ``fileio.FileHandle``), so its bytes stay readable. Bytes a
+    truncation cuts from the segment that stays are gone, as in Kafka: a slice over
+    them reads short, and ``batches`` leaves the partial batch out."""
 
     handle: fileio.FileHandle
     position: int
@@ -142,6 +149,7 @@ class LogSegment:
         self._rolling_loaded = created
         self.bytes_since_last_index_entry = 0
         self._warned_of_index = False
+        self.deleted = False  # its files unlinked: a reader that took it earlier must look again
         self.created_ms = self._clock()
         self.active = created
         if created:
@@ -174,8 +182,18 @@ class LogSegment:
     @property
     def handle(self) -> fileio.FileHandle:
         if self._handle is None:
+            if self.deleted:
+                raise self._vanished()
             self._handle = fileio.open_file(self.log_path, writable=not self.read_only)
         return self._handle
+
+    def _vanished(self) -> KafkaStorageError:
+        """What a reader meets on a segment deleted since it took the segment list: the
+        error of a file gone (ENOENT), which the log turns into a read of the segments now
+        there, or into OffsetOutOfRangeError."""
+        error = KafkaStorageError("the segment was deleted", file=self.log_path)
+        error.errno = errno.ENOENT  # type: ignore[attr-defined]
+        return error
 
     @property
     def size(self) -> int:
@@ -219,6 +237,8 @@ class LogSegment:
             except CorruptIndexError as e:
                 log.warning("%s: corrupt index (%s): rebuilding the indexes from the log", self.log_path, e)
         else:
+            if self.deleted or self.suffix == DELETED_SUFFIX:
+                raise self._vanished()  # on its way out: its index files go first or went, no rebuild
             log.warning("%s: index files missing: rebuilding them from the log", self.log_path)
         self._reset_indexes()
         truncated = self._scan_and_index(truncate=False)
@@ -539,13 +559,14 @@ class LogSegment:
         """Bytes from the batch holding ``start_offset``, at most ``max_size`` of them
         (or the whole first batch, with ``min_one_message``), never past ``max_position``.
         None when no batch at or after the offset lies before ``max_position``."""
+        handle = self._handle or self.handle  # the slice's, taken first: the segment may be deleted meanwhile
         limit = self.size if max_position is None else max_position
         header = self.translate_offset(start_offset)
         if header is None or header.position >= limit:
             return None
         wanted = max(max_size, header.size) if min_one_message else max_size
         size = min(limit - header.position, wanted)
-        return FetchData(start_offset, FileSlice(self.handle, header.position, size), wanted < header.size)
+        return FetchData(start_offset, FileSlice(handle, header.position, size), wanted < header.size)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
@@ -784,7 +805,12 @@ class LogSegment:
             self._handle.path = new[0]
 
     def delete(self) -> None:
-        self.close_handlers()
+        """Unlink the segment's files. Its open file and index maps are dropped, not
+        closed: a reader holding them (a ``FileSlice``, a lookup under way) reads on,
+        and they close when the last holder lets go."""
+        self.deleted = True
+        self._offset_index = self._time_index = None
+        self._handle = None
         for path in (self.log_path, self.index_path, self.time_index_path):
             fileio.unlink(path)
 
