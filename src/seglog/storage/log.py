@@ -264,8 +264,16 @@ class PartitionLog:
 
     def _complete_swap(self, base: int, logs: set[int]) -> None:
         swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._segment_args())
-        swap.recover()
+        truncated = swap.recover()
         end = swap.read_next_offset()
+        if end == base or (truncated and base in logs):
+            # Nothing valid says which segments it was to replace (renamed, it would take
+            # the place of the segment of its base offset); or it was damaged while the
+            # segments it replaces are all still there (they are renamed oldest first, and
+            # the first has its base offset): the cleaning is done again instead.
+            log.warning("%s: discarding the damaged swap file of segment %d", self.name, base)
+            swap.delete()
+            return
         for old in sorted(b for b in logs if base <= b < end):
             log.info("%s: completing an interrupted swap: segment %d replaces %d", self.name, base, old)
             LogSegment(self.dir, old).delete()
@@ -787,7 +795,12 @@ class PartitionLog:
         the size when ``end`` is the log end offset would race with the writer, which grows
         the segment before it moves the log end offset.)"""
         size = segment.size
-        header = segment.translate_offset(end)
+        try:
+            header = segment.translate_offset(end)
+        except CorruptRecordError as e:
+            # damaged bytes before the batch holding ``end`` is found: the batches before
+            # them are whole, and a read that goes on to the damage meets it there
+            return size if e.position is None else min(e.position, size)
         if header is None or header.position >= size:
             return size
         return header.position + header.size if segment.first_offset(header) < end else header.position

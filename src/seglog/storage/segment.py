@@ -115,6 +115,10 @@ def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
     return BatchHeader(position, size + LOG_OVERHEAD, offset, offset, ts, magic)
 
 
+class _MisleadingEntry(Exception):
+    """An offset index entry that does not name the batch ending at its offset."""
+
+
 class LogSegment:
     """One segment of a partition log. Not thread-safe for writers: the
     partition log holds its lock around every mutation."""
@@ -242,13 +246,18 @@ class LogSegment:
             log.warning("%s: index files missing: rebuilding them from the log", self.log_path)
         self._reset_indexes()
         truncated = self._scan_and_index(truncate=False)
-        if truncated and not self.read_only:
-            # only recovery may truncate: this segment may be followed by others
-            raise CorruptRecordError(
-                f"{truncated} invalid bytes at the end of the segment while rebuilding its indexes",
-                file=self.log_path,
-                position=self.size - truncated,
-            )
+        if truncated:
+            # Only recovery may truncate (this segment may be followed by others). The
+            # batches before the invalid bytes stay readable; a read that reaches them
+            # fails there (``translate_offset``). The active segment's writer would append
+            # after them: its caller recovers it.
+            if self.active and not self.read_only:
+                raise CorruptRecordError(
+                    f"{truncated} invalid bytes at the end of the segment while rebuilding its indexes",
+                    file=self.log_path,
+                    position=self.size - truncated,
+                )
+            log.warning("%s: %d invalid bytes at the end of the segment: reads stop there", self.log_path, truncated)
         if not self.active:
             # trimmed as at roll: left preallocated, the next start would rebuild them again
             self.on_become_inactive()
@@ -285,7 +294,10 @@ class LogSegment:
         if ti.entries:
             # the batch holding the last time entry's offset carries its timestamp
             timestamp, offset = ti.last_entry
-            holder = next((h for h in self.scan_headers(oi.lookup(offset)[1]) if h.last_offset >= offset), None)
+            try:
+                holder = next((h for h in self.scan_headers(oi.lookup(offset)[1]) if h.last_offset >= offset), None)
+            except CorruptRecordError:
+                holder = None  # damaged bytes on the way: the rebuild finds them
             if holder is None or holder.max_timestamp != timestamp:
                 raise CorruptIndexError(
                     f"last entry (timestamp {timestamp}, offset {offset}) is not the max timestamp of its batch",
@@ -503,15 +515,15 @@ class LogSegment:
             pos += at
             want = _HEADER_READ if size > _FIRST_SCAN_CHUNK else max(_FIRST_SCAN_CHUNK, min(want * 4, _SCAN_CHUNK))
 
-    def _scan_from_index(self, offset: int) -> tuple[int, Iterator[BatchHeader]]:
-        """The offset of the largest index entry at or below ``offset`` (-1: none), and the
-        headers from the batch it names. The batch holding ``offset`` starts at the next
+    def _scan_from_index(self, offset: int) -> tuple[int, int, Iterator[BatchHeader]]:
+        """The offset and position of the largest index entry at or below ``offset`` (-1
+        and 0: none), and the headers from the batch it names. The batch holding ``offset`` starts at the next
         entry's position at the latest: when that is near, one read takes every header up
         to it; when it is far, the first batch is large, and its header is read alone."""
         entry_offset, position, following = self.offset_index.lookup_position(offset)
         span = following - position
         first_read = 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
-        return entry_offset, self.scan_headers(position, first_read=first_read)
+        return entry_offset, position, self.scan_headers(position, first_read=first_read)
 
     def translate_offset(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset >= ``offset``, found through the index.
@@ -521,21 +533,11 @@ class LogSegment:
         the middle of one (a damaged file), and a read through it would skip records or
         fail. Such an entry is passed over with a warning, and the scan starts at the
         segment's first batch instead."""
-        entry_offset, headers = self._scan_from_index(offset)
+        entry_offset, start, headers = self._scan_from_index(offset)
         try:
-            for header in headers:
-                if entry_offset >= 0:
-                    if header.last_offset != entry_offset:
-                        break
-                    entry_offset = -1
-                if header.last_offset >= offset:
-                    return header
-            else:
-                if entry_offset < 0:
-                    return None
-        except SeglogError:  # bad framing there, or a position no read can take
-            if entry_offset < 0:
-                raise
+            return self._first_reaching(offset, headers, start, entry_offset)
+        except _MisleadingEntry:
+            pass
         if not self._warned_of_index:  # once: every lookup through the entry comes here
             self._warned_of_index = True
             log.warning(
@@ -544,7 +546,40 @@ class LogSegment:
                 self.index_path,
                 entry_offset,
             )
-        return next((h for h in self.scan_headers(0) if h.last_offset >= offset), None)
+        return self._first_reaching(offset, self.scan_headers(0), 0, -1)
+
+    def _first_reaching(
+        self, offset: int, headers: Iterator[BatchHeader], start: int, entry_offset: int
+    ) -> BatchHeader | None:
+        """The first of ``headers`` (read from byte ``start``) whose last offset >=
+        ``offset``. With ``entry_offset`` (not -1: read from an index entry) the first must
+        end there, or _MisleadingEntry is raised. None when no batch reaches the offset,
+        provided the batches end where the file does: an inactive segment that ends in
+        bytes that are no batch (cut short, overwritten) raises CorruptRecordError there,
+        rather than let the read go on in the next segment."""
+        if entry_offset >= 0:
+            try:
+                first = next(headers, None)
+            except SeglogError:  # bad framing there, or a position no read can take
+                raise _MisleadingEntry from None
+            if first is None or first.last_offset != entry_offset:
+                raise _MisleadingEntry
+            if first.last_offset >= offset:
+                return first
+            start = first.position + first.size
+        end = start
+        for header in headers:
+            if header.last_offset >= offset:
+                return header
+            end = header.position + header.size
+        if end != self.size and not self.active:
+            raise self._no_batch_after(end)
+        return None
+
+    def _no_batch_after(self, end: int) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"{self.size - end} bytes that are no batch at the end of the segment", file=self.log_path, position=end
+        )
 
     def first_offset(self, header: BatchHeader) -> int:
         """A batch's first offset; a legacy wrapper must be opened to learn it."""
@@ -592,7 +627,7 @@ class LogSegment:
                                 return found
                         headers = self.scan_headers(span[1])
         if headers is None:
-            headers = self._scan_from_index(max(ts_offset, starting_offset))[1]
+            headers = self._scan_from_index(max(ts_offset, starting_offset))[2]
         for header in headers:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
@@ -610,11 +645,16 @@ class LogSegment:
         return None
 
     def read_next_offset(self) -> int:
-        """The offset after the segment's last batch (its base offset when empty)."""
+        """The offset after the segment's last batch (its base offset when empty). A
+        writer's segment must end with that batch: bytes after it that are no batch would
+        lie between the batches it appends, so they raise CorruptRecordError (the log
+        recovers the segment); a reader's may end in a batch its writer is appending."""
         start = self.offset_index.lookup(self.offset_index.last_offset)[1] if self.offset_index.entries else 0
-        next_offset = self.base_offset
+        next_offset, end = self.base_offset, start
         for header in self.scan_headers(start):
-            next_offset = header.next_offset
+            next_offset, end = header.next_offset, header.position + header.size
+        if end != self.size and not self.read_only:
+            raise self._no_batch_after(end)
         return next_offset
 
     # --- recovery and truncation ------------------------------------------------------------
