@@ -7,7 +7,10 @@ import os
 import struct
 from pathlib import Path
 
-from seglog.records import BatchIterator, Compression, Record
+import pytest
+
+from seglog.errors import CorruptRecordError
+from seglog.records import BatchIterator, Compression, Record, build_batch
 
 from .conftest import MS, check_log, crash, new_log, open_logs, records
 
@@ -127,3 +130,53 @@ def test_an_index_entry_pointing_at_another_batch_is_caught_when_used(tmp_path):
         log = reopened.partition("t", 0)
         for start in range(80):
             assert [r.offset for r in log.records(start)] == list(range(start, 80))
+
+
+def _three_segments(tmp_path):
+    manager, log = new_log(tmp_path, config={"index.interval.bytes": 100000})
+    for i in range(3):
+        log.append(records(5, start=10 * i))
+        log.append(records(5, start=10 * i + 5))
+        log.roll()
+    segments = [s.log_path for s in log.segments]
+    manager.close()
+    return segments
+
+
+def test_a_swap_file_without_a_valid_batch_is_discarded_not_renamed_over_a_segment(tmp_path):
+    segments = _three_segments(tmp_path)
+    Path(segments[0] + ".swap").write_bytes(os.urandom(200))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert [r.offset for r in log.records()] == list(range(30))
+    assert not os.path.exists(segments[0] + ".swap")
+
+
+def test_an_inactive_segment_cut_short_stops_reads_at_the_cut(tmp_path):
+    """A clean dir whose middle segment lost the end of its last batch: the batches
+    before the cut are read, then the read fails there rather than go on at the next
+    segment as if the records between did not exist."""
+    segments = _three_segments(tmp_path)
+    os.truncate(segments[1], os.path.getsize(segments[1]) - 7)
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        got = []
+        with pytest.raises(CorruptRecordError) as e:
+            got.extend(r.offset for r in log.records())
+        assert got == list(range(15))
+        assert e.value.file == segments[1]
+        assert [r.offset for r in log.records(20)] == list(range(20, 30))
+
+
+def test_an_active_segment_ending_in_a_partial_batch_is_recovered_at_a_clean_open(tmp_path):
+    """Appends go at the end of the file: bytes there that are no batch would lie between
+    the batches before and after them."""
+    segments = _three_segments(tmp_path)
+    with open(segments[-1], "ab") as f:
+        f.write(build_batch(records(3, start=30), base_offset=30)[:40])
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert log.log_end_offset == 30
+        log.append(records(2, start=30))
+        assert [r.offset for r in log.records()] == list(range(32))
+        check_log(log)
