@@ -20,6 +20,7 @@ checked.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from seglog.errors import SeglogError
-from seglog.records import BatchIterator, Compression, Record, build_batch
+from seglog.records import BatchIterator, Compression, Record, build_batch, build_message_set
 
 from .conftest import MS, crash, new_log, open_logs
 
@@ -61,7 +62,10 @@ def _write(path: Path, clean: bool) -> Template:
             for j in range(n)
         ]
         codec = rng.choice([Compression.NONE, Compression.NONE, Compression.GZIP, Compression.LZ4])
-        log.append_batches(build_batch(recs, compression=codec))
+        if i < 10:  # the first segment as a broker before 0.11 wrote it: magic 1 message sets
+            log.append_as_follower(build_message_set(recs, magic=1, base_offset=len(written), compression=codec))
+        else:
+            log.append_batches(build_batch(recs, compression=codec))
         written += [(r.key, r.value, r.timestamp) for r in recs]
         if i == 45:
             log.flush()  # a recovery point in the middle: recovery starts there after a crash
@@ -230,6 +234,14 @@ def case(template: Template, work: Path, seed: int) -> None:
                 read.append((r.offset, r.key, r.value, r.timestamp))
         except SeglogError:
             pass  # the damage, met: what was read before it is checked below
+        # and lookups by time (timestamps grow with offsets here) find the records written
+        for offset in sorted(rng.sample(range(len(template.records)), 3)):
+            if start <= offset < min(damage.first_invalid, log.high_watermark) and damage.checked:
+                found = log.offset_for_timestamp(template.records[offset][2])
+                assert found is not None and found[0] == offset, f"{where}: offset_for_timestamp {found}"
+            else:
+                with contextlib.suppress(SeglogError):
+                    log.offset_for_timestamp(template.records[offset][2])
         # reads from anywhere below the damage see the records written there
         for offset in sorted(rng.sample(range(len(template.records)), 5)):
             end = min(offset + 3, damage.first_invalid, log.high_watermark)

@@ -180,3 +180,17 @@ def test_an_active_segment_ending_in_a_partial_batch_is_recovered_at_a_clean_ope
         log.append(records(2, start=30))
         assert [r.offset for r in log.records()] == list(range(32))
         check_log(log)
+
+
+def test_a_lookup_by_time_before_damaged_bytes_finds_its_record(tmp_path):
+    """The largest timestamp of a damaged segment is the one before the damage, so that a
+    lookup by time in the segments before it (and retention) still works."""
+    segments = _three_segments(tmp_path)
+    with open(segments[1], "r+b") as f:
+        f.seek(8)
+        f.write(struct.pack(">i", 1))  # the length of its first batch
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert log.offset_for_timestamp(MS + 3) == (3, MS + 3)
+        with pytest.raises(CorruptRecordError):
+            list(log.records(10))

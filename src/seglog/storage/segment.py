@@ -438,9 +438,14 @@ class LogSegment:
         # offset index entry may hold a larger one (and a damaged time index a smaller)
         best = self.time_index.last_entry
         start = self.offset_index.lookup(self.offset_index.last_offset)[1] if self.offset_index.entries else 0
-        for header in self.scan_headers(start):
-            if header.max_timestamp > best[0]:
-                best = (header.max_timestamp, header.last_offset)
+        try:
+            for header in self.scan_headers(start):
+                if header.max_timestamp > best[0]:
+                    best = (header.max_timestamp, header.last_offset)
+        except CorruptRecordError as e:
+            # damaged bytes: the largest timestamp before them (a read meets the damage), so
+            # that lookups by time in other segments, and retention, go on
+            log.warning("%s: the largest timestamp is taken before damaged bytes: %s", self.log_path, e)
         return best
 
     @property
