@@ -194,3 +194,25 @@ def test_a_lookup_by_time_before_damaged_bytes_finds_its_record(tmp_path):
         assert log.offset_for_timestamp(MS + 3) == (3, MS + 3)
         with pytest.raises(CorruptRecordError):
             list(log.records(10))
+
+
+@pytest.mark.parametrize("batch_bytes", [60, 600], ids=["small batches", "indexed batches"])
+def test_a_time_index_entry_lowered_but_in_order_does_not_skip_records(tmp_path, batch_bytes):
+    """A time entry's timestamp made lower (flipped bits) but still above the entry before
+    it: a lookup between the two timestamps must not start after the entry's offset."""
+    manager, log = new_log(tmp_path, config={"index.interval.bytes": 200})
+    for i in range(30):
+        log.append(records(2, start=2 * i, ts=MS + 2 * i, size=batch_bytes // 2))
+    path = log.active_segment.time_index_path
+    manager.close()
+    data = Path(path).read_bytes()
+    entries = [struct.unpack_from(">qi", data, at) for at in range(0, len(data), 12)]
+    assert len(entries) >= 4
+    (before, low), (_, rel) = entries[1], entries[2]
+    with open(path, "r+b") as f:
+        f.seek(24)
+        f.write(struct.pack(">q", before + 1))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        for offset in range(low + 1, rel + 1):
+            assert log.offset_for_timestamp(MS + offset) == (offset, MS + offset)

@@ -276,10 +276,11 @@ class OffsetIndex(_Index):
         following = _I32.unpack_from(mm, slot * 8 + 12)[0] if slot + 1 < self.entries else -1
         return self.base_offset + rel, position, following
 
-    def positions_after(self, offset: int) -> tuple[int, int] | None:
-        """When an entry has offset ``offset``: the positions of the next two entries
-        (-1 past the last), where the two batches after the one ending at ``offset`` start
-        if each has an entry. None when no entry has that offset, or none follows it."""
+    def positions_after(self, offset: int) -> tuple[int, int, int] | None:
+        """When an entry has offset ``offset``: its position, and the positions of the
+        next two entries (-1 past the last), where the two batches after the one ending at
+        ``offset`` start if each has an entry. None when no entry has that offset, or none
+        follows it."""
         rel, mm, n = offset - self.base_offset, self._mmap, self.entries
         if mm is None:
             return None
@@ -287,10 +288,10 @@ class OffsetIndex(_Index):
         if slot < 0 or slot + 1 >= n:
             return None
         if slot + 2 < n:
-            found, _, _, following, _, after = _THREE_ENTRIES.unpack_from(mm, slot * 8)
+            found, position, _, following, _, after = _THREE_ENTRIES.unpack_from(mm, slot * 8)
         else:
-            (found, _, _, following), after = _TWO_ENTRIES.unpack_from(mm, slot * 8), -1
-        return (following, after) if found == rel else None
+            (found, position, _, following), after = _TWO_ENTRIES.unpack_from(mm, slot * 8), -1
+        return (position, following, after) if found == rel else None
 
     def append(self, offset: int, position: int) -> None:
         """One entry (an append of one batch writes one at the most): the checks of

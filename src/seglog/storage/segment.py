@@ -18,6 +18,7 @@ read it into memory.
 from __future__ import annotations
 
 import errno
+import itertools
 import logging
 import os
 import random
@@ -522,9 +523,10 @@ class LogSegment:
 
     def _scan_from_index(self, offset: int) -> tuple[int, int, Iterator[BatchHeader]]:
         """The offset and position of the largest index entry at or below ``offset`` (-1
-        and 0: none), and the headers from the batch it names. The batch holding ``offset`` starts at the next
-        entry's position at the latest: when that is near, one read takes every header up
-        to it; when it is far, the first batch is large, and its header is read alone."""
+        and 0: none), and the headers from the batch it names. The batch holding
+        ``offset`` starts at the next entry's position at the latest: when that is near,
+        one read takes every header up to it; when it is far, the first batch is large,
+        and its header is read alone."""
         entry_offset, position, following = self.offset_index.lookup_position(offset)
         span = following - position
         first_read = 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
@@ -610,29 +612,62 @@ class LogSegment:
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
-        offset >= ``starting_offset``, or None."""
+        offset >= ``starting_offset``, or None.
+
+        The time index entry the search starts from is checked on the way: the batch
+        holding its offset must carry its timestamp as its max. An entry whose timestamp
+        is lower than that (a damaged file, still in order) would make the search skip
+        records that reach the target; then the segment is searched from its start."""
         ts, ts_offset = (self._time_index or self.time_index).lookup(timestamp)
-        headers: Iterator[BatchHeader] | None = None
-        if NO_TIMESTAMP < ts < timestamp and ts_offset >= starting_offset:
-            # The time index holds running maxima: no record up to ts_offset reaches the
-            # timestamp, so the search starts at the batch after the one holding it. When
-            # that one ends at ts_offset and it and the two after have offset index entries
-            # (batches larger than index.interval.bytes), the next batch lies between the
-            # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
-            # fills the span (else the scan below, from the index entry, as ever).
-            span = (self._offset_index or self.offset_index).positions_after(ts_offset)
-            if span is not None and 0 < span[1] - span[0] <= _TIME_SEARCH_READ:
-                data = (self._handle or self.handle).pread(span[1] - span[0], span[0])
-                if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
-                    first, size, _, max_ts = _V2_PEEK.unpack_from(data)
-                    if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
-                        if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)
-                            found = _scan.find_timestamp(data, timestamp, starting_offset, span[0], decompress)
-                            if found is not None:
-                                return found
-                        headers = self.scan_headers(span[1])
-        if headers is None:
-            headers = self._scan_from_index(max(ts_offset, starting_offset))[2]
+        if ts == NO_TIMESTAMP or ts_offset < starting_offset:
+            return self._search_time(self._scan_from_index(starting_offset)[2], timestamp, starting_offset)
+        span = (self._offset_index or self.offset_index).positions_after(ts_offset) if ts < timestamp else None
+        # The time index holds running maxima: no record up to ts_offset reaches the
+        # timestamp, so the search starts at the batch after the one holding it. When
+        # that one ends at ts_offset and it and the two after have offset index entries
+        # (batches larger than index.interval.bytes), the next batch lies between the
+        # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
+        # fills the span (else the scan below, from the index entry, as ever).
+        if span is not None and 0 < span[2] - span[1] <= _TIME_SEARCH_READ:
+            head = (self._handle or self.handle).pread(_HEADER_READ, span[0])
+            try:
+                holder = _header_at(head, 0, span[0]) if len(head) >= HEADER_PEEK else None
+            except CorruptRecordError:
+                holder = None
+            if holder is None or holder.max_timestamp != ts:
+                return self._search_time_afresh(timestamp, starting_offset, ts_offset)
+            data = (self._handle or self.handle).pread(span[2] - span[1], span[1])
+            if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
+                first, size, _, max_ts = _V2_PEEK.unpack_from(data)
+                if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
+                    if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)
+                        found = _scan.find_timestamp(data, timestamp, starting_offset, span[1], decompress)
+                        if found is not None:
+                            return found
+                    return self._search_time(self.scan_headers(span[2]), timestamp, starting_offset)
+        headers = self._scan_from_index(ts_offset)[2]
+        holder = next((h for h in headers if h.last_offset >= ts_offset), None)
+        if holder is None or holder.max_timestamp != ts:
+            return self._search_time_afresh(timestamp, starting_offset, ts_offset)
+        return self._search_time(itertools.chain((holder,), headers), timestamp, starting_offset)
+
+    def _search_time_afresh(self, timestamp: int, starting_offset: int, ts_offset: int) -> tuple[int, int] | None:
+        """The search by time when the time index entry for ``ts_offset`` misled."""
+        if not self._warned_of_index:
+            self._warned_of_index = True
+            log.warning(
+                "%s: the entry for offset %d is not the max timestamp of its batch: lookups by time in this "
+                "segment search it from its start",
+                self.time_index_path,
+                ts_offset,
+            )
+        return self._search_time(self.scan_headers(0), timestamp, starting_offset)
+
+    def _search_time(
+        self, headers: Iterator[BatchHeader], timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """The first record of the batches of ``headers`` with timestamp >= ``timestamp``
+        and offset >= ``starting_offset``, as (timestamp, offset)."""
         for header in headers:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
