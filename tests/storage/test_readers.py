@@ -11,6 +11,7 @@ import pytest
 
 from seglog.errors import CorruptRecordError, OffsetOutOfRangeError
 from seglog.records import BatchIterator
+from seglog.storage import fileio
 
 from .conftest import new_log, open_logs, records
 
@@ -153,4 +154,28 @@ def test_readers_racing_retention_read_the_data_or_are_out_of_range(tmp_path):
         sys.setswitchinterval(switch)
     assert not failures, failures[0]
     assert reads["data"] > 0
+    manager.close()
+
+
+def test_a_full_truncation_leaves_a_segment_listed_at_every_moment(tmp_path):
+    """A reader in another process (a Spark task) lists the partition dir: while the log
+    is truncated fully, the dir holds a segment at every moment (the new one is made
+    before the old ones go)."""
+    manager, log = _segmented(tmp_path)
+    listed: list[list[str]] = []
+
+    def observe(path: str) -> bool:  # the fault layer as a vantage point: it fails nothing
+        if path.endswith(".log") or path.endswith(".deleted"):
+            listed.append([f for f in os.listdir(log.dir) if f.endswith(".log")])
+        return False
+
+    fileio.faults.inject("open", path=observe, times=-1)
+    fileio.faults.inject("rename", path=observe, times=-1)
+    fileio.faults.inject("unlink", path=observe, times=-1)
+    try:
+        log.truncate_fully_and_start_at(5000)
+    finally:
+        fileio.faults.clear()
+    assert listed and all(listed)
+    assert [f for f in os.listdir(log.dir) if f.endswith(".log")] == [f"{5000:020d}.log"]
     manager.close()

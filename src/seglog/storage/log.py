@@ -201,7 +201,10 @@ class PartitionLog:
         segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
         if not segments:
             if self.read_only:
-                raise KafkaStorageError("partition directory holds no segment", file=self.dir)
+                # (the owner truncating it fully, between its old segments and its new one)
+                error = KafkaStorageError("partition directory holds no segment", file=self.dir)
+                error.errno = errno.ENOENT  # type: ignore[attr-defined]
+                raise error
             segments = [self._new_segment(max(log_start_offset, 0))]
         self._set_segments(segments)
         active = self._segments[-1]
@@ -937,8 +940,12 @@ class PartitionLog:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        self._remove_segments(self._segments)  # first: the new segment may take a name of theirs
+        # the new segment is made before the others go, so that a reader listing the dir
+        # meanwhile finds one; a segment of its base offset makes way for it first
+        old = self._segments
+        self._remove_segments([s for s in old if s.base_offset == offset])
         self._set_segments([self._new_segment(offset)])
+        self._remove_segments([s for s in old if s.base_offset != offset])
         self._next_offset = offset
         self.log_start_offset = offset
         self.leader_epoch_cache.clear()
