@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from seglog.errors import CorruptRecordError
-from seglog.records import BatchIterator, Compression, Record, build_batch
+from seglog.records import BatchIterator, Compression, Record, build_batch, build_message_set
 
 from .conftest import MS, check_log, crash, new_log, open_logs, records
 
@@ -216,3 +216,25 @@ def test_a_time_index_entry_lowered_but_in_order_does_not_skip_records(tmp_path,
         log = reopened.partition("t", 0)
         for offset in range(low + 1, rel + 1):
             assert log.offset_for_timestamp(MS + offset) == (offset, MS + offset)
+
+
+def test_a_read_that_ends_where_a_damaged_legacy_wrapper_begins_is_served(tmp_path):
+    """A compressed magic 1 wrapper must be opened to learn its first offset: a damaged
+    one after the read's end bound is left out of the read rather than fail it."""
+    manager, log = new_log(tmp_path)
+    for i in range(3):
+        recs = [Record(b"k%d" % o, b"v" * 50, MS + o) for o in range(5 * i, 5 * i + 5)]
+        log.append_as_follower(build_message_set(recs, magic=1, base_offset=5 * i, compression=Compression.GZIP))
+    segment = log.active_segment
+    manager.close()
+    second = [b.position for b in BatchIterator(Path(segment.log_path).read_bytes())][1]
+    with open(segment.log_path, "r+b") as f:
+        f.seek(second + 60)
+        byte = f.read(1)[0]
+        f.seek(second + 60)
+        f.write(bytes([byte ^ 0x10]))
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        assert [r.offset for r in log.records(0, 5)] == list(range(5))
+        with pytest.raises(CorruptRecordError):
+            list(log.records(0, 15))

@@ -806,7 +806,11 @@ class PartitionLog:
             return size if e.position is None else min(e.position, size)
         if header is None or header.position >= size:
             return size
-        return header.position + header.size if segment.first_offset(header) < end else header.position
+        try:
+            first = segment.first_offset(header)
+        except CorruptRecordError:
+            return header.position  # a damaged legacy wrapper, whose first offset is unknown
+        return header.position + header.size if first < end else header.position
 
     def batches(
         self,
