@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench lint clean
+.PHONY: install test demo bench lint clean zookeeper
 
-install: $(STAMP)
+install: $(STAMP) zookeeper
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,22 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/records/*.
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP)
+test: $(STAMP) zookeeper
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# ZooKeeper for the cluster tests and `seglog cluster`: Debian's package (3.8), installed once when
+# missing and we are root with apt-get; otherwise the tests that need it skip, saying why
+ZOOKEEPER_JAR := /usr/share/java/zookeeper.jar
+zookeeper:
+	@if [ -f $(ZOOKEEPER_JAR) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing ZooKeeper (apt-get install zookeeper)"; \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q zookeeper) >/dev/null \
+			|| echo "apt-get install zookeeper failed: the cluster tests will be skipped"; \
+	else \
+		echo "ZooKeeper is not installed ($(ZOOKEEPER_JAR)) and this is not root with apt-get:" \
+			"the cluster tests will be skipped (apt-get install zookeeper)"; \
+	fi
 
 demo: $(STAMP)
 	$(BIN)/python -m seglog.demo $(DEMO_ARGS)

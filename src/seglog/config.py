@@ -19,8 +19,8 @@ from typing import Any
 
 from .errors import InvalidConfigurationError
 
-LONG_MAX = (1 << 63) - 1
-INT_MAX = (1 << 31) - 1
+LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
+INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def _bool(value: Any) -> bool:
@@ -39,9 +39,56 @@ def _list(value: Any) -> tuple[str, ...]:
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool):
+    """Kafka's LONG: an int64, or a string holding one (a float is refused, as Kafka does)."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError(f"not an integer: {value!r}")
     return int(value)
+
+
+def _int32(value: Any) -> int:
+    """Kafka's INT: parsed as ``_int``, its range checked by ``Key.coerce``."""
+    return _int(value)
+
+
+def _int16(value: Any) -> int:
+    """Kafka's SHORT: parsed as ``_int``, its range checked by ``Key.coerce``."""
+    return _int(value)
+
+
+def _double(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"not a number: {value!r}")
+    parsed = float(value)
+    if parsed != parsed:
+        raise ValueError("not a number: NaN")
+    return parsed
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    """log.dirs: a list of directories, none of them an empty path (which would make the
+    current directory a log dir)."""
+    if isinstance(value, list | tuple) and any(not str(v).strip() for v in value):
+        raise ValueError("a log dir path is empty")
+    paths = _list(value)
+    if not paths:
+        raise ValueError("no log dir given")
+    return paths
+
+
+def _path(value: Any) -> str:
+    text = str(value)
+    if not text.strip():
+        raise ValueError("the log dir path is empty")
+    return text
+
+
+# Kafka's types and the values each holds: a key's minimum and maximum narrow these
+_TYPE_RANGES: dict[Callable[[Any], Any], tuple[str, float, float]] = {
+    _int16: ("an int16", -(1 << 15), (1 << 15) - 1),
+    _int32: ("an int32", INT_MIN, INT_MAX),
+    _int: ("an int64", LONG_MIN, LONG_MAX),
+    _double: ("a number", float("-inf"), float("inf")),
+}
 
 
 @dataclass(frozen=True)
@@ -52,22 +99,55 @@ class Key:
     doc: str
     minimum: float | None = None
     choices: tuple[str, ...] | None = None
+    maximum: float | None = None
+
+    def bounds(self) -> tuple[float, float] | None:
+        """The lowest and highest value of a numeric key: its type's, narrowed by the key's."""
+        kind = _TYPE_RANGES.get(self.parse)
+        if kind is None:
+            return None
+        _, low, high = kind
+        low = low if self.minimum is None else max(low, self.minimum)
+        high = high if self.maximum is None else min(high, self.maximum)
+        return low, high
+
+    def allowed(self) -> str:
+        """The values this key takes, as an error message says them."""
+        if self.choices is not None:
+            return f"one of {', '.join(self.choices)}"
+        if self.parse is _bool:
+            return "true or false"
+        if self.parse in (_path, _paths):
+            return "a directory path, not empty"
+        if self.parse is _list:
+            return "a comma-separated list"
+        bounds = self.bounds()
+        if bounds is None:
+            return "a string"
+        return f"{_TYPE_RANGES[self.parse][0]} in [{_number(bounds[0])}, {_number(bounds[1])}]"
 
     def coerce(self, value: Any) -> Any:
         try:
             parsed = self.parse(value)
         except (TypeError, ValueError) as e:
-            raise InvalidConfigurationError(f"invalid value {value!r} for {self.name}: {e}") from None
-        if self.minimum is not None and parsed < self.minimum:
-            raise InvalidConfigurationError(f"invalid value {value!r} for {self.name}: below {self.minimum}")
+            raise InvalidConfigurationError(
+                f"invalid value {value!r} for {self.name}: {e}; must be {self.allowed()}"
+            ) from None
+        bounds = self.bounds()
+        if bounds is not None and not bounds[0] <= parsed <= bounds[1]:
+            raise InvalidConfigurationError(f"invalid value {value!r} for {self.name}: must be {self.allowed()}")
         if self.choices is not None:
             values = parsed if isinstance(parsed, tuple) else (parsed,)
             bad = [v for v in values if v not in self.choices]
             if bad:
-                raise InvalidConfigurationError(
-                    f"invalid value {value!r} for {self.name}: must be one of {', '.join(self.choices)}"
-                )
+                raise InvalidConfigurationError(f"invalid value {value!r} for {self.name}: must be {self.allowed()}")
         return parsed
+
+
+def _number(bound: float) -> str:
+    if isinstance(bound, float) and bound.is_integer():
+        return str(int(bound))
+    return str(bound)
 
 
 # --- topic-level keys, each with its broker synonyms (name, unit factor) -----
@@ -87,7 +167,7 @@ _HOUR, _MINUTE = 3_600_000, 60_000
 
 _topic(
     "segment.bytes",
-    _int,
+    _int32,
     1 << 30,
     "Roll a new segment once the active one would exceed this size.",
     ("log.segment.bytes", 1),
@@ -113,7 +193,7 @@ _topic(
 )
 _topic(
     "segment.index.bytes",
-    _int,
+    _int32,
     10 * 1024 * 1024,
     "Size preallocated for each offset and time index.",
     ("log.index.size.max.bytes", 1),
@@ -121,7 +201,7 @@ _topic(
 )
 _topic(
     "index.interval.bytes",
-    _int,
+    _int32,
     4096,
     "Bytes of batches between two index entries.",
     ("log.index.interval.bytes", 1),
@@ -163,7 +243,7 @@ _topic(
 )
 _topic(
     "max.message.bytes",
-    _int,
+    _int32,
     1024 * 1024 + 12,
     "The largest record batch the log accepts.",
     ("message.max.bytes", 1),
@@ -203,11 +283,12 @@ _topic(
 )
 _topic(
     "min.cleanable.dirty.ratio",
-    float,
+    _double,
     0.5,
     "Dirty share of a log above which it is cleaned.",
     ("log.cleaner.min.cleanable.ratio", 1),
     minimum=0,
+    maximum=1,
 )
 _topic(
     "file.delete.delay.ms",
@@ -223,7 +304,7 @@ _topic(
     "producer",
     "Codec of stored batches; producer keeps the producer's.",
     ("compression.type", 1),
-    choices=("producer", "uncompressed", "none", "gzip", "snappy", "lz4", "zstd"),
+    choices=("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"),
 )
 _topic(
     "message.timestamp.type",
@@ -249,33 +330,48 @@ _topic(
     ("log.message.timestamp.after.max.ms", 1),
     minimum=0,
 )
+_topic(
+    "min.insync.replicas",
+    _int32,
+    1,
+    "Replicas that must have a record before an acks=all produce is acknowledged.",
+    ("min.insync.replicas", 1),
+    minimum=1,
+)
+_topic(
+    "unclean.leader.election.enable",
+    _bool,
+    False,
+    "Let a replica outside the ISR lead when no ISR member is alive (acknowledged records may be lost).",
+    ("unclean.leader.election.enable", 1),
+)
 
 # --- broker-only keys ------------------------------------------------------------
 
 BROKER_KEYS: dict[str, Key] = {
     k.name: k
     for k in (
-        Key("log.dirs", _list, ("/tmp/kafka-logs",), "Directories holding the partition logs."),
-        Key("log.dir", str, "/tmp/kafka-logs", "The log directory, when log.dirs is not set."),
-        Key("broker.id", _int, 0, "This broker's id, kept in meta.properties.", minimum=-1),
-        Key("num.partitions", _int, 1, "Partitions of a topic created without a count.", minimum=1),
+        Key("log.dirs", _paths, ("/tmp/kafka-logs",), "Directories holding the partition logs."),
+        Key("log.dir", _path, "/tmp/kafka-logs", "The log directory, when log.dirs is not set."),
+        Key("broker.id", _int32, 0, "This broker's id, kept in meta.properties.", minimum=-1),
+        Key("num.partitions", _int32, 1, "Partitions of a topic created without a count.", minimum=1),
         Key(
             "num.recovery.threads.per.data.dir",
-            _int,
+            _int32,
             1,
             "Threads that load and recover logs per dir.",
             minimum=1,
         ),
         Key(
             "log.flush.offset.checkpoint.interval.ms",
-            _int,
+            _int32,
             60_000,
             "How often recovery points are checkpointed.",
             minimum=0,
         ),
         Key(
             "log.flush.start.offset.checkpoint.interval.ms",
-            _int,
+            _int32,
             60_000,
             "How often log start offsets are checkpointed.",
             minimum=0,
@@ -289,7 +385,7 @@ BROKER_KEYS: dict[str, Key] = {
         ),
         Key("log.retention.check.interval.ms", _int, 5 * _MINUTE, "How often retention runs.", minimum=1),
         Key("log.cleaner.enable", _bool, True, "Run the log cleaner for compacted topics."),
-        Key("log.cleaner.threads", _int, 1, "Threads cleaning logs.", minimum=0),
+        Key("log.cleaner.threads", _int32, 1, "Threads cleaning logs.", minimum=0),
         Key(
             "log.cleaner.dedupe.buffer.size",
             _int,
@@ -299,21 +395,22 @@ BROKER_KEYS: dict[str, Key] = {
         ),
         Key(
             "log.cleaner.io.buffer.size",
-            _int,
+            _int32,
             512 * 1024,
             "I/O buffer of the cleaner, all threads.",
             minimum=0,
         ),
         Key(
             "log.cleaner.io.buffer.load.factor",
-            float,
+            _double,
             0.9,
             "How full the cleaner's key map may get.",
             minimum=0,
+            maximum=1,
         ),
         Key(
             "log.cleaner.io.max.bytes.per.second",
-            float,
+            _double,
             float("inf"),
             "Throttle of the cleaner's I/O.",
             minimum=0,
@@ -327,12 +424,70 @@ BROKER_KEYS: dict[str, Key] = {
         ),
     )
 }
+# the cluster's keys (ZooKeeper, controller, replication), with Kafka's defaults and ranges
+BROKER_KEYS.update(
+    (k.name, k)
+    for k in (
+        Key("zookeeper.connect", str, None, "ZooKeeper's host:port list, with an optional /chroot."),
+        Key("zookeeper.session.timeout.ms", _int32, 18_000, "ZooKeeper session timeout."),
+        Key(
+            "zookeeper.connection.timeout.ms",
+            _int32,
+            None,
+            "How long to wait to connect to ZooKeeper; zookeeper.session.timeout.ms when not set.",
+        ),
+        Key("broker.rack", str, None, "This broker's rack, for rack-aware replica assignment."),
+        Key("controlled.shutdown.enable", _bool, True, "Move leadership off this broker before it stops."),
+        Key("controlled.shutdown.max.retries", _int32, 3, "Attempts of a controlled shutdown before stopping anyway."),
+        Key("controlled.shutdown.retry.backoff.ms", _int, 5_000, "Wait between controlled shutdown attempts."),
+        Key("auto.leader.rebalance.enable", _bool, True, "Move leadership back to preferred replicas periodically."),
+        Key(
+            "leader.imbalance.per.broker.percentage",
+            _int32,
+            10,
+            "Leader imbalance per broker (percent) above which preferred replicas are elected.",
+        ),
+        Key(
+            "leader.imbalance.check.interval.seconds",
+            _int,
+            300,
+            "How often the controller checks the leader imbalance.",
+            minimum=1,
+        ),
+        Key(
+            "replica.lag.time.max.ms",
+            _int,
+            30_000,
+            "A follower not caught up with the leader for this long leaves the ISR.",
+        ),
+        Key("default.replication.factor", _int32, 1, "Replication factor of topics created without one."),
+        Key("num.replica.fetchers", _int32, 1, "Fetcher threads per source broker."),
+        Key("controller.socket.timeout.ms", _int32, 30_000, "Socket timeout of controller-to-broker requests."),
+        Key(
+            "offsets.topic.replication.factor",
+            _int16,
+            3,
+            "Replication factor of __consumer_offsets.",
+            minimum=1,
+        ),
+        Key(
+            "transaction.state.log.replication.factor",
+            _int16,
+            3,
+            "Replication factor of __transaction_state.",
+            minimum=1,
+        ),
+        Key("transaction.state.log.min.isr", _int32, 2, "min.insync.replicas of __transaction_state.", minimum=1),
+    )
+)
 # the broker synonyms of topic keys are broker keys too
 for _name, _syns in SYNONYMS.items():
     for _syn, _factor in _syns:
         if _syn not in BROKER_KEYS:
             base = TOPIC_KEYS[_name]
-            BROKER_KEYS[_syn] = Key(_syn, base.parse, None, base.doc, base.minimum, base.choices)
+            # Kafka's keys in hours or minutes are INTs, whatever the type of the key they set
+            parse = _int32 if _factor != 1 else base.parse
+            BROKER_KEYS[_syn] = Key(_syn, parse, None, base.doc, base.minimum, base.choices, base.maximum)
 
 
 class BrokerConfig:
@@ -371,6 +526,8 @@ class BrokerConfig:
 
 def validate_topic_config(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Check topic-level overrides; return them coerced to their types."""
+    if not isinstance(overrides, Mapping):
+        raise InvalidConfigurationError(f"a topic config must be a mapping of Kafka's keys, not {overrides!r}")
     out = {}
     for name, value in overrides.items():
         key = TOPIC_KEYS.get(name)
@@ -407,6 +564,8 @@ class LogConfig:
     message_timestamp_type: str
     message_timestamp_before_max_ms: int
     message_timestamp_after_max_ms: int
+    min_insync_replicas: int
+    unclean_leader_election_enable: bool
 
     def __init__(self, broker: BrokerConfig | None = None, overrides: Mapping[str, Any] | None = None) -> None:
         broker = broker or BrokerConfig()

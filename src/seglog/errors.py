@@ -77,6 +77,71 @@ class RecordTooLargeError(SeglogError):
     error_code = 10  # MESSAGE_TOO_LARGE
 
 
+# --- producers, groups and transactions -------------------------------------
+
+
+class CorruptSnapshotError(CorruptRecordError):
+    """A producer state ``.snapshot`` file that fails its version, schema or CRC check."""
+
+
+class OutOfOrderSequenceError(SeglogError):
+    """A producer's batch whose sequence does not follow its last one."""
+
+    error_code = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+class InvalidProducerEpochError(SeglogError):
+    """A batch or marker from an epoch older than the producer's current one."""
+
+    error_code = 47  # INVALID_PRODUCER_EPOCH
+
+
+class InvalidTxnStateError(SeglogError):
+    """A producer inside a transaction wrote outside it (or the reverse)."""
+
+    error_code = 48  # INVALID_TXN_STATE
+
+
+class TransactionCoordinatorFencedError(SeglogError):
+    """A transaction marker from a coordinator epoch older than the last one seen."""
+
+    error_code = 52  # TRANSACTION_COORDINATOR_FENCED
+
+
+class IllegalStateTransitionError(SeglogError):
+    """A group or transaction asked to move between states Kafka does not connect
+    (Kafka's IllegalStateException: the broker answers UNKNOWN_SERVER_ERROR)."""
+
+
+# --- protocol ----------------------------------------------------------------
+
+
+class InvalidRequestError(SeglogError):
+    """A request that is not valid. On the wire: bytes that are not a valid request (or
+    response) of the API and version they claim — cut short, a length or count past the frame,
+    a size prefix beyond ``socket.request.max.bytes`` (``position`` is the byte position in the
+    frame, after the size prefix). At the storage API: an argument outside what its Kafka type
+    holds — a negative offset, an epoch that is no int16, an unknown origin, a partition count
+    that is no int32."""
+
+    error_code = 42  # INVALID_REQUEST
+
+
+class UnsupportedVersionError(SeglogError):
+    """An API key that is not declared, or a version outside its declared range. The header's
+    fields are kept so the broker can answer (ApiVersions) or close the connection (the rest)."""
+
+    error_code = 35  # UNSUPPORTED_VERSION
+
+    def __init__(
+        self, message: str, *, api_key: int, api_version: int, correlation_id: int | None = None, **place: Any
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        super().__init__(message, **place)
+
+
 # --- storage -----------------------------------------------------------------
 
 
@@ -127,3 +192,38 @@ class InvalidPartitionsError(SeglogError):
 
 class InvalidConfigurationError(SeglogError):
     error_code = 40  # INVALID_CONFIG
+
+
+# --- cluster -----------------------------------------------------------------
+
+
+class ZooKeeperError(SeglogError):
+    """ZooKeeper could not be started, reached, or refused an operation; ``file`` names the znode."""
+
+
+class InvalidZNodeError(SeglogError):
+    """A znode whose data is not what Kafka writes there; ``file`` names it, ``position`` the bad byte."""
+
+
+class ControllerMovedError(SeglogError):
+    """A controller whose epoch is no longer the current one (another broker was elected)."""
+
+    error_code = 11  # STALE_CONTROLLER_EPOCH
+
+
+class InvalidReplicationFactorError(SeglogError):
+    error_code = 38  # INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(SeglogError):
+    error_code = 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+class IllegalStateChangeError(SeglogError):
+    """A partition or replica moved between states the controller's state machines do not allow."""
+
+
+class NoReplicaOnlineError(SeglogError):
+    """No assigned replica of a partition is alive to lead it."""
+
+    error_code = 5  # LEADER_NOT_AVAILABLE

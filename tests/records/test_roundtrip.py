@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
+from seglog.errors import InvalidRecordError, InvalidRequestError
 from seglog.records import BatchIterator, Compression, Record, RecordBatch, TimestampType, build_batch
 
 from .peer import both_headers
@@ -201,14 +202,14 @@ def test_keep_offsets_rebuilds_a_batch_with_gaps():
     )
     assert [r.offset for r in RecordBatch(data).records()] == [10, 13]
     assert RecordBatch(data).last_offset == 13
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidRecordError):
         build_batch([Record(b"a", b"1", 5, (), 13), Record(b"b", b"2", 6, (), 12)], base_offset=10, keep_offsets=True)
 
 
 def test_builder_rejects_bad_input():
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidRecordError):
         build_batch([Record("text", b"v")])  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
+    with pytest.raises(InvalidRecordError):
         build_batch([Record(b"k", b"v", 1, [("h",)])])  # type: ignore[list-item]
 
 
@@ -225,5 +226,7 @@ def test_extreme_timestamps_wrap_as_java_does(stamps):
 
 
 def test_keep_offsets_out_of_int64_range_is_refused():
-    with pytest.raises(ValueError, match="does not follow"):
+    with pytest.raises(InvalidRecordError, match="does not follow"):
+        build_batch([Record(b"k", b"v", 1, (), 2**63 - 1)], base_offset=0, keep_offsets=True)
+    with pytest.raises(InvalidRequestError, match="base_offset"):
         build_batch([Record(b"k", b"v", 1, (), 2**63 - 1)], base_offset=-5, keep_offsets=True)

@@ -279,7 +279,7 @@ def test_segments_deleted_while_a_task_reads_them(tmp_path, monkeypatch, fail):
     fill(tmp_path, partitions=1, batches=10, config={"segment.bytes": 1024})  # offsets 0..99, ~10 segments
     with seglog.open(str(tmp_path), background=False, read_only=True) as logs:
         log = logs.partition("events", 0)
-        part = source.SeglogPartition("events", 0, log.dir, 0, 100, 0, fail, False)
+        part = source.SeglogPartition("events", 0, log.dir, 0, 100, 0, fail, False, log.config)
     reading = source.read_partition(part)
     first = next(reading)
     assert first.column("offset").to_pylist() == list(range(10))

@@ -62,7 +62,7 @@ def test_topic_partition_headers_and_timestamp_columns(spark, tmp_path):
              ('b', 0, cast('y' as binary), array(), timestamp_millis(1700000000456))
            as t(topic, partition, value, headers, timestamp)"""
     )
-    df.write.format("seglog").option("path", str(tmp_path)).mode("append").save()
+    df.write.format("seglog").option("path", str(tmp_path)).option("useTimestampColumn", "true").mode("append").save()
     got = read(spark, tmp_path, subscribe="a,b", includeHeaders="true").collect()
     by_topic = {r.topic: r for r in got}
     assert by_topic["a"].partition == 1 and by_topic["a"].key is None and by_topic["a"].value == b"x"
@@ -115,7 +115,9 @@ def test_columns_of_the_wrong_type_are_refused(spark, tmp_path, columns, message
     topic(tmp_path)
     df = spark.range(1).selectExpr(*columns.split(", "))
     with pytest.raises(PySparkException, match=re.escape(message)):
-        df.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").mode("append").save()
+        df.write.format("seglog").option("path", str(tmp_path)).option("topic", "out").option(
+            "useTimestampColumn", "true"
+        ).mode("append").save()
 
 
 def test_string_key_and_value_and_columns_the_sink_ignores(spark, tmp_path):
@@ -483,7 +485,7 @@ def test_a_commit_that_fails_part_way_leaves_every_partition_as_it_was(tmp_path,
         logs.alter_topic_config("out", {"message.timestamp.before.max.ms": "3600000"})
     extra = [StructField("partition", IntegerType()), StructField("timestamp", TimestampType())]
     schema = StructType([*SCHEMA.fields, *extra])
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out", "useTimestampColumn": "true"}, schema)
     now_us = int(time.time() * 1e6)
 
     def rows(values, partition, ts_us):

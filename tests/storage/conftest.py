@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -162,3 +164,19 @@ def check_log(log: PartitionLog, *, dense: bool = True) -> list[tuple[int, int, 
     else:
         assert log.log_end_offset == segments[-1].base_offset
     return batches
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path):
+    """A 2 MiB tmpfs, or a skip where mounting is not permitted."""
+    mount = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
-import uuid
 from pathlib import Path
 
 import pytest
@@ -129,22 +127,6 @@ def test_a_failed_read_is_a_storage_error(tmp_path, clock):
 
 
 # --- a real full disk ------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def small_tmpfs(tmp_path):
-    """A 2 MiB tmpfs, or a skip where mounting is not permitted."""
-    mount = tmp_path / f"tmpfs-{uuid.uuid4().hex[:8]}"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {done.stderr.decode(errors='replace').strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_full_tmpfs(small_tmpfs, clock):

@@ -13,6 +13,7 @@ from seglog.config import BrokerConfig, LogConfig
 from seglog.errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidRequestError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -615,7 +616,7 @@ def test_batches_the_log_refuses(tmp_path, clock):
     lying = build_batch(records(3), last_offset_delta=5)  # 3 records claiming 6 offsets
     with pytest.raises(InvalidRecordError, match="last offset delta"):
         log.append_batches(lying)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidRequestError, match="origin"):
         log.append_batches(build_batch(records(1)), origin="replication")
     assert log.log_end_offset == 0
     manager.close()

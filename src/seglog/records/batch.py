@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING
 
 from crc32c import crc32c
 
-from ..errors import CorruptRecordError
+from ..errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
 from . import _codec, _scan
 from .compression import Compression, compress, decompress
+from .limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int
 from .record import Record
 
 if TYPE_CHECKING:
@@ -342,10 +343,26 @@ def build_batch(
     ``last_offset_delta`` overrides the computed one, for batches whose last
     records were removed but whose offset range must stay (the cleaner again).
     """
+    check_int("base_offset", base_offset, 0, INT64_MAX)
+    check_int("producer_id", producer_id, -1, INT64_MAX)
+    check_int("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+    check_int("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+    check_int("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
+    if last_offset_delta is not None:
+        check_int("last_offset_delta", last_offset_delta, 0, INT32_MAX)
+    if log_append_time is not None:
+        check_int("log_append_time", log_append_time, INT64_MIN, INT64_MAX, InvalidTimestampError)
+    if delete_horizon_ms is not None:
+        check_int("delete_horizon_ms", delete_horizon_ms, INT64_MIN, INT64_MAX, InvalidTimestampError)
     now = int(time.time() * 1000)
-    body, count, base_ts, max_ts, last_delta = _codec.encode_records(
-        records, base_offset, delete_horizon_ms, now, keep_offsets, HEADER_SIZE
-    )
+    try:
+        body, count, base_ts, max_ts, last_delta = _codec.encode_records(
+            records, base_offset, delete_horizon_ms, now, keep_offsets, HEADER_SIZE
+        )
+    except OverflowError as e:
+        raise _overflow(records, e) from None
+    except (TypeError, ValueError) as e:  # a record of the wrong shape, an offset out of order
+        raise InvalidRecordError(str(e)) from None
     return _seal(
         body,
         count,
@@ -364,6 +381,19 @@ def build_batch(
         partition_leader_epoch=partition_leader_epoch,
         delete_horizon=delete_horizon_ms is not None,
     )
+
+
+def _overflow(records: Sequence[Record | tuple], e: OverflowError) -> InvalidRecordError | InvalidTimestampError:
+    """The error for a record whose timestamp or offset is no int64 (the encoder only
+    knows that some value overflowed): found again here, on the error path alone."""
+    for i, record in enumerate(records):
+        timestamp = record[2] if len(record) > 2 else None
+        if isinstance(timestamp, int) and not INT64_MIN <= timestamp <= INT64_MAX:
+            return InvalidTimestampError(f"record {i}: timestamp {timestamp} does not fit in an int64")
+        offset = record[4] if len(record) > 4 else None
+        if isinstance(offset, int) and not INT64_MIN <= offset <= INT64_MAX:
+            return InvalidRecordError(f"record {i}: offset {offset} does not fit in an int64")
+    return InvalidRecordError(f"a record field does not fit its type: {e}")
 
 
 def build_batches_from_columns(
@@ -410,7 +440,7 @@ def _seal(
     delete_horizon: bool = False,
 ) -> bytearray:
     """Compress a records section (after HEADER_SIZE bytes of room) and write the header and CRC."""
-    codec = int(compression)
+    codec = int(Compression.parse(compression))
     attributes = codec
     if log_append_time:
         attributes |= TIMESTAMP_TYPE_MASK

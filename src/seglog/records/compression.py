@@ -58,12 +58,14 @@ class Compression(enum.IntEnum):
 
     @classmethod
     def parse(cls, name: str | int | Compression) -> Compression:
-        if isinstance(name, int):
-            return cls(name)
         try:
-            return cls[name.upper()]
-        except KeyError:
-            raise UnsupportedCompressionTypeError(f"unknown compression type {name!r}") from None
+            if isinstance(name, int) and not isinstance(name, bool):
+                return cls(name)
+            if isinstance(name, str):
+                return cls[name.upper()]
+        except (KeyError, ValueError):
+            pass
+        raise UnsupportedCompressionTypeError(f"unknown compression type {name!r}")
 
 
 def _too_large() -> CorruptRecordError:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .metrics import offsets_behind
 from .source import SeglogDataSource
 
 
@@ -17,4 +18,4 @@ def register(spark: Any) -> None:
     spark.dataSource.register(SeglogDataSource)
 
 
-__all__ = ["SeglogDataSource", "register"]
+__all__ = ["SeglogDataSource", "offsets_behind", "register"]

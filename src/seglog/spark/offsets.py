@@ -14,9 +14,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import KafkaStorageError, OffsetOutOfRangeError
+from ..errors import KafkaStorageError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from ..storage import LogManager, PartitionLog, open
-from .options import EARLIEST, LATEST, OffsetSpec, OptionError, Subscription, TopicPartition
+from ..storage.isolation import transaction_state
+from .options import EARLIEST, LATEST, READ_COMMITTED, OffsetSpec, OptionError, Subscription, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,10 @@ T = TypeVar("T")
 
 class DataLossError(OffsetOutOfRangeError):
     """Offsets a query needs were removed (retention, DeleteRecords) before it read them."""
+
+
+class PartitionsGoneError(UnknownTopicOrPartitionError):
+    """Partitions a streaming query was reading were deleted (with their topic): data loss."""
 
 
 @dataclass(frozen=True)
@@ -67,8 +72,19 @@ def read_logs(dirs: list[str], question: Callable[[LogManager], T]) -> T:
     raise AssertionError("unreachable")
 
 
+# Kafka's internal topics (Topic.INTERNAL_TOPICS and the share groups' state): a pattern
+# never matches them, as the admin client Spark lists topics with leaves them out
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
+# KRaft's metadata log lives in a log dir as partition __cluster_metadata-0, but it is no topic
+METADATA_LOG = "__cluster_metadata"
+
+
 def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition]:
-    """The partitions a subscription names; an unknown topic is an error (not for a pattern)."""
+    """The partitions a subscription names; an unknown topic is an error (not for a pattern).
+    Internal topics are read only when named; the metadata log never."""
+    named = [t for t, _ in sub.assigned] if sub.kind == "assign" else list(sub.topics)
+    if METADATA_LOG in named:
+        raise UnknownTopicOrPartitionError(f"{METADATA_LOG} is KRaft's metadata log, not a topic")
     if sub.kind == "assign":
         for topic, p in sub.assigned:
             logs.partition(topic, p)  # UnknownTopicOrPartitionError names what exists
@@ -76,7 +92,18 @@ def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition
     if sub.kind == "subscribe":
         return sorted((t, p) for t in sub.topics for p in logs.partitions(t))
     assert sub.pattern is not None
-    return sorted((t, p) for t in logs.topics() if sub.pattern.fullmatch(t) for p in logs.partitions(t))
+    return sorted(
+        (t, p)
+        for t in logs.topics()
+        if t not in INTERNAL_TOPICS and t != METADATA_LOG and sub.pattern.fullmatch(t)
+        for p in logs.partitions(t)
+    )
+
+
+def readable_end(pl: PartitionLog, isolation: str) -> int:
+    """Where a consumer's reads end: the high watermark, or with read_committed the last
+    stable offset (what Kafka's ListOffsets gives each as "latest")."""
+    return transaction_state(pl).last_stable_offset if isolation == READ_COMMITTED else pl.high_watermark
 
 
 def resolve(
@@ -86,6 +113,7 @@ def resolve(
     *,
     starting: bool,
     strategy: str = "error",
+    latest: Callable[[PartitionLog], int] = lambda pl: pl.high_watermark,
 ) -> Offsets:
     """The offset ``spec`` gives for each partition."""
     tps = list(tps)
@@ -103,20 +131,27 @@ def resolve(
             raise OptionError(
                 f"{what} names partitions the query does not read: {', '.join(f'{t}-{p}' for t, p in extra)}"
             )
-    return {tp: _resolve_one(logs.partition(*tp), spec, tp, starting, strategy) for tp in tps}
+    return {tp: _resolve_one(logs.partition(*tp), spec, tp, starting, strategy, latest) for tp in tps}
 
 
-def _resolve_one(pl: PartitionLog, spec: OffsetSpec, tp: TopicPartition, starting: bool, strategy: str) -> int:
+def _resolve_one(
+    pl: PartitionLog,
+    spec: OffsetSpec,
+    tp: TopicPartition,
+    starting: bool,
+    strategy: str,
+    latest: Callable[[PartitionLog], int],
+) -> int:
     if spec.kind == "earliest":
         return pl.log_start_offset
     if spec.kind == "latest":
-        return pl.high_watermark
+        return latest(pl)
     if spec.kind == "offsets":
         value = spec.per_partition[tp]
         if value == EARLIEST:
             return pl.log_start_offset
         if value == LATEST:
-            return pl.high_watermark
+            return latest(pl)
         if value < 0:
             raise OptionError(f"offset {value} for {tp[0]}-{tp[1]} is neither an offset, -2 nor -1")
         return value
@@ -129,7 +164,7 @@ def _resolve_one(pl: PartitionLog, spec: OffsetSpec, tp: TopicPartition, startin
             f"no offset matched timestamp {ts} in {tp[0]}-{tp[1]} "
             "(set startingOffsetsByTimestampStrategy=latest to start at the latest offset instead)"
         )
-    return pl.high_watermark
+    return latest(pl)
 
 
 def check_data_loss(pl: PartitionLog, start: int, fail_on_data_loss: bool) -> int:
@@ -151,31 +186,13 @@ def check_data_loss(pl: PartitionLog, start: int, fail_on_data_loss: bool) -> in
     return first
 
 
-def split(pl: PartitionLog, start: int, end: int, pieces: int) -> list[tuple[int, int]]:
-    """Cut [start, end) into about ``pieces`` ranges at batch boundaries taken from
-    the offset indexes (an entry's offset + 1 starts a batch), so no batch is read twice."""
-    if pieces <= 1 or end - start <= 1:
-        return [(start, end)]
-    cuts = sorted(set(_boundaries(pl, start, end)))
-    chosen: list[int] = []
-    for i in range(1, pieces):
-        ideal = start + (end - start) * i // pieces
-        best = min(cuts, key=lambda c: abs(c - ideal), default=None)
-        if best is not None and (not chosen or best > chosen[-1]):
-            chosen.append(best)
-    edges = [start, *chosen, end]
+def split(start: int, end: int, pieces: int) -> list[tuple[int, int]]:
+    """Cut [start, end) into ``pieces`` ranges of (nearly) equal numbers of offsets, as
+    Spark's KafkaOffsetRangeCalculator does. A cut may fall inside a batch: the task after
+    it reads from the index entry below its start and drops the records before it."""
+    pieces = max(1, min(pieces, end - start))
+    edges = [start + (end - start) * i // pieces for i in range(pieces + 1)]
     return [(a, b) for a, b in itertools.pairwise(edges) if b > a]
-
-
-def _boundaries(pl: PartitionLog, start: int, end: int) -> Iterable[int]:
-    for segment in pl.segments:
-        if start < segment.base_offset < end:
-            yield segment.base_offset
-        index = segment.offset_index
-        for slot in range(index.entries):
-            offset = index.entry(slot)[0] + 1
-            if start < offset < end:
-                yield offset
 
 
 def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:

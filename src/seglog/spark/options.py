@@ -8,12 +8,16 @@ which option is wrong; resolving them against a log dir happens in
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import SeglogError
+from ..records import Compression
+
+log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
@@ -193,3 +197,113 @@ def reject_batch_only(options: Mapping[str, str]) -> None:
     for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
         if _get(options, name) is not None:
             raise OptionError(f"option {name} applies to batch queries only")
+
+
+def reject_save_mode(overwrite: bool) -> None:
+    """Spark's Kafka sink appends only; PySpark tells a writer nothing but whether it
+    should overwrite (Spark itself refuses ErrorIfExists and Ignore for Python sources)."""
+    if overwrite:
+        raise OptionError(
+            'Save mode Overwrite not allowed for seglog (nor for Kafka): a log is only appended to; use mode("append")'
+        )
+
+
+READ_UNCOMMITTED, READ_COMMITTED = "read_uncommitted", "read_committed"
+
+
+def isolation_level(options: Mapping[str, str]) -> str:
+    """``kafka.isolation.level``: the consumer's, read_uncommitted by default."""
+    text = (_get(options, "kafka.isolation.level") or READ_UNCOMMITTED).strip().lower()
+    if text not in (READ_UNCOMMITTED, READ_COMMITTED):
+        raise OptionError(f"option kafka.isolation.level must be read_uncommitted or read_committed, not {text!r}")
+    return text
+
+
+# Spark's Kafka source refuses these consumer options, and says what to use instead
+_SOURCE_REFUSED = {
+    "auto.offset.reset": "set the source option 'startingOffsets' instead",
+    "key.deserializer": "keys are always read as bytes; cast the key column",
+    "value.deserializer": "values are always read as bytes; cast the value column",
+    "enable.auto.commit": "the query's offsets live in its checkpoint, not in a consumer group",
+    "interceptor.classes": "there is no consumer to intercept",
+}
+
+
+def validate_source(options: Mapping[str, str]) -> None:
+    """Check every source option that means the same in batch and streaming queries, so
+    that a mistake shows at ``load()`` (Spark calls the source's schema there), as Spark's
+    Kafka source does, not when the query runs."""
+    log_dirs(options)
+    subscription(options)
+    parse_bool(options, "includeHeaders", False)
+    parse_bool(options, "failOnDataLoss", True)
+    parse_int(options, "minPartitions", None, minimum=1)
+    parse_int(options, "maxOffsetsPerTrigger", None, minimum=1)
+    parse_int(options, "minOffsetsPerTrigger", None, minimum=1)
+    parse_duration_ms(options, "maxTriggerDelay", 0)
+    by_timestamp_strategy(options)
+    isolation_level(options)
+    for key in options:
+        name = key[len("kafka.") :].lower() if key.lower().startswith("kafka.") else None
+        if name in _SOURCE_REFUSED:
+            raise OptionError(f"Kafka option '{name}' is not supported: {_SOURCE_REFUSED[name]}")
+    for which in ("starting", "ending"):
+        parse_int(options, f"{which}Timestamp", minimum=0)
+        if _get(options, f"{which}OffsetsByTimestamp") is not None:
+            _per_partition(options, f"{which}OffsetsByTimestamp")
+        text = _get(options, f"{which}Offsets")
+        if text is not None and text.strip().lower() not in ("earliest", "latest"):
+            _per_partition(options, f"{which}Offsets")
+
+
+# --- the sink's producer options -------------------------------------------------------------
+
+# Kafka producer defaults (ProducerConfig)
+_KAFKA_MAX_REQUEST_SIZE = 1024 * 1024
+# Spark refuses these: its sink serializes keys and values as bytes itself
+_REFUSED = {
+    "key.serializer": "keys are written as bytes (a binary or string column)",
+    "value.serializer": "values are written as bytes (a binary or string column)",
+}
+_ACKS = ("all", "-1", "0", "1")
+
+
+@dataclass(frozen=True)
+class ProducerOptions:
+    """What the ``kafka.*`` producer options mean for a write into a log dir."""
+
+    compression: Compression
+    batch_size: int | None  # bytes a batch is filled to (the sink's own default when None; 0: a record a batch)
+    max_request_size: int  # the largest record (and batch) accepted
+
+
+def producer_options(options: Mapping[str, str]) -> ProducerOptions:
+    """The ``kafka.*`` options Spark passes to its producer, where they mean something
+    for a log dir; the others are logged as ignored. ``compression`` (seglog's own
+    name) is taken when ``kafka.compression.type`` is not given."""
+    honoured = {"compression.type", "batch.size", "max.request.size", "acks"}
+    for key in options:
+        name = key[len("kafka.") :] if key.lower().startswith("kafka.") else None
+        if name is None:
+            continue
+        if name.lower() in _REFUSED:
+            raise OptionError(f"Kafka option '{name}' is not supported: {_REFUSED[name.lower()]}")
+        if name not in honoured:
+            log.info("option %s means nothing to a log dir; ignored", key)
+    codec = _get(options, "kafka.compression.type") or _get(options, "compression") or "none"
+    try:
+        compression = Compression.parse(codec)
+    except SeglogError:
+        raise OptionError(
+            f"option kafka.compression.type must be none, gzip, snappy, lz4 or zstd, not {codec!r}"
+        ) from None
+    # every commit is on disk when it returns (acks=all): a weaker acks is accepted, not needed
+    acks = (_get(options, "kafka.acks") or "all").strip().lower()
+    if acks not in _ACKS:
+        raise OptionError(f"option kafka.acks must be all, -1, 0 or 1, not {acks!r}")
+    return ProducerOptions(
+        compression=compression,
+        batch_size=parse_int(options, "kafka.batch.size", None, minimum=0),
+        max_request_size=parse_int(options, "kafka.max.request.size", _KAFKA_MAX_REQUEST_SIZE, minimum=1)
+        or _KAFKA_MAX_REQUEST_SIZE,
+    )

@@ -1,11 +1,14 @@
 """Writing DataFrames to seglog topics, with the columns of Spark's Kafka sink.
 
-    df.write.format("seglog").option("path", LOG_DIR).option("topic", "events").save()
+    df.write.format("seglog").option("path", LOG_DIR).option("topic", "events").mode("append").save()
 
 Columns: ``value`` (required), ``key``, ``topic`` (the ``topic`` option, when given, overrides it),
-``partition``, ``headers`` (array<struct<key: string, value: binary>>), and,
-beyond Kafka's sink, ``timestamp`` (the records' CreateTime; otherwise now).
-A row without a partition goes where Kafka's default partitioner puts it.
+``partition``, ``headers`` (array<struct<key: string, value: binary>>). A ``timestamp``
+column is ignored, as Spark's Kafka sink ignores it (records get the write's time), unless
+the option ``useTimestampColumn`` is true: a copied topic would otherwise carry its old
+times into the next retention pass. A row without a partition goes where Kafka's default
+partitioner puts it. The ``kafka.*`` producer options that mean something here are
+honoured (``options.producer_options``); the save mode is append only.
 
 Nothing a task writes is visible until the whole write commits: tasks encode
 record batches into staging files at the log dir's root (Kafka ignores files
@@ -56,7 +59,7 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..errors import KafkaStorageError, SeglogError, UnknownTopicOrPartitionError
+from ..errors import KafkaStorageError, RecordTooLargeError, SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner
 from ..records import Compression, _codec, build_batch, build_batches_from_columns
 from ..storage import LogManager, PartitionLog
@@ -90,17 +93,30 @@ class _Encoder:
     """
 
     def __init__(
-        self, topic: str | None, partitions: dict[str, int], batch_bytes: dict[str, int], compression: Compression
+        self,
+        topic: str | None,
+        partitions: dict[str, int],
+        batch_bytes: dict[str, int],
+        compression: Compression,
+        *,
+        use_timestamps: bool = False,
+        max_record_bytes: int | None = None,
     ) -> None:
         self.topic = topic
         self.partitions = partitions
         self.batch_bytes = batch_bytes
         self.compression = compression
+        self.use_timestamps = use_timestamps
+        self.max_record_bytes = max_record_bytes
         self.choosers = {t: StickyPartitioner(n) for t, n in partitions.items()}
 
     def encode(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, list[bytearray]]]:
         """The rows of ``batch`` as record batches: (topic, partition, batches), in row order
         within each partition."""
+        if not self.use_timestamps and "timestamp" in batch.schema.names:
+            batch = batch.drop_columns(["timestamp"])  # records get the write's time
+        if self.max_record_bytes is not None:
+            _check_record_sizes(batch, self.max_record_bytes)
         if self.topic is not None:  # as in Spark's Kafka sink, the option overrides the column
             yield from self._encode_topic(self.topic, batch)
         elif "topic" in batch.schema.names:
@@ -179,6 +195,38 @@ class _Encoder:
         return out
 
 
+# a v2 record's framing beyond its key and value, at most (length, attributes, deltas, lengths)
+_RECORD_OVERHEAD = 21
+_BATCH_OVERHEAD = 61
+
+
+def _check_record_sizes(rows: pa.RecordBatch, limit: int) -> None:
+    """Kafka's producer refuses a record larger than max.request.size, before sending it."""
+    size = pa.scalar(0, pa.int64())
+    for name in ("key", "value"):
+        if name in rows.schema.names:
+            size = pc.add(size, pc.fill_null(pc.binary_length(rows.column(name)).cast(pa.int64()), 0))
+    if "headers" in rows.schema.names:
+        headers = pc.list_flatten(rows.column("headers"))
+        if len(headers):  # header bytes, summed per row
+            lengths = pc.add(
+                pc.fill_null(pc.binary_length(pc.struct_field(headers, "key")), 0).cast(pa.int64()),
+                pc.fill_null(pc.binary_length(pc.struct_field(headers, "value")), 0).cast(pa.int64()),
+            )
+            owners = pc.list_parent_indices(rows.column("headers"))
+            per_row = pa.table({"row": owners, "n": lengths}).group_by("row").aggregate([("n", "sum")])
+            extra = [0] * len(rows)
+            for row, n in zip(per_row.column("row").to_pylist(), per_row.column("n_sum").to_pylist(), strict=True):
+                extra[row] = n
+            size = pc.add(size, pa.array(extra, pa.int64()))
+    largest = pc.max(size).as_py() if len(rows) else None
+    if largest is not None and largest + _RECORD_OVERHEAD + _BATCH_OVERHEAD > limit:
+        raise RecordTooLargeError(
+            f"a record is {largest + _RECORD_OVERHEAD + _BATCH_OVERHEAD} bytes when serialized, larger than "
+            f"{limit}, the value of the kafka.max.request.size option"
+        )
+
+
 def _binary(rows: pa.RecordBatch, name: str) -> tuple | None:
     """A binary (or string) column as the C encoder takes it: Arrow's buffers."""
     if name not in rows.schema.names:
@@ -217,9 +265,9 @@ _COLUMN_TYPES = {
 }
 
 
-def _check_types(schema: StructType) -> None:
+def _check_types(schema: StructType, use_timestamps: bool) -> None:
     for f in schema.fields:
-        allowed = _COLUMN_TYPES.get(f.name)
+        allowed = _COLUMN_TYPES.get(f.name) if f.name != "timestamp" or use_timestamps else None
         if allowed is not None and f.dataType.simpleString() not in allowed:
             raise opt.OptionError(
                 f"column {f.name} must be of type {' or '.join(allowed)}, not {f.dataType.simpleString()}"
@@ -422,11 +470,11 @@ class _SinkBase:
         names = {f.name for f in schema.fields}
         if "value" not in names:
             raise opt.OptionError('writing to seglog needs a "value" column')
-        _check_types(schema)
+        self.producer = opt.producer_options(options)
+        self.use_timestamps = opt.parse_bool(options, "useTimestampColumn", False)
+        _check_types(schema, self.use_timestamps)
         if self.topic is None and "topic" not in names:
             raise opt.OptionError('writing to seglog needs a "topic" column or the "topic" option')
-        codec = next((v for k, v in options.items() if k.lower() == "compression"), None)
-        self.compression = Compression.parse(codec) if codec else Compression.NONE
         self.write_id = uuid.uuid4().hex
         # take the lock once now: a dir another process owns is refused before any task runs
         with open_logs(self.dirs, background=False) as logs:
@@ -435,8 +483,10 @@ class _SinkBase:
             remove_dead_staging(self.dirs[0])  # under the lock: no commit is reading them
         self.file_bytes = {t: c.segment_bytes for t, c in configs.items()}
         # a batch may pass its limit by one record: half of what the log takes leaves room
+        asked = self.producer.batch_size
+        batch_size = min(_BATCH_BYTES if asked is None else asked, self.producer.max_request_size)
         self.batch_bytes = {
-            t: max(1, min(_BATCH_BYTES, c.max_message_bytes // 2, c.segment_bytes // 2)) for t, c in configs.items()
+            t: max(1, min(batch_size, c.max_message_bytes // 2, c.segment_bytes // 2)) for t, c in configs.items()
         }
         if self.topic is not None and self.topic not in self.partitions:
             raise UnknownTopicOrPartitionError(f"unknown topic {self.topic!r}: create it before writing to it")
@@ -447,7 +497,14 @@ class _SinkBase:
             self.write_id, self.marker = _STREAM + self.write_id, None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        encoder = _Encoder(self.topic, self.partitions, self.batch_bytes, self.compression)
+        encoder = _Encoder(
+            self.topic,
+            self.partitions,
+            self.batch_bytes,
+            self.producer.compression,
+            use_timestamps=self.use_timestamps,
+            max_record_bytes=self.producer.max_request_size,
+        )
         prefix = os.path.join(self.dirs[0], f"{STAGING_PREFIX}{self.write_id}-{uuid.uuid4().hex}-")
         staging = _StagingFiles(prefix, self.write_id, self.marker, self.file_bytes)
         rows = 0

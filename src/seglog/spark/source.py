@@ -43,16 +43,20 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..config import LogConfig
-from ..errors import KafkaStorageError
+from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
 from ..storage import LogManager, PartitionLog
+from ..storage.isolation import committed_batches, transaction_state
 from . import options as opt
 from .arrow import ArrowAssembler, spark_schema_ddl
 from .offsets import (
+    DataLossError,
     OffsetRange,
     Offsets,
+    PartitionsGoneError,
     check_data_loss,
     from_json,
     read_logs,
+    readable_end,
     resolve,
     split,
     to_json,
@@ -76,6 +80,9 @@ class SeglogPartition(InputPartition):
     log_start_offset: int
     fail_on_data_loss: bool
     include_headers: bool
+    config: LogConfig  # the topic's: its index sizes decide whether the index files are whole
+    # read_committed: the aborted transactions of the range, as (producer id, first offset)
+    aborted: tuple[tuple[int, int], ...] | None = None
     min_timestamp_us: int | None = None  # inclusive bounds of pushed timestamp filters
     max_timestamp_us: int | None = None
 
@@ -98,14 +105,17 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
     assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
     for attempt in range(_REOPENS + 1):
         pl = PartitionLog(
-            part.dir, part.topic, part.partition, LogConfig(), read_only=True, log_start_offset=part.log_start_offset
+            part.dir, part.topic, part.partition, part.config, read_only=True, log_start_offset=part.log_start_offset
         )
         try:
             start = check_data_loss(pl, start, part.fail_on_data_loss)
             if pl.log_end_offset < end:
                 # the log lost its tail (truncated, or its segments deleted) since planning
                 end = _lost_tail(pl, end, part.fail_on_data_loss)
-            for batch in assembler.record_batches(pl.batches(start, end), start, end):
+            batches = pl.batches(start, end)
+            if part.aborted is not None:
+                batches = committed_batches(batches, part.aborted)
+            for batch in assembler.record_batches(batches, start, end):
                 if batch.num_rows:
                     start = batch.column("offset")[-1].as_py() + 1
                 yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
@@ -119,10 +129,11 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
 
 
 def _lost_tail(pl: PartitionLog, end: int, fail: bool) -> int:
-    message = f"offsets {pl.log_end_offset}..{end - 1} of {pl.name} are gone (the log was truncated)"
+    message = (
+        f"offsets {pl.log_end_offset}..{end - 1} of {pl.name} were in the log when the query was planned "
+        "and are gone now (the log was truncated)"
+    )
     if fail:
-        from .offsets import DataLossError
-
         raise DataLossError(
             message + "; set failOnDataLoss=false to skip them",
             log_start_offset=pl.log_start_offset,
@@ -177,6 +188,9 @@ class SeglogDataSource(DataSource):
         return "seglog"
 
     def schema(self) -> str:
+        # Spark asks for the schema at load(): the options are checked there, as Spark's
+        # Kafka source does, and not first when a streaming query starts
+        opt.validate_source(self.options)
         return spark_schema_ddl(opt.parse_bool(self.options, "includeHeaders", False))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -195,6 +209,7 @@ class SeglogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> Any:
         from .sink import SeglogWriter
 
+        opt.reject_save_mode(overwrite)
         return SeglogWriter(dict(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
@@ -212,6 +227,7 @@ class _Common:
     include_headers: bool
     fail_on_data_loss: bool
     min_partitions: int | None
+    isolation: str
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> _Common:
@@ -221,12 +237,17 @@ class _Common:
             include_headers=opt.parse_bool(options, "includeHeaders", False),
             fail_on_data_loss=opt.parse_bool(options, "failOnDataLoss", True),
             min_partitions=opt.parse_int(options, "minPartitions", None, minimum=1),
+            isolation=opt.isolation_level(options),
         )
+
+    def latest(self, pl: PartitionLog) -> int:
+        """Where the partition's readable records end: the high watermark, or the LSO."""
+        return readable_end(pl, self.isolation)
 
     def plan(
         self, logs: LogManager, ranges: Sequence[OffsetRange], filters: _Filters | None = None
     ) -> list[SeglogPartition]:
-        """One task per range, split at index boundaries up to minPartitions tasks."""
+        """One task per range, ranges split evenly up to minPartitions tasks."""
         live = [r for r in ranges if r.end > r.start]
         wanted = self.min_partitions or 0
         total = sum(r.size for r in live) or 1
@@ -234,7 +255,11 @@ class _Common:
         for r in live:
             pl = logs.partition(r.topic, r.partition)
             pieces = max(1, round(wanted * r.size / total)) if wanted > len(live) else 1
-            for start, end in split(pl, r.start, r.end, pieces):
+            txns = transaction_state(pl) if self.isolation == opt.READ_COMMITTED else None
+            for start, end in split(r.start, r.end, pieces):
+                aborted = None
+                if txns is not None:
+                    aborted = tuple((t.producer_id, t.first_offset) for t in txns.aborted_transactions(start, end))
                 out.append(
                     SeglogPartition(
                         r.topic,
@@ -245,6 +270,8 @@ class _Common:
                         pl.log_start_offset,
                         self.fail_on_data_loss,
                         self.include_headers,
+                        pl.config,
+                        aborted,
                         None if filters is None else filters.min_timestamp_us,
                         None if filters is None else filters.max_timestamp_us,
                     )
@@ -334,11 +361,13 @@ class SeglogBatchReader(DataSourceReader):
 
     def _plan_over(self, logs: LogManager) -> list[SeglogPartition]:
         tps = [tp for tp in topic_partitions(logs, self.common.subscription) if self.filters.keep(tp)]
-        starts = resolve(logs, self.starting, tps, starting=True, strategy=self.strategy)
-        ends = resolve(logs, self.ending, tps, starting=False)
+        latest = self.common.latest
+        starts = resolve(logs, self.starting, tps, starting=True, strategy=self.strategy, latest=latest)
+        ends = resolve(logs, self.ending, tps, starting=False, latest=latest)
         ranges = []
         for tp in tps:
             pl = logs.partition(*tp)
+            _check_end(pl, ends[tp], latest(pl), self.common.isolation)
             start = check_data_loss(pl, starts[tp], self.common.fail_on_data_loss)
             if start > ends[tp]:
                 raise opt.OptionError(
@@ -390,12 +419,13 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def initialOffset(self) -> dict:
         def initial(logs: LogManager) -> Offsets:
             tps = topic_partitions(logs, self.common.subscription)
-            return resolve(logs, self.starting, tps, starting=True, strategy=self.strategy)
+            return resolve(logs, self.starting, tps, starting=True, strategy=self.strategy, latest=self.common.latest)
 
         return to_json(read_logs(self.common.dirs, initial))
 
     def _latest(self, logs: LogManager) -> Offsets:
-        return {tp: logs.partition(*tp).high_watermark for tp in topic_partitions(logs, self.common.subscription)}
+        subscribed = topic_partitions(logs, self.common.subscription)
+        return {tp: self.common.latest(logs.partition(*tp)) for tp in subscribed}
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = read_logs(self.common.dirs, self._latest)
@@ -409,8 +439,9 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         def offsets(logs: LogManager) -> tuple[Offsets, Offsets]:
-            begin = from_json(start)
+            begin = self._drop_deleted(logs, from_json(start))
             latest = self._available_now if self._available_now is not None else self._latest(logs)
+            latest = {tp: offset for tp, offset in latest.items() if _exists(logs, tp)}
             for tp in latest:
                 # a partition that appeared since the start is read from its beginning
                 begin.setdefault(tp, logs.partition(*tp).log_start_offset)
@@ -437,6 +468,18 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger = time.monotonic()
         return to_json(end)
 
+    def _drop_deleted(self, logs: LogManager, offsets: Offsets) -> Offsets:
+        """Partitions of the last offsets whose topic was deleted since are data loss, as in
+        Spark's Kafka source: an error with failOnDataLoss, else a warning, and they go."""
+        gone = sorted(tp for tp in offsets if not _exists(logs, tp))
+        if gone:
+            names = ", ".join(f"{t}-{p}" for t, p in gone)
+            message = f"partitions {names} are gone (their topic was deleted); some data may have been missed"
+            if self.common.fail_on_data_loss:
+                raise PartitionsGoneError(message + "; set failOnDataLoss=false to go on without them")
+            log.warning("%s; going on without them (failOnDataLoss=false)", message)
+        return {tp: offset for tp, offset in offsets.items() if tp not in gone}
+
     def reportLatestOffset(self) -> dict | None:
         return to_json(read_logs(self.common.dirs, self._latest))
 
@@ -447,7 +490,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         def plan(logs: LogManager) -> list[SeglogPartition]:
             ranges = []
-            for tp, stop in sorted(finish.items()):
+            for tp, stop in sorted(self._drop_deleted(logs, finish).items()):
                 pl = logs.partition(*tp)
                 first = begin.get(tp, pl.log_start_offset)
                 ranges.append(OffsetRange(tp[0], tp[1], first, stop))
@@ -461,6 +504,27 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source keeps no state per micro-batch."""
+
+
+def _exists(logs: LogManager, tp: TopicPartition) -> bool:
+    try:
+        logs.partition(*tp)
+    except UnknownTopicOrPartitionError:
+        return False
+    return True
+
+
+def _check_end(pl: PartitionLog, end: int, readable: int, isolation: str) -> None:
+    """An ending offset past what can be read names offsets that were never written (or,
+    with read_committed, not yet committed): a mistake in the query, said as such."""
+    if end <= readable:
+        return
+    gap = f"offsets {readable}..{end - 1}"
+    if isolation == opt.READ_COMMITTED:
+        why = f"its last stable offset is {readable}: {gap} are not committed yet, or were never written"
+    else:
+        why = f"its log ends at offset {readable} (its high watermark): {gap} have not been written"
+    raise opt.OptionError(f"endingOffsets asks for {pl.name} up to offset {end}, but {why}")
 
 
 def _rate_limit(begin: Offsets, end: Offsets, limit: int) -> Offsets:

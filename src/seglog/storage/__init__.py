@@ -7,10 +7,12 @@ gives a ``PartitionLog``; a partition log is a run of ``LogSegment``s, each a
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..config import BrokerConfig, LogConfig
+from ..errors import InvalidConfigurationError
 from .index import OffsetIndex, TimeIndex
 from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, AppendInfo, PartitionLog
 from .manager import LogManager
@@ -18,7 +20,7 @@ from .segment import FetchData, FileSlice, LogSegment
 
 
 def open(
-    log_dirs: str | Sequence[str],
+    log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     config: Mapping[str, Any] | None = None,
     *,
     clock: Callable[[], int] | None = None,
@@ -35,8 +37,15 @@ def open(
     nothing is written or recovered, missing indexes are rebuilt in memory, and
     the log ends at the last whole batch on disk.
     """
+    if config is not None and not isinstance(config, Mapping):
+        raise InvalidConfigurationError(f"config must be a mapping of Kafka's keys, not {config!r}")
     values = dict(config or {})
-    values["log.dirs"] = [log_dirs] if isinstance(log_dirs, str) else list(log_dirs)
+    if isinstance(log_dirs, str | bytes | os.PathLike):
+        values["log.dirs"] = [os.fsdecode(log_dirs)]
+    elif isinstance(log_dirs, Sequence):
+        values["log.dirs"] = [os.fsdecode(d) if isinstance(d, str | bytes | os.PathLike) else d for d in log_dirs]
+    else:
+        raise InvalidConfigurationError(f"log_dirs must be a path or a list of paths, not {log_dirs!r}")
     return LogManager(BrokerConfig(values), clock=clock, background=background, read_only=read_only)
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
 from ..errors import KafkaStorageError
+from ..records.limits import INT32_MAX, INT64_MAX
 from . import fileio
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,8 @@ def _read(path: str, parse: Callable[[list[str]], T]) -> list[T]:
             lines = f.read().splitlines()
     except FileNotFoundError:
         return []
+    except UnicodeDecodeError as e:
+        raise CorruptCheckpointError(f"not text: byte {e.start} is not UTF-8", file=path, position=e.start) from None
     except OSError as e:
         raise KafkaStorageError(f"cannot read checkpoint: {e.strerror}", file=path) from None
     if not lines or (len(lines) == 1 and not lines[0].strip()):
@@ -76,9 +79,18 @@ def _write(path: str, lines: Iterable[str]) -> None:
     fileio.write_atomically(path, text.encode("utf-8"))
 
 
+def _number(text: str, high: int) -> int:
+    """A partition, epoch or offset of an entry: no negative or out-of-range value is
+    written, so one read means the file is corrupt."""
+    value = int(text)
+    if not 0 <= value <= high:
+        raise ValueError(f"{value} is not in [0, {high}]")
+    return value
+
+
 def _offset_entry(fields: list[str]) -> tuple[tuple[str, int], int]:
     topic, partition, offset = fields  # a topic name has no whitespace
-    return (topic, int(partition)), int(offset)
+    return (topic, _number(partition, INT32_MAX)), _number(offset, INT64_MAX)
 
 
 def read_offsets(path: str) -> dict[tuple[str, int], int]:
@@ -102,7 +114,12 @@ def read_offsets_or_empty(path: str) -> dict[tuple[str, int], int]:
 
 def read_epochs(path: str) -> list[tuple[int, int]]:
     """``[(epoch, start offset), ...]`` of a leader-epoch-checkpoint file."""
-    return _read(path, lambda f: (int(f[0]), int(f[1])))
+    return _read(path, _epoch_entry)
+
+
+def _epoch_entry(fields: list[str]) -> tuple[int, int]:
+    epoch, offset = fields
+    return _number(epoch, INT32_MAX), _number(offset, INT64_MAX)
 
 
 def write_epochs(path: str, entries: Iterable[tuple[int, int]]) -> None:

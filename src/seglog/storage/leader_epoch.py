@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 
+from ..records.limits import INT32_MAX, INT32_MIN, INT64_MAX, check_int
 from . import checkpoint
 from .checkpoint import LEADER_EPOCH_CHECKPOINT, CorruptCheckpointError
 
@@ -33,7 +34,10 @@ class LeaderEpochCache:
         return self.entries[-1][0] if self.entries else None
 
     def assign(self, epoch: int, start_offset: int) -> None:
-        """Record that ``epoch`` starts at ``start_offset`` (if it is new)."""
+        """Record that ``epoch`` starts at ``start_offset`` (if it is new). A negative
+        epoch is "none" (a batch written before epochs) and changes nothing."""
+        check_int("leader epoch", epoch, INT32_MIN, INT32_MAX, file=self.path)
+        check_int("epoch start offset", start_offset, 0, INT64_MAX, file=self.path)
         if epoch < 0:
             return
         if self.entries:

@@ -35,6 +35,7 @@ from ..config import LogConfig
 from ..errors import (
     CorruptRecordError,
     InvalidRecordError,
+    InvalidRequestError,
     InvalidTimestampError,
     KafkaStorageError,
     OffsetOutOfRangeError,
@@ -60,6 +61,7 @@ from ..records.batch import (
     check_batch,
 )
 from ..records.compression import decompress
+from ..records.limits import INT32_MAX, INT64_MAX, INT64_MIN, check_int
 from . import fileio
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
@@ -349,6 +351,7 @@ class PartitionLog:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark (a leader does, as followers catch up); clamped to the log."""
+        check_int("high watermark", offset, 0, INT64_MAX, file=self.dir)
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
         return self._high_watermark
 
@@ -371,15 +374,18 @@ class PartitionLog:
         """Append records as one batch; returns (first offset, last offset)."""
         if not records:
             raise InvalidRecordError("cannot append an empty list of records", file=self.dir)
-        codec = self._codec(compression)
-        batch = build_batch(
-            records,
-            compression=codec,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            transactional=transactional,
-        )
+        try:
+            codec = self._codec(compression)
+            batch = build_batch(
+                records,
+                compression=codec,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=base_sequence,
+                transactional=transactional,
+            )
+        except SeglogError as e:
+            raise e.at(file=self.dir) from None
         info = self.append_batches(batch)
         return info.first_offset, info.last_offset
 
@@ -400,7 +406,7 @@ class PartitionLog:
         where their offsets are assigned: one C call (``_scan.check_append``) makes every
         check of ``_validate_general`` and then the edits, or none of them."""
         if origin != "client" and origin != "coordinator":
-            raise ValueError(f"origin must be 'client' or 'coordinator', not {origin!r}")
+            raise InvalidRequestError(f"origin must be 'client' or 'coordinator', not {origin!r}", file=self.dir)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         with self._lock:
             c = self.config
@@ -705,6 +711,8 @@ class PartitionLog:
     def flush(self, offset: int | None = None) -> None:
         """fsync every segment holding offsets below ``offset`` (default: the log end)
         and move the recovery point there."""
+        if offset is not None:
+            check_int("flush offset", offset, 0, self._next_offset, file=self.dir)
         with self._lock:
             self._flush_locked(self._next_offset if offset is None else offset)
 
@@ -726,6 +734,17 @@ class PartitionLog:
                 self._maybe_flush()
 
     # --- reading -------------------------------------------------------------------------------
+
+    def _check_offset_arg(self, name: str, offset: object, low: int = 0) -> None:
+        """An offset argument is an int64 >= ``low``. Reads take any int64: one the log
+        does not hold is out of range (Kafka's OFFSET_OUT_OF_RANGE), not a bad request."""
+        check_int(name, offset, low, INT64_MAX, file=self.dir)
+
+    def _check_offset_args(self, start_offset: int | None, end_offset: int | None) -> None:
+        if start_offset is not None:
+            self._check_offset_arg("start offset", start_offset, INT64_MIN)
+        if end_offset is not None:
+            self._check_offset_arg("end offset", end_offset, INT64_MIN)
 
     def _check_range(self, offset: int) -> None:
         if offset < self.log_start_offset or offset > self._next_offset:
@@ -753,6 +772,10 @@ class PartitionLog:
         file.delete.delay.ms too short for this reader) is not a storage error: the read
         looks again at the segments there now, or raises OffsetOutOfRangeError when the
         offset fell below the log start (or past the end) meanwhile."""
+        self._check_offset_arg("offset", offset, INT64_MIN)
+        check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
+        if upper_bound is not None:
+            self._check_offset_arg("upper_bound", upper_bound, INT64_MIN)
         self._check_range(offset)
         attempts = 0
         while True:
@@ -828,6 +851,8 @@ class PartitionLog:
         batch's CRC is checked, as Kafka's consumer does (``check.crcs=true``): a batch
         damaged on disk raises CorruptRecordError naming its file, position and offset
         rather than come back as data; ``check_crcs=False`` skips the check."""
+        self._check_offset_args(start_offset, end_offset)
+        check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
         offset = self.log_start_offset if start_offset is None else start_offset
         self._check_range(offset)
         end = self._high_watermark if end_offset is None else end_offset
@@ -856,6 +881,7 @@ class PartitionLog:
     ) -> Iterator[Record]:
         """Records from ``start_offset`` up to the high watermark (or ``end_offset``),
         skipping control records; the offsets and CRCs are checked as ``batches`` does."""
+        self._check_offset_args(start_offset, end_offset)
         start = self.log_start_offset if start_offset is None else start_offset
         end = self._high_watermark if end_offset is None else end_offset
         return _records_of(self.batches(start, end, check_crcs=check_crcs), start, end)
@@ -867,6 +893,7 @@ class PartitionLog:
         is >= ``timestamp``; None if there is none. Special targets: -2 earliest (the log
         start offset), -1 latest (the high watermark), -3 the record with the largest
         timestamp. The special ones answer with timestamp -1 (-3: the largest timestamp)."""
+        check_int("target timestamp", timestamp, MAX_TIMESTAMP, INT64_MAX, InvalidTimestampError, file=self.dir)
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
@@ -917,10 +944,9 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> bool:
         """Drop every record at ``offset`` or after (a follower diverged). Returns
         whether anything was removed."""
+        self._check_offset_arg("truncation offset", offset)
         with self._lock:
             self._check_open()
-            if offset < 0:
-                raise ValueError(f"cannot truncate to negative offset {offset}")
             if offset >= self._next_offset:
                 return False
             if offset < self._segments[0].base_offset:
@@ -939,6 +965,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and start an empty log at ``offset``."""
+        self._check_offset_arg("start offset", offset)
         with self._lock:
             self._check_open()
             self._truncate_fully(offset)
@@ -970,6 +997,7 @@ class PartitionLog:
         wholly below it go with the next retention pass (``LogManager.delete_records`` runs
         one for this log at once). Returns the new log start offset; raises
         OffsetOutOfRangeError beyond the high watermark."""
+        self._check_offset_arg("offset", before_offset, INT64_MIN)  # -1 and the like: out of range below
         with self._lock:
             self._check_open()
             target = self._high_watermark if before_offset == -1 else before_offset

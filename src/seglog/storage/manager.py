@@ -40,9 +40,11 @@ from ..errors import (
     InvalidTopicError,
     KafkaStorageError,
     LogDirLockedError,
+    SeglogError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from ..records.limits import INT32_MAX, INT32_MIN
 from . import checkpoint, fileio
 from .checkpoint import LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT
 from .cleaner import CleanerStats
@@ -114,20 +116,38 @@ class LogDir:
 
 
 def read_meta_properties(path: str) -> dict[str, str]:
-    """Kafka's meta.properties, v0 (broker.id) or v1 (node.id, KRaft)."""
+    """Kafka's meta.properties, v0 (broker.id) or v1 (node.id, KRaft). A file that cannot
+    be parsed is a KafkaStorageError naming it: the dir's identity is unknown."""
     props: dict[str, str] = {}
     try:
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                line = line.strip()
-                if line and not line.startswith(("#", "!")) and "=" in line:
-                    key, _, value = line.partition("=")
-                    props[key.strip()] = value.strip()
+            text = f.read()
     except FileNotFoundError:
         return {}
+    except UnicodeDecodeError as e:
+        raise KafkaStorageError(
+            f"cannot parse meta.properties: byte {e.start} is not UTF-8", file=path, position=e.start
+        ) from None
+    except OSError as e:
+        raise KafkaStorageError(f"cannot read meta.properties: {e.strerror}", file=path) from None
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("#", "!")) and "=" in line:
+            key, _, value = line.partition("=")
+            props[key.strip()] = value.strip()
     if props.get("version") not in ("0", "1"):
         raise KafkaStorageError(f"unsupported meta.properties version {props.get('version')!r}", file=path)
+    for key in ("broker.id", "node.id"):
+        if key in props and not _is_int32(props[key]):
+            raise KafkaStorageError(f"cannot parse meta.properties: {key} {props[key]!r} is not an int32", file=path)
     return props
+
+
+def _is_int32(text: str) -> bool:
+    try:
+        return INT32_MIN <= int(text) <= INT32_MAX
+    except ValueError:
+        return False
 
 
 def _new_id() -> str:
@@ -243,8 +263,16 @@ class LogManager:
             return
         except (OSError, ValueError) as e:
             raise KafkaStorageError(f"cannot read topic configs: {e}", file=path) from None
-        for topic, entry in stored.get("topics", {}).items():
-            self._topic_configs.setdefault(topic, validate_topic_config(entry.get("config", {})))
+        topics = stored.get("topics", {}) if isinstance(stored, dict) else None
+        if not isinstance(topics, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("config", {}), dict) for e in topics.values()
+        ):
+            raise KafkaStorageError("cannot read topic configs: not a map of topics", file=path)
+        for topic, entry in topics.items():
+            try:
+                self._topic_configs.setdefault(topic, validate_topic_config(entry.get("config", {})))
+            except InvalidConfigurationError as e:
+                raise e.at(file=path) from None
             if entry.get("topic_id"):
                 self._topic_ids.setdefault(topic, entry["topic_id"])
 
@@ -296,8 +324,10 @@ class LogManager:
         """Create a topic with ``partitions`` partitions (default num.partitions)."""
         validate_topic(name)
         count = self.config["num.partitions"] if partitions is None else partitions
-        if not isinstance(count, int) or count < 1:
-            raise InvalidPartitionsError(f"a topic needs at least one partition, not {count!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= INT32_MAX:
+            raise InvalidPartitionsError(
+                f"a topic's partition count is an int32 of at least 1, not {count!r}", file=self._dirs[0].path
+            )
         overrides = validate_topic_config(config or {})
         with self._lock:
             self._check_writable()
@@ -316,12 +346,16 @@ class LogManager:
             try:
                 for p in range(count):
                     created.append(self._create_partition(name, p))
+                self._write_topic_configs()
             except BaseException:
+                # all or nothing: a reopened dir must not find a ghost of the topic
                 for partition_log in created:
-                    self._drop_partition(partition_log, delay_ms=0)
+                    self._logs.pop((name, partition_log.partition), None)
+                    partition_log.close_without_flush()
+                    self._discard_dir(partition_log.dir)
                 self._topic_configs.pop(name, None)
+                self._topic_ids.pop(name, None)
                 raise
-            self._write_topic_configs()
 
     def _create_partition(self, topic: str, partition: int) -> PartitionLog:
         d = min(
@@ -330,35 +364,58 @@ class LogManager:
         )
         path = d.file(partition_dir_name(topic, partition))
         fileio.make_dirs(path)
-        metadata = f"version: 0\ntopic_id: {self._topic_ids[topic]}\n"
-        fileio.write_atomically(os.path.join(path, PARTITION_METADATA), metadata.encode())
-        partition_log = self._open_log(path, (topic, partition), had_clean_shutdown=True)
+        try:
+            metadata = f"version: 0\ntopic_id: {self._topic_ids[topic]}\n"
+            fileio.write_atomically(os.path.join(path, PARTITION_METADATA), metadata.encode())
+            partition_log = self._open_log(path, (topic, partition), had_clean_shutdown=True)
+        except BaseException:
+            self._discard_dir(path)
+            raise
         self._logs[(topic, partition)] = partition_log
         return partition_log
+
+    def _discard_dir(self, path: str) -> None:
+        """Remove a partition dir made by a creation that failed; a failure to remove it
+        is logged, not raised over the error that made the creation fail."""
+        try:
+            fileio.remove_tree(path)
+            fileio.fsync_dir(os.path.dirname(path))
+        except KafkaStorageError as e:
+            log.error("cannot remove %s after a failed creation: %s", path, e)
 
     def delete_topic(self, name: str) -> None:
         """Delete a topic: its directories are renamed ``*-delete`` now and removed
         after file.delete.delay.ms."""
         with self._lock:
             self._check_writable()
-            for p in self.partitions(name):
-                partition_log = self._logs[(name, p)]
+            doomed = [self._logs[(name, p)] for p in self.partitions(name)]
+            for partition_log in doomed:
                 self._cleaner.abort(partition_log)
-                self._drop_partition(partition_log, partition_log.config.file_delete_delay_ms)
+            # every dir is renamed before any log is dropped, so a failing rename changes nothing
+            renamed: list[tuple[str, str]] = []
+            try:
+                for partition_log in doomed:
+                    target = os.path.join(
+                        os.path.dirname(partition_log.dir), deleted_dir_name(name, partition_log.partition)
+                    )
+                    fileio.rename(partition_log.dir, target)
+                    renamed.append((partition_log.dir, target))
+            except BaseException:
+                for source, target in reversed(renamed):
+                    fileio.rename(target, source)
+                raise
+            # from here on the topic is gone, whatever fails: a -delete dir goes at the next open
+            for partition_log in doomed:
+                partition_log.close_without_flush()
+                self._logs.pop((name, partition_log.partition), None)
             self._topic_configs.pop(name, None)
             self._topic_ids.pop(name, None)
+            for parent in sorted({os.path.dirname(target) for _, target in renamed}):
+                fileio.fsync_dir(parent)
+            for partition_log, (_, target) in zip(doomed, renamed, strict=True):
+                self._remove_dir_later(target, partition_log.config.file_delete_delay_ms)
             self._write_topic_configs()
             self.checkpoint()
-
-    def _drop_partition(self, partition_log: PartitionLog, delay_ms: int) -> None:
-        partition_log.close_without_flush()
-        self._logs.pop((partition_log.topic, partition_log.partition), None)
-        target = os.path.join(
-            os.path.dirname(partition_log.dir), deleted_dir_name(partition_log.topic, partition_log.partition)
-        )
-        fileio.rename(partition_log.dir, target)
-        fileio.fsync_dir(os.path.dirname(target))
-        self._remove_dir_later(target, delay_ms)
 
     def alter_topic_config(
         self, topic: str, set: Mapping[str, Any] | None = None, delete: Iterable[str] = ()
@@ -551,7 +608,10 @@ class LogManager:
 
     def close(self) -> None:
         """Clean shutdown: flush and close every log, write the checkpoints and the
-        clean-shutdown marker, release the locks."""
+        clean-shutdown marker, release the locks. Close always finishes: a partition that
+        fails to close is logged and the others still close and checkpoint; the marker is
+        written only when all closed cleanly (else the next start recovers), and the first
+        failure is raised once the locks are released."""
         with self._lock:
             if self._closed:
                 return
@@ -559,19 +619,38 @@ class LogManager:
         if self._scheduler is not None:
             self._scheduler.shutdown()
         self._cleaner.shutdown()
-        if self.read_only:
-            for partition_log in self.logs():
-                partition_log.close()
-            return
+        failures: list[SeglogError] = []
         try:
             for partition_log in self.logs():
-                partition_log.close()
-            self.checkpoint()
-            for d in self._dirs:
-                fileio.write_atomically(d.file(CLEAN_SHUTDOWN_FILE), b'{"version":0,"brokerEpoch":-1}')
+                try:
+                    partition_log.close()
+                except SeglogError as e:
+                    # the others still close and checkpoint; this one recovers at the next start
+                    log.error("%s: close failed: %s", partition_log.name, e)
+                    failures.append(e)
+                    partition_log.close_without_flush()
+            if not self.read_only:
+                self._checkpoint_at_close(failures)
         finally:
             for d in self._dirs:
                 d.unlock()
+        if failures:
+            raise failures[0]  # close finished all the same; the first failure is the caller's to see
+
+    def _checkpoint_at_close(self, failures: list[SeglogError]) -> None:
+        for write in (
+            self.checkpoint_recovery_points,
+            self.checkpoint_log_start_offsets,
+            self.checkpoint_high_watermarks,
+        ):
+            try:
+                write()
+            except SeglogError as e:
+                log.error("checkpoint at close failed: %s", e)
+                failures.append(e)
+        if not failures:  # else the next start recovers from the recovery points
+            for d in self._dirs:
+                fileio.write_atomically(d.file(CLEAN_SHUTDOWN_FILE), b'{"version":0,"brokerEpoch":-1}')
 
     def __enter__(self) -> LogManager:
         return self

@@ -27,6 +27,7 @@ FUTURE_DIR_SUFFIX = "-future"
 STRAY_DIR_SUFFIX = "-stray"
 
 MAX_TOPIC_LENGTH = 249
+_MAX_FILE_NAME = 255  # bytes of a file name on most filesystems (the topic is ASCII)
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 _PARTITION_DIR = re.compile(r"^(.+)-(\d+)$")
 _DELETE_DIR = re.compile(r"^(.+)-(\d+)\.[0-9a-f]{32}-delete$")
@@ -70,7 +71,10 @@ def parse_deleted_dir(name: str) -> tuple[str, int] | None:
 
 
 def deleted_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    """Kafka's LocalLog.logDeleteDirName: the topic is cut short so that the name stays
+    within 255 characters (a legal 249-character topic would make it too long)."""
+    suffix = f"-{partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+    return topic[: _MAX_FILE_NAME - len(suffix)] + suffix
 
 
 def offset_file_name(offset: int, suffix: str) -> str:

@@ -128,9 +128,7 @@ Reader = Callable[[LogSegment, bytearray, int, int], int]  # (segment, buffer, p
 
 
 def summarize(segment: LogSegment, read: Reader, buffer: bytearray) -> SegmentSummary:
-    """The segment's summary, continuing a kept one when the segment only grew since.
-    Only batch headers are needed: after a large batch the next read asks for a few
-    KiB, enough for the next header, not for the whole batch."""
+    """The segment's summary, continuing a kept one when the segment only grew since."""
     size = segment.size
     with _summaries_lock:
         summary = _summaries.get(segment)
@@ -138,6 +136,34 @@ def summarize(segment: LogSegment, read: Reader, buffer: bytearray) -> SegmentSu
         summary = None
     if summary is None:
         summary = SegmentSummary()
+
+    def feed(header: tuple, marker: RecordBatch | None) -> None:
+        summary.feed(header, None if marker is None else control_type(marker))
+
+    summary.scanned = _walk(segment, read, buffer, summary, size, feed)
+    with _summaries_lock:
+        _summaries[segment] = summary
+    return summary
+
+
+# a v2 batch's HEADER fields, and the batch itself when it is a producer's control batch
+# (a view of the walk's buffer: valid during the call only)
+Visitor = Callable[[tuple, RecordBatch | None], None]
+
+
+def producer_batches(segment: LogSegment, read: Reader, buffer: bytearray, visit: Visitor) -> None:
+    """Every v2 batch of ``segment`` that may carry a producer id, in order, to ``visit``
+    (the walk the summaries use, for the idempotence state's rebuild)."""
+    _walk(segment, read, buffer, SegmentSummary(), segment.size, visit)
+
+
+def _walk(
+    segment: LogSegment, read: Reader, buffer: bytearray, summary: SegmentSummary, size: int, visit: Visitor
+) -> int:
+    """Walk the batches from ``summary.scanned``, counting records and fingerprinting
+    into ``summary``; returns where the whole batches end. Only batch headers are
+    needed: after a large batch the next read asks for a few KiB, enough for the next
+    header, not for the whole batch."""
     position = summary.scanned
     chunk = len(buffer)
     while position < size:
@@ -161,15 +187,15 @@ def summarize(segment: LogSegment, read: Reader, buffer: bytearray) -> SegmentSu
                 break
             if magic == 2:
                 header = HEADER.unpack_from(buffer, at)
-                control = None
+                marker = None
                 if header[5] & _CONTROL and header[9] >= 0:  # a marker: its type is in its record
                     if n - at >= total:
                         whole: bytes | bytearray | memoryview = memoryview(buffer)[at : at + total]
                     else:
                         whole = bytearray(total)
                         read(segment, whole, position + at, total)
-                    control = control_type(RecordBatch(whole, position + at))
-                summary.feed(header, control)
+                    marker = RecordBatch(whole, position + at)
+                visit(header, marker)
             else:
                 summary.records += max(1, length // _LEGACY_MIN_MESSAGE)
             summary.fingerprint = (position + at, bytes(buffer[at : at + _FINGERPRINT]))
@@ -178,10 +204,7 @@ def summarize(segment: LogSegment, read: Reader, buffer: bytearray) -> SegmentSu
             break  # the end of the segment (or of its whole batches)
         position += at
         chunk = _HEADER_READ if total > _SKIP_READ_ABOVE else len(buffer)
-    summary.scanned = position
-    with _summaries_lock:
-        _summaries[segment] = summary
-    return summary
+    return position
 
 
 def _still_valid(segment: LogSegment, summary: SegmentSummary, size: int, read: Reader) -> bool:

@@ -158,9 +158,14 @@ class LogSegment:
         self.created_ms = self._clock()
         self.active = created
         if created:
-            self._handle = fileio.open_file(self.log_path, create=True)
-            self._handle.truncate(0)
-            self._reset_indexes()
+            try:
+                self._handle = fileio.open_file(self.log_path, create=True)
+                self._handle.truncate(0)
+                self._reset_indexes()
+            except BaseException:
+                self.close_handlers()  # (delete drops its files for readers; none has this one)
+                self.delete()  # a failed create (a full disk) leaves no file open, nor behind
+                raise
 
     @classmethod
     def create(cls, dir: str, base_offset: int, **kw: object) -> LogSegment:

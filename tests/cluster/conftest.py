@@ -1,0 +1,77 @@
+"""A real ZooKeeper for the cluster tests: one server per test module, on a free port.
+
+The tests skip only when ZooKeeper cannot be installed here (``make install``
+installs Debian's package when it is missing and we are root).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from seglog.cluster.zk_client import ZkClient
+from seglog.cluster.zookeeper_server import ZooKeeperServer, zookeeper_unavailable
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    reason = zookeeper_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"), tick_time_ms=100, fsync=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def chroot(zookeeper: ZooKeeperServer, request: pytest.FixtureRequest) -> str:
+    """A connect string with a chroot of the test's own: tests in one module do not see each other's znodes."""
+    root = "/" + request.node.name.replace("[", "_").replace("]", "_")
+    admin = KazooClient(hosts=zookeeper.connect_string)
+    admin.start()
+    try:
+        admin.ensure_path(root)
+    finally:
+        admin.stop()
+        admin.close()
+    return zookeeper.connect_string + root
+
+
+@pytest.fixture
+def clients(chroot: str) -> Iterator[Callable[..., ZkClient]]:
+    """Make started ZkClients (short sessions); all are closed after the test."""
+    made: list[ZkClient] = []
+
+    def make(**kw: object) -> ZkClient:
+        kw.setdefault("session_timeout_ms", 4000)
+        client = ZkClient(chroot, **kw).start()  # type: ignore[arg-type]
+        made.append(client)
+        return client
+
+    yield make
+    for client in made:
+        client.close()
+
+
+def expire_session(client: ZkClient, connect: str) -> None:
+    """End ``client``'s session from a second client that takes it over (kazoo's own test trick)."""
+    credentials = client.session_credentials
+    assert credentials is not None
+    other = KazooClient(hosts=connect, client_id=credentials)
+    other.start()
+    other.stop()
+    other.close()
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
