@@ -275,13 +275,11 @@ def test_check_append_names_exact_faults(tmp_path):
 # --- recovery ----------------------------------------------------------------------------------------
 
 
-def recovery_reference(
-    data: bytes, base: int, interval: int, max_batch_size: int | None
-) -> tuple[int, list, list, list, tuple[int, int], str]:
+def recovery_reference(data: bytes, base: int, interval: int) -> tuple[int, list, list, list, tuple[int, int], str]:
     """segment.py's recovery walk as it was in Python before the C walk, over a whole
     file: (valid bytes, offset index entries, time index entries (the roll's last one
     too), epoch changes, (max timestamp, its offset), fault)."""
-    scan = BatchIterator(data, max_batch_size=max_batch_size)
+    scan = BatchIterator(data)
     view = scan.view
     prev_last, epoch = base - 1, None
     batches, epochs, fault = [], [], "a partial batch"
@@ -330,11 +328,8 @@ def recovery_reference(
     base=st.sampled_from([0, 3, 40]),
     interval=st.sampled_from([0, 60, 4096]),
     chunk=st.sampled_from([17, 90, 300, 1 << 20]),
-    max_batch_size=st.sampled_from([None, 150]),
 )
-def test_recovery_finds_what_the_python_walk_found(
-    tmp_path_factory, monkeypatch, caplog, data, base, interval, chunk, max_batch_size
-):
+def test_recovery_finds_what_the_python_walk_found(tmp_path_factory, monkeypatch, caplog, data, base, interval, chunk):
     """Chunks as small as a frame, batches larger than a chunk, legacy batches met
     mid-chunk: the same valid bytes, index entries, epochs, max timestamp and fault."""
     directory = str(tmp_path_factory.mktemp("seg"))
@@ -345,8 +340,8 @@ def test_recovery_finds_what_the_python_walk_found(
     epochs: list[tuple[int, int]] = []
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="seglog.storage.segment"):
-        truncated = seg.recover(max_batch_size, on_epoch=lambda e, o: epochs.append((e, o)))
-    valid, offsets, times, want_epochs, max_ts, fault = recovery_reference(data, base, interval, max_batch_size)
+        truncated = seg.recover(on_epoch=lambda e, o: epochs.append((e, o)))
+    valid, offsets, times, want_epochs, max_ts, fault = recovery_reference(data, base, interval)
     assert truncated == len(data) - valid
     assert seg.size == valid
     assert [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)] == offsets

@@ -202,18 +202,24 @@ def test_recover_refuses_offsets_that_go_backwards(tmp_path):
     assert again.read_next_offset() == 4
 
 
-def test_rebuilding_indexes_of_a_damaged_segment_does_not_truncate_it(tmp_path):
-    """Outside recovery a segment is never cut: rebuilding its index reports the damage."""
+def test_rebuilding_indexes_of_a_damaged_segment_does_not_truncate_it(tmp_path, caplog):
+    """Outside recovery a segment is never cut: rebuilding its index reports the damage,
+    the batches before it stay readable, and a read that reaches it fails there."""
     seg = segment(tmp_path)
     append(seg, batch(0), batch(1))
     seg.close()
+    valid = os.path.getsize(seg.log_path)
     with open(seg.log_path, "ab") as f:
         f.write(b"\x00" * 8 + b"\x00\x00\x00\x05" + b"\xff" * 20)  # a size below any minimum
     os.unlink(seg.index_path)
     again = reopen(seg)
     size = os.path.getsize(seg.log_path)
-    with pytest.raises(CorruptRecordError, match="invalid bytes"):
-        again.offset_index  # noqa: B018
+    again.offset_index  # noqa: B018
+    assert "invalid bytes at the end of the segment" in caplog.text
+    assert again.translate_offset(1).last_offset == 1
+    with pytest.raises(CorruptRecordError) as e:
+        again.translate_offset(2)
+    assert e.value.position == valid
     assert os.path.getsize(seg.log_path) == size
 
 

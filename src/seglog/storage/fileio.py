@@ -88,7 +88,12 @@ def _storage_error(op: str, path: str, e: OSError) -> KafkaStorageError:
 
 
 class FileHandle:
-    """An open file of a log directory: a raw fd plus its path, for errors and faults."""
+    """An open file of a log directory: a raw fd plus its path, for errors and faults.
+
+    The fd is closed by ``close``, or when the last holder of the handle lets go of
+    it: a segment that is deleted drops its handle rather than close it, so that a
+    ``FileSlice`` a reader still holds (the broker hands its fd to ``sendfile``) reads
+    on from the unlinked file, and its fd number cannot meanwhile name another file."""
 
     __slots__ = ("fd", "path")
 
@@ -188,6 +193,9 @@ class FileHandle:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         return f"FileHandle({self.path!r}, fd={self.fd})"

@@ -82,6 +82,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 _READ_ONLY_LOAD_ATTEMPTS = 5
+_READ_ATTEMPTS = 5  # a read that finds its segments deleted looks again at most this often
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
 
@@ -93,6 +94,16 @@ _Facts = tuple[int, int, int, int, int, int, int]
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _records_of(batches: Iterator[AnyBatch], start: int, end: int) -> Iterator[Record]:
+    """The data records of ``batches`` with offsets in [start, end)."""
+    for batch in batches:
+        if batch.is_control:
+            continue
+        for record in batch.records():
+            if start <= record.offset < end:
+                yield record
 
 
 class AppendInfo(NamedTuple):
@@ -193,7 +204,10 @@ class PartitionLog:
         segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
         if not segments:
             if self.read_only:
-                raise KafkaStorageError("partition directory holds no segment", file=self.dir)
+                # (the owner truncating it fully, between its old segments and its new one)
+                error = KafkaStorageError("partition directory holds no segment", file=self.dir)
+                error.errno = errno.ENOENT  # type: ignore[attr-defined]
+                raise error
             segments = [self._new_segment(max(log_start_offset, 0))]
         self._set_segments(segments)
         active = self._segments[-1]
@@ -256,8 +270,16 @@ class PartitionLog:
 
     def _complete_swap(self, base: int, logs: set[int]) -> None:
         swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._segment_args())
-        swap.recover()
+        truncated = swap.recover()
         end = swap.read_next_offset()
+        if end == base or (truncated and base in logs):
+            # Nothing valid says which segments it was to replace (renamed, it would take
+            # the place of the segment of its base offset); or it was damaged while the
+            # segments it replaces are all still there (they are renamed oldest first, and
+            # the first has its base offset): the cleaning is done again instead.
+            log.warning("%s: discarding the damaged swap file of segment %d", self.name, base)
+            swap.delete()
+            return
         for old in sorted(b for b in logs if base <= b < end):
             log.info("%s: completing an interrupted swap: segment %d replaces %d", self.name, base, old)
             LogSegment(self.dir, old).delete()
@@ -275,7 +297,7 @@ class PartitionLog:
             active.read_next_offset()
         except CorruptRecordError as e:
             log.warning("%s: the active segment's tail is corrupt despite a clean shutdown (%s)", self.name, e)
-            active.recover(self.config.max_message_bytes + 12)
+            active.recover()
 
     def _recover(self, recovery_point: int) -> None:
         """Recover every segment from the one holding the recovery point; a segment
@@ -285,7 +307,7 @@ class PartitionLog:
         for i in range(start, len(segments)):
             segment = segments[i]
             log.info("%s: recovering segment %d", self.name, segment.base_offset)
-            truncated = segment.recover(self.config.max_message_bytes + 12, on_epoch=self.leader_epoch_cache.assign)
+            truncated = segment.recover(on_epoch=self.leader_epoch_cache.assign)
             if truncated and i + 1 < len(segments):
                 for later in segments[i + 1 :]:
                     log.warning("%s: deleting segment %d after a truncated one", self.name, later.base_offset)
@@ -463,6 +485,7 @@ class PartitionLog:
         must continue the log."""
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         batches = self._validate(buffer, leader=False, origin="replication")
+        self._check_follower_records(buffer, batches)
         with self._lock:
             self._check_open()
             first = batches[0][6]
@@ -481,6 +504,28 @@ class PartitionLog:
             last, max_ts = entries[-1][2], max(e[3] for e in entries)
             self._append_locked(buffer, entries, first, last, max_ts, [(b[5], b[6]) for b in batches])
             return AppendInfo(first, last, max_ts, sum(b[2] for b in batches), size)
+
+    def _check_follower_records(self, buffer: bytearray, batches: list[_Facts]) -> None:
+        """The structural checks of a leader's append that ``_validate`` leaves out for a
+        follower: each v2 batch's records walked (decompressed within the bound), their
+        count against their bytes and against the batch's offset span. Offsets are not
+        checked record by record: compaction leaves gaps, and fewer records than the span."""
+        view = memoryview(buffer)
+        for at, size, count, delta, _, _, _ in batches:
+            if buffer[at + 16] != 2:
+                continue  # a legacy batch: its CRC covers it, and _validate checked it
+            try:
+                if count > delta + 1:
+                    raise CorruptRecordError(
+                        f"record count {count} exceeds the batch's offset span of {delta + 1}", position=at
+                    )
+                if buffer[at + 22] & COMPRESSION_CODEC_MASK:  # (the low byte of the attributes)
+                    records = RecordBatch(view[at : at + size], at).records_section()
+                else:
+                    records = view[at + HEADER_SIZE : at + size]
+                _codec.check_records(records, count, at)
+            except CorruptRecordError as e:
+                raise e.at(file=self.dir) from None
 
     def _check_open(self) -> None:
         if self.closed:
@@ -722,14 +767,40 @@ class PartitionLog:
     ) -> FetchData:
         """Bytes of whole batches from the batch holding ``offset``, below ``upper_bound``
         (default: the high watermark). The slice starts at a batch boundary and holds at
-        least the first batch whole when ``min_one_message``, however large."""
+        least the first batch whole when ``min_one_message``, however large.
+
+        A segment deleted under the read (retention, a truncation, a cleaner's swap, with
+        file.delete.delay.ms too short for this reader) is not a storage error: the read
+        looks again at the segments there now, or raises OffsetOutOfRangeError when the
+        offset fell below the log start (or past the end) meanwhile."""
         self._check_offset_arg("offset", offset, INT64_MIN)
         check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
         if upper_bound is not None:
             self._check_offset_arg("upper_bound", upper_bound, INT64_MIN)
         self._check_range(offset)
+        attempts = 0
+        while True:
+            segments, bases = self._view
+            try:
+                return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
+            except KafkaStorageError as e:
+                attempts += 1
+                if getattr(e, "errno", None) != errno.ENOENT or attempts == _READ_ATTEMPTS:
+                    raise
+                self._check_range(offset)
+                if self._view[0] is segments:
+                    raise  # the log still lists it: a file went behind the log's back
+
+    def _read_from(
+        self,
+        segments: tuple[LogSegment, ...],
+        bases: list[int],
+        offset: int,
+        max_bytes: int,
+        upper_bound: int | None,
+        min_one_message: bool,
+    ) -> FetchData:
         end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
-        segments, bases = self._view
         if offset >= end:
             return FetchData(offset, None)
         i = max(0, bisect.bisect_right(bases, offset) - 1)
@@ -751,44 +822,70 @@ class PartitionLog:
         the size when ``end`` is the log end offset would race with the writer, which grows
         the segment before it moves the log end offset.)"""
         size = segment.size
-        header = segment.translate_offset(end)
+        try:
+            header = segment.translate_offset(end)
+        except CorruptRecordError as e:
+            # damaged bytes before the batch holding ``end`` is found: the batches before
+            # them are whole, and a read that goes on to the damage meets it there
+            return size if e.position is None else min(e.position, size)
         if header is None or header.position >= size:
             return size
-        return header.position + header.size if segment.first_offset(header) < end else header.position
+        try:
+            first = segment.first_offset(header)
+        except CorruptRecordError:
+            return header.position  # a damaged legacy wrapper, whose first offset is unknown
+        return header.position + header.size if first < end else header.position
 
     def batches(
-        self, start_offset: int | None = None, end_offset: int | None = None, max_bytes: int = 4 * 1024 * 1024
+        self,
+        start_offset: int | None = None,
+        end_offset: int | None = None,
+        max_bytes: int = 4 * 1024 * 1024,
+        *,
+        check_crcs: bool = True,
     ) -> Iterator[AnyBatch]:
         """Whole batches holding offsets from ``start_offset`` (default: the log start)
-        below ``end_offset`` (default: the high watermark)."""
+        below ``end_offset`` (default: the high watermark).
+
+        As ``read``: a start at the log end gives nothing, one past it or below the log
+        start raises OffsetOutOfRangeError (at the call, not at the first batch). Each
+        batch's CRC is checked, as Kafka's consumer does (``check.crcs=true``): a batch
+        damaged on disk raises CorruptRecordError naming its file, position and offset
+        rather than come back as data; ``check_crcs=False`` skips the check."""
         self._check_offset_args(start_offset, end_offset)
         check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
         offset = self.log_start_offset if start_offset is None else start_offset
+        self._check_range(offset)
         end = self._high_watermark if end_offset is None else end_offset
+        return self._batches(offset, end, max_bytes, check_crcs)
+
+    def _batches(self, offset: int, end: int, max_bytes: int, check_crcs: bool) -> Iterator[AnyBatch]:
         while offset < end:
             fetch = self.read(offset, max_bytes, upper_bound=end)
             if fetch.slice is None:
                 return
             last = offset - 1
             for batch in fetch.slice.batches():
+                if check_crcs:
+                    try:
+                        batch.validate()
+                    except CorruptRecordError as e:
+                        raise e.at(file=fetch.slice.handle.path) from None
                 yield batch
                 last = batch.last_offset
             if last < offset:
                 return
             offset = last + 1
 
-    def records(self, start_offset: int | None = None, end_offset: int | None = None) -> Iterator[Record]:
+    def records(
+        self, start_offset: int | None = None, end_offset: int | None = None, *, check_crcs: bool = True
+    ) -> Iterator[Record]:
         """Records from ``start_offset`` up to the high watermark (or ``end_offset``),
-        skipping control records."""
+        skipping control records; the offsets and CRCs are checked as ``batches`` does."""
         self._check_offset_args(start_offset, end_offset)
         start = self.log_start_offset if start_offset is None else start_offset
         end = self._high_watermark if end_offset is None else end_offset
-        for batch in self.batches(start, end):
-            if batch.is_control:
-                continue
-            for record in batch.records():
-                if start <= record.offset < end:
-                    yield record
+        return _records_of(self.batches(start, end, check_crcs=check_crcs), start, end)
 
     # --- a read-only log following its owner ------------------------------------------------------
 
@@ -927,12 +1024,12 @@ class PartitionLog:
                 self._truncate_fully(offset)
                 return True
             keep = self._floor_segment(offset)
-            for segment in self._segments[keep + 1 :]:
-                segment.delete()
+            removed = self._segments[keep + 1 :]
+            self._set_segments(self._segments[: keep + 1])
+            self._remove_segments(removed)  # before the cut: a crash between leaves no gap
             segment = self._segments[keep]
             segment.truncate_to(offset)
             segment.active = True
-            self._set_segments(self._segments[: keep + 1])
             self._next_offset = segment.read_next_offset()
             self._after_truncation()
             return True
@@ -945,9 +1042,12 @@ class PartitionLog:
             self._truncate_fully(offset)
 
     def _truncate_fully(self, offset: int) -> None:
-        for segment in self._segments:
-            segment.delete()
+        # the new segment is made before the others go, so that a reader listing the dir
+        # meanwhile finds one; a segment of its base offset makes way for it first
+        old = self._segments
+        self._remove_segments([s for s in old if s.base_offset == offset])
         self._set_segments([self._new_segment(offset)])
+        self._remove_segments([s for s in old if s.base_offset != offset])
         self._next_offset = offset
         self.log_start_offset = offset
         self.leader_epoch_cache.clear()
@@ -1012,6 +1112,15 @@ class PartitionLog:
         log.info("%s: deleted %d segment(s) below offset %d", self.name, count, self.log_start_offset)
         self._delete_files_later(deleted)
         return deleted
+
+    def _remove_segments(self, segments: Sequence[LogSegment]) -> None:
+        """Segments a truncation drops go as retention's do: renamed ``.deleted`` (the
+        newest first, so that a crash part way leaves the log contiguous) and removed
+        after file.delete.delay.ms, since readers may still be reading them."""
+        for segment in reversed(segments):
+            segment.change_suffix(DELETED_SUFFIX)
+        if segments:
+            self._delete_files_later(list(segments))
 
     def _increment_log_start_offset(self, offset: int) -> None:
         if offset <= self.log_start_offset:

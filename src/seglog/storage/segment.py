@@ -17,6 +17,8 @@ read it into memory.
 
 from __future__ import annotations
 
+import errno
+import itertools
 import logging
 import os
 import random
@@ -31,7 +33,7 @@ from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import decompress
 from . import fileio
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
-from .naming import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +72,13 @@ class BatchHeader(NamedTuple):
 
 
 class FileSlice(NamedTuple):
-    """A byte range of a segment file, starting at a batch boundary."""
+    """A byte range of a segment file, starting at a batch boundary.
+
+    The slice holds the segment's open file: a truncation, retention or compaction
+    that deletes the segment meanwhile unlinks the file but leaves the fd open while
+    the slice is held (see ``fileio.FileHandle``), so its bytes stay readable. Bytes a
+    truncation cuts from the segment that stays are gone, as in Kafka: a slice over
+    them reads short, and ``batches`` leaves the partial batch out."""
 
     handle: fileio.FileHandle
     position: int
@@ -108,6 +116,10 @@ def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
     return BatchHeader(position, size + LOG_OVERHEAD, offset, offset, ts, magic)
 
 
+class _MisleadingEntry(Exception):
+    """An offset index entry that does not name the batch ending at its offset."""
+
+
 class LogSegment:
     """One segment of a partition log. Not thread-safe for writers: the
     partition log holds its lock around every mutation."""
@@ -141,6 +153,8 @@ class LogSegment:
         self._rolling_based_timestamp: int | None = None
         self._rolling_loaded = created
         self.bytes_since_last_index_entry = 0
+        self._warned_of_index = False
+        self.deleted = False  # its files unlinked: a reader that took it earlier must look again
         self.created_ms = self._clock()
         self.active = created
         if created:
@@ -149,6 +163,7 @@ class LogSegment:
                 self._handle.truncate(0)
                 self._reset_indexes()
             except BaseException:
+                self.close_handlers()  # (delete drops its files for readers; none has this one)
                 self.delete()  # a failed create (a full disk) leaves no file open, nor behind
                 raise
 
@@ -177,8 +192,18 @@ class LogSegment:
     @property
     def handle(self) -> fileio.FileHandle:
         if self._handle is None:
+            if self.deleted:
+                raise self._vanished()
             self._handle = fileio.open_file(self.log_path, writable=not self.read_only)
         return self._handle
+
+    def _vanished(self) -> KafkaStorageError:
+        """What a reader meets on a segment deleted since it took the segment list: the
+        error of a file gone (ENOENT), which the log turns into a read of the segments now
+        there, or into OffsetOutOfRangeError."""
+        error = KafkaStorageError("the segment was deleted", file=self.log_path)
+        error.errno = errno.ENOENT  # type: ignore[attr-defined]
+        return error
 
     @property
     def size(self) -> int:
@@ -229,16 +254,23 @@ class LogSegment:
             except CorruptIndexError as e:
                 log.warning("%s: corrupt index (%s): rebuilding the indexes from the log", self.log_path, e)
         else:
+            if self.deleted or self.suffix == DELETED_SUFFIX:
+                raise self._vanished()  # on its way out: its index files go first or went, no rebuild
             log.warning("%s: index files missing: rebuilding them from the log", self.log_path)
         self._reset_indexes()
         truncated = self._scan_and_index(truncate=False)
-        if truncated and not self.read_only:
-            # only recovery may truncate: this segment may be followed by others
-            raise CorruptRecordError(
-                f"{truncated} invalid bytes at the end of the segment while rebuilding its indexes",
-                file=self.log_path,
-                position=self.size - truncated,
-            )
+        if truncated:
+            # Only recovery may truncate (this segment may be followed by others). The
+            # batches before the invalid bytes stay readable; a read that reaches them
+            # fails there (``translate_offset``). The active segment's writer would append
+            # after them: its caller recovers it.
+            if self.active and not self.read_only:
+                raise CorruptRecordError(
+                    f"{truncated} invalid bytes at the end of the segment while rebuilding its indexes",
+                    file=self.log_path,
+                    position=self.size - truncated,
+                )
+            log.warning("%s: %d invalid bytes at the end of the segment: reads stop there", self.log_path, truncated)
         if not self.active:
             # trimmed as at roll: left preallocated, the next start would rebuild them again
             self.on_become_inactive()
@@ -251,7 +283,7 @@ class LogSegment:
         trimmed. The last offset entry must name the batch that starts at its
         position, and the last time entry the max timestamp of the batch holding its
         offset (a few header reads), which a zeroed or stale index does not."""
-        oi.sanity_check()
+        oi.verify(self.size)  # every entry in order and inside the log (lookups trust them)
         ti.sanity_check()
         for index in (oi, ti):
             unused = index.length - index.size_in_bytes
@@ -262,8 +294,6 @@ class LogSegment:
                 )
         if oi.entries:
             offset, position = oi.entry(oi.entries - 1)
-            if position >= self.size:
-                raise CorruptIndexError(f"last entry points past the log's {self.size} bytes", file=oi.path)
             head = self.handle.pread(HEADER_SIZE, position)
             try:
                 last = _header_at(head, 0, position).last_offset if len(head) >= HEADER_PEEK else None
@@ -277,7 +307,10 @@ class LogSegment:
         if ti.entries:
             # the batch holding the last time entry's offset carries its timestamp
             timestamp, offset = ti.last_entry
-            holder = next((h for h in self.scan_headers(oi.lookup(offset)[1]) if h.last_offset >= offset), None)
+            try:
+                holder = next((h for h in self.scan_headers(oi.lookup(offset)[1]) if h.last_offset >= offset), None)
+            except CorruptRecordError:
+                holder = None  # damaged bytes on the way: the rebuild finds them
             if holder is None or holder.max_timestamp != timestamp:
                 raise CorruptIndexError(
                     f"last entry (timestamp {timestamp}, offset {offset}) is not the max timestamp of its batch",
@@ -418,9 +451,14 @@ class LogSegment:
         # offset index entry may hold a larger one (and a damaged time index a smaller)
         best = self.time_index.last_entry
         start = self.offset_index.lookup(self.offset_index.last_offset)[1] if self.offset_index.entries else 0
-        for header in self.scan_headers(start):
-            if header.max_timestamp > best[0]:
-                best = (header.max_timestamp, header.last_offset)
+        try:
+            for header in self.scan_headers(start):
+                if header.max_timestamp > best[0]:
+                    best = (header.max_timestamp, header.last_offset)
+        except CorruptRecordError as e:
+            # damaged bytes: the largest timestamp before them (a read meets the damage), so
+            # that lookups by time in other segments, and retention, go on
+            log.warning("%s: the largest timestamp is taken before damaged bytes: %s", self.log_path, e)
         return best
 
     @property
@@ -495,23 +533,72 @@ class LogSegment:
             pos += at
             want = _HEADER_READ if size > _FIRST_SCAN_CHUNK else max(_FIRST_SCAN_CHUNK, min(want * 4, _SCAN_CHUNK))
 
-    def _scan_from_index(self, offset: int, starting_position: int = 0) -> Iterator[BatchHeader]:
-        """Headers from the batch the offset index names for ``offset`` (the largest
-        entry at or below it). The batch holding ``offset`` starts at the next entry's
-        position at the latest: when that is near, one read takes every header up to
-        it; when it is far, the first batch is large, and its header is read alone."""
-        position, following = self.offset_index.lookup_position(offset)
-        position = max(position, starting_position)
+    def _scan_from_index(self, offset: int) -> tuple[int, int, Iterator[BatchHeader]]:
+        """The offset and position of the largest index entry at or below ``offset`` (-1
+        and 0: none), and the headers from the batch it names. The batch holding
+        ``offset`` starts at the next entry's position at the latest: when that is near,
+        one read takes every header up to it; when it is far, the first batch is large,
+        and its header is read alone."""
+        entry_offset, position, following = self.offset_index.lookup_position(offset)
         span = following - position
         first_read = 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
-        return self.scan_headers(position, first_read=first_read)
+        return entry_offset, position, self.scan_headers(position, first_read=first_read)
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> BatchHeader | None:
-        """The first batch whose last offset >= ``offset``, found through the index."""
-        for header in self._scan_from_index(offset, starting_position):
+    def translate_offset(self, offset: int) -> BatchHeader | None:
+        """The first batch whose last offset >= ``offset``, found through the index.
+
+        The batch at the entry's position must end at the entry's offset: an entry in
+        order and inside the log (what loading checks) can still name another batch, or
+        the middle of one (a damaged file), and a read through it would skip records or
+        fail. Such an entry is passed over with a warning, and the scan starts at the
+        segment's first batch instead."""
+        entry_offset, start, headers = self._scan_from_index(offset)
+        try:
+            return self._first_reaching(offset, headers, start, entry_offset)
+        except _MisleadingEntry:
+            pass
+        if not self._warned_of_index:  # once: every lookup through the entry comes here
+            self._warned_of_index = True
+            log.warning(
+                "%s: the entry for offset %d does not name the batch ending there: lookups in this segment "
+                "scan it from its start",
+                self.index_path,
+                entry_offset,
+            )
+        return self._first_reaching(offset, self.scan_headers(0), 0, -1)
+
+    def _first_reaching(
+        self, offset: int, headers: Iterator[BatchHeader], start: int, entry_offset: int
+    ) -> BatchHeader | None:
+        """The first of ``headers`` (read from byte ``start``) whose last offset >=
+        ``offset``. With ``entry_offset`` (not -1: read from an index entry) the first must
+        end there, or _MisleadingEntry is raised. None when no batch reaches the offset,
+        provided the batches end where the file does: an inactive segment that ends in
+        bytes that are no batch (cut short, overwritten) raises CorruptRecordError there,
+        rather than let the read go on in the next segment."""
+        if entry_offset >= 0:
+            try:
+                first = next(headers, None)
+            except SeglogError:  # bad framing there, or a position no read can take
+                raise _MisleadingEntry from None
+            if first is None or first.last_offset != entry_offset:
+                raise _MisleadingEntry
+            if first.last_offset >= offset:
+                return first
+            start = first.position + first.size
+        end = start
+        for header in headers:
             if header.last_offset >= offset:
                 return header
+            end = header.position + header.size
+        if end != self.size and not self.active:
+            raise self._no_batch_after(end)
         return None
+
+    def _no_batch_after(self, end: int) -> CorruptRecordError:
+        return CorruptRecordError(
+            f"{self.size - end} bytes that are no batch at the end of the segment", file=self.log_path, position=end
+        )
 
     def first_offset(self, header: BatchHeader) -> int:
         """A batch's first offset; a legacy wrapper must be opened to learn it."""
@@ -526,39 +613,73 @@ class LogSegment:
         """Bytes from the batch holding ``start_offset``, at most ``max_size`` of them
         (or the whole first batch, with ``min_one_message``), never past ``max_position``.
         None when no batch at or after the offset lies before ``max_position``."""
+        handle = self._handle or self.handle  # the slice's, taken first: the segment may be deleted meanwhile
         limit = self.size if max_position is None else max_position
         header = self.translate_offset(start_offset)
         if header is None or header.position >= limit:
             return None
         wanted = max(max_size, header.size) if min_one_message else max_size
         size = min(limit - header.position, wanted)
-        return FetchData(start_offset, FileSlice(self.handle, header.position, size), wanted < header.size)
+        return FetchData(start_offset, FileSlice(handle, header.position, size), wanted < header.size)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
-        offset >= ``starting_offset``, or None."""
+        offset >= ``starting_offset``, or None.
+
+        The time index entry the search starts from is checked on the way: the batch
+        holding its offset must carry its timestamp as its max. An entry whose timestamp
+        is lower than that (a damaged file, still in order) would make the search skip
+        records that reach the target; then the segment is searched from its start."""
         ts, ts_offset = (self._time_index or self.time_index).lookup(timestamp)
-        headers: Iterator[BatchHeader] | None = None
-        if NO_TIMESTAMP < ts < timestamp and ts_offset >= starting_offset:
-            # The time index holds running maxima: no record up to ts_offset reaches the
-            # timestamp, so the search starts at the batch after the one holding it. When
-            # that one ends at ts_offset and it and the two after have offset index entries
-            # (batches larger than index.interval.bytes), the next batch lies between the
-            # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
-            # fills the span (else the scan below, from the index entry, as ever).
-            span = (self._offset_index or self.offset_index).positions_after(ts_offset)
-            if span is not None and 0 < span[1] - span[0] <= _TIME_SEARCH_READ:
-                data = (self._handle or self.handle).pread(span[1] - span[0], span[0])
-                if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
-                    first, size, _, max_ts = _V2_PEEK.unpack_from(data)
-                    if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
-                        if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)
-                            found = _scan.find_timestamp(data, timestamp, starting_offset, span[0], decompress)
-                            if found is not None:
-                                return found
-                        headers = self.scan_headers(span[1])
-        if headers is None:
-            headers = self._scan_from_index(max(ts_offset, starting_offset))
+        if ts == NO_TIMESTAMP or ts_offset < starting_offset:
+            return self._search_time(self._scan_from_index(starting_offset)[2], timestamp, starting_offset)
+        span = (self._offset_index or self.offset_index).positions_after(ts_offset) if ts < timestamp else None
+        # The time index holds running maxima: no record up to ts_offset reaches the
+        # timestamp, so the search starts at the batch after the one holding it. When
+        # that one ends at ts_offset and it and the two after have offset index entries
+        # (batches larger than index.interval.bytes), the next batch lies between the
+        # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
+        # fills the span (else the scan below, from the index entry, as ever).
+        if span is not None and 0 < span[2] - span[1] <= _TIME_SEARCH_READ:
+            head = (self._handle or self.handle).pread(_HEADER_READ, span[0])
+            try:
+                holder = _header_at(head, 0, span[0]) if len(head) >= HEADER_PEEK else None
+            except CorruptRecordError:
+                holder = None
+            if holder is None or holder.max_timestamp != ts:
+                return self._search_time_afresh(timestamp, starting_offset, ts_offset)
+            data = (self._handle or self.handle).pread(span[2] - span[1], span[1])
+            if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
+                first, size, _, max_ts = _V2_PEEK.unpack_from(data)
+                if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
+                    if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)
+                        found = _scan.find_timestamp(data, timestamp, starting_offset, span[1], decompress)
+                        if found is not None:
+                            return found
+                    return self._search_time(self.scan_headers(span[2]), timestamp, starting_offset)
+        headers = self._scan_from_index(ts_offset)[2]
+        holder = next((h for h in headers if h.last_offset >= ts_offset), None)
+        if holder is None or holder.max_timestamp != ts:
+            return self._search_time_afresh(timestamp, starting_offset, ts_offset)
+        return self._search_time(itertools.chain((holder,), headers), timestamp, starting_offset)
+
+    def _search_time_afresh(self, timestamp: int, starting_offset: int, ts_offset: int) -> tuple[int, int] | None:
+        """The search by time when the time index entry for ``ts_offset`` misled."""
+        if not self._warned_of_index:
+            self._warned_of_index = True
+            log.warning(
+                "%s: the entry for offset %d is not the max timestamp of its batch: lookups by time in this "
+                "segment search it from its start",
+                self.time_index_path,
+                ts_offset,
+            )
+        return self._search_time(self.scan_headers(0), timestamp, starting_offset)
+
+    def _search_time(
+        self, headers: Iterator[BatchHeader], timestamp: int, starting_offset: int
+    ) -> tuple[int, int] | None:
+        """The first record of the batches of ``headers`` with timestamp >= ``timestamp``
+        and offset >= ``starting_offset``, as (timestamp, offset)."""
         for header in headers:
             if header.max_timestamp < timestamp or header.last_offset < starting_offset:
                 continue
@@ -576,24 +697,34 @@ class LogSegment:
         return None
 
     def read_next_offset(self) -> int:
-        """The offset after the segment's last batch (its base offset when empty)."""
+        """The offset after the segment's last batch (its base offset when empty). A
+        writer's segment must end with that batch: bytes after it that are no batch would
+        lie between the batches it appends, so they raise CorruptRecordError (the log
+        recovers the segment); a reader's may end in a batch its writer is appending."""
         start = self.offset_index.lookup(self.offset_index.last_offset)[1] if self.offset_index.entries else 0
-        next_offset = self.base_offset
+        next_offset, end = self.base_offset, start
         for header in self.scan_headers(start):
-            next_offset = header.next_offset
+            next_offset, end = header.next_offset, header.position + header.size
+        if end != self.size and not self.read_only:
+            raise self._no_batch_after(end)
         return next_offset
 
     # --- recovery and truncation ------------------------------------------------------------
 
-    def recover(self, max_batch_size: int | None = None, on_epoch: Callable[[int, int], None] | None = None) -> int:
+    def recover(self, on_epoch: Callable[[int, int], None] | None = None) -> int:
         """Revalidate every batch, rebuild the indexes, truncate at the first invalid
         byte. Returns the bytes truncated. ``on_epoch(epoch, base_offset)`` hears of each
-        v2 batch whose leader epoch differs from the batch before it."""
+        v2 batch whose leader epoch differs from the batch before it.
+
+        A batch's size is not bounded by today's max.message.bytes: the batch was valid
+        when it was appended (the config may have been lowered since), and Kafka's
+        recovery bounds it only by its int32 length field. Only framing, CRC and offsets
+        make bytes invalid."""
         # The indexes are rebuilt in memory and each written to its file in one write at
         # the end: filled through the map of a preallocated file, they cost a page fault
         # (an unwritten extent converted) every 4 KiB, as much as the walk's CRCs.
         self._reset_indexes(in_memory=True)
-        truncated = self._scan_and_index(truncate=True, max_batch_size=max_batch_size, on_epoch=on_epoch)
+        truncated = self._scan_and_index(truncate=True, on_epoch=on_epoch)
         # as Kafka's: the max timestamp entry a roll writes, and indexes of their entries only
         # (an inactive segment keeps them so; the log grows the active segment's back)
         self.on_become_inactive()
@@ -605,7 +736,6 @@ class LogSegment:
     def _scan_and_index(
         self,
         truncate: bool,
-        max_batch_size: int | None = None,
         on_epoch: Callable[[int, int], None] | None = None,
     ) -> int:
         """Validate and index every batch from the start; returns the invalid bytes at the end.
@@ -622,7 +752,6 @@ class LogSegment:
         size, valid, want = self.size, 0, _RECOVERY_CHUNK
         oi, ti = self.offset_index, self.time_index
         base, interval = self.base_offset, self.index_interval_bytes
-        limit = -1 if max_batch_size is None else max_batch_size
         # carried from walk to walk: (last offset so far - base, leader epoch, bytes since
         # the last index entry, max timestamp, its offset, the time index's last timestamp)
         state: _WalkState = (-1, None, 0, NO_TIMESTAMP, base, ti.last_entry[0])
@@ -635,7 +764,7 @@ class LogSegment:
             at = 0
             while True:
                 at, state, offsets, times, epochs, stop = _scan.recover_batches(
-                    chunk, at, valid, base, limit, interval, state
+                    chunk, at, valid, base, -1, interval, state
                 )
                 oi.append_packed(offsets)
                 ti.append_packed(times)
@@ -657,6 +786,8 @@ class LogSegment:
                 if len(chunk) < want:
                     break  # a partial batch at the end of the file
                 want = LOG_OVERHEAD + peek_frame(chunk, 0, valid)[1]  # a batch larger than the chunk
+                if want > size - valid:
+                    break  # a length past the end of the file: not read in, it is cut
             else:
                 want = _RECOVERY_CHUNK
         self.bytes_since_last_index_entry, self._max_ts_and_offset = state[2], (state[3], state[4])
@@ -766,7 +897,12 @@ class LogSegment:
             self._handle.path = new[0]
 
     def delete(self) -> None:
-        self.close_handlers()
+        """Unlink the segment's files. Its open file and index maps are dropped, not
+        closed: a reader holding them (a ``FileSlice``, a lookup under way) reads on,
+        and they close when the last holder lets go."""
+        self.deleted = True
+        self._offset_index = self._time_index = None
+        self._handle = None
         for path in (self.log_path, self.index_path, self.time_index_path):
             fileio.unlink(path)
 

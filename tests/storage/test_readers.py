@@ -1,0 +1,181 @@
+"""Readers: one range rule for read, batches and records; CRCs checked on the way out;
+file slices that stay readable while the log truncates or deletes under them."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import pytest
+
+from seglog.errors import CorruptRecordError, OffsetOutOfRangeError
+from seglog.records import BatchIterator
+from seglog.storage import fileio
+
+from .conftest import new_log, open_logs, records
+
+
+def test_batches_records_and_read_share_one_range_rule(tmp_path):
+    """Kafka's: a fetch at the log end is fine and empty; past it, or below the log
+    start, is out of range — for all three readers alike, raised at the call."""
+    manager, log = new_log(tmp_path)
+    log.append(records(5))
+    log.append(records(5, start=5))
+    assert log.read(10).slice is None
+    assert list(log.batches(10)) == []
+    assert list(log.records(10)) == []
+    for past in (11, 1000):
+        with pytest.raises(OffsetOutOfRangeError) as read_error:
+            log.read(past)
+        with pytest.raises(OffsetOutOfRangeError) as batches_error:
+            log.batches(past)
+        with pytest.raises(OffsetOutOfRangeError) as records_error:
+            log.records(past)
+        for e in (read_error.value, batches_error.value, records_error.value):
+            assert (e.log_start_offset, e.log_end_offset, e.offset) == (0, 10, past)
+    manager.delete_records("t", 0, 5)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.records(4)
+    assert [r.offset for r in log.records()] == list(range(5, 10))
+    manager.close()
+
+
+def test_records_and_batches_check_crcs(tmp_path):
+    """A value byte flipped on disk below the recovery point, in a dir that was shut down
+    cleanly (nothing recovers it): the record-level readers refuse the batch, naming the
+    file, position and offset, as Kafka's consumer does with check.crcs=true."""
+    manager, log = new_log(tmp_path)
+    log.append(records(4, size=40))
+    log.append(records(4, start=4, size=40))
+    log.roll()
+    log.append(records(4, start=8, size=40))
+    log.flush()
+    first = log.segments[0]
+    position = [h.position for h in first.scan_headers()][1]
+    path = first.log_path
+    manager.close()
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        at = data.index(b"v5-", position)
+        data[at + 1] ^= 0x01
+        f.seek(0)
+        f.write(data)
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        for read in (lambda: list(log.records()), lambda: list(log.batches(2))):
+            with pytest.raises(CorruptRecordError) as e:
+                read()
+            assert (e.value.file, e.value.position, e.value.offset) == (path, position, 4)
+        # before the damaged batch all is served; without the check the bytes come back
+        assert [r.offset for r in log.records(0, 4)] == [0, 1, 2, 3]
+        values = [r.value for r in log.records(check_crcs=False)]
+        assert len(values) == 12 and values[5].startswith(b"v4-")
+        assert [b.base_offset for b in log.batches(check_crcs=False)] == [0, 4, 8]
+
+
+def _segmented(tmp_path, **kw) -> tuple:
+    """A log of several small segments: 10 records a batch, a few batches a segment."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 2048, **kw.pop("config", {})}, **kw)
+    for i in range(30):
+        log.append(records(10, start=10 * i, size=30))
+    assert len(log.segments) >= 5
+    return manager, log
+
+
+def _slices(log, offsets) -> list:
+    out = []
+    for offset in offsets:
+        fetch = log.read(offset, 1 << 20)
+        assert fetch.slice is not None
+        out.append((fetch.slice, fetch.slice.read()))
+    return out
+
+
+@pytest.mark.parametrize("how", ["truncate_to", "truncate_fully_and_start_at"])
+def test_a_file_slice_taken_before_a_truncation_still_reads_its_bytes(tmp_path, how):
+    """The broker hands slices to sendfile after the log's lock is released: a truncation
+    meanwhile must not close or reuse their fds. Segments truncated away go the way of
+    retention's, through .deleted and file.delete.delay.ms."""
+    manager, log = _segmented(tmp_path, config={"file.delete.delay.ms": 60_000}, background=True)
+    later = [s.base_offset for s in log.segments[2:]]
+    slices = _slices(log, later)
+    if how == "truncate_to":
+        log.truncate_to(later[0] - 5)
+    else:
+        log.truncate_fully_and_start_at(0)
+    gone = {int(f[:20]) for f in os.listdir(log.dir) if f.endswith(".log.deleted")}
+    assert set(later) <= gone  # kept until file.delete.delay.ms has passed
+    for fetch_slice, data in slices:
+        assert fetch_slice.read() == data
+        assert [b.base_offset for b in fetch_slice.batches()] == [b.base_offset for b in BatchIterator(data)]
+        os.fstat(fetch_slice.handle.fd)  # a real fd still: sendfile can take it
+    manager.close()
+
+
+def test_readers_racing_retention_read_the_data_or_are_out_of_range(tmp_path):
+    """With file.delete.delay.ms=0 the files of a deleted segment go at once, while
+    readers that took the segment list before may still be opening them: a reader
+    either reads the records or learns that the offset is now below the log start."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 1024, "file.delete.delay.ms": 0})
+    failures: list[BaseException] = []
+    reads = {"data": 0, "out of range": 0}
+    done = threading.Event()
+
+    def reader() -> None:
+        while not done.is_set():
+            start = log.log_start_offset
+            try:
+                got = [r.offset for r in log.records(start, start + 30)]
+                assert got == list(range(start, start + len(got))), got
+                reads["data"] += bool(got)
+            except OffsetOutOfRangeError:
+                reads["out of range"] += 1
+            except BaseException as e:  # any other error is what the test looks for
+                failures.append(e)
+                return
+
+    threads = [threading.Thread(target=reader) for _ in range(2)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # the writer, its file calls releasing the GIL, gets it back soon
+    for t in threads:
+        t.start()
+    try:
+        for i in range(150):
+            log.append(records(10, start=10 * i, size=30))
+            if i % 3 == 2:
+                manager.delete_records("t", 0, log.log_end_offset - 20)
+            if failures:
+                break
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(switch)
+    assert not failures, failures[0]
+    assert reads["data"] > 0
+    manager.close()
+
+
+def test_a_full_truncation_leaves_a_segment_listed_at_every_moment(tmp_path):
+    """A reader in another process (a Spark task) lists the partition dir: while the log
+    is truncated fully, the dir holds a segment at every moment (the new one is made
+    before the old ones go)."""
+    manager, log = _segmented(tmp_path)
+    listed: list[list[str]] = []
+
+    def observe(path: str) -> bool:  # the fault layer as a vantage point: it fails nothing
+        if path.endswith(".log") or path.endswith(".deleted"):
+            listed.append([f for f in os.listdir(log.dir) if f.endswith(".log")])
+        return False
+
+    fileio.faults.inject("open", path=observe, times=-1)
+    fileio.faults.inject("rename", path=observe, times=-1)
+    fileio.faults.inject("unlink", path=observe, times=-1)
+    try:
+        log.truncate_fully_and_start_at(5000)
+    finally:
+        fileio.faults.clear()
+    assert listed and all(listed)
+    assert [f for f in os.listdir(log.dir) if f.endswith(".log")] == [f"{5000:020d}.log"]
+    manager.close()
