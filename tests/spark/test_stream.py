@@ -320,3 +320,17 @@ def test_planning_looks_again_when_a_file_goes_under_it(tmp_path):
 
     with pytest.raises(KafkaStorageError, match="read failed"):
         read_logs([str(tmp_path)], broken)
+
+
+def test_a_task_whose_whole_range_was_truncated_away_reads_nothing(tmp_path):
+    # planned over offsets 50..99, then the log is truncated to 20: with failOnDataLoss=false
+    # the task logs the loss and reads nothing, rather than asking the log for offsets past its end
+    from seglog.spark import source
+
+    fill(tmp_path, partitions=1, batches=10)  # offsets 0..99
+    with seglog.open(str(tmp_path), background=False, read_only=True) as logs:
+        log = logs.partition("events", 0)
+        part = source.SeglogPartition("events", 0, log.dir, 50, 100, 0, False, False, log.config)
+    with seglog.open(str(tmp_path), background=False) as logs:
+        logs.partition("events", 0).truncate_to(20)
+    assert [b.num_rows for b in source.read_partition(part)] == []

@@ -112,6 +112,7 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
             if pl.log_end_offset < end:
                 # the log lost its tail (truncated, or its segments deleted) since planning
                 end = _lost_tail(pl, end, part.fail_on_data_loss)
+                start = min(start, end)  # cut below the task's start: nothing of its range is left
             batches = pl.batches(start, end)
             if part.aborted is not None:
                 batches = committed_batches(batches, part.aborted)
