@@ -327,6 +327,28 @@ BROKER_KEYS: dict[str, Key] = {
         ),
     )
 }
+# --- the broker's network and topic defaults (seglog.broker) -------------------------
+for _key in (
+    Key("listeners", _list, ("PLAINTEXT://:9092",), "Addresses the broker listens on, PLAINTEXT://host:port."),
+    Key(
+        "advertised.listeners",
+        _list,
+        None,
+        "Addresses given to clients in metadata; the listeners when unset.",
+    ),
+    Key("default.replication.factor", _int, 1, "Replication factor of auto-created topics.", minimum=1),
+    Key("auto.create.topics.enable", _bool, True, "Create a topic when a client asks metadata of it."),
+    Key("delete.topic.enable", _bool, True, "Allow DeleteTopics."),
+    Key(
+        "socket.request.max.bytes",
+        _int,
+        100 * 1024 * 1024,
+        "The largest request the broker reads; a larger size prefix closes the connection.",
+        minimum=1,
+    ),
+    Key("num.io.threads", _int, 8, "Threads that run storage calls for requests.", minimum=1),
+):
+    BROKER_KEYS[_key.name] = _key
 # the broker synonyms of topic keys are broker keys too
 for _name, _syns in SYNONYMS.items():
     for _syn, _factor in _syns:

@@ -127,3 +127,48 @@ class InvalidPartitionsError(SeglogError):
 
 class InvalidConfigurationError(SeglogError):
     error_code = 40  # INVALID_CONFIG
+
+
+# --- broker --------------------------------------------------------------------
+
+
+class RecordListTooLargeError(SeglogError):
+    """A produce request's records for one partition larger than the broker takes."""
+
+    error_code = 18  # RECORD_LIST_TOO_LARGE
+
+
+class PolicyViolationError(SeglogError):
+    """An admin request the broker's rules refuse (a replication factor it cannot give)."""
+
+    error_code = 44  # POLICY_VIOLATION
+
+
+class TopicDeletionDisabledError(SeglogError):
+    error_code = 73  # TOPIC_DELETION_DISABLED
+
+
+class BrokerNotAvailableError(SeglogError):
+    """The broker is stopping, or not started: requests cannot be served."""
+
+    error_code = 8  # BROKER_NOT_AVAILABLE
+
+
+class InvalidRequiredAcksError(SeglogError):
+    error_code = 21  # INVALID_REQUIRED_ACKS
+
+
+class FencedLeaderEpochError(SeglogError):
+    """A client's leader epoch older than the leader's: its metadata is stale."""
+
+    error_code = 74  # FENCED_LEADER_EPOCH
+
+
+class UnknownLeaderEpochError(SeglogError):
+    """A client's leader epoch newer than the broker knows: the broker is behind."""
+
+    error_code = 75  # UNKNOWN_LEADER_EPOCH
+
+
+class UnknownTopicIdError(SeglogError):
+    error_code = 100  # UNKNOWN_TOPIC_ID

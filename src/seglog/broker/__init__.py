@@ -1,0 +1,1 @@
+"""A Kafka broker over seglog's storage."""
