@@ -77,6 +77,32 @@ class RecordTooLargeError(SeglogError):
     error_code = 10  # MESSAGE_TOO_LARGE
 
 
+# --- protocol ----------------------------------------------------------------
+
+
+class InvalidRequestError(SeglogError):
+    """Bytes that are not a valid request (or response) of the API and version they claim:
+    cut short, a length or count past the frame, a size prefix beyond ``socket.request.max.bytes``.
+    ``position`` is the byte position in the frame (after the size prefix)."""
+
+    error_code = 42  # INVALID_REQUEST
+
+
+class UnsupportedVersionError(SeglogError):
+    """An API key that is not declared, or a version outside its declared range. The header's
+    fields are kept so the broker can answer (ApiVersions) or close the connection (the rest)."""
+
+    error_code = 35  # UNSUPPORTED_VERSION
+
+    def __init__(
+        self, message: str, *, api_key: int, api_version: int, correlation_id: int | None = None, **place: Any
+    ) -> None:
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        super().__init__(message, **place)
+
+
 # --- storage -----------------------------------------------------------------
 
 

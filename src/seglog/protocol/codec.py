@@ -1,0 +1,216 @@
+"""Frames in, values out, and back: the four entry points and the size prefix.
+
+A frame on the wire is ``size int32`` then ``size`` bytes: a header (header.py) and a body
+(the API's schema at the header's version). ``frame_size`` checks the prefix before the body
+is read; ``decode_request`` takes the bytes after it. Encoders give the whole frame, prefix
+included, as a list of parts to write in order (records may be parts of their own).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from seglog.errors import InvalidRequestError, SeglogError, UnsupportedVersionError
+from seglog.protocol import primitives
+from seglog.protocol.api_key import ApiKey
+from seglog.protocol.compiler import Decoder, Encoder, compile_decoder, compile_encoder
+from seglog.protocol.header import Request, RequestHeader
+from seglog.protocol.messages import SCHEMAS
+from seglog.protocol.schema import Api
+
+_SIZE = struct.Struct(">i")
+_REQUEST_HEADER = struct.Struct(">hhi")
+_CLIENT_ID_LENGTH = struct.Struct(">h")
+_API_KEYS = {int(k): k for k in ApiKey}
+
+_DECODE_REQUEST, _ENCODE_REQUEST, _DECODE_RESPONSE, _ENCODE_RESPONSE = range(4)
+_codecs: dict[tuple[int, int, int], Any] = {}
+
+
+def supported_versions(api_key: int) -> tuple[int, int]:
+    """(min, max) of the versions declared for an API; UnsupportedVersionError if none are."""
+    api = SCHEMAS.get(api_key)
+    if api is None:
+        raise UnsupportedVersionError(f"API key {api_key} is not supported", api_key=api_key, api_version=-1)
+    return api.versions.lo, api.versions.hi
+
+
+def _api(api_key: int, api_version: int, correlation_id: int | None = None) -> Api:
+    api = SCHEMAS.get(api_key)
+    if api is None:
+        raise UnsupportedVersionError(
+            f"API key {api_key} is not supported",
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+        )
+    if api_version not in api.versions:
+        raise UnsupportedVersionError(
+            f"{api.key.name} version {api_version} is not supported (versions {api.versions.lo}-{api.versions.hi})",
+            api_key=api_key,
+            api_version=api_version,
+            correlation_id=correlation_id,
+        )
+    return api
+
+
+def _codec(api_key: int, api_version: int, kind: int, correlation_id: int | None = None) -> Any:
+    key = (api_key, api_version, kind)
+    codec = _codecs.get(key)
+    if codec is None:
+        api = _api(api_key, api_version, correlation_id)
+        flexible = api_version in api.flexible
+        message = api.request if kind in (_DECODE_REQUEST, _ENCODE_REQUEST) else api.response
+        name = f"{api.key.name.lower()}_{'request' if message is api.request else 'response'}_v{api_version}"
+        if kind in (_DECODE_REQUEST, _DECODE_RESPONSE):
+            codec = compile_decoder(message, api_version, flexible, "decode_" + name)
+        else:
+            codec = compile_encoder(message, api_version, flexible, "encode_" + name)
+        _codecs[key] = codec
+    return codec
+
+
+def frame_size(prefix: bytes | memoryview, max_size: int) -> int:
+    """The size a 4-byte big-endian prefix announces, refused before any body is read when it
+    is negative or larger than ``max_size`` (``socket.request.max.bytes``)."""
+    if len(prefix) < 4:
+        raise InvalidRequestError(f"size prefix of {len(prefix)} bytes, 4 needed", position=0)
+    size: int = _SIZE.unpack_from(prefix)[0]
+    if size < 0:
+        raise InvalidRequestError(f"invalid frame size {size}", position=0)
+    if size > max_size:
+        raise InvalidRequestError(
+            f"frame size {size} is larger than the limit of {max_size} bytes (socket.request.max.bytes)", position=0
+        )
+    return size
+
+
+def _view(frame: bytes | bytearray | memoryview) -> memoryview:
+    view = memoryview(frame)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """The header and body of a request frame (the bytes after the size prefix).
+
+    UnsupportedVersionError for an undeclared API key or version (with the header's
+    correlation id); InvalidRequestError, with the byte position, for anything malformed.
+    Bytes after the body are ignored, as Kafka does."""
+    b = _view(frame)
+    end = len(b)
+    if end < 8:
+        raise primitives.short(0, 8, end)
+    api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(b)
+    decode: Decoder = _codecs.get((api_key, api_version, _DECODE_REQUEST)) or _codec(
+        api_key, api_version, _DECODE_REQUEST, correlation_id
+    )
+    api = SCHEMAS[api_key]
+    header_version = api.request_header_version(api_version)
+    p, client_id = 8, None
+    if header_version >= 1:
+        if end < 10:
+            raise primitives.short(8, 2, end)
+        n = _CLIENT_ID_LENGTH.unpack_from(b, 8)[0]
+        p = 10
+        if n >= 0:
+            if n > end - p:
+                raise primitives.short(p, n, end)
+            client_id = primitives.utf8(b[p : p + n])
+            p += n
+        elif n != -1:
+            raise primitives.bad_count(8, n, end - p)
+    if header_version >= 2:
+        p = _skip_tagged_fields(b, p, end)
+    try:
+        body, _ = decode(b, p, end)
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:  # a gap in the checks
+        raise InvalidRequestError(f"malformed {api.key.name} v{api_version} request: {exc}") from exc
+    return Request(RequestHeader(_API_KEYS[api_key], api_version, correlation_id, client_id), body)
+
+
+def _skip_tagged_fields(b: memoryview, p: int, end: int) -> int:
+    count, p = primitives.read_uvarint(b, p, end)
+    if count > end - p:
+        raise primitives.bad_count(p, count, end - p)
+    for _ in range(count):
+        _, p = primitives.read_uvarint(b, p, end)
+        size, p = primitives.read_uvarint(b, p, end)
+        if size > end - p:
+            raise primitives.short(p, size, end)
+        p += size
+    return p
+
+
+def _encode(encode: Encoder, head: bytes, body: dict[str, Any], what: str) -> list[Any]:
+    parts: list[Any] = []
+    o = bytearray(head)
+    try:
+        o = encode(body, o, parts)
+    except SeglogError:
+        raise
+    except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
+        raise SeglogError(f"cannot encode {what}: {exc}") from exc
+    if o or not parts:
+        parts.append(o)
+    size = sum(len(p) if isinstance(p, bytes | bytearray) else primitives.records_size(p) for p in parts) - 4
+    _SIZE.pack_into(parts[0], 0, size)
+    return parts
+
+
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list[Any]:
+    """The whole response frame, size prefix included, as parts to write in order: bytearrays
+    and the records values too large to copy (bytes-like, or objects with an int ``size``,
+    such as storage's FileSlice, for the broker to sendfile)."""
+    encode: Encoder = _codecs.get((api_key, api_version, _ENCODE_RESPONSE)) or _codec(
+        api_key, api_version, _ENCODE_RESPONSE
+    )
+    api = SCHEMAS[api_key]
+    if api.response_header_version(api_version) == 1:
+        head = _SIZE.pack(0) + _SIZE.pack(correlation_id) + b"\x00"
+    else:
+        head = _SIZE.pack(0) + _SIZE.pack(correlation_id)
+    return _encode(encode, head, body, f"{api.key.name} v{api_version} response")
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+) -> list[Any]:
+    """The whole request frame, size prefix included, as parts to write in order."""
+    encode: Encoder = _codecs.get((api_key, api_version, _ENCODE_REQUEST)) or _codec(
+        api_key, api_version, _ENCODE_REQUEST
+    )
+    api = SCHEMAS[api_key]
+    header_version = api.request_header_version(api_version)
+    head = _SIZE.pack(0) + _REQUEST_HEADER.pack(api_key, api_version, correlation_id)
+    if header_version >= 1:
+        if client_id is None:
+            head += b"\xff\xff"
+        else:
+            raw = client_id.encode()
+            head += _CLIENT_ID_LENGTH.pack(len(raw)) + raw
+    if header_version >= 2:
+        head += b"\x00"
+    return _encode(encode, head, body, f"{api.key.name} v{api_version} request")
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """The body of a response frame (the bytes after the size prefix: correlation id first)."""
+    decode: Decoder = _codecs.get((api_key, api_version, _DECODE_RESPONSE)) or _codec(
+        api_key, api_version, _DECODE_RESPONSE
+    )
+    api = SCHEMAS[api_key]
+    b = _view(frame)
+    end = len(b)
+    if end < 4:
+        raise primitives.short(0, 4, end)
+    p = 4
+    if api.response_header_version(api_version) == 1:
+        p = _skip_tagged_fields(b, p, end)
+    try:
+        body, _ = decode(b, p, end)
+    except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:
+        raise InvalidRequestError(f"malformed {api.key.name} v{api_version} response: {exc}") from exc
+    return body

@@ -1,0 +1,434 @@
+"""Compiles a declared message at one version into a decoder and an encoder.
+
+Each (struct, version) becomes the Python source of one function, nested arrays inlined as
+nested loops, runs of fixed-width fields read or written by a single precompiled
+``struct.Struct``; the source is compiled once with ``exec`` (as ``namedtuple`` and ``attrs``
+do) and cached by the caller. Interpreting the schema per message instead costs a dict lookup
+and a call per field, which is most of the time of a small request.
+
+Decoders: ``decode(b, p, e) -> (dict, p)`` over a memoryview ``b`` from position ``p`` to
+``e``. Every read is checked against ``e`` first and every length and count against the bytes
+left before anything is allocated (Kafka's own rule), so hostile input costs at most the
+frame's size. Records come out as memoryview slices of ``b``.
+
+Encoders: ``encode(d, o, parts) -> o`` append to the bytearray ``o``; a records value larger
+than COPY_LIMIT (or not bytes-like: a FileSlice) ends ``o`` in ``parts``, goes into ``parts``
+itself, and a new bytearray is returned. Appending ``Struct.pack`` results measured as fast as
+``pack_into`` a presized buffer with its growth checks, and needs no size pass.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from seglog.errors import SeglogError
+from seglog.protocol import primitives
+from seglog.protocol.schema import (
+    BYTES,
+    FIXED_FORMATS,
+    RECORDS,
+    STRING,
+    UUID,
+    Array,
+    Field,
+    FieldType,
+    Struct,
+)
+
+# records at most this large are copied into the frame's buffer rather than given their own part
+COPY_LIMIT = 4096
+
+Decoder = Callable[[memoryview, int, int], tuple[dict[str, Any], int]]
+Encoder = Callable[[dict[str, Any], bytearray, list[Any]], bytearray]
+
+
+class _Source:
+    """Lines of generated code, with the constants they refer to."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.namespace: dict[str, Any] = {}
+        self.counter = 0
+
+    def emit(self, indent: int, line: str) -> None:
+        self.lines.append("    " * indent + line)
+
+    def const(self, value: Any) -> str:
+        name = f"_c{len(self.namespace)}"
+        self.namespace[name] = value
+        return name
+
+    def fresh(self, stem: str) -> str:
+        self.counter += 1
+        return f"{stem}{self.counter}"
+
+    def struct(self, fmt: str) -> str:
+        return self.const(struct.Struct(">" + fmt))
+
+    def build(self, name: str, params: str, body_indent_lines: list[str]) -> Callable[..., Any]:
+        src = f"def {name}({params}):\n" + "\n".join(body_indent_lines) + "\n"
+        exec(compile(src, f"<seglog.protocol {name}>", "exec"), self.namespace)
+        fn = self.namespace[name]
+        fn.source = src  # for debugging a schema
+        return fn
+
+
+def _present(struct_: Struct, version: int) -> tuple[list[Field], list[Field]]:
+    """The regular fields and the tagged fields (by tag) a version has."""
+    regular = [f for f in struct_.fields if version in f.versions and f.tag is None]
+    tagged = [f for f in struct_.fields if version in f.versions and f.tag is not None]
+    tagged.sort(key=lambda f: f.tag or 0)
+    return regular, tagged
+
+
+def _is_fixed(f: Field) -> bool:
+    return isinstance(f.type, str) and f.type in FIXED_FORMATS
+
+
+def _default_expr(src: _Source, f: Field) -> str:
+    """Source of an expression making the default value (fresh lists and dicts each time)."""
+    if isinstance(f.type, Array):
+        return "[]"
+    if isinstance(f.type, Struct):
+        return "{" + ", ".join(f"{g.name!r}: {_default_expr(src, g)}" for g in f.type.fields) + "}"
+    if isinstance(f.default, bool | int | float | str | bytes) or f.default is None:
+        return repr(f.default)
+    return src.const(f.default)
+
+
+# --- decoding ------------------------------------------------------------------------------
+
+
+class _DecoderGen:
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.version = version
+        self.flexible = flexible
+        self.src = _Source()
+        ns = self.src.namespace
+        ns.update(
+            _short=primitives.short,
+            _count=primitives.bad_count,
+            _null=primitives.not_nullable,
+            _uv=primitives.read_uvarint,
+            _uuid=primitives.to_uuid,
+            _utf8=primitives.utf8,
+            _unpack=struct.unpack_from,
+            _I16=struct.Struct(">h").unpack_from,
+            _I32=struct.Struct(">i").unpack_from,
+        )
+
+    def length(self, ind: int, var: str, compact: bool, int16: bool = False, plus_one: bool = True) -> None:
+        """Read a length or count into ``var`` (-1 for null); the caller checks it against the
+        bytes left, in its own unit."""
+        emit = self.src.emit
+        if compact:
+            emit(ind, "if p >= e: raise _short(p, 1, e)")
+            emit(ind, f"{var} = b[p]")
+            emit(ind, "p += 1")
+            emit(ind, f"if {var} > 127: {var}, p = _uv(b, p - 1, e)")
+            if plus_one:
+                emit(ind, f"{var} -= 1")
+        else:
+            size = 2 if int16 else 4
+            emit(ind, f"if e - p < {size}: raise _short(p, {size}, e)")
+            emit(ind, f"{var} = {'_I16' if int16 else '_I32'}(b, p)[0]")
+            emit(ind, f"p += {size}")
+
+    def null_or(self, ind: int, f: Field, var: str, nvar: str, width: int) -> int:
+        """Emit the null branch of a length ``nvar``; returns the indent of the non-null branch."""
+        emit = self.src.emit
+        emit(ind, f"if {nvar} < 0:")
+        if self.version in f.null:
+            emit(ind + 1, f"if {nvar} != -1: raise _count(p - {width}, {nvar}, e - p)")
+            emit(ind + 1, f"{var} = None")
+        else:
+            emit(
+                ind + 1, f"raise _count(p - {width}, {nvar}, e - p) if {nvar} != -1 else _null(p - {width}, {f.name!r})"
+            )
+        emit(ind, "else:")
+        return ind + 1
+
+    def value(self, ind: int, f: Field, type_: FieldType, var: str, depth: int) -> None:
+        """Decode one value of ``type_`` into ``var``."""
+        emit = self.src.emit
+        compact = self.flexible
+        if isinstance(type_, str) and type_ in FIXED_FORMATS:
+            fmt = FIXED_FORMATS[type_]
+            size = struct.calcsize(">" + fmt)
+            emit(ind, f"if e - p < {size}: raise _short(p, {size}, e)")
+            emit(ind, f"{var} = {self.src.struct(fmt)}.unpack_from(b, p)[0]")
+            emit(ind, f"p += {size}")
+            if type_ == UUID:
+                emit(ind, f"{var} = _uuid({var})")
+            return
+        if isinstance(type_, str):  # string, bytes, records
+            n = f"n{depth}"
+            self.length(ind, n, compact, int16=type_ == STRING)
+            width = 1 if compact else (2 if type_ == STRING else 4)
+            inner = self.null_or(ind, f, var, n, width)
+            emit(inner, f"if {n} > e - p: raise _short(p, {n}, e)")
+            if type_ == STRING:
+                emit(inner, f"{var} = _utf8(b[p:p + {n}])")
+            elif type_ == BYTES:
+                emit(inner, f"{var} = bytes(b[p:p + {n}])")
+            else:
+                emit(inner, f"{var} = b[p:p + {n}]")
+            emit(inner, f"p += {n}")
+            return
+        if isinstance(type_, Array):
+            n = f"n{depth}"
+            self.length(ind, n, compact)
+            inner = self.null_or(ind, f, var, n, 1 if compact else 4)
+            item = type_.item
+            if isinstance(item, str) and item in FIXED_FORMATS and item != UUID:
+                fmt = FIXED_FORMATS[item]
+                size = struct.calcsize(">" + fmt)
+                emit(inner, f"if {n} * {size} > e - p: raise _count(p, {n}, e - p)")
+                emit(inner, f"{var} = list(_unpack('>%d{fmt}' % {n}, b, p))")
+                emit(inner, f"p += {n} * {size}")
+                return
+            emit(inner, f"if {n} > e - p: raise _count(p, {n}, e - p)")
+            emit(inner, f"{var} = []")
+            add = f"add{depth}"
+            emit(inner, f"{add} = {var}.append")
+            emit(inner, f"for _ in range({n}):")
+            x = f"x{depth + 1}"
+            self.value(inner + 1, f, item, x, depth + 1)
+            emit(inner + 1, f"{add}({x})")
+            return
+        self.struct(ind, type_, var, depth + 1)
+
+    def struct(self, ind: int, struct_: Struct, var: str, depth: int) -> None:
+        emit = self.src.emit
+        regular, tagged = _present(struct_, self.version)
+        if not self.flexible:
+            tagged = []
+        names = {f.name: f"v{depth}_{f.name}" for f in struct_.fields}
+        run: list[Field] = []
+
+        def flush() -> None:
+            if not run:
+                return
+            fmt = "".join(FIXED_FORMATS[f.type] for f in run)  # type: ignore[index]
+            size = struct.calcsize(">" + fmt)
+            targets = ", ".join(names[f.name] for f in run)
+            emit(ind, f"if e - p < {size}: raise _short(p, {size}, e)")
+            emit(ind, f"({targets},) = {self.src.struct(fmt)}.unpack_from(b, p)")
+            emit(ind, f"p += {size}")
+            for f in run:
+                if f.type == UUID:
+                    emit(ind, f"{names[f.name]} = _uuid({names[f.name]})")
+            run.clear()
+
+        for f in regular:
+            if _is_fixed(f):
+                run.append(f)
+                continue
+            flush()
+            self.value(ind, f, f.type, names[f.name], depth)
+        flush()
+        if self.flexible:
+            self.tagged_section(ind, tagged, names, depth)
+        present = {f.name for f in regular} | {f.name for f in tagged}
+        items = ", ".join(
+            f"{f.name!r}: {names[f.name] if f.name in present else _default_expr(self.src, f)}" for f in struct_.fields
+        )
+        emit(ind, f"{var} = {{{items}}}")
+
+    def tagged_section(self, ind: int, tagged: list[Field], names: dict[str, str], depth: int) -> None:
+        emit = self.src.emit
+        for f in tagged:
+            emit(ind, f"{names[f.name]} = {_default_expr(self.src, f)}")
+        t = f"t{depth}"
+        self.length(ind, t, compact=True, plus_one=False)
+        emit(ind, f"if {t} > e - p: raise _count(p, {t}, e - p)")
+        emit(ind, f"for _ in range({t}):")
+        emit(ind + 1, f"tag{depth}, p = _uv(b, p, e)")
+        emit(ind + 1, f"size{depth}, p = _uv(b, p, e)")
+        emit(ind + 1, f"if size{depth} > e - p: raise _short(p, size{depth}, e)")
+        emit(ind + 1, f"q{depth} = p + size{depth}")
+        for i, f in enumerate(tagged):
+            emit(ind + 1, f"{'if' if i == 0 else 'elif'} tag{depth} == {f.tag}:")
+            # the value is read within its declared size: e stands for the tag's end meanwhile
+            emit(ind + 2, f"e{depth} = e")
+            emit(ind + 2, f"e = q{depth}")
+            self.value(ind + 2, f, f.type, names[f.name], depth + 1)
+            emit(ind + 2, f"e = e{depth}")
+        emit(ind + 1, f"p = q{depth}")  # unknown tags are skipped, as Kafka keeps them unread
+
+
+def compile_decoder(struct_: Struct, version: int, flexible: bool, name: str) -> Decoder:
+    gen = _DecoderGen(version, flexible)
+    gen.struct(1, struct_, "d0", 0)
+    gen.src.emit(1, "return d0, p")
+    return gen.src.build(name, "b, p, e", gen.src.lines)
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+
+def _write_records(o: bytearray, parts: list[Any], records: Any, compact: bool) -> bytearray:
+    if records is None:
+        o += b"\x00" if compact else b"\xff\xff\xff\xff"
+        return o
+    size = primitives.records_size(records)
+    o += primitives.uvarint(size + 1) if compact else size.to_bytes(4, "big", signed=True)
+    if size <= COPY_LIMIT and isinstance(records, bytes | bytearray | memoryview):
+        o += records
+        return o
+    parts.append(o)
+    parts.append(records)
+    return bytearray()
+
+
+def _differs(value: Any, f: Field) -> bool:
+    """Whether a tagged field's value differs from its default (then, and only then, Kafka
+    writes it)."""
+    if isinstance(f.type, Array):
+        return bool(value)
+    if isinstance(f.type, Struct):
+        return value is not None and any(_differs(value.get(g.name, g.default_value()), g) for g in f.type.fields)
+    return bool(value != f.default)
+
+
+class _EncoderGen:
+    def __init__(self, version: int, flexible: bool, where: str) -> None:
+        self.version = version
+        self.flexible = flexible
+        self.where = where
+        self.src = _Source()
+        self.src.namespace.update(
+            _uv=primitives.uvarint,
+            _rec=_write_records,
+            _differs=_differs,
+            _pack=struct.pack,
+            _H=struct.Struct(">h").pack,
+            _I=struct.Struct(">i").pack,
+            _bad=self.null_error,
+        )
+
+    def null_error(self, name: str) -> SeglogError:
+        return SeglogError(f"{self.where}: field {name} is not nullable in this version")
+
+    def length(self, ind: int, expr: str, compact: bool, int16: bool = False) -> None:
+        emit = self.src.emit
+        if compact:
+            emit(ind, f"n = {expr} + 1")
+            emit(ind, "if n < 128: o.append(n)")
+            emit(ind, "else: o += _uv(n)")
+        else:
+            emit(ind, f"o += {'_H' if int16 else '_I'}({expr})")
+
+    def null(self, ind: int, f: Field, var: str, width: int) -> int:
+        """The null branch of ``var``; returns the indent of the non-null branch."""
+        emit = self.src.emit
+        emit(ind, f"if {var} is None:")
+        if self.version in f.null:
+            null = b"\x00" if self.flexible else b"\xff" * width
+            emit(ind + 1, f"o += {null!r}")
+        else:
+            emit(ind + 1, f"raise _bad({f.name!r})")
+        emit(ind, "else:")
+        return ind + 1
+
+    def value(self, ind: int, f: Field, type_: FieldType, var: str, depth: int) -> None:
+        emit = self.src.emit
+        compact = self.flexible
+        if isinstance(type_, str) and type_ in FIXED_FORMATS:
+            fmt = FIXED_FORMATS[type_]
+            arg = f"{var}.bytes" if type_ == UUID else var
+            emit(ind, f"o += {self.src.struct(fmt)}.pack({arg})")
+            return
+        if type_ == RECORDS:
+            emit(ind, f"o = _rec(o, parts, {var}, {compact})")
+            return
+        if isinstance(type_, str):  # string, bytes
+            inner = self.null(ind, f, var, 2 if type_ == STRING else 4)
+            raw = f"r{depth}"
+            emit(inner, f"{raw} = {var}.encode()" if type_ == STRING else f"{raw} = {var}")
+            self.length(inner, f"len({raw})", compact, int16=type_ == STRING)
+            emit(inner, f"o += {raw}")
+            return
+        if isinstance(type_, Array):
+            inner = self.null(ind, f, var, 4)
+            self.length(inner, f"len({var})", compact)
+            item = type_.item
+            if isinstance(item, str) and item in FIXED_FORMATS and item != UUID:
+                emit(inner, f"o += _pack('>%d{FIXED_FORMATS[item]}' % len({var}), *{var})")
+                return
+            x = f"x{depth + 1}"
+            emit(inner, f"for {x} in {var}:")
+            self.value(inner + 1, f, item, x, depth + 1)
+            return
+        self.struct(ind, type_, var, depth + 1)
+
+    def struct(self, ind: int, struct_: Struct, var: str, depth: int) -> None:
+        emit = self.src.emit
+        regular, tagged = _present(struct_, self.version)
+        get = f"{var}.get"
+        run: list[Field] = []
+
+        def arg(f: Field) -> str:
+            return f"{get}({f.name!r}, {_default_expr(self.src, f)})" + (".bytes" if f.type == UUID else "")
+
+        def flush() -> None:
+            if run:
+                fmt = "".join(FIXED_FORMATS[f.type] for f in run)  # type: ignore[index]
+                emit(ind, f"o += {self.src.struct(fmt)}.pack({', '.join(arg(f) for f in run)})")
+                run.clear()
+
+        for f in regular:
+            if _is_fixed(f):
+                run.append(f)
+                continue
+            flush()
+            v = f"v{depth}"
+            default = "()" if isinstance(f.type, Array) else _default_expr(self.src, f)
+            emit(ind, f"{v} = {get}({f.name!r}, {default})")
+            self.value(ind, f, f.type, v, depth)
+        flush()
+        if self.flexible:
+            self.tagged_section(ind, tagged, var, depth)
+
+    def tagged_section(self, ind: int, tagged: list[Field], var: str, depth: int) -> None:
+        emit = self.src.emit
+        if not tagged:
+            emit(ind, "o.append(0)")
+            return
+        t, saved, v = f"t{depth}", f"s{depth}", f"v{depth}"
+        emit(ind, f"{t} = []")
+        for f in tagged:
+            if _contains_records(f.type):
+                raise ValueError(f"records in tagged field {f.name}")
+            fname = self.src.const(f)
+            emit(ind, f"{v} = {var}.get({f.name!r})")
+            emit(ind, f"if {v} is not None and _differs({v}, {fname}):")
+            emit(ind + 1, f"{saved} = o")
+            emit(ind + 1, "o = bytearray()")
+            self.value(ind + 1, f, f.type, v, depth + 1)
+            emit(ind + 1, f"{t}.append(({primitives.uvarint(f.tag)!r}, o))")  # type: ignore[arg-type]
+            emit(ind + 1, f"o = {saved}")
+        emit(ind, f"if not {t}: o.append(0)")
+        emit(ind, "else:")
+        emit(ind + 1, f"o += _uv(len({t}))")
+        emit(ind + 1, f"for tag, raw in {t}:")
+        emit(ind + 2, "o += tag")
+        emit(ind + 2, "o += _uv(len(raw))")
+        emit(ind + 2, "o += raw")
+
+
+def _contains_records(type_: FieldType) -> bool:
+    if isinstance(type_, Array):
+        return _contains_records(type_.item)
+    if isinstance(type_, Struct):
+        return any(_contains_records(f.type) for f in type_.fields)
+    return type_ == RECORDS
+
+
+def compile_encoder(struct_: Struct, version: int, flexible: bool, name: str) -> Encoder:
+    gen = _EncoderGen(version, flexible, name)
+    gen.struct(1, struct_, "d0", 0)
+    gen.src.emit(1, "return o")
+    return gen.src.build(name, "d0, o, parts", gen.src.lines)

@@ -1,0 +1,92 @@
+"""Hypothesis strategies that draw message bodies from the declared schemas, and the value a
+body decodes to at a version (absent fields at their defaults, records as bytes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from seglog.protocol.schema import (
+    BOOL,
+    BYTES,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UINT16,
+    UINT32,
+    UUID,
+    Array,
+    Field,
+    FieldType,
+    Struct,
+)
+
+_INTS = {INT8: 8, INT16: 16, INT32: 32, INT64: 64}
+_PRIMITIVES: dict[str, st.SearchStrategy[Any]] = {
+    BOOL: st.booleans(),
+    UINT16: st.integers(0, 2**16 - 1),
+    UINT32: st.integers(0, 2**32 - 1),
+    FLOAT64: st.floats(allow_nan=False),
+    UUID: st.uuids(),
+    STRING: st.text(max_size=12),
+    BYTES: st.binary(max_size=12),
+    RECORDS: st.binary(max_size=40),
+    **{t: st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) for t, bits in _INTS.items()},
+}
+
+
+def _present(f: Field, version: int, flexible: bool) -> bool:
+    return version in f.versions and (f.tag is None or flexible)
+
+
+def value_of(f: Field, type_: FieldType, version: int, flexible: bool, item: bool = False) -> st.SearchStrategy[Any]:
+    if isinstance(type_, Array):
+        inner = st.lists(value_of(f, type_.item, version, flexible, item=True), max_size=3)
+    elif isinstance(type_, Struct):
+        inner = body_of(type_, version, flexible)
+    else:
+        inner = _PRIMITIVES[type_]
+    return st.none() | inner if version in f.null and not item else inner
+
+
+def body_of(struct: Struct, version: int, flexible: bool) -> st.SearchStrategy[dict[str, Any]]:
+    """Bodies with every field the version has (tagged ones sometimes left out)."""
+    required = {f.name: value_of(f, f.type, version, flexible) for f in struct.fields if _present(f, version, flexible)}
+    return st.fixed_dictionaries(required)
+
+
+def expected(struct: Struct, body: dict[str, Any], version: int, flexible: bool) -> dict[str, Any]:
+    """What ``body`` decodes to: every field of the struct, the absent ones at their default."""
+    out = {}
+    for f in struct.fields:
+        if _present(f, version, flexible) and f.name in body:
+            out[f.name] = _expected_value(f.type, body[f.name], version, flexible)
+        else:
+            out[f.name] = f.default_value()
+    return out
+
+
+def _expected_value(type_: FieldType, value: Any, version: int, flexible: bool) -> Any:
+    if value is None:
+        return None
+    if isinstance(type_, Array):
+        return [_expected_value(type_.item, v, version, flexible) for v in value]
+    if isinstance(type_, Struct):
+        return expected(type_, value, version, flexible)
+    return value
+
+
+def plain(value: Any) -> Any:
+    """A decoded value with its memoryviews made bytes, for comparing."""
+    if isinstance(value, memoryview):
+        return bytes(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
