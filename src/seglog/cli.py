@@ -10,9 +10,9 @@ import sys
 from collections.abc import Sequence
 
 from .errors import SeglogError
-from .tools import consume, dump_log, get_offsets, produce, topics
+from .tools import broker, consume, dump_log, get_offsets, produce, topics
 
-COMMANDS = (dump_log, topics, produce, consume, get_offsets)
+COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -70,7 +70,10 @@ class Connection:
         processor = loop.create_task(self._process())
         self._tasks = [reader, processor]
         try:
-            await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+            # the processor ends at the reader's end-of-stream mark, after the requests read
+            # before it (a client that sends acks=0 produces and closes still has them appended),
+            # or on a send that fails, when the reader has nothing left to read for
+            await processor
         finally:
             for task in self._tasks:
                 task.cancel()
