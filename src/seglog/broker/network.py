@@ -211,12 +211,9 @@ class SocketServer:
         self.connections: set[Connection] = set()
         self._listen = socket.create_server((host, port), family=_family(host), backlog=1024, reuse_port=False)
         self._listen.setblocking(False)
+        self.port = int(self._listen.getsockname()[1])  # the one bound, when asked for port 0
         self._accepting: asyncio.Task[None] | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def port(self) -> int:
-        return int(self._listen.getsockname()[1])
 
     def start(self) -> None:
         self._accepting = asyncio.get_running_loop().create_task(self._accept())
