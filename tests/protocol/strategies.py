@@ -44,20 +44,27 @@ def _present(f: Field, version: int, flexible: bool) -> bool:
     return version in f.versions and (f.tag is None or flexible)
 
 
-def value_of(f: Field, type_: FieldType, version: int, flexible: bool, item: bool = False) -> st.SearchStrategy[Any]:
+Overrides = dict[str, st.SearchStrategy[Any]]
+
+
+def value_of(
+    f: Field, type_: FieldType, version: int, flexible: bool, overrides: Overrides, item: bool = False
+) -> st.SearchStrategy[Any]:
     if isinstance(type_, Array):
-        inner = st.lists(value_of(f, type_.item, version, flexible, item=True), max_size=3)
+        inner = st.lists(value_of(f, type_.item, version, flexible, overrides, item=True), max_size=3)
     elif isinstance(type_, Struct):
-        inner = body_of(type_, version, flexible)
+        inner = body_of(type_, version, flexible, overrides)
     else:
-        inner = _PRIMITIVES[type_]
+        inner = overrides.get(f.name, _PRIMITIVES[type_])
     return st.none() | inner if version in f.null and not item else inner
 
 
-def body_of(struct: Struct, version: int, flexible: bool) -> st.SearchStrategy[dict[str, Any]]:
-    """Bodies with every field the version has (tagged ones sometimes left out)."""
-    required = {f.name: value_of(f, f.type, version, flexible) for f in struct.fields if _present(f, version, flexible)}
-    return st.fixed_dictionaries(required)
+def body_of(
+    struct: Struct, version: int, flexible: bool, overrides: Overrides | None = None
+) -> st.SearchStrategy[dict[str, Any]]:
+    """Bodies with every field the version has; ``overrides`` draws the named fields' values."""
+    fields = [f for f in struct.fields if _present(f, version, flexible)]
+    return st.fixed_dictionaries({f.name: value_of(f, f.type, version, flexible, overrides or {}) for f in fields})
 
 
 def expected(struct: Struct, body: dict[str, Any], version: int, flexible: bool) -> dict[str, Any]:

@@ -19,7 +19,7 @@ def joined(parts: list) -> bytes:
 
 
 @pytest.mark.parametrize(("api_key", "version"), CASES, ids=[f"{k.name}-v{v}" for k, v in CASES])
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_round_trip(api_key: ApiKey, version: int, data: st.DataObject) -> None:
     api = SCHEMAS[api_key]

@@ -180,16 +180,17 @@ class _DecoderGen:
         if isinstance(type_, Array):
             n = f"n{depth}"
             self.length(ind, n, compact)
-            inner = self.null_or(ind, f, var, n, 1 if compact else 4)
+            width = 1 if compact else 4
+            inner = self.null_or(ind, f, var, n, width)
             item = type_.item
             if isinstance(item, str) and item in FIXED_FORMATS and item != UUID:
                 fmt = FIXED_FORMATS[item]
                 size = struct.calcsize(">" + fmt)
-                emit(inner, f"if {n} * {size} > e - p: raise _count(p, {n}, e - p)")
+                emit(inner, f"if {n} * {size} > e - p: raise _count(p - {width}, {n}, e - p)")
                 emit(inner, f"{var} = list(_unpack('>%d{fmt}' % {n}, b, p))")
                 emit(inner, f"p += {n} * {size}")
                 return
-            emit(inner, f"if {n} > e - p: raise _count(p, {n}, e - p)")
+            emit(inner, f"if {n} > e - p: raise _count(p - {width}, {n}, e - p)")
             emit(inner, f"{var} = []")
             add = f"add{depth}"
             emit(inner, f"{add} = {var}.append")

@@ -184,3 +184,8 @@ class Api:
         # ApiVersions answers with header v0 always: a client that sent a version too new for
         # the broker must still read the error response and its list of versions
         return 1 if version in self.flexible and self.key != ApiKey.API_VERSIONS else 0
+
+
+def array_of(*fields: Field) -> Array:
+    """An array of structs, the specs' ``"type": "[]Name"`` with ``"fields"``."""
+    return Array(Struct(*fields))

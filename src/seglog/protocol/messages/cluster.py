@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from seglog.protocol.api_key import ApiKey
-from seglog.protocol.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, Api, Array, Field, Struct
+from seglog.protocol.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, Api, Array, Field, Struct, array_of
 
 API_VERSIONS = Api(
     ApiKey.API_VERSIONS,
@@ -17,19 +17,19 @@ API_VERSIONS = Api(
         Field("error_code", INT16),
         Field(
             "api_keys",
-            Array(Struct(Field("api_key", INT16), Field("min_version", INT16), Field("max_version", INT16))),
+            array_of(Field("api_key", INT16), Field("min_version", INT16), Field("max_version", INT16)),
         ),
         Field("throttle_time_ms", INT32, "1+"),
         Field(
             "supported_features",
-            Array(Struct(Field("name", STRING), Field("min_version", INT16), Field("max_version", INT16))),
+            array_of(Field("name", STRING), Field("min_version", INT16), Field("max_version", INT16)),
             "3+",
             tag=0,
         ),
         Field("finalized_features_epoch", INT64, "3+", tag=1, default=-1),
         Field(
             "finalized_features",
-            Array(Struct(Field("name", STRING), Field("max_version_level", INT16), Field("min_version_level", INT16))),
+            array_of(Field("name", STRING), Field("max_version_level", INT16), Field("min_version_level", INT16)),
             "3+",
             tag=2,
         ),
@@ -43,7 +43,7 @@ METADATA = Api(
     flexible="9+",
     request=Struct(
         # null (v1+) asks for every topic; an empty array for none
-        Field("topics", Array(Struct(Field("topic_id", UUID, "10+"), Field("name", STRING, null="10+"))), null="1+"),
+        Field("topics", array_of(Field("topic_id", UUID, "10+"), Field("name", STRING, null="10+")), null="1+"),
         Field("allow_auto_topic_creation", BOOL, "4+", default=True),
         Field("include_cluster_authorized_operations", BOOL, "8-10"),
         Field("include_topic_authorized_operations", BOOL, "8+"),
@@ -52,41 +52,35 @@ METADATA = Api(
         Field("throttle_time_ms", INT32, "3+"),
         Field(
             "brokers",
-            Array(
-                Struct(
-                    Field("node_id", INT32),
-                    Field("host", STRING),
-                    Field("port", INT32),
-                    Field("rack", STRING, "1+", null="1+", default=None),
-                )
+            array_of(
+                Field("node_id", INT32),
+                Field("host", STRING),
+                Field("port", INT32),
+                Field("rack", STRING, "1+", null="1+", default=None),
             ),
         ),
         Field("cluster_id", STRING, "2+", null="2+", default=None),
         Field("controller_id", INT32, "1+", default=-1),
         Field(
             "topics",
-            Array(
-                Struct(
-                    Field("error_code", INT16),
-                    Field("name", STRING, null="12+"),
-                    Field("topic_id", UUID, "10+"),
-                    Field("is_internal", BOOL, "1+", default=False),
-                    Field(
-                        "partitions",
-                        Array(
-                            Struct(
-                                Field("error_code", INT16),
-                                Field("partition_index", INT32),
-                                Field("leader_id", INT32),
-                                Field("leader_epoch", INT32, "7+", default=-1),
-                                Field("replica_nodes", Array(INT32)),
-                                Field("isr_nodes", Array(INT32)),
-                                Field("offline_replicas", Array(INT32), "5+"),
-                            )
-                        ),
+            array_of(
+                Field("error_code", INT16),
+                Field("name", STRING, null="12+"),
+                Field("topic_id", UUID, "10+"),
+                Field("is_internal", BOOL, "1+", default=False),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("error_code", INT16),
+                        Field("partition_index", INT32),
+                        Field("leader_id", INT32),
+                        Field("leader_epoch", INT32, "7+", default=-1),
+                        Field("replica_nodes", Array(INT32)),
+                        Field("isr_nodes", Array(INT32)),
+                        Field("offline_replicas", Array(INT32), "5+"),
                     ),
-                    Field("topic_authorized_operations", INT32, "8+", default=-(2**31)),
-                )
+                ),
+                Field("topic_authorized_operations", INT32, "8+", default=-(2**31)),
             ),
         ),
         Field("cluster_authorized_operations", INT32, "8-10", default=-(2**31)),
@@ -110,13 +104,11 @@ DESCRIBE_CLUSTER = Api(
         Field("controller_id", INT32, default=-1),
         Field(
             "brokers",
-            Array(
-                Struct(
-                    Field("broker_id", INT32),
-                    Field("host", STRING),
-                    Field("port", INT32),
-                    Field("rack", STRING, null="0+", default=None),
-                )
+            array_of(
+                Field("broker_id", INT32),
+                Field("host", STRING),
+                Field("port", INT32),
+                Field("rack", STRING, null="0+", default=None),
             ),
         ),
         Field("cluster_authorized_operations", INT32, default=-(2**31)),

@@ -1,22 +1,20 @@
-"""Produce, Fetch, ListOffsets: the APIs that move records."""
+"""Produce, Fetch, ListOffsets, OffsetForLeaderEpoch: the APIs that move records and find offsets."""
 
 from __future__ import annotations
 
 from seglog.protocol.api_key import ApiKey
-from seglog.protocol.schema import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID, Api, Array, Field, Struct
+from seglog.protocol.schema import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID, Api, Array, Field, Struct, array_of
 
 
 def node_endpoints(versions: str) -> Field:
     """The leaders' addresses a Produce or Fetch response names when it says NOT_LEADER (KIP-951)."""
     return Field(
         "node_endpoints",
-        Array(
-            Struct(
-                Field("node_id", INT32),
-                Field("host", STRING),
-                Field("port", INT32),
-                Field("rack", STRING, null="0+", default=None),
-            )
+        array_of(
+            Field("node_id", INT32),
+            Field("host", STRING),
+            Field("port", INT32),
+            Field("rack", STRING, null="0+", default=None),
         ),
         versions,
         tag=0,
@@ -42,45 +40,37 @@ PRODUCE = Api(
         Field("timeout_ms", INT32),
         Field(
             "topic_data",
-            Array(
-                Struct(
-                    Field("name", STRING),
-                    Field("partition_data", Array(Struct(Field("index", INT32), Field("records", RECORDS, null="0+")))),
-                )
+            array_of(
+                Field("name", STRING),
+                Field("partition_data", array_of(Field("index", INT32), Field("records", RECORDS, null="0+"))),
             ),
         ),
     ),
     response=Struct(
         Field(
             "responses",
-            Array(
-                Struct(
-                    Field("name", STRING),
-                    Field(
-                        "partition_responses",
-                        Array(
-                            Struct(
-                                Field("index", INT32),
-                                Field("error_code", INT16),
-                                Field("base_offset", INT64),
-                                Field("log_append_time_ms", INT64, "2+", default=-1),
-                                Field("log_start_offset", INT64, "5+", default=-1),
-                                Field(
-                                    "record_errors",
-                                    Array(
-                                        Struct(
-                                            Field("batch_index", INT32),
-                                            Field("batch_index_error_message", STRING, null="0+", default=None),
-                                        )
-                                    ),
-                                    "8+",
-                                ),
-                                Field("error_message", STRING, "8+", null="8+", default=None),
-                                leader_id_and_epoch("10+", tag=0),
-                            )
+            array_of(
+                Field("name", STRING),
+                Field(
+                    "partition_responses",
+                    array_of(
+                        Field("index", INT32),
+                        Field("error_code", INT16),
+                        Field("base_offset", INT64),
+                        Field("log_append_time_ms", INT64, "2+", default=-1),
+                        Field("log_start_offset", INT64, "5+", default=-1),
+                        Field(
+                            "record_errors",
+                            array_of(
+                                Field("batch_index", INT32),
+                                Field("batch_index_error_message", STRING, null="0+", default=None),
+                            ),
+                            "8+",
                         ),
+                        Field("error_message", STRING, "8+", null="8+", default=None),
+                        leader_id_and_epoch("10+", tag=0),
                     ),
-                )
+                ),
             ),
         ),
         Field("throttle_time_ms", INT32, "1+"),
@@ -109,35 +99,29 @@ FETCH = Api(
         Field("session_epoch", INT32, "7+", default=-1),
         Field(
             "topics",
-            Array(
-                Struct(
-                    Field("topic", STRING, "0-12"),
-                    Field("topic_id", UUID, "13+"),
-                    Field(
-                        "partitions",
-                        Array(
-                            Struct(
-                                Field("partition", INT32),
-                                Field("current_leader_epoch", INT32, "9+", default=-1),
-                                Field("fetch_offset", INT64),
-                                Field("last_fetched_epoch", INT32, "12+", default=-1),
-                                Field("log_start_offset", INT64, "5+", default=-1),
-                                Field("partition_max_bytes", INT32),
-                                Field("replica_directory_id", UUID, "17+", tag=0),
-                            )
-                        ),
+            array_of(
+                Field("topic", STRING, "0-12"),
+                Field("topic_id", UUID, "13+"),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("partition", INT32),
+                        Field("current_leader_epoch", INT32, "9+", default=-1),
+                        Field("fetch_offset", INT64),
+                        Field("last_fetched_epoch", INT32, "12+", default=-1),
+                        Field("log_start_offset", INT64, "5+", default=-1),
+                        Field("partition_max_bytes", INT32),
+                        Field("replica_directory_id", UUID, "17+", tag=0),
                     ),
-                )
+                ),
             ),
         ),
         Field(
             "forgotten_topics_data",
-            Array(
-                Struct(
-                    Field("topic", STRING, "7-12"),
-                    Field("topic_id", UUID, "13+"),
-                    Field("partitions", Array(INT32)),
-                )
+            array_of(
+                Field("topic", STRING, "7-12"),
+                Field("topic_id", UUID, "13+"),
+                Field("partitions", Array(INT32)),
             ),
             "7+",
         ),
@@ -149,44 +133,40 @@ FETCH = Api(
         Field("session_id", INT32, "7+"),
         Field(
             "responses",
-            Array(
-                Struct(
-                    Field("topic", STRING, "0-12"),
-                    Field("topic_id", UUID, "13+"),
-                    Field(
-                        "partitions",
-                        Array(
-                            Struct(
-                                Field("partition_index", INT32),
-                                Field("error_code", INT16),
-                                Field("high_watermark", INT64),
-                                Field("last_stable_offset", INT64, "4+", default=-1),
-                                Field("log_start_offset", INT64, "5+", default=-1),
-                                Field(
-                                    "diverging_epoch",
-                                    Struct(Field("epoch", INT32, default=-1), Field("end_offset", INT64, default=-1)),
-                                    "12+",
-                                    tag=0,
-                                ),
-                                leader_id_and_epoch("12+", tag=1),
-                                Field(
-                                    "snapshot_id",
-                                    Struct(Field("end_offset", INT64, default=-1), Field("epoch", INT32, default=-1)),
-                                    "12+",
-                                    tag=2,
-                                ),
-                                Field(
-                                    "aborted_transactions",
-                                    Array(Struct(Field("producer_id", INT64), Field("first_offset", INT64))),
-                                    "4+",
-                                    null="4+",
-                                ),
-                                Field("preferred_read_replica", INT32, "11+", default=-1),
-                                Field("records", RECORDS, null="0+"),
-                            )
+            array_of(
+                Field("topic", STRING, "0-12"),
+                Field("topic_id", UUID, "13+"),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("partition_index", INT32),
+                        Field("error_code", INT16),
+                        Field("high_watermark", INT64),
+                        Field("last_stable_offset", INT64, "4+", default=-1),
+                        Field("log_start_offset", INT64, "5+", default=-1),
+                        Field(
+                            "diverging_epoch",
+                            Struct(Field("epoch", INT32, default=-1), Field("end_offset", INT64, default=-1)),
+                            "12+",
+                            tag=0,
                         ),
+                        leader_id_and_epoch("12+", tag=1),
+                        Field(
+                            "snapshot_id",
+                            Struct(Field("end_offset", INT64, default=-1), Field("epoch", INT32, default=-1)),
+                            "12+",
+                            tag=2,
+                        ),
+                        Field(
+                            "aborted_transactions",
+                            array_of(Field("producer_id", INT64), Field("first_offset", INT64)),
+                            "4+",
+                            null="4+",
+                        ),
+                        Field("preferred_read_replica", INT32, "11+", default=-1),
+                        Field("records", RECORDS, null="0+"),
                     ),
-                )
+                ),
             ),
         ),
         node_endpoints("16+"),
@@ -202,23 +182,19 @@ LIST_OFFSETS = Api(
         Field("isolation_level", INT8, "2+"),
         Field(
             "topics",
-            Array(
-                Struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            Struct(
-                                Field("partition_index", INT32),
-                                Field("current_leader_epoch", INT32, "4+", default=-1),
-                                # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+),
-                                # -5 earliest tiered (v9+)
-                                Field("timestamp", INT64),
-                                Field("max_num_offsets", INT32, "0", default=1),
-                            )
-                        ),
+            array_of(
+                Field("name", STRING),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("partition_index", INT32),
+                        Field("current_leader_epoch", INT32, "4+", default=-1),
+                        # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+),
+                        # -5 earliest tiered (v9+)
+                        Field("timestamp", INT64),
+                        Field("max_num_offsets", INT32, "0", default=1),
                     ),
-                )
+                ),
             ),
         ),
         Field("timeout_ms", INT32, "10+"),
@@ -227,23 +203,60 @@ LIST_OFFSETS = Api(
         Field("throttle_time_ms", INT32, "2+"),
         Field(
             "topics",
-            Array(
-                Struct(
-                    Field("name", STRING),
-                    Field(
-                        "partitions",
-                        Array(
-                            Struct(
-                                Field("partition_index", INT32),
-                                Field("error_code", INT16),
-                                Field("old_style_offsets", Array(INT64), "0"),
-                                Field("timestamp", INT64, "1+", default=-1),
-                                Field("offset", INT64, "1+", default=-1),
-                                Field("leader_epoch", INT32, "4+", default=-1),
-                            )
-                        ),
+            array_of(
+                Field("name", STRING),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("partition_index", INT32),
+                        Field("error_code", INT16),
+                        Field("old_style_offsets", Array(INT64), "0"),
+                        Field("timestamp", INT64, "1+", default=-1),
+                        Field("offset", INT64, "1+", default=-1),
+                        Field("leader_epoch", INT32, "4+", default=-1),
                     ),
-                )
+                ),
+            ),
+        ),
+    ),
+)
+
+OFFSET_FOR_LEADER_EPOCH = Api(
+    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+    "0-4",
+    flexible="4+",
+    request=Struct(
+        Field("replica_id", INT32, "3+", default=-2),  # -2: a consumer (-1: a debugging replica)
+        Field(
+            "topics",
+            array_of(
+                Field("topic", STRING),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("partition", INT32),
+                        Field("current_leader_epoch", INT32, "2+", default=-1),
+                        Field("leader_epoch", INT32),
+                    ),
+                ),
+            ),
+        ),
+    ),
+    response=Struct(
+        Field("throttle_time_ms", INT32, "2+"),
+        Field(
+            "topics",
+            array_of(
+                Field("topic", STRING),
+                Field(
+                    "partitions",
+                    array_of(
+                        Field("error_code", INT16),
+                        Field("partition", INT32),
+                        Field("leader_epoch", INT32, "1+", default=-1),
+                        Field("end_offset", INT64, default=-1),
+                    ),
+                ),
             ),
         ),
     ),
