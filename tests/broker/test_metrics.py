@@ -23,7 +23,7 @@ def test_metrics_endpoint_and_log_lines(seglog_broker_factory, caplog) -> None:
     with caplog.at_level(logging.INFO, logger="seglog.broker"):
         broker = seglog_broker_factory(metrics_port=0)
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, **PRODUCER})
-        for i in range(100):
+        for _i in range(100):
             producer.produce("m", b"x" * 100, partition=0)
         assert producer.flush(30) == 0
         assert len(consume_assigned(broker.bootstrap_servers, "m", 0, 0, 100)) == 100
