@@ -72,13 +72,14 @@ def test_a_consumer_waits_for_records_produced_later(seglog_broker) -> None:
     """Long polling: a consumer at the log end gets the record when it is produced (the purgatory)."""
     topic = "later"
     _produce(seglog_broker.bootstrap_servers, topic, [b"first"])
-    consumer = Consumer({"bootstrap.servers": seglog_broker.bootstrap_servers, **CONSUMER, "fetch.wait.max.ms": 5000})
+    # the fetch waits up to 30 s; only an append that wakes it brings the record within the 15 s polled
+    consumer = Consumer({"bootstrap.servers": seglog_broker.bootstrap_servers, **CONSUMER, "fetch.wait.max.ms": 30_000})
     try:
         consumer.assign([TopicPartition(topic, 0, 1)])
         assert consumer.poll(0.5) is None
         _produce(seglog_broker.bootstrap_servers, topic, [b"second"])
         msg = None
-        for _ in range(30):
+        for _ in range(15):
             msg = consumer.poll(1)
             if msg is not None:
                 break

@@ -43,13 +43,13 @@ def test_topics_appends_reads_and_ids(tmp_path) -> None:
 
             # max bytes 1: the first batch still comes whole (KIP-74), the next partition gets nothing
             reads = await rm.read(
-                [FetchRequestPartition("t", 0, 0, 1_000_000), FetchRequestPartition("t", 1, 0, 1_000_000)], 1, False
+                [FetchRequestPartition("t", 0, 0, 1_000_000), FetchRequestPartition("t", 1, 0, 1_000_000)], 1
             )
             assert reads[0].records is not None and reads[0].high_watermark == 4
             first = reads[0].records.batches()
             assert [b.base_offset for b in first] == [0]
             assert reads[1].records is None and reads[1].error_code == 0
-            out_of_range = await rm.read([FetchRequestPartition("t", 0, 99, 100)], 100, False)
+            out_of_range = await rm.read([FetchRequestPartition("t", 0, 99, 100)], 100)
             assert out_of_range[0].error_code == 1 and out_of_range[0].high_watermark == 4
 
             offsets = await rm.list_offsets([("t", 0, -2), ("t", 0, -1), ("t", 5, -1)])

@@ -208,7 +208,7 @@ class AdminManager:
                     me = self.replicas.broker.broker_id
                     if any(a["broker_ids"] != [me] for a in assignments):
                         raise RequestFault(INVALID_REPLICA_ASSIGNMENT, f"replicas name brokers other than broker {me}")
-                if not topic.get("validate_only", body.get("validate_only", False)):
+                if not body.get("validate_only", False):
                     await self.replicas.create_partitions(name, count)
             except SeglogError as e:
                 entry.update(error_code=e.error_code, error_message=e.message)

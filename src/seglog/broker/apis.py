@@ -264,7 +264,7 @@ class KafkaApis:
                         )
                     )
         max_bytes = body.get("max_bytes", 0x7FFFFFFF)
-        results = await self.replicas.read(requests, max_bytes, hard_max_bytes=False)
+        results = await self.replicas.read(requests, max_bytes)
         total = sum(r.size for r in results)
         max_wait, min_bytes = body["max_wait_ms"], body["min_bytes"]
         if (
@@ -276,7 +276,7 @@ class KafkaApis:
         ):
             op = DelayedFetch(max_wait, min_bytes, total)
             await self.replicas.fetch_purgatory.wait(op, [(r.topic, r.partition) for r in requests])
-            results = await self.replicas.read(requests, max_bytes, hard_max_bytes=False)
+            results = await self.replicas.read(requests, max_bytes)
         return self._fetch_response(version, body, slots, errors, results)
 
     def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID]:

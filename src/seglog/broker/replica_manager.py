@@ -181,17 +181,13 @@ class ReplicaManager:
 
     # --- fetch ------------------------------------------------------------------------------------
 
-    async def read(
-        self, requests: list[FetchRequestPartition], max_bytes: int, hard_max_bytes: bool
-    ) -> list[FetchResult]:
-        return await self._run(self._read_all, requests, max_bytes, hard_max_bytes)
+    async def read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
+        return await self._run(self._read_all, requests, max_bytes)
 
-    def _read_all(
-        self, requests: list[FetchRequestPartition], max_bytes: int, hard_max_bytes: bool
-    ) -> list[FetchResult]:
+    def _read_all(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
         """Kafka's readFromLog: partitions in request order, each up to its own max bytes
         and what is left of the request's; the first batch of the response is whole even
-        when larger (KIP-74), unless the request asks for a hard limit (Fetch v2 and older)."""
+        when larger (KIP-74; Fetch v3 and later, the versions served)."""
         results = []
         remaining = max_bytes
         for req in requests:
@@ -200,7 +196,7 @@ class ReplicaManager:
                 plog = partition.log
                 hw = plog.high_watermark
                 limit = min(req.max_bytes, remaining)
-                first = not hard_max_bytes and remaining == max_bytes
+                first = remaining == max_bytes
                 data = plog.read(req.fetch_offset, max(limit, 0), min_one_message=first)
                 found = data.slice if data.slice is not None and (limit > 0 or first) else None
                 if found is not None:
