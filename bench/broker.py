@@ -90,7 +90,8 @@ def start_tansu() -> tuple[subprocess.Popen[bytes], int] | None:
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    futures = AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(topic, partitions, 1)])
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held: its futures fail once it is freed
+    futures = admin.create_topics([NewTopic(topic, partitions, 1)])
     for f in futures.values():
         f.result(30)
 

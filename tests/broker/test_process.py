@@ -27,6 +27,10 @@ def test_clients_sigterm_and_a_second_broker(tmp_path) -> None:
         second = run_broker(tmp_path / "data")
         assert second.returncode == 1
         assert "in use by another process" in second.stderr and "Traceback" not in second.stderr
+        port = broker.bootstrap_servers.rsplit(":", 1)[1]
+        same_port = run_broker(tmp_path / "other", f"listeners=PLAINTEXT://127.0.0.1:{port}")
+        assert same_port.returncode == 1 and "Traceback" not in same_port.stderr
+        assert f"error: cannot listen on 127.0.0.1:{port}" in same_port.stderr
 
         code, err = broker.terminate()
     assert code == 0, err

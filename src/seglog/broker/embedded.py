@@ -15,7 +15,6 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import BrokerNotAvailableError
 from .properties import broker_config
 from .server import KafkaServer
 
@@ -110,8 +109,5 @@ def start(
     started.wait()
     if failure:
         thread.join()
-        error = failure[0]
-        if isinstance(error, OSError):
-            raise BrokerNotAvailableError(f"cannot listen on {host}:{port}: {error.strerror}") from None
-        raise error
+        raise failure[0]
     return EmbeddedBroker(server, loop, thread)

@@ -29,6 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from ..errors import BrokerNotAvailableError
+
 log = logging.getLogger(__name__)
 
 _RECV_CHUNK = 64 * 1024
@@ -209,7 +211,10 @@ class SocketServer:
         self.frame_size = frame_size
         self.metrics = metrics
         self.connections: set[Connection] = set()
-        self._listen = socket.create_server((host, port), family=_family(host), backlog=1024, reuse_port=False)
+        try:
+            self._listen = socket.create_server((host, port), family=_family(host), backlog=1024, reuse_port=False)
+        except OSError as e:  # the port is taken, the address is not this machine's ...
+            raise BrokerNotAvailableError(f"cannot listen on {host or '0.0.0.0'}:{port}: {e.strerror or e}") from None
         self._listen.setblocking(False)
         self.port = int(self._listen.getsockname()[1])  # the one bound, when asked for port 0
         self._accepting: asyncio.Task[None] | None = None
