@@ -95,3 +95,32 @@ def test_unknown_topic_without_auto_create(seglog_broker_factory) -> None:
     producer.produce("missing", b"v", on_delivery=lambda err, msg: errors.append(err))
     producer.flush(10)
     assert len(errors) == 1 and errors[0] is not None
+
+
+def test_a_batch_larger_than_the_fetch_limits_comes_whole(seglog_broker) -> None:
+    """KIP-74: the first batch of a fetch is returned whole even past max.bytes and the
+    partition's max bytes, so a consumer with small limits still moves on."""
+    big = [b"B" * 200_000, b"small"]
+    _produce(seglog_broker.bootstrap_servers, "kip74", big, **{"compression.type": "none", "linger.ms": 0})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": seglog_broker.bootstrap_servers,
+            **CONSUMER,
+            "message.max.bytes": 1000,  # (librdkafka wants fetch.max.bytes >= this; 1000 is its least)
+            "fetch.max.bytes": 1000,
+            "max.partition.fetch.bytes": 1000,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition("kip74", 0, 0)])
+        got = []
+        for _ in range(60):
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+            if len(got) == 2:
+                break
+        assert got == big
+    finally:
+        consumer.close()
