@@ -47,3 +47,4 @@ def test_idle_connections_and_a_stalled_reader(seglog_broker) -> None:
     finally:
         for s in idle:
             s.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

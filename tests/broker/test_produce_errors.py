@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from seglog.errors import BrokerNotAvailableError
 from seglog.protocol import ApiKey
 from seglog.records import Record
 from seglog.records.batch import build_batch
@@ -80,3 +81,18 @@ def test_bad_acks_and_timestamps(client: BrokerClient) -> None:
     assert answer[("ok", 0)]["error_code"] == 21  # INVALID_REQUIRED_ACKS
     future = build_batch([Record(None, b"v", 10**13 * 4)])  # year 3237: past message.timestamp.after.max.ms
     assert _produce(client, {("ok", 0): future})[("ok", 0)]["error_code"] == 32  # INVALID_TIMESTAMP
+
+
+def test_a_failed_acks_0_produce_closes_the_connection(seglog_broker) -> None:
+    with BrokerClient(seglog_broker.bootstrap_servers) as c:
+        body = {
+            "transactional_id": None,
+            "acks": 0,
+            "timeout_ms": 1000,
+            "topic_data": [
+                {"name": "nowhere", "partition_data": [{"index": 0, "records": build_batch([Record(None, b"v")])}]}
+            ],
+        }
+        c.send_only(ApiKey.PRODUCE, body)
+        with pytest.raises(BrokerNotAvailableError, match="closed the connection"):
+            c.request(ApiKey.API_VERSIONS, {})

@@ -86,6 +86,10 @@ def check_leader_epoch(current: int, leader_epoch: int) -> None:
     raise UnknownLeaderEpochError(f"leader epoch {current} is newer than this broker's {leader_epoch}")
 
 
+class AcksZeroProduceError(SeglogError):
+    """An acks=0 produce that failed: the broker closes the connection, the only way to tell."""
+
+
 class DelayedFetch(DelayedOperation[None]):
     """A fetch that found fewer than ``min_bytes``: it completes when appends to its
     partitions have brought that many, or at ``max_wait_ms``."""
@@ -223,6 +227,13 @@ class KafkaApis:
             results.update(await self.replicas.append_records(batches))
         # acks=-1: the ISR of every partition here is this broker, which has the records now
         if acks == 0:
+            failed = next((tp for tp in order if results[tp].error_code != NONE), None)
+            if failed is not None:  # as Kafka: no answer to carry the error, so the connection goes
+                r = results[failed]
+                raise AcksZeroProduceError(
+                    f"an acks=0 produce to {failed[0]}-{failed[1]} failed (error {r.error_code}: {r.message}); "
+                    "closing the connection so that the client refreshes its metadata"
+                )
             return None
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp in order:
