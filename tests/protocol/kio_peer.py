@@ -106,13 +106,15 @@ def kio_read(cls: type, data: bytes) -> Any:
     return entity
 
 
-def datetime_fields(cls: type, seen: set[str] | None = None) -> set[str]:
-    """Our names of the fields kio reads as datetimes (their values must fit a datetime)."""
+def typed_fields(cls: type, kind: str, seen: set[str] | None = None) -> set[str]:
+    """Our names of the fields kio reads as ``kind``: error codes must be known to kio's enum,
+    datetimes fit Python's, and kio's float conversion of timedeltas is exact only for moderate
+    ones."""
     names = set() if seen is None else seen
     for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-        if f.metadata.get("kafka_type") == "datetime_i64":
-            names.add(f.name + "_ms")
+        if f.metadata.get("kafka_type") == kind:
+            names.add(f.name + "_ms" if kind.startswith(("datetime", "timedelta")) else f.name)
         item = _item_class(f.type)
         if item is not None:
-            datetime_fields(item, names)
+            typed_fields(item, kind, names)
     return names

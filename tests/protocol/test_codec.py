@@ -129,6 +129,15 @@ def test_bad_bodies_are_refused_when_encoding() -> None:
         encode_response(ApiKey.FETCH, 4, 1, _fetch_response(object()))
     with pytest.raises(UnsupportedVersionError):
         encode_response(ApiKey.FETCH, 18, 1, {})
+    with pytest.raises(SeglogError, match="client id of 40000 bytes"):
+        encode_request(ApiKey.METADATA, 1, 1, "c" * 40000, {})
+
+
+def test_a_frame_that_is_not_bytes_is_refused() -> None:
+    with pytest.raises(InvalidRequestError, match="bytes-like, not str"):
+        decode_request("not bytes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestError, match="bytes-like, not NoneType"):
+        decode_response(ApiKey.FETCH, 4, None)  # type: ignore[arg-type]
 
 
 def test_supported_versions() -> None:

@@ -10,7 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from seglog.protocol import SCHEMAS, ApiKey, decode_request, decode_response, encode_request, encode_response
 
-from .kio_peer import datetime_fields, from_kio, kio_class, kio_read, kio_write, to_kio
+from .kio_peer import from_kio, kio_class, kio_read, kio_write, to_kio, typed_fields
 from .strategies import body_of, plain
 
 CASES = [
@@ -52,8 +52,13 @@ def test_kio_agrees(api_key: ApiKey, version: int, data: st.DataObject) -> None:
     request_cls = kio_class(api_key, version, request=True)
     response_cls = kio_class(api_key, version, request=False)
     assert request_cls is not None and response_cls is not None
-    times = st.just(-1) | st.integers(0, 2**41)
-    overrides = {"error_code": _ERROR_CODES, **{name: times for name in datetime_fields(response_cls)}}
+    times, spans = st.just(-1) | st.integers(0, 2**41), st.integers(-(2**40), 2**40)
+    overrides = {
+        name: strategy
+        for kind, strategy in (("error_code", _ERROR_CODES), ("timedelta_i64", spans), ("datetime_i64", times))
+        for cls in (request_cls, response_cls)
+        for name in typed_fields(cls, kind)
+    }
 
     request = data.draw(body_of(api.request, version, flexible, overrides))
     frame = _joined(encode_request(api_key, version, 1, None, request))

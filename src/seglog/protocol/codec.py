@@ -87,7 +87,10 @@ def frame_size(prefix: bytes | memoryview, max_size: int) -> int:
 
 
 def _view(frame: bytes | bytearray | memoryview) -> memoryview:
-    view = memoryview(frame)
+    try:
+        view = memoryview(frame)
+    except TypeError:
+        raise InvalidRequestError(f"a frame must be bytes-like, not {type(frame).__name__}") from None
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     return view
@@ -104,11 +107,10 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     if end < 8:
         raise primitives.short(0, 8, end)
     api_key, api_version, correlation_id = _REQUEST_HEADER.unpack_from(b)
-    decode: Decoder = _codecs.get((api_key, api_version, _DECODE_REQUEST)) or _codec(
-        api_key, api_version, _DECODE_REQUEST, correlation_id
-    )
-    api = SCHEMAS[api_key]
-    header_version = api.request_header_version(api_version)
+    entry = _request_decoders.get((api_key, api_version))
+    if entry is None:
+        entry = _request_decoder(api_key, api_version, correlation_id)
+    decode, header_version, name = entry
     p, client_id = 8, None
     if header_version >= 1:
         if end < 10:
@@ -122,13 +124,27 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
             p += n
         elif n != -1:
             raise primitives.bad_count(8, n, end - p)
-    if header_version >= 2:
-        p = _skip_tagged_fields(b, p, end)
+        if header_version == 2:
+            if p < end and b[p] == 0:  # no tagged fields, as nearly always
+                p += 1
+            else:
+                p = _skip_tagged_fields(b, p, end)
     try:
         body, _ = decode(b, p, end)
     except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:  # a gap in the checks
-        raise InvalidRequestError(f"malformed {api.key.name} v{api_version} request: {exc}") from exc
+        raise InvalidRequestError(f"malformed {name} request: {exc}") from exc
     return Request(RequestHeader(_API_KEYS[api_key], api_version, correlation_id, client_id), body)
+
+
+_request_decoders: dict[tuple[int, int], tuple[Decoder, int, str]] = {}
+
+
+def _request_decoder(api_key: int, api_version: int, correlation_id: int) -> tuple[Decoder, int, str]:
+    decode = _codec(api_key, api_version, _DECODE_REQUEST, correlation_id)
+    api = SCHEMAS[api_key]
+    entry = (decode, api.request_header_version(api_version), f"{api.key.name} v{api_version}")
+    _request_decoders[(api_key, api_version)] = entry
+    return entry
 
 
 def _skip_tagged_fields(b: memoryview, p: int, end: int) -> int:
@@ -190,6 +206,8 @@ def encode_request(
             head += b"\xff\xff"
         else:
             raw = client_id.encode()
+            if len(raw) > 0x7FFF:
+                raise SeglogError(f"client id of {len(raw)} bytes: at most 32767 fit a request header")
             head += _CLIENT_ID_LENGTH.pack(len(raw)) + raw
     if header_version >= 2:
         head += b"\x00"

@@ -189,3 +189,8 @@ class Api:
 def array_of(*fields: Field) -> Array:
     """An array of structs, the specs' ``"type": "[]Name"`` with ``"fields"``."""
     return Array(Struct(*fields))
+
+
+def by_topic(*partition_fields: Field, topic: str = "name", field: str = "topics") -> Field:
+    """The specs' usual nesting: an array of topics, each a name and an array of partitions."""
+    return Field(field, array_of(Field(topic, STRING), Field("partitions", array_of(*partition_fields))))

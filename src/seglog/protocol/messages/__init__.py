@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import admin, cluster, data
+from seglog.protocol.messages import admin, cluster, data, groups, inter_broker, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -23,5 +23,27 @@ SCHEMAS: dict[int, Api] = {
         admin.ALTER_CONFIGS,
         admin.INCREMENTAL_ALTER_CONFIGS,
         admin.DESCRIBE_LOG_DIRS,
+        groups.FIND_COORDINATOR,
+        groups.JOIN_GROUP,
+        groups.SYNC_GROUP,
+        groups.HEARTBEAT,
+        groups.LEAVE_GROUP,
+        groups.OFFSET_COMMIT,
+        groups.OFFSET_FETCH,
+        groups.LIST_GROUPS,
+        groups.DESCRIBE_GROUPS,
+        groups.DELETE_GROUPS,
+        groups.OFFSET_DELETE,
+        txn.INIT_PRODUCER_ID,
+        txn.ADD_PARTITIONS_TO_TXN,
+        txn.ADD_OFFSETS_TO_TXN,
+        txn.END_TXN,
+        txn.TXN_OFFSET_COMMIT,
+        txn.WRITE_TXN_MARKERS,
+        inter_broker.LEADER_AND_ISR,
+        inter_broker.STOP_REPLICA,
+        inter_broker.UPDATE_METADATA,
+        inter_broker.CONTROLLED_SHUTDOWN,
+        inter_broker.ALTER_PARTITION,
     )
 }

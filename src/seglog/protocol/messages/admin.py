@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 from seglog.protocol.api_key import ApiKey
-from seglog.protocol.schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, Api, Array, Field, Struct, array_of
+from seglog.protocol.schema import (
+    BOOL,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UUID,
+    Api,
+    Array,
+    Field,
+    Struct,
+    array_of,
+    by_topic,
+)
 
 
 def _configs(*extra: Field) -> Field:
     """Names and nullable values (null: back to the default), as Alter* requests carry them."""
     return Field("configs", array_of(Field("name", STRING), *extra, Field("value", STRING, null="0+")))
+
+
+def _resources(configs: Field) -> Field:
+    return Field("resources", array_of(Field("resource_type", INT8), Field("resource_name", STRING), configs))
 
 
 def _resource_responses() -> Field:
@@ -124,30 +142,12 @@ DELETE_RECORDS = Api(
     "0-2",
     flexible="2+",
     request=Struct(
-        Field(
-            "topics",
-            array_of(
-                Field("name", STRING),
-                # offset -1: the high watermark
-                Field("partitions", array_of(Field("partition_index", INT32), Field("offset", INT64))),
-            ),
-        ),
+        by_topic(Field("partition_index", INT32), Field("offset", INT64)),  # offset -1: the high watermark
         Field("timeout_ms", INT32),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32),
-        Field(
-            "topics",
-            array_of(
-                Field("name", STRING),
-                Field(
-                    "partitions",
-                    array_of(
-                        Field("partition_index", INT32), Field("low_watermark", INT64), Field("error_code", INT16)
-                    ),
-                ),
-            ),
-        ),
+        by_topic(Field("partition_index", INT32), Field("low_watermark", INT64), Field("error_code", INT16)),
     ),
 )
 
@@ -205,10 +205,7 @@ ALTER_CONFIGS = Api(
     ApiKey.ALTER_CONFIGS,
     "0-2",
     flexible="2+",
-    request=Struct(
-        Field("resources", array_of(Field("resource_type", INT8), Field("resource_name", STRING), _configs())),
-        Field("validate_only", BOOL),
-    ),
+    request=Struct(_resources(_configs()), Field("validate_only", BOOL)),
     response=Struct(Field("throttle_time_ms", INT32), _resource_responses()),
 )
 
@@ -216,17 +213,8 @@ INCREMENTAL_ALTER_CONFIGS = Api(
     ApiKey.INCREMENTAL_ALTER_CONFIGS,
     "0-1",
     flexible="1+",
-    request=Struct(
-        Field(
-            "resources",
-            array_of(
-                Field("resource_type", INT8),
-                Field("resource_name", STRING),
-                _configs(Field("config_operation", INT8)),  # 0 set, 1 delete, 2 append, 3 subtract
-            ),
-        ),
-        Field("validate_only", BOOL),
-    ),
+    # config_operation: 0 set, 1 delete, 2 append, 3 subtract
+    request=Struct(_resources(_configs(Field("config_operation", INT8))), Field("validate_only", BOOL)),
     response=Struct(Field("throttle_time_ms", INT32), _resource_responses()),
 )
 

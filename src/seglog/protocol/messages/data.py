@@ -3,7 +3,21 @@
 from __future__ import annotations
 
 from seglog.protocol.api_key import ApiKey
-from seglog.protocol.schema import INT8, INT16, INT32, INT64, RECORDS, STRING, UUID, Api, Array, Field, Struct, array_of
+from seglog.protocol.schema import (
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    UUID,
+    Api,
+    Array,
+    Field,
+    Struct,
+    array_of,
+    by_topic,
+)
 
 
 def node_endpoints(versions: str) -> Field:
@@ -180,43 +194,24 @@ LIST_OFFSETS = Api(
     request=Struct(
         Field("replica_id", INT32),
         Field("isolation_level", INT8, "2+"),
-        Field(
-            "topics",
-            array_of(
-                Field("name", STRING),
-                Field(
-                    "partitions",
-                    array_of(
-                        Field("partition_index", INT32),
-                        Field("current_leader_epoch", INT32, "4+", default=-1),
-                        # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+),
-                        # -5 earliest tiered (v9+)
-                        Field("timestamp", INT64),
-                        Field("max_num_offsets", INT32, "0", default=1),
-                    ),
-                ),
-            ),
+        by_topic(
+            Field("partition_index", INT32),
+            Field("current_leader_epoch", INT32, "4+", default=-1),
+            # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+), -5 earliest tiered (v9+)
+            Field("timestamp", INT64),
+            Field("max_num_offsets", INT32, "0", default=1),
         ),
         Field("timeout_ms", INT32, "10+"),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "2+"),
-        Field(
-            "topics",
-            array_of(
-                Field("name", STRING),
-                Field(
-                    "partitions",
-                    array_of(
-                        Field("partition_index", INT32),
-                        Field("error_code", INT16),
-                        Field("old_style_offsets", Array(INT64), "0"),
-                        Field("timestamp", INT64, "1+", default=-1),
-                        Field("offset", INT64, "1+", default=-1),
-                        Field("leader_epoch", INT32, "4+", default=-1),
-                    ),
-                ),
-            ),
+        by_topic(
+            Field("partition_index", INT32),
+            Field("error_code", INT16),
+            Field("old_style_offsets", Array(INT64), "0"),
+            Field("timestamp", INT64, "1+", default=-1),
+            Field("offset", INT64, "1+", default=-1),
+            Field("leader_epoch", INT32, "4+", default=-1),
         ),
     ),
 )
@@ -227,37 +222,21 @@ OFFSET_FOR_LEADER_EPOCH = Api(
     flexible="4+",
     request=Struct(
         Field("replica_id", INT32, "3+", default=-2),  # -2: a consumer (-1: a debugging replica)
-        Field(
-            "topics",
-            array_of(
-                Field("topic", STRING),
-                Field(
-                    "partitions",
-                    array_of(
-                        Field("partition", INT32),
-                        Field("current_leader_epoch", INT32, "2+", default=-1),
-                        Field("leader_epoch", INT32),
-                    ),
-                ),
-            ),
+        by_topic(
+            Field("partition", INT32),
+            Field("current_leader_epoch", INT32, "2+", default=-1),
+            Field("leader_epoch", INT32),
+            topic="topic",
         ),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "2+"),
-        Field(
-            "topics",
-            array_of(
-                Field("topic", STRING),
-                Field(
-                    "partitions",
-                    array_of(
-                        Field("error_code", INT16),
-                        Field("partition", INT32),
-                        Field("leader_epoch", INT32, "1+", default=-1),
-                        Field("end_offset", INT64, default=-1),
-                    ),
-                ),
-            ),
+        by_topic(
+            Field("error_code", INT16),
+            Field("partition", INT32),
+            Field("leader_epoch", INT32, "1+", default=-1),
+            Field("end_offset", INT64, default=-1),
+            topic="topic",
         ),
     ),
 )
