@@ -9,7 +9,10 @@ each figure has the broker's own CPU time per record (user + system from
    1 MiB, acks=1 and acks=all, to 1 and 6 partitions (seglog writes to disk and checks
    CRCs; Tansu keeps them in memory);
 2. consume: the same records read back with assign (from offset 0), per topic;
-3. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
+3. small requests: SMALL produce requests of one record each (linger.ms=0, at most 5
+   in flight), requests/s and the broker's CPU per request, and each record's
+   latency (produce call to delivery report), p50 and p99;
+4. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
 
 Run: ``.venv/bin/python bench/broker.py`` (about a minute). Figures on a shared
 machine are not final.
@@ -34,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import seglog.broker
 
 RECORDS = 200_000
+SMALL = 20_000
 VALUE = b"v" * 100
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -132,6 +136,38 @@ def consume(bootstrap: str, topic: str, partitions: int) -> None:
         raise RuntimeError(f"consumed {got} of {RECORDS}")
 
 
+def small_requests(pid: int, bootstrap: str, topic: str) -> tuple[float, float, float, float]:
+    """(requests/s, broker CPU µs per request, p50 ms, p99 ms) of one-record produce requests."""
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": False,
+            "acks": "1",
+            "linger.ms": 0,
+            "batch.num.messages": 1,
+            "max.in.flight.requests.per.connection": 5,
+        }
+    )
+    latencies: list[float] = []
+
+    def report(err: object, msg: object, sent: float) -> None:
+        if err is None:
+            latencies.append(time.perf_counter() - sent)
+
+    cpu, started = cpu_seconds(pid), time.perf_counter()
+    for _ in range(SMALL):
+        sent = time.perf_counter()
+        producer.produce(topic, VALUE, on_delivery=lambda err, msg, sent=sent: report(err, msg, sent))
+        producer.poll(0)
+        while len(producer) >= 5:  # at most five waiting: one record per request
+            producer.poll(0.001)
+    producer.flush(60)
+    elapsed, used = time.perf_counter() - started, cpu_seconds(pid) - cpu
+    latencies.sort()
+    p50, p99 = latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+    return SMALL / elapsed, used / SMALL * 1e6, p50, p99
+
+
 def measure(pid: int, work: Callable[[], None]) -> tuple[float, float]:
     """(records/s, broker CPU µs per record) of one phase."""
     cpu, started = cpu_seconds(pid), time.perf_counter()
@@ -161,6 +197,7 @@ def main() -> int:
     else:
         brokers["tansu"] = tansu
     rows = []
+    small: list[tuple[str, float, float, float, float]] = []
     try:
         for partitions in (1, 6):
             for acks in ("1", "all"):
@@ -171,6 +208,10 @@ def main() -> int:
                     rows.append((f"produce {partitions}p acks={acks}", name, rate, cpu))
                     rate, cpu = measure(proc.pid, lambda b=bootstrap, t=topic: consume(b, t, partitions))
                     rows.append((f"consume {partitions}p (acks={acks} data)", name, rate, cpu))
+        for name, (proc, port) in brokers.items():
+            bootstrap = f"127.0.0.1:{port}"
+            create_topic(bootstrap, "small", 1)
+            small.append((name, *small_requests(proc.pid, bootstrap, "small")))
     finally:
         for proc, _ in brokers.values():
             proc.kill()
@@ -179,6 +220,10 @@ def main() -> int:
     print(f"{'phase':32} {'broker':8} {'records/s':>12} {'broker CPU us/record':>22}")
     for phase, name, rate, cpu in rows:
         print(f"{phase:32} {name:8} {rate:12,.0f} {cpu:22.2f}")
+    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'p50 ms':>7} {'p99 ms':>7}"
+    print(f"\n{'small requests':16} {'broker':8} {header}")
+    for name, rate, cpu, p50, p99 in small:
+        print(f"{'1 record each':16} {name:8} {rate:11,.0f} {cpu:22.1f} {p50:7.2f} {p99:7.2f}")
     print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
     return 0
 
