@@ -158,24 +158,12 @@ class InvalidConfigurationError(SeglogError):
 # --- broker --------------------------------------------------------------------
 
 
-class RecordListTooLargeError(SeglogError):
-    """A produce request's records for one partition larger than the broker takes."""
-
-    error_code = 18  # RECORD_LIST_TOO_LARGE
-
-
-class PolicyViolationError(SeglogError):
-    """An admin request the broker's rules refuse (a replication factor it cannot give)."""
-
-    error_code = 44  # POLICY_VIOLATION
-
-
 class TopicDeletionDisabledError(SeglogError):
     error_code = 73  # TOPIC_DELETION_DISABLED
 
 
 class BrokerNotAvailableError(SeglogError):
-    """The broker is stopping, or not started: requests cannot be served."""
+    """No broker to serve: it cannot listen on its address, or a client cannot reach it."""
 
     error_code = 8  # BROKER_NOT_AVAILABLE
 

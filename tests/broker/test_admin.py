@@ -191,3 +191,11 @@ def test_offset_for_leader_epoch(seglog_broker, admin: AdminClient) -> None:
         body["topics"][0]["partitions"] = [{"partition": 0, "current_leader_epoch": 9, "leader_epoch": 0}]
         parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)["topics"][0]["partitions"]
         assert parts[0]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH: the client is ahead of this broker
+
+
+def test_deletion_disabled(seglog_broker_factory) -> None:
+    broker = seglog_broker_factory(config={"delete.topic.enable": "false"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    _result(admin.create_topics([NewTopic("kept", 1, 1)]), "kept")
+    assert _error(admin.delete_topics(["kept"]), "kept").code() == KafkaError.TOPIC_DELETION_DISABLED
+    assert "kept" in admin.list_topics(timeout=10).topics
