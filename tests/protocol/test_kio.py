@@ -44,7 +44,7 @@ def _check(cls: type, ours: bytes, decoded: dict) -> None:
 
 
 @pytest.mark.parametrize(("api_key", "version"), CASES, ids=[f"{k.name}-v{v}" for k, v in CASES])
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_kio_agrees(api_key: ApiKey, version: int, data: st.DataObject) -> None:
     api = SCHEMAS[api_key]

@@ -3,10 +3,13 @@ encoder and decoder and come back whole, requests and responses, tagged fields a
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from seglog.errors import InvalidRequestError, UnsupportedVersionError
 from seglog.protocol import SCHEMAS, ApiKey, decode_request, decode_response, encode_request, encode_response
 
 from .strategies import body_of, expected, plain
@@ -19,7 +22,7 @@ def joined(parts: list) -> bytes:
 
 
 @pytest.mark.parametrize(("api_key", "version"), CASES, ids=[f"{k.name}-v{v}" for k, v in CASES])
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_round_trip(api_key: ApiKey, version: int, data: st.DataObject) -> None:
     api = SCHEMAS[api_key]
@@ -34,9 +37,21 @@ def test_round_trip(api_key: ApiKey, version: int, data: st.DataObject) -> None:
         123,
     )
     assert plain(decoded.body) == expected(api.request, request, version, flexible)
+    _hostile_variants_raise_only_protocol_errors(frame[4:], data)
 
     response = data.draw(body_of(api.response, version, flexible))
     frame = joined(encode_response(api_key, version, 77, response))
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
     assert frame[4:8] == (77).to_bytes(4, "big")
     assert plain(decode_response(api_key, version, frame[4:])) == expected(api.response, response, version, flexible)
+
+
+def _hostile_variants_raise_only_protocol_errors(frame: bytes, data: st.DataObject) -> None:
+    """The frame cut short, and with a byte changed: every generated decoder ends in
+    InvalidRequestError (or UnsupportedVersionError for a changed header), nothing else."""
+    with pytest.raises(InvalidRequestError):
+        decode_request(frame[: data.draw(st.integers(0, len(frame) - 1))])
+    mutated = bytearray(frame)
+    mutated[data.draw(st.integers(0, len(frame) - 1))] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(InvalidRequestError, UnsupportedVersionError):
+        decode_request(bytes(mutated))

@@ -170,7 +170,7 @@ class _DecoderGen:
             inner = self.null_or(ind, f, var, n, width)
             emit(inner, f"if {n} > e - p: raise _short(p, {n}, e)")
             if type_ == STRING:
-                emit(inner, f"{var} = _utf8(b[p:p + {n}])")
+                emit(inner, f"{var} = _utf8(b[p:p + {n}]) if {n} else ''")
             elif type_ == BYTES:
                 emit(inner, f"{var} = bytes(b[p:p + {n}])")
             else:
@@ -243,7 +243,12 @@ class _DecoderGen:
         for f in tagged:
             emit(ind, f"{names[f.name]} = {_default_expr(self.src, f)}")
         t = f"t{depth}"
-        self.length(ind, t, compact=True, plus_one=False)
+        emit(ind, "if p >= e: raise _short(p, 1, e)")
+        emit(ind, f"{t} = b[p]")
+        emit(ind, "p += 1")
+        emit(ind, f"if {t}:")  # most sections are empty: one byte, 0
+        ind += 1
+        emit(ind, f"if {t} > 127: {t}, p = _uv(b, p - 1, e)")
         emit(ind, f"if {t} > e - p: raise _count(p, {t}, e - p)")
         emit(ind, f"for _ in range({t}):")
         emit(ind + 1, f"tag{depth}, p = _uv(b, p, e)")
