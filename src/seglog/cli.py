@@ -15,10 +15,10 @@ import sys
 from collections.abc import Sequence
 
 from .errors import SeglogError
-from .tools import consume, dump_log, get_offsets, produce, topics
+from .tools import broker, consume, dump_log, get_offsets, produce, remote, topics
 from .tools.arguments import USAGE_EXIT, CommandParser, UsageError
 
-COMMANDS = (dump_log, topics, produce, consume, get_offsets)
+COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,11 +27,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
+    remote.add_delete_records(sub)  # broker-only commands; the rest take --bootstrap-server too (remote.py)
+    remote.add_configs(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = (remote.build_parser() if remote.wants_broker(argv) else build_parser()).parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     try:

@@ -481,6 +481,28 @@ BROKER_KEYS.update(
         Key("transaction.state.log.min.isr", _int32, 2, "min.insync.replicas of __transaction_state.", minimum=1),
     )
 )
+
+
+# --- the broker's network and topic defaults (seglog.broker) -------------------------
+for _key in (
+    Key("listeners", _list, ("PLAINTEXT://:9092",), "Addresses the broker listens on, PLAINTEXT://host:port."),
+    Key(
+        "advertised.listeners",
+        _list,
+        None,
+        "Addresses given to clients in metadata; the listeners when unset.",
+    ),
+    Key("auto.create.topics.enable", _bool, True, "Create a topic when a client asks metadata of it."),
+    Key(
+        "socket.request.max.bytes",
+        _int,
+        100 * 1024 * 1024,
+        "The largest request the broker reads; a larger size prefix closes the connection.",
+        minimum=1,
+    ),
+    Key("num.io.threads", _int, 8, "Threads that run storage calls for requests.", minimum=1),
+):
+    BROKER_KEYS[_key.name] = _key
 # the broker synonyms of topic keys are broker keys too
 for _name, _syns in SYNONYMS.items():
     for _syn, _factor in _syns:

@@ -259,3 +259,24 @@ class NoReplicaOnlineError(SeglogError):
     """No assigned replica of a partition is alive to lead it."""
 
     error_code = 5  # LEADER_NOT_AVAILABLE
+
+
+# --- broker --------------------------------------------------------------------
+
+
+class TopicDeletionDisabledError(SeglogError):
+    error_code = 73  # TOPIC_DELETION_DISABLED
+
+
+class InvalidRequiredAcksError(SeglogError):
+    error_code = 21  # INVALID_REQUIRED_ACKS
+
+
+class UnknownLeaderEpochError(SeglogError):
+    """A client's leader epoch newer than the broker knows: the broker is behind."""
+
+    error_code = 75  # UNKNOWN_LEADER_EPOCH
+
+
+class UnknownTopicIdError(SeglogError):
+    error_code = 100  # UNKNOWN_TOPIC_ID

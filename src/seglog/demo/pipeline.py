@@ -28,8 +28,8 @@ import time
 from typing import Any
 
 import seglog
+import seglog.broker
 from seglog.demo.access_log import START, generate
-from seglog.partitioner import StickyPartitioner
 
 ACCESS_LOG, PAGEVIEWS, PARTITIONS = "access_log", "pageviews", 6
 LINE = r'^(\S+) \S+ \S+ \[[^\]]+\] "(\S+) (\S+) [^"]*" (\d{3}) (\d+) "[^"]*" "([^"]*)"'
@@ -40,36 +40,82 @@ def say(message: str) -> None:
 
 
 def produce(path: str, minutes: int, rate: float) -> int:
-    """Write the generated requests to ``access_log``, batched per partition."""
-    with seglog.open(path, background=False) as logs:
-        logs.create_topic(ACCESS_LOG, PARTITIONS, {"retention.ms": -1, "segment.bytes": 8 * 1024 * 1024})
-        logs.create_topic(
-            PAGEVIEWS,
-            2,
-            {
-                "cleanup.policy": "compact",
-                "retention.ms": -1,
-                "segment.bytes": 256 * 1024,
-                "min.cleanable.dirty.ratio": 0.01,
-            },
+    """Produce the generated requests to ``access_log`` through a broker with confluent-kafka,
+    the path real producers take: an embedded ``seglog.broker`` over ``path``, topics
+    created with the AdminClient, records keyed by client address (Kafka's murmur2
+    partitioner, as the Java client's) with the request time as their timestamp."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    with seglog.broker.start(path) as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        created = admin.create_topics(
+            [
+                NewTopic(ACCESS_LOG, PARTITIONS, 1, config={"retention.ms": "-1", "segment.bytes": str(8 << 20)}),
+                NewTopic(
+                    PAGEVIEWS,
+                    2,
+                    1,
+                    config={
+                        "cleanup.policy": "compact",
+                        "retention.ms": "-1",
+                        "segment.bytes": str(256 * 1024),
+                        "min.cleanable.dirty.ratio": "0.01",
+                    },
+                ),
+            ]
         )
-        chooser = StickyPartitioner(PARTITIONS)
-        pending: dict[int, list[seglog.Record]] = {}
+        for future in created.values():
+            future.result(30)
+        producer = Producer(
+            {
+                "bootstrap.servers": broker.bootstrap_servers,
+                "enable.idempotence": False,  # idempotent producers need InitProducerId: not served yet
+                "partitioner": "murmur2_random",
+                "linger.ms": 20,
+                "batch.size": 1 << 20,
+                "compression.type": "lz4",
+            }
+        )
+        failures: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                failures.append(str(err))
+
         count = 0
         for request in generate(minutes, rate):
-            key = request.client.encode()
-            p = chooser.partition(key)
-            pending.setdefault(p, []).append(seglog.Record(key, request.line.encode(), request.timestamp_ms))
+            while True:
+                try:
+                    producer.produce(
+                        ACCESS_LOG,
+                        request.line.encode(),
+                        key=request.client.encode(),
+                        timestamp=request.timestamp_ms,
+                        on_delivery=delivered,
+                    )
+                    break
+                except BufferError:  # the producer's queue is full: let it send
+                    producer.poll(0.1)
             count += 1
-            if len(pending[p]) >= 2000:
-                logs.partition(ACCESS_LOG, p).append(pending.pop(p))
             if count % 100_000 == 0:
-                say(f"  {count:,} requests written")
-        for p, records in pending.items():
-            logs.partition(ACCESS_LOG, p).append(records)
-        sizes = [logs.partition(ACCESS_LOG, p).log_end_offset for p in range(PARTITIONS)]
-    say(f"  {count:,} requests in {ACCESS_LOG} (per partition: {', '.join(f'{s:,}' for s in sizes)})")
+                say(f"  {count:,} requests produced")
+        if producer.flush(60) or failures:
+            raise SystemExit(f"the broker did not take every record: {failures[:3]}")
+        end = log_end_offsets(broker.bootstrap_servers)
+    say(f"  {count:,} requests in {ACCESS_LOG} (per partition: {', '.join(f'{s:,}' for s in end)})")
     return count
+
+
+def log_end_offsets(bootstrap: str) -> list[int]:
+    """The log end offset of each partition of ``access_log``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo"})
+    try:
+        return [consumer.get_watermark_offsets(TopicPartition(ACCESS_LOG, p), timeout=10)[1] for p in range(PARTITIONS)]
+    finally:
+        consumer.close()
 
 
 def spark_session() -> Any:

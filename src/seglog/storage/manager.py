@@ -150,6 +150,19 @@ def _is_int32(text: str) -> bool:
         return False
 
 
+def _read_topic_id(partition_dir: str) -> str | None:
+    """The ``topic_id`` line of a partition's ``partition.metadata`` (``version: 0``), if any."""
+    try:
+        with open(os.path.join(partition_dir, PARTITION_METADATA), encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() == "topic_id" and value.strip():
+                    return value.strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def _new_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
@@ -174,6 +187,7 @@ class LogManager:
         self._topic_ids: dict[str, str] = {}
         self._dirs: list[LogDir] = []
         self._closed = False
+        self.cluster_id: str | None = None  # meta.properties' cluster.id (written when missing)
         self._scheduler: Scheduler | None = None  # none while loading: leftovers found then go at once
         try:
             for path in config.log_dirs:
@@ -209,6 +223,7 @@ class LogManager:
                 )
             cluster_id = cluster_id or props.get("cluster.id")
         cluster_id = cluster_id or _new_id()
+        self.cluster_id = cluster_id
         broker_id = configured if configured is not None else self.config["broker.id"]
         for d in self._dirs:
             if not os.path.exists(d.file(META_PROPERTIES)):
@@ -356,6 +371,35 @@ class LogManager:
                 self._topic_configs.pop(name, None)
                 self._topic_ids.pop(name, None)
                 raise
+
+    def topic_id(self, topic: str) -> str:
+        """The topic's id as ``partition.metadata`` holds it (URL-safe base64 of a UUID, Kafka's form)."""
+        first = self.partitions(topic)[0]
+        with self._lock:
+            found = self._topic_ids.get(topic)
+            if found is None:  # a dir Kafka wrote keeps it in partition.metadata only; an old one has none
+                found = self._topic_ids[topic] = _read_topic_id(self._logs[(topic, first)].dir) or _new_id()
+            return found
+
+    def create_partitions(self, topic: str, count: int) -> None:
+        """Grow ``topic`` to ``count`` partitions (Kafka's CreatePartitions): never fewer."""
+        with self._lock:
+            self._check_writable()
+            existing = self.partitions(topic)
+            if not isinstance(count, int) or count <= len(existing):
+                raise InvalidPartitionsError(
+                    f"topic {topic!r} has {len(existing)} partitions; the new count must be larger, not {count!r}"
+                )
+            self.topic_id(topic)
+            created: list[PartitionLog] = []
+            try:
+                for p in range(len(existing), count):
+                    created.append(self._create_partition(topic, p))
+            except BaseException:
+                for partition_log in created:
+                    self._drop_partition(partition_log, delay_ms=0)
+                raise
+            self._write_topic_configs()
 
     def _create_partition(self, topic: str, partition: int) -> PartitionLog:
         d = min(

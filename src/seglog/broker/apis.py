@@ -1,0 +1,442 @@
+"""Request handlers for producing, fetching and metadata: Kafka's ``KafkaApis``.
+
+Each handler takes a decoded request body (``seglog.protocol``'s dict, the message
+spec's field names in snake_case) and returns the response body, or None when the
+client wants none (acks=0). Errors go where Kafka puts them: per partition for
+produce, fetch and offsets, per topic for metadata. The admin APIs are in ``admin.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..config import BrokerConfig
+from ..errors import (
+    CorruptRecordError,
+    FencedLeaderEpochError,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    SeglogError,
+    UnknownLeaderEpochError,
+    UnknownTopicIdError,
+    UnknownTopicOrPartitionError,
+)
+from ..protocol import ApiKey, supported_versions
+from .metadata_cache import ZERO_UUID, TopicMetadata
+from .purgatory import DelayedOperation
+from .replica_manager import (
+    NONE,
+    AppendResult,
+    FetchRequestPartition,
+    FetchResult,
+    ReplicaManager,
+    TopicPartition,
+)
+
+log = logging.getLogger(__name__)
+
+READ_COMMITTED = 1
+LEADER_NOT_AVAILABLE = 5
+
+# The versions this broker implements; ApiVersions advertises these, cut to what the
+# protocol package can decode and encode.
+IMPLEMENTED: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 11),
+    ApiKey.FETCH: (4, 16),
+    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.CREATE_TOPICS: (0, 7),
+    ApiKey.DELETE_TOPICS: (0, 6),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.DESCRIBE_CONFIGS: (0, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+}
+
+
+def advertised_versions() -> dict[ApiKey, tuple[int, int]]:
+    """What both this broker and the protocol package handle, by API key."""
+    out = {}
+    for key, (low, high) in IMPLEMENTED.items():
+        try:
+            p_low, p_high = supported_versions(key)
+        except (KeyError, ValueError, SeglogError):
+            continue  # the protocol package has no schema for it yet
+        low, high = max(low, p_low), min(high, p_high)
+        if low <= high:
+            out[key] = (low, high)
+    return out
+
+
+def check_leader_epoch(current: int, leader_epoch: int) -> None:
+    """A client's current leader epoch against the leader's (-1: the client does not say)."""
+    if current < 0 or current == leader_epoch:
+        return
+    if current < leader_epoch:
+        raise FencedLeaderEpochError(f"leader epoch {current} is older than the current {leader_epoch}")
+    raise UnknownLeaderEpochError(f"leader epoch {current} is newer than this broker's {leader_epoch}")
+
+
+class AcksZeroProduceError(SeglogError):
+    """An acks=0 produce that failed: the broker closes the connection, the only way to tell."""
+
+
+class DelayedFetch(DelayedOperation[None]):
+    """A fetch that found fewer than ``min_bytes``: it completes when appends to its
+    partitions have brought that many, or at ``max_wait_ms``."""
+
+    def __init__(self, delay_ms: int, min_bytes: int, have: int) -> None:
+        super().__init__(delay_ms)
+        self.min_bytes = min_bytes
+        self.have = have
+
+    def try_complete(self, event: Any) -> bool:
+        self.have += int(event or 0)
+        return self.have >= self.min_bytes and self.force_complete()
+
+    def on_complete(self, expired: bool) -> None:
+        return None
+
+
+Handler = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+class KafkaApis:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, advertised: tuple[str, int]) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.metadata = replicas.metadata
+        self.advertised = advertised
+        self.versions = advertised_versions()
+
+    # --- ApiVersions ---------------------------------------------------------------------------------
+
+    def api_versions_body(self, error_code: int = NONE) -> dict[str, Any]:
+        return {
+            "error_code": error_code,
+            "api_keys": [
+                {"api_key": int(k), "min_version": low, "max_version": high}
+                for k, (low, high) in sorted(self.versions.items())
+            ],
+            "throttle_time_ms": 0,
+            "supported_features": [],
+            "finalized_features_epoch": -1,
+            "finalized_features": [],
+        }
+
+    async def api_versions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        return self.api_versions_body()
+
+    # --- Metadata -------------------------------------------------------------------------------------
+
+    async def metadata_request(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        requested = body.get("topics")
+        allow_create = body.get("allow_auto_topic_creation", True) and self.config["auto.create.topics.enable"]
+        topics: list[dict[str, Any]] = []
+        if requested is None or (version == 0 and not requested):
+            topics = [self._topic_entry(t) for t in sorted(self.metadata.topics(), key=lambda t: t.name)]
+        else:
+            for entry in requested:
+                topics.append(await self._requested_topic(entry.get("name"), entry.get("topic_id"), allow_create))
+        return {
+            "throttle_time_ms": 0,
+            "brokers": [
+                {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in self.metadata.brokers()
+            ],
+            "cluster_id": self.metadata.cluster_id,
+            "controller_id": self.metadata.controller_id,
+            "topics": topics,
+            "cluster_authorized_operations": -(1 << 31),
+        }
+
+    async def _requested_topic(self, name: str | None, topic_id: uuid.UUID | None, allow_create: bool) -> dict:
+        if name is None:
+            found = self.metadata.topic_by_id(topic_id) if topic_id else None
+            if found is None:
+                return _topic_error(None, topic_id or ZERO_UUID, UnknownTopicIdError.error_code)
+            return self._topic_entry(found)
+        found = self.metadata.topic(name)
+        if found is not None:
+            return self._topic_entry(found)
+        try:
+            self.replicas.validate_topic_name(name)
+        except InvalidTopicError as e:
+            return _topic_error(name, ZERO_UUID, e.error_code)
+        if not allow_create:
+            return _topic_error(name, ZERO_UUID, UnknownTopicOrPartitionError.error_code)
+        try:
+            await self.replicas.create_topic(name, self.config["num.partitions"], {})
+        except SeglogError as e:
+            if self.metadata.topic(name) is None:  # another connection may have made it meanwhile
+                return _topic_error(name, ZERO_UUID, e.error_code if e.error_code > 0 else LEADER_NOT_AVAILABLE)
+        created = self.metadata.topic(name)
+        return self._topic_entry(created) if created else _topic_error(name, ZERO_UUID, LEADER_NOT_AVAILABLE)
+
+    @staticmethod
+    def _topic_entry(topic: TopicMetadata) -> dict[str, Any]:
+        return {
+            "error_code": NONE,
+            "name": topic.name,
+            "topic_id": topic.topic_id,
+            "is_internal": topic.internal,
+            "partitions": [
+                {
+                    "error_code": NONE,
+                    "partition_index": p.partition,
+                    "leader_id": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replica_nodes": list(p.replicas),
+                    "isr_nodes": list(p.isr),
+                    "offline_replicas": list(p.offline_replicas),
+                }
+                for p in topic.partitions
+            ],
+            "topic_authorized_operations": -(1 << 31),
+        }
+
+    # --- Produce -------------------------------------------------------------------------------------
+
+    async def produce(self, version: int, body: dict[str, Any]) -> dict[str, Any] | None:
+        acks = body["acks"]
+        results: dict[TopicPartition, AppendResult] = {}
+        batches: dict[TopicPartition, Any] = {}
+        order: list[TopicPartition] = []
+        for topic in body["topic_data"]:
+            for part in topic["partition_data"]:
+                tp = (topic["name"], part["index"])
+                order.append(tp)
+                if acks not in (-1, 0, 1):
+                    results[tp] = _append_error(InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}"))
+                elif part["records"] is None or len(part["records"]) == 0:
+                    results[tp] = _append_error(CorruptRecordError("a produce request without records"))
+                elif self.metadata.topic(tp[0]) is None or not 0 <= tp[1] < self.metadata.partition_count(tp[0]):
+                    results[tp] = _append_error(UnknownTopicOrPartitionError(f"unknown partition {tp[0]}-{tp[1]}"))
+                else:
+                    batches[tp] = part["records"]
+        if batches:
+            results.update(await self.replicas.append_records(batches))
+        # acks=-1: the ISR of every partition here is this broker, which has the records now
+        if acks == 0:
+            failed = next((tp for tp in order if results[tp].error_code != NONE), None)
+            if failed is not None:  # as Kafka: no answer to carry the error, so the connection goes
+                r = results[failed]
+                raise AcksZeroProduceError(
+                    f"an acks=0 produce to {failed[0]}-{failed[1]} failed (error {r.error_code}: {r.message}); "
+                    "closing the connection so that the client refreshes its metadata"
+                )
+            return None
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp in order:
+            r = results[tp]
+            by_topic.setdefault(tp[0], []).append(
+                {
+                    "index": tp[1],
+                    "error_code": r.error_code,
+                    "base_offset": r.base_offset,
+                    "log_append_time_ms": r.log_append_time,
+                    "log_start_offset": r.log_start_offset,
+                    "record_errors": [],
+                    "error_message": r.message,
+                }
+            )
+        return {
+            "responses": [{"name": t, "partition_responses": parts} for t, parts in by_topic.items()],
+            "throttle_time_ms": 0,
+        }
+
+    # --- Fetch ---------------------------------------------------------------------------------------
+
+    async def fetch(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        requests: list[FetchRequestPartition] = []
+        errors: dict[int, int] = {}  # index in ``slots`` -> error code found before reading
+        slots: list[tuple[str | None, uuid.UUID, int]] = []
+        for topic in body["topics"]:
+            name, topic_id = self._fetch_topic(version, topic)
+            for part in topic["partitions"]:
+                slots.append((name, topic_id, part["partition"]))
+                error = self._fetch_partition_error(name, topic_id, part)
+                if error:
+                    errors[len(slots) - 1] = error
+                else:
+                    assert name is not None
+                    requests.append(
+                        FetchRequestPartition(
+                            name, part["partition"], part["fetch_offset"], part["partition_max_bytes"]
+                        )
+                    )
+        max_bytes = body.get("max_bytes", 0x7FFFFFFF)
+        results = await self.replicas.read(requests, max_bytes)
+        total = sum(r.size for r in results)
+        max_wait, min_bytes = body["max_wait_ms"], body["min_bytes"]
+        if (
+            max_wait > 0
+            and total < min_bytes
+            and requests
+            and not errors
+            and all(r.error_code == NONE for r in results)
+        ):
+            op = DelayedFetch(max_wait, min_bytes, total)
+            await self.replicas.fetch_purgatory.wait(op, [(r.topic, r.partition) for r in requests])
+            results = await self.replicas.read(requests, max_bytes)
+        return self._fetch_response(version, body, slots, errors, results)
+
+    def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID]:
+        if version >= 13:
+            topic_id = topic["topic_id"]
+            found = self.metadata.topic_by_id(topic_id)
+            return (found.name if found else None), topic_id
+        name = topic["topic"]
+        found = self.metadata.topic(name)
+        return name, found.topic_id if found else ZERO_UUID
+
+    def _fetch_partition_error(self, name: str | None, topic_id: uuid.UUID, part: dict[str, Any]) -> int:
+        if name is None:
+            return UnknownTopicIdError.error_code
+        found = self.metadata.topic(name)
+        if found is None or not 0 <= part["partition"] < len(found.partitions):
+            return UnknownTopicOrPartitionError.error_code
+        try:
+            check_leader_epoch(part.get("current_leader_epoch", -1), found.partitions[part["partition"]].leader_epoch)
+        except SeglogError as e:
+            return e.error_code
+        return NONE
+
+    def _fetch_response(
+        self,
+        version: int,
+        body: dict[str, Any],
+        slots: list[tuple[str | None, uuid.UUID, int]],
+        errors: dict[int, int],
+        results: list[FetchResult],
+    ) -> dict[str, Any]:
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        answers = iter(results)
+        topics: list[dict[str, Any]] = []
+        for i, (name, topic_id, index) in enumerate(slots):
+            r = FetchResult(errors[i]) if i in errors else next(answers)
+            entry: dict[str, Any] = {
+                "partition_index": index,
+                "error_code": r.error_code,
+                "high_watermark": r.high_watermark,
+                "last_stable_offset": r.last_stable_offset,
+                "log_start_offset": r.log_start_offset,
+                "aborted_transactions": [] if read_committed else None,
+                "preferred_read_replica": -1,
+                "records": r.records if r.records is not None else b"",
+            }
+            if topics and topics[-1]["_key"] == (name, topic_id):
+                topics[-1]["partitions"].append(entry)
+            else:
+                topics.append({"_key": (name, topic_id), "topic": name, "topic_id": topic_id, "partitions": [entry]})
+        for t in topics:
+            del t["_key"]
+        return {"throttle_time_ms": 0, "error_code": NONE, "session_id": 0, "responses": topics}
+
+    # --- ListOffsets, OffsetForLeaderEpoch -----------------------------------------------------------------
+
+    async def list_offsets(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        lookups: list[tuple[str, int, int]] = []
+        answers: list[tuple[str, dict[str, Any]]] = []
+        for topic in body["topics"]:
+            for part in topic["partitions"]:
+                entry: dict[str, Any] = {
+                    "partition_index": part["partition_index"],
+                    "error_code": NONE,
+                    "timestamp": -1,
+                    "offset": -1,
+                }
+                error = self._partition_error(
+                    topic["name"], part["partition_index"], part.get("current_leader_epoch", -1)
+                )
+                if error:
+                    entry["error_code"] = error
+                else:
+                    lookups.append((topic["name"], part["partition_index"], part["timestamp"]))
+                answers.append((topic["name"], entry))
+        found = iter(await self.replicas.list_offsets(lookups))
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for name, entry in answers:
+            if entry["error_code"] == NONE:
+                r = next(found)
+                entry.update(
+                    error_code=r.error_code, timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch
+                )
+            by_topic.setdefault(name, []).append(entry)
+        return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
+
+    def _partition_error(self, name: str, index: int, current_leader_epoch: int) -> int:
+        found = self.metadata.topic(name)
+        if found is None or not 0 <= index < len(found.partitions):
+            return UnknownTopicOrPartitionError.error_code
+        try:
+            check_leader_epoch(current_leader_epoch, found.partitions[index].leader_epoch)
+        except SeglogError as e:
+            return e.error_code
+        return NONE
+
+    async def offset_for_leader_epoch(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        topics = []
+        for topic in body["topics"]:
+            parts = []
+            for part in topic["partitions"]:
+                entry = {"error_code": NONE, "partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
+                error = self._partition_error(topic["topic"], part["partition"], part.get("current_leader_epoch", -1))
+                if error:
+                    entry["error_code"] = error
+                else:
+                    epoch, end = self.replicas.end_offset_for_epoch(
+                        topic["topic"], part["partition"], part["leader_epoch"]
+                    )
+                    entry.update(leader_epoch=epoch, end_offset=end)
+                parts.append(entry)
+            topics.append({"topic": topic["topic"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    # --- DescribeCluster -----------------------------------------------------------------------------------
+
+    async def describe_cluster(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        endpoint_type = body.get("endpoint_type", 1)
+        error, message = (NONE, None) if endpoint_type == 1 else (124, f"endpoint type {endpoint_type} is not served")
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error,
+            "error_message": message,
+            "endpoint_type": endpoint_type,
+            "cluster_id": self.metadata.cluster_id,
+            "controller_id": self.metadata.controller_id,
+            "brokers": [
+                {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                for b in self.metadata.brokers()
+            ],
+            "cluster_authorized_operations": -(1 << 31),
+        }
+
+
+def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": -(1 << 31),
+    }
+
+
+def _append_error(e: SeglogError) -> AppendResult:
+    return AppendResult(e.error_code, message=e.message)
+
+
+def advertised_host(host: str) -> str:
+    """The host clients are told: the listener's, or this machine's name when it binds all."""
+    return host or socket.getfqdn()

@@ -1,0 +1,105 @@
+"""What the broker tells clients about the cluster: brokers, topics, partitions and leaders.
+
+Kafka's ``MetadataCache``: a snapshot that request handlers read without locks and that
+one writer replaces whole. On a single broker the ``ReplicaManager`` feeds it as topics
+come and go; in a cluster the controller's UpdateMetadata requests will. Topic ids are
+Kafka's UUIDs (``partition.metadata`` holds them as URL-safe base64).
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+from dataclasses import dataclass, field
+
+ZERO_UUID = uuid.UUID(int=0)  # "no topic id": what a client sends by name, and gets for an unknown topic
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    topic_id: uuid.UUID
+    partitions: tuple[PartitionState, ...]
+    internal: bool = False
+
+
+def topic_uuid(text: str) -> uuid.UUID:
+    """Kafka's base64 form of a topic id (no padding) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+@dataclass
+class _Snapshot:
+    brokers: dict[int, BrokerInfo] = field(default_factory=dict)
+    topics: dict[str, TopicMetadata] = field(default_factory=dict)
+    by_id: dict[uuid.UUID, TopicMetadata] = field(default_factory=dict)
+    controller_id: int = -1
+
+
+class MetadataCache:
+    def __init__(self, cluster_id: str) -> None:
+        self.cluster_id = cluster_id
+        self._snapshot = _Snapshot()
+
+    # --- reads (any thread, no lock: a snapshot is never changed once published) ---
+
+    @property
+    def controller_id(self) -> int:
+        return self._snapshot.controller_id
+
+    def brokers(self) -> list[BrokerInfo]:
+        return list(self._snapshot.brokers.values())
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self._snapshot.brokers.get(broker_id)
+
+    def topics(self) -> list[TopicMetadata]:
+        return list(self._snapshot.topics.values())
+
+    def topic(self, name: str) -> TopicMetadata | None:
+        return self._snapshot.topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicMetadata | None:
+        return self._snapshot.by_id.get(topic_id)
+
+    def partition_count(self, name: str) -> int:
+        found = self._snapshot.topics.get(name)
+        return len(found.partitions) if found else 0
+
+    # --- writes (one writer: the replica manager, later the cluster's UpdateMetadata) ---
+
+    def update_brokers(self, brokers: list[BrokerInfo], controller_id: int) -> None:
+        old = self._snapshot
+        self._snapshot = _Snapshot({b.broker_id: b for b in brokers}, old.topics, old.by_id, controller_id)
+
+    def update_topic(self, topic: TopicMetadata) -> None:
+        old = self._snapshot
+        topics = dict(old.topics)
+        by_id = {k: v for k, v in old.by_id.items() if v.name != topic.name}
+        topics[topic.name] = topic
+        by_id[topic.topic_id] = topic
+        self._snapshot = _Snapshot(old.brokers, topics, by_id, old.controller_id)
+
+    def remove_topic(self, name: str) -> None:
+        old = self._snapshot
+        topics = {k: v for k, v in old.topics.items() if k != name}
+        by_id = {k: v for k, v in old.by_id.items() if v.name != name}
+        self._snapshot = _Snapshot(old.brokers, topics, by_id, old.controller_id)

@@ -1,0 +1,159 @@
+"""The broker: storage, the replica manager, request handlers and the socket server, wired.
+
+``KafkaServer`` runs inside an asyncio event loop: ``startup`` opens the log dirs (in
+a thread: recovery may take a while), binds the listener and starts serving;
+``shutdown`` stops accepting, closes connections, answers waiting fetches, and closes
+the logs cleanly (checkpoints, clean-shutdown marker, lock released).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ..config import BrokerConfig
+from ..errors import InvalidRequestError, UnsupportedVersionError
+from ..protocol import ApiKey, decode_request, encode_response, frame_size
+from .admin import AdminManager
+from .apis import KafkaApis, advertised_host
+from .endpoint import parse_endpoints
+from .metadata_cache import BrokerInfo
+from .metrics import BrokerMetrics, serve_prometheus
+from .network import Connection, SocketServer
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger("seglog.broker")
+
+UNSUPPORTED_VERSION = 35
+
+
+class UnservedRequestError(InvalidRequestError):
+    """A request for an API or version this broker does not serve."""
+
+
+class KafkaServer:
+    def __init__(
+        self, config: BrokerConfig, *, metrics_port: int | None = None, metrics_host: str = "127.0.0.1"
+    ) -> None:
+        self.config = config
+        self.metrics = BrokerMetrics()
+        self.listener = parse_endpoints(config["listeners"])[0]
+        advertised = config["advertised.listeners"]
+        self.advertised = parse_endpoints(advertised)[0] if advertised else None
+        self.metrics_port = metrics_port
+        self.metrics_host = metrics_host
+        self._metrics_server: Any = None
+        self.replicas: ReplicaManager | None = None
+        self.socket_server: SocketServer | None = None
+        self._handlers: dict[ApiKey, Any] = {}
+        self.started = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        assert self.socket_server is not None
+        return self.socket_server.port
+
+    async def startup(self) -> None:
+        started = time.monotonic()
+        max_size = self.config["socket.request.max.bytes"]
+        # bind first: the port is known before the logs load, and a taken port fails fast
+        self.socket_server = SocketServer(
+            self.listener.host,
+            self.listener.port,
+            self._handle,
+            lambda prefix: frame_size(prefix, max_size),
+            self.metrics,
+        )
+        try:
+            host, port = self._advertised_address()
+            broker = BrokerInfo(self.config["broker.id"], host, port)
+            self.replicas = await asyncio.get_running_loop().run_in_executor(None, ReplicaManager, self.config, broker)
+        except BaseException:
+            await self.socket_server.stop()
+            raise
+        apis = KafkaApis(self.config, self.replicas, (host, port))
+        admin = AdminManager(self.config, self.replicas)
+        self.apis = apis
+        self._handlers = {
+            ApiKey.API_VERSIONS: apis.api_versions,
+            ApiKey.METADATA: apis.metadata_request,
+            ApiKey.PRODUCE: apis.produce,
+            ApiKey.FETCH: apis.fetch,
+            ApiKey.LIST_OFFSETS: apis.list_offsets,
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: apis.offset_for_leader_epoch,
+            ApiKey.DESCRIBE_CLUSTER: apis.describe_cluster,
+            ApiKey.CREATE_TOPICS: admin.create_topics,
+            ApiKey.DELETE_TOPICS: admin.delete_topics,
+            ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+            ApiKey.DELETE_RECORDS: admin.delete_records,
+            ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+            ApiKey.ALTER_CONFIGS: admin.alter_configs,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
+            ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+        }
+        if self.metrics_port is not None:
+            self._metrics_server, self.metrics_port = serve_prometheus(
+                self.metrics, self.metrics_host, self.metrics_port
+            )
+        self.socket_server.start()
+        self.started.set()
+        log.info(
+            "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
+            broker.broker_id,
+            (time.monotonic() - started) * 1000,
+            f"{self.listener.host or '0.0.0.0'}:{self.port}",
+            host,
+            port,
+            ",".join(self.config.log_dirs),
+            f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
+        )
+
+    def _advertised_address(self) -> tuple[str, int]:
+        assert self.socket_server is not None
+        if self.advertised is not None:
+            port = self.advertised.port or self.socket_server.port
+            return advertised_host(self.advertised.host), port
+        return advertised_host(self.listener.host), self.socket_server.port
+
+    async def shutdown(self) -> None:
+        log.info("broker stopping")
+        if self.socket_server is not None:
+            await self.socket_server.stop()
+        if self.replicas is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
+        if self._metrics_server is not None:
+            self._metrics_server.shutdown()
+            self._metrics_server.server_close()
+        log.info("broker stopped: logs closed cleanly")
+
+    # --- one request -----------------------------------------------------------------------------
+
+    async def _handle(self, frame: bytearray, conn: Connection) -> list[Any] | None:
+        started = time.perf_counter()
+        try:
+            request = decode_request(frame)
+        except UnsupportedVersionError as e:
+            if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:  # answered at v0 (KIP-511)
+                return encode_response(
+                    ApiKey.API_VERSIONS, 0, e.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION)
+                )
+            raise
+        header = request.header
+        key = ApiKey(header.api_key)
+        served = self.apis.versions.get(key)
+        handler = self._handlers.get(key)
+        if handler is None or served is None or not served[0] <= header.api_version <= served[1]:
+            if key == ApiKey.API_VERSIONS:
+                return encode_response(key, 0, header.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION))
+            raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
+        failed = True
+        try:
+            body = await handler(header.api_version, request.body)
+            failed = False
+        finally:
+            self.metrics.request(key.name, time.perf_counter() - started, failed)
+        if body is None:
+            return None
+        return encode_response(key, header.api_version, header.correlation_id, body)

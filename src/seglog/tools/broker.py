@@ -1,0 +1,45 @@
+"""``seglog broker``: run a Kafka broker over a log dir (kafka-server-start's form).
+
+    seglog broker --config server.properties [--override key=value ...] [--metrics-port P]
+
+SIGTERM and SIGINT stop it cleanly: connections closed, logs flushed, checkpoints
+and the clean-shutdown marker written, the dir's lock released.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+
+from ..broker import KafkaServer, load_config
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("broker", help="run a Kafka broker over log dirs")
+    p.add_argument("--config", metavar="FILE", help="server.properties (Kafka's keys); Kafka's defaults without")
+    p.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="a config that wins over the file"
+    )
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus /metrics on this port")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.override)
+    if logging.getLogger().level > logging.INFO:
+        logging.getLogger("seglog.broker").setLevel(logging.INFO)  # start, stop and errors are always said
+    return asyncio.run(serve(KafkaServer(config, metrics_port=args.metrics_port, metrics_host="0.0.0.0")))
+
+
+async def serve(server: KafkaServer) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await server.startup()
+    print(f"serving on {server.listener.host or '0.0.0.0'}:{server.port}", flush=True)
+    await stop.wait()
+    await server.shutdown()
+    return 0

@@ -1,0 +1,201 @@
+"""confluent-kafka's AdminClient against an embedded broker: topics, partitions, configs,
+records, offsets, the cluster and log dirs, with Kafka's errors."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+    OffsetSpec,
+)
+from kafka.admin import ConfigResource as KpResource
+from kafka.admin import ConfigResourceType, KafkaAdminClient
+from kafka.admin import NewPartitions as KpNewPartitions
+from kafka.admin import NewTopic as KpNewTopic
+
+from .conftest import PRODUCER
+
+
+@pytest.fixture(scope="module")
+def admin(seglog_broker) -> AdminClient:
+    return AdminClient({"bootstrap.servers": seglog_broker.bootstrap_servers})
+
+
+def _result(futures: dict, key: object) -> object:
+    return futures[key].result(30)
+
+
+def _error(futures: dict, key: object) -> KafkaError:
+    with pytest.raises(KafkaException) as e:
+        futures[key].result(30)
+    return e.value.args[0]
+
+
+def test_create_and_delete_topics(admin: AdminClient) -> None:
+    created = admin.create_topics([NewTopic("a1", 3, 1, config={"cleanup.policy": "compact"})])
+    _result(created, "a1")
+    topics = admin.list_topics(timeout=10).topics
+    assert len(topics["a1"].partitions) == 3
+
+    again = admin.create_topics([NewTopic("a1", 1, 1)])
+    assert _error(again, "a1").code() == KafkaError.TOPIC_ALREADY_EXISTS
+    bad_rf = admin.create_topics([NewTopic("a2", 1, 3)])
+    assert _error(bad_rf, "a2").code() == KafkaError.INVALID_REPLICATION_FACTOR
+    bad_name = admin.create_topics([NewTopic("bad/name", 1, 1)])
+    assert _error(bad_name, "bad/name").code() == KafkaError.TOPIC_EXCEPTION
+    bad_config = admin.create_topics([NewTopic("a3", 1, 1, config={"cleanup.policy": "shred"})])
+    assert _error(bad_config, "a3").code() == KafkaError.INVALID_CONFIG
+    dry = admin.create_topics([NewTopic("a4", 1, 1)], validate_only=True)
+    _result(dry, "a4")
+    assert "a4" not in admin.list_topics(timeout=10).topics
+
+    _result(admin.delete_topics(["a1"]), "a1")
+    assert "a1" not in admin.list_topics(timeout=10).topics
+    assert _error(admin.delete_topics(["a1"]), "a1").code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+
+
+def test_create_partitions(admin: AdminClient) -> None:
+    _result(admin.create_topics([NewTopic("p1", 1, 1)]), "p1")
+    _result(admin.create_partitions([NewPartitions("p1", 4)]), "p1")
+    assert len(admin.list_topics(timeout=10).topics["p1"].partitions) == 4
+    fewer = admin.create_partitions([NewPartitions("p1", 2)])
+    assert _error(fewer, "p1").code() == KafkaError.INVALID_PARTITIONS
+
+
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
+def test_describe_and_alter_configs(admin: AdminClient) -> None:
+    _result(admin.create_topics([NewTopic("c1", 1, 1, config={"retention.ms": "12345"})]), "c1")
+    resource = ConfigResource("topic", "c1")
+    configs = _result(admin.describe_configs([resource]), resource)
+    assert configs["retention.ms"].value == "12345"
+    assert configs["retention.ms"].source == 1  # DYNAMIC_TOPIC_CONFIG
+    assert configs["segment.bytes"].value == str(1 << 30) and configs["segment.bytes"].is_default
+
+    _result(admin.alter_configs([ConfigResource("topic", "c1", set_config={"segment.bytes": "1048576"})]), resource)
+    configs = _result(admin.describe_configs([resource]), resource)
+    assert configs["segment.bytes"].value == "1048576"
+    assert configs["retention.ms"].value != "12345"  # AlterConfigs replaces the whole set
+
+    incremental = ConfigResource(
+        "topic",
+        "c1",
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND),
+            ConfigEntry("segment.bytes", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
+    _result(admin.incremental_alter_configs([incremental]), incremental)
+    configs = _result(admin.describe_configs([resource]), resource)
+    assert configs["cleanup.policy"].value == "delete,compact"
+    assert configs["segment.bytes"].value == str(1 << 30)
+
+    wrong = ConfigResource("topic", "c1", set_config={"retention.ms": "soon"})
+    assert _error(admin.alter_configs([wrong]), wrong).code() == KafkaError.INVALID_CONFIG
+    missing = ConfigResource("topic", "nope")
+    assert _error(admin.describe_configs([missing]), missing).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    broker = ConfigResource("broker", "0")
+    assert _result(admin.describe_configs([broker]), broker)["num.partitions"].value == "1"
+
+
+def test_delete_records_and_list_offsets(seglog_broker, admin: AdminClient) -> None:
+    _result(admin.create_topics([NewTopic("r1", 1, 1)]), "r1")
+    producer = Producer({"bootstrap.servers": seglog_broker.bootstrap_servers, **PRODUCER})
+    for i in range(50):
+        producer.produce("r1", b"v%d" % i, partition=0, timestamp=1_700_000_000_000 + i)
+    assert producer.flush(30) == 0
+    tp = TopicPartition("r1", 0)
+    offsets = admin.list_offsets({tp: OffsetSpec.latest()})
+    assert offsets[tp].result(30).offset == 50
+    by_time = admin.list_offsets({tp: OffsetSpec.for_timestamp(1_700_000_000_020)})
+    assert by_time[tp].result(30).offset == 20
+    max_ts = admin.list_offsets({tp: OffsetSpec.max_timestamp()})
+    assert max_ts[tp].result(30).offset == 49
+
+    deleted = admin.delete_records([TopicPartition("r1", 0, 30)])
+    assert deleted[TopicPartition("r1", 0, 30)].result(30).low_watermark == 30
+    earliest = admin.list_offsets({tp: OffsetSpec.earliest()})
+    assert earliest[tp].result(30).offset == 30
+    too_far = admin.delete_records([TopicPartition("r1", 0, 99)])
+    with pytest.raises(KafkaException) as e:
+        too_far[TopicPartition("r1", 0, 99)].result(30)
+    assert e.value.args[0].code() == KafkaError.OFFSET_OUT_OF_RANGE
+
+
+def test_describe_cluster_and_log_dirs(seglog_broker, admin: AdminClient) -> None:
+    cluster = admin.describe_cluster().result(30)
+    assert [n.id for n in cluster.nodes] == [0] and cluster.controller.id == 0
+    assert cluster.cluster_id
+    _result(admin.create_topics([NewTopic("d1", 2, 1)]), "d1")
+    # confluent-kafka has no DescribeLogDirs; kafka-python's admin asks it
+    kp = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        response = kp.describe_log_dirs()
+    finally:
+        kp.close()
+    text = str(response)
+    assert "d1" in text and str(seglog_broker.server.config.log_dirs[0]) in text
+
+
+def test_kafka_python_admin(seglog_broker) -> None:
+    admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        admin.create_topics([KpNewTopic("kp-admin", 2, 1, topic_configs={"retention.ms": "1000000"})])
+        assert "kp-admin" in admin.list_topics()
+        described = admin.describe_topics(["kp-admin"])
+        assert len(described[0]["partitions"]) == 2
+        admin.create_partitions({"kp-admin": KpNewPartitions(4)})
+        assert len(admin.describe_topics(["kp-admin"])[0]["partitions"]) == 4
+        resource = KpResource(ConfigResourceType.TOPIC, "kp-admin")
+        configs = admin.describe_configs([resource])
+        text = str(configs)
+        assert "retention.ms" in text and "1000000" in text
+        admin.alter_configs([KpResource(ConfigResourceType.TOPIC, "kp-admin", configs={"retention.ms": "2000"})])
+        assert "2000" in str(admin.describe_configs([resource]))
+        admin.delete_topics(["kp-admin"])
+        assert "kp-admin" not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_offset_for_leader_epoch(seglog_broker, admin: AdminClient) -> None:
+    """No client here asks it on one broker; the command line's client does, raw."""
+    from seglog.protocol import ApiKey
+    from seglog.tools.broker_client import BrokerClient
+
+    _result(admin.create_topics([NewTopic("e1", 1, 1)]), "e1")
+    producer = Producer({"bootstrap.servers": seglog_broker.bootstrap_servers, **PRODUCER})
+    for _i in range(5):
+        producer.produce("e1", b"x", partition=0)
+    assert producer.flush(30) == 0
+    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+        body = {
+            "replica_id": -1,
+            "topics": [
+                {
+                    "topic": "e1",
+                    "partitions": [
+                        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
+                        {"partition": 7, "current_leader_epoch": -1, "leader_epoch": 0},
+                    ],
+                }
+            ],
+        }
+        parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)["topics"][0]["partitions"]
+        assert [(p["error_code"], p["leader_epoch"], p["end_offset"]) for p in parts] == [(0, 0, 5), (3, -1, -1)]
+        body["topics"][0]["partitions"] = [{"partition": 0, "current_leader_epoch": 9, "leader_epoch": 0}]
+        parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)["topics"][0]["partitions"]
+        assert parts[0]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH: the client is ahead of this broker
+
+
+def test_deletion_disabled(seglog_broker_factory) -> None:
+    broker = seglog_broker_factory(config={"delete.topic.enable": "false"})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    _result(admin.create_topics([NewTopic("kept", 1, 1)]), "kept")
+    assert _error(admin.delete_topics(["kept"]), "kept").code() == KafkaError.TOPIC_DELETION_DISABLED
+    assert "kept" in admin.list_topics(timeout=10).topics

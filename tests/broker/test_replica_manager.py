@@ -1,0 +1,114 @@
+"""The replica manager over real log dirs: appends, reads (KIP-74), offsets, topics, and
+fetches woken by appends."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+import pytest
+
+from seglog.broker.metadata_cache import BrokerInfo, topic_uuid
+from seglog.broker.properties import broker_config
+from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
+from seglog.errors import InvalidPartitionsError
+from seglog.records import Record
+from seglog.records.batch import build_batch
+
+
+def _manager(path: str, **config: object) -> ReplicaManager:
+    return ReplicaManager(broker_config({"log.dirs": path, **config}), BrokerInfo(0, "127.0.0.1", 9092))
+
+
+def _batch(n: int, size: int = 10) -> memoryview:
+    return memoryview(bytearray(build_batch([Record(key=None, value=b"v" * size)] * n)))
+
+
+def test_topics_appends_reads_and_ids(tmp_path) -> None:
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("t", 2, {"segment.bytes": "1048576"})
+            meta = rm.metadata.topic("t")
+            assert meta is not None and len(meta.partitions) == 2 and meta.topic_id != uuid.UUID(int=0)
+            text = (tmp_path / "t-1" / "partition.metadata").read_text()
+            assert topic_uuid(text.split("topic_id: ")[1].strip()) == meta.topic_id
+
+            results = await rm.append_records({("t", 0): _batch(3), ("t", 1): _batch(2), ("nope", 0): _batch(1)})
+            assert [results[("t", 0)].base_offset, results[("t", 1)].base_offset] == [0, 0]
+            assert results[("nope", 0)].error_code == 3  # UNKNOWN_TOPIC_OR_PARTITION
+            second = await rm.append_records({("t", 0): _batch(1)})
+            assert second[("t", 0)].base_offset == 3
+
+            # max bytes 1: the first batch still comes whole (KIP-74), the next partition gets nothing
+            reads = await rm.read(
+                [FetchRequestPartition("t", 0, 0, 1_000_000), FetchRequestPartition("t", 1, 0, 1_000_000)], 1
+            )
+            assert reads[0].records is not None and reads[0].high_watermark == 4
+            first = reads[0].records.batches()
+            assert [b.base_offset for b in first] == [0]
+            assert reads[1].records is None and reads[1].error_code == 0
+            out_of_range = await rm.read([FetchRequestPartition("t", 0, 99, 100)], 100)
+            assert out_of_range[0].error_code == 1 and out_of_range[0].high_watermark == 4
+
+            offsets = await rm.list_offsets([("t", 0, -2), ("t", 0, -1), ("t", 5, -1)])
+            assert [(o.error_code, o.offset) for o in offsets] == [(0, 0), (0, 4), (3, -1)]
+            deleted = await rm.delete_records([("t", 0, 3), ("t", 0, 99)])
+            assert deleted == [(0, 3), (1, -1)]
+
+            await rm.create_partitions("t", 3)
+            assert rm.metadata.partition_count("t") == 3
+            with pytest.raises(InvalidPartitionsError):
+                await rm.create_partitions("t", 3)
+            await rm.delete_topic("t")
+            assert rm.metadata.topic("t") is None and rm.metadata.topic_by_id(meta.topic_id) is None
+        finally:
+            rm.shutdown()
+
+    asyncio.run(scenario())
+    assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+
+
+def test_topic_ids_survive_a_restart(tmp_path) -> None:
+    async def create() -> uuid.UUID:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("kept", 1, {})
+            meta = rm.metadata.topic("kept")
+            assert meta is not None
+            return meta.topic_id
+        finally:
+            rm.shutdown()
+
+    first = asyncio.run(create())
+    rm = _manager(str(tmp_path))
+    try:
+        again = rm.metadata.topic("kept")
+        assert again is not None and again.topic_id == first
+    finally:
+        rm.shutdown()
+
+
+def test_an_append_wakes_a_waiting_fetch(tmp_path) -> None:
+    from seglog.broker.purgatory import DelayedOperation
+
+    class Waiter(DelayedOperation[bool]):
+        def try_complete(self, event: object) -> bool:
+            return self.force_complete()
+
+        def on_complete(self, expired: bool) -> bool:
+            return expired
+
+    async def scenario() -> bool:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("w", 1, {})
+            waiting = asyncio.ensure_future(rm.fetch_purgatory.wait(Waiter(60_000), [("w", 0)]))
+            await asyncio.sleep(0)
+            await rm.append_records({("w", 0): _batch(1)})
+            return await asyncio.wait_for(waiting, 30)
+        finally:
+            rm.shutdown()
+
+    assert asyncio.run(scenario()) is False  # completed by the append, not expired
