@@ -96,6 +96,12 @@ BROKER_CASES = {
     "controlled.shutdown.retry.backoff.ms": (2**63, "5s", "an int64"),
     "auto.leader.rebalance.enable": ("maybe", 3, "true or false"),
     "delete.topic.enable": ("maybe", 3, "true or false"),
+    "auto.create.topics.enable": ("maybe", 3, "true or false"),
+    # lists of NAME://host:port: their form is checked where the broker parses them (broker/endpoint.py)
+    "listeners": (None, None, "a comma-separated list"),
+    "advertised.listeners": (None, None, "a comma-separated list"),
+    "socket.request.max.bytes": (0, "100MB", "[1, 2147483647]"),
+    "num.io.threads": (2**31, "eight", "an int32"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
     "leader.imbalance.check.interval.seconds": (0, "5m", "[1, 9223372036854775807]"),
     "replica.lag.time.max.ms": (2**63, "30s", "an int64"),
@@ -133,6 +139,9 @@ def test_broker_key_out_of_range_or_of_the_wrong_type(name):
     out_of_range, wrong_type, allowed = BROKER_CASES[name]
     if allowed == "a string":  # a free-form string: any value is in range
         assert BrokerConfig({name: "x"})[name] == "x"
+        return
+    if allowed == "a comma-separated list":
+        assert BrokerConfig({name: "a, b"})[name] == ("a", "b")
         return
     _refused(BrokerConfig, name, out_of_range, allowed)
     if wrong_type is not None:

@@ -495,12 +495,12 @@ for _key in (
     Key("auto.create.topics.enable", _bool, True, "Create a topic when a client asks metadata of it."),
     Key(
         "socket.request.max.bytes",
-        _int,
+        _int32,
         100 * 1024 * 1024,
         "The largest request the broker reads; a larger size prefix closes the connection.",
         minimum=1,
     ),
-    Key("num.io.threads", _int, 8, "Threads that run storage calls for requests.", minimum=1),
+    Key("num.io.threads", _int32, 8, "Threads that run storage calls for requests.", minimum=1),
 ):
     BROKER_KEYS[_key.name] = _key
 # the broker synonyms of topic keys are broker keys too

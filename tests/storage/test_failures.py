@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from seglog.errors import KafkaStorageError, SeglogError
+from seglog.errors import InvalidPartitionsError, KafkaStorageError, SeglogError
 from seglog.storage import fileio
 from seglog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
@@ -181,6 +181,22 @@ def test_a_failed_create_topic_leaves_nothing(tmp_path, clock, op, path):
     crash(manager)
     with open_logs(tmp_path, clock=clock) as manager:
         assert manager.partitions("t") == [0, 1, 2, 3]
+
+
+def test_a_failed_create_partitions_leaves_the_topic_as_it_was(tmp_path, clock):
+    manager = open_logs(tmp_path, clock=clock)
+    manager.create_topic("t", 2)
+    fileio.faults.inject("allocate", errno.ENOSPC, path="t-3/")
+    with pytest.raises(KafkaStorageError, match="No space left"):
+        manager.create_partitions("t", 5)
+    assert manager.partitions("t") == [0, 1]
+    assert sorted(n for n in os.listdir(tmp_path) if n.startswith("t-")) == ["t-0", "t-1"]
+    with pytest.raises(InvalidPartitionsError):
+        manager.create_partitions("t", 2**31)  # no int32: refused before any dir is made
+    manager.create_partitions("t", 5)
+    crash(manager)
+    with open_logs(tmp_path, clock=clock) as manager:
+        assert manager.partitions("t") == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(("op", "path"), [("allocate", ".index"), ("allocate", ".timeindex"), ("truncate", ".log")])

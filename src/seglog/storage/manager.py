@@ -364,10 +364,7 @@ class LogManager:
                 self._write_topic_configs()
             except BaseException:
                 # all or nothing: a reopened dir must not find a ghost of the topic
-                for partition_log in created:
-                    self._logs.pop((name, partition_log.partition), None)
-                    partition_log.close_without_flush()
-                    self._discard_dir(partition_log.dir)
+                self._undo_created(name, created)
                 self._topic_configs.pop(name, None)
                 self._topic_ids.pop(name, None)
                 raise
@@ -386,9 +383,10 @@ class LogManager:
         with self._lock:
             self._check_writable()
             existing = self.partitions(topic)
-            if not isinstance(count, int) or count <= len(existing):
+            if isinstance(count, bool) or not isinstance(count, int) or not len(existing) < count <= INT32_MAX:
                 raise InvalidPartitionsError(
-                    f"topic {topic!r} has {len(existing)} partitions; the new count must be larger, not {count!r}"
+                    f"topic {topic!r} has {len(existing)} partitions; the new count must be larger "
+                    f"(and an int32), not {count!r}"
                 )
             self.topic_id(topic)
             created: list[PartitionLog] = []
@@ -396,8 +394,7 @@ class LogManager:
                 for p in range(len(existing), count):
                     created.append(self._create_partition(topic, p))
             except BaseException:
-                for partition_log in created:
-                    self._drop_partition(partition_log, delay_ms=0)
+                self._undo_created(topic, created)  # all or nothing, as a topic's creation
                 raise
             self._write_topic_configs()
 
@@ -417,6 +414,13 @@ class LogManager:
             raise
         self._logs[(topic, partition)] = partition_log
         return partition_log
+
+    def _undo_created(self, topic: str, created: list[PartitionLog]) -> None:
+        """Forget and remove the partitions a creation made before it failed."""
+        for partition_log in created:
+            self._logs.pop((topic, partition_log.partition), None)
+            partition_log.close_without_flush()
+            self._discard_dir(partition_log.dir)
 
     def _discard_dir(self, path: str) -> None:
         """Remove a partition dir made by a creation that failed; a failure to remove it
