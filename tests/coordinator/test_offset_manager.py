@@ -5,11 +5,9 @@ log and read back by the loader."""
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 
-import seglog
 from seglog.coordinator import group_records as g
 from seglog.coordinator.group_coordinator import GroupCoordinator, MemberIdentity, Reply
 from seglog.coordinator.group_loader import load_groups
@@ -125,14 +123,6 @@ class Offsets:
             for gid in coordinator.groups
             for tp, p in fresh.fetch_offsets(OffsetFetchRequest(gid)).partitions.items()
         }
-
-
-@pytest.fixture
-def log(tmp_path: Path):
-    manager = seglog.open(str(tmp_path), background=False)
-    manager.create_topic("__consumer_offsets", 1, {"cleanup.policy": "compact"})
-    yield manager.partition("__consumer_offsets", 0)
-    manager.close()
 
 
 T0, T1, T2 = ("t", 0), ("t", 1), ("u", 0)

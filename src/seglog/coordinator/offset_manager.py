@@ -412,6 +412,17 @@ class OffsetManager:
             errors.update(dict.fromkeys(eligible, ErrorCode.NONE))
         return self._reply(token, OffsetDeleteResponse(ErrorCode.NONE, errors))
 
+    def delete_group(self, group: ClassicGroup, now_ms: int) -> None:
+        """DeleteGroups of an Empty group: it dies, its offsets' and its metadata's tombstones
+        go out with the next outputs (``take_outputs``)."""
+        group.transition_to(_S.DEAD, now_ms)
+        self._cleanup_group(group, group.offsets.remove(list(group.offsets.offsets)), now_ms)
+        group.offsets.pending_txn.clear()
+
+    def take_outputs(self) -> list[Output]:
+        """The outputs made by calls that return none (``delete_group``)."""
+        return self._done()
+
     # --- expiry ------------------------------------------------------------------------------------
 
     def cleanup(self, now_ms: int) -> list[Output]:
@@ -440,7 +451,8 @@ class OffsetManager:
         ]
         if group.state is _S.EMPTY and not group.offsets.has_offsets:
             group.transition_to(_S.DEAD, now)
-            del self.coordinator.groups[group.group_id]
+        if group.state is _S.DEAD:
+            self.coordinator.groups.pop(group.group_id, None)
             if group.generation_id > 0:  # a group that only stored offsets never wrote its metadata
                 records.append((encode_key(GroupMetadataKey(group.group_id)), None))
         if records:
