@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import seglog
+from seglog.config import BrokerConfig
 from seglog.coordinator.group_coordinator import Reply
 from seglog.coordinator.partitioning import partition_for
 from seglog.coordinator.producer_id_manager import ProducerIdManager, producer_id_block_path
@@ -326,5 +327,7 @@ def test_state_moves_and_config_are_checked(tmp_path, txn_log):
         t.coordinator.complete_store(9, 0, 0)
     with pytest.raises(SeglogError, match="no transaction markers"):
         t.coordinator.complete_markers(TX, 0)
-    with pytest.raises(InvalidConfigurationError, match="max_timeout_ms"):
+    with pytest.raises(InvalidConfigurationError, match=r"transaction\.max\.timeout\.ms"):
         TransactionConfig(max_timeout_ms=0)
+    broker = BrokerConfig({"transaction.max.timeout.ms": 5, "offsets.topic.num.partitions": 3})
+    assert TransactionConfig.from_broker(broker) == TransactionConfig(max_timeout_ms=5, offsets_topic_num_partitions=3)

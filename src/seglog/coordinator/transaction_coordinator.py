@@ -87,6 +87,16 @@ _APPEND_ERRORS = {
 }
 
 
+_KEYS = (  # TransactionConfig's fields in order, by their broker keys
+    "transaction.max.timeout.ms",
+    "transactional.id.expiration.ms",
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+    "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transaction.state.log.num.partitions",
+    "offsets.topic.num.partitions",
+)
+
+
 @dataclass(frozen=True)
 class TransactionConfig:
     """The broker keys of the transaction coordinator, with Kafka's defaults."""
@@ -99,20 +109,13 @@ class TransactionConfig:
     offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
+        for (name, value), key in zip(vars(self).items(), _KEYS, strict=True):
             if value < 1:
-                raise InvalidConfigurationError(f"transaction coordinator's {name} must be at least 1, not {value}")
+                raise InvalidConfigurationError(f"{key} ({name}) must be at least 1, not {value}")
 
     @classmethod
     def from_broker(cls, broker: BrokerConfig) -> TransactionConfig:
-        return cls(
-            broker["transaction.max.timeout.ms"],
-            broker["transactional.id.expiration.ms"],
-            broker["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
-            broker["transaction.remove.expired.transaction.cleanup.interval.ms"],
-            broker["transaction.state.log.num.partitions"],
-            broker["offsets.topic.num.partitions"],
-        )
+        return cls(*(broker[key] for key in _KEYS))
 
 
 # --- requests, responses, outputs --------------------------------------------------------------------
