@@ -112,6 +112,7 @@ class IllegalStateTransitionError(SeglogError):
     """A group or transaction asked to move between states Kafka does not connect
     (Kafka's IllegalStateException: the broker answers UNKNOWN_SERVER_ERROR)."""
 
+
 # --- protocol ----------------------------------------------------------------
 
 
