@@ -111,6 +111,24 @@ BROKER_CASES = {
     "offsets.topic.replication.factor": (2**15, "3.0", "an int16 in [1, 32767]"),
     "transaction.state.log.replication.factor": (0, "three", "an int16 in [1, 32767]"),
     "transaction.state.log.min.isr": (0, "two", "[1, 2147483647]"),
+    # the group and transaction coordinators' keys
+    "offsets.topic.num.partitions": (0, "fifty", "[1, 2147483647]"),
+    "offsets.topic.segment.bytes": (2**31, "100m", "[1, 2147483647]"),
+    "offsets.retention.minutes": (0, "7d", "[1, 2147483647]"),
+    "offsets.retention.check.interval.ms": (0, "10m", "[1, 9223372036854775807]"),
+    "offset.metadata.max.bytes": (2**31, "4k", "an int32"),
+    "group.initial.rebalance.delay.ms": (2**31, "3s", "an int32"),
+    "group.min.session.timeout.ms": (2**31, "6s", "an int32"),
+    "group.max.session.timeout.ms": (2**31, "30m", "an int32"),
+    "group.max.size": (0, "many", "[1, 2147483647]"),
+    "transaction.state.log.num.partitions": (0, "fifty", "[1, 2147483647]"),
+    "transaction.state.log.segment.bytes": (0, "100m", "[1, 2147483647]"),
+    "transaction.max.timeout.ms": (0, "15m", "[1, 2147483647]"),
+    "transactional.id.expiration.ms": (2**31, "7d", "[1, 2147483647]"),
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": (0, "10s", "[1, 2147483647]"),
+    "transaction.remove.expired.transaction.cleanup.interval.ms": (0, "1h", "[1, 2147483647]"),
+    "producer.id.expiration.ms": (0, "1d", "[1, 2147483647]"),
+    "producer.id.expiration.check.interval.ms": (0, "10m", "[1, 2147483647]"),
 }
 
 

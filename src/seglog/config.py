@@ -503,6 +503,86 @@ for _key in (
     Key("num.io.threads", _int32, 8, "Threads that run storage calls for requests.", minimum=1),
 ):
     BROKER_KEYS[_key.name] = _key
+
+
+# the group and transaction coordinators' keys, with Kafka's defaults and ranges
+BROKER_KEYS.update(
+    (k.name, k)
+    for k in (
+        Key("offsets.topic.num.partitions", _int32, 50, "Partitions of __consumer_offsets.", minimum=1),
+        Key(
+            "offsets.topic.segment.bytes", _int32, 100 * 1024 * 1024, "segment.bytes of __consumer_offsets.", minimum=1
+        ),
+        Key(
+            "offsets.retention.minutes",
+            _int32,
+            7 * 24 * 60,
+            "Committed offsets of a group this long empty (or, standalone, this long since the commit) expire.",
+            minimum=1,
+        ),
+        Key("offsets.retention.check.interval.ms", _int, 600_000, "How often stale offsets are expired.", minimum=1),
+        Key("offset.metadata.max.bytes", _int32, 4096, "The longest metadata string an offset commit may carry."),
+        Key(
+            "group.initial.rebalance.delay.ms",
+            _int32,
+            3_000,
+            "How long the first rebalance of an empty group waits for more members.",
+        ),
+        Key("group.min.session.timeout.ms", _int32, 6_000, "The shortest session.timeout.ms a member may ask for."),
+        Key("group.max.session.timeout.ms", _int32, 1_800_000, "The longest session.timeout.ms a member may ask for."),
+        Key("group.max.size", _int32, INT_MAX, "The most members a consumer group may have.", minimum=1),
+        Key("transaction.state.log.num.partitions", _int32, 50, "Partitions of __transaction_state.", minimum=1),
+        Key(
+            "transaction.state.log.segment.bytes",
+            _int32,
+            100 * 1024 * 1024,
+            "segment.bytes of __transaction_state.",
+            minimum=1,
+        ),
+        Key(
+            "transaction.max.timeout.ms",
+            _int32,
+            900_000,
+            "The longest transaction.timeout.ms a producer may ask for.",
+            minimum=1,
+        ),
+        Key(
+            "transactional.id.expiration.ms",
+            _int32,
+            7 * 24 * _HOUR,
+            "A transactional id with no transaction for this long expires.",
+            minimum=1,
+        ),
+        Key(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            _int32,
+            10_000,
+            "How often transactions past their timeout are aborted.",
+            minimum=1,
+        ),
+        Key(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            _int32,
+            3_600_000,
+            "How often expired transactional ids are removed.",
+            minimum=1,
+        ),
+        Key(
+            "producer.id.expiration.ms",
+            _int32,
+            24 * _HOUR,
+            "A producer id idle this long (and in no transaction) is forgotten by partitions.",
+            minimum=1,
+        ),
+        Key(
+            "producer.id.expiration.check.interval.ms",
+            _int32,
+            600_000,
+            "How often partitions forget expired producer ids.",
+            minimum=1,
+        ),
+    )
+)
 # the broker synonyms of topic keys are broker keys too
 for _name, _syns in SYNONYMS.items():
     for _syn, _factor in _syns:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
+from .group_offsets import GroupOffsets
 from .group_records import GroupMetadataValue, MemberMetadata
 from .group_state import GroupState, check_group_transition
 
@@ -72,6 +73,7 @@ class ClassicGroup:
     initial_delay: tuple[int, int] | None = None  # (delay, rebalance time left) of an initial delayed join
     new_member_added: bool = False  # a member joined during an initial delay: wait once more
     sync_deadline: int | None = None  # when members that sent no SyncGroup are removed
+    offsets: GroupOffsets = field(default_factory=GroupOffsets)
     _protocol_votes: Counter[str] = field(default_factory=Counter)
 
     # --- membership ----------------------------------------------------------------------------

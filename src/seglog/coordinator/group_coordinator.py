@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from ..config import BrokerConfig
 from ..errors import InvalidConfigurationError, SeglogError
 from .classic_group import ClassicGroup, Member, Protocols
 from .group_loader import LoadedGroup
@@ -71,6 +72,24 @@ class GroupConfig:
     max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
     initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
     max_size: int = 2**31 - 1  # group.max.size
+    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
+    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes, in ms
+    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
+    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+
+    @classmethod
+    def from_broker(cls, broker: BrokerConfig) -> GroupConfig:
+        """The coordinator's keys as the broker's config sets them."""
+        return cls(
+            min_session_timeout_ms=broker["group.min.session.timeout.ms"],
+            max_session_timeout_ms=broker["group.max.session.timeout.ms"],
+            initial_rebalance_delay_ms=broker["group.initial.rebalance.delay.ms"],
+            max_size=broker["group.max.size"],
+            offsets_topic_num_partitions=broker["offsets.topic.num.partitions"],
+            offsets_retention_ms=broker["offsets.retention.minutes"] * 60_000,
+            offsets_retention_check_interval_ms=broker["offsets.retention.check.interval.ms"],
+            offset_metadata_max_bytes=broker["offset.metadata.max.bytes"],
+        )
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_session_timeout_ms <= self.max_session_timeout_ms:
@@ -169,7 +188,7 @@ class LeaveGroupResponse:
 @dataclass(frozen=True)
 class Reply:
     token: Hashable
-    response: JoinGroupResponse | SyncGroupResponse | HeartbeatResponse | LeaveGroupResponse
+    response: object  # the response of the request `token` names (a dataclass of this package)
 
 
 @dataclass(frozen=True)
@@ -233,6 +252,9 @@ class GroupCoordinator:
             group.leader_id = meta.leader if meta.leader in group.members else group.leader_id
             if group.members:
                 group.state = _S.STABLE
+        group.offsets.offsets.update(loaded.offsets)
+        for producer_id, slots in loaded.pending_offsets.items():
+            group.offsets.pending_txn[producer_id] = dict(slots)
         self.groups[group.group_id] = group
 
     # --- JoinGroup -------------------------------------------------------------------------------

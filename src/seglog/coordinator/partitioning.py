@@ -1,0 +1,33 @@
+"""Which partition of ``__consumer_offsets`` or ``__transaction_state`` holds a group or a
+transactional id: Kafka's ``partitionFor``, ``Utils.abs(id.hashCode) % partitions``.
+
+The hash is Java's ``String.hashCode``: over the string's UTF-16 code units,
+``h = 31 * h + unit`` in 32-bit two's complement. ``Utils.abs`` maps
+``Integer.MIN_VALUE`` to 0 (not to itself, as ``Math.abs`` would), so every id lands
+where a Kafka broker puts it and a Kafka-written partition is read by the right
+coordinator.
+"""
+
+from __future__ import annotations
+
+from ..errors import InvalidConfigurationError
+
+_INT_MIN = -(2**31)
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode`` of ``s`` (a signed 32-bit int)."""
+    h = 0
+    units = s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """The partition of a group id (``offsets.topic.num.partitions``) or a transactional id
+    (``transaction.state.log.num.partitions``)."""
+    if num_partitions < 1:
+        raise InvalidConfigurationError(f"a coordinator topic needs at least 1 partition, not {num_partitions}")
+    h = java_string_hash(key)
+    return (0 if h == _INT_MIN else abs(h)) % num_partitions

@@ -1,0 +1,40 @@
+"""Group and transactional ids land on Kafka's partitions: Java's String.hashCode, Utils.abs.
+
+The expected hashes were printed by Java 17's String.hashCode."""
+
+from __future__ import annotations
+
+import pytest
+
+from seglog.coordinator.partitioning import java_string_hash, partition_for
+from seglog.errors import InvalidConfigurationError
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("", 0),
+        ("a", 97),
+        ("hello", 99162322),
+        ("Aa", 2112),  # Java's textbook collision with "BB"
+        ("BB", 2112),
+        ("polygenelubricants", -(2**31)),  # hashes to Integer.MIN_VALUE
+        ("console-consumer-12345", 158455506),
+        ("\U0001f600", 1772899),  # a surrogate pair: two UTF-16 units, 0xD83D 0xDE00
+        ("é", 233),
+    ],
+)
+def test_java_string_hash_matches_java(text, expected):
+    assert java_string_hash(text) == expected
+
+
+def test_partition_for_uses_kafkas_abs():
+    # Math.abs(Integer.MIN_VALUE) stays negative; Kafka's Utils.abs makes it 0
+    assert partition_for("polygenelubricants", 50) == 0
+    assert partition_for("hello", 50) == 99162322 % 50
+    assert partition_for("console-consumer-12345", 50) == 158455506 % 50
+
+
+def test_partition_for_refuses_no_partitions():
+    with pytest.raises(InvalidConfigurationError, match="at least 1 partition"):
+        partition_for("g", 0)
