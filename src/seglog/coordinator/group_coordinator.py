@@ -31,13 +31,13 @@ its old assignment back without a rebalance.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
 from ..errors import InvalidConfigurationError, SeglogError
+from ..protocol import ErrorCode
 from .classic_group import ClassicGroup, Member, Protocols
 from .group_loader import LoadedGroup
 from .group_records import GroupMetadataKey, encode_group_metadata_value, encode_key
@@ -47,21 +47,6 @@ NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's GroupCoordinator.NewMember
 UNKNOWN_MEMBER_ID = ""
 _MAX_PASSES = 16  # timer passes per tick
 _S = GroupState
-
-
-class ErrorCode(enum.IntEnum):
-    NONE = 0
-    UNKNOWN_SERVER_ERROR = -1
-    COORDINATOR_NOT_AVAILABLE = 15
-    ILLEGAL_GENERATION = 22
-    INCONSISTENT_GROUP_PROTOCOL = 23
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    INVALID_SESSION_TIMEOUT = 26
-    REBALANCE_IN_PROGRESS = 27
-    MEMBER_ID_REQUIRED = 79
-    GROUP_MAX_SIZE_REACHED = 81
-    FENCED_INSTANCE_ID = 82
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,12 @@ generation).
 
 from __future__ import annotations
 
-import enum
 import struct
 from collections.abc import Hashable
 from dataclasses import dataclass
 
 from ..errors import SeglogError
+from ..protocol import ErrorCode
 from .classic_group import ClassicGroup
 from .group_coordinator import GroupCoordinator, Reply
 from .group_loader import TopicPartition
@@ -48,32 +48,6 @@ INVALID_OFFSET = -1
 NO_METADATA = ""
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _S = GroupState
-
-
-class ErrorCode(enum.IntEnum):
-    NONE = 0
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    INVALID_FETCH_SIZE = 4
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    MESSAGE_TOO_LARGE = 10
-    OFFSET_METADATA_TOO_LARGE = 12
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    RECORD_LIST_TOO_LARGE = 18
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    ILLEGAL_GENERATION = 22
-    INVALID_GROUP_ID = 24
-    UNKNOWN_MEMBER_ID = 25
-    REBALANCE_IN_PROGRESS = 27
-    INVALID_COMMIT_OFFSET_SIZE = 28
-    KAFKA_STORAGE_ERROR = 56
-    NON_EMPTY_GROUP = 68
-    GROUP_ID_NOT_FOUND = 69
-    FENCED_INSTANCE_ID = 82
-    GROUP_SUBSCRIBED_TO_TOPIC = 86
-    UNSTABLE_OFFSET_COMMIT = 88
 
 
 # an append's error as a commit's answer (Kafka's GroupMetadataManager.storeOffsets)

@@ -27,12 +27,12 @@ tombstone (checked every ``transaction.remove.expired.transaction.cleanup.interv
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
 from ..errors import CorruptRecordError, InvalidConfigurationError, SeglogError
+from ..protocol import ErrorCode
 from ..storage import PartitionLog
 from .group_coordinator import Reply
 from .partitioning import partition_for
@@ -50,27 +50,6 @@ from .transaction_state import TransactionState
 
 _S = TransactionState
 CONSUMER_OFFSETS = "__consumer_offsets"
-
-
-class ErrorCode(enum.IntEnum):
-    NONE = 0
-    UNKNOWN_SERVER_ERROR = -1
-    UNKNOWN_TOPIC_OR_PARTITION = 3
-    NOT_LEADER_OR_FOLLOWER = 6
-    REQUEST_TIMED_OUT = 7
-    MESSAGE_TOO_LARGE = 10
-    COORDINATOR_NOT_AVAILABLE = 15
-    NOT_COORDINATOR = 16
-    RECORD_LIST_TOO_LARGE = 18
-    NOT_ENOUGH_REPLICAS = 19
-    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
-    INVALID_REQUEST = 42
-    INVALID_TXN_STATE = 48
-    INVALID_PRODUCER_ID_MAPPING = 49
-    INVALID_TRANSACTION_TIMEOUT = 50
-    CONCURRENT_TRANSACTIONS = 51
-    KAFKA_STORAGE_ERROR = 56
-    PRODUCER_FENCED = 90
 
 
 _E = ErrorCode

@@ -16,12 +16,14 @@ from seglog.protocol.codec import (
     frame_size,
     supported_versions,
 )
+from seglog.protocol.error_code import ErrorCode
 from seglog.protocol.header import Request, RequestHeader
 from seglog.protocol.messages import SCHEMAS
 
 __all__ = [
     "SCHEMAS",
     "ApiKey",
+    "ErrorCode",
     "Request",
     "RequestHeader",
     "decode_request",
