@@ -12,10 +12,21 @@ each figure has the broker's own CPU time per record (user + system from
 3. small requests: SMALL produce requests of one record each (linger.ms=0, at most 5
    in flight), requests/s and the broker's CPU per request, and each record's
    latency (produce call to delivery report), p50 and p99;
-4. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
+4. latency at half of peak load: the produce of step 1 (1 partition, acks=1, the same
+   producer settings, linger.ms=5 included) rate-limited to half of the rate that broker
+   reached there, for LATENCY_S seconds; each record's latency (``produce`` call to
+   its delivery report, librdkafka's ``Message.latency``), p50 and p99;
+5. raw fetch loop against raw sendfile (seglog alone): FETCH_MIB MiB of 64 KiB batches
+   written to a one-partition topic, read back by the bench's own client on
+   ``seglog.protocol`` (1 MiB Fetch requests, one at a time; of each response only the
+   frame's fields it needs: the records' length and the last batch's offsets), beside
+   ``os.sendfile`` of the same segment file over a loopback socket to a reader that
+   only counts bytes; both twice, alternated, best of each;
+6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
 
-Run: ``.venv/bin/python bench/broker.py`` (about a minute). Figures on a shared
-machine are not final.
+Run: ``.venv/bin/python bench/broker.py [FETCH_MIB]`` (about three minutes; FETCH_MIB
+defaults to 256: 1024 is the issue's 1 GiB, slower on a 2-core machine). Figures on a
+shared machine are not final.
 """
 
 from __future__ import annotations
@@ -28,16 +39,24 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog.broker
+import seglog.storage
+from seglog.protocol import ApiKey, decode_response, encode_request
+from seglog.records import Record, build_batch
 
 RECORDS = 200_000
 SMALL = 20_000
+LATENCY_S = 5.0
+FETCH_MIB = 256
+FETCH_VERSION = 11  # topics by name, no flexible fields
 VALUE = b"v" * 100
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -101,16 +120,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def produce(bootstrap: str, topic: str, acks: str) -> None:
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "enable.idempotence": False,
-            "acks": acks,
-            "linger.ms": 5,
-            "batch.size": 1 << 20,
-            "queue.buffering.max.messages": 1_000_000,
-        }
-    )
+    producer = Producer(producer_config(bootstrap, acks))
     for i in range(RECORDS):
         while True:
             try:
@@ -168,6 +178,169 @@ def small_requests(pid: int, bootstrap: str, topic: str) -> tuple[float, float, 
     return SMALL / elapsed, used / SMALL * 1e6, p50, p99
 
 
+def producer_config(bootstrap: str, acks: str) -> dict[str, object]:
+    return {
+        "bootstrap.servers": bootstrap,
+        "enable.idempotence": False,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 1 << 20,
+        "queue.buffering.max.messages": 1_000_000,
+    }
+
+
+def paced_latency(bootstrap: str, topic: str, rate: float) -> tuple[float, float, float]:
+    """(records/s reached, p50 ms, p99 ms) of produce at ``rate`` records/s for LATENCY_S."""
+    latencies: list[float] = []
+
+    def report(err: object, msg: Any) -> None:
+        if err is None:
+            latencies.append(msg.latency())
+
+    producer = Producer({**producer_config(bootstrap, "1"), "on_delivery": report})
+    sent, started = 0, time.perf_counter()
+    while (elapsed := time.perf_counter() - started) < LATENCY_S:
+        due = int(rate * elapsed)
+        while sent < due:
+            producer.produce(topic, VALUE, key=b"%d" % (sent % 1000))
+            sent += 1
+        producer.poll(0.0005)
+    producer.flush(60)
+    latencies.sort()
+    if len(latencies) < sent:
+        raise RuntimeError(f"{sent - len(latencies)} of {sent} records were not delivered")
+    return sent / LATENCY_S, latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+
+def write_fetch_topic(data: str, topic: str, mib: int) -> str:
+    """A one-partition topic of ``mib`` MiB in 64 KiB batches, written through storage
+    before the broker opens the dir; the path of its segment file."""
+    batch = build_batch([Record(None, b"x" * 1000)] * 64)
+    logs = seglog.storage.open(data, background=False)
+    try:
+        logs.create_topic(topic, 1, {})
+        plog = logs.partition(topic, 0)
+        for _ in range((mib << 20) // len(batch)):
+            plog.append_batches(batch)
+        segments = plog.segments
+        assert len(segments) == 1, "the fetch topic fits one segment"
+        return str(segments[0].log_path)
+    finally:
+        logs.close()
+
+
+def recv_frame(sock: socket.socket, buffer: bytearray) -> memoryview:
+    """One response frame (without its size prefix) into ``buffer``, grown as needed."""
+    view = memoryview(buffer)
+    got = 0
+    while got < 4:
+        got += sock.recv_into(view[got:4])
+    size = struct.unpack_from(">i", buffer)[0]
+    if size > len(buffer):
+        buffer.extend(bytes(size - len(buffer)))
+        view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:size])
+        if n == 0:
+            raise ConnectionError("the broker closed the connection")
+        got += n
+    return view[:size]
+
+
+def fetch_loop(port: int, topic: str, total: int) -> float:
+    """MB/s of reading ``total`` bytes of records with 1 MiB Fetch requests."""
+    buffer = bytearray(2 << 20)
+    offset, got, correlation = 0, 0, 0
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        started = time.perf_counter()
+        while got < total:
+            correlation += 1
+            partition = {"partition": 0, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+            body = {
+                "max_wait_ms": 500,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": topic, "partitions": [partition]}],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
+            sock.sendall(b"".join(encode_request(ApiKey.FETCH, FETCH_VERSION, correlation, "bench", body)))
+            frame = recv_frame(sock, buffer)
+            records = decode_response(ApiKey.FETCH, FETCH_VERSION, frame)["responses"][0]["partitions"][0]["records"]
+            if not records:
+                raise RuntimeError(f"a fetch at offset {offset} returned no records")
+            got += len(records)
+            offset = last_offset(records) + 1
+        return total / (time.perf_counter() - started) / 1e6
+
+
+def last_offset(records: memoryview) -> int:
+    """The last offset of the last whole batch: base offset + last offset delta, walking headers."""
+    position, last = 0, -1
+    while position + 61 <= len(records):
+        base, length = struct.unpack_from(">qi", records, position)
+        if position + 12 + length > len(records):
+            break
+        last = base + struct.unpack_from(">i", records, position + 23)[0]
+        position += 12 + length
+    return last
+
+
+def raw_sendfile(path: str) -> float:
+    """MB/s of ``os.sendfile`` of the whole file over a loopback socket to a counting reader."""
+    size = os.path.getsize(path)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        sender = socket.create_connection(server.getsockname())
+        reader, _ = server.accept()
+        counted = [0]
+
+        def count() -> None:
+            buffer = bytearray(1 << 20)
+            while counted[0] < size:
+                n = reader.recv_into(buffer)
+                if n == 0:
+                    break
+                counted[0] += n
+
+        thread = threading.Thread(target=count)
+        with open(path, "rb") as f, sender, reader:
+            started = time.perf_counter()
+            thread.start()
+            position = 0
+            while position < size:
+                position += os.sendfile(sender.fileno(), f.fileno(), position, size - position)
+            thread.join()
+            elapsed = time.perf_counter() - started
+    if counted[0] != size:
+        raise RuntimeError(f"the reader counted {counted[0]} of {size} bytes")
+    return size / elapsed / 1e6
+
+
+def fetch_against_sendfile(mib: int) -> tuple[float, float]:
+    """(fetch loop MB/s, raw sendfile MB/s), each the best of two alternated rounds."""
+    data = tempfile.mkdtemp(prefix="seglog-bench-")
+    try:
+        path = write_fetch_topic(data, "raw", mib)
+        size = os.path.getsize(path)
+        proc, port = start_seglog(data)
+        try:
+            fetched, sent = [], []
+            for _ in range(2):
+                sent.append(raw_sendfile(path))
+                fetched.append(fetch_loop(port, "raw", size))
+        finally:
+            proc.kill()
+            proc.wait()
+        return max(fetched), max(sent)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
 def measure(pid: int, work: Callable[[], None]) -> tuple[float, float]:
     """(records/s, broker CPU µs per record) of one phase."""
     cpu, started = cpu_seconds(pid), time.perf_counter()
@@ -189,6 +362,7 @@ def startup_ms() -> float:
 
 
 def main() -> int:
+    mib = int(sys.argv[1]) if len(sys.argv) > 1 else FETCH_MIB
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     brokers: dict[str, tuple[subprocess.Popen[bytes], int]] = {"seglog": start_seglog(data)}
     tansu = start_tansu()
@@ -198,6 +372,7 @@ def main() -> int:
         brokers["tansu"] = tansu
     rows = []
     small: list[tuple[str, float, float, float, float]] = []
+    paced: list[tuple[str, float, float, float, float]] = []
     try:
         for partitions in (1, 6):
             for acks in ("1", "all"):
@@ -212,6 +387,11 @@ def main() -> int:
             bootstrap = f"127.0.0.1:{port}"
             create_topic(bootstrap, "small", 1)
             small.append((name, *small_requests(proc.pid, bootstrap, "small")))
+        for name, (_, port) in brokers.items():
+            bootstrap = f"127.0.0.1:{port}"
+            peak = next(rate for phase, who, rate, _ in rows if phase == "produce 1p acks=1" and who == name)
+            create_topic(bootstrap, "paced", 1)
+            paced.append((name, peak, *paced_latency(bootstrap, "paced", peak / 2)))
     finally:
         for proc, _ in brokers.values():
             proc.kill()
@@ -224,6 +404,14 @@ def main() -> int:
     print(f"\n{'small requests':16} {'broker':8} {header}")
     for name, rate, cpu, p50, p99 in small:
         print(f"{'1 record each':16} {name:8} {rate:11,.0f} {cpu:22.1f} {p50:7.2f} {p99:7.2f}")
+    print(f"\n{'half of peak load':17} {'broker':8} {'peak/s':>9} {'offered/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
+    for name, peak, rate, p50, p99 in paced:
+        print(f"{'1p acks=1':17} {name:8} {peak:9,.0f} {rate:10,.0f} {p50:7.2f} {p99:7.2f}")
+    fetched, sent = fetch_against_sendfile(mib)
+    print(
+        f"\nraw fetch loop over {mib} MiB: {fetched:,.0f} MB/s; raw sendfile {sent:,.0f} MB/s; "
+        f"ratio {fetched / sent:.0%}"
+    )
     print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
     return 0
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import threading
 import uuid
 
 import pytest
@@ -112,3 +113,34 @@ def test_an_append_wakes_a_waiting_fetch(tmp_path) -> None:
             rm.shutdown()
 
     assert asyncio.run(scenario()) is False  # completed by the append, not expired
+
+
+def test_small_appends_run_on_the_loop_and_fsyncs_never_do(tmp_path, monkeypatch) -> None:
+    """A small append that cannot wait is written from the event loop's thread (no hop to
+    an I/O thread); one followed by an fsync (flush.messages) goes to an I/O thread."""
+    calls: list[tuple[str, str]] = []
+    for name in ("pwrite", "fsync"):
+        real = getattr(os, name)
+        monkeypatch.setattr(
+            os, name, lambda *a, _n=name, _f=real: calls.append((_n, threading.current_thread().name)) or _f(*a)
+        )
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("lazy", 1, {})
+            await rm.create_topic("eager", 1, {"flush.messages": "1"})
+            loop_thread = threading.current_thread().name
+            calls.clear()
+            results = await rm.append_records({("lazy", 0): _batch(3)})
+            assert results[("lazy", 0)].base_offset == 0
+            assert calls and {thread for _, thread in calls} == {loop_thread}
+            calls.clear()
+            results = await rm.append_records({("eager", 0): _batch(3)})
+            assert results[("eager", 0)].base_offset == 0
+            assert ("fsync", loop_thread) not in calls and any(name == "fsync" for name, _ in calls)
+            assert all(thread.startswith("seglog-io") for _, thread in calls)
+        finally:
+            rm.shutdown()
+
+    asyncio.run(scenario())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -218,6 +219,49 @@ def test_an_adopted_segment_is_recovered_after_a_crash(tmp_path, clock):
         f.write(b"\x00" * 17)  # a torn write after the adopted batches
     crash(manager)
     check_reopened(tmp_path / "logs", 8)
+
+
+def test_try_append_batches_appends_only_what_cannot_wait(tmp_path, clock):
+    """The event loop's append: None, log and data untouched, when it would wait on the
+    lock, roll a segment or fsync; else the same append as append_batches."""
+    manager, log = new_log(tmp_path, config={"flush.messages": 300}, clock=clock)
+    info = log.try_append_batches(build_batch(records(2)))
+    assert info is not None and (info.first_offset, info.last_offset) == (0, 1)
+
+    data = bytearray(build_batch(records(10, start=2, ts=MS + 2)))
+    refused = bytes(data)
+    assert len(data) > 300  # as many messages as bytes, at most: an fsync could be due
+    assert log.try_append_batches(data) is None
+    assert log.log_end_offset == 2 and log.recovery_point == 0 and data == refused
+    manager.close()
+
+    manager, log = new_log(tmp_path / "roll", config={"segment.ms": 60_000}, clock=clock)
+    log.append(records(1, ts=MS))
+    late = build_batch(records(1, start=1, ts=MS + 60_001))  # due a roll by segment.ms
+    assert log.try_append_batches(late) is None
+    assert len(log.segments) == 1 and log.log_end_offset == 1
+    assert log.try_append_batches(build_batch(records(1, start=1, ts=MS + 1))) is not None
+
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with log._lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    held.wait(10)
+    try:
+        assert log.try_append_batches(build_batch(records(1, start=2, ts=MS + 2))) is None
+    finally:
+        release.set()
+        holder.join()
+    assert log.log_end_offset == 2
+    with pytest.raises(InvalidRequestError, match="origin"):
+        log.try_append_batches(late, origin="replication")
+    check_log(log)
+    manager.close()
 
 
 # --- rolling ------------------------------------------------------------------------------------

@@ -7,7 +7,10 @@ broker that touches ``seglog.storage``, so that a change of the storage API stay
 
 Storage calls block (appends fsync under ``flush.messages``, reads ``pread``, topic
 creation makes files), so each request's storage work runs as one call in a thread pool
-of ``num.io.threads``; the event loop only waits for it. A partition log has its own
+of ``num.io.threads``; the event loop only waits for it. The exception is a small
+produce whose appends cannot wait (``PartitionLog.try_append_batches``: the log's lock
+free, no segment roll, no fsync due): it runs on the loop, as the hop to a thread and
+back would cost more than the append; the appends refused go to the pool as before. A partition log has its own
 lock: appends from several connections to one partition are serialised there, as Kafka
 serialises them under the log's lock.
 
@@ -45,6 +48,10 @@ TopicPartition = tuple[str, int]
 
 NONE = 0
 LEADER = "leader"
+# a produce request's appends at most this large run on the event loop when the log can
+# take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
+# and back costs more than validating and writing them to the page cache
+INLINE_APPEND_BYTES = 64 * 1024
 
 
 @dataclass
@@ -159,7 +166,18 @@ class ReplicaManager:
     async def append_records(self, batches: Mapping[TopicPartition, memoryview]) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
         place); a partition's error is its own. Fetches waiting on them are woken."""
-        results = await self._run(self._append_all, batches)
+        results: dict[TopicPartition, AppendResult] = {}
+        waiting = batches
+        if sum(len(records) for records in batches.values()) <= INLINE_APPEND_BYTES:
+            waiting = {}
+            for tp, records in batches.items():
+                result = self._try_append(tp, records)
+                if result is None:
+                    waiting[tp] = records
+                else:
+                    results[tp] = result
+        if waiting:
+            results.update(await self._run(self._append_all, waiting))
         for tp, result in results.items():
             if result.error_code == NONE:
                 self.fetch_purgatory.check_and_complete(tp, result.size)
@@ -168,16 +186,25 @@ class ReplicaManager:
     def _append_all(self, batches: Mapping[TopicPartition, memoryview]) -> dict[TopicPartition, AppendResult]:
         results = {}
         for tp, records in batches.items():
-            try:
-                partition = self.partition(*tp)
-                info = partition.log.append_batches(records)
-                results[tp] = AppendResult(
-                    NONE, info.first_offset, info.log_append_time, partition.log.log_start_offset, info.size
-                )
-            except Exception as e:
-                code, message = _error(e)
-                results[tp] = AppendResult(code, message=message)
+            result = self._append(tp, records, wait=True)
+            assert result is not None
+            results[tp] = result
         return results
+
+    def _try_append(self, tp: TopicPartition, records: memoryview) -> AppendResult | None:
+        """On the event loop: the append, or None when it could wait (lock, roll, fsync)."""
+        return self._append(tp, records, wait=False)
+
+    def _append(self, tp: TopicPartition, records: memoryview, *, wait: bool) -> AppendResult | None:
+        try:
+            plog = self.partition(*tp).log
+            info = plog.append_batches(records) if wait else plog.try_append_batches(records)
+            if info is None:
+                return None
+            return AppendResult(NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size)
+        except Exception as e:
+            code, message = _error(e)
+            return AppendResult(code, message=message)
 
     # --- fetch ------------------------------------------------------------------------------------
 

@@ -406,29 +406,58 @@ class PartitionLog:
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_append``) makes every
         check of ``_validate_general`` and then the edits, or none of them."""
-        if origin != "client" and origin != "coordinator":
-            raise InvalidRequestError(f"origin must be 'client' or 'coordinator', not {origin!r}", file=self.dir)
+        self._check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         with self._lock:
+            info = self._append_as_leader(buffer, origin, may_roll=True)
+            assert info is not None
+            return info
+
+    def try_append_batches(self, data: bytes | bytearray | memoryview, *, origin: str = "client") -> AppendInfo | None:
+        """``append_batches`` if it cannot wait on anything but memory, else None with the
+        log and ``data`` untouched: when another thread holds the log's lock, or the append
+        would roll a segment (files made) or be followed by an fsync (flush.messages or
+        flush.ms). For an event loop, which hands the appends refused to a thread."""
+        self._check_origin(origin)
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
             c = self.config
-            bounds, stamp, assignment = self._leader_append_rules()
-            assigned = _scan.check_append(
-                buffer,
-                True,
-                origin != "client",
-                c.compact,
-                c.max_message_bytes,
-                bounds,
-                decompress,
-                self.dir,
-                assignment,
-            )
-            if assigned is None:
-                self._validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
-                raise AssertionError("legacy batches passed a leader's validation")
-            entries, first, last, max_ts, count = assigned
-            self._append_locked(buffer, entries, first, last, max_ts, ((self.leader_epoch, first),))
-            return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
+            # a batch's records take more than a byte each: len(data) bounds their count
+            if c.flush_ms < _NEVER or self._next_offset - self.recovery_point + len(data) >= c.flush_messages:
+                return None
+            return self._append_as_leader(bytearray(data), origin, may_roll=False)
+        finally:
+            self._lock.release()
+
+    def _check_origin(self, origin: str) -> None:
+        if origin != "client" and origin != "coordinator":
+            raise InvalidRequestError(f"origin must be 'client' or 'coordinator', not {origin!r}", file=self.dir)
+
+    def _append_as_leader(self, buffer: bytearray, origin: str, *, may_roll: bool) -> AppendInfo | None:
+        """Validate, assign offsets and append, under the lock; None (nothing written)
+        when the append needs a roll and ``may_roll`` is False."""
+        c = self.config
+        bounds, stamp, assignment = self._leader_append_rules()
+        assigned = _scan.check_append(
+            buffer,
+            True,
+            origin != "client",
+            c.compact,
+            c.max_message_bytes,
+            bounds,
+            decompress,
+            self.dir,
+            assignment,
+        )
+        if assigned is None:
+            self._validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
+            raise AssertionError("legacy batches passed a leader's validation")
+        entries, first, last, max_ts, count = assigned
+        if not may_roll and self._segments[-1].should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
+            return None
+        self._append_locked(buffer, entries, first, last, max_ts, ((self.leader_epoch, first),))
+        return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
 
     def append_segment_file(self, path: str) -> AppendInfo:
         """Append the record batches of the file at ``path`` by making the file itself the
