@@ -14,7 +14,7 @@ import datetime as dt
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -414,6 +414,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._available_now: Offsets | None = None
         # as Spark's Kafka source: the first trigger never waits for minOffsetsPerTrigger
         self._last_trigger: float | None = None
+        self.clock: Callable[[], float] = time.monotonic  # seconds; maxTriggerDelay counts on it
 
     # offsets ---------------------------------------------------------------------------
 
@@ -461,12 +462,12 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # availableNow reads what there is and stops when a trigger finds nothing new, so
         # waiting for more there would end the query with the backlog unread
         if self.min_offsets is not None and backlog < self.min_offsets and self._available_now is None:
-            waited_ms = None if self._last_trigger is None else (time.monotonic() - self._last_trigger) * 1000
+            waited_ms = None if self._last_trigger is None else (self.clock() - self._last_trigger) * 1000
             if waited_ms is not None and waited_ms < self.max_trigger_delay_ms:
                 return to_json(begin)
         if self.max_offsets is not None and backlog > self.max_offsets:
             end = _rate_limit(begin, end, self.max_offsets)
-        self._last_trigger = time.monotonic()
+        self._last_trigger = self.clock()
         return to_json(end)
 
     def _drop_deleted(self, logs: LogManager, offsets: Offsets) -> Offsets:
