@@ -8,7 +8,11 @@ each figure has the broker's own CPU time per record (user + system from
 1. produce: confluent-kafka, RECORDS records of 100 bytes, linger.ms=5, batch.size
    1 MiB, acks=1 and acks=all, to 1 and 6 partitions (seglog writes to disk and checks
    CRCs; Tansu keeps them in memory);
-2. consume: the same records read back with assign (from offset 0), per topic;
+2. consume: the same records read back with assign (from offset 0), per topic, with
+   fetch.queue.backoff.ms=10 (CONSUME_BACKOFF_MS): librdkafka's default of 1000 stops
+   fetching for a whole second whenever more than queued.min.messages (100,000) wait
+   in the consumer's queue, which one broker reaches and another not depending only on
+   how much each puts in a response, so the pause, not the broker, would set the figure;
 3. small requests: SMALL produce requests of one record each (linger.ms=0, at most 5
    in flight), requests/s and the broker's CPU per request, and each record's
    latency (produce call to delivery report), p50 and p99;
@@ -58,6 +62,7 @@ LATENCY_S = 5.0
 FETCH_MIB = 256
 FETCH_VERSION = 11  # topics by name, no flexible fields
 VALUE = b"v" * 100
+CONSUME_BACKOFF_MS = 10
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -133,7 +138,14 @@ def produce(bootstrap: str, topic: str, acks: str) -> None:
 
 
 def consume(bootstrap: str, topic: str, partitions: int) -> None:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench",
+            "enable.auto.commit": False,
+            "fetch.queue.backoff.ms": CONSUME_BACKOFF_MS,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     deadline = time.monotonic() + 120
