@@ -18,6 +18,8 @@ from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, decode_request, encode_response, frame_size
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
+from .controller_requests import VERSIONS as CONTROLLER_VERSIONS
+from .controller_requests import ControllerRequests
 from .endpoint import parse_endpoints
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
@@ -73,8 +75,10 @@ class KafkaServer:
         except BaseException:
             await self.socket_server.stop()
             raise
+        await self.replicas.startup()
         apis = KafkaApis(self.config, self.replicas, (host, port))
         admin = AdminManager(self.config, self.replicas)
+        controller_requests = ControllerRequests(self.replicas)
         self.apis = apis
         self._handlers = {
             ApiKey.API_VERSIONS: apis.api_versions,
@@ -92,7 +96,11 @@ class KafkaServer:
             ApiKey.ALTER_CONFIGS: admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+            ApiKey.LEADER_AND_ISR: controller_requests.leader_and_isr,
+            ApiKey.STOP_REPLICA: controller_requests.stop_replica,
+            ApiKey.UPDATE_METADATA: controller_requests.update_metadata,
         }
+        apis.versions.update(CONTROLLER_VERSIONS)
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
@@ -122,6 +130,7 @@ class KafkaServer:
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.replicas is not None:
+            await self.replicas.stop_replication()
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()
