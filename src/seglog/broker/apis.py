@@ -384,14 +384,13 @@ class KafkaApis:
             parts = []
             for part in topic["partitions"]:
                 entry = {"error_code": NONE, "partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
-                error = self._partition_error(topic["topic"], part["partition"], part.get("current_leader_epoch", -1))
-                if error:
-                    entry["error_code"] = error
-                else:
+                try:  # the partition's own leader epoch decides (a follower asks as soon as LeaderAndIsr came)
                     epoch, end = self.replicas.end_offset_for_epoch(
-                        topic["topic"], part["partition"], part["leader_epoch"]
+                        topic["topic"], part["partition"], part["leader_epoch"], part.get("current_leader_epoch", -1)
                     )
                     entry.update(leader_epoch=epoch, end_offset=end)
+                except SeglogError as e:
+                    entry["error_code"] = e.error_code
                 parts.append(entry)
             topics.append({"topic": topic["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

@@ -405,8 +405,9 @@ class ReplicaManager:
 
     async def stop_replication(self) -> None:
         """Before shutdown: the fetchers and the ISR task stopped, waiting produces answered."""
-        if self._isr_task is not None:
-            self._isr_task.cancel()
+        for task in [self._isr_task, *self._isr_changes]:
+            if task is not None:
+                task.cancel()
         await self.fetchers.shutdown()
         self.produce_purgatory.complete_all()
 
@@ -580,9 +581,14 @@ class ReplicaManager:
                 results.append(OffsetResult(_error(e)[0]))
         return results
 
-    def end_offset_for_epoch(self, topic: str, index: int, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader."""
-        return self.leader_partition(topic, index).end_offset_for_epoch(epoch)
+    def end_offset_for_epoch(
+        self, topic: str, index: int, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader, asked by a
+        replica or consumer that knows ``current_leader_epoch`` (FENCED/UNKNOWN_LEADER_EPOCH)."""
+        partition = self.leader_partition(topic, index)
+        check_leader_epoch(current_leader_epoch, partition.leader_epoch)
+        return partition.end_offset_for_epoch(epoch)
 
     async def delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
         """DeleteRecords: (error code, new low watermark) per (topic, partition, offset)."""
