@@ -5,6 +5,11 @@ change truncates the old leader's divergent suffix."""
 
 from __future__ import annotations
 
+import threading
+import time
+
+from seglog.errors import SeglogError
+
 from .cluster_driver import (
     StandInController,
     pause,
@@ -139,3 +144,59 @@ def _checkpoint(root, broker_id: int) -> tuple[str, int, int] | None:
     lines = (root / f"broker-{broker_id}" / "replication-offset-checkpoint").read_text().split("\n")
     entries = [line.split() for line in lines[2:] if line.strip()]
     return (entries[0][0], int(entries[0][1]), int(entries[0][2])) if entries else None
+
+
+def test_no_acknowledged_record_is_lost_across_leader_kills(tmp_path) -> None:
+    """A producer writes acks=all without pause and records every acknowledged offset; the
+    leader is SIGKILLed four times, each time a live ISR member is elected (as the
+    controller's offline election does) and the killed broker comes back as a follower.
+    Every acknowledged record is in the last leader's log at its offset, and every replica
+    holds the same bytes."""
+    overrides = ("replica.lag.time.max.ms=1000", "min.insync.replicas=2")
+    brokers = {i: start_broker(tmp_path, i, *overrides) for i in (1, 2, 3)}
+    controller = StandInController("kills")
+    acknowledged: list[tuple[int, bytes]] = []
+    stop = threading.Event()
+
+    def producer() -> None:
+        n = 0
+        while not stop.is_set():
+            value = b"record-%d" % n
+            try:
+                answer = produce(brokers[controller.states[0].leader], "kills", 0, [value], timeout_ms=5_000)
+            except (SeglogError, OSError):
+                time.sleep(0.05)  # the leader is gone: the next one is elected
+                continue
+            if answer["error_code"] == 0:
+                acknowledged.append((answer["base_offset"], value))
+            n += 1
+
+    writer = threading.Thread(target=producer, daemon=True)
+    try:
+        controller.elect(0, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
+        controller.tell(brokers, is_new=True)
+        writer.start()
+        for _ in range(4):
+            acked = len(acknowledged)
+            wait_for(lambda a=acked: len(acknowledged) >= a + 20, what="acknowledged writes")
+            state = controller.states[0]
+            old = state.leader
+            brokers[old].kill()
+            survivors = [b for b in state.isr if b != old]
+            controller.elect(0, leader=survivors[0], isr=survivors, replicas=[1, 2, 3])
+            controller.tell(brokers)
+            brokers[old] = start_broker(tmp_path, old, *overrides)
+            controller.tell(brokers)
+            wait_for(lambda: len(controller.states[0].isr) == 3, what="the killed broker back in the ISR")
+        stop.set()
+        writer.join(30)
+        leader = controller.states[0].leader
+        wait_for(lambda: _identical(tmp_path, [1, 2, 3], "kills"), what="identical logs")
+        records = _records(tmp_path, leader, "kills")
+        assert len(acknowledged) >= 80
+        assert [(o, records.get(o)) for o, _ in acknowledged] == acknowledged  # (an offset acknowledged twice fails)
+    finally:
+        stop.set()
+        controller.close()
+        for b in brokers.values():
+            b.kill()
