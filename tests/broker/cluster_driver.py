@@ -12,7 +12,6 @@ import signal
 import socketserver
 import struct
 import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,24 +129,25 @@ class StandInController:
                 leader, epoch, list(isr), list(replicas), (old.partition_epoch + 1) if old else 0
             )
 
-    def leader_and_isr(self, broker: BrokerProcess, broker_id: int, is_new: bool = False) -> dict[int, int]:
+    def _states(self, partition_epoch_field: str) -> list[dict[str, Any]]:
+        """Each partition's state as both requests carry it (the partition epoch under either name)."""
         with self.lock:
-            states = [
+            return [
                 {
                     "partition_index": i,
                     "controller_epoch": self.epoch,
                     "leader": s.leader,
                     "leader_epoch": s.leader_epoch,
-                    "isr": s.isr,
-                    "partition_epoch": s.partition_epoch,
-                    "replicas": s.replicas,
-                    "adding_replicas": [],
-                    "removing_replicas": [],
-                    "is_new": is_new,
+                    "isr": list(s.isr),
+                    partition_epoch_field: s.partition_epoch,
+                    "replicas": list(s.replicas),
                 }
                 for i, s in sorted(self.states.items())
-                if broker_id in s.replicas
             ]
+
+    def leader_and_isr(self, broker: BrokerProcess, broker_id: int, is_new: bool = False) -> dict[int, int]:
+        extra = {"adding_replicas": [], "removing_replicas": [], "is_new": is_new}
+        states = [{**s, **extra} for s in self._states("partition_epoch") if broker_id in s["replicas"]]
         body = {
             "controller_id": CONTROLLER_ID,
             "controller_epoch": self.epoch,
@@ -163,20 +163,7 @@ class StandInController:
     def update_metadata(self, broker: BrokerProcess, brokers: dict[int, BrokerProcess]) -> None:
         live = [(CONTROLLER_ID, "127.0.0.1", self.port)]
         live += [(i, *b.bootstrap_servers.rsplit(":", 1)) for i, b in brokers.items() if b.proc.poll() is None]
-        with self.lock:
-            states = [
-                {
-                    "partition_index": i,
-                    "controller_epoch": self.epoch,
-                    "leader": s.leader,
-                    "leader_epoch": s.leader_epoch,
-                    "isr": s.isr,
-                    "zk_version": s.partition_epoch,
-                    "replicas": s.replicas,
-                    "offline_replicas": [],
-                }
-                for i, s in sorted(self.states.items())
-            ]
+        states = [{**s, "offline_replicas": []} for s in self._states("zk_version")]
         body = {
             "controller_id": CONTROLLER_ID,
             "controller_epoch": self.epoch,
@@ -266,16 +253,6 @@ def produce(
     with BrokerClient(broker.bootstrap_servers, timeout=timeout_ms / 1000 + 30) as client:
         answer = client.request(ApiKey.PRODUCE, body)
     return answer["responses"][0]["partition_responses"][0]
-
-
-def wait_for(check: Any, timeout: float = 30.0, what: str = "the condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def pause(broker: BrokerProcess) -> None:
