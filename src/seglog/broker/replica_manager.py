@@ -2,8 +2,9 @@
 
 Kafka's ``ReplicaManager``: it owns a ``Partition`` per topic partition (its log, its
 role, leader epoch, replicas and ISR), appends producers' batches as the leader, reads
-for fetches, answers offset lookups, and changes topics. It is the one module of the
-broker that touches ``seglog.storage``, so that a change of the storage API stays here.
+for fetches, answers offset lookups, and changes topics. With ``partition.py`` (what
+replication asks of a partition log) it is the only module of the broker that touches
+``seglog.storage``, so that a change of the storage API stays in the two.
 
 Storage calls block (appends fsync under ``flush.messages``, reads ``pread``, topic
 creation makes files), so each request's storage work runs as one call in a thread pool
