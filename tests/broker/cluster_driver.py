@@ -181,13 +181,14 @@ class StandInController:
         with BrokerClient(broker.bootstrap_servers) as client:
             assert client.request(ApiKey.UPDATE_METADATA, body)["error_code"] == 0
 
-    def tell(self, brokers: dict[int, BrokerProcess], is_new: bool = False) -> None:
-        """UpdateMetadata then LeaderAndIsr to every live broker, as a state change sends them."""
+    def tell(self, brokers: dict[int, BrokerProcess], is_new: bool = False, to: list[int] | None = None) -> None:
+        """UpdateMetadata to every live broker, then LeaderAndIsr to those of ``to`` (default:
+        all), as a state change sends them: a broker that comes back is told alone."""
         for b in brokers.values():
             if b.proc.poll() is None:
                 self.update_metadata(b, brokers)
         for i, b in brokers.items():
-            if b.proc.poll() is None:
+            if b.proc.poll() is None and (to is None or i in to):
                 assert set(self.leader_and_isr(b, i, is_new).values()) <= {0}, f"broker {i} refused LeaderAndIsr"
 
     def isr_changes(self) -> list[tuple[int, int, list[int]]]:

@@ -56,6 +56,8 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
     async def first_run() -> int:
         rm = _manager(str(tmp_path))
         await rm.startup()
+        changes: list[tuple[list, list]] = []
+        rm.leadership_listeners.append(lambda leading, following: changes.append((leading, following)))
         try:
             lead = [_state("t", 0, 3, [0, 1], [0, 1])]
             # from another thread, as the cluster's handler calls it
@@ -63,9 +65,11 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             assert await loop.run_in_executor(None, rm.become_leader_or_follower, 9, 1, lead, {"t": TOPIC_ID}) == {
                 ("t", 0): 0
             }
-            assert rm.become_leader_or_follower(9, 1, [_state("t", 0, 2, [0, 1], [0, 1])], {}) == {
-                ("t", 0): STALE_CONTROLLER_EPOCH
-            }
+            assert changes == [([("t", 0)], [])]
+            for older_or_same in (2, 3):
+                assert rm.become_leader_or_follower(9, 1, [_state("t", 0, older_or_same, [0, 1], [0, 1])], {}) == {
+                    ("t", 0): STALE_CONTROLLER_EPOCH
+                }
             assert rm.become_leader_or_follower(9, 0, [_state("t", 0, 4, [0, 1], [0, 1])], {}) == {
                 ("t", 0): STALE_CONTROLLER_EPOCH
             }

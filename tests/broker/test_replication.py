@@ -118,7 +118,7 @@ def test_a_leader_change_truncates_the_old_leaders_divergent_suffix(tmp_path) ->
         brokers[3].kill()
         brokers[3] = start_broker(tmp_path, 3, "replica.lag.time.max.ms=1000")
         brokers[1] = start_broker(tmp_path, 1, "replica.lag.time.max.ms=1000")
-        controller.tell(brokers)
+        controller.tell(brokers, to=[1, 3])
         answer = produce(brokers[2], "history", 0, [b"third"])
         assert answer["error_code"] == 0
         acknowledged[answer["base_offset"]] = b"third"
@@ -189,7 +189,7 @@ def test_no_acknowledged_record_is_lost_across_leader_kills(tmp_path) -> None:
             controller.elect(0, leader=survivors[0], isr=survivors, replicas=[1, 2, 3])
             controller.tell(brokers)
             brokers[old] = start_broker(tmp_path, old, *overrides)
-            controller.tell(brokers)
+            controller.tell(brokers, to=[old])
             wait_for(lambda: len(controller.states[0].isr) == 3, what="the killed broker back in the ISR")
         stop.set()
         writer.join(30)

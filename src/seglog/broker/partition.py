@@ -138,8 +138,8 @@ class Partition:
         self.log = log
         self.broker_id = broker_id
         self.lock = threading.RLock()
-        self.role = LEADER
-        self.leader_id = broker_id
+        self.role = OFFLINE  # until LeaderAndIsr (or ``lead_alone``) says
+        self.leader_id = -1
         self.leader_epoch = log.leader_epoch
         self.partition_epoch = -1
         self.controller_epoch = -1
@@ -190,16 +190,18 @@ class Partition:
     # --- roles ---------------------------------------------------------------------------------------
 
     @property
-    def is_leader(self) -> bool:
-        return self.role == LEADER
-
-    @property
     def maximal_isr(self) -> tuple[int, ...]:
         """The ISR the high watermark waits for: the committed one and any member being added
         or (until the controller agrees) removed."""
         if self.pending_isr is None:
             return self.isr
         return tuple(dict.fromkeys(self.isr + self.pending_isr))
+
+    def lead_alone(self) -> None:
+        """One broker: the partition's only replica leads it, its ISR itself."""
+        self.role = LEADER
+        self.leader_id = self.broker_id
+        self.maybe_increment_high_watermark()
 
     def make_leader(self, state: dict[str, Any], topic_id: uuid.UUID | None, now: int) -> bool:
         """LeaderAndIsr made this broker the leader; True when it was not leading this epoch."""

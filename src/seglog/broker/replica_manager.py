@@ -167,6 +167,9 @@ class ReplicaManager:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_task: asyncio.Task[None] | None = None
         self._isr_changes: set[asyncio.Task[None]] = set()
+        # Kafka's onLeadershipChange: called on the loop with the partitions this broker began
+        # to lead and those it began to follow (the coordinators load and drop their state)
+        self.leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]] = []
         # in a cluster the controller's LeaderAndIsr says which logs this broker serves, and how
         self.cluster_mode = bool(config["zookeeper.connect"])
         if not self.cluster_mode:
@@ -183,7 +186,7 @@ class ReplicaManager:
             partition = self._partitions.get((topic, p))
             if partition is None:
                 partition = Partition(topic, p, self._logs.partition(topic, p), self.broker.broker_id)
-                partition.maybe_increment_high_watermark()  # the ISR is this broker: its log end
+                partition.lead_alone()
                 self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         self.metadata.update_topic(TopicMetadata(topic, topic_uuid(self._logs.topic_id(topic)), tuple(states)))
@@ -217,8 +220,8 @@ class ReplicaManager:
     ) -> dict[TopicPartition, int]:
         """LeaderAndIsr: lead or follow each partition of ``states`` (the request's partition
         states as ``seglog.protocol`` decodes them), making its log when missing; the error
-        code of each. As Kafka: a controller epoch older than one seen, or a leader epoch older
-        than the partition's, is STALE_CONTROLLER_EPOCH; a partition whose replicas do not
+        code of each. As Kafka: a controller epoch older than one seen, or a leader epoch not
+        newer than the partition's, is STALE_CONTROLLER_EPOCH; a partition whose replicas do not
         include this broker UNKNOWN_TOPIC_OR_PARTITION. A new follower's fetcher truncates
         first (OffsetForLeaderEpoch). Callable from any thread: the logs are made in the
         caller's, the roles change on the event loop."""
@@ -228,7 +231,7 @@ class ReplicaManager:
             tp = (state["topic_name"], state["partition_index"])
             current = self._partitions.get(tp)
             if controller_epoch < self._controller_epoch or (
-                current is not None and state["leader_epoch"] < current.leader_epoch
+                current is not None and state["leader_epoch"] <= current.leader_epoch
             ):
                 errors[tp] = STALE_CONTROLLER_EPOCH
             elif self.broker.broker_id not in state["replicas"]:
@@ -260,17 +263,23 @@ class ReplicaManager:
         self, accepted: list[tuple[dict[str, Any], Partition]], topic_ids: Mapping[str, uuid.UUID]
     ) -> None:
         now = self._clock()
+        leading: list[TopicPartition] = []
+        following: list[TopicPartition] = []
         for state, partition in accepted:
             tp = (partition.topic, partition.index)
             self._partitions[tp] = partition
             topic_id = topic_ids.get(tp[0])
             if state["leader"] == self.broker.broker_id:
                 self.fetchers.remove_partitions([tp])
-                partition.make_leader(state, topic_id, now)
+                if partition.make_leader(state, topic_id, now):
+                    leading.append(tp)
                 self._maybe_increment_high_watermark(partition)
             elif partition.make_follower(state, topic_id):
                 self.fetchers.add_partition(partition)
+                following.append(tp)
             self.produce_purgatory.check_and_complete(tp)  # a leader no more answers NOT_LEADER_OR_FOLLOWER
+        for listener in self.leadership_listeners:
+            listener(leading, following)
 
     def stop_replicas(
         self, controller_id: int, controller_epoch: int, partitions: list[tuple[str, int, bool, int]]
