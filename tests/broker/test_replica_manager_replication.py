@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
@@ -18,9 +19,9 @@ TOPIC_ID = uuid.uuid4()
 STALE_CONTROLLER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH = 11, 3, 7, 74
 
 
-def _manager(path: str) -> ReplicaManager:
+def _manager(path: str, **overrides: object) -> ReplicaManager:
     # zookeeper.connect: a cluster's broker, which serves only what LeaderAndIsr gives it
-    config = broker_config({"log.dirs": path, "broker.id": 0, "zookeeper.connect": "127.0.0.1:1"})
+    config = broker_config({"log.dirs": path, "broker.id": 0, "zookeeper.connect": "127.0.0.1:1", **overrides})
     return ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
 
 
@@ -117,3 +118,42 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             rm.shutdown()
 
     asyncio.run(second_run())
+
+
+def test_the_isr_shrinks_through_the_alter_partition_channel_after_a_failed_try(tmp_path) -> None:
+    """A follower that never fetches leaves the ISR after replica.lag.time.max.ms: the change
+    goes to the controller through the channel (here the test's), is proposed again after the
+    channel failed, and counts once answered: the HW then moves without the follower."""
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path), **{"replica.lag.time.max.ms": 200})
+        proposed: list[IsrChange] = []
+        answered = asyncio.Event()
+
+        class Controller:
+            async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange) -> IsrChangeResult:
+                proposed.append(change)
+                if len(proposed) == 1:
+                    raise ConnectionResetError("the controller went away")
+                answered.set()
+                return IsrChangeResult(0, broker_id, change.leader_epoch, change.new_isr, change.partition_epoch + 1)
+
+        rm.alter_partition_channel = Controller()
+        await rm.startup()
+        try:
+            assert rm.become_leader_or_follower(9, 1, [_state("t", 0, 3, [0, 1], [0, 1])], {"t": TOPIC_ID}) == {
+                ("t", 0): 0
+            }
+            await rm.append_records({("t", 0): _batch(2)}, acks=1)
+            assert await _high_watermark(rm) == 0
+            await asyncio.wait_for(answered.wait(), 30)
+            assert [(c.topic_id, c.leader_epoch, c.new_isr, c.partition_epoch) for c in proposed] == [
+                (TOPIC_ID, 3, (0,), 3),
+                (TOPIC_ID, 3, (0,), 3),
+            ]
+            assert await _high_watermark(rm) == 2
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    asyncio.run(scenario())

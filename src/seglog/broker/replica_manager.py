@@ -50,7 +50,7 @@ from ..errors import (
 from ..protocol import ErrorCode
 from ..storage import FileSlice, LogConfig, LogManager
 from ..storage.naming import validate_topic
-from .alter_partition_manager import AlterPartitionChannel, IsrChange, WireAlterPartitionChannel
+from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_produce import DelayedProduce
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_uuid
 from .partition import (
@@ -375,7 +375,13 @@ class ReplicaManager:
         task.add_done_callback(self._isr_changes.discard)
 
     async def _send_isr_change(self, partition: Partition, change: IsrChange) -> None:
-        result = await self.alter_partition_channel.alter_partition(self.broker.broker_id, self.broker_epoch(), change)
+        try:
+            result = await self.alter_partition_channel.alter_partition(
+                self.broker.broker_id, self.broker_epoch(), change
+            )
+        except Exception:  # a channel's failure must not leave the change pending for ever
+            log.exception("%s-%d: AlterPartition failed", partition.topic, partition.index)
+            result = IsrChangeResult(ErrorCode.UNKNOWN_SERVER_ERROR)
         if partition.pending_isr != change.new_isr:
             return  # a LeaderAndIsr came meanwhile: it rules
         if result.error_code == NONE:
