@@ -111,12 +111,12 @@ class ReplicaFetcher:
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
 
-    async def stop(self) -> None:
+    def close(self) -> asyncio.Task[None]:
+        """Stop fetching; the task to await for it to be done."""
         self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
         if self._connection is not None:
             self._connection.close()
+        return self._task
 
     # --- the loop ------------------------------------------------------------------------------------
 
@@ -315,19 +315,19 @@ class ReplicaFetcherManager:
         self._fetched_by[tp] = key
 
     def remove_partitions(self, tps: list[TopicPartition]) -> None:
+        """Stop fetching ``tps``; a fetcher left with nothing to fetch stops (Kafka's
+        ``shutdownIdleFetcherThreads``)."""
         for tp in tps:
             key = self._fetched_by.pop(tp, None)
             if key is not None:
-                self._fetchers[key].remove(tp)
-
-    async def shutdown_idle_fetchers(self) -> None:
-        for key, fetcher in list(self._fetchers.items()):
-            if not fetcher.partitions:
-                del self._fetchers[key]
-                await fetcher.stop()
+                fetcher = self._fetchers[key]
+                fetcher.remove(tp)
+                if not fetcher.partitions:
+                    del self._fetchers[key]
+                    fetcher.close()
 
     async def shutdown(self) -> None:
         fetchers, self._fetchers = list(self._fetchers.values()), {}
         self._fetched_by.clear()
-        for fetcher in fetchers:
-            await fetcher.stop()
+        tasks = [fetcher.close() for fetcher in fetchers]
+        await asyncio.gather(*tasks, return_exceptions=True)
