@@ -21,9 +21,10 @@ Offsets this log keeps, as Kafka names them (``log_end_offset_metadata`` and
 - log end offset (LEO): the offset the next appended record gets;
 - high watermark (HW): the end of what consumers may read, moved by its owner.
   A broker's replica manager moves it (``maybe_increment_high_watermark`` to the
-  min LEO of the ISR, a leader; ``update_high_watermark``, a follower); a log opened without a broker (``standalone``: the command line,
-  Spark, the tests) is its partition's only replica, so its owner keeps it at
-  the LEO through every append, truncation and refresh;
+  min LEO of the ISR, a leader; ``update_high_watermark``, a follower); a log
+  opened without a broker (``standalone``: the command line, Spark, the tests)
+  is its partition's only replica, so its owner keeps it at the LEO through
+  every append, truncation and refresh;
 - recovery point: everything below it is known to be on disk (fsynced).
 
 States (``LogState``), and the only moves between them::
