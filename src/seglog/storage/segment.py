@@ -84,6 +84,7 @@ _NEXT_STATES = {
     DELETED: frozenset({DELETED}),
 }
 
+_new = tuple.__new__
 _RECOVERY_CHUNK = 1024 * 1024
 _TIME_SEARCH_READ = 1024 * 1024  # the most a lookup by time reads of a batch it expects to search
 
@@ -579,10 +580,14 @@ class LogSegment:
             return None
         wanted = max(max_size, header.size) if min_one_message else max_size
         size = min(limit - header.position, wanted)
-        return FetchDataInfo(
-            LogOffsetMetadata(start_offset, self.base_offset, header.position),
-            FileSlice(handle, header.position, size),
-            wanted < header.size,
+        # (tuple.__new__: half the cost of a named tuple's constructor, on every read)
+        return _new(
+            FetchDataInfo,
+            (
+                _new(LogOffsetMetadata, (start_offset, self.base_offset, header.position)),
+                _new(FileSlice, (handle, header.position, size)),
+                wanted < header.size,
+            ),
         )
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
