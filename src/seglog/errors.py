@@ -280,3 +280,9 @@ class UnknownLeaderEpochError(SeglogError):
 
 class UnknownTopicIdError(SeglogError):
     error_code = 100  # UNKNOWN_TOPIC_ID
+
+
+class NotLeaderOrFollowerError(SeglogError):
+    """A request for a leader (a producer's append) to a replica that follows."""
+
+    error_code = 6  # NOT_LEADER_OR_FOLLOWER

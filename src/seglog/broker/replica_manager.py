@@ -15,7 +15,9 @@ lock: appends from several connections to one partition are serialised there, as
 serialises them under the log's lock.
 
 Roles: on one broker every partition is a leader whose ISR is the broker itself, so
-acks=all is answered as soon as the append is done. The cluster will add followers
+acks=all is answered as soon as the append is done, and the high watermark, which this
+module owns (the logs are opened with ``standalone=False``), moves to the log end after
+each append (Kafka's maybeIncrementLeaderHW: the min LEO over the ISR). The cluster will add followers
 (fetching from leaders, appending through storage's follower path) and park acks=all
 produces in the purgatory until the ISR has the records.
 """
@@ -125,7 +127,7 @@ class ReplicaManager:
     def __init__(self, config: BrokerConfig, broker: BrokerInfo, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
         self.broker = broker
-        self._logs = LogManager(config, clock=clock)
+        self._logs = LogManager(config, clock=clock, standalone=False)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._executor = ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="seglog-io")
         self.metadata = MetadataCache(self._logs.cluster_id or "")
@@ -142,10 +144,18 @@ class ReplicaManager:
         states = []
         for p in self._logs.partitions(topic):
             partition_log = self._logs.partition(topic, p)
+            partition_log.become_leader(partition_log.leader_epoch)  # the epoch it had: no controller yet
+            self._maybe_increment_high_watermark(partition_log)
             partition = Partition(topic, p, partition_log, LEADER, partition_log.leader_epoch, me, me)
             self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         self.metadata.update_topic(TopicMetadata(topic, topic_uuid(self._logs.topic_id(topic)), tuple(states)))
+
+    @staticmethod
+    def _maybe_increment_high_watermark(partition_log: PartitionLog) -> None:
+        """A leader's high watermark is the min log end offset over its ISR: here the
+        ISR is this broker alone, so its own log end."""
+        partition_log.maybe_increment_high_watermark(partition_log.log_end_offset)
 
     def _forget(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
@@ -201,6 +211,7 @@ class ReplicaManager:
             info = plog.append_batches(records) if wait else plog.try_append_batches(records)
             if info is None:
                 return None
+            self._maybe_increment_high_watermark(plog)
             return AppendResult(NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size)
         except Exception as e:
             code, message = _error(e)

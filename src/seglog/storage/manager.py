@@ -177,9 +177,14 @@ class LogManager:
         clock: Callable[[], int] | None = None,
         background: bool = True,
         read_only: bool = False,
+        standalone: bool,
     ) -> None:
+        """``standalone``: no broker replicates these partitions and this manager's owner
+        (the command line, Spark, ``seglog.open``) owns their high watermarks, which stay
+        at their log ends; else a broker's replica manager moves them."""
         self.config = config
         self.read_only = read_only
+        self.standalone = standalone
         self._clock = clock
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -303,6 +308,7 @@ class LogManager:
             clock=self._clock,
             scheduler_delete=self._delete_later,
             read_only=self.read_only,
+            standalone=self.standalone,
             **kw,
         )
 
