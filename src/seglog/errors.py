@@ -280,3 +280,9 @@ class UnknownLeaderEpochError(SeglogError):
 
 class UnknownTopicIdError(SeglogError):
     error_code = 100  # UNKNOWN_TOPIC_ID
+
+
+class NotLeaderOrFollowerError(SeglogError):
+    """A produce or fetch reached a broker that does not lead the partition (or hold a replica of it)."""
+
+    error_code = 6  # NOT_LEADER_OR_FOLLOWER

@@ -1,0 +1,355 @@
+"""Three ``seglog broker`` processes and a real ZooKeeper form a cluster: the controller inside a
+broker, its requests over the wire, clients (confluent-kafka) served by the leaders.
+
+One cluster for the module, its tests in order: a topic created and served; the controller's
+broker killed and brought back; a broker paused past its session; ZooKeeper restarted; a topic
+deleted. Followers do not fetch yet (replication's work): nothing here asserts on data that only
+a dead broker had.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from seglog.cluster import znodes
+from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
+from seglog.cluster.zk_client import ZkClient
+from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.protocol import ApiKey
+from seglog.tools.broker_client import BrokerClient
+from seglog.tools.cluster import LocalCluster
+
+from .conftest import wait_until
+
+TOPIC = "orders"
+NOT_LEADER_OR_FOLLOWER = 6
+STALE_CONTROLLER_EPOCH = 11
+STALE_BROKER_EPOCH = 77
+SESSION_TIMEOUT_MS = 4000
+OVERRIDES = [
+    f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    "auto.leader.rebalance.enable=true",
+    "leader.imbalance.check.interval.seconds=1",
+    "controlled.shutdown.retry.backoff.ms=200",
+    "log.flush.interval.messages=1",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    admin = KazooClient(hosts=zookeeper.connect_string)
+    admin.start()
+    admin.ensure_path("/brokers-test")
+    admin.stop()
+    admin.close()
+    connect = zookeeper.connect_string + "/brokers-test"
+    local = LocalCluster(tmp_path_factory.mktemp("cluster"), 3, zookeeper=connect, port=None, overrides=OVERRIDES)
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="module")
+def zk(cluster: LocalCluster) -> Iterator[ZkClient]:
+    with ZkClient(cluster.zookeeper_connect, session_timeout_ms=SESSION_TIMEOUT_MS) as client:
+        yield client
+
+
+def metadata(address: str, topics: list[str] | None = None) -> dict[str, Any]:
+    with BrokerClient(address, timeout=10) as client:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        }
+        return client.request(ApiKey.METADATA, body, version=12)
+
+
+def partitions(address: str, topic: str = TOPIC) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """partition -> (leader, replicas, isr) as one broker tells clients."""
+    found = [t for t in metadata(address)["topics"] if t["name"] == topic]
+    if not found:
+        return {}
+    return {
+        p["partition_index"]: (p["leader_id"], tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
+        for p in found[0]["partitions"]
+    }
+
+
+def fetch_error(address: str, topic: str, partition: int) -> int:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    with BrokerClient(address, timeout=10) as client:
+        return int(client.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"])
+
+
+def live(cluster: LocalCluster) -> list[str]:
+    return [b.address for b in cluster.brokers.values() if b.running]
+
+
+def agree(cluster: LocalCluster, topic: str = TOPIC) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """What every live broker says of ``topic``, once they all say the same."""
+    seen: list[dict] = []
+
+    def same() -> bool:
+        seen[:] = [partitions(a, topic) for a in live(cluster)]
+        return bool(seen[0]) and all(s == seen[0] for s in seen)
+
+    wait_until(same, what=f"the brokers to agree on {topic}")
+    return seen[0]
+
+
+def produce_and_consume(cluster: LocalCluster, count: int, tag: str) -> None:
+    producer = Producer({"bootstrap.servers": ",".join(live(cluster)), "acks": "all"})
+    failed: list[Any] = []
+    for i in range(count):
+        producer.produce(TOPIC, f"{tag}-{i}".encode(), partition=i % 6, on_delivery=lambda e, m: e and failed.append(e))
+    assert producer.flush(30) == 0
+    assert failed == []
+    consumer = Consumer({"bootstrap.servers": ",".join(live(cluster)), "group.id": tag, "enable.auto.commit": False})
+    consumer.assign([KafkaTopicPartition(TOPIC, p, 0) for p in range(6)])
+    got: dict[int, list[str]] = {}
+    try:
+
+        def read() -> bool:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None and m.value().decode().startswith(tag):
+                got.setdefault(m.partition(), []).append(m.value().decode())
+            return sum(map(len, got.values())) >= count
+
+        wait_until(read, 30, "the records to come back")
+    finally:
+        consumer.close()
+    for p, values in got.items():
+        assert values == [f"{tag}-{i}" for i in range(count) if i % 6 == p]
+
+
+def test_a_topic_is_assigned_by_the_controller_and_served_by_its_leaders(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, 6, 3)], operation_timeout=30)[TOPIC].result(60)
+
+    assignment = {p: a.replicas for p, a in zk.get_topic(TOPIC).partitions.items()}  # type: ignore[union-attr]
+    brokers = [BrokerMetadata(b) for b in (1, 2, 3)]
+    kafkas = [
+        assign_replicas_to_brokers(brokers, 6, 3, start_index=s, replica_shift=k) for s in range(3) for k in range(3)
+    ]
+    assert assignment in kafkas
+    state = agree(cluster)
+    assert state == {p: (r[0], r, r) for p, r in assignment.items()}  # preferred leaders, everyone in sync
+    controller = zk.get_controller_id()
+    for address in live(cluster):
+        answer = metadata(address)
+        assert answer["controller_id"] == controller
+        assert sorted(b["node_id"] for b in answer["brokers"]) == [1, 2, 3]
+
+    produce_and_consume(cluster, 60, "first")
+    leader, replicas, _ = state[0]
+    follower = cluster.brokers[replicas[1]]
+    assert fetch_error(follower.address, TOPIC, 0) == NOT_LEADER_OR_FOLLOWER
+    assert fetch_error(cluster.brokers[leader].address, TOPIC, 0) == 0
+
+
+def test_a_request_of_an_older_controller_or_broker_epoch_is_refused(cluster: LocalCluster, zk: ZkClient) -> None:
+    epoch = zk.get_controller_epoch()[0]  # type: ignore[index]
+    broker = cluster.brokers[2]
+    czxid = zk.get(znodes.broker_path(2))[1].czxid  # type: ignore[index]
+    body = {"controller_id": 1, "topic_states": [], "live_brokers": []}
+    with BrokerClient(broker.address, timeout=10) as client:
+        older = {**body, "controller_epoch": epoch - 1, "broker_epoch": czxid}
+        assert client.request(ApiKey.UPDATE_METADATA, older, version=7)["error_code"] == STALE_CONTROLLER_EPOCH
+        stale = {**body, "controller_epoch": epoch, "broker_epoch": czxid - 1}
+        assert client.request(ApiKey.UPDATE_METADATA, stale, version=7)["error_code"] == STALE_BROKER_EPOCH
+    assert sorted(b["node_id"] for b in metadata(broker.address)["brokers"]) == [1, 2, 3]  # nothing changed
+
+
+def test_the_controller_fails_over_and_its_broker_comes_back_as_a_follower(cluster: LocalCluster, zk: ZkClient) -> None:
+    before = agree(cluster)
+    dead = zk.get_controller_id()
+    assert dead is not None
+    epoch = zk.get_controller_epoch()[0]  # type: ignore[index]
+    cluster.brokers[dead].kill()
+
+    wait_until(lambda: zk.get_controller_id() not in (None, dead), what="another controller")
+    assert zk.get_controller_epoch()[0] > epoch  # type: ignore[index]
+    # the leaders move in one round of requests, the ISRs the dead broker followed in the next
+    wait_until(lambda: all(dead not in isr for _, _, isr in agree(cluster).values()), what="the ISRs without it")
+    after = agree(cluster)
+    for p, (leader, replicas, isr) in after.items():
+        assert replicas == before[p][1]
+        assert leader != dead and leader in before[p][2]
+        assert isr == tuple(r for r in before[p][2] if r != dead)
+    produce_and_consume(cluster, 30, "failover")
+
+    cluster.start_broker(dead)
+    wait_until(lambda: zk.get(znodes.broker_path(dead)) is not None, what="the registration back")
+    wait_until(lambda: partitions(cluster.brokers[dead].address) == after, what="the returned broker's metadata")
+    led_before = [p for p, (leader, _, _) in before.items() if leader == dead]
+    assert led_before
+    for p in led_before:  # it holds a replica and does not lead it: a follower
+        assert fetch_error(cluster.brokers[dead].address, TOPIC, p) == NOT_LEADER_OR_FOLLOWER
+
+    # The leaders' fetchers would see it catch up and ask the controller to put it back in the ISR
+    # (replication's AlterPartition); this sends what they would send. Then the auto rebalance
+    # (every second here) gives leadership back to the preferred replicas.
+    rejoin_isr(cluster, zk, dead)
+    wait_until(
+        lambda: all(leader == replicas[0] for leader, replicas, _ in agree(cluster).values()),
+        what="leadership back on the preferred replicas",
+    )
+    produce_and_consume(cluster, 30, "preferred")
+
+
+def rejoin_isr(cluster: LocalCluster, zk: ZkClient, broker_id: int) -> None:
+    controller = zk.get_controller_id()
+    assert controller is not None
+    for p in range(6):
+        state = zk.get_partition_state(znodes.TopicPartition(TOPIC, p))
+        assert state is not None
+        lai = state.leader_and_isr
+        leader_epoch = zk.get(znodes.broker_path(lai.leader))[1].czxid  # type: ignore[index]
+        body = {
+            "broker_id": lai.leader,
+            "broker_epoch": leader_epoch,
+            "topics": [
+                {
+                    "topic_name": TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "leader_epoch": lai.leader_epoch,
+                            "new_isr": sorted({*lai.isr, broker_id}),
+                            "leader_recovery_state": 0,
+                            "partition_epoch": lai.partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        }
+        with BrokerClient(cluster.brokers[controller].address, timeout=10) as client:
+            answer = client.request(ApiKey.ALTER_PARTITION, body, version=1)
+        assert answer["error_code"] == 0
+        assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+
+
+def test_a_paused_broker_loses_its_registration_and_gets_it_back(cluster: LocalCluster, zk: ZkClient) -> None:
+    controller = zk.get_controller_id()
+    paused = next(b for b in (1, 2, 3) if b != controller)
+    other = next(b for b in (1, 2, 3) if b not in (controller, paused))
+    czxid = zk.get(znodes.broker_path(paused))[1].czxid  # type: ignore[index]
+    cluster.brokers[paused].signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: zk.get(znodes.broker_path(paused)) is None, what="the session to expire")
+
+        def told() -> bool:
+            return paused not in [b["node_id"] for b in metadata(cluster.brokers[other].address)["brokers"]]
+
+        wait_until(told, what="the others to be told")
+    finally:
+        cluster.brokers[paused].signal(signal.SIGCONT)
+    wait_until(lambda: zk.get(znodes.broker_path(paused)) is not None, what="the registration back")
+    assert zk.get(znodes.broker_path(paused))[1].czxid > czxid  # type: ignore[index]
+    wait_until(
+        lambda: paused in [b["node_id"] for b in metadata(cluster.brokers[other].address)["brokers"]],
+        what="the others to see it back",
+    )
+
+
+def test_brokers_reconnect_after_zookeeper_restarts(
+    cluster: LocalCluster, zk: ZkClient, zookeeper: ZooKeeperServer
+) -> None:
+    zookeeper.restart()
+    wait_until(lambda: zk.get_broker_ids() == [1, 2, 3] and zk.get_controller_id() is not None, 60, "the brokers")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("after-restart", 3, 3)], operation_timeout=30)["after-restart"].result(60)
+    state = agree(cluster, "after-restart")
+    assert sorted(state) == [0, 1, 2]
+    assert all(leader == replicas[0] and len(replicas) == 3 for leader, replicas, _ in state.values())
+
+
+def test_a_deleted_topic_goes_from_every_broker(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.delete_topics([TOPIC], operation_timeout=30)[TOPIC].result(60)
+    wait_until(lambda: all(partitions(a) == {} for a in live(cluster)), what="the topic gone from metadata")
+    wait_until(lambda: zk.get(znodes.topic_path(TOPIC)) is None, what="the topic znode gone")
+
+    def no_logs() -> bool:
+        dirs = [n for b in cluster.brokers.values() for n in os.listdir(b.log_dir)]
+        return not [n for n in dirs if n.startswith(f"{TOPIC}-") and not n.endswith("-delete")]
+
+    wait_until(no_logs, what="the partition dirs deleted")
+
+
+def test_cluster_up_starts_and_stops_a_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    connect = zookeeper.connect_string
+    kazoo = KazooClient(hosts=connect)
+    kazoo.start()
+    kazoo.ensure_path("/cluster-up")
+    kazoo.stop()
+    kazoo.close()
+    args = [sys.executable, "-m", "seglog.cli", "cluster", "up", "--brokers", "2", "--dir", str(tmp_path)]
+    args += ["--zookeeper", f"{connect}/cluster-up", "--port", "0"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"zookeeper.connect={connect}/cluster-up"
+        line = proc.stdout.readline()
+        assert line.startswith("bootstrap servers: 127.0.0.1:"), line
+        bootstrap = line.split()[-1]
+        assert bootstrap.split(",")[1].startswith("127.0.0.2:")
+        topics = [sys.executable, "-m", "seglog.cli", "topics", "--bootstrap-server", bootstrap]
+        create = [*topics, "--create", "--topic", "t", "--partitions", "2", "--replication-factor", "2"]
+        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        described = subprocess.run([*topics, "--describe", "--topic", "t"], capture_output=True, text=True, timeout=60)
+        lines = [line for line in described.stdout.splitlines() if "Partition: " in line]
+        assert len(lines) == 2
+        for line in lines:
+            fields = dict(f.split(": ") for f in line.strip().split("\t"))
+            replicas = fields["Replicas"].split(",")
+            assert sorted(replicas) == ["1", "2"] and fields["Leader"] == replicas[0]
+            assert fields["Isr"] == fields["Replicas"]
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0
+        assert out.strip().endswith("stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
