@@ -9,6 +9,7 @@ a dead broker had.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
 from kazoo.client import KazooClient
 
 from seglog.cluster import znodes
@@ -209,8 +217,12 @@ def test_the_controller_fails_over_and_its_broker_comes_back_as_a_follower(clust
 
     wait_until(lambda: zk.get_controller_id() not in (None, dead), what="another controller")
     assert zk.get_controller_epoch()[0] > epoch  # type: ignore[index]
-    # the leaders move in one round of requests, the ISRs the dead broker followed in the next
-    wait_until(lambda: all(dead not in isr for _, _, isr in agree(cluster).values()), what="the ISRs without it")
+    # the dead broker leaves the ISRs (and leaderships: leader -1) in one round of requests, the new
+    # leaders are elected in the next
+    wait_until(
+        lambda: all(dead not in isr and leader in isr for leader, _, isr in agree(cluster).values()),
+        what="new leaders and ISRs without the dead broker",
+    )
     after = agree(cluster)
     for p, (leader, replicas, isr) in after.items():
         assert replicas == before[p][1]
@@ -296,12 +308,80 @@ def test_brokers_reconnect_after_zookeeper_restarts(
     cluster: LocalCluster, zk: ZkClient, zookeeper: ZooKeeperServer
 ) -> None:
     zookeeper.restart()
+    # the brokers' sessions may have expired meanwhile: then they register again and are told so
     wait_until(lambda: zk.get_broker_ids() == [1, 2, 3] and zk.get_controller_id() is not None, 60, "the brokers")
+    cluster.wait_until_formed()
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     admin.create_topics([NewTopic("after-restart", 3, 3)], operation_timeout=30)["after-restart"].result(60)
     state = agree(cluster, "after-restart")
     assert sorted(state) == [0, 1, 2]
-    assert all(leader == replicas[0] and len(replicas) == 3 for leader, replicas, _ in state.values())
+    assert all(leader in replicas and len(replicas) == 3 for leader, replicas, _ in state.values()), state
+    for address in live(cluster):
+        assert sorted(b["node_id"] for b in metadata(address)["brokers"]) == [1, 2, 3]
+
+
+def test_topic_configs_and_partitions_change_through_zookeeper(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].address})
+    entry = ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", "after-restart", incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert zk.get_topic_config("after-restart") == {"retention.ms": "3600000"}
+
+    def applied(broker: int) -> bool:  # every replica's log took the override (its topic-configs.json)
+        text = (cluster.brokers[broker].log_dir / "topic-configs.json").read_text()
+        return json.loads(text)["topics"]["after-restart"]["config"].get("retention.ms") == 3600000
+
+    for b in (1, 2, 3):
+        wait_until(lambda b=b: applied(b), what=f"broker {b} to apply the config")
+    other = AdminClient({"bootstrap.servers": cluster.brokers[3].address})
+    (entries,) = [f.result(30) for f in other.describe_configs([ConfigResource("topic", "after-restart")]).values()]
+    assert entries["retention.ms"].value == "3600000"
+
+    admin.create_partitions([NewPartitions("after-restart", 4)])["after-restart"].result(30)
+    assert sorted(agree(cluster, "after-restart")) == [0, 1, 2, 3]
+
+
+def test_metadata_creates_a_topic_through_the_controller(cluster: LocalCluster, zk: ZkClient) -> None:
+    def created() -> bool:
+        with BrokerClient(cluster.brokers[2].address, timeout=10) as client:
+            body = {"topics": [{"name": "auto"}], "allow_auto_topic_creation": True}
+            topic = client.request(ApiKey.METADATA, body, version=12)["topics"][0]
+        return topic["error_code"] == 0 and len(topic["partitions"]) == 1  # num.partitions
+
+    wait_until(created, what="the topic made on demand")
+    assert zk.get_topic("auto") is not None
+
+
+def test_a_stopping_broker_moves_its_leaders_off_first(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("shutdown", 3, 3)], operation_timeout=30)["shutdown"].result(60)
+    state = agree(cluster, "shutdown")
+    stopping = 3
+    led = next(p for p, (leader, _, isr) in state.items() if leader == stopping and len(isr) == 3)
+    # ZooKeeper tells one session its changes in order: the new leader must come before the goodbye
+    events: list[str] = []
+    observer = KazooClient(hosts=cluster.zookeeper_connect)
+    observer.start()
+    try:
+
+        @observer.DataWatch(znodes.partition_state_path("shutdown", led))
+        def moved(data: bytes | None, _stat: Any) -> None:
+            if data and json.loads(data)["leader"] != stopping and "moved" not in events:
+                events.append("moved")
+
+        @observer.ChildrenWatch(znodes.BROKER_IDS)
+        def gone(children: list[str]) -> None:
+            if str(stopping) not in children and "unregistered" not in events:
+                events.append("unregistered")
+
+        cluster.brokers[stopping].stop()  # SIGTERM: controlled shutdown, then the close
+        wait_until(lambda: len(events) == 2, what="the leader moved and the broker gone")
+    finally:
+        observer.stop()
+        observer.close()
+    assert events == ["moved", "unregistered"]
+    cluster.start_broker(stopping)
+    wait_until(lambda: zk.get_broker_ids() == [1, 2, 3], what="the broker back")
 
 
 def test_a_deleted_topic_goes_from_every_broker(cluster: LocalCluster, zk: ZkClient) -> None:

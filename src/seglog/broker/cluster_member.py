@@ -26,7 +26,13 @@ from ..cluster import admin_zk_client, znodes
 from ..cluster.controller import KafkaController
 from ..cluster.zk_client import ZkClient, generate_cluster_id
 from ..config import BrokerConfig, LogConfig, validate_topic_config
-from ..errors import BrokerNotAvailableError, SeglogError, TopicExistsError, UnknownTopicOrPartitionError
+from ..errors import (
+    BrokerNotAvailableError,
+    SeglogError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperError,
+)
 from ..protocol import ApiKey
 from .controller_channel_manager import BlockingConnection, ControllerChannelManager, endpoint_of
 from .metadata_cache import BrokerInfo
@@ -67,6 +73,7 @@ class ClusterMember:
             self.replicas.topic_config_source = self.zk.get_topic_config
             changes = self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes)
             self._config_change_seen = max(changes, default="")
+            self.zk.on_new_session(self._on_config_changes)  # watches end with the session
             registration = znodes.BrokerRegistration(
                 self.broker.broker_id,
                 (znodes.EndPoint("PLAINTEXT", self.broker.host, self.broker.port),),
@@ -163,7 +170,11 @@ class ClusterMember:
 
     def _on_config_changes(self) -> None:
         # the client's event thread: read the new notifications, apply topic changes to the logs held here
-        changes = self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes)
+        try:
+            changes = self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes)
+        except ZooKeeperError as e:  # the session is lost: the next one reads them again
+            log.warning("config changes not read: %s", e)
+            return
         for change in sorted(c for c in changes if c > self._config_change_seen):
             self._config_change_seen = change
             found = self.zk.get(f"{znodes.CONFIG_CHANGES}/{change}")

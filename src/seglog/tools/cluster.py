@@ -17,11 +17,14 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from ..cluster.zookeeper_server import ZooKeeperServer, free_port
-from ..errors import BrokerNotAvailableError
+from ..errors import BrokerNotAvailableError, SeglogError
+from ..protocol import ApiKey
 from .arguments import UsageError
+from .broker_client import BrokerClient
 
 DEFAULT_PORT = 9092
 START_TIMEOUT_S = 60.0
@@ -155,13 +158,26 @@ class LocalCluster:
                 self.zookeeper.start()
             for broker in self.brokers.values():
                 broker.start(self.zookeeper_connect)
+            self.wait_until_formed()
         except BaseException:
             self.stop()
             raise
         return self
 
+    def wait_until_formed(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Until every running broker has been told of every other (the controller's UpdateMetadata)."""
+        running = [b for b in self.brokers.values() if b.running]
+        wanted = sorted(b.broker_id for b in running)
+        deadline = time.monotonic() + timeout
+        for broker in running:
+            while _known_brokers(broker.address) != wanted:
+                if time.monotonic() > deadline:
+                    raise BrokerNotAvailableError(f"broker {broker.broker_id} was not told of brokers {wanted}")
+                time.sleep(0.05)
+
     def start_broker(self, broker_id: int) -> None:
         self.brokers[broker_id].start(self.zookeeper_connect)
+        self.wait_until_formed()
 
     def stop(self) -> None:
         """Every broker stopped (at once: they move leaders off while the others still run), then ZooKeeper."""
@@ -179,6 +195,15 @@ class LocalCluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _known_brokers(address: str) -> list[int]:
+    try:
+        with BrokerClient(address, timeout=5) as client:
+            answer = client.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
+    except SeglogError:
+        return []
+    return sorted(b["node_id"] for b in answer["brokers"])
 
 
 # --- the command -------------------------------------------------------------------------------------
