@@ -31,10 +31,13 @@ from confluent_kafka.admin import (
 )
 from kazoo.client import KazooClient
 
+import seglog.broker
+from seglog.broker.controller_channel_manager import ControllerChannelManager
 from seglog.cluster import znodes
 from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
+from seglog.cluster.controller_channel import StopReplicaPartitionState, StopReplicaRequest, StopReplicaResponse
 from seglog.cluster.zk_client import ZkClient
-from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
 from seglog.protocol import ApiKey
 from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import LocalCluster
@@ -433,3 +436,24 @@ def test_cluster_up_starts_and_stops_a_cluster(zookeeper: ZooKeeperServer, tmp_p
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_the_channel_resends_until_a_broker_answers(chroot: str, tmp_path: Path) -> None:
+    """A request queued while its broker is down goes out once the broker serves, in order."""
+    port = free_port()
+    broker = znodes.BrokerRegistration(1, (znodes.EndPoint("PLAINTEXT", "127.0.0.1", port),), 0)
+    answers: list[tuple[int, StopReplicaResponse]] = []
+    channel = ControllerChannelManager()
+    channel.add_broker(broker)
+    try:
+        for index in (0, 1):
+            request = StopReplicaRequest(7, 0, -1, (StopReplicaPartitionState("gone", index, -1, True),))
+            channel.send(1, request, lambda b, r: answers.append((b, r)))
+        with seglog.broker.start(str(tmp_path), port, {"zookeeper.connect": chroot, "broker.id": 1}):
+            wait_until(lambda: len(answers) == 2, what="both answers")
+    finally:
+        channel.close()
+    assert [(b, list(r.partition_errors)) for b, r in answers] == [
+        (1, [znodes.TopicPartition("gone", 0)]),
+        (1, [znodes.TopicPartition("gone", 1)]),
+    ]
