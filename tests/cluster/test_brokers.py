@@ -189,6 +189,7 @@ def test_a_topic_is_assigned_by_the_controller_and_served_by_its_leaders(cluster
     for address in live(cluster):
         answer = metadata(address)
         assert answer["controller_id"] == controller
+        assert answer["cluster_id"] == zk.get_cluster_id()
         assert sorted(b["node_id"] for b in answer["brokers"]) == [1, 2, 3]
 
     produce_and_consume(cluster, 60, "first")
