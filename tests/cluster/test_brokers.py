@@ -410,6 +410,8 @@ def test_cluster_up_starts_and_stops_a_cluster(zookeeper: ZooKeeperServer, tmp_p
     kazoo.close()
     args = [sys.executable, "-m", "seglog.cli", "cluster", "up", "--brokers", "2", "--dir", str(tmp_path)]
     args += ["--zookeeper", f"{connect}/cluster-up", "--port", "0"]
+    # stopping together, no broker can take the others' leaders: each retries its controlled shutdown
+    args += ["--override", "controlled.shutdown.retry.backoff.ms=100"]
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
