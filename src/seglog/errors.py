@@ -283,6 +283,6 @@ class UnknownTopicIdError(SeglogError):
 
 
 class NotLeaderOrFollowerError(SeglogError):
-    """A request for a leader (a producer's append) to a replica that follows."""
+    """A request for a leader (a produce, a fetch) reached a replica that follows, or a broker that holds none."""
 
     error_code = 6  # NOT_LEADER_OR_FOLLOWER
