@@ -1,13 +1,12 @@
-"""The C walks of ``records/_scan.c`` against the Python they replace on the storage
+"""The C walks of ``storage/_scan.c`` against the Python they replace on the storage
 hot paths, on random and damaged input: the same answers, and the same faults
 (type, message, position, offset).
 
 - ``check_append`` against ``PartitionLog._validate_general`` (and, for a leader,
-  its edits against ``assign_offsets`` and the batch object's own setters);
+  its edits against the batch objects' own setters);
 - a segment's recovery (``recover_batches`` in chunks, legacy batches handed to
   Python) against the Python walk it had, kept here as ``recovery_reference``;
-- ``find_timestamp`` against decoding the batch and scanning its records;
-- ``crc32c`` against the crc32c package.
+- ``find_timestamp`` against decoding the batch and scanning its records.
 """
 
 from __future__ import annotations
@@ -30,12 +29,12 @@ from seglog.records import (
     Record,
     RecordBatch,
     TimestampType,
-    _scan,
     build_batch,
     build_message_set,
 )
 from seglog.records.batch import check_batch
 from seglog.records.compression import decompress
+from seglog.storage import _scan
 from seglog.storage import segment as segment_module
 from seglog.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from seglog.storage.log import PartitionLog
@@ -185,7 +184,7 @@ def test_check_append_faults_and_facts_are_the_general_paths(
         assert fast == general
     if general[0] != "ok" or not leader or fast[1] is None:
         return
-    # a leader's edits: in the same call, as assign_offsets makes them, as the batch objects make them
+    # a leader's edits: in the same call as the checks, as the batch objects make them
     stamp = MS + 5 if append_time else None
     for segment_bytes in (1 << 30, len(buffer) - 1):
         assignment = (1000, 7, stamp, segment_bytes)
@@ -199,12 +198,8 @@ def test_check_append_faults_and_facts_are_the_general_paths(
             assert combined[0] == "RecordTooLargeError" and "segment.bytes" in combined[1]
             assert one == buffer  # nothing written
             continue
-        two = bytearray(buffer)
-        assert combined == ("ok", _scan.assign_offsets(two, general[1], 1000, 7, stamp))
-        assert one == two == assigned_by_objects(buffer, general[1], 1000, 7, stamp)
-        entries, first, last, max_ts, count = combined[1]
-        assert (first, last, count) == (1000, 999 + sum(f[3] + 1 for f in general[1]), sum(f[2] for f in general[1]))
-        assert max_ts == max(e[3] for e in entries)
+        assert one == assigned_by_objects(buffer, general[1], 1000, 7, stamp)
+        assert combined == ("ok", assigned_entries(general[1], 1000, stamp))
 
 
 @SLOW
@@ -243,6 +238,17 @@ def assigned_by_objects(buffer: bytes, facts: list, next_offset: int, epoch: int
             batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, stamp)
         next_offset += delta + 1
     return out
+
+
+def assigned_entries(facts: list, next_offset: int, stamp: int | None) -> tuple:
+    """What a leader's append is told of its batches, given what validation learned of them:
+    (entries, first offset, last offset, max timestamp, record count), an entry being
+    (position, size, last offset, max timestamp) as the segment indexes the batch."""
+    entries, first = [], next_offset
+    for position, size, _count, delta, max_ts, _epoch, _base in facts:
+        next_offset += delta + 1
+        entries.append((position, size, next_offset - 1, max_ts if stamp is None else stamp))
+    return entries, first, next_offset - 1, max(e[3] for e in entries), sum(f[2] for f in facts)
 
 
 def test_check_append_names_exact_faults(tmp_path):
@@ -454,7 +460,8 @@ def test_find_timestamp_is_a_brute_force_scan(data, target, start, damage):
             ((r.timestamp, r.offset) for r in batch.records() if r.timestamp >= MS + target and r.offset >= start), None
         )
 
-    assert outcome(lambda: batch.find_timestamp(MS + target, start)) == outcome(brute)
+    found = outcome(lambda: _scan.find_timestamp(batch.buffer, MS + target, start, batch.position, decompress))
+    assert found == outcome(brute)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -522,19 +529,3 @@ def test_packed_index_appends_check_what_entry_appends_check(tmp_path):
     ti.maybe_append(MS + 2, 102)
     ti.maybe_append(MS + 2, 103)  # not larger: nothing
     assert ti.entries == 3
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=40_000), skip=st.integers(0, 15))
-def test_crc32c_is_the_packages(data, skip):
-    view = memoryview(data)[min(skip, len(data)) :]
-    assert _scan.crc32c(view) == crc32c(view)
-    assert _scan.crc32c(view, False) == crc32c(view)
-
-
-def test_crc32c_across_the_stream_lengths():
-    data = os.urandom(3 * 4096 * 2 + 3 * 256 * 3 + 77)
-    for n in (0, 1, 7, 8, 767, 768, 769, 12287, 12288, 12289, 24576 + 768 + 5, len(data)):
-        for skip in (0, 3):
-            assert _scan.crc32c(data[skip : skip + n]) == crc32c(data[skip : skip + n])
-    assert _scan.HARDWARE_CRC in (0, 1)

@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple
 
+from .. import records as _codec  # (its check_records)
 from ..config import LogConfig
 from ..errors import (
     CorruptRecordError,
@@ -50,19 +51,13 @@ from ..records import (
     LegacyBatch,
     Record,
     RecordBatch,
-    _codec,
-    _scan,
     build_batch,
 )
-from ..records.batch import (
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    HEADER_SIZE,
-    check_batch,
-)
+from ..records.batch import check_batch
 from ..records.compression import decompress
+from ..records.layout import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, HEADER_SIZE, MAGIC_OFFSET
 from ..records.limits import INT32_MAX, INT64_MAX, INT64_MIN, check_int
-from . import fileio
+from . import _scan, fileio
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
 from .naming import (
@@ -541,14 +536,14 @@ class PartitionLog:
         checked record by record: compaction leaves gaps, and fewer records than the span."""
         view = memoryview(buffer)
         for at, size, count, delta, _, _, _ in batches:
-            if buffer[at + 16] != 2:
+            if buffer[at + MAGIC_OFFSET] != 2:
                 continue  # a legacy batch: its CRC covers it, and _validate checked it
             try:
                 if count > delta + 1:
                     raise CorruptRecordError(
                         f"record count {count} exceeds the batch's offset span of {delta + 1}", position=at
                     )
-                if buffer[at + 22] & COMPRESSION_CODEC_MASK:  # (the low byte of the attributes)
+                if buffer[at + ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK:  # (the low byte of the attributes)
                     records = RecordBatch(view[at : at + size], at).records_section()
                 else:
                     records = view[at + HEADER_SIZE : at + size]

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from ..errors import CorruptSnapshotError, InvalidConfigurationError
 from ..records import RecordBatch
-from ..records.batch import HEADER
 from ..records.control import ControlRecordType, EndTransactionMarker, parse_control_record
+from ..records.layout import HEADER
 from . import fileio, producer_snapshot
 from .naming import SNAPSHOT_SUFFIX, offset_file_name
 from .producer_entry import (

@@ -27,11 +27,11 @@ from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, RecordTooLargeError, SeglogError
-from ..records import BatchIterator, LegacyBatch, _scan
-from ..records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
+from ..records import BatchIterator, LegacyBatch
 from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import decompress
-from . import fileio
+from ..records.layout import HEADER_SIZE, LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from . import _scan, fileio
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
 
@@ -105,7 +105,7 @@ class FetchData(NamedTuple):
 
 
 def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
-    if len(buf) - at >= _V2_PEEK.size and buf[at + 16] == 2:
+    if len(buf) - at >= _V2_PEEK.size and buf[at + MAGIC_OFFSET] == 2:
         offset, size, delta, max_ts = _V2_PEEK.unpack_from(buf, at)
         if size >= MIN_BATCH_LENGTH:
             return BatchHeader(position, size + LOG_OVERHEAD, offset, offset + delta, max_ts, 2)
@@ -649,7 +649,7 @@ class LogSegment:
             if holder is None or holder.max_timestamp != ts:
                 return self._search_time_afresh(timestamp, starting_offset, ts_offset)
             data = (self._handle or self.handle).pread(span[2] - span[1], span[1])
-            if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
+            if len(data) >= _V2_PEEK.size and data[MAGIC_OFFSET] == 2:  # else the scan below finds out what it is
                 first, size, _, max_ts = _V2_PEEK.unpack_from(data)
                 if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
                     if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)
