@@ -61,7 +61,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import KafkaStorageError, RecordTooLargeError, SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner, partitions_for_keys
-from ..records import Compression, build_batch, build_batches_from_columns
+from ..records import HEADER_SIZE, Compression, build_batch, build_batches_from_columns
 from ..storage import LogManager, PartitionLog
 from ..storage import open as open_logs
 from . import options as opt
@@ -197,7 +197,7 @@ class _Encoder:
 
 # a v2 record's framing beyond its key and value, at most (length, attributes, deltas, lengths)
 _RECORD_OVERHEAD = 21
-_BATCH_OVERHEAD = 61
+_BATCH_OVERHEAD = HEADER_SIZE
 
 
 def _check_record_sizes(rows: pa.RecordBatch, limit: int) -> None:
