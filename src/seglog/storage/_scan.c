@@ -35,7 +35,6 @@
 #include "records/_crc32c.h"
 #include "records/_record.h"
 
-
 __extension__ typedef __int128 i128; /* sums of two int64 fields, exact as Python's ints */
 
 #define MAX_RELATIVE_OFFSET 0x7FFFFFFF
