@@ -258,7 +258,16 @@ def test_check_append_names_exact_faults(tmp_path):
     good = build_batch([Record(b"k", b"v", MS, (), 0), Record(b"k", b"v", MS + 5, (), 0)])
 
     def check(buffer, bounds=None):
-        return _scan.check_append(buffer, True, False, False, 10**6, bounds, decompress, log.dir)
+        return _scan.check_append(
+            buffer,
+            leader=True,
+            allow_control=False,
+            compact=False,
+            max_bytes=10**6,
+            timestamp_bounds=bounds,
+            decompress=decompress,
+            file=log.dir,
+        )
 
     bad = bytearray(good)
     bad[-1] ^= 1
@@ -373,7 +382,9 @@ def test_recover_batches_stops_at_a_legacy_batch_and_carries_its_state():
     assert (end, stop, epochs, offsets, times) == (len(v2), True, [(4, 0)], b"", b"")
     assert state == (2, 4, len(v2), MS, 2, -1)
     state = (3, 4, 0, MS, 2, -1)  # Python walked the legacy batch
-    end, state, offsets, times, epochs, stop = _scan.recover_batches(chunk, len(v2) + len(legacy), 0, 0, -1, 0, state)
+    end, state, offsets, times, epochs, stop = _scan.recover_batches(
+        chunk, start=len(v2) + len(legacy), origin=0, segment_base=0, max_batch_size=-1, interval=0, state=state
+    )
     assert (end, stop, epochs) == (len(chunk), None, [(-1, 4)])
     assert state[0] == 4 and state[3:5] == (MS + 9, 4)
 
