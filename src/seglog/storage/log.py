@@ -80,10 +80,10 @@ from ..errors import (
     SeglogError,
     UnexpectedAppendOffsetError,
 )
-from ..records import AnyBatch, Compression, Record, _scan, build_batch
+from ..records import AnyBatch, Compression, Record, build_batch
 from ..records.compression import decompress
 from ..records.limits import INT32_MAX, INT64_MAX, INT64_MIN, check_int
-from . import fileio
+from . import _scan, fileio
 from .file_records import FetchDataInfo, LogOffsetMetadata
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
