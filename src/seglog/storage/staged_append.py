@@ -46,11 +46,13 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from ..errors import KafkaStorageError, SeglogError, UnknownTopicOrPartitionError
 from . import fileio
-from .log import PartitionLog
+
+if TYPE_CHECKING:
+    from .log import PartitionLog
 
 log = logging.getLogger(__name__)
 
