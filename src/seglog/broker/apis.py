@@ -444,15 +444,15 @@ def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> dict[str, 
     }
 
 
+def _append_error(e: SeglogError) -> AppendResult:
+    return AppendResult(e.error_code, message=e.message)
+
+
 def _first_codec(records: memoryview) -> int:
     """The codec of the first batch when it is a v2 one (else -1: the append refuses it)."""
     if len(records) < ATTRIBUTES_AT + 2 or records[MAGIC_AT] != 2:
         return -1
     return records[ATTRIBUTES_AT + 1] & 0x07
-
-
-def _append_error(e: SeglogError) -> AppendResult:
-    return AppendResult(e.error_code, message=e.message)
 
 
 def advertised_host(host: str) -> str:
