@@ -99,12 +99,6 @@ def test_offsets_and_delete_records(sarama) -> None:
     assert (earliest, latest, moved, latest_after) == (0, 20, 7, 20)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Sarama 1.22 leaves a batch's maxTimestamp at -1; Kafka's LogValidator sets it to the largest record "
-    "timestamp on a leader's append, seglog's append check (storage) keeps the producer's, so the time index "
-    "never learns these records",
-)
 def test_offsets_for_times(sarama) -> None:
     topic = "sarama-times"
     _, _, at_time, none_later = results(

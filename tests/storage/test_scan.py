@@ -190,15 +190,15 @@ def test_check_append_faults_and_facts_are_the_general_paths(
         assignment = (1000, 7, stamp, segment_bytes)
         one = bytearray(buffer)
         combined = outcome(
-            lambda b=one, a=assignment: _scan.check_append(
-                b, True, origin != "client", compact, max_bytes, bounds, decompress, log.dir, a
+            lambda b=one, a=assignment: _scan.check_and_assign(
+                b, origin != "client", compact, max_bytes, bounds, decompress, log.dir, a
             )
         )
         if segment_bytes < len(buffer):
             assert combined[0] == "RecordTooLargeError" and "segment.bytes" in combined[1]
             assert one == buffer  # nothing written
             continue
-        assert one == assigned_by_objects(buffer, general[1], 1000, 7, stamp)
+        assert one == assigned_by_objects(buffer, general[1], 1000, 7, stamp, bounds is not None)
         assert combined == ("ok", assigned_entries(general[1], 1000, stamp))
 
 
@@ -227,15 +227,19 @@ def test_check_append_record_faults_are_the_general_paths(tmp_path_factory, data
     assert fast == general
 
 
-def assigned_by_objects(buffer: bytes, facts: list, next_offset: int, epoch: int, stamp: int | None) -> bytearray:
+def assigned_by_objects(
+    buffer: bytes, facts: list, next_offset: int, epoch: int, stamp: int | None, create_time: bool
+) -> bytearray:
     out = bytearray(buffer)
     view = memoryview(out)
-    for position, size, _count, delta, _ts, _epoch, _base in facts:
+    for position, size, count, delta, max_ts, _epoch, _base in facts:
         batch = RecordBatch(view[position : position + size], position)
         batch.set_base_offset(next_offset)
         batch.set_partition_leader_epoch(epoch)
         if stamp is not None:
             batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, stamp)
+        elif create_time and count and (batch.max_timestamp, batch.timestamp_type) != (max_ts, TimestampType.CREATE_TIME):
+            batch.set_max_timestamp(TimestampType.CREATE_TIME, max_ts)  # Kafka's LogValidator: the records' largest
         next_offset += delta + 1
     return out
 

@@ -1,14 +1,16 @@
 /* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops,
  * beside their Python owners (log.py's append validation, segment.py's recovery
  * and lookups, index.py's search). Buffers in, values out; no file is touched
- * here. Four calls (check_append and recover_batches take keywords too):
+ * here. Five calls (check_append, check_and_assign and recover_batches take
+ * keywords too):
  *
  *   check_append    every check a leader (or a follower) makes of an append,
- *                   batch by batch in the order log.py's general path makes
- *                   them, and the facts the log needs of each batch;
- *                   with an assignment, the leader's in-place edits of those
- *                   batches too: base offsets, leader epoch, LogAppendTime stamp
- *                   (and CRC);
+ *                   batch by batch in the order validator.py's general path
+ *                   makes them, and the facts the log needs of each batch;
+ *   check_and_assign a leader's same checks and then its in-place edits of
+ *                   the batches: base offsets, leader epoch, the max timestamp
+ *                   (LogAppendTime's stamp, or CreateTime's largest record
+ *                   timestamp, as Kafka's LogValidator sets it) and the CRC;
  *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;
@@ -584,7 +586,7 @@ fail:
  * them: (entries, first offset, last offset, max timestamp, record count). */
 static PyObject *
 assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t next_offset, int32_t epoch,
-       int stamping, int64_t append_time)
+       int stamping, int64_t append_time, int create_time)
 {
     i128 offset = next_offset;
     for (Py_ssize_t i = 0; i < n; i++) { /* every offset first: nothing is written unless all fit */
@@ -616,6 +618,15 @@ assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t 
             store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)append_time);
             store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
             batch_max_ts = append_time;
+        }
+        else if (create_time && f->count > 0 &&
+                 (i64_at(b + MAX_TIMESTAMP_OFFSET) != f->max_ts || (i16_at(b + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK))) {
+            /* a producer's header max timestamp (Sarama writes -1) gives way to its records'
+             * largest, which the time index holds: lookups by time read the header */
+            uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) & ~TIMESTAMP_TYPE_MASK);
+            store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
+            store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)f->max_ts);
+            store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
         }
         last = base + f->delta;
         if (i == 0 || batch_max_ts > max_ts)
@@ -652,63 +663,62 @@ parse_assignment(PyObject *spec, Assignment *a)
 }
 
 PyDoc_STRVAR(check_append_doc,
-             "check_append(buffer, leader, allow_control, compact, max_bytes, timestamp_bounds, decompress, file,\n"
-             "             assignment=None)\n\n"
-             "Validate an append of v2 batches as log.py's general path does, fault for fault: framing,\n"
+             "check_append(buffer, leader, allow_control, compact, max_bytes, timestamp_bounds, decompress, file)\n\n"
+             "Validate an append of v2 batches as validator.py's general path does, fault for fault: framing,\n"
              "max.message.bytes, CRC, counts; a leader's checks of control batches, offset deltas, record\n"
              "structure, null keys in a compacted topic and CreateTime timestamps within timestamp_bounds\n"
              "(lowest, highest), or None when they are not checked; a follower's offsets increasing.\n"
-             "A batch's max timestamp is its records' largest when timestamps are checked, else its header's.\n\n"
-             "Without assignment: a list of (position, size, record count, last offset delta, max timestamp,\n"
-             "epoch, base offset), one a batch. With assignment, (next offset, leader epoch, append time or\n"
-             "None, segment.bytes): the append's size is checked against segment.bytes and the batches edited:\n"
-             "base offsets from next offset, the leader epoch, and with an append time the LogAppendTime\n"
-             "stamp and a new CRC; then (entries, first offset, last offset, max timestamp, record count)\n"
-             "comes back, entries listing (position, size, last offset, max timestamp) of each batch as the\n"
-             "segment indexes them (nothing is written unless every offset fits in an int64).\n"
-             "None, with nothing written, when the\n"
-             "buffer holds a legacy (magic 0/1) batch before any fault: the general path's.");
+             "A batch's max timestamp is its records' largest when timestamps are checked, else its header's.\n"
+             "Returns a list of (position, size, record count, last offset delta, max timestamp, epoch, base\n"
+             "offset), one a batch; or None, with nothing checked further, when the buffer holds a legacy\n"
+             "(magic 0/1) batch before any fault: the general path's.");
 
+PyDoc_STRVAR(check_and_assign_doc,
+             "check_and_assign(buffer, allow_control, compact, max_bytes, timestamp_bounds, decompress, file,\n"
+             "                 assignment)\n\n"
+             "A leader's check_append, then its edits of the writable buffer. assignment is (next offset,\n"
+             "leader epoch, append time or None, segment.bytes): the append's size is checked against\n"
+             "segment.bytes and the batches edited: base offsets from next offset, the leader epoch, and the\n"
+             "max timestamp with a new CRC where it changes: the append time (LogAppendTime), or with\n"
+             "timestamp_bounds (CreateTime) the records' largest. Returns (entries, first offset, last offset,\n"
+             "max timestamp, record count), entries listing (position, size, last offset, max timestamp) of\n"
+             "each batch as the segment indexes them (nothing is written unless every offset fits in an\n"
+             "int64); None, with nothing written, for a legacy batch before any fault.");
+
+/* The walk both calls make; with an assignment (spec), the leader's edits after it. */
 static PyObject *
-check_append(PyObject *self, PyObject *args, PyObject *kwargs)
+check(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds, PyObject *spec)
 {
-    static char *names[] = {"buffer", "leader", "allow_control", "compact", "max_bytes", "timestamp_bounds",
-                            "decompress", "file", "assignment", NULL};
-    PyObject *owner, *max_bytes, *bounds, *spec = Py_None;
-    AppendRules rules = {0};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OpppO!OOO|O:check_append", names, &owner, &rules.leader,
-                                     &rules.allow_control, &rules.compact, &PyLong_Type, &max_bytes, &bounds,
-                                     &rules.decompress, &rules.file, &spec))
-        return NULL;
     int overflow;
     long long limit = PyLong_AsLongLongAndOverflow(max_bytes, &overflow);
     if (limit == -1 && PyErr_Occurred())
         return NULL;
-    rules.max_bytes = overflow > 0 || limit > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : limit < 0 ? -1 : (Py_ssize_t)limit;
+    rules->max_bytes = overflow > 0 || limit > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : limit < 0 ? -1 : (Py_ssize_t)limit;
     Assignment a = {0};
     long long low = 0, high = 0;
-    rules.check_ts = bounds != Py_None;
-    if (rules.check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
+    rules->check_ts = bounds != Py_None;
+    if (rules->check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
         return NULL;
-    rules.low = low;
-    rules.high = high;
-    if (spec != Py_None && parse_assignment(spec, &a) < 0)
+    rules->low = low;
+    rules->high = high;
+    if (spec != NULL && parse_assignment(spec, &a) < 0)
         return NULL;
     Py_buffer buf;
-    if (PyObject_GetBuffer(owner, &buf, spec != Py_None ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(owner, &buf, spec != NULL ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;
     Facts *facts = NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = validate_append(owner, buf.buf, buf.len, &rules, &facts);
+    Py_ssize_t n = validate_append(owner, buf.buf, buf.len, rules, &facts);
     if (n == -2) {
         result = Py_NewRef(Py_None);
     }
-    else if (n >= 0 && spec != Py_None) {
+    else if (n >= 0 && spec != NULL) {
         if (buf.len > a.segment_bytes)
-            RAISE(RecordTooLargeError, rules.file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld",
+            RAISE(RecordTooLargeError, rules->file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld",
                   buf.len, a.segment_bytes);
         else
-            result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time);
+            result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time,
+                            rules->check_ts);
     }
     else if (n >= 0 && (result = PyList_New(n)) != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -725,6 +735,34 @@ check_append(PyObject *self, PyObject *args, PyObject *kwargs)
     PyMem_RawFree(facts);
     PyBuffer_Release(&buf);
     return result;
+}
+
+static PyObject *
+check_append(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"buffer",     "leader",     "allow_control", "compact", "max_bytes",
+                            "timestamp_bounds", "decompress", "file",          NULL};
+    PyObject *owner, *max_bytes, *bounds;
+    AppendRules rules = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OpppO!OOO:check_append", names, &owner, &rules.leader,
+                                     &rules.allow_control, &rules.compact, &PyLong_Type, &max_bytes, &bounds,
+                                     &rules.decompress, &rules.file))
+        return NULL;
+    return check(owner, &rules, max_bytes, bounds, NULL);
+}
+
+static PyObject *
+check_and_assign(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"buffer",     "allow_control", "compact", "max_bytes",  "timestamp_bounds",
+                            "decompress", "file",          "assignment", NULL};
+    PyObject *owner, *max_bytes, *bounds, *spec;
+    AppendRules rules = {.leader = 1};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OppO!OOOO:check_and_assign", names, &owner, &rules.allow_control,
+                                     &rules.compact, &PyLong_Type, &max_bytes, &bounds, &rules.decompress,
+                                     &rules.file, &spec))
+        return NULL;
+    return check(owner, &rules, max_bytes, bounds, spec);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -1052,6 +1090,8 @@ fail:
 
 static PyMethodDef methods[] = {
     {"check_append", (PyCFunction)(void (*)(void))check_append, METH_VARARGS | METH_KEYWORDS, check_append_doc},
+    {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_VARARGS | METH_KEYWORDS,
+     check_and_assign_doc},
     {"recover_batches", (PyCFunction)(void (*)(void))recover_batches, METH_VARARGS | METH_KEYWORDS,
      recover_batches_doc},
     {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},

@@ -1,10 +1,9 @@
 from collections.abc import Callable
-from typing import Any, overload
+from typing import Any
 
 _Facts = tuple[int, int, int, int, int, int, int]
 _Assigned = tuple[list[tuple[int, int, int, int]], int, int, int, int]
 
-@overload
 def check_append(
     buffer: Any,
     leader: bool,
@@ -14,12 +13,9 @@ def check_append(
     timestamp_bounds: tuple[int, int] | None,
     decompress: Callable[[int, memoryview], Any],
     file: str | None,
-    assignment: None = None,
 ) -> list[_Facts] | None: ...
-@overload
-def check_append(
+def check_and_assign(
     buffer: Any,
-    leader: bool,
     allow_control: bool,
     compact: bool,
     max_bytes: int,
