@@ -227,6 +227,9 @@ def test_check_append_record_faults_are_the_general_paths(tmp_path_factory, data
     assert fast == general
 
 
+CREATE_TIME = TimestampType.CREATE_TIME
+
+
 def assigned_by_objects(
     buffer: bytes, facts: list, next_offset: int, epoch: int, stamp: int | None, create_time: bool
 ) -> bytearray:
@@ -238,8 +241,8 @@ def assigned_by_objects(
         batch.set_partition_leader_epoch(epoch)
         if stamp is not None:
             batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, stamp)
-        elif create_time and count and (batch.max_timestamp, batch.timestamp_type) != (max_ts, TimestampType.CREATE_TIME):
-            batch.set_max_timestamp(TimestampType.CREATE_TIME, max_ts)  # Kafka's LogValidator: the records' largest
+        elif create_time and count and (batch.max_timestamp, batch.timestamp_type) != (max_ts, CREATE_TIME):
+            batch.set_max_timestamp(CREATE_TIME, max_ts)  # Kafka's LogValidator: the records' largest
         next_offset += delta + 1
     return out
 
