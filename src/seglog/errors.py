@@ -289,6 +289,6 @@ class UnknownTopicIdError(SeglogError):
 
 
 class NotLeaderOrFollowerError(SeglogError):
-    """A produce or fetch reached a broker that does not lead the partition (or hold a replica of it)."""
+    """A request for a leader (a produce, a fetch) reached a replica that follows, or a broker that holds none."""
 
     error_code = 6  # NOT_LEADER_OR_FOLLOWER

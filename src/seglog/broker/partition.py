@@ -29,25 +29,20 @@ called here only, so that a change of the storage API changes this module.
 
 from __future__ import annotations
 
-import os
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
     FencedLeaderEpochError,
-    KafkaStorageError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
-    UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import AppendInfo, FileSlice, LogManager, PartitionLog
-from ..storage.checkpoint import REPLICATION_OFFSET_CHECKPOINT, read_offsets_or_empty
+from ..storage import AppendInfo, FileSlice, PartitionLog
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -62,47 +57,6 @@ def check_leader_epoch(current: int, leader_epoch: int) -> None:
     if current < leader_epoch:
         raise FencedLeaderEpochError(f"leader epoch {current} is older than the current {leader_epoch}")
     raise UnknownLeaderEpochError(f"leader epoch {current} is newer than this broker's {leader_epoch}")
-
-
-def checkpointed_high_watermarks(log_dirs: Iterable[str]) -> dict[tuple[str, int], int]:
-    """Every log dir's ``replication-offset-checkpoint``: the high watermarks of the last run."""
-    found: dict[tuple[str, int], int] = {}
-    for d in log_dirs:
-        found.update(read_offsets_or_empty(os.path.join(d, REPLICATION_OFFSET_CHECKPOINT)))
-    return found
-
-
-def take_ownership(log: PartitionLog, high_watermark: int | None) -> None:
-    """The broker keeps ``log``'s high watermark from now on, starting at the checkpointed
-    one (the log start when none): today's ``PartitionLog`` would move it to the log end
-    on every append, and sets it there when it loads. Once per log."""
-    if not log.hw_follows_leo:
-        return
-    log.hw_follows_leo = False
-    log.update_high_watermark(log.log_start_offset if high_watermark is None else high_watermark)
-
-
-def get_or_create_log(logs: LogManager, topic: str, index: int) -> PartitionLog:
-    """The log of a replica the controller placed here, made when missing (the topic with
-    partitions up to ``index`` when it is new here: the storage API makes topics whole)."""
-    try:
-        return logs.partition(topic, index)
-    except UnknownTopicOrPartitionError:
-        pass
-    if topic in logs.topics():
-        logs.create_partitions(topic, index + 1)
-    else:
-        logs.create_topic(topic, index + 1)
-    return logs.partition(topic, index)
-
-
-def delete_logs(logs: LogManager, topic: str, indexes: set[int]) -> None:
-    """StopReplica's deletion: the storage API deletes topics whole, so ``indexes`` must be
-    every partition of ``topic`` held here."""
-    held = set(logs.partitions(topic))
-    if not held <= indexes:
-        raise KafkaStorageError(f"partitions {sorted(held - indexes)} of {topic} are kept: the topic stays")
-    logs.delete_topic(topic)
 
 
 @dataclass
@@ -152,7 +106,6 @@ class Partition:
         # a leader's appends above the high watermark, (end offset, bytes): what consumers'
         # fetches are told when the high watermark passes them
         self._unexposed: deque[tuple[int, int]] = deque()
-        take_ownership(log, None)  # a log made since the broker started
 
     def __repr__(self) -> str:
         return (
@@ -199,6 +152,7 @@ class Partition:
 
     def lead_alone(self) -> None:
         """One broker: the partition's only replica leads it, its ISR itself."""
+        self.log.become_leader(self.leader_epoch)  # the epoch it had: no controller here
         self.role = LEADER
         self.leader_id = self.broker_id
         self.maybe_increment_high_watermark()
@@ -212,7 +166,7 @@ class Partition:
             self.leader_id = self.broker_id
             if new_epoch:
                 leo = self.log.log_end_offset
-                self.log.leader_epoch = self.leader_epoch
+                self.log.become_leader(self.leader_epoch)
                 self.log.leader_epoch_cache.assign(self.leader_epoch, leo)
                 self.leader_epoch_start_offset = leo
                 self._remote = {
@@ -236,7 +190,7 @@ class Partition:
             self._assign(state, topic_id)
             self.role = FOLLOWER
             self.leader_id = state["leader"]
-            self.log.leader_epoch = self.leader_epoch
+            self.log.become_follower(self.leader_epoch)
             self._remote = {}
             self._unexposed.clear()
             return changed
@@ -326,7 +280,7 @@ class Partition:
         data = self.log.read(
             offset, max_bytes, upper_bound=leo if for_replica else None, min_one_message=min_one_message
         )
-        return data.slice, leo
+        return data.records, leo
 
     def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, leader_leo: int, now: int) -> bool:
         """A follower fetched from ``fetch_offset``; False when it is no replica of this leader."""

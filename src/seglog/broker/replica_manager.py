@@ -27,6 +27,7 @@ produce purgatory until the ISR has their records (``delayed_produce.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -52,16 +53,8 @@ from ..storage import FileSlice, LogConfig, LogManager
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_produce import DelayedProduce
-from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_uuid
-from .partition import (
-    LEADER,
-    Partition,
-    check_leader_epoch,
-    checkpointed_high_watermarks,
-    delete_logs,
-    get_or_create_log,
-    take_ownership,
-)
+from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
+from .partition import LEADER, Partition, check_leader_epoch
 from .purgatory import Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
@@ -148,17 +141,14 @@ class ReplicaManager:
     def __init__(self, config: BrokerConfig, broker: BrokerInfo, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
         self.broker = broker
-        self._logs = LogManager(config, clock=clock)
+        # the logs keep the high watermark of the replication-offset-checkpoint; this module moves it
+        self._logs = LogManager(config, clock=clock, standalone=False)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._executor = ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="seglog-io")
         self.metadata = MetadataCache(self._logs.cluster_id or "")
-        self.metadata.update_brokers([broker], controller_id=broker.broker_id)
         self.fetch_purgatory = Purgatory("Fetch")
         self.produce_purgatory = Purgatory("Produce")
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
-        hws = checkpointed_high_watermarks(config.log_dirs)
-        for plog in self._logs.logs():
-            take_ownership(plog, hws.get((plog.topic, plog.partition)))
         self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run)
         timeout = config["replica.socket.timeout.ms"] / 1000
         self.alter_partition_channel: AlterPartitionChannel = WireAlterPartitionChannel(self._controller_node, timeout)
@@ -172,6 +162,9 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]] = []
         # in a cluster the controller's LeaderAndIsr says which logs this broker serves, and how
         self.cluster_mode = bool(config["zookeeper.connect"])
+        # in a cluster, a topic's overrides (its /config/topics znode) for logs made on LeaderAndIsr
+        self.topic_config_source: Callable[[str], Mapping[str, Any]] = lambda topic: {}
+        self.metadata.update_brokers([broker], controller_id=-1 if self.cluster_mode else broker.broker_id)
         if not self.cluster_mode:
             for topic in self._logs.topics():
                 self._become_leader(topic)
@@ -199,6 +192,8 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         found = self._partitions.get((topic, index))
         if found is None:
+            if self.cluster_mode and 0 <= index < self.metadata.partition_count(topic):
+                raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
 
@@ -220,8 +215,8 @@ class ReplicaManager:
     ) -> dict[TopicPartition, int]:
         """LeaderAndIsr: lead or follow each partition of ``states`` (the request's partition
         states as ``seglog.protocol`` decodes them), making its log when missing; the error
-        code of each. As Kafka: a controller epoch older than one seen, or a leader epoch not
-        newer than the partition's, is STALE_CONTROLLER_EPOCH; a partition whose replicas do not
+        code of each. As Kafka: a controller epoch older than one seen, or a leader epoch and partition
+        epoch not newer than the partition's, is STALE_CONTROLLER_EPOCH; a partition whose replicas do not
         include this broker UNKNOWN_TOPIC_OR_PARTITION. A new follower's fetcher truncates
         first (OffsetForLeaderEpoch). Callable from any thread: the logs are made in the
         caller's, the roles change on the event loop."""
@@ -231,14 +226,16 @@ class ReplicaManager:
             tp = (state["topic_name"], state["partition_index"])
             current = self._partitions.get(tp)
             if controller_epoch < self._controller_epoch or (
-                current is not None and state["leader_epoch"] <= current.leader_epoch
+                current is not None
+                and (state["leader_epoch"], state.get("partition_epoch", -1))
+                <= (current.leader_epoch, current.partition_epoch)
             ):
                 errors[tp] = STALE_CONTROLLER_EPOCH
             elif self.broker.broker_id not in state["replicas"]:
                 errors[tp] = UnknownTopicOrPartitionError.error_code
             else:
                 try:
-                    accepted.append((state, current or self._new_partition(*tp)))
+                    accepted.append((state, current or self._new_partition(*tp, topic_ids.get(tp[0]))))
                 except Exception as e:
                     errors[tp] = _error(e)[0]
         if controller_epoch >= self._controller_epoch:
@@ -255,8 +252,10 @@ class ReplicaManager:
         errors.update({(s["topic_name"], s["partition_index"]): NONE for s, _ in accepted})
         return errors
 
-    def _new_partition(self, topic: str, index: int) -> Partition:
-        plog = get_or_create_log(self._logs, topic, index)
+    def _new_partition(self, topic: str, index: int, topic_id: uuid.UUID | None) -> Partition:
+        plog = self._logs.get_or_create_log(
+            topic, index, topic_id_text(topic_id) if topic_id else "", self.topic_config_source(topic)
+        )
         return Partition(topic, index, plog, self.broker.broker_id)
 
     def _change_roles(
@@ -306,17 +305,14 @@ class ReplicaManager:
         if controller_epoch >= self._controller_epoch:
             self._controller_epoch = controller_epoch
         self._on_loop(self._stop, [tp for tp, _ in stopped])
-        doomed: dict[str, set[int]] = {}
         for tp, delete in stopped:
             errors[tp] = NONE
-            if delete and tp[0] in self._logs.topics():
-                doomed.setdefault(tp[0], set()).add(tp[1])
-        for topic, indexes in doomed.items():
-            try:
-                delete_logs(self._logs, topic, indexes)
-                self._on_loop(self._forget, topic)
-            except Exception as e:
-                errors.update({(topic, i): _error(e)[0] for i in indexes})
+            if delete:
+                try:
+                    with contextlib.suppress(UnknownTopicOrPartitionError):  # never made here, or gone already
+                        self._logs.delete_partition_log(*tp)
+                except Exception as e:
+                    errors[tp] = _error(e)[0]
         log.info("StopReplica from controller %d (epoch %d): %s", controller_id, controller_epoch, errors)
         return errors
 
@@ -642,6 +638,14 @@ class ReplicaManager:
 
     async def alter_topic_config(self, name: str, set: Mapping[str, Any], delete: list[str]) -> LogConfig:
         return await self._run(lambda: self._logs.alter_topic_config(name, set, delete))
+
+    def apply_topic_config(self, name: str, overrides: Mapping[str, Any]) -> None:
+        """A cluster's topic config change (its /config/topics znode): the overrides of the logs held here."""
+        try:
+            current = self._logs.topic_config(name).overrides
+        except UnknownTopicOrPartitionError:
+            return  # no replica here
+        self._logs.alter_topic_config(name, overrides, [k for k in current if k not in overrides])
 
     def validate_topic_config(self, overrides: Mapping[str, Any]) -> LogConfig:
         return LogConfig(self.config, overrides)
