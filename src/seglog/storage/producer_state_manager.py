@@ -6,16 +6,13 @@ writes it as ``<offset>.snapshot`` files (``producer_snapshot.py``) and, on
 start-up, loads the latest snapshot and replays the log's batch headers after
 it (the same header walk the cleaner uses, ``producer_state.producer_batches``).
 
-How the broker wires it into a leader's append, under the partition's lock, as
-Kafka's ``UnifiedLog.append`` does::
-
-    check = manager.analyze(batches, AppendOrigin.CLIENT)   # after offsets are assigned
-    if check.duplicate is not None:     # acknowledge with check.duplicate's offsets, write nothing
-        ...
-    log.append_batches(...)            # raises: the state is unchanged
-    manager.update(check, log.log_end_offset)
-    # and manager.take_snapshot() when the log rolls and at close;
-    # manager.remove_expired(now) every producer.id.expiration.check.interval.ms
+``PartitionLog`` calls it under the partition's lock, as Kafka's ``UnifiedLog`` does:
+``analyze_append`` once a leader's batches have their offsets (a duplicate is
+acknowledged with ``check.duplicate``'s offsets and nothing is written; a refused batch
+raises and the state is unchanged), ``on_append`` once they are written (the state
+taken over, an ABORT marker's entry added to its segment's ``.txnindex``), ``on_roll``
+and ``on_close`` (a snapshot), ``load_log`` when the log opens or is truncated; the log
+manager calls ``remove_expired`` every producer.id.expiration.check.interval.ms.
 
 ``map_end_offset`` is the offset up to which the state holds the log; a snapshot
 is named after it.
@@ -41,12 +38,15 @@ from .producer_entry import (
     ProducerStateEntry,
     increment_sequence,
 )
-from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches
+from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches, producer_state
 from .segment import LogSegment
+from .txn_index import AbortedTxn, append_txn_index, truncate_txn_index, write_txn_index
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _READ_BUFFER = 256 * 1024
+_V2 = 2
+_MAGIC_AT = 16  # a batch's magic byte: legacy batches carry no producer
 
 
 @dataclass
@@ -70,6 +70,8 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset: int | None = None
+        # first_undecided_offset as of the last append: readers take it without the log's lock
+        self.first_unstable_offset: int | None = None
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -98,6 +100,33 @@ class ProducerStateManager:
             self._append(check, header, _marker(batch) if header[5] & _CONTROL else None, origin)
         return check
 
+    def analyze_append(
+        self, buffer: bytearray | memoryview, spans: Iterable[Sequence[int]], origin: AppendOrigin
+    ) -> ProducerAppendCheck:
+        """``analyze`` of the batches of an append's buffer, each span starting (position,
+        size, ...); only v2 batches with a producer id are looked at."""
+        view = memoryview(buffer)
+        return self.analyze(
+            (
+                RecordBatch(view[at : at + size], at)
+                for at, size, *_ in spans
+                if view[at + _MAGIC_AT] == _V2 and HEADER.unpack_from(view, at)[9] >= 0
+            ),
+            origin,
+        )
+
+    def on_append(self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment) -> None:
+        """The append ``check`` analysed is in ``segment``: take its state over, and index
+        the transactions its ABORT markers ended (Kafka's ``updateTxnIndex``, with the LSO
+        once the transaction is done: the next undecided transaction's start, else past
+        the marker)."""
+        self.update(check, log_end_offset)
+        for txn in check.completed:
+            if txn.is_aborted:
+                undecided = self.first_undecided_offset
+                lso = txn.last_offset + 1 if undecided is None else undecided
+                append_txn_index(segment.log_path, AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso))
+
     def update(self, check: ProducerAppendCheck, log_end_offset: int) -> None:
         """Take over an append's state once its batches are in the log."""
         for pid, info in check.updated.items():
@@ -107,6 +136,7 @@ class ProducerStateManager:
             else:
                 current.update(info.entry)
         self.map_end_offset = log_end_offset
+        self.first_unstable_offset = self.first_undecided_offset
 
     def _append(
         self, check: ProducerAppendCheck, header: tuple, marker: tuple[bool, int, int] | None, origin: AppendOrigin
@@ -159,6 +189,61 @@ class ProducerStateManager:
         self.last_snapshot_offset = self.map_end_offset
         return path
 
+    def on_roll(self, log_end_offset: int) -> None:
+        """A new segment starts at the log end: snapshot the state there (Kafka does, so
+        that recovery replays at most the active segment)."""
+        self.map_end_offset = log_end_offset
+        self.take_snapshot()
+
+    on_close = on_roll
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Snapshots below the log start offset describe deleted data (retention)."""
+        for found in producer_snapshot.snapshot_offsets(self.dir):
+            if found < offset:
+                fileio.unlink(os.path.join(self.dir, offset_file_name(found, SNAPSHOT_SUFFIX)))
+
+    def load_log(
+        self,
+        segments: Sequence[LogSegment],
+        log_start_offset: int,
+        log_end_offset: int,
+        now_ms: int,
+        *,
+        clean_shutdown: bool = False,
+        recovered_from: int | None = None,
+    ) -> None:
+        """The state of a log being opened (or truncated): ``load``, except that after a
+        clean shutdown that left no snapshot (a dir written before producer state was
+        kept) the log holds no producer worth a scan, as Kafka assumes; and the
+        transaction indexes of the segments from ``recovered_from`` on are written again
+        from their markers, since a crash may have come between a marker and its entry."""
+        if clean_shutdown and not producer_snapshot.snapshot_offsets(self.dir):
+            self.producers.clear()
+            self.map_end_offset = log_end_offset
+            self.first_unstable_offset = None
+        else:
+            self.load(segments, log_start_offset, log_end_offset, now_ms)
+        if recovered_from is not None:
+            self._rebuild_txn_indexes(segments, recovered_from)
+
+    def _rebuild_txn_indexes(self, segments: Sequence[LogSegment], from_offset: int) -> None:
+        aborted = producer_state(segments, _read, bytearray(_READ_BUFFER)).aborted
+        for i, segment in enumerate(segments):
+            end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+            if end is not None and end <= from_offset:
+                continue
+            mine = [
+                AbortedTxn(first, marker, pid, marker + 1)
+                for first, marker, pid in aborted
+                if marker >= segment.base_offset and (end is None or marker < end)
+            ]
+            write_txn_index(segment.log_path, mine)
+
+    @staticmethod
+    def truncate_txn_index(segment: LogSegment, offset: int) -> None:
+        truncate_txn_index(segment.log_path, offset)
+
     def load(self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
@@ -182,6 +267,9 @@ class ProducerStateManager:
 
     def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> None:
         start = self.map_end_offset
+        if start >= log_end_offset:
+            self.first_unstable_offset = self.first_undecided_offset
+            return  # the snapshot holds the whole log (a clean shutdown): no segment is read
         buffer = bytearray(_READ_BUFFER)
         check = ProducerAppendCheck()
 
