@@ -36,7 +36,7 @@ from ..errors import (
     SeglogError,
     UnknownTopicOrPartitionError,
 )
-from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
+from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
 from ..storage.naming import validate_topic
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_uuid
 from .purgatory import Purgatory
@@ -92,6 +92,7 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    aborted_transactions: list[tuple[int, int]] | None = None  # read_committed: (producer id, first offset)
 
     @property
     def size(self) -> int:
@@ -119,6 +120,18 @@ def _error(e: BaseException) -> tuple[int, str]:
         return e.error_code, e.message
     log.exception("unexpected error in a storage call")
     return -1, f"{type(e).__name__}: {e}"  # UNKNOWN_SERVER_ERROR
+
+
+def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
+    """The last stable offset, and for read_committed the aborted transactions from the
+    fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
+    if not read_committed:
+        undecided = plog.producer_state.first_unstable_offset
+        hw = plog.high_watermark
+        return (hw if undecided is None else min(undecided, hw)), None
+    state = isolation.transaction_state(plog)
+    lso = state.last_stable_offset
+    return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
 
 
 class ReplicaManager:
@@ -208,10 +221,14 @@ class ReplicaManager:
 
     # --- fetch ------------------------------------------------------------------------------------
 
-    async def read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
-        return await self._run(self._read_all, requests, max_bytes)
+    async def read(
+        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool = False
+    ) -> list[FetchResult]:
+        return await self._run(self._read_all, requests, max_bytes, read_committed)
 
-    def _read_all(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
+    def _read_all(
+        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool = False
+    ) -> list[FetchResult]:
         """Kafka's readFromLog: partitions in request order, each up to its own max bytes
         and what is left of the request's; the first batch of the response is whole even
         when larger (KIP-74; Fetch v3 and later, the versions served)."""
@@ -222,18 +239,51 @@ class ReplicaManager:
                 partition = self.partition(req.topic, req.partition)
                 plog = partition.log
                 hw = plog.high_watermark
+                lso, aborted = _stable_view(plog, req.fetch_offset, read_committed)
                 limit = min(req.max_bytes, remaining)
                 first = remaining == max_bytes
-                data = plog.read(req.fetch_offset, max(limit, 0), min_one_message=first)
+                bound = lso if read_committed else None
+                data = plog.read(req.fetch_offset, max(limit, 0), upper_bound=bound, min_one_message=first)
                 found = data.slice if data.slice is not None and (limit > 0 or first) else None
                 if found is not None:
                     remaining = max(0, remaining - found.size)
-                results.append(FetchResult(NONE, hw, hw, plog.log_start_offset, found))
+                results.append(FetchResult(NONE, hw, lso, plog.log_start_offset, found, aborted))
             except OffsetOutOfRangeError as e:
                 results.append(FetchResult(e.error_code, e.log_end_offset, e.log_end_offset, e.log_start_offset))
             except Exception as e:
                 results.append(FetchResult(_error(e)[0]))
         return results
+
+    # --- transactions -----------------------------------------------------------------------------
+
+    async def append_as_coordinator(
+        self, batches: Mapping[TopicPartition, bytes]
+    ) -> dict[TopicPartition, AppendResult]:
+        """Append the transaction coordinator's control batches (markers), checked for
+        the producer's epoch only; fetches waiting on the partitions are woken."""
+        results = await self._run(self._append_as_coordinator, batches)
+        for tp, result in results.items():
+            if result.error_code == NONE:
+                self.fetch_purgatory.check_and_complete(tp, result.size)
+        return results
+
+    def _append_as_coordinator(self, batches: Mapping[TopicPartition, bytes]) -> dict[TopicPartition, AppendResult]:
+        results = {}
+        for tp, batch in batches.items():
+            try:
+                plog = self.partition(*tp).log
+                info = plog.append_batches(batch, origin="coordinator")
+                results[tp] = AppendResult(
+                    NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size
+                )
+            except Exception as e:
+                code, message = _error(e)
+                results[tp] = AppendResult(code, message=message)
+        return results
+
+    def partition_log(self, topic: str, index: int) -> PartitionLog:
+        """The log of a partition this broker leads (the coordinators load their state from it)."""
+        return self.partition(topic, index).log
 
     # --- offsets ----------------------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
+from .txn_apis import TxnApis
 
 log = logging.getLogger("seglog.broker")
 
@@ -46,6 +47,7 @@ class KafkaServer:
         self.metrics_host = metrics_host
         self._metrics_server: Any = None
         self.replicas: ReplicaManager | None = None
+        self.txn: TxnApis | None = None
         self.socket_server: SocketServer | None = None
         self._handlers: dict[ApiKey, Any] = {}
         self.started = asyncio.Event()
@@ -76,6 +78,13 @@ class KafkaServer:
         apis = KafkaApis(self.config, self.replicas, (host, port))
         admin = AdminManager(self.config, self.replicas)
         self.apis = apis
+        txn = self.txn = TxnApis(self.config, self.replicas, (host, port))
+        try:
+            await txn.startup()
+        except BaseException:
+            await self.socket_server.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
+            raise
         self._handlers = {
             ApiKey.API_VERSIONS: apis.api_versions,
             ApiKey.METADATA: apis.metadata_request,
@@ -92,6 +101,12 @@ class KafkaServer:
             ApiKey.ALTER_CONFIGS: admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+            ApiKey.INIT_PRODUCER_ID: txn.init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+            ApiKey.END_TXN: txn.end_txn,
+            ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
+            ApiKey.FIND_COORDINATOR: txn.find_coordinator,
         }
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
@@ -121,6 +136,8 @@ class KafkaServer:
         log.info("broker stopping")
         if self.socket_server is not None:
             await self.socket_server.stop()
+        if self.txn is not None:
+            self.txn.shutdown()
         if self.replicas is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
         if self._metrics_server is not None:

@@ -20,6 +20,7 @@ is named after it.
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -101,7 +102,7 @@ class ProducerStateManager:
         return check
 
     def analyze_append(
-        self, buffer: bytearray | memoryview, spans: Iterable[Sequence[int]], origin: AppendOrigin
+        self, buffer: bytearray | memoryview | mmap.mmap, spans: Iterable[Sequence[int]], origin: AppendOrigin
     ) -> ProducerAppendCheck:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
         size, ...); only v2 batches with a producer id are looked at."""
