@@ -137,7 +137,8 @@ class ProducerStateManager:
             else:
                 current.update(info.entry)
         self.map_end_offset = log_end_offset
-        self.first_unstable_offset = self.first_undecided_offset
+        if check.completed or any(info.started_transactions for info in check.updated.values()):
+            self.first_unstable_offset = self.first_undecided_offset  # (a walk of every producer)
 
     def _append(
         self, check: ProducerAppendCheck, header: tuple, marker: tuple[bool, int, int] | None, origin: AppendOrigin
@@ -265,11 +266,11 @@ class ProducerStateManager:
                 self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
                 self.map_end_offset = self.last_snapshot_offset = offset
         self._replay(segments, log_end_offset)
+        self.first_unstable_offset = self.first_undecided_offset
 
     def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> None:
         start = self.map_end_offset
         if start >= log_end_offset:
-            self.first_unstable_offset = self.first_undecided_offset
             return  # the snapshot holds the whole log (a clean shutdown): no segment is read
         buffer = bytearray(_READ_BUFFER)
         check = ProducerAppendCheck()
