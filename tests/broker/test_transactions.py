@@ -12,7 +12,9 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import seglog
+from seglog.protocol import ApiKey
 from seglog.storage import isolation
+from seglog.tools.broker_client import BrokerClient
 from seglog.storage.txn_index import read_txn_index
 
 from .conftest import CONSUMER, wait_for
@@ -100,16 +102,33 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
     assert [(e.first_offset, e.last_offset) for e in entries] == [(3, 6), (9, 10)]
 
 
+def latest_offsets(bootstrap: str) -> tuple[int, int]:
+    """ListOffsets of orders-0 at "latest": read_uncommitted, then read_committed."""
+    found = []
+    with BrokerClient(bootstrap) as client:
+        for level in (0, 1):
+            partitions = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]
+            body = {
+                "replica_id": -1,
+                "isolation_level": level,
+                "topics": [{"name": "orders", "partitions": partitions}],
+            }
+            found.append(client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]["offset"])
+    return found[0], found[1]
+
+
 def test_transaction_outcomes_survive_sigkill(tmp_path) -> None:
     data = tmp_path / "data"
     overrides = [f"{k}={v}" for k, v in TXN_BROKER.items()]
     with BrokerProcess(data, *overrides) as broker:
-        producer = transactional(broker.bootstrap_servers, "orders-app", **{"transaction.timeout.ms": 2000})
+        producer = transactional(broker.bootstrap_servers, "orders-app", **{"transaction.timeout.ms": 3000})
         run_transaction(producer, [b"c1"], commit=True)
         run_transaction(producer, [b"a1"], commit=False)
         producer.begin_transaction()
         producer.produce("orders", b"open")
         assert producer.flush(30) == 0
+        # c1 0, its marker 1, a1 2, its marker 3, open 4: latest is 5, and 4 for read_committed
+        assert latest_offsets(broker.bootstrap_servers) == (5, 4)
         broker.kill()  # the open transaction's EndTxn was never sent
     with BrokerProcess(data, *overrides) as broker:
         bootstrap = broker.bootstrap_servers

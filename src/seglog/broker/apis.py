@@ -371,7 +371,8 @@ class KafkaApis:
                 else:
                     lookups.append((topic["name"], part["partition_index"], part["timestamp"]))
                 answers.append((topic["name"], entry))
-        found = iter(await self.replicas.list_offsets(lookups))
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        found = iter(await self.replicas.list_offsets(lookups, read_committed))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, entry in answers:
             if entry["error_code"] == NONE:

@@ -52,6 +52,7 @@ LEADER = "leader"
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
+LATEST_TIMESTAMP = -1
 
 
 @dataclass
@@ -287,15 +288,19 @@ class ReplicaManager:
 
     # --- offsets ----------------------------------------------------------------------------------
 
-    async def list_offsets(self, requests: list[tuple[str, int, int]]) -> list[OffsetResult]:
-        return await self._run(self._list_offsets, requests)
+    async def list_offsets(
+        self, requests: list[tuple[str, int, int]], read_committed: bool = False
+    ) -> list[OffsetResult]:
+        return await self._run(self._list_offsets, requests, read_committed)
 
-    def _list_offsets(self, requests: list[tuple[str, int, int]]) -> list[OffsetResult]:
+    def _list_offsets(self, requests: list[tuple[str, int, int]], read_committed: bool = False) -> list[OffsetResult]:
         results = []
         for topic, index, timestamp in requests:
             try:
                 partition = self.partition(topic, index)
                 found = partition.log.offset_for_timestamp(timestamp)
+                if found is not None and timestamp == LATEST_TIMESTAMP and read_committed:
+                    found = (_stable_view(partition.log, 0, False)[0], found[1])  # the last stable offset
                 if found is None:
                     results.append(OffsetResult(NONE, -1, -1, -1))
                 else:
