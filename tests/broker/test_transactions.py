@@ -1,6 +1,7 @@
 """Transactional producers against the broker (confluent-kafka): commits and aborts seen
 by read_committed and read_uncommitted consumers, a transaction left open aborted at its
-timeout, the transaction index, and every outcome kept across a SIGKILL."""
+timeout, the transaction index, `seglog transactions`, and every outcome kept across a
+SIGKILL."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import seglog
+from seglog.cli import main
 from seglog.protocol import ApiKey
 from seglog.storage import isolation
-from seglog.tools.broker_client import BrokerClient
 from seglog.storage.txn_index import read_txn_index
+from seglog.tools.broker_client import BrokerClient
 
 from .conftest import CONSUMER, wait_for
 from .subprocess_broker import BrokerProcess
@@ -64,6 +66,19 @@ def consume_all(bootstrap: str, isolation_level: str, until: int) -> list[bytes]
         consumer.close()
 
 
+def cli(capsys: Any, *argv: str) -> str:
+    """What ``seglog ARGV`` prints (stdout, or the error line)."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return out if code == 0 else err
+
+
+def producer_id(txn_id: str, bootstrap: str) -> int:
+    with BrokerClient(bootstrap) as client:
+        states = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})["transaction_states"]
+    return int(states[0]["producer_id"])
+
+
 def log_state(data: Path) -> tuple[int, isolation.TransactionState]:
     """orders-0's log end and transactions, read from the files of the broker's dir."""
     with seglog.open(str(data), background=False, read_only=True) as logs:
@@ -71,7 +86,7 @@ def log_state(data: Path) -> tuple[int, isolation.TransactionState]:
         return plog.log_end_offset, isolation.transaction_state(plog)
 
 
-def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory, tmp_path) -> None:
+def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory, tmp_path, capsys) -> None:
     data = tmp_path / "data"
     broker = seglog_broker_factory(str(data), config=TXN_BROKER)
     bootstrap = broker.bootstrap_servers
@@ -94,9 +109,30 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
     with pytest.raises(KafkaException, match="fenced"):
         stale.commit_transaction(30)
 
+    # seglog transactions, as kafka-transactions.sh prints them
+    listed = cli(capsys, "transactions", "--bootstrap-server", bootstrap, "--list")
+    assert [line.split() for line in listed.splitlines()] == [
+        ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"],
+        ["orders-app", "0", str(producer_id("orders-app", bootstrap)), "CompleteCommit"],
+        ["stale-app", "0", str(producer_id("stale-app", bootstrap)), "CompleteAbort"],
+    ]
+    described = cli(capsys, "transactions", "--bootstrap-server", bootstrap, "--describe", "--transactional-id", "x")
+    assert described.startswith("error: cannot describe the transaction state of transactional-id `x`")
+    producer.begin_transaction()
+    producer.produce("orders", b"c4")
+    assert producer.flush(30) == 0
+    described = cli(
+        capsys, "transactions", "--bootstrap-server", bootstrap, "--describe", "--transactional-id", "orders-app"
+    )
+    header, row = (line.split("\t") for line in described.splitlines())
+    fields = dict(zip((h.strip() for h in header), (v.strip() for v in row), strict=True))
+    assert fields["TransactionState"] == "Ongoing" and fields["TopicPartitions"] == "orders-0"
+    assert fields["ProducerEpoch"] == "0" and fields["CoordinatorId"] == "0"
+    producer.commit_transaction(30)
+
     broker.stop()
     end, state = log_state(data)
-    assert end == 11
+    assert end == 13
     assert [(t.first_offset, t.last_offset) for t in state.aborted] == [(3, 6), (9, 10)]
     entries = read_txn_index(str(data / "orders-0" / "00000000000000000000.txnindex"))
     assert [(e.first_offset, e.last_offset) for e in entries] == [(3, 6), (9, 10)]

@@ -66,6 +66,8 @@ IMPLEMENTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 3),
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
     ApiKey.FIND_COORDINATOR: (0, 4),  # key type 1 in txn_apis.py; key type 0 is the group coordinator's
 }
 

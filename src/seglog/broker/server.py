@@ -106,6 +106,8 @@ class KafkaServer:
             ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
             ApiKey.END_TXN: txn.end_txn,
             ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
             ApiKey.FIND_COORDINATOR: txn.find_coordinator,
         }
         if self.metrics_port is not None:

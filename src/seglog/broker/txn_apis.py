@@ -3,8 +3,8 @@
 ``__transaction_state`` and to the partitions' logs.
 
 Handlers: InitProducerId (with or without a transactional id), AddPartitionsToTxn,
-AddOffsetsToTxn, EndTxn, WriteTxnMarkers, and FindCoordinator for transactions
-(key type 1; the group coordinator answers key type 0).
+AddOffsetsToTxn, EndTxn, WriteTxnMarkers, DescribeTransactions, ListTransactions, and
+FindCoordinator for transactions (key type 1; the group coordinator answers key type 0).
 
 The coordinator runs on the event loop: a request becomes a call with a token, and the
 call's outputs are acted on here. ``Reply`` answers the request waiting on its token;
@@ -47,6 +47,7 @@ from ..coordinator.transaction_coordinator import (
     TransactionCoordinator,
     WriteTxnMarkers,
 )
+from ..coordinator.transaction_state import TransactionState
 from ..errors import SeglogError
 from ..protocol import ErrorCode
 from ..records import build_batch
@@ -58,6 +59,7 @@ log = logging.getLogger(__name__)
 TRANSACTION_STATE = "__transaction_state"
 KEY_TYPE_TRANSACTION = 1
 OPERATION_NOT_ATTEMPTED = 55
+TRANSACTIONAL_ID_NOT_FOUND = 105
 _MARKER_RETRY_S = 0.1
 _E = ErrorCode
 # a marker's append that will never succeed: the partition is gone, or the producer moved on
@@ -341,6 +343,55 @@ class TxnApis:
             )
         return {"markers": answers}
 
+    # --- DescribeTransactions, ListTransactions ----------------------------------------------------
+
+    async def describe_transactions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        states = []
+        for txn_id in body["transactional_ids"]:
+            txn = self.coordinator.transactions.get(txn_id)
+            if txn is None:
+                states.append(_describe_error(txn_id, TRANSACTIONAL_ID_NOT_FOUND))
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in sorted(txn.partitions):
+                by_topic.setdefault(topic, []).append(p)
+            states.append(
+                {
+                    "error_code": _E.NONE,
+                    "transactional_id": txn_id,
+                    "transaction_state": txn.state.kafka_name,
+                    "transaction_timeout_ms": txn.timeout_ms,
+                    "transaction_start_time_ms": txn.start_timestamp,
+                    "producer_id": txn.producer_id,
+                    "producer_epoch": txn.producer_epoch,
+                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+                }
+            )
+        return {"throttle_time_ms": 0, "transaction_states": states}
+
+    async def list_transactions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        """Kafka's filters: by state name, by producer id, and (v1) by how long the
+        transaction has run; a state name Kafka does not know is answered back."""
+        known = {s.kafka_name for s in TransactionState if s is not TransactionState.DEAD}
+        wanted = set(body["state_filters"])
+        pids = set(body["producer_id_filters"])
+        duration = body.get("duration_filter", -1)
+        now = self.clock()
+        listed = [
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": name}
+            for t in self.coordinator.transactions.values()
+            if (name := t.state.kafka_name) in known
+            and (not wanted or name in wanted)
+            and (not pids or t.producer_id in pids)
+            and (duration < 0 or (t.start_timestamp >= 0 and now - t.start_timestamp > duration))
+        ]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": _E.NONE,
+            "unknown_state_filters": sorted(wanted - known),
+            "transaction_states": sorted(listed, key=lambda t: t["transactional_id"]),
+        }
+
     # --- FindCoordinator, transactions' part -------------------------------------------------------
 
     async def transaction_coordinator(self, key: str) -> dict[str, Any]:
@@ -376,3 +427,16 @@ class TxnApis:
             "host": e["host"],
             "port": e["port"],
         }
+
+
+def _describe_error(txn_id: str, code: int) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "transactional_id": txn_id,
+        "transaction_state": "",
+        "transaction_timeout_ms": 0,
+        "transaction_start_time_ms": -1,
+        "producer_id": -1,
+        "producer_epoch": -1,
+        "topics": [],
+    }
