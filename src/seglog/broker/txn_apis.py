@@ -294,28 +294,16 @@ class TxnApis:
         return topic is not None and 0 <= tp[1] < len(topic.partitions)
 
     async def add_offsets_to_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        group = body["group_id"]
         response: AddOffsetsToTxnResponse = await self._call(
-            lambda token: self.coordinator.add_offsets_to_txn(
-                token,
-                body["transactional_id"],
-                body["producer_id"],
-                body["producer_epoch"],
-                body["group_id"],
-                self.clock(),
-            )
+            lambda token: self.coordinator.add_offsets_to_txn(token, *_producer(body), group, self.clock())
         )
         return {"throttle_time_ms": 0, "error_code": response.error_code}
 
     async def end_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        committed = body["committed"]
         response: EndTxnResponse = await self._call(
-            lambda token: self.coordinator.end_txn(
-                token,
-                body["transactional_id"],
-                body["producer_id"],
-                body["producer_epoch"],
-                body["committed"],
-                self.clock(),
-            )
+            lambda token: self.coordinator.end_txn(token, *_producer(body), committed, self.clock())
         )
         return {"throttle_time_ms": 0, "error_code": response.error_code, "producer_id": -1, "producer_epoch": -1}
 
@@ -427,6 +415,11 @@ class TxnApis:
             "host": e["host"],
             "port": e["port"],
         }
+
+
+def _producer(body: dict[str, Any]) -> tuple[str, int, int]:
+    """A request's transactional id, producer id and epoch."""
+    return body["transactional_id"], body["producer_id"], body["producer_epoch"]
 
 
 def _describe_error(txn_id: str, code: int) -> dict[str, Any]:
