@@ -6,6 +6,7 @@ SIGKILL."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -108,6 +109,11 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
     assert consume_all(bootstrap, "read_committed", 11) == [b"c1", b"c2", b"c3"]
     with pytest.raises(KafkaException, match="fenced"):
         stale.commit_transaction(30)
+
+    with BrokerClient(bootstrap) as client:
+        body = {"topics": [{"name": "__transaction_state", "topic_id": uuid.UUID(int=0)}]}
+        (state_topic,) = client.request(ApiKey.METADATA, body)["topics"]
+    assert state_topic["is_internal"] and len(state_topic["partitions"]) == 4
 
     # seglog transactions, as kafka-transactions.sh prints them
     listed = cli(capsys, "transactions", "--bootstrap-server", bootstrap, "--list")

@@ -53,6 +53,7 @@ LEADER = "leader"
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
 LATEST_TIMESTAMP = -1
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # is_internal in Metadata
 
 
 @dataclass
@@ -159,7 +160,8 @@ class ReplicaManager:
             partition = Partition(topic, p, partition_log, LEADER, partition_log.leader_epoch, me, me)
             self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
-        self.metadata.update_topic(TopicMetadata(topic, topic_uuid(self._logs.topic_id(topic)), tuple(states)))
+        topic_id = topic_uuid(self._logs.topic_id(topic))
+        self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:

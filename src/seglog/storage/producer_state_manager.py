@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -48,6 +49,8 @@ _CONTROL = 0x20
 _READ_BUFFER = 256 * 1024
 _V2 = 2
 _MAGIC_AT = 16  # a batch's magic byte: legacy batches carry no producer
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43  # in a v2 batch header
 
 
 @dataclass
@@ -58,6 +61,9 @@ class ProducerAppendCheck:
     updated: dict[int, ProducerAppendInfo] = field(default_factory=dict)
     completed: list[CompletedTxn] = field(default_factory=list)
     duplicate: BatchMetadata | None = None  # the kept batch a duplicate repeats: answer with its offsets
+
+
+_NO_PRODUCERS = ProducerAppendCheck()
 
 
 class ProducerStateManager:
@@ -107,14 +113,13 @@ class ProducerStateManager:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
         size, ...); only v2 batches with a producer id are looked at."""
         view = memoryview(buffer)
-        return self.analyze(
-            (
-                RecordBatch(view[at : at + size], at)
-                for at, size, *_ in spans
-                if view[at + _MAGIC_AT] == _V2 and HEADER.unpack_from(view, at)[9] >= 0
-            ),
-            origin,
-        )
+        batches = [
+            RecordBatch(view[at : at + size], at)
+            for at, size, *_ in spans
+            if view[at + _MAGIC_AT] == _V2 and _PRODUCER_ID.unpack_from(view, at + _PRODUCER_ID_AT)[0] >= 0
+        ]
+        # most appends carry no producer id: one shared empty check, which nothing changes
+        return self.analyze(batches, origin) if batches else _NO_PRODUCERS
 
     def on_append(self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment) -> None:
         """The append ``check`` analysed is in ``segment``: take its state over, and index
