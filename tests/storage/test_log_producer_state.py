@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -120,11 +121,17 @@ def test_an_abort_marker_writes_the_transaction_index_that_read_committed_reader
 def test_recovery_writes_the_transaction_index_again_from_the_markers(tmp_path):
     manager, log = new_log(tmp_path)
     log.append(records(1, ts=None), producer_id=PID, producer_epoch=0, base_sequence=0, transactional=True)
-    marker(log, commit=False)
+    marker(log, commit=False)  # aborts [0, 1]
+    manager.close()  # a snapshot at 2: a later replay starts there
+    manager = open_logs(tmp_path)
+    log = manager.partition("t", 0)
     path = log.active_segment.txn_index_path
-    os.unlink(path)  # as if the crash came between the marker and its entry
+    before = Path(path).read_bytes()
+    log.append(records(1, ts=None), producer_id=PID + 1, producer_epoch=0, base_sequence=0, transactional=True)
+    marker(log, commit=False, pid=PID + 1)  # aborts [2, 3]
+    Path(path).write_bytes(before)  # as if the crash came between the second marker and its entry
     crash(manager)
     manager = open_logs(tmp_path)
-    (entry,) = read_txn_index(path)
-    assert (entry.producer_id, entry.first_offset, entry.last_offset) == (PID, 0, 1)
+    entries = [(e.producer_id, e.first_offset, e.last_offset) for e in read_txn_index(path)]
+    assert entries == [(PID, 0, 1), (PID + 1, 2, 3)]
     manager.close()

@@ -167,7 +167,7 @@ class PartitionLog:
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
         if not read_only:
-            self._load_producer_state(had_clean_shutdown, None if had_clean_shutdown else recovery_point)
+            self._load_producer_state(had_clean_shutdown, rebuild_txn_index=not had_clean_shutdown)
         if high_watermark is not None and not hw_follows_leo:
             self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
@@ -1114,16 +1114,16 @@ class PartitionLog:
             self._high_watermark = self._next_offset
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
         self.producer_state.truncate_txn_index(self._segments[-1], self._next_offset)
-        self._load_producer_state(False, None)
+        self._load_producer_state(False)
 
-    def _load_producer_state(self, clean: bool, recovered_from: int | None) -> None:
+    def _load_producer_state(self, clean: bool, *, rebuild_txn_index: bool = False) -> None:
         self.producer_state.load_log(
             self._segments,
             self.log_start_offset,
             self._next_offset,
             self._clock(),
             clean_shutdown=clean,
-            recovered_from=recovered_from,
+            rebuild_txn_index=rebuild_txn_index,
         )
 
     # --- DeleteRecords, retention and the cleaner's swap ---------------------------------------------

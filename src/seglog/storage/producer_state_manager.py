@@ -20,13 +20,15 @@ is named after it.
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import CorruptSnapshotError, InvalidConfigurationError
+from ..errors import CorruptIndexError, CorruptSnapshotError, InvalidConfigurationError, KafkaStorageError
 from ..records import RecordBatch
 from ..records.batch import HEADER
 from ..records.control import ControlRecordType, EndTransactionMarker, parse_control_record
@@ -40,9 +42,9 @@ from .producer_entry import (
     ProducerStateEntry,
     increment_sequence,
 )
-from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches, producer_state
+from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches
 from .segment import LogSegment
-from .txn_index import AbortedTxn, append_txn_index, truncate_txn_index, write_txn_index
+from .txn_index import AbortedTxn, append_txn_index, read_txn_index, truncate_txn_index, write_txn_index
 
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -64,6 +66,7 @@ class ProducerAppendCheck:
 
 
 _NO_PRODUCERS = ProducerAppendCheck()
+log = logging.getLogger(__name__)
 
 
 class ProducerStateManager:
@@ -218,43 +221,34 @@ class ProducerStateManager:
         now_ms: int,
         *,
         clean_shutdown: bool = False,
-        recovered_from: int | None = None,
+        rebuild_txn_index: bool = False,
     ) -> None:
         """The state of a log being opened (or truncated): ``load``, except that after a
         clean shutdown that left no snapshot (a dir written before producer state was
-        kept) the log holds no producer worth a scan, as Kafka assumes; and the
-        transaction indexes of the segments from ``recovered_from`` on are written again
-        from their markers, since a crash may have come between a marker and its entry."""
+        kept) the log holds no producer worth a scan, as Kafka assumes. With
+        ``rebuild_txn_index`` (after a crash) the ABORT markers the replay met are
+        indexed again: a crash may have come between a marker and its entry, which is
+        always after the last snapshot (one is taken at every roll)."""
         if clean_shutdown and not producer_snapshot.snapshot_offsets(self.dir):
             self.producers.clear()
             self.map_end_offset = log_end_offset
             self.first_unstable_offset = None
-        else:
-            self.load(segments, log_start_offset, log_end_offset, now_ms)
-        if recovered_from is not None:
-            self._rebuild_txn_indexes(segments, recovered_from)
-
-    def _rebuild_txn_indexes(self, segments: Sequence[LogSegment], from_offset: int) -> None:
-        aborted = producer_state(segments, _read, bytearray(_READ_BUFFER)).aborted
-        for i, segment in enumerate(segments):
-            end = segments[i + 1].base_offset if i + 1 < len(segments) else None
-            if end is not None and end <= from_offset:
-                continue
-            mine = [
-                AbortedTxn(first, marker, pid, marker + 1)
-                for first, marker, pid in aborted
-                if marker >= segment.base_offset and (end is None or marker < end)
-            ]
-            write_txn_index(segment.log_path, mine)
+            return
+        start, completed = self.load(segments, log_start_offset, log_end_offset, now_ms)
+        if rebuild_txn_index:
+            _reindex_aborts(segments, start, completed)
 
     @staticmethod
     def truncate_txn_index(segment: LogSegment, offset: int) -> None:
         truncate_txn_index(segment.log_path, offset)
 
-    def load(self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+    def load(
+        self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int
+    ) -> tuple[int, list[CompletedTxn]]:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
-        the one before it tried), then replay the batch headers from its offset to the log end."""
+        the one before it tried), then replay the batch headers from its offset to the log end.
+        Returns where the replay started and the transactions its markers ended."""
         self.producers.clear()
         self.map_end_offset = log_start_offset
         self.last_snapshot_offset = None
@@ -270,13 +264,15 @@ class ProducerStateManager:
                     continue
                 self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
                 self.map_end_offset = self.last_snapshot_offset = offset
-        self._replay(segments, log_end_offset)
+        start = self.map_end_offset
+        completed = self._replay(segments, log_end_offset)
         self.first_unstable_offset = self.first_undecided_offset
+        return start, completed
 
-    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> None:
+    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[CompletedTxn]:
         start = self.map_end_offset
         if start >= log_end_offset:
-            return  # the snapshot holds the whole log (a clean shutdown): no segment is read
+            return []  # the snapshot holds the whole log (a clean shutdown): no segment is read
         buffer = bytearray(_READ_BUFFER)
         check = ProducerAppendCheck()
 
@@ -291,6 +287,31 @@ class ProducerStateManager:
                 continue  # wholly before the snapshot
             producer_batches(segment, _read, buffer, visit)
         self.update(check, max(start, log_end_offset))
+        return check.completed
+
+
+def _reindex_aborts(segments: Sequence[LogSegment], start: int, completed: list[CompletedTxn]) -> None:
+    """Write the ``.txnindex`` of the segments holding offsets from ``start`` on again: their
+    entries from before ``start`` kept, the ABORT markers found from ``start`` on added (the
+    LSO an entry records is past its marker here: the replay does not keep Kafka's)."""
+    for i, segment in enumerate(segments):
+        end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if end is not None and end <= start:
+            continue
+        try:
+            kept = [e for e in read_txn_index(segment.txn_index_path) if e.last_offset < start]
+        except (KafkaStorageError, CorruptIndexError) as e:  # missing, or not whole: made again below
+            kept = []
+            if getattr(e, "errno", None) != errno.ENOENT:
+                log.warning("%s; writing it again from the markers", e)
+        found = [
+            AbortedTxn(t.first_offset, t.last_offset, t.producer_id, t.last_offset + 1)
+            for t in completed
+            if t.is_aborted
+            and t.last_offset >= max(start, segment.base_offset)
+            and (end is None or t.last_offset < end)
+        ]
+        write_txn_index(segment.log_path, kept + found)
 
 
 def _read(segment: LogSegment, buffer: bytearray, position: int, size: int) -> int:
