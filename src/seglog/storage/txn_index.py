@@ -12,9 +12,8 @@ big-endian, in marker order::
     lastStableOffset   int64   the partition's LSO once the marker was written
 
 A leader appends an entry when it appends an ABORT marker (``producer_state_manager``);
-a truncation cuts the entries whose marker goes, and recovery after a crash writes
-the recovered segments' files again from their markers, as Kafka's segment recovery
-does. A segment without the file has its aborted transactions read from its control
+a truncation cuts the entries whose marker goes, and recovery after a crash adds the
+markers its replay meets again, as Kafka's segment recovery does. A segment without the file has its aborted transactions read from its control
 batches (``producer_state.py``).
 """
 
