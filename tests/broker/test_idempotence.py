@@ -1,6 +1,6 @@
 """Idempotent producers against the broker: InitProducerId, retries after a connection
-the broker cut acknowledged without a second append, sequence gaps refused, and the
-producer state kept across a SIGKILL."""
+the broker cut acknowledged without a second append, sequence gaps refused, the
+producer state kept across a SIGKILL; and the WriteTxnMarkers API."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from confluent_kafka import Producer
 import seglog
 from seglog.protocol import ApiKey
 from seglog.records import build_batch
+from seglog.storage import isolation
 from seglog.tools.broker_client import BrokerClient
 
 from .conftest import PRODUCER
@@ -104,6 +105,8 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
         broker.kill()
     with BrokerProcess(data) as broker, BrokerClient(broker.bootstrap_servers) as client:
         assert produce(client, second) == (0, 3)  # the state came back from the log
+        again = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
+        assert again["producer_id"] > pid  # a new block of ids: none is handed out twice
         assert produce(client, idempotent_batch(pid, epoch, 9, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce(client, idempotent_batch(pid, epoch, 5, 1)) == (0, 5)
         code, err = broker.terminate()
@@ -111,3 +114,38 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
     with seglog.open(str(data), background=False) as logs:
         values = [r.value for r in logs.partition("events", 0).records(0)]
     assert values == [b"s0", b"s1", b"s2", b"s3", b"s4", b"s5"]
+
+
+def test_write_txn_markers_ends_a_transaction_written_by_another_coordinator(seglog_broker_factory, tmp_path) -> None:
+    broker = seglog_broker_factory(str(tmp_path / "data"), config={"num.partitions": 1})
+    with BrokerClient(broker.bootstrap_servers) as client:
+        init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+        client.request(ApiKey.METADATA, {"topics": [{"name": "events"}], "allow_auto_topic_creation": True})
+        batch = build_batch([(None, b"t")], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+        assert produce(client, bytes(batch)) == (0, 0)
+        assert latest(client, read_committed=True) == 0  # the transaction holds the last stable offset back
+        marker = {
+            "producer_id": pid,
+            "producer_epoch": epoch,
+            "transaction_result": False,
+            "topics": [{"name": "events", "partition_indexes": [0]}],
+            "coordinator_epoch": 3,
+        }
+        answer = client.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [marker]})
+        assert answer["markers"][0]["topics"][0]["partitions"] == [{"partition_index": 0, "error_code": 0}]
+        assert latest(client, read_committed=True) == latest(client, read_committed=False) == 2
+    broker.stop()
+    with seglog.open(str(tmp_path / "data"), background=False) as logs:
+        plog = logs.partition("events", 0)
+        assert [(t.producer_id, t.first_offset) for t in isolation.transaction_state(plog).aborted] == [(pid, 0)]
+
+
+def latest(client: BrokerClient, *, read_committed: bool) -> int:
+    partitions = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]
+    body = {
+        "replica_id": -1,
+        "isolation_level": int(read_committed),
+        "topics": [{"name": "events", "partitions": partitions}],
+    }
+    return int(client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]["offset"])
