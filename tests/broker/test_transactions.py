@@ -122,6 +122,8 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
         ["orders-app", "0", str(producer_id("orders-app", bootstrap)), "CompleteCommit"],
         ["stale-app", "0", str(producer_id("stale-app", bootstrap)), "CompleteAbort"],
     ]
+    assert main(["transactions", "--bootstrap-server", bootstrap, "--describe"]) == 2  # a usage error
+    assert capsys.readouterr().err.startswith("error: --describe needs --transactional-id")
     described = cli(capsys, "transactions", "--bootstrap-server", bootstrap, "--describe", "--transactional-id", "x")
     assert described.startswith("error: cannot describe the transaction state of transactional-id `x`")
     producer.begin_transaction()

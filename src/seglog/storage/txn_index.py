@@ -13,8 +13,9 @@ big-endian, in marker order::
 
 A leader appends an entry when it appends an ABORT marker (``producer_state_manager``);
 a truncation cuts the entries whose marker goes, and recovery after a crash adds the
-markers its replay meets again, as Kafka's segment recovery does. A segment without the file has its aborted transactions read from its control
-batches (``producer_state.py``).
+markers its replay meets again, as Kafka's segment recovery does. A segment without
+the file has its aborted transactions read from its control batches
+(``producer_state.py``).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import time
 from typing import Any
 
 from ..protocol import ApiKey
-from .arguments import INT64_MAX, int_between
+from .arguments import INT64_MAX, UsageError, int_between
 from .broker_client import BrokerClient
 from .remote import BrokerError
 
@@ -54,7 +54,9 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.describe and not args.transactional_id:
-        raise SystemExit("error: --describe needs --transactional-id (see seglog transactions --help)")
+        raise UsageError("--describe needs --transactional-id")
+    if args.list and args.transactional_id:
+        raise UsageError("--transactional-id goes with --describe, not --list")
     with BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
         if args.list:
             _list(client, args.duration_filter, args.bootstrap_server)
