@@ -174,6 +174,8 @@ def test_transaction_outcomes_survive_sigkill(tmp_path) -> None:
         # c1 0, its marker 1, a1 2, its marker 3, open 4: latest is 5, and 4 for read_committed
         assert latest_offsets(broker.bootstrap_servers) == (5, 4)
         broker.kill()  # the open transaction's EndTxn was never sent
+    # ids stay where the topic's 4 partitions put them, whatever the config says now
+    overrides[1] = "transaction.state.log.num.partitions=7"
     with BrokerProcess(data, *overrides) as broker:
         bootstrap = broker.bootstrap_servers
         # the open transaction is aborted after its timeout by the reloaded coordinator

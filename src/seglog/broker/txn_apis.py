@@ -26,6 +26,7 @@ transactions are aborted at the coordinator's deadlines, on the event loop's tim
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import logging
 import time
@@ -135,6 +136,9 @@ class TxnApis:
 
     async def _load_state_partitions(self) -> None:
         count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+        # ids are placed by the topic's own partition count, as Kafka reads it, whatever
+        # transaction.state.log.num.partitions says now
+        self.coordinator.config = dataclasses.replace(self.coordinator.config, num_partitions=count)
         logs = [self.replicas.partition_log(TRANSACTION_STATE, p) for p in range(count)]
         now = self.clock()
 
