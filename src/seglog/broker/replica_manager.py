@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -124,6 +125,23 @@ def _error(e: BaseException) -> tuple[int, str]:
     return -1, f"{type(e).__name__}: {e}"  # UNKNOWN_SERVER_ERROR
 
 
+# a log's transactions as of (log end, high watermark, segments): consumers polling a log
+# that did not change since their last fetch do not walk it again
+_TRANSACTIONS: weakref.WeakKeyDictionary[PartitionLog, tuple[tuple[Any, ...], isolation.TransactionState]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
+    key = (plog.log_end_offset, plog.high_watermark, plog.segments)
+    cached = _TRANSACTIONS.get(plog)
+    if cached is not None and cached[0][:2] == key[:2] and cached[0][2] is key[2]:
+        return cached[1]
+    state = isolation.transaction_state(plog)
+    _TRANSACTIONS[plog] = (key, state)
+    return state
+
+
 def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
     """The last stable offset, and for read_committed the aborted transactions from the
     fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
@@ -131,7 +149,7 @@ def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) ->
         undecided = plog.producer_state.first_unstable_offset
         hw = plog.high_watermark
         return (hw if undecided is None else min(undecided, hw)), None
-    state = isolation.transaction_state(plog)
+    state = _transaction_state(plog)
     lso = state.last_stable_offset
     return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
 
