@@ -12,8 +12,8 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# reinstalls (and recompiles the C codec) when the project or its C sources change
-$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/records/*.c src/seglog/records/*.h)
+# reinstalls (and recompiles the C extensions) when the project or its C sources change
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/*.c src/seglog/*/*.c src/seglog/*/*.h)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
@@ -46,4 +46,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/seglog/records/*.so
+	rm -rf $(VENV) build src/*.egg-info src/seglog/*.so src/seglog/*/*.so

@@ -60,8 +60,8 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import StructType
 
 from ..errors import KafkaStorageError, RecordTooLargeError, SeglogError, UnknownTopicOrPartitionError
-from ..partitioner import StickyPartitioner
-from ..records import Compression, _codec, build_batch, build_batches_from_columns
+from ..partitioner import StickyPartitioner, partitions_for_keys
+from ..records import HEADER_SIZE, Compression, build_batch, build_batches_from_columns
 from ..storage import LogManager, PartitionLog
 from ..storage import open as open_logs
 from . import options as opt
@@ -150,7 +150,7 @@ class _Encoder:
         else:
             key = _binary(rows, "key")
             by_key = pa.Array.from_buffers(
-                pa.int32(), len(rows), [None, pa.py_buffer(_codec.partitions_for_keys(len(rows), key, count))]
+                pa.int32(), len(rows), [None, pa.py_buffer(partitions_for_keys(len(rows), key, count))]
             )
             sticky = pa.scalar(self.choosers[topic].partition(None), pa.int32())
             chosen = pc.if_else(pc.equal(by_key, -1), sticky, by_key)
@@ -197,7 +197,7 @@ class _Encoder:
 
 # a v2 record's framing beyond its key and value, at most (length, attributes, deltas, lengths)
 _RECORD_OVERHEAD = 21
-_BATCH_OVERHEAD = 61
+_BATCH_OVERHEAD = HEADER_SIZE
 
 
 def _check_record_sizes(rows: pa.RecordBatch, limit: int) -> None:
