@@ -12,7 +12,7 @@ import seglog
 from .conftest import PRODUCER
 
 CONFIG = {"log.segment.bytes": 64 * 1024, "log.index.interval.bytes": 512}
-KAFKA_FILES = {".log", ".index", ".timeindex"}
+KAFKA_FILES = {".log", ".index", ".timeindex", ".snapshot"}
 
 
 def _files(partition_dir: Path) -> dict[str, bytes]:

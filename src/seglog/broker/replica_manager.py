@@ -29,6 +29,7 @@ import contextlib
 import logging
 import os
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ from ..errors import (
     SeglogError,
     UnknownTopicOrPartitionError,
 )
-from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
+from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
 from ..storage.naming import validate_topic
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
 from .purgatory import Purgatory
@@ -59,6 +60,8 @@ STALE_CONTROLLER_EPOCH = 11
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
+LATEST_TIMESTAMP = -1
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # is_internal in Metadata
 
 
 @dataclass
@@ -101,6 +104,7 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    aborted_transactions: list[tuple[int, int]] | None = None  # read_committed: (producer id, first offset)
 
     @property
     def size(self) -> int:
@@ -128,6 +132,35 @@ def _error(e: BaseException) -> tuple[int, str]:
         return e.error_code, e.message
     log.exception("unexpected error in a storage call")
     return -1, f"{type(e).__name__}: {e}"  # UNKNOWN_SERVER_ERROR
+
+
+# a log's transactions as of (log end, high watermark, segments): consumers polling a log
+# that did not change since their last fetch do not walk it again
+_TRANSACTIONS: weakref.WeakKeyDictionary[PartitionLog, tuple[tuple[Any, ...], isolation.TransactionState]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
+    key = (plog.log_end_offset, plog.high_watermark, plog.segments)
+    cached = _TRANSACTIONS.get(plog)
+    if cached is not None and cached[0][:2] == key[:2] and cached[0][2] is key[2]:
+        return cached[1]
+    state = isolation.transaction_state(plog)
+    _TRANSACTIONS[plog] = (key, state)
+    return state
+
+
+def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
+    """The last stable offset, and for read_committed the aborted transactions from the
+    fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
+    if not read_committed:
+        undecided = plog.producer_state.first_unstable_offset
+        hw = plog.high_watermark
+        return (hw if undecided is None else min(undecided, hw)), None
+    state = _transaction_state(plog)
+    lso = state.last_stable_offset
+    return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
 
 
 class ReplicaManager:
@@ -161,7 +194,8 @@ class ReplicaManager:
             partition = Partition(topic, p, partition_log, LEADER, partition_log.leader_epoch, me, me)
             self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
-        self.metadata.update_topic(TopicMetadata(topic, topic_uuid(self._logs.topic_id(topic)), tuple(states)))
+        topic_id = topic_uuid(self._logs.topic_id(topic))
+        self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     @staticmethod
     def _maybe_increment_high_watermark(partition_log: PartitionLog) -> None:
@@ -309,10 +343,14 @@ class ReplicaManager:
 
     # --- fetch ------------------------------------------------------------------------------------
 
-    async def read(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
-        return await self._run(self._read_all, requests, max_bytes)
+    async def read(
+        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool = False
+    ) -> list[FetchResult]:
+        return await self._run(self._read_all, requests, max_bytes, read_committed)
 
-    def _read_all(self, requests: list[FetchRequestPartition], max_bytes: int) -> list[FetchResult]:
+    def _read_all(
+        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool = False
+    ) -> list[FetchResult]:
         """Kafka's readFromLog: partitions in request order, each up to its own max bytes
         and what is left of the request's; the first batch of the response is whole even
         when larger (KIP-74; Fetch v3 and later, the versions served)."""
@@ -323,30 +361,68 @@ class ReplicaManager:
                 partition = self.leader_partition(req.topic, req.partition)
                 plog = partition.log
                 hw = plog.high_watermark
+                lso, aborted = _stable_view(plog, req.fetch_offset, read_committed)
                 limit = min(req.max_bytes, remaining)
                 first = remaining == max_bytes
-                data = plog.read(req.fetch_offset, max(limit, 0), min_one_message=first)
+                bound = lso if read_committed else None
+                data = plog.read(req.fetch_offset, max(limit, 0), upper_bound=bound, min_one_message=first)
                 found = data.slice if data.slice is not None and (limit > 0 or first) else None
                 if found is not None:
                     remaining = max(0, remaining - found.size)
-                results.append(FetchResult(NONE, hw, hw, plog.log_start_offset, found))
+                results.append(FetchResult(NONE, hw, lso, plog.log_start_offset, found, aborted))
             except OffsetOutOfRangeError as e:
                 results.append(FetchResult(e.error_code, e.log_end_offset, e.log_end_offset, e.log_start_offset))
             except Exception as e:
                 results.append(FetchResult(_error(e)[0]))
         return results
 
+    # --- transactions -----------------------------------------------------------------------------
+
+    async def append_as_coordinator(
+        self, batches: Mapping[TopicPartition, bytes]
+    ) -> dict[TopicPartition, AppendResult]:
+        """Append the transaction coordinator's control batches (markers), checked for
+        the producer's epoch only; fetches waiting on the partitions are woken."""
+        results = await self._run(self._append_as_coordinator, batches)
+        for tp, result in results.items():
+            if result.error_code == NONE:
+                self.fetch_purgatory.check_and_complete(tp, result.size)
+        return results
+
+    def _append_as_coordinator(self, batches: Mapping[TopicPartition, bytes]) -> dict[TopicPartition, AppendResult]:
+        results = {}
+        for tp, batch in batches.items():
+            try:
+                plog = self.leader_partition(*tp).log
+                info = plog.append_batches(batch, origin="coordinator")
+                self._maybe_increment_high_watermark(plog)
+                results[tp] = AppendResult(
+                    NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size
+                )
+            except Exception as e:
+                code, message = _error(e)
+                results[tp] = AppendResult(code, message=message)
+        return results
+
+    def partition_log(self, topic: str, index: int) -> PartitionLog:
+        """The log of a partition this broker leads (the coordinators load their state from it)."""
+        return self.partition(topic, index).log
+
     # --- offsets ----------------------------------------------------------------------------------
 
-    async def list_offsets(self, requests: list[tuple[str, int, int]]) -> list[OffsetResult]:
-        return await self._run(self._list_offsets, requests)
+    async def list_offsets(
+        self, requests: list[tuple[str, int, int]], read_committed: bool = False
+    ) -> list[OffsetResult]:
+        return await self._run(self._list_offsets, requests, read_committed)
 
-    def _list_offsets(self, requests: list[tuple[str, int, int]]) -> list[OffsetResult]:
+    def _list_offsets(self, requests: list[tuple[str, int, int]], read_committed: bool = False) -> list[OffsetResult]:
         results = []
         for topic, index, timestamp in requests:
             try:
                 partition = self.leader_partition(topic, index)
                 found = partition.log.offset_for_timestamp(timestamp)
+                if found is not None and timestamp == LATEST_TIMESTAMP and read_committed:
+                    found = (_stable_view(partition.log, 0, False)[0], found[1])  # the last stable offset
                 if found is None:
                     results.append(OffsetResult(NONE, -1, -1, -1))
                 else:

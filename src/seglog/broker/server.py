@@ -25,6 +25,7 @@ from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
+from .txn_apis import TxnApis
 
 log = logging.getLogger("seglog.broker")
 
@@ -48,6 +49,7 @@ class KafkaServer:
         self.metrics_host = metrics_host
         self._metrics_server: Any = None
         self.replicas: ReplicaManager | None = None
+        self.txn: TxnApis | None = None
         self.socket_server: SocketServer | None = None
         self._handlers: dict[ApiKey, Any] = {}
         self.cluster: ClusterMember | None = None
@@ -79,6 +81,13 @@ class KafkaServer:
         apis = KafkaApis(self.config, self.replicas, (host, port))
         admin = AdminManager(self.config, self.replicas)
         self.apis = apis
+        txn = self.txn = TxnApis(self.config, self.replicas, (host, port))
+        try:
+            await txn.startup()
+        except BaseException:
+            await self.socket_server.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
+            raise
         self._handlers = {
             ApiKey.API_VERSIONS: apis.api_versions,
             ApiKey.METADATA: apis.metadata_request,
@@ -95,6 +104,14 @@ class KafkaServer:
             ApiKey.ALTER_CONFIGS: admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+            ApiKey.INIT_PRODUCER_ID: txn.init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+            ApiKey.END_TXN: txn.end_txn,
+            ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
+            ApiKey.FIND_COORDINATOR: txn.find_coordinator,
         }
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
@@ -155,6 +172,8 @@ class KafkaServer:
             await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
         if self.socket_server is not None:
             await self.socket_server.stop()
+        if self.txn is not None:
+            self.txn.shutdown()
         if self.replicas is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
         if self._metrics_server is not None:
