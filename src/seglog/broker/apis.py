@@ -60,6 +60,18 @@ IMPLEMENTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    # the group coordinator's (group_apis.py), at Kafka 3.6's versions
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (0, 8),
+    ApiKey.OFFSET_FETCH: (0, 8),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 

@@ -52,6 +52,8 @@ LEADER = "leader"
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
+# the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass
@@ -145,7 +147,8 @@ class ReplicaManager:
             partition = Partition(topic, p, partition_log, LEADER, partition_log.leader_epoch, me, me)
             self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
-        self.metadata.update_topic(TopicMetadata(topic, topic_uuid(self._logs.topic_id(topic)), tuple(states)))
+        topic_id = topic_uuid(self._logs.topic_id(topic))
+        self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
@@ -157,6 +160,15 @@ class ReplicaManager:
         if found is None:
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
+
+    def is_leader(self, topic: str, index: int) -> bool:
+        found = self._partitions.get((topic, index))
+        return found is not None and found.role == LEADER
+
+    async def replay(self, topic: str, index: int, reader: Callable[[Any], T]) -> T:
+        """``reader(partition log)`` in the I/O pool: a coordinator loading its state
+        from ``__consumer_offsets`` or ``__transaction_state``."""
+        return await self._run(reader, self.partition(topic, index).log)
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

@@ -19,10 +19,13 @@ from ..protocol import ApiKey, decode_request, encode_response, frame_size
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .endpoint import parse_endpoints
+from .group_apis import GroupApis
+from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
+from .request_context import RequestContext, client_host, set_current_request
 
 log = logging.getLogger("seglog.broker")
 
@@ -47,6 +50,7 @@ class KafkaServer:
         self._metrics_server: Any = None
         self.replicas: ReplicaManager | None = None
         self.socket_server: SocketServer | None = None
+        self.groups: GroupMetadataManager | None = None
         self._handlers: dict[ApiKey, Any] = {}
         self.started = asyncio.Event()
 
@@ -93,6 +97,10 @@ class KafkaServer:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
         }
+        self.groups = GroupMetadataManager(self.config, self.replicas)
+        group_apis = GroupApis(self.groups, self.replicas.metadata)
+        self._handlers.update(group_apis.handlers())
+        self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
@@ -121,6 +129,8 @@ class KafkaServer:
         log.info("broker stopping")
         if self.socket_server is not None:
             await self.socket_server.stop()
+        if self.groups is not None:
+            await self.groups.shutdown()
         if self.replicas is not None:
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
         if self._metrics_server is not None:
@@ -148,6 +158,7 @@ class KafkaServer:
             if key == ApiKey.API_VERSIONS:
                 return encode_response(key, 0, header.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION))
             raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
+        set_current_request(RequestContext(header.client_id or "", client_host(conn.peer)))
         failed = True
         try:
             body = await handler(header.api_version, request.body)
