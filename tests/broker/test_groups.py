@@ -354,3 +354,16 @@ def test_committed_offsets_survive_sigkill_of_the_broker(tmp_path) -> None:
         poll_until([member], lambda: len(member.records) == 3, "the records after the committed offset")
         assert sorted(member.records) == [(0, 7), (0, 8), (0, 9)]
         member.consumer.close()
+
+
+def test_a_consumer_offsets_topic_a_client_made_is_used_as_it_is(seglog_broker_factory) -> None:
+    broker = seglog_broker_factory(config=GROUP_BROKER)
+    bootstrap = broker.bootstrap_servers
+    create_topic(bootstrap, "__consumer_offsets", 3)  # not the broker's 50: Kafka then hashes over 3
+    create_topic(bootstrap, "few", 1)
+    produce(bootstrap, "few", 1, 5)
+    member = Recorded(bootstrap, "a-group-hashed-past-3", "few")
+    poll_until([member], lambda: len(member.records) == 5, "the records consumed")
+    member.consumer.commit(asynchronous=False)
+    member.consumer.close()
+    assert committed(bootstrap, "a-group-hashed-past-3", "few", 1) == {0: 5}

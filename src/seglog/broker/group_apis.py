@@ -89,7 +89,8 @@ class GroupApis:
         except SeglogError as e:
             return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": e.message}
         found = self.metadata.topic(topic)
-        broker = self.metadata.broker(found.partitions[partition].leader) if found else None
+        known = found is not None and 0 <= partition < len(found.partitions)
+        broker = self.metadata.broker(found.partitions[partition].leader) if found and known else None
         if broker is None:
             return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": "no leader"}
         return {**answer, "node_id": broker.broker_id, "host": broker.host, "port": broker.port}

@@ -28,6 +28,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import replace
 from typing import Any
 
 from ..config import BrokerConfig
@@ -36,7 +37,7 @@ from ..coordinator.group_coordinator import Forget, GroupConfig, GroupCoordinato
 from ..coordinator.group_loader import LoadedGroup, load_groups
 from ..coordinator.offset_manager import OffsetManager, StoreOffsets
 from ..coordinator.partitioning import partition_for
-from ..errors import SeglogError
+from ..errors import SeglogError, TopicExistsError
 from ..protocol import ErrorCode
 from ..records import Compression
 from ..records.batch import build_batch
@@ -60,16 +61,17 @@ class GroupMetadataManager:
     ) -> None:
         self.config = config
         self.replicas = replicas
-        self.coordinator = GroupCoordinator(GroupConfig.from_broker(config))
+        group_config = GroupConfig.from_broker(config)
+        self.coordinator = GroupCoordinator(replace(group_config, offsets_topic_num_partitions=self.num_partitions))
         self.offsets = OffsetManager(self.coordinator)
         self.admin = GroupAdmin(self.offsets)
-        self.num_partitions: int = config["offsets.topic.num.partitions"]
         self._compression = Compression(config["offsets.topic.compression.codec"])
         self._clock = clock
         self._tokens = itertools.count(1)
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
         self._loading: set[int] = set()
         self._loaded: set[int] = set()
+        self._failed: set[int] = set()  # could not be read: not coordinated here (the error is logged)
         self._append_locks: dict[int, asyncio.Lock] = {}
         self._appends: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -77,6 +79,7 @@ class GroupMetadataManager:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_due: int | None = None
         self._cleanup_timer: asyncio.TimerHandle | None = None
+        self._stopped = False
 
     # --- start and stop --------------------------------------------------------------------------
 
@@ -85,13 +88,13 @@ class GroupMetadataManager:
         offsets expire every ``offsets.retention.check.interval.ms`` from then on."""
         for p in range(self.replicas.metadata.partition_count(OFFSETS_TOPIC)):
             if self.replicas.is_leader(OFFSETS_TOPIC, p):
-                self._loading.add(p)
-                self._spawn(self._load(p))
+                self._start_load(p)
         self._schedule_cleanup(self.config["offsets.retention.check.interval.ms"])
 
     async def shutdown(self) -> None:
         """Stop the timers and wait for the appends under way (the replica manager's pool
         must still run them); requests still waiting are left to their connections."""
+        self._stopped = True
         for timer in (self._timer, self._cleanup_timer):
             if timer is not None:
                 timer.cancel()
@@ -109,6 +112,11 @@ class GroupMetadataManager:
 
     # --- which groups this broker coordinates -------------------------------------------------------
 
+    @property
+    def num_partitions(self) -> int:
+        """As Kafka: the partition count of the topic when it exists, whatever the config says."""
+        return self.replicas.metadata.partition_count(OFFSETS_TOPIC) or self.config["offsets.topic.num.partitions"]
+
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
@@ -117,9 +125,12 @@ class GroupMetadataManager:
         p = self.partition_for(group_id)
         if p in self._loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if p in self._loaded and self.replicas.is_leader(OFFSETS_TOPIC, p):
-            return ErrorCode.NONE
-        return ErrorCode.NOT_COORDINATOR
+        if p in self._failed or not self.replicas.is_leader(OFFSETS_TOPIC, p):
+            return ErrorCode.NOT_COORDINATOR
+        if p not in self._loaded:  # led but never loaded: the topic came from elsewhere (a client made it)
+            self._start_load(p)
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        return ErrorCode.NONE
 
     @property
     def loading(self) -> bool:
@@ -148,8 +159,15 @@ class GroupMetadataManager:
             "segment.bytes": self.config["offsets.topic.segment.bytes"],
             "compression.type": "producer",
         }
-        await self.replicas.create_topic(OFFSETS_TOPIC, self.num_partitions, topic_config)
+        try:
+            await self.replicas.create_topic(OFFSETS_TOPIC, self.num_partitions, topic_config)
+        except TopicExistsError:
+            return  # made meanwhile by a client's request: its partitions load on first use
         self._loaded.update(range(self.num_partitions))  # empty: nothing to load
+
+    def _start_load(self, p: int) -> None:
+        self._loading.add(p)
+        self._spawn(self._load(p))
 
     async def _load(self, p: int) -> None:
         started = time.monotonic()
@@ -158,6 +176,7 @@ class GroupMetadataManager:
         except SeglogError as e:
             log.error("cannot load %s-%d: %s; its groups are not coordinated here", OFFSETS_TOPIC, p, e)
             self._loading.discard(p)
+            self._failed.add(p)
             return
         now = self._clock()
         for group in groups.values():
@@ -207,7 +226,8 @@ class GroupMetadataManager:
                 appends.append(self._append(self.partition_for(out.group_id), records, self._group_stored(out)))
             else:
                 stored = self._offsets_stored(out)
-                appends.append(self._append(out.partition, out.records, stored, out.producer_id, out.producer_epoch))
+                partition = self.partition_for(out.group_id)  # the topic's count, should a client have made it
+                appends.append(self._append(partition, out.records, stored, out.producer_id, out.producer_epoch))
         self._reschedule()
         return appends
 
@@ -262,6 +282,8 @@ class GroupMetadataManager:
 
     def _reschedule(self) -> None:
         """One timer at the coordinator's next deadline (moved when that changes)."""
+        if self._stopped:
+            return
         due = self.coordinator.next_deadline()
         if due == self._timer_due and (due is None or self._timer is not None):
             return
@@ -284,4 +306,5 @@ class GroupMetadataManager:
     def _cleanup(self) -> None:
         """Expire offsets (``offsets.retention.minutes``); the next run in an interval."""
         self.dispatch(self.offsets.cleanup(self._clock()))
-        self._schedule_cleanup(self.config["offsets.retention.check.interval.ms"])
+        if not self._stopped:
+            self._schedule_cleanup(self.config["offsets.retention.check.interval.ms"])
