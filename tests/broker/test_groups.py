@@ -367,3 +367,41 @@ def test_a_consumer_offsets_topic_a_client_made_is_used_as_it_is(seglog_broker_f
     member.consumer.commit(asynchronous=False)
     member.consumer.close()
     assert committed(bootstrap, "a-group-hashed-past-3", "few", 1) == {0: 5}
+
+
+def test_admin_clients_list_describe_remove_delete_offsets_and_groups(seglog_broker) -> None:
+    from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
+    from kafka import TopicPartition as KafkaPythonPartition
+    from kafka.admin import KafkaAdminClient, MemberToRemove
+
+    bootstrap, topic, group = seglog_broker.bootstrap_servers, "adm", "admins"
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, 2, 10)
+    member = Recorded(bootstrap, group, topic, **{"group.instance.id": "s1"})
+    poll_until([member], lambda: len(member.records) == 10, "the records consumed")
+    member.consumer.commit(asynchronous=False)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    listed = {g.group_id: g for g in admin.list_consumer_groups().result(30).valid}
+    assert listed[group].state == ConsumerGroupState.STABLE and not listed[group].is_simple_consumer_group
+    described = admin.describe_consumer_groups([group])[group].result(30)
+    assert described.state == ConsumerGroupState.STABLE and described.partition_assignor == "range"
+    (only,) = described.members
+    assert only.group_instance_id == "s1" and only.host == "/127.0.0.1"
+    assert sorted(tp.partition for tp in only.assignment.topic_partitions) == [0, 1]
+
+    member.consumer.close()  # a static member does not leave: the admin client removes it
+    theirs = KafkaAdminClient(bootstrap_servers=bootstrap)
+    removed = theirs.remove_group_members(group, [MemberToRemove(group_instance_id="s1")])
+    assert [e.errno for e in removed.values()] == [0]
+    wait_for(lambda: admin.describe_consumer_groups([group])[group].result(30).state == ConsumerGroupState.EMPTY)
+    deleted = theirs.delete_group_offsets(group, [KafkaPythonPartition(topic, 0)])
+    assert [e.errno for e in deleted.values()] == [0]
+    assert committed(bootstrap, group, topic, 2) == {0: -1001, 1: 5}
+    request = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, 0, 3)])
+    admin.alter_consumer_group_offsets([request])[group].result(30)
+    fetched = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)])[group].result(30)
+    assert sorted((tp.partition, tp.offset) for tp in fetched.topic_partitions) == [(0, 3), (1, 5)]
+    admin.delete_consumer_groups([group])[group].result(30)
+    assert group not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    assert committed(bootstrap, group, topic, 2) == {0: -1001, 1: -1001}
+    theirs.close()
