@@ -184,9 +184,9 @@ class GroupMetadataManager:
                 self.coordinator.load_group(group, now)
         self._loading.discard(p)
         self._loaded.add(p)
-        log.info(
-            "loaded %d groups of %s-%d in %.0f ms", len(groups), OFFSETS_TOPIC, p, (time.monotonic() - started) * 1000
-        )
+        if groups:
+            took = (time.monotonic() - started) * 1000
+            log.info("loaded %d groups of %s-%d in %.0f ms", len(groups), OFFSETS_TOPIC, p, took)
         self._reschedule()
 
     # --- calls into the coordinator ----------------------------------------------------------------
@@ -198,7 +198,7 @@ class GroupMetadataManager:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         try:
-            self.dispatch(request(token, self._clock()))
+            self._dispatch(request(token, self._clock()))
             return await future
         finally:
             self._waiting.pop(token, None)
@@ -206,14 +206,11 @@ class GroupMetadataManager:
     async def run(self, request: Callable[[int], Iterable[Output]]) -> None:
         """Run ``request(now)`` (calls that answer nothing themselves: deletions, expiry) and
         wait until the records it asked for are appended."""
-        appends = self.dispatch(request(self._clock()))
+        appends = self._dispatch(request(self._clock()))
         if appends:
             await asyncio.gather(*appends, return_exceptions=True)
 
-    def now(self) -> int:
-        return self._clock()
-
-    def dispatch(self, outputs: Iterable[Output]) -> list[asyncio.Task[None]]:
+    def _dispatch(self, outputs: Iterable[Output]) -> list[asyncio.Task[None]]:
         """Act on the coordinator's outputs; returns the appends it started."""
         appends = []
         for out in outputs:
@@ -276,7 +273,7 @@ class GroupMetadataManager:
             except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
                 log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
                 error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
-        self.dispatch(stored(error, base_offset))
+        self._dispatch(stored(error, base_offset))
 
     # --- timers ------------------------------------------------------------------------------------
 
@@ -298,13 +295,13 @@ class GroupMetadataManager:
     def _tick(self) -> None:
         self._timer = None
         self._timer_due = None
-        self.dispatch(self.coordinator.tick(self._clock()))
+        self._dispatch(self.coordinator.tick(self._clock()))
 
     def _schedule_cleanup(self, delay_ms: int) -> None:
         self._cleanup_timer = asyncio.get_running_loop().call_later(delay_ms / 1000, self._cleanup)
 
     def _cleanup(self) -> None:
         """Expire offsets (``offsets.retention.minutes``); the next run in an interval."""
-        self.dispatch(self.offsets.cleanup(self._clock()))
+        self._dispatch(self.offsets.cleanup(self._clock()))
         if not self._stopped:
             self._schedule_cleanup(self.config["offsets.retention.check.interval.ms"])
