@@ -98,8 +98,8 @@ class KafkaServer:
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
         }
         self.groups = GroupMetadataManager(self.config, self.replicas)
-        group_apis = GroupApis(self.groups, self.replicas.metadata)
-        self._handlers.update(group_apis.handlers())
+        self.group_apis = GroupApis(self.groups, self.replicas.metadata)
+        self._handlers.update(self.group_apis.handlers())
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
