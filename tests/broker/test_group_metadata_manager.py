@@ -1,7 +1,8 @@
 """The group coordinator's broker side over a real replica manager, on a fake wall clock:
 __consumer_offsets made compacted and internal, a restart's load (its groups answered
 COORDINATOR_LOAD_IN_PROGRESS until it ends), and offsets.retention.minutes' expiry
-writing tombstones that a later load honours."""
+writing tombstones that a later load honours; the records compressed as
+offsets.topic.compression.codec says."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
 from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
 from seglog.protocol import ErrorCode
+from seglog.records import Compression
 
 MINUTE = 60_000
 
@@ -34,6 +36,7 @@ def open_broker(path: str, clock: Clock) -> tuple[ReplicaManager, GroupMetadataM
             "offsets.topic.num.partitions": 4,
             "offsets.retention.minutes": 1,
             "offsets.retention.check.interval.ms": 20,  # real milliseconds: the timer's period
+            "offsets.topic.compression.codec": 3,
         }
     )
     replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
@@ -72,6 +75,9 @@ def test_load_in_progress_then_expiry_by_offsets_retention(tmp_path) -> None:
             request = OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)})
             answer = await groups.call(lambda token, now, r=request: groups.offsets.commit_offsets(token, r, now))
             assert answer.errors == {("t", 0): ErrorCode.NONE}
+        plog = replicas.partition(OFFSETS_TOPIC, groups.partition_for("lonely")).log
+        (batch,) = [b for b in plog.batches(0, plog.log_end_offset)]
+        assert batch.compression == Compression.LZ4  # offsets.topic.compression.codec
         await close(replicas, groups)
 
         # a restart: the groups come back once their partitions are loaded, not before
