@@ -149,3 +149,5 @@ def test_a_kafka_written_consumer_offsets_loads(seglog_broker_factory, kafka_dat
     assert rows(out) == [[group, "_confluent-command", "0", "2", str(end), str(end - 2), "-", "-", "-"]]
     code, out, _ = run(capsys, *b, "--describe", "--group", "_confluent-controlcenter-5-1-2-1")
     assert code == 0 and len(rows(out)) == 17
+    code, _, err = run(capsys, *b, "--describe", "--group", "compose-connect-group")  # Kafka Connect's
+    assert code == 1 and err == "error: compose-connect-group is not a consumer group (protocol type connect)\n"

@@ -118,6 +118,8 @@ def _describe_group(coordinator: BrokerClient, group: str) -> dict[str, Any]:
     body = {"groups": [group], "include_authorized_operations": False}
     described = coordinator.request(ApiKey.DESCRIBE_GROUPS, body)["groups"][0]
     _checked(described["error_code"], f"cannot describe group {group}")
+    if described["protocol_type"] not in (CONSUMER_PROTOCOL, ""):  # Kafka's admin client refuses these too
+        raise SeglogError(f"{group} is not a consumer group (protocol type {described['protocol_type']})")
     return described
 
 
