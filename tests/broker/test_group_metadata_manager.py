@@ -16,7 +16,7 @@ from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
 from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
 from seglog.protocol import ErrorCode
-from seglog.records import Compression
+from seglog.records import Compression, Record, build_batch
 
 MINUTE = 60_000
 
@@ -100,6 +100,31 @@ def test_load_in_progress_then_expiry_by_offsets_retention(tmp_path) -> None:
         groups.startup()
         await until(lambda: not groups.loading, "the load")
         assert (committed(groups, "lonely"), committed(groups, "kept")) == (-1, 4)
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_that_cannot_be_loaded_is_not_coordinated_nor_read_again(tmp_path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        await groups.ensure_offsets_topic()
+        p = groups.partition_for("broken")
+        bad_key = build_batch([Record(key=b"\xff\xff", value=b"x")])  # a key version below 0: corrupt
+        result = await replicas.append_records({(OFFSETS_TOPIC, p): memoryview(bad_key)})
+        assert result[(OFFSETS_TOPIC, p)].error_code == 0
+        await close(replicas, groups)
+
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        await until(lambda: not groups.loading, "the loads")
+        assert groups.group_error("broken") == ErrorCode.NOT_COORDINATOR
+        assert not groups.loading  # not read again for every request
+        other = next(g for g in (f"g{i}" for i in range(100)) if groups.partition_for(g) != p)
+        assert groups.group_error(other) == ErrorCode.NONE
         await close(replicas, groups)
 
     asyncio.run(scenario())
