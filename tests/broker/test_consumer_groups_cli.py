@@ -94,6 +94,9 @@ def test_list_describe_reset_delete(seglog_broker, capsys) -> None:
     assert committed(seglog_broker.bootstrap_servers, "viewers", "clicks", 2) == {0: 0, 1: 0}
     assert run(capsys, *b, *reset, "--to-datetime", "2999-01-01T00:00:00.000Z", "--execute")[0] == 0
     assert committed(seglog_broker.bootstrap_servers, "viewers", "clicks", 2) == {0: 10, 1: 10}
+    everything = ("--reset-offsets", "--group", "viewers", "--all-topics", "--to-earliest", "--execute")
+    assert run(capsys, *b, *everything)[0] == 0
+    assert committed(seglog_broker.bootstrap_servers, "viewers", "clicks", 2) == {0: 0, 1: 0}
 
     code, out, _ = run(capsys, *b, "--delete", "--group", "viewers")
     assert code == 0 and out == "Deletion of requested consumer groups ('viewers') was successful.\n"
