@@ -15,10 +15,10 @@ import sys
 from collections.abc import Sequence
 
 from .errors import SeglogError
-from .tools import broker, consume, consumer_groups, dump_log, get_offsets, produce, remote, topics
+from .tools import broker, cluster, consume, consumer_groups, dump_log, get_offsets, produce, remote, topics
 from .tools.arguments import USAGE_EXIT, CommandParser, UsageError
 
-COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker)
+COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker, cluster)
 
 
 def build_parser() -> argparse.ArgumentParser:

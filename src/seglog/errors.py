@@ -280,3 +280,9 @@ class UnknownLeaderEpochError(SeglogError):
 
 class UnknownTopicIdError(SeglogError):
     error_code = 100  # UNKNOWN_TOPIC_ID
+
+
+class NotLeaderOrFollowerError(SeglogError):
+    """A request for a leader (a produce, a fetch) reached a replica that follows, or a broker that holds none."""
+
+    error_code = 6  # NOT_LEADER_OR_FOLLOWER

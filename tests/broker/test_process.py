@@ -15,7 +15,7 @@ from .subprocess_broker import BrokerProcess, run_broker
 
 def test_clients_sigterm_and_a_second_broker(tmp_path) -> None:
     props = tmp_path / "server.properties"
-    props.write_text("broker.id=0\nnum.partitions=2\nzookeeper.connect=localhost:2181\n")
+    props.write_text("broker.id=0\nnum.partitions=2\n")
     with BrokerProcess(tmp_path / "data", config=props) as broker:
         producer = Producer({"bootstrap.servers": broker.bootstrap_servers, **PRODUCER, "acks": "all"})
         for i in range(20):

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from seglog.errors import CorruptRecordError
 from seglog.records import BatchIterator, Record, RecordBatch, build_batch, build_message_set
-from seglog.records.batch import HEADER, assign_offset_and_epoch, check_batch
+from seglog.records.batch import check_batch
 from seglog.storage import fileio
 from seglog.storage.segment import LogSegment
 
@@ -94,16 +94,6 @@ def test_headers_and_check_batch_raise_as_validate_does(damage):
         assert str(caught.value) == str(e)
     else:
         assert walk_headers(buffer, **kw) == expected
-
-
-def test_assign_offset_and_epoch_leaves_the_crc_valid():
-    data = build_batch(records(4), base_offset=0, partition_leader_epoch=-1)
-    two = bytearray(build_batch(records(1))) + data
-    assign_offset_and_epoch(two, len(two) - len(data), 1234, 9)
-    batch = RecordBatch(memoryview(two)[len(two) - len(data) :])
-    batch.validate()
-    assert (batch.base_offset, batch.partition_leader_epoch, batch.last_offset) == (1234, 9, 1237)
-    assert HEADER.unpack_from(two, len(two) - len(data))[1] == len(data) - 12  # the length between is kept
 
 
 # --- lookups through the index, against the segment's bytes -----------------------------------------

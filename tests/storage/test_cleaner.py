@@ -178,7 +178,7 @@ def test_wholly_kept_batches_are_copied_byte_for_byte(tmp_path):
 def test_rebuilt_batches_keep_their_fields(tmp_path, codec):
     clock = Clock()
     logs, log = compacted(tmp_path, clock)
-    log.leader_epoch = 3
+    log.become_leader(3)
     batch = build_batch(
         [(b"a", b"1", NOW - 5, [("h", b"x")]), (b"b", b"2", NOW - 9), (b"c", b"3", NOW - 7)],
         compression=codec,

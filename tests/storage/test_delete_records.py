@@ -60,7 +60,7 @@ def test_delete_records_never_past_the_high_watermark(tmp_path):
     config = LogConfig(BrokerConfig({}))
     d = tmp_path / "t-0"
     d.mkdir()
-    log = PartitionLog(str(d), "t", 0, config, clock=lambda: NOW, hw_follows_leo=False)
+    log = PartitionLog(str(d), "t", 0, config, clock=lambda: NOW, standalone=False)
     fill(log, 10, per_segment=3)
     log.update_high_watermark(7)
     with pytest.raises(OffsetOutOfRangeError):

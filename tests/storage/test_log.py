@@ -396,7 +396,7 @@ def test_read_respects_max_bytes_and_does_not_cross_segments(tmp_path, clock):
 
 
 def test_read_never_passes_the_high_watermark(tmp_path):
-    log = direct_log(tmp_path / "t-0", hw_follows_leo=False)
+    log = direct_log(tmp_path / "t-0", standalone=False)
     for i in range(10):
         log.append(records(2, start=i * 2))
     assert log.high_watermark == 0
@@ -588,10 +588,10 @@ def test_truncation_of_a_closed_or_read_only_log_is_refused(tmp_path, clock):
 def test_leader_epoch_checkpoint_contents(tmp_path, clock):
     manager, log = new_log(tmp_path, clock=clock)
     path = Path(log.dir) / "leader-epoch-checkpoint"
-    log.leader_epoch = 3
+    log.become_leader(3)
     log.append(records(4))
     assert path.read_text() == "0\n1\n3 0\n"
-    log.leader_epoch = 5
+    log.become_leader(5)
     log.append(records(2))
     log.append(records(2))
     assert path.read_text() == "0\n2\n3 0\n5 4\n"
@@ -609,9 +609,9 @@ def test_leader_epochs_are_rebuilt_from_batches_on_recovery(tmp_path, clock):
     from .conftest import crash
 
     manager, log = new_log(tmp_path, clock=clock)
-    log.leader_epoch = 2
+    log.become_leader(2)
     log.append(records(3))
-    log.leader_epoch = 7
+    log.become_leader(7)
     log.append(records(3))
     crash(manager)
     (Path(log.dir) / "leader-epoch-checkpoint").write_text("garbage\n")

@@ -224,7 +224,7 @@ def test_nothing_at_or_above_the_high_watermark(tmp_path):
     config = LogConfig(BrokerConfig({}), {"retention.ms": 1})
     d = tmp_path / "t-0"
     d.mkdir()
-    log = PartitionLog(str(d), "t", 0, config, clock=lambda: NOW, hw_follows_leo=False)
+    log = PartitionLog(str(d), "t", 0, config, clock=lambda: NOW, standalone=False)
     fill(log, [NOW - DAY] * 4)
     log.update_high_watermark(2)
     enforce_retention(log, NOW)

@@ -8,8 +8,11 @@ check and change nothing.
 
 from __future__ import annotations
 
+import asyncio
 import os
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ..config import BROKER_KEYS, SYNONYMS, TOPIC_KEYS, BrokerConfig
 from ..errors import (
@@ -24,9 +27,13 @@ from ..errors import (
 from .metadata_cache import ZERO_UUID
 from .replica_manager import NONE, ReplicaManager
 
+if TYPE_CHECKING:
+    from .cluster_member import ClusterMember
+
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
+REQUEST_TIMED_OUT = 7
 
 # DescribeConfigs' resource types and config sources (Kafka's ConfigResource.Type, ConfigSource)
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -61,6 +68,20 @@ class AdminManager:
         self.config = config
         self.replicas = replicas
         self.metadata = replicas.metadata
+        # in a cluster, topics change through ZooKeeper and the controller (Kafka's ZkAdminManager)
+        self.cluster: ClusterMember | None = None
+
+    async def _in_zookeeper(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+
+    async def _await_metadata(self, done: Callable[[], bool], timeout_ms: int, what: str) -> None:
+        """Kafka's DelayedCreateTopics/DelayedDeleteTopics: answer once the controller's UpdateMetadata
+        shows the change here, or REQUEST_TIMED_OUT."""
+        deadline = time.monotonic() + max(timeout_ms, 0) / 1000
+        while not done():
+            if time.monotonic() >= deadline:
+                raise RequestFault(REQUEST_TIMED_OUT, f"{what}: not done within {timeout_ms} ms")
+            await asyncio.sleep(0.02)
 
     # --- CreateTopics ---------------------------------------------------------------------------------
 
@@ -74,12 +95,30 @@ class AdminManager:
                 continue
             try:
                 count, overrides = self._check_new_topic(topic)
+                factor = self._replication_factor(topic)
                 if not body.get("validate_only", False):
-                    await self.replicas.create_topic(topic["name"], count, overrides)
-                results.append(self._created(topic["name"], None, count, overrides))
+                    await self._create_topic(topic, count, factor, overrides, body.get("timeout_ms", 30_000))
+                results.append(self._created(topic["name"], None, count, overrides, factor))
             except SeglogError as e:
                 results.append(self._created(topic["name"], e))
         return {"throttle_time_ms": 0, "topics": results}
+
+    async def _create_topic(
+        self, topic: dict[str, Any], count: int, factor: int, overrides: dict[str, Any], timeout_ms: int
+    ) -> None:
+        name = topic["name"]
+        if self.cluster is None:
+            await self.replicas.create_topic(name, count, overrides)
+            return
+        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in topic.get("assignments") or []}
+        await self._in_zookeeper(self.cluster.create_topic, name, count, factor, overrides, assignment or None)
+        await self._await_metadata(lambda: self.metadata.partition_count(name) == count, timeout_ms, f"topic {name}")
+
+    def _replication_factor(self, topic: dict[str, Any]) -> int:
+        if topic.get("assignments"):
+            return len(topic["assignments"][0]["broker_ids"])
+        factor = topic["replication_factor"]
+        return self.config["default.replication.factor"] if factor == -1 else factor
 
     def _check_new_topic(self, topic: dict[str, Any]) -> tuple[int, dict[str, Any]]:
         name = topic["name"]
@@ -98,7 +137,7 @@ class AdminManager:
             if indexes != list(range(len(indexes))):
                 raise RequestFault(INVALID_REPLICA_ASSIGNMENT, f"partitions must be numbered from 0: {indexes}")
             for a in assignments:
-                if a["broker_ids"] != [me]:
+                if self.cluster is None and a["broker_ids"] != [me]:
                     raise RequestFault(
                         INVALID_REPLICA_ASSIGNMENT, f"replicas {a['broker_ids']} name brokers other than broker {me}"
                     )
@@ -121,7 +160,12 @@ class AdminManager:
         return count, overrides
 
     def _created(
-        self, name: str, error: SeglogError | None, count: int = -1, overrides: dict[str, Any] | None = None
+        self,
+        name: str,
+        error: SeglogError | None,
+        count: int = -1,
+        overrides: dict[str, Any] | None = None,
+        factor: int = 1,
     ) -> dict[str, Any]:
         found = self.metadata.topic(name)
         entry: dict[str, Any] = {
@@ -130,7 +174,7 @@ class AdminManager:
             "error_code": error.error_code if error else NONE,
             "error_message": error.message if error else None,
             "num_partitions": count if error is None else -1,
-            "replication_factor": 1 if error is None else -1,
+            "replication_factor": factor if error is None else -1,
             "configs": None,
         }
         if entry["topic_id"] is None:
@@ -172,13 +216,20 @@ class AdminManager:
                 entry["topic_id"] = found.topic_id
                 if not self.config["delete.topic.enable"]:
                     raise TopicDeletionDisabledError("Topic deletion is disabled.")
-                await self.replicas.delete_topic(name)
+                await self._delete_topic(name, body.get("timeout_ms", 30_000))
             except SeglogError as e:
                 entry.update(error_code=e.error_code, error_message=e.message)
             if entry["topic_id"] is None:
                 entry["topic_id"] = ZERO_UUID
             results.append(entry)
         return {"throttle_time_ms": 0, "responses": results}
+
+    async def _delete_topic(self, name: str, timeout_ms: int) -> None:
+        if self.cluster is None:
+            await self.replicas.delete_topic(name)
+            return
+        await self._in_zookeeper(self.cluster.delete_topic, name)
+        await self._await_metadata(lambda: self.metadata.topic(name) is None, timeout_ms, f"deletion of {name}")
 
     # --- CreatePartitions ---------------------------------------------------------------------------------
 
@@ -206,14 +257,25 @@ class AdminManager:
                             f"{len(assignments)} assignments provided.",
                         )
                     me = self.replicas.broker.broker_id
+                    if self.cluster is not None:
+                        raise RequestFault(
+                            INVALID_REPLICA_ASSIGNMENT, "new partitions are assigned by the controller in seglog"
+                        )
                     if any(a["broker_ids"] != [me] for a in assignments):
                         raise RequestFault(INVALID_REPLICA_ASSIGNMENT, f"replicas name brokers other than broker {me}")
                 if not body.get("validate_only", False):
-                    await self.replicas.create_partitions(name, count)
+                    await self._create_partitions(name, count, body.get("timeout_ms", 30_000))
             except SeglogError as e:
                 entry.update(error_code=e.error_code, error_message=e.message)
             results.append(entry)
         return {"throttle_time_ms": 0, "results": results}
+
+    async def _create_partitions(self, name: str, count: int, timeout_ms: int) -> None:
+        if self.cluster is None:
+            await self.replicas.create_partitions(name, count)
+            return
+        await self._in_zookeeper(self.cluster.add_partitions, name, count)
+        await self._await_metadata(lambda: self.metadata.partition_count(name) >= count, timeout_ms, f"topic {name}")
 
     # --- DeleteRecords ------------------------------------------------------------------------------------
 
@@ -257,7 +319,7 @@ class AdminManager:
         if kind == TOPIC_RESOURCE:
             if self.metadata.topic(name) is None:
                 raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-            resolved = self.replicas.topic_config(name)
+            resolved = self.replicas.topic_config(name) if self.cluster is None else self.cluster.topic_config(name)
             return [self._topic_entry(key, resolved, synonyms, docs) for key in TOPIC_KEYS]
         if kind == BROKER_RESOURCE:
             self._check_broker(name)
@@ -340,18 +402,24 @@ class AdminManager:
                     raise RequestFault(INVALID_REQUEST, f"resource type {kind} cannot be altered")
                 if self.metadata.topic(name) is None:
                     raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-                current = dict(self.replicas.topic_config(name).overrides)
+                resolved = self.replicas.topic_config(name) if self.cluster is None else self.cluster.topic_config(name)
+                current = dict(resolved.overrides)
                 wanted = (
                     self._incremental(current, resource["configs"]) if incremental else _replace(resource["configs"])
                 )
                 self.replicas.validate_topic_config(wanted)
                 if not body.get("validate_only", False):
-                    removed = [k for k in current if k not in wanted]
-                    await self.replicas.alter_topic_config(name, wanted, removed)
+                    await self._alter_topic_config(name, current, wanted)
             except SeglogError as e:
                 entry.update(error_code=e.error_code, error_message=e.message)
             results.append(entry)
         return {"throttle_time_ms": 0, "responses": results}
+
+    async def _alter_topic_config(self, name: str, current: dict[str, Any], wanted: dict[str, Any]) -> None:
+        if self.cluster is not None:
+            await self._in_zookeeper(self.cluster.alter_topic_config, name, wanted)
+        else:
+            await self.replicas.alter_topic_config(name, wanted, [k for k in current if k not in wanted])
 
     @staticmethod
     def _incremental(current: dict[str, Any], configs: list[dict[str, Any]]) -> dict[str, Any]:

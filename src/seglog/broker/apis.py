@@ -129,6 +129,11 @@ class KafkaApis:
         self.metadata = replicas.metadata
         self.advertised = advertised
         self.versions = advertised_versions()
+        # how Metadata creates a topic it is asked for (auto.create.topics.enable); a cluster's goes
+        # through ZooKeeper, and the first answer is LEADER_NOT_AVAILABLE until the controller is done
+        self.auto_create_topic: Callable[[str], Awaitable[None]] = lambda name: self.replicas.create_topic(
+            name, self.config["num.partitions"], {}
+        )
 
     # --- ApiVersions ---------------------------------------------------------------------------------
 
@@ -187,7 +192,7 @@ class KafkaApis:
         if not allow_create:
             return _topic_error(name, ZERO_UUID, UnknownTopicOrPartitionError.error_code)
         try:
-            await self.replicas.create_topic(name, self.config["num.partitions"], {})
+            await self.auto_create_topic(name)
         except SeglogError as e:
             if self.metadata.topic(name) is None:  # another connection may have made it meanwhile
                 return _topic_error(name, ZERO_UUID, e.error_code if e.error_code > 0 else LEADER_NOT_AVAILABLE)

@@ -46,6 +46,11 @@ def topic_uuid(text: str) -> uuid.UUID:
     return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
 
 
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """A topic id as ``partition.metadata`` and the topic znode hold it (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
 @dataclass
 class _Snapshot:
     brokers: dict[int, BrokerInfo] = field(default_factory=dict)
@@ -97,6 +102,34 @@ class MetadataCache:
         topics[topic.name] = topic
         by_id[topic.topic_id] = topic
         self._snapshot = _Snapshot(old.brokers, topics, by_id, old.controller_id)
+
+    def update_metadata(
+        self,
+        brokers: list[BrokerInfo],
+        controller_id: int,
+        partitions: list[tuple[str, uuid.UUID, PartitionState]],
+        deleted: set[tuple[str, int]],
+    ) -> None:
+        """The controller's UpdateMetadata: the live brokers replace ours; each partition state given
+        replaces its own, the ``deleted`` partitions (leader -2: their topic is being deleted) go."""
+        old = self._snapshot
+        merged: dict[str, dict[int, PartitionState]] = {
+            t.name: {p.partition: p for p in t.partitions} for t in old.topics.values()
+        }
+        ids = {t.name: t.topic_id for t in old.topics.values()}
+        for name, topic_id, state in partitions:
+            merged.setdefault(name, {})[state.partition] = state
+            if topic_id != ZERO_UUID or name not in ids:
+                ids[name] = topic_id
+        for name, index in deleted:
+            merged.get(name, {}).pop(index, None)
+        topics = {
+            name: TopicMetadata(name, ids[name], tuple(states[p] for p in sorted(states)))
+            for name, states in merged.items()
+            if states
+        }
+        by_id = {t.topic_id: t for t in topics.values()}
+        self._snapshot = _Snapshot({b.broker_id: b for b in brokers}, topics, by_id, controller_id)
 
     def remove_topic(self, name: str) -> None:
         old = self._snapshot

@@ -15,7 +15,9 @@ lock: appends from several connections to one partition are serialised there, as
 serialises them under the log's lock.
 
 Roles: on one broker every partition is a leader whose ISR is the broker itself, so
-acks=all is answered as soon as the append is done. The cluster will add followers
+acks=all is answered as soon as the append is done, and the high watermark, which this
+module owns (the logs are opened with ``standalone=False``), moves to the log end after
+each append (Kafka's maybeIncrementLeaderHW: the min LEO over the ISR). The cluster will add followers
 (fetching from leaders, appending through storage's follower path) and park acks=all
 produces in the purgatory until the ISR has the records.
 """
@@ -23,8 +25,10 @@ produces in the purgatory until the ISR has the records.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -32,13 +36,14 @@ from typing import Any, TypeVar
 
 from ..config import TOPIC_KEYS, BrokerConfig
 from ..errors import (
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     SeglogError,
     UnknownTopicOrPartitionError,
 )
 from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
 from ..storage.naming import validate_topic
-from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_uuid
+from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
 from .purgatory import Purgatory
 
 log = logging.getLogger(__name__)
@@ -48,6 +53,8 @@ TopicPartition = tuple[str, int]
 
 NONE = 0
 LEADER = "leader"
+FOLLOWER = "follower"
+STALE_CONTROLLER_EPOCH = 11
 # a produce request's appends at most this large run on the event loop when the log can
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
@@ -67,6 +74,8 @@ class Partition:
     leader_epoch: int = 0
     replicas: tuple[int, ...] = ()
     isr: tuple[int, ...] = ()
+    leader_id: int = -1
+    partition_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -127,14 +136,19 @@ class ReplicaManager:
     def __init__(self, config: BrokerConfig, broker: BrokerInfo, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
         self.broker = broker
-        self._logs = LogManager(config, clock=clock)
+        self._logs = LogManager(config, clock=clock, standalone=False)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._executor = ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="seglog-io")
         self.metadata = MetadataCache(self._logs.cluster_id or "")
-        self.metadata.update_brokers([broker], controller_id=broker.broker_id)
         self.fetch_purgatory = Purgatory("Fetch")
-        for topic in self._logs.topics():
-            self._become_leader(topic)
+        # in a cluster the controller's LeaderAndIsr says which logs this broker serves, and how
+        self.cluster_mode = bool(config["zookeeper.connect"])
+        # in a cluster, a topic's overrides (its /config/topics znode) for logs made on LeaderAndIsr
+        self.topic_config_source: Callable[[str], Mapping[str, Any]] = lambda topic: {}
+        self.metadata.update_brokers([broker], controller_id=-1 if self.cluster_mode else broker.broker_id)
+        if not self.cluster_mode:
+            for topic in self._logs.topics():
+                self._become_leader(topic)
 
     # --- roles and metadata ---------------------------------------------------------------------
 
@@ -144,11 +158,19 @@ class ReplicaManager:
         states = []
         for p in self._logs.partitions(topic):
             partition_log = self._logs.partition(topic, p)
+            partition_log.become_leader(partition_log.leader_epoch)  # the epoch it had: no controller yet
+            self._maybe_increment_high_watermark(partition_log)
             partition = Partition(topic, p, partition_log, LEADER, partition_log.leader_epoch, me, me)
             self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         topic_id = topic_uuid(self._logs.topic_id(topic))
         self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
+
+    @staticmethod
+    def _maybe_increment_high_watermark(partition_log: PartitionLog) -> None:
+        """A leader's high watermark is the min log end offset over its ISR: here the
+        ISR is this broker alone, so its own log end."""
+        partition_log.maybe_increment_high_watermark(partition_log.log_end_offset)
 
     def _forget(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
@@ -158,6 +180,8 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         found = self._partitions.get((topic, index))
         if found is None:
+            if self.cluster_mode and 0 <= index < self.metadata.partition_count(topic):
+                raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
 
@@ -169,6 +193,82 @@ class ReplicaManager:
         """``reader(partition log)`` in the I/O pool: a coordinator loading its state
         from ``__consumer_offsets`` or ``__transaction_state``."""
         return await self._run(reader, self.partition(topic, index).log)
+
+    def leader_partition(self, topic: str, index: int) -> Partition:
+        """The partition, if this broker leads it: what producers and consumers may use."""
+        found = self.partition(topic, index)
+        if found.role != LEADER:
+            raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
+        return found
+
+    # --- the controller's requests (cluster mode) ----------------------------------------------------
+
+    def become_leader_or_follower(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        states: list[dict[str, Any]],
+        topic_ids: Mapping[str, uuid.UUID],
+    ) -> dict[TopicPartition, int]:
+        """LeaderAndIsr: lead or follow each partition in ``states`` (the request's partition states),
+        making its log when missing. A state older than the partition's is refused with
+        STALE_CONTROLLER_EPOCH, as Kafka does. Followers do not fetch here: replication's work."""
+        errors: dict[TopicPartition, int] = {}
+        for state in states:
+            tp = (state["topic_name"], state["partition_index"])
+            current = self._partitions.get(tp)
+            epoch, partition_epoch = state["leader_epoch"], state.get("partition_epoch", -1)
+            if current is not None and (epoch, partition_epoch) <= (current.leader_epoch, current.partition_epoch):
+                errors[tp] = STALE_CONTROLLER_EPOCH
+                continue
+            try:
+                topic_id = topic_ids.get(tp[0])
+                plog = self._logs.get_or_create_log(
+                    tp[0], tp[1], topic_id_text(topic_id) if topic_id else "", self.topic_config_source(tp[0])
+                )
+                leads = state["leader"] == self.broker.broker_id
+                if leads:
+                    plog.become_leader(epoch)
+                else:
+                    plog.become_follower(epoch)
+                self._partitions[tp] = Partition(
+                    tp[0],
+                    tp[1],
+                    plog,
+                    LEADER if leads else FOLLOWER,
+                    epoch,
+                    tuple(state["replicas"]),
+                    tuple(state["isr"]),
+                    state["leader"],
+                    partition_epoch,
+                )
+                errors[tp] = NONE
+            except Exception as e:
+                errors[tp] = _error(e)[0]
+        log.info(
+            "LeaderAndIsr from controller %d epoch %d: %s",
+            controller_id,
+            controller_epoch,
+            ", ".join(f"{t}-{p}:{self._partitions[(t, p)].role}" for (t, p), c in errors.items() if c == NONE),
+        )
+        return errors
+
+    def stop_replicas(
+        self, controller_id: int, controller_epoch: int, partitions: list[tuple[str, int, bool, int]]
+    ) -> dict[TopicPartition, int]:
+        """StopReplica: stop serving each (topic, partition), deleting its log when asked."""
+        errors: dict[TopicPartition, int] = {}
+        for topic, index, delete, _leader_epoch in partitions:
+            tp = (topic, index)
+            try:
+                self._partitions.pop(tp, None)
+                if delete:
+                    with contextlib.suppress(UnknownTopicOrPartitionError):  # never made here, or gone already
+                        self._logs.delete_partition_log(topic, index)
+                errors[tp] = NONE
+            except Exception as e:
+                errors[tp] = _error(e)[0]
+        return errors
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -209,10 +309,11 @@ class ReplicaManager:
 
     def _append(self, tp: TopicPartition, records: memoryview, *, wait: bool) -> AppendResult | None:
         try:
-            plog = self.partition(*tp).log
+            plog = self.leader_partition(*tp).log
             info = plog.append_batches(records) if wait else plog.try_append_batches(records)
             if info is None:
                 return None
+            self._maybe_increment_high_watermark(plog)
             return AppendResult(NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size)
         except Exception as e:
             code, message = _error(e)
@@ -231,7 +332,7 @@ class ReplicaManager:
         remaining = max_bytes
         for req in requests:
             try:
-                partition = self.partition(req.topic, req.partition)
+                partition = self.leader_partition(req.topic, req.partition)
                 plog = partition.log
                 hw = plog.high_watermark
                 limit = min(req.max_bytes, remaining)
@@ -256,7 +357,7 @@ class ReplicaManager:
         results = []
         for topic, index, timestamp in requests:
             try:
-                partition = self.partition(topic, index)
+                partition = self.leader_partition(topic, index)
                 found = partition.log.offset_for_timestamp(timestamp)
                 if found is None:
                     results.append(OffsetResult(NONE, -1, -1, -1))
@@ -269,7 +370,7 @@ class ReplicaManager:
 
     def end_offset_for_epoch(self, topic: str, index: int, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader."""
-        plog = self.partition(topic, index).log
+        plog = self.leader_partition(topic, index).log
         return plog.leader_epoch_cache.end_offset_for(epoch, plog.log_end_offset)
 
     async def delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
@@ -280,7 +381,7 @@ class ReplicaManager:
         out = []
         for topic, index, offset in requests:
             try:
-                self.partition(topic, index)
+                self.leader_partition(topic, index)
                 out.append((NONE, self._logs.delete_records(topic, index, offset)))
             except Exception as e:
                 out.append((_error(e)[0], -1))
@@ -308,6 +409,14 @@ class ReplicaManager:
 
     async def alter_topic_config(self, name: str, set: Mapping[str, Any], delete: list[str]) -> LogConfig:
         return await self._run(lambda: self._logs.alter_topic_config(name, set, delete))
+
+    def apply_topic_config(self, name: str, overrides: Mapping[str, Any]) -> None:
+        """A cluster's topic config change (its /config/topics znode): the overrides of the logs held here."""
+        try:
+            current = self._logs.topic_config(name).overrides
+        except UnknownTopicOrPartitionError:
+            return  # no replica here
+        self._logs.alter_topic_config(name, overrides, [k for k in current if k not in overrides])
 
     def validate_topic_config(self, overrides: Mapping[str, Any]) -> LogConfig:
         return LogConfig(self.config, overrides)

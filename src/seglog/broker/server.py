@@ -18,6 +18,8 @@ from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, decode_request, encode_response, frame_size
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
+from .cluster_member import ClusterMember
+from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
 from .group_apis import GroupApis
 from .group_metadata_manager import GroupMetadataManager
@@ -52,6 +54,7 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.groups: GroupMetadataManager | None = None
         self._handlers: dict[ApiKey, Any] = {}
+        self.cluster: ClusterMember | None = None
         self.started = asyncio.Event()
 
     @property
@@ -106,6 +109,8 @@ class KafkaServer:
                 self.metrics, self.metrics_host, self.metrics_port
             )
         self.socket_server.start()
+        if self.config["zookeeper.connect"]:
+            await self._join_cluster(broker, admin)
         self.started.set()
         log.info(
             "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
@@ -118,6 +123,32 @@ class KafkaServer:
             f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
         )
 
+    async def _join_cluster(self, broker: BrokerInfo, admin: AdminManager) -> None:
+        """Cluster mode: the controller's requests served, then registration and the controller started
+        (the listener serves first: the controller sends to a broker as soon as it is registered)."""
+        assert self.replicas is not None
+        cluster = self.cluster = ClusterMember(self.config, broker, self.replicas)
+        controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
+        self._handlers.update(
+            {
+                ApiKey.LEADER_AND_ISR: controller_apis.leader_and_isr,
+                ApiKey.UPDATE_METADATA: controller_apis.update_metadata,
+                ApiKey.STOP_REPLICA: controller_apis.stop_replica,
+                ApiKey.CONTROLLED_SHUTDOWN: controller_apis.controlled_shutdown,
+                ApiKey.ALTER_PARTITION: controller_apis.alter_partition,
+            }
+        )
+        self.apis.versions.update(controller_apis.served_versions())
+        admin.cluster = cluster
+        self.apis.auto_create_topic = lambda name: asyncio.get_running_loop().run_in_executor(
+            None, cluster.auto_create_topic, name
+        )
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
+        except BaseException:
+            await self.shutdown()
+            raise
+
     def _advertised_address(self) -> tuple[str, int]:
         assert self.socket_server is not None
         if self.advertised is not None:
@@ -127,6 +158,9 @@ class KafkaServer:
 
     async def shutdown(self) -> None:
         log.info("broker stopping")
+        if self.cluster is not None:  # leaders moved off first (controlled shutdown), while still serving
+            cluster, self.cluster = self.cluster, None
+            await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.groups is not None:

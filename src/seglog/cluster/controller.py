@@ -526,7 +526,13 @@ class KafkaController:
         self._partitions.handle_state_changes(led, PartitionState.ONLINE, CONTROLLED_SHUTDOWN)
         # a follower leaves the ISRs (StopReplica without delete to it, LeaderAndIsr to the leaders)
         self._replicas.handle_state_changes([(tp, broker_id) for tp in followed], ReplicaState.OFFLINE)
-        return set(self._ctx.partitions_led_by(broker_id))
+        # Kafka's replicatedPartitionsBrokerLeads: an unreplicated partition cannot move and does not
+        # hold the broker back, nor does a topic being deleted
+        return {
+            tp
+            for tp in self._ctx.partitions_led_by(broker_id)
+            if len(self._ctx.replicas(tp)) > 1 and not self._ctx.is_topic_queued_for_deletion(tp.topic)
+        }
 
     def _check_broker_epoch(self, broker_id: int, broker_epoch: int, what: str, newer_ok: bool = False) -> None:
         if broker_id not in self._ctx.live_brokers:

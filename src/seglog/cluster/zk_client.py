@@ -119,6 +119,7 @@ class ZkClient:
         self._session_handlers: list[Callable[[], None]] = []
         self._broker: znodes.BrokerRegistration | None = None
         self._registered_session: int | None = None  # the session that made our broker registration
+        self.broker_epoch = -1  # the czxid of our current registration (KIP-380), -1 before the first
         # set by kazoo's thread when a session was lost, cleared by the event thread once handled
         self._new_session = False
         self._registration_pending = False  # until the broker is registered in the current session
@@ -237,6 +238,10 @@ class ZkClient:
         """Create a persistent znode; ``NodeExistsError`` if it is there already."""
         self._call(self._kazoo.create, path, data, makepath=makepath)
 
+    def create_sequential(self, path: str, data: bytes) -> str:
+        """Create the persistent sequential znode ``path<seq>`` (a notification); returns its path."""
+        return str(self._call(self._kazoo.create, path, data, sequence=True, makepath=True))
+
     def set(self, path: str, data: bytes, version: int = -1) -> None:
         """Set a znode's data at ``version`` (-1: any); ``BadVersionError`` if it moved on."""
         self._call(self._kazoo.set, path, data, version)
@@ -308,7 +313,8 @@ class ZkClient:
             owner = found[1].ephemeralOwner
             if owner == self.session_id:
                 self._registered_session = owner
-                return int(found[1].czxid)
+                self.broker_epoch = int(found[1].czxid)
+                return self.broker_epoch
             if owner == self._registered_session:  # ours, from a session that expired (ZOOKEEPER-2985)
                 with contextlib.suppress(NoNodeError):
                     self._call(self._kazoo.delete, path)

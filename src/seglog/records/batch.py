@@ -112,13 +112,6 @@ def check_batch(buffer: Buffer, at: int, end: int, head: tuple, position: int) -
         )
 
 
-def assign_offset_and_epoch(buffer: Buffer, at: int, base_offset: int, epoch: int) -> None:
-    """What a leader writes into the batch at ``at`` of a writable ``buffer`` it appends:
-    the base offset and its leader epoch, both before the CRC'd range."""
-    _I64.pack_into(buffer, at, base_offset)
-    _I32.pack_into(buffer, at + 12, epoch)
-
-
 class RecordBatch:
     """A v2 batch over a buffer holding exactly its bytes; fields are read on access.
 

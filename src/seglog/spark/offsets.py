@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from ..errors import KafkaStorageError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from ..storage import LogManager, PartitionLog, open
+from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..storage import LogManager, PartitionLog, open, retry_while_vanishing
 from ..storage.isolation import transaction_state
 from .options import EARLIEST, LATEST, READ_COMMITTED, OffsetSpec, OptionError, Subscription, TopicPartition
 
@@ -52,24 +51,14 @@ def open_read_only(dirs: list[str]) -> LogManager:
 _RETRIES = 10  # how many times a reader looks again at a dir whose files go while it reads
 
 
-def vanished(e: KafkaStorageError) -> bool:
-    """Whether an I/O error is a file that the dir's writer deleted (retention, truncation,
-    a compaction's swap) after a reader listed it: the reader should look again."""
-    return e.file is not None and not os.path.exists(e.file)
-
-
 def read_logs(dirs: list[str], question: Callable[[LogManager], T]) -> T:
     """Ask ``question`` of a read-only view of the dirs; if a file it needs goes under it,
     open the dirs again and ask again."""
-    for attempt in range(_RETRIES + 1):
-        try:
-            with open_read_only(dirs) as logs:
-                return question(logs)
-        except KafkaStorageError as e:
-            if attempt == _RETRIES or not vanished(e):
-                raise
-            log.info("%s went while the dirs were read; looking again", e.file)
-    raise AssertionError("unreachable")
+    for attempt in retry_while_vanishing(_RETRIES + 1):
+        with attempt, open_read_only(dirs) as logs:
+            return question(logs)
+        log.info("%s went while the dirs were read; looking again", attempt.error and attempt.error.file)
+    raise AssertionError("unreachable: the last attempt raises")
 
 
 # Kafka's internal topics (Topic.INTERNAL_TOPICS and the share groups' state): a pattern

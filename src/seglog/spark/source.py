@@ -43,8 +43,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from ..config import LogConfig
-from ..errors import KafkaStorageError, UnknownTopicOrPartitionError
-from ..storage import LogManager, PartitionLog
+from ..errors import UnknownTopicOrPartitionError
+from ..storage import LogManager, PartitionLog, retry_while_vanishing
 from ..storage.isolation import committed_batches, transaction_state
 from . import options as opt
 from .arrow import ArrowAssembler, spark_schema_ddl
@@ -61,7 +61,6 @@ from .offsets import (
     split,
     to_json,
     topic_partitions,
-    vanished,
 )
 from .options import TopicPartition
 
@@ -103,28 +102,27 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
     """
     start, end = part.start, part.end
     assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
-    for attempt in range(_REOPENS + 1):
+    for attempt in retry_while_vanishing(_REOPENS + 1):
         pl = PartitionLog(
             part.dir, part.topic, part.partition, part.config, read_only=True, log_start_offset=part.log_start_offset
         )
         try:
-            start = check_data_loss(pl, start, part.fail_on_data_loss)
-            if pl.log_end_offset < end:
-                # the log lost its tail (truncated, or its segments deleted) since planning
-                end = _lost_tail(pl, end, part.fail_on_data_loss)
-                start = min(start, end)  # cut below the task's start: nothing of its range is left
-            batches = pl.batches(start, end)
-            if part.aborted is not None:
-                batches = committed_batches(batches, part.aborted)
-            for batch in assembler.record_batches(batches, start, end):
-                if batch.num_rows:
-                    start = batch.column("offset")[-1].as_py() + 1
-                yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
-            return
-        except KafkaStorageError as e:
-            if attempt == _REOPENS or not vanished(e):
-                raise  # not a segment deleted under the read
-            log.info("%s: %s went while it was read; reading on from offset %d", pl.name, e.file, start)
+            with attempt:  # a vanished file only: another error is raised
+                start = check_data_loss(pl, start, part.fail_on_data_loss)
+                if pl.log_end_offset < end:
+                    # the log lost its tail (truncated, or its segments deleted) since planning
+                    end = _lost_tail(pl, end, part.fail_on_data_loss)
+                    start = min(start, end)  # cut below the task's start: nothing of its range is left
+                batches = pl.batches(start, end)
+                if part.aborted is not None:
+                    batches = committed_batches(batches, part.aborted)
+                for batch in assembler.record_batches(batches, start, end):
+                    if batch.num_rows:
+                        start = batch.column("offset")[-1].as_py() + 1
+                    yield _filter_timestamps(batch, part.min_timestamp_us, part.max_timestamp_us)
+                return
+            gone = attempt.error.file if attempt.error is not None else None
+            log.info("%s: %s went while it was read; reading on from offset %d", pl.name, gone, start)
         finally:
             pl.close()
 

@@ -13,10 +13,12 @@ from typing import Any
 
 from ..config import BrokerConfig, LogConfig
 from ..errors import InvalidConfigurationError
+from .file_records import FetchDataInfo, FileSlice, LogOffsetMetadata
 from .index import OffsetIndex, TimeIndex
-from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, AppendInfo, PartitionLog
+from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, AppendInfo, LogState, PartitionLog, Role
 from .manager import LogManager
-from .segment import FetchData, FileSlice, LogSegment
+from .segment import LogSegment
+from .vanishing import retry_while_vanishing, vanished
 
 
 def open(
@@ -36,6 +38,9 @@ def open(
     ``read_only=True`` opens dirs that another process may own: no lock is taken,
     nothing is written or recovered, missing indexes are rebuilt in memory, and
     the log ends at the last whole batch on disk.
+
+    Without a broker, this process is every partition's only replica and owns its
+    high watermark: each log's is its log end offset (``standalone``).
     """
     if config is not None and not isinstance(config, Mapping):
         raise InvalidConfigurationError(f"config must be a mapping of Kafka's keys, not {config!r}")
@@ -46,7 +51,7 @@ def open(
         values["log.dirs"] = [os.fsdecode(d) if isinstance(d, str | bytes | os.PathLike) else d for d in log_dirs]
     else:
         raise InvalidConfigurationError(f"log_dirs must be a path or a list of paths, not {log_dirs!r}")
-    return LogManager(BrokerConfig(values), clock=clock, background=background, read_only=read_only)
+    return LogManager(BrokerConfig(values), clock=clock, background=background, read_only=read_only, standalone=True)
 
 
 __all__ = [
@@ -54,13 +59,18 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
-    "FetchData",
+    "FetchDataInfo",
     "FileSlice",
     "LogConfig",
     "LogManager",
+    "LogOffsetMetadata",
     "LogSegment",
+    "LogState",
     "OffsetIndex",
     "PartitionLog",
+    "Role",
     "TimeIndex",
     "open",
+    "retry_while_vanishing",
+    "vanished",
 ]

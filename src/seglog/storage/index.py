@@ -22,11 +22,27 @@ Lookups are binary searches for the largest entry <= the target, with
 Kafka's warm section: the last 8 KiB of entries are searched first, since
 almost every lookup (a consumer at the tail, a follower) lands there, and
 those pages are the ones sure to be in the page cache.
+
+States (``IndexState``), and the only moves between them::
+
+    state      what it is                                     event        next
+    WRITABLE   the file, mapped read-write (a writer's)       close        CLOSED
+    IN_MEMORY  entries in an anonymous map: a recovery's      write_out    WRITABLE
+               rebuild (written out whole at its end), or a   close        CLOSED
+               reader's rebuild of an index it may not write
+    READ_ONLY  a copy of the file (a reader in another        close        CLOSED
+               process: a map would SIGBUS when the writer
+               trims the file)
+    CLOSED     map dropped                                    close        CLOSED
+
+WRITABLE and IN_MEMORY indexes take entries; every state answers lookups but
+CLOSED (no entries).
 """
 
 from __future__ import annotations
 
 import array
+import enum
 import logging
 import mmap
 import operator
@@ -34,7 +50,7 @@ import os
 import struct
 import sys
 
-from ..errors import CorruptIndexError
+from ..errors import CorruptIndexError, IllegalStateTransitionError
 from ..records import _scan
 from . import fileio
 
@@ -50,6 +66,29 @@ MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + a
 _BELOW_ANY = -(1 << 64)  # below every int64 offset: what an empty index's last offset is compared as
 
 
+class IndexState(enum.Enum):
+    WRITABLE = "writable"
+    IN_MEMORY = "in memory"
+    READ_ONLY = "read-only"
+    CLOSED = "closed"
+
+
+WRITABLE, IN_MEMORY, READ_ONLY, CLOSED = (
+    IndexState.WRITABLE,
+    IndexState.IN_MEMORY,
+    IndexState.READ_ONLY,
+    IndexState.CLOSED,
+)
+# the table above: the states each state may move to
+_NEXT_STATES = {
+    WRITABLE: frozenset({CLOSED}),
+    IN_MEMORY: frozenset({WRITABLE, CLOSED}),
+    READ_ONLY: frozenset({CLOSED}),
+    CLOSED: frozenset({CLOSED}),
+}
+_TAKE_ENTRIES = frozenset({WRITABLE, IN_MEMORY})
+
+
 class _Index:
     """What both indexes share: the mmap, the entry count, resizing and search."""
 
@@ -62,8 +101,7 @@ class _Index:
         self.path = path
         self.base_offset = base_offset
         self.max_index_size = max_index_size
-        self.writable = writable
-        self.in_memory = in_memory  # a reader's private rebuild of an index it may not write
+        self.state = IN_MEMORY if in_memory else WRITABLE if writable else READ_ONLY
         self._mmap: mmap.mmap | bytes | None = None
         self.length = 0
         self.entries = 0
@@ -73,20 +111,37 @@ class _Index:
         else:
             self._open()
 
+    # --- state (see the table at the top) ----------------------------------------------
+
+    def _move(self, to: IndexState) -> None:
+        if to not in _NEXT_STATES[self.state]:
+            raise IllegalStateTransitionError(f"index cannot go from {self.state.value} to {to.value}", file=self.path)
+        self.state = to
+
+    @property
+    def writable(self) -> bool:
+        """Whether it takes entries."""
+        return self.state in _TAKE_ENTRIES
+
+    @property
+    def in_memory(self) -> bool:
+        return self.state is IN_MEMORY
+
     # --- file and mapping ---------------------------------------------------------
 
     def _open(self) -> None:
         newly_created = not os.path.exists(self.path)
-        if newly_created and not self.writable:
+        writable = self.state is WRITABLE
+        if newly_created and not writable:
             raise CorruptIndexError("index file is missing", file=self.path)
-        handle = fileio.open_file(self.path, create=newly_created, writable=self.writable)
+        handle = fileio.open_file(self.path, create=newly_created, writable=writable)
         try:
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"invalid max index size {self.max_index_size}")
                 handle.allocate(self._round(self.max_index_size))
             self.length = handle.size()
-            if not self.writable:
+            if not writable:
                 # a reader copies the file: a writer may trim it at any moment, and a
                 # mapped page past the new end would be a SIGBUS, not an error
                 self._mmap = handle.pread(self.length, 0)
@@ -130,7 +185,7 @@ class _Index:
     def resize(self, new_size: int) -> None:
         """Set the file (and mapping) to ``new_size`` rounded down to whole entries."""
         size = self._round(new_size)
-        if size == self.length or self.in_memory:
+        if size == self.length or self.state is IN_MEMORY:
             return
         handle = fileio.open_file(self.path, writable=True)
         try:
@@ -148,7 +203,7 @@ class _Index:
     def write_out(self) -> None:
         """An index built in memory becomes its file: the entries in one write, the file
         cut to them, then mapped as an index opened from its file is."""
-        if not self.in_memory:
+        if self.state is not IN_MEMORY:
             return
         n = self.entries
         data = self._mmap[: n * self.entry_size] if self._mmap is not None else b""
@@ -158,30 +213,23 @@ class _Index:
             handle.truncate(len(data))
         finally:
             handle.close()
-        self.in_memory, self._mmap, self.length = False, None, 0
+        self._mmap, self.length = None, 0
+        self._move(WRITABLE)
         self._open()
         self.entries = n
 
     def trim_to_valid_size(self) -> None:
-        if self.writable and not self.in_memory:
+        if self.state is WRITABLE:
             self.resize(self.entries * self.entry_size)
 
     def flush(self) -> None:
-        if isinstance(self._mmap, mmap.mmap) and self.writable and not self.in_memory:
+        if isinstance(self._mmap, mmap.mmap) and self.state is WRITABLE:
             self._mmap.flush()
 
     def close(self) -> None:
         self.trim_to_valid_size()
         self._mmap = None
-
-    def delete(self) -> None:
-        self._mmap = None
-        if not self.in_memory:
-            fileio.unlink(self.path)
-
-    def rename_to(self, path: str) -> None:
-        fileio.rename(self.path, path)
-        self.path = path
+        self._move(CLOSED)
 
     @property
     def is_full(self) -> bool:
@@ -190,11 +238,6 @@ class _Index:
     @property
     def size_in_bytes(self) -> int:
         return self.entries * self.entry_size
-
-    def reset(self) -> None:
-        """Drop every entry and grow back to the maximum size (before a rebuild)."""
-        self.entries = 0
-        self.resize(self.max_index_size)
 
     def _write_through_file(self, position: int, data: bytes) -> None:
         """Entries written with ``pwrite``; the map shows them (one page cache). Stores
@@ -209,7 +252,7 @@ class _Index:
             handle.close()
 
     def _writable_map(self) -> mmap.mmap:
-        if not isinstance(self._mmap, mmap.mmap) or not self.writable:
+        if not isinstance(self._mmap, mmap.mmap) or self.state not in _TAKE_ENTRIES:
             raise CorruptIndexError("index is not open for writing", file=self.path)
         return self._mmap
 
@@ -302,7 +345,7 @@ class OffsetIndex(_Index):
         """One entry (an append of one batch writes one at the most): the checks of
         ``append_entries``, unrolled."""
         n, mm, rel = self.entries, self._mmap, offset - self.base_offset
-        if not (self.writable and isinstance(mm, mmap.mmap)):
+        if self.state not in _TAKE_ENTRIES or not isinstance(mm, mmap.mmap):
             mm = self._writable_map()  # raises
         if n and rel <= _I32.unpack_from(mm, n * 8 - 8)[0]:
             previous = self.base_offset + _I32.unpack_from(mm, n * 8 - 8)[0]
@@ -452,13 +495,13 @@ class TimeIndex(_Index):
             last_ts, last_offset = NO_TIMESTAMP, _BELOW_ANY
         if timestamp <= last_ts:
             return
-        if skip_full_check and self.writable and not self.length:
+        if skip_full_check and self.state in _TAKE_ENTRIES and not self.length:
             # the final entry of a segment whose time index file is empty (Kafka makes one
             # so, when it is missing): as in Kafka's LogSegment.close, left out, no error
             log.warning("%s: no room for the time index's final entry; left out", self.path)
             return
         # append_entries's checks, unrolled for the one entry
-        if not (self.writable and isinstance(mm, mmap.mmap)):
+        if self.state not in _TAKE_ENTRIES or not isinstance(mm, mmap.mmap):
             mm = self._writable_map()  # raises
         if offset < last_offset:
             raise CorruptIndexError(

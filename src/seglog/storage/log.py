@@ -2,7 +2,10 @@
 
 Offsets are dense and increasing across segments (compaction may leave gaps);
 the last segment is the active one, the only one appended to. Segments are
-found by base offset in O(log n) (bisect over a sorted list).
+found by base offset in O(log n) (bisect over a sorted list). Opening the
+directory is ``loader.py``'s (Kafka's LogLoader), an append's checks are
+``validator.py``'s (LogValidator), reading the ``.log`` bytes is
+``file_records.py``'s (FileRecords), a segment is ``segment.py``'s.
 
 Concurrency: one writer at a time (``_lock`` around every mutation), any
 number of readers. Readers never take the lock: they read ``_segments``,
@@ -10,20 +13,52 @@ a tuple that mutations replace whole, and they never read past the offset
 bound (high watermark or log end) captured when the read started, so they
 never see a half-written batch.
 
-Offsets this log keeps, as Kafka names them:
+Offsets this log keeps, as Kafka names them (``log_end_offset_metadata`` and
+``high_watermark_metadata`` also say where they are: segment and position):
 
 - log start offset: the first offset a reader may ask for (raised by
   retention and DeleteRecords);
 - log end offset (LEO): the offset the next appended record gets;
-- high watermark: the end of what consumers may read. With no followers
-  (embedded use, one broker) it follows the LEO as appends land;
+- high watermark (HW): the end of what consumers may read, moved by its owner.
+  A broker's replica manager moves it (``maybe_increment_high_watermark`` to the
+  min LEO of the ISR, a leader; ``update_high_watermark``, a follower); a log
+  opened without a broker (``standalone``: the command line, Spark, the tests)
+  is its partition's only replica, so its owner keeps it at the LEO through
+  every append, truncation and refresh;
 - recovery point: everything below it is known to be on disk (fsynced).
+
+States (``LogState``), and the only moves between them::
+
+    state      what it is                                       event          next
+    OPEN       owned by this process: appends, truncation,      close          CLOSED
+               retention, cleaning, flushes                     (a crash, a    CLOSED
+                                                                failed dir)
+    READ_ONLY  a reader beside the owning process: reads and    close          CLOSED
+               ``refresh``; no file is written
+    CLOSED     files released; appends, truncation and          close          CLOSED
+               refresh refused, background work skips it
+
+Roles (``Role``) of an OPEN log, and the only moves between them; a leader
+epoch never goes back (``become_*`` with an older one raises
+FENCED_LEADER_EPOCH), and a read-only or closed log's cannot change::
+
+    role      appends it takes                                  event                     next
+    LEADER    a producer's or a coordinator's (append_batches,  become_leader(e >= now)   LEADER
+              append, try_append_batches, append_segment_file): become_follower(e >= now) FOLLOWER
+              offsets assigned, batches stamped leader_epoch;
+              a leader's copies too (append_as_follower)
+    FOLLOWER  a leader's only (append_as_follower): offsets and become_follower(e >= now) FOLLOWER
+              epochs kept; a producer's gets NOT_LEADER_OR_   become_leader(e >= now)   LEADER
+              FOLLOWER
+
+A log opens as LEADER at the latest epoch of its leader-epoch-checkpoint (0 when
+none): a log without a broker leads itself.
 """
 
 from __future__ import annotations
 
 import bisect
-import errno
+import enum
 import logging
 import os
 import threading
@@ -34,62 +69,59 @@ from typing import NamedTuple
 from ..config import LogConfig
 from ..errors import (
     CorruptRecordError,
+    FencedLeaderEpochError,
+    IllegalStateTransitionError,
     InvalidRecordError,
-    InvalidRequestError,
     InvalidTimestampError,
     KafkaStorageError,
+    NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     SeglogError,
     UnexpectedAppendOffsetError,
 )
-from ..records import (
-    AnyBatch,
-    BatchIterator,
-    Compression,
-    LegacyBatch,
-    Record,
-    RecordBatch,
-    _codec,
-    _scan,
-    build_batch,
-)
-from ..records.batch import (
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    HEADER_SIZE,
-    check_batch,
-)
+from ..records import AnyBatch, Compression, Record, _scan, build_batch
 from ..records.compression import decompress
 from ..records.limits import INT32_MAX, INT64_MAX, INT64_MIN, check_int
 from . import fileio
+from .file_records import FetchDataInfo, LogOffsetMetadata
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
-from .naming import (
-    CLEANED_SUFFIX,
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    SWAP_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    parse_offset_file,
-)
-from .segment import FetchData, LogSegment, random_jitter
+from .loader import LogLoader
+from .naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, parse_offset_file
+from .segment import LogSegment, random_jitter
+from .validator import LogValidator
+from .vanishing import retry_while_vanishing
 
 log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
-_READ_ONLY_LOAD_ATTEMPTS = 5
 _READ_ATTEMPTS = 5  # a read that finds its segments deleted looks again at most this often
-_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 _NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
+_new = tuple.__new__
 
-# What validation learns of each batch of an append, in this order: position in the
-# append's buffer, size, record count, last offset delta, max timestamp, leader epoch,
-# base offset. Tuples, made by _scan.check_append (or the general path alike).
-_Facts = tuple[int, int, int, int, int, int, int]
+
+class LogState(enum.Enum):
+    OPEN = "open"
+    READ_ONLY = "read-only"
+    CLOSED = "closed"
+
+
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+
+
+OPEN, READ_ONLY, CLOSED = LogState.OPEN, LogState.READ_ONLY, LogState.CLOSED
+LEADER, FOLLOWER = Role.LEADER, Role.FOLLOWER
+# the tables above: the states each state may move to (every role may move to every role)
+_NEXT_STATES = {
+    OPEN: frozenset({CLOSED}),
+    READ_ONLY: frozenset({CLOSED}),
+    CLOSED: frozenset({CLOSED}),
+}
 
 
 def _now_ms() -> int:
@@ -118,7 +150,12 @@ class AppendInfo(NamedTuple):
 
 
 class PartitionLog:
-    """The log of one topic partition, in one directory."""
+    """The log of one topic partition, in one directory.
+
+    ``standalone``: no broker replicates the partition, and the log's owner keeps its
+    high watermark at its log end (see the module's docstring); otherwise the high
+    watermark starts at ``high_watermark`` (the replication-offset-checkpoint's) and
+    moves only through ``update_high_watermark``. A read-only log's is its log end."""
 
     def __init__(
         self,
@@ -131,20 +168,23 @@ class PartitionLog:
         log_start_offset: int = 0,
         high_watermark: int | None = None,
         had_clean_shutdown: bool = True,
-        hw_follows_leo: bool = True,
+        standalone: bool = True,
         clock: Callable[[], int] | None = None,
         scheduler_delete: Callable[[Callable[[], None], float], None] | None = None,
         read_only: bool = False,
     ) -> None:
         self.dir = dir
-        self.read_only = read_only
+        self._state = READ_ONLY if read_only else OPEN
+        self._reader = read_only  # the log's kind, fixed: READ_ONLY, or CLOSED after it
         self.topic = topic
         self.partition = partition
-        self.config = config
-        self.hw_follows_leo = hw_follows_leo
         self._clock = clock or _now_ms
+        self.validator = LogValidator(dir, config, self._clock)
+        self._config = config
+        self.standalone = standalone
         self._schedule_delete = scheduler_delete
         self._lock = threading.RLock()
+        self._hw_lock = threading.Lock()  # maybe_increment_high_watermark's compare and set
         self._segments: tuple[LogSegment, ...] = ()
         self._bases: list[int] = []
         # readers take both at once (one attribute load): set separately, a reader could
@@ -152,16 +192,93 @@ class PartitionLog:
         self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
         self._ts_prefix: tuple[tuple[LogSegment, ...], list[int]] | None = None
         self.leader_epoch_cache = LeaderEpochCache(dir, read_only)
-        self.leader_epoch = self.leader_epoch_cache.latest_epoch or 0
+        self._role = LEADER
+        self._leader_epoch = self.leader_epoch_cache.latest_epoch or 0
         self.recovery_point = recovery_point
         self._last_flush_ms = self._clock()
-        self.closed = False
         self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
+        self._hw_metadata: tuple[int, tuple[LogSegment, ...], LogOffsetMetadata] | None = None
         self._followed_tail: tuple[LogSegment, int] | None = None  # refresh(): the active segment, its end
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
-        if high_watermark is not None and not hw_follows_leo:
+        if high_watermark is not None and not standalone and not read_only:
             self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        """A topic's config changed: the log and its checks take the new one."""
+        self._config = self.validator.config = config
+
+    # --- state and role (see the tables at the top) -------------------------------------------
+
+    def _move(self, to: LogState) -> None:
+        if to not in _NEXT_STATES[self._state]:
+            raise IllegalStateTransitionError(
+                f"log {self.name} cannot go from {self._state.value} to {to.value}", file=self.dir
+            )
+        self._state = to
+
+    @property
+    def state(self) -> LogState:
+        return self._state
+
+    @property
+    def closed(self) -> bool:
+        return self._state is CLOSED
+
+    @property
+    def read_only(self) -> bool:
+        """Opened beside the process that owns the dir (closed since, or not)."""
+        return self._reader
+
+    @property
+    def role(self) -> Role:
+        return self._role
+
+    @property
+    def leader_epoch(self) -> int:
+        """The epoch a leader stamps on the batches it appends; changed only by
+        ``become_leader`` and ``become_follower``."""
+        return self._leader_epoch
+
+    def become_leader(self, leader_epoch: int) -> None:
+        """This replica leads the partition from ``leader_epoch`` on (Kafka's makeLeader):
+        its appends get offsets here and carry the epoch. The high watermark stays with
+        its owner (a broker's replica manager: the min LEO of the ISR)."""
+        self._change_role(LEADER, leader_epoch)
+
+    def become_follower(self, leader_epoch: int) -> None:
+        """Another replica leads the partition at ``leader_epoch`` (Kafka's makeFollower):
+        this log takes the leader's batches only (``append_as_follower``), and refuses a
+        producer's with NOT_LEADER_OR_FOLLOWER."""
+        self._change_role(FOLLOWER, leader_epoch)
+
+    def _change_role(self, role: Role, leader_epoch: int) -> None:
+        check_int("leader epoch", leader_epoch, 0, INT32_MAX, file=self.dir)
+        with self._lock:
+            self._check_open()
+            if leader_epoch < self._leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"{self.name} cannot become {role.value} at leader epoch {leader_epoch}: "
+                    f"older than its epoch {self._leader_epoch}",
+                    file=self.dir,
+                )
+            log.debug("%s: %s -> %s at leader epoch %d", self.name, self._role.value, role.value, leader_epoch)
+            self._role, self._leader_epoch = role, leader_epoch
+
+    def _check_leader(self) -> None:
+        """Under the lock, before a leader's append: open, and leading."""
+        if self._state is not OPEN:
+            self._check_open()
+        if self._role is not LEADER:
+            raise NotLeaderOrFollowerError(
+                f"{self.name} follows at leader epoch {self._leader_epoch}: it takes no producer's append",
+                file=self.dir,
+            )
 
     # --- loading ----------------------------------------------------------------------------
 
@@ -179,50 +296,12 @@ class PartitionLog:
         }
 
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        if not self.read_only:
-            self._load_files(recovery_point, log_start_offset, clean)
-            return
-        # a reader races the process that owns the dir: a segment it lists may be gone by
-        # the time it opens it (retention, a truncation, a cleaning's swap): list again
-        for attempt in range(_READ_ONLY_LOAD_ATTEMPTS):
-            try:
-                self._load_files(recovery_point, log_start_offset, clean)
-                return
-            except KafkaStorageError as e:
-                if getattr(e, "errno", None) != errno.ENOENT or attempt + 1 == _READ_ONLY_LOAD_ATTEMPTS:
-                    raise
-                log.info("%s: a file went while loading the log read-only (%s): listing again", self.name, e)
-                for segment in self._segments:
-                    segment.close_handlers()
-
-    def _load_files(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
-        names = os.listdir(self.dir)
-        if self.read_only:
-            bases = sorted(p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX)
-        else:
-            bases = self._resolve_leftovers(names)
-        segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
-        if not segments:
-            if self.read_only:
-                # (the owner truncating it fully, between its old segments and its new one)
-                error = KafkaStorageError("partition directory holds no segment", file=self.dir)
-                error.errno = errno.ENOENT  # type: ignore[attr-defined]
-                raise error
-            segments = [self._new_segment(max(log_start_offset, 0))]
-        self._set_segments(segments)
-        active = self._segments[-1]
-        active.active = True
-        if self.read_only:
-            pass  # a reader takes the files as they are: whole batches are what it reads
-        elif clean and recovery_point >= 0:
-            self._load_active_tail()
-        else:
-            self._recover(recovery_point)
-            active = self._segments[-1]
-            active.active = True
-        if not self.read_only:
-            active.ensure_writable_indexes()
-        self._next_offset = active.read_next_offset()
+        """Load the segments (``loader.py``), then the offsets that follow from them.
+        (Where a ProducerStateManager will be loaded too.)"""
+        loader = LogLoader(self.dir, self.name, self._segment_args, self.leader_epoch_cache, read_only=self.read_only)
+        loaded = loader.load(recovery_point, log_start_offset, clean)
+        self._set_segments(loaded.segments)
+        self._next_offset = loaded.next_offset
         self.log_start_offset = max(log_start_offset, self._segments[0].base_offset)
         if self.log_start_offset > self._next_offset:
             # a checkpoint ahead of the data (the data went): start the log afresh there
@@ -234,87 +313,7 @@ class PartitionLog:
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
         if not self.read_only:
             self.leader_epoch_cache.truncate_from_end(self._next_offset)
-
-    def _resolve_leftovers(self, names: list[str]) -> list[int]:
-        """Kafka's start-up rules for files a crash left, then the base offsets of the segments.
-
-        ``.deleted`` files were on their way out; ``.cleaned`` files are a cleaning that
-        did not finish; ``.swap`` files are a cleaning that finished writing: a log swap
-        replaces the segments whose offsets it covers (unless a ``.cleaned`` file at or
-        below it shows that the cleaning that made it was itself unfinished); index
-        swaps are rebuilt. Index files without a log are orphans.
-        """
-        parsed = [(n, parse_offset_file(n)) for n in names]
-        files = [(n, p[0], p[1]) for n, p in parsed if p is not None]
-        cleaned = [b for _, b, s in files if s.endswith(CLEANED_SUFFIX)]
-        min_cleaned = min(cleaned, default=None)
-        swaps: list[int] = []
-        for name, base, suffix in files:
-            path = os.path.join(self.dir, name)
-            if suffix.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
-                log.info("%s: removing leftover %s", self.name, name)
-                fileio.unlink(path)
-            elif suffix.endswith(SWAP_SUFFIX):
-                if suffix != LOG_SUFFIX + SWAP_SUFFIX or (min_cleaned is not None and base >= min_cleaned):
-                    fileio.unlink(path)
-                else:
-                    swaps.append(base)
-        logs = {b for _, b, s in files if s == LOG_SUFFIX}
-        for base in sorted(swaps):
-            self._complete_swap(base, logs)
-        for name, base, suffix in files:
-            if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and base not in logs:
-                log.warning("%s: removing orphaned index file %s", self.name, name)
-                fileio.unlink(os.path.join(self.dir, name))
-        return sorted(logs)
-
-    def _complete_swap(self, base: int, logs: set[int]) -> None:
-        swap = LogSegment(self.dir, base, suffix=SWAP_SUFFIX, **self._segment_args())
-        truncated = swap.recover()
-        end = swap.read_next_offset()
-        if end == base or (truncated and base in logs):
-            # Nothing valid says which segments it was to replace (renamed, it would take
-            # the place of the segment of its base offset); or it was damaged while the
-            # segments it replaces are all still there (they are renamed oldest first, and
-            # the first has its base offset): the cleaning is done again instead.
-            log.warning("%s: discarding the damaged swap file of segment %d", self.name, base)
-            swap.delete()
-            return
-        for old in sorted(b for b in logs if base <= b < end):
-            log.info("%s: completing an interrupted swap: segment %d replaces %d", self.name, base, old)
-            LogSegment(self.dir, old).delete()
-            logs.discard(old)
-        swap.change_suffix("")
-        swap.close()
-        logs.add(base)
-
-    def _load_active_tail(self) -> None:
-        """After a clean shutdown only the active segment's tail needs a look:
-        a tail that does not frame as batches is recovered after all."""
-        active = self._segments[-1]
-        active.active = True
-        try:
-            active.read_next_offset()
-        except CorruptRecordError as e:
-            log.warning("%s: the active segment's tail is corrupt despite a clean shutdown (%s)", self.name, e)
-            active.recover()
-
-    def _recover(self, recovery_point: int) -> None:
-        """Recover every segment from the one holding the recovery point; a segment
-        that had invalid bytes ends the log: the segments after it are deleted."""
-        segments = list(self._segments)
-        start = max(0, bisect.bisect_right(self._bases, max(recovery_point, 0)) - 1)
-        for i in range(start, len(segments)):
-            segment = segments[i]
-            log.info("%s: recovering segment %d", self.name, segment.base_offset)
-            truncated = segment.recover(on_epoch=self.leader_epoch_cache.assign)
-            if truncated and i + 1 < len(segments):
-                for later in segments[i + 1 :]:
-                    log.warning("%s: deleting segment %d after a truncated one", self.name, later.base_offset)
-                    later.delete()
-                segments = segments[: i + 1]
-                break
-        self._set_segments(segments)
+        self._end_metadata = self._log_end_metadata()
 
     # --- segments ------------------------------------------------------------------------------
 
@@ -347,14 +346,56 @@ class PartitionLog:
         return self._next_offset
 
     @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        """The log end offset with where it is: the active segment and its size."""
+        return self._end_metadata
+
+    def _log_end_metadata(self) -> LogOffsetMetadata:
+        active = self._segments[-1]
+        return LogOffsetMetadata(self._next_offset, active.base_offset, active.size)
+
+    @property
     def high_watermark(self) -> int:
         return self._high_watermark
 
+    @property
+    def high_watermark_metadata(self) -> LogOffsetMetadata:
+        """The high watermark with where it is: the segment and position of the batch
+        holding it (the log end's when it is there). Looked up when the high watermark
+        or the segments changed since the last call."""
+        hw, end, segments = self._high_watermark, self._end_metadata, self._segments
+        if hw == end.message_offset:
+            return end
+        cached = self._hw_metadata
+        if cached is not None and cached[0] == hw and cached[1] is segments:
+            return cached[2]
+        segment = segments[max(0, bisect.bisect_right(self._bases, hw) - 1)]
+        header = segment.translate_offset(hw)
+        metadata = LogOffsetMetadata(hw, segment.base_offset, segment.size if header is None else header.position)
+        self._hw_metadata = (hw, segments, metadata)
+        return metadata
+
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark (a leader does, as followers catch up); clamped to the log."""
+        """Set the high watermark; clamped to [log start, log end]. Its owner calls it: a
+        broker's replica manager, to the min LEO of the ISR (a leader) or the leader's
+        high watermark (a follower). A standalone log's moves with its log end."""
         check_int("high watermark", offset, 0, INT64_MAX, file=self.dir)
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
         return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Raise the high watermark to ``offset`` (clamped to the log end) if that is
+        higher (Kafka's maybeIncrementHighWatermark): its owner's call after appends, safe
+        against another thread's call with an older log end. Its own small lock, never
+        held across I/O (the log's may be, by an fsync): an event loop may call it.
+        Returns whether it moved."""
+        check_int("high watermark", offset, 0, INT64_MAX, file=self.dir)
+        with self._hw_lock:
+            target = min(offset, self._next_offset)
+            if target <= self._high_watermark:
+                return False
+            self._high_watermark = target
+            return True
 
     @property
     def size_in_bytes(self) -> int:
@@ -405,8 +446,8 @@ class PartitionLog:
 
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_append``) makes every
-        check of ``_validate_general`` and then the edits, or none of them."""
-        self._check_origin(origin)
+        check of ``LogValidator.validate_general`` and then the edits, or none of them."""
+        self.validator.check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         with self._lock:
             info = self._append_as_leader(buffer, origin, may_roll=True)
@@ -418,11 +459,11 @@ class PartitionLog:
         log and ``data`` untouched: when another thread holds the log's lock, or the append
         would roll a segment (files made) or be followed by an fsync (flush.messages or
         flush.ms). For an event loop, which hands the appends refused to a thread."""
-        self._check_origin(origin)
+        self.validator.check_origin(origin)
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            c = self.config
+            c = self._config
             # a batch's records take more than a byte each: len(data) bounds their count
             if c.flush_ms < _NEVER or self._next_offset - self.recovery_point + len(data) >= c.flush_messages:
                 return None
@@ -430,14 +471,10 @@ class PartitionLog:
         finally:
             self._lock.release()
 
-    def _check_origin(self, origin: str) -> None:
-        if origin != "client" and origin != "coordinator":
-            raise InvalidRequestError(f"origin must be 'client' or 'coordinator', not {origin!r}", file=self.dir)
-
     def _append_as_leader(self, buffer: bytearray, origin: str, *, may_roll: bool) -> AppendInfo | None:
         """Validate, assign offsets and append, under the lock; None (nothing written)
         when the append needs a roll and ``may_roll`` is False."""
-        c = self.config
+        c = self._config
         bounds, stamp, assignment = self._leader_append_rules()
         assigned = _scan.check_append(
             buffer,
@@ -451,12 +488,12 @@ class PartitionLog:
             assignment,
         )
         if assigned is None:
-            self._validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
+            self.validator.validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
             raise AssertionError("legacy batches passed a leader's validation")
         entries, first, last, max_ts, count = assigned
         if not may_roll and self._segments[-1].should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
             return None
-        self._append_locked(buffer, entries, first, last, max_ts, ((self.leader_epoch, first),))
+        self._append_locked(buffer, entries, first, last, max_ts, ((self._leader_epoch, first),))
         return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
 
     def append_segment_file(self, path: str) -> AppendInfo:
@@ -495,26 +532,24 @@ class PartitionLog:
                 )
             self._roll(first).adopt(path, entries)  # an empty active segment at the log end takes the file
             log.debug("%s: %s became the segment at offset %d", self.name, path, first)
-            self._advance(last, ((self.leader_epoch, first),))
+            self._advance(last, ((self._leader_epoch, first),))
             return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
 
     def _leader_append_rules(self) -> tuple[tuple[int, int] | None, int | None, tuple[int, int, int | None, int]]:
         """For a leader's append, under the lock: the CreateTime bounds its timestamps must
         lie in, the LogAppendTime it is stamped with, and its assignment (next offset,
         leader epoch, stamp, segment.bytes) as ``_scan.check_append`` takes it."""
-        if self.closed or self.read_only:
-            self._check_open()
-        c = self.config
-        bounds = self._timestamp_bounds() if c.message_timestamp_type == "CreateTime" else None
-        stamp = self._clock() if c.message_timestamp_type == "LogAppendTime" else None
-        return bounds, stamp, (self._next_offset, self.leader_epoch, stamp, c.segment_bytes)
+        if self._state is not OPEN or self._role is not LEADER:
+            self._check_leader()
+        bounds, stamp = self.validator.leader_rules()
+        return bounds, stamp, (self._next_offset, self._leader_epoch, stamp, self._config.segment_bytes)
 
     def append_as_follower(self, data: bytes | bytearray | memoryview) -> AppendInfo:
         """Append batches copied from a leader: offsets and epochs are kept, and
         must continue the log."""
         buffer = data if isinstance(data, bytearray) else bytearray(data)
-        batches = self._validate(buffer, leader=False, origin="replication")
-        self._check_follower_records(buffer, batches)
+        batches = self.validator.validate(buffer, leader=False, origin="replication")
+        self.validator.check_follower_records(buffer, batches)
         with self._lock:
             self._check_open()
             first = batches[0][6]
@@ -534,143 +569,11 @@ class PartitionLog:
             self._append_locked(buffer, entries, first, last, max_ts, [(b[5], b[6]) for b in batches])
             return AppendInfo(first, last, max_ts, sum(b[2] for b in batches), size)
 
-    def _check_follower_records(self, buffer: bytearray, batches: list[_Facts]) -> None:
-        """The structural checks of a leader's append that ``_validate`` leaves out for a
-        follower: each v2 batch's records walked (decompressed within the bound), their
-        count against their bytes and against the batch's offset span. Offsets are not
-        checked record by record: compaction leaves gaps, and fewer records than the span."""
-        view = memoryview(buffer)
-        for at, size, count, delta, _, _, _ in batches:
-            if buffer[at + 16] != 2:
-                continue  # a legacy batch: its CRC covers it, and _validate checked it
-            try:
-                if count > delta + 1:
-                    raise CorruptRecordError(
-                        f"record count {count} exceeds the batch's offset span of {delta + 1}", position=at
-                    )
-                if buffer[at + 22] & COMPRESSION_CODEC_MASK:  # (the low byte of the attributes)
-                    records = RecordBatch(view[at : at + size], at).records_section()
-                else:
-                    records = view[at + HEADER_SIZE : at + size]
-                _codec.check_records(records, count, at)
-            except CorruptRecordError as e:
-                raise e.at(file=self.dir) from None
-
     def _check_open(self) -> None:
-        if self.closed:
+        if self._state is CLOSED:
             raise KafkaStorageError(f"log {self.name} is closed", file=self.dir)
-        if self.read_only:
+        if self._state is READ_ONLY:
             raise KafkaStorageError(f"log {self.name} is open read-only", file=self.dir)
-
-    def _validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Facts]:
-        """Kafka's LogValidator checks; returns what the append needs of each batch.
-
-        One C walk over the whole buffer (``_scan.check_append``) makes every check of
-        the general path below, fault for fault and in the same order; a buffer holding
-        a legacy batch takes the general path."""
-        c = self.config
-        bounds = self._timestamp_bounds() if leader and c.message_timestamp_type == "CreateTime" else None
-        facts = _scan.check_append(
-            buffer, leader, origin != "client", c.compact, c.max_message_bytes, bounds, decompress, self.dir
-        )
-        return facts if facts is not None else self._validate_general(buffer, leader, origin, bounds)
-
-    def _validate_general(
-        self, buffer: bytearray, leader: bool, origin: str, bounds: tuple[int, int] | None
-    ) -> list[_Facts]:
-        """``_validate`` for any buffer, legacy batches too: the referee of the C walk.
-
-        Each v2 header is unpacked once (``BatchIterator.headers``) and the checks read
-        its fields: a batch object's property reads cost more than the CRC of 16 KiB."""
-        out: list[_Facts] = []
-        scan = BatchIterator(buffer)
-        view = scan.view
-        prev_last = -1
-        max_bytes = self.config.max_message_bytes
-        for at, end, head in scan.headers():
-            size = end - at
-            if size > max_bytes:
-                raise RecordTooLargeError(
-                    f"batch of {size} bytes exceeds max.message.bytes {max_bytes}", file=self.dir, position=at
-                )
-            if head is not None:
-                check_batch(view, at, end, head, at)
-                out.append(self._validate_v2(view, at, end, head, leader, origin, bounds))
-            else:
-                legacy = LegacyBatch(view[at:end], at)
-                legacy.validate()
-                if leader:
-                    raise InvalidRecordError(
-                        f"magic {legacy.magic} batches cannot be appended; use v2", file=self.dir, position=at
-                    )
-                base = legacy.base_offset
-                out.append((at, size, legacy.record_count, legacy.last_offset - base, legacy.max_timestamp, -1, base))
-            if not leader:
-                base, delta = out[-1][6], out[-1][3]
-                if base <= prev_last:
-                    raise UnexpectedAppendOffsetError(
-                        f"batch offsets {base}.. do not follow {prev_last}", file=self.dir, offset=base
-                    )
-                prev_last = base + delta
-        if scan.remaining:
-            raise CorruptRecordError(
-                f"{scan.remaining} bytes of a partial batch at the end of the append",
-                file=self.dir,
-                position=scan.position,
-            )
-        if not out:
-            raise InvalidRecordError("an append must hold at least one batch", file=self.dir)
-        return out
-
-    def _validate_v2(
-        self,
-        view: memoryview,
-        at: int,
-        end: int,
-        head: tuple,
-        leader: bool,
-        origin: str,
-        bounds: tuple[int, int] | None,
-    ) -> _Facts:
-        base_offset, _, epoch, _, _, attributes, delta, base_ts, max_ts, _, _, _, count = head
-        if leader:
-            control = attributes & CONTROL_FLAG_MASK
-            if control and origin == "client":
-                raise self._invalid("clients may not write control batches", at)
-            if delta != count - 1:
-                raise self._invalid(f"last offset delta {delta} disagrees with the record count {count}", at)
-            if attributes & COMPRESSION_CODEC_MASK:
-                records = RecordBatch(view[at:end], at).records_section()
-            else:
-                records = view[at + HEADER_SIZE : end]
-            min_delta, max_delta, bad_offset, null_key = _codec.check_records(records, count, at)
-            if bad_offset >= 0:
-                raise self._invalid(f"record {bad_offset} has an offset delta other than {bad_offset}", at)
-            if null_key >= 0 and not control and self.config.compact:
-                raise self._invalid("a compacted topic cannot accept a record without a key", at)
-            if count and bounds is not None:
-                self._check_timestamps(base_ts + min_delta, base_ts + max_delta, at, bounds)
-                max_ts = base_ts + max_delta
-        return (at, end - at, count, delta, max_ts, epoch, base_offset)
-
-    def _invalid(self, message: str, position: int) -> InvalidRecordError:
-        return InvalidRecordError(message, file=self.dir, position=position)
-
-    def _timestamp_bounds(self) -> tuple[int, int]:
-        """The CreateTime timestamps an append may carry: [now - message.timestamp.before.max.ms,
-        now + message.timestamp.after.max.ms], within an int64 (the most a batch can hold)."""
-        now, c = self._clock(), self.config
-        low, high = now - c.message_timestamp_before_max_ms, now + c.message_timestamp_after_max_ms
-        return (low if low > _INT64_MIN else _INT64_MIN, high if high < _INT64_MAX else _INT64_MAX)
-
-    def _check_timestamps(self, lowest: int, highest: int, position: int, bounds: tuple[int, int]) -> None:
-        if lowest < bounds[0] or highest > bounds[1]:
-            raise InvalidTimestampError(
-                f"timestamps {lowest}..{highest} are outside [{bounds[0]}, {bounds[1]}] "
-                f"(message.timestamp.before.max.ms / after.max.ms)",
-                file=self.dir,
-                position=position,
-            )
 
     def _append_locked(
         self,
@@ -685,7 +588,7 @@ class PartitionLog:
         indexes, (position, size, last offset, max timestamp) of each; ``epochs`` the
         (leader epoch, start offset) of each batch, for the epoch cache."""
         segment = self._segments[-1]
-        c = self.config
+        c = self._config
         if segment.should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
             segment = self._roll(first)
             if not segment.offset_index.can_append_offset(last):
@@ -698,15 +601,19 @@ class PartitionLog:
 
     def _advance(self, last: int, epochs: Sequence[tuple[int, int]]) -> None:
         """After an append whose last offset is ``last``: the epoch cache, the log end
-        offset, the high watermark, and a flush if one is due."""
-        c = self.config
+        offset (and where it is), a standalone log's high watermark, and a flush if one
+        is due."""
+        c = self._config
         cache = self.leader_epoch_cache
         for epoch, start in epochs:
             if not cache.entries or cache.entries[-1][0] != epoch:  # else in force already (offsets only grow)
                 cache.assign(epoch, start)
+        active = self._segments[-1]
+        # (tuple.__new__: half the cost of the named tuple's constructor, on every append)
+        self._end_metadata = _new(LogOffsetMetadata, (last + 1, active.base_offset, active.size))
         self._next_offset = last + 1
-        if self.hw_follows_leo:
-            self._high_watermark = self._next_offset
+        if self.standalone:
+            self._high_watermark = last + 1
         if last + 1 - self.recovery_point >= c.flush_messages or c.flush_ms < _NEVER:
             self._maybe_flush()
 
@@ -726,6 +633,7 @@ class PartitionLog:
         old.active = False
         new.active = True
         self._set_segments((*self._segments, new))
+        self._end_metadata = LogOffsetMetadata(self._next_offset, base, 0)
         log.debug("%s: rolled a new segment at offset %d", self.name, base)
         return new
 
@@ -760,7 +668,7 @@ class PartitionLog:
     def flush_if_due(self) -> None:
         """The periodic flush for flush.ms (called by the log manager)."""
         with self._lock:
-            if not self.closed:
+            if self._state is not CLOSED:
                 self._maybe_flush()
 
     # --- reading -------------------------------------------------------------------------------
@@ -793,10 +701,13 @@ class PartitionLog:
         *,
         upper_bound: int | None = None,
         min_one_message: bool = True,
-    ) -> FetchData:
+    ) -> FetchDataInfo:
         """Bytes of whole batches from the batch holding ``offset``, below ``upper_bound``
-        (default: the high watermark). The slice starts at a batch boundary and holds at
-        least the first batch whole when ``min_one_message``, however large.
+        (default: the high watermark). The slice (``records``) starts at a batch boundary
+        and holds at least the first batch whole when ``min_one_message``, however large;
+        ``fetch_offset_metadata`` says where it starts (segment, position). A read with
+        nothing to return has no slice, and the metadata of the log end when it asked
+        for the log end offset, else the offset alone.
 
         A segment deleted under the read (retention, a truncation, a cleaner's swap, with
         file.delete.delay.ms too short for this reader) is not a storage error: the read
@@ -807,18 +718,14 @@ class PartitionLog:
         if upper_bound is not None:
             self._check_offset_arg("upper_bound", upper_bound, INT64_MIN)
         self._check_range(offset)
-        attempts = 0
-        while True:
+        for attempt in retry_while_vanishing(_READ_ATTEMPTS):
             segments, bases = self._view
-            try:
+            with attempt:
                 return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
-            except KafkaStorageError as e:
-                attempts += 1
-                if getattr(e, "errno", None) != errno.ENOENT or attempts == _READ_ATTEMPTS:
-                    raise
-                self._check_range(offset)
-                if self._view[0] is segments:
-                    raise  # the log still lists it: a file went behind the log's back
+            self._check_range(offset)
+            if self._view[0] is segments and attempt.error is not None:
+                raise attempt.error  # the log still lists it: a file went behind its back
+        raise AssertionError("unreachable: the last attempt raises")
 
     def _read_from(
         self,
@@ -828,10 +735,10 @@ class PartitionLog:
         max_bytes: int,
         upper_bound: int | None,
         min_one_message: bool,
-    ) -> FetchData:
+    ) -> FetchDataInfo:
         end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
         if offset >= end:
-            return FetchData(offset, None)
+            return self._nothing_at(offset)
         i = max(0, bisect.bisect_right(bases, offset) - 1)
         end_segment = max(0, bisect.bisect_right(bases, end - 1) - 1)
         while i <= end_segment:
@@ -841,7 +748,11 @@ class PartitionLog:
             if fetch is not None:
                 return fetch
             i += 1
-        return FetchData(offset, None)
+        return self._nothing_at(offset)
+
+    def _nothing_at(self, offset: int) -> FetchDataInfo:
+        end = self._end_metadata
+        return FetchDataInfo(end if end.message_offset == offset else LogOffsetMetadata(offset), None)
 
     def _position_of(self, segment: LogSegment, end: int) -> int:
         """The byte position in ``segment`` after the last batch holding offsets below
@@ -926,7 +837,7 @@ class PartitionLog:
         the next call. A log that lost its end (a truncation) is loaded from its files again.
         Returns whether the log end offset moved."""
         with self._lock:
-            if self.closed or not self.read_only:
+            if self._state is not READ_ONLY:
                 raise KafkaStorageError(f"only an open read-only log is refreshed, not {self.name}", file=self.dir)
             before = self._next_offset
             # listed before any size is read: a segment the owner rolled away from is whole by then
@@ -950,9 +861,9 @@ class PartitionLog:
             self._followed_tail = (tail, end)
             if next_offset is not None:
                 self._next_offset = next_offset
+            self._end_metadata = LogOffsetMetadata(self._next_offset, tail.base_offset, end)
             self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
-            if self.hw_follows_leo:
-                self._high_watermark = self._next_offset
+            self._high_watermark = self._next_offset  # a reader's: what is whole on disk
             for segment in gone:
                 segment.close_handlers()
             return self._next_offset != before
@@ -1083,9 +994,10 @@ class PartitionLog:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self._end_metadata = self._log_end_metadata()
         self.recovery_point = min(self.recovery_point, self._next_offset)
         self._high_watermark = min(self._high_watermark, self._next_offset)
-        if self.hw_follows_leo:
+        if self.standalone:
             self._high_watermark = self._next_offset
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
 
@@ -1119,7 +1031,7 @@ class PartitionLog:
         segment, never one holding offsets at or above the high watermark. The log start
         offset moves to the first segment kept. Returns the segments deleted."""
         with self._lock:
-            if self.closed or self.read_only:
+            if self._state is not OPEN:
                 return []
             return self._delete_prefix_locked(should_delete)
 
@@ -1185,7 +1097,7 @@ class PartitionLog:
         Returns False, changing nothing, if ``old`` is no longer a run of inactive segments
         of this log (a truncation or the log's closing got there first)."""
         with self._lock:
-            if self.closed or self.read_only or not old:
+            if self._state is not OPEN or not old:
                 return False
             segments = self._segments
             start = next((i for i, s in enumerate(segments) if s is old[0]), -1)
@@ -1209,25 +1121,26 @@ class PartitionLog:
     def close(self) -> None:
         """Flush and close every segment (the active one's indexes are trimmed)."""
         with self._lock:
-            if self.closed:
+            if self._state is CLOSED:
                 return
-            if self.read_only:
+            if self._state is READ_ONLY:
                 self.close_without_flush()
                 return
             self._flush_locked(self._next_offset)
             for segment in self._segments:
                 segment.close()
-            self.closed = True
+            self._move(CLOSED)
 
     def close_without_flush(self) -> None:
         """Release files as a crash would leave them (tests, and a failed dir)."""
         with self._lock:
             for segment in self._segments:
                 segment.close_handlers()
-            self.closed = True
+            self._move(CLOSED)
 
     def __repr__(self) -> str:
         return (
             f"PartitionLog({self.name}, start={self.log_start_offset}, end={self._next_offset}, "
-            f"hw={self._high_watermark}, segments={len(self._segments)})"
+            f"hw={self._high_watermark}, segments={len(self._segments)}, {self._state.value}, "
+            f"{self._role.value} at epoch {self._leader_epoch})"
         )

@@ -177,9 +177,14 @@ class LogManager:
         clock: Callable[[], int] | None = None,
         background: bool = True,
         read_only: bool = False,
+        standalone: bool,
     ) -> None:
+        """``standalone``: no broker replicates these partitions and this manager's owner
+        (the command line, Spark, ``seglog.open``) owns their high watermarks, which stay
+        at their log ends; else a broker's replica manager moves them."""
         self.config = config
         self.read_only = read_only
+        self.standalone = standalone
         self._clock = clock
         self._lock = threading.RLock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
@@ -303,6 +308,7 @@ class LogManager:
             clock=self._clock,
             scheduler_delete=self._delete_later,
             read_only=self.read_only,
+            standalone=self.standalone,
             **kw,
         )
 
@@ -397,6 +403,45 @@ class LogManager:
                 self._undo_created(topic, created)  # all or nothing, as a topic's creation
                 raise
             self._write_topic_configs()
+
+    def get_or_create_log(
+        self, topic: str, partition: int, topic_id: str, config: Mapping[str, Any] | None = None
+    ) -> PartitionLog:
+        """Kafka's ``getOrCreateLog``: the log of a replica the controller placed here, made when
+        missing, with the cluster's topic id (from its topic znode) and overrides."""
+        validate_topic(topic)
+        if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT32_MAX:
+            raise InvalidPartitionsError(f"a partition index is an int32 of at least 0, not {partition!r}")
+        with self._lock:
+            found = self._logs.get((topic, partition))
+            if found is not None:
+                return found
+            self._check_writable()
+            overrides = self._topic_configs.get(topic, {}) if config is None else config
+            self._topic_configs[topic] = validate_topic_config(overrides)
+            self._topic_ids[topic] = topic_id or self._topic_ids.get(topic) or _new_id()
+            created = self._create_partition(topic, partition)
+            self._write_topic_configs()
+            return created
+
+    def delete_partition_log(self, topic: str, partition: int) -> None:
+        """StopReplica with delete: one partition's dir renamed ``*-delete`` now, removed after
+        file.delete.delay.ms; the topic's config and id go with its last partition."""
+        with self._lock:
+            self._check_writable()
+            doomed = self.partition(topic, partition)
+            self._cleaner.abort(doomed)
+            target = os.path.join(os.path.dirname(doomed.dir), deleted_dir_name(topic, partition))
+            fileio.rename(doomed.dir, target)
+            doomed.close_without_flush()
+            del self._logs[(topic, partition)]
+            if not any(t == topic for t, _ in self._logs):
+                self._topic_configs.pop(topic, None)
+                self._topic_ids.pop(topic, None)
+            fileio.fsync_dir(os.path.dirname(target))
+            self._remove_dir_later(target, doomed.config.file_delete_delay_ms)
+            self._write_topic_configs()
+            self.checkpoint()
 
     def _create_partition(self, topic: str, partition: int) -> PartitionLog:
         d = min(

@@ -12,108 +12,84 @@ corrupt index is rebuilt from the log.
 
 A read returns a ``FileSlice`` — file, position, size — that starts at a batch
 boundary: the broker can hand it to sendfile, Spark can map it, a test can
-read it into memory.
+read it into memory. Reading and scanning the ``.log``'s bytes is
+``file_records.py``'s (Kafka's FileRecords); a segment adds its indexes, its
+place in the log and the roll rules.
+
+States (``SegmentState``), and the only moves between them::
+
+    state     what it is                                 event                    next
+    ACTIVE    the log's last segment, appended to        roll                     SEALED
+                                                          a reader sees newer      SEALED
+                                                          delete                   DELETED
+    SEALED    an older segment: read, retained, cleaned  load (the last one)      ACTIVE
+                                                          truncation (now last)    ACTIVE
+                                                          delete                   DELETED
+    DELETED   files unlinked; a reader holding it        (none: final)
+              meets ENOENT and looks again
+
+A segment is made ACTIVE (``create``: an empty one, at a roll) or SEALED (opened
+from its files); the log marks the last one ACTIVE. Staying in a state is
+always allowed (a log loading again marks its last segment anew).
 """
 
 from __future__ import annotations
 
+import enum
 import errno
 import itertools
 import logging
 import os
 import random
-import struct
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
-from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, RecordTooLargeError, SeglogError
-from ..records import BatchIterator, LegacyBatch, _scan
-from ..records.batch import HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH
-from ..records.batches import HEADER_PEEK, peek_frame
+from ..errors import (
+    CorruptIndexError,
+    CorruptRecordError,
+    IllegalStateTransitionError,
+    KafkaStorageError,
+    RecordTooLargeError,
+    SeglogError,
+)
+from ..records import LegacyBatch, _scan
+from ..records.batch import LOG_OVERHEAD
+from ..records.batches import peek_frame
 from ..records.compression import decompress
-from . import fileio
+from . import file_records, fileio
+from .file_records import (
+    _V2_PEEK,
+    BatchHeader,
+    FetchDataInfo,
+    FileSlice,
+    LogOffsetMetadata,
+    header_at_position,
+)
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
 
 log = logging.getLogger(__name__)
 
-# baseOffset, batchLength, then (skipping epoch, magic, crc, attributes) lastOffsetDelta,
-# and (skipping baseTimestamp) maxTimestamp: what a scan needs of a v2 header
-_V2_PEEK = struct.Struct(">qi11xi8xq")
-_LEGACY_TS = struct.Struct(">q")
-_V1_PEEK = 26  # a magic 1 message's framing, crc, magic, attributes and timestamp
-_HEADER_READ = 64  # a read for one v2 header (the 43 bytes a scan needs)
-_FIRST_SCAN_CHUNK = 4 * 1024
-_SCAN_CHUNK = 64 * 1024
+
+class SegmentState(enum.Enum):
+    ACTIVE = "active"
+    SEALED = "sealed"
+    DELETED = "deleted"
+
+
+ACTIVE, SEALED, DELETED = SegmentState.ACTIVE, SegmentState.SEALED, SegmentState.DELETED
+# the table above: the states each state may move to
+_NEXT_STATES = {
+    ACTIVE: frozenset({ACTIVE, SEALED, DELETED}),
+    SEALED: frozenset({SEALED, ACTIVE, DELETED}),
+    DELETED: frozenset({DELETED}),
+}
+
+_new = tuple.__new__
 _RECOVERY_CHUNK = 1024 * 1024
 _TIME_SEARCH_READ = 1024 * 1024  # the most a lookup by time reads of a batch it expects to search
 
 # what a recovery walk carries from chunk to chunk (see _scan_and_index)
 _WalkState = tuple[int, int | None, int, int, int, int]
-
-
-# Named tuples rather than dataclasses: a lookup makes one of each, and a frozen
-# dataclass costs a microsecond to build, a tenth of a lookup's budget.
-
-
-class BatchHeader(NamedTuple):
-    """What a scan of batch headers learns without decoding records."""
-
-    position: int
-    size: int
-    base_offset: int  # for a legacy wrapper: its offset field (the last inner offset)
-    last_offset: int
-    max_timestamp: int
-    magic: int
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
-
-
-class FileSlice(NamedTuple):
-    """A byte range of a segment file, starting at a batch boundary.
-
-    The slice holds the segment's open file: a truncation, retention or compaction
-    that deletes the segment meanwhile unlinks the file but leaves the fd open while
-    the slice is held (see ``fileio.FileHandle``), so its bytes stay readable. Bytes a
-    truncation cuts from the segment that stays are gone, as in Kafka: a slice over
-    them reads short, and ``batches`` leaves the partial batch out."""
-
-    handle: fileio.FileHandle
-    position: int
-    size: int
-
-    def read(self) -> bytes:
-        return self.handle.pread(self.size, self.position)
-
-    def batches(self) -> BatchIterator:
-        """The whole batches of the slice (a last partial batch is left out)."""
-        return BatchIterator(self.read(), origin=self.position)
-
-
-class FetchData(NamedTuple):
-    """A read's answer: where it starts, and the bytes (``None``: nothing to read)."""
-
-    offset: int
-    slice: FileSlice | None
-    first_entry_incomplete: bool = False
-
-    @property
-    def size(self) -> int:
-        return self.slice.size if self.slice else 0
-
-
-def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
-    if len(buf) - at >= _V2_PEEK.size and buf[at + 16] == 2:
-        offset, size, delta, max_ts = _V2_PEEK.unpack_from(buf, at)
-        if size >= MIN_BATCH_LENGTH:
-            return BatchHeader(position, size + LOG_OVERHEAD, offset, offset + delta, max_ts, 2)
-    offset, size, magic = peek_frame(buf, at, position - at)
-    if magic == 2:
-        raise CorruptRecordError("v2 batch header truncated", position=position)
-    ts = _LEGACY_TS.unpack_from(buf, at + 18)[0] if magic == 1 and len(buf) - at >= _V1_PEEK else NO_TIMESTAMP
-    return BatchHeader(position, size + LOG_OVERHEAD, offset, offset, ts, magic)
 
 
 class _MisleadingEntry(Exception):
@@ -154,9 +130,8 @@ class LogSegment:
         self._rolling_loaded = created
         self.bytes_since_last_index_entry = 0
         self._warned_of_index = False
-        self.deleted = False  # its files unlinked: a reader that took it earlier must look again
         self.created_ms = self._clock()
-        self.active = created
+        self.state = ACTIVE if created else SEALED
         if created:
             try:
                 self._handle = fileio.open_file(self.log_path, create=True)
@@ -166,6 +141,29 @@ class LogSegment:
                 self.close_handlers()  # (delete drops its files for readers; none has this one)
                 self.delete()  # a failed create (a full disk) leaves no file open, nor behind
                 raise
+
+    # --- state (see the table at the top) -------------------------------------------------
+
+    def _move(self, to: SegmentState) -> None:
+        if to not in _NEXT_STATES[self.state]:
+            raise IllegalStateTransitionError(
+                f"segment {self.base_offset} cannot go from {self.state.value} to {to.value}", file=self.log_path
+            )
+        self.state = to
+
+    @property
+    def active(self) -> bool:
+        """Whether this is the log's last segment, the one appended to."""
+        return self.state is ACTIVE
+
+    @active.setter
+    def active(self, value: bool) -> None:
+        self._move(ACTIVE if value else SEALED)
+
+    @property
+    def deleted(self) -> bool:
+        """Its files unlinked: a reader that took it earlier must look again."""
+        return self.state is DELETED
 
     @classmethod
     def create(cls, dir: str, base_offset: int, **kw: object) -> LogSegment:
@@ -294,12 +292,8 @@ class LogSegment:
                 )
         if oi.entries:
             offset, position = oi.entry(oi.entries - 1)
-            head = self.handle.pread(HEADER_SIZE, position)
-            try:
-                last = _header_at(head, 0, position).last_offset if len(head) >= HEADER_PEEK else None
-            except CorruptRecordError:
-                last = None
-            if last != offset:
+            header = header_at_position(self.handle, position)
+            if header is None or header.last_offset != offset:
                 raise CorruptIndexError(
                     f"last entry (offset {offset}, position {position}) is not the start of a batch ending there",
                     file=oi.path,
@@ -466,12 +460,6 @@ class LogSegment:
         return self.max_timestamp_and_offset[0]
 
     @property
-    def largest_timestamp(self) -> int:
-        """For retention: the largest record timestamp, else the file's mtime."""
-        ts = self.max_timestamp
-        return ts if ts >= 0 else self.last_modified_ms
-
-    @property
     def last_modified_ms(self) -> int:
         return int(os.stat(self.log_path).st_mtime * 1000)
 
@@ -504,34 +492,9 @@ class LogSegment:
     # --- reading ---------------------------------------------------------------------------
 
     def scan_headers(self, start: int = 0, end: int | None = None, first_read: int = 0) -> Iterator[BatchHeader]:
-        """Batch headers from byte ``start`` up to ``end``, reading in chunks.
-        Stops at a partial batch; bad framing raises CorruptRecordError.
-
-        Reads follow the batches: past a batch larger than a first chunk, the next
-        read takes one header (as Kafka reads a header at a time: copying the body
-        of a large batch to learn where the next starts would cost more than the
-        call); while batches are small, reads grow from a first chunk (or from
-        ``first_read`` bytes, when the caller knows how far the batch it wants lies
-        at the most)."""
-        limit = self.size if end is None else end
-        pread = self.handle.pread
-        pos, want = start, first_read or _FIRST_SCAN_CHUNK
-        while pos + HEADER_PEEK <= limit:
-            chunk = pread(min(want, limit - pos), pos)
-            n, at, size = len(chunk), 0, 0
-            while at + HEADER_PEEK <= n:
-                if n - at < _V2_PEEK.size and (chunk[at + 16] == 2 or (n - at < _V1_PEEK and chunk[at + 16] == 1)):
-                    break  # the header fields we read (a v2 batch's, a v1 timestamp) lie past the chunk
-                header = _header_at(chunk, at, pos + at)
-                size = header.size
-                at += size
-                if pos + at > limit:
-                    return
-                yield header
-            if at == 0:
-                return  # a v2 header cut short by the end of the data: a partial batch
-            pos += at
-            want = _HEADER_READ if size > _FIRST_SCAN_CHUNK else max(_FIRST_SCAN_CHUNK, min(want * 4, _SCAN_CHUNK))
+        """Batch headers from byte ``start`` up to ``end`` (default: the segment's size);
+        see ``file_records.scan_headers``."""
+        return file_records.scan_headers(self.handle, start, self.size if end is None else end, first_read)
 
     def _scan_from_index(self, offset: int) -> tuple[int, int, Iterator[BatchHeader]]:
         """The offset and position of the largest index entry at or below ``offset`` (-1
@@ -540,8 +503,7 @@ class LogSegment:
         one read takes every header up to it; when it is far, the first batch is large,
         and its header is read alone."""
         entry_offset, position, following = self.offset_index.lookup_position(offset)
-        span = following - position
-        first_read = 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
+        first_read = file_records.first_read_for(following - position)
         return entry_offset, position, self.scan_headers(position, first_read=first_read)
 
     def translate_offset(self, offset: int) -> BatchHeader | None:
@@ -602,17 +564,15 @@ class LogSegment:
 
     def first_offset(self, header: BatchHeader) -> int:
         """A batch's first offset; a legacy wrapper must be opened to learn it."""
-        if header.magic == 2:
-            return header.base_offset
-        data = self.handle.pread(header.size, header.position)
-        return next(BatchIterator(data, origin=header.position)).base_offset
+        return file_records.first_offset(self.handle, header)
 
     def read(
         self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
-    ) -> FetchData | None:
+    ) -> FetchDataInfo | None:
         """Bytes from the batch holding ``start_offset``, at most ``max_size`` of them
-        (or the whole first batch, with ``min_one_message``), never past ``max_position``.
-        None when no batch at or after the offset lies before ``max_position``."""
+        (or the whole first batch, with ``min_one_message``), never past ``max_position``,
+        with where they start in the log. None when no batch at or after the offset lies
+        before ``max_position``."""
         handle = self._handle or self.handle  # the slice's, taken first: the segment may be deleted meanwhile
         limit = self.size if max_position is None else max_position
         header = self.translate_offset(start_offset)
@@ -620,7 +580,15 @@ class LogSegment:
             return None
         wanted = max(max_size, header.size) if min_one_message else max_size
         size = min(limit - header.position, wanted)
-        return FetchData(start_offset, FileSlice(handle, header.position, size), wanted < header.size)
+        # (tuple.__new__: half the cost of a named tuple's constructor, on every read)
+        return _new(
+            FetchDataInfo,
+            (
+                _new(LogOffsetMetadata, (start_offset, self.base_offset, header.position)),
+                _new(FileSlice, (handle, header.position, size)),
+                wanted < header.size,
+            ),
+        )
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
@@ -641,11 +609,7 @@ class LogSegment:
         # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
         # fills the span (else the scan below, from the index entry, as ever).
         if span is not None and 0 < span[2] - span[1] <= _TIME_SEARCH_READ:
-            head = (self._handle or self.handle).pread(_HEADER_READ, span[0])
-            try:
-                holder = _header_at(head, 0, span[0]) if len(head) >= HEADER_PEEK else None
-            except CorruptRecordError:
-                holder = None
+            holder = header_at_position(self._handle or self.handle, span[0])
             if holder is None or holder.max_timestamp != ts:
                 return self._search_time_afresh(timestamp, starting_offset, ts_offset)
             data = (self._handle or self.handle).pread(span[2] - span[1], span[1])
@@ -680,21 +644,7 @@ class LogSegment:
     ) -> tuple[int, int] | None:
         """The first record of the batches of ``headers`` with timestamp >= ``timestamp``
         and offset >= ``starting_offset``, as (timestamp, offset)."""
-        for header in headers:
-            if header.max_timestamp < timestamp or header.last_offset < starting_offset:
-                continue
-            data = self.handle.pread(header.size, header.position)
-            if header.magic == 2:  # the records walked in C, none decoded
-                found = _scan.find_timestamp(data, timestamp, starting_offset, header.position, decompress)
-                if found is not None:
-                    return found
-                continue
-            for _key, _value, record_ts, _headers, offset in next(
-                BatchIterator(data, origin=header.position)
-            ).records():
-                if record_ts is not None and record_ts >= timestamp and offset >= starting_offset:
-                    return record_ts, offset
-        return None
+        return file_records.search_time(self.handle, headers, timestamp, starting_offset)
 
     def read_next_offset(self) -> int:
         """The offset after the segment's last batch (its base offset when empty). A
@@ -900,7 +850,7 @@ class LogSegment:
         """Unlink the segment's files. Its open file and index maps are dropped, not
         closed: a reader holding them (a ``FileSlice``, a lookup under way) reads on,
         and they close when the last holder lets go."""
-        self.deleted = True
+        self._move(DELETED)
         self._offset_index = self._time_index = None
         self._handle = None
         for path in (self.log_path, self.index_path, self.time_index_path):

@@ -30,6 +30,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.override)
     if logging.getLogger().level > logging.INFO:
         logging.getLogger("seglog.broker").setLevel(logging.INFO)  # start, stop and errors are always said
+        logging.getLogger("seglog.cluster").setLevel(logging.INFO)  # so are elections and broker changes
     return asyncio.run(serve(KafkaServer(config, metrics_port=args.metrics_port, metrics_host="0.0.0.0")))
 
 

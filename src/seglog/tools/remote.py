@@ -166,7 +166,8 @@ def _describe(client: BrokerClient, topic: dict[str, Any]) -> None:
     )
     for p in partitions:
         print(
-            f"\tTopic: {topic['name']}\tPartition: {p['partition_index']}\tLeader: {p['leader_id']}\t"
+            f"\tTopic: {topic['name']}\tPartition: {p['partition_index']}\t"
+            f"Leader: {p['leader_id'] if p['leader_id'] >= 0 else 'none'}\t"
             f"Replicas: {','.join(map(str, p['replica_nodes']))}\tIsr: {','.join(map(str, p['isr_nodes']))}"
         )
 

@@ -1,0 +1,249 @@
+"""``seglog cluster up``: a ZooKeeper and N brokers on this machine, the way to try a cluster in one command.
+
+    seglog cluster up --brokers 3 --dir D [--zookeeper HOST:PORT] [--port 9092] [--override KEY=VALUE ...]
+
+Broker i (from 1) is ``broker.id=i`` on 127.0.0.i (Linux answers on all of 127/8 without setup),
+its log dir ``D/broker-i``, its output in ``D/broker-i.log``. ZooKeeper (Debian's package, unless
+``--zookeeper`` names a running one) keeps its data in ``D/zookeeper``. The bootstrap servers are
+printed once every broker serves; SIGINT or SIGTERM stops the brokers (each moves its leaders off
+first: controlled shutdown) and then ZooKeeper. ``LocalCluster`` is the same for programs and tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..cluster.zookeeper_server import ZooKeeperServer, free_port
+from ..errors import BrokerNotAvailableError, SeglogError
+from ..protocol import ApiKey
+from .arguments import UsageError
+from .broker_client import BrokerClient
+
+DEFAULT_PORT = 9092
+START_TIMEOUT_S = 60.0
+
+
+class BrokerProcess:
+    """One ``seglog broker`` child of a local cluster."""
+
+    def __init__(self, broker_id: int, host: str, port: int, log_dir: Path, overrides: list[str]) -> None:
+        self.broker_id = broker_id
+        self.host = host
+        self.port = port
+        self.log_dir = log_dir
+        self.overrides = overrides
+        self.proc: subprocess.Popen[str] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def output(self) -> Path:
+        return self.log_dir.with_name(f"{self.log_dir.name}.log")
+
+    def start(self, zookeeper: str) -> None:
+        args = [sys.executable, "-m", "seglog.cli", "broker"]
+        settings = [
+            f"broker.id={self.broker_id}",
+            f"log.dirs={self.log_dir}",
+            f"listeners=PLAINTEXT://{self.host}:{self.port}",
+            f"zookeeper.connect={zookeeper}",
+            *self.overrides,
+        ]
+        for setting in settings:
+            args += ["--override", setting]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.output, "a") as out:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=out, text=True)
+        line = self._first_line(START_TIMEOUT_S)
+        if not line.startswith("serving on "):
+            self.kill()
+            tail = self.output.read_text(errors="replace")[-2000:]
+            raise BrokerNotAvailableError(f"broker {self.broker_id} did not start: {line!r}\n{tail}")
+        self.port = int(line.split()[-1].rpartition(":")[2])
+
+    def _first_line(self, timeout: float) -> str:
+        assert self.proc is not None and self.proc.stdout is not None
+        found: list[str] = []
+        reader = threading.Thread(target=lambda: found.append(self.proc.stdout.readline()), daemon=True)  # type: ignore[union-attr]
+        reader.start()
+        reader.join(timeout)
+        return found[0] if found else ""
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def kill(self) -> None:
+        if self.running:
+            self.signal(signal.SIGKILL)
+        self._reap(30)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """SIGTERM (a controlled shutdown and a clean close), SIGKILL after ``timeout``."""
+        if self.running:
+            self.signal(signal.SIGCONT)  # a paused broker cannot stop
+            self.signal(signal.SIGTERM)
+            try:
+                self._reap(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._reap(30)
+
+    def _reap(self, timeout: float) -> None:
+        if self.proc is not None:
+            self.proc.wait(timeout)
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+
+
+class LocalCluster:
+    """A ZooKeeper (ours, or one given) and N brokers, each on its own loopback address."""
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        brokers: int,
+        *,
+        zookeeper: str | None = None,
+        port: int | None = DEFAULT_PORT,
+        overrides: list[str] | None = None,
+        zookeeper_tick_ms: int = 200,
+    ) -> None:
+        if not 1 <= brokers <= 254:
+            raise UsageError(f"--brokers must be between 1 and 254, not {brokers}")
+        self.directory = Path(directory)
+        self._zookeeper_given = zookeeper
+        self.zookeeper: ZooKeeperServer | None = None
+        if zookeeper is None:
+            self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_time_ms=zookeeper_tick_ms)
+        self.brokers: dict[int, BrokerProcess] = {}
+        for i in range(1, brokers + 1):
+            host = f"127.0.0.{i}"
+            chosen = port if port is not None else free_port(host)
+            self.brokers[i] = BrokerProcess(i, host, chosen, self.directory / f"broker-{i}", list(overrides or []))
+
+    @property
+    def zookeeper_connect(self) -> str:
+        if self._zookeeper_given is not None:
+            return self._zookeeper_given
+        assert self.zookeeper is not None
+        return self.zookeeper.connect_string
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(b.address for b in self.brokers.values())
+
+    def start(self) -> LocalCluster:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            if self.zookeeper is not None:
+                self.zookeeper.start()
+            for broker in self.brokers.values():
+                broker.start(self.zookeeper_connect)
+            self.wait_until_formed()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def wait_until_formed(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Until every running broker has been told of every other (the controller's UpdateMetadata)."""
+        running = [b for b in self.brokers.values() if b.running]
+        wanted = sorted(b.broker_id for b in running)
+        deadline = time.monotonic() + timeout
+        for broker in running:
+            while _known_brokers(broker.address) != wanted:
+                if time.monotonic() > deadline:
+                    raise BrokerNotAvailableError(f"broker {broker.broker_id} was not told of brokers {wanted}")
+                time.sleep(0.05)
+
+    def start_broker(self, broker_id: int) -> None:
+        self.brokers[broker_id].start(self.zookeeper_connect)
+        self.wait_until_formed()
+
+    def stop(self) -> None:
+        """Every broker stopped (at once: they move leaders off while the others still run), then ZooKeeper."""
+        running = [b for b in self.brokers.values() if b.running]
+        threads = [threading.Thread(target=b.stop) for b in running]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _known_brokers(address: str) -> list[int]:
+    try:
+        with BrokerClient(address, timeout=5) as client:
+            answer = client.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
+    except SeglogError:
+        return []
+    return sorted(b["node_id"] for b in answer["brokers"])
+
+
+# --- the command -------------------------------------------------------------------------------------
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("cluster", help="run a ZooKeeper and N brokers on this machine")
+    actions = p.add_subparsers(dest="action", required=True, metavar="ACTION")
+    up = actions.add_parser("up", help="start them; SIGINT or SIGTERM stops them")
+    up.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
+    up.add_argument("--dir", required=True, help="where their log dirs, ZooKeeper's data and their output go")
+    up.add_argument("--zookeeper", metavar="HOST:PORT", help="a running ZooKeeper to use instead of starting one")
+    up.add_argument("--port", type=int, default=DEFAULT_PORT, help="each broker's port on its address (0: any)")
+    up.add_argument(
+        "--override", action="append", default=[], metavar="KEY=VALUE", help="a broker config for every broker"
+    )
+    up.set_defaults(run=run_up)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    if not 0 <= args.port < 65536:
+        raise UsageError(f"--port must be a port number, not {args.port}")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    cluster = LocalCluster(
+        args.dir, args.brokers, zookeeper=args.zookeeper, port=args.port or None, overrides=args.override
+    )
+    cluster.start()
+    try:
+        print(f"zookeeper.connect={cluster.zookeeper_connect}", flush=True)
+        print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        while not stop.wait(1.0):
+            for broker in cluster.brokers.values():
+                if broker.proc is not None and not broker.running and broker.proc.returncode is not None:
+                    print(
+                        f"broker {broker.broker_id} exited ({broker.proc.returncode}): see {broker.output}", flush=True
+                    )
+                    broker.proc = None
+    finally:
+        cluster.stop()
+    print("stopped", flush=True)
+    return 0

@@ -1,0 +1,462 @@
+"""Three ``seglog broker`` processes and a real ZooKeeper form a cluster: the controller inside a
+broker, its requests over the wire, clients (confluent-kafka) served by the leaders.
+
+One cluster for the module, its tests in order: a topic created and served; the controller's
+broker killed and brought back; a broker paused past its session; ZooKeeper restarted; a topic
+deleted. Followers do not fetch yet (replication's work): nothing here asserts on data that only
+a dead broker had.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewPartitions,
+    NewTopic,
+)
+from kazoo.client import KazooClient
+
+import seglog.broker
+from seglog.broker.controller_channel_manager import ControllerChannelManager
+from seglog.cluster import znodes
+from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
+from seglog.cluster.controller_channel import StopReplicaPartitionState, StopReplicaRequest, StopReplicaResponse
+from seglog.cluster.zk_client import ZkClient
+from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
+from seglog.protocol import ApiKey
+from seglog.tools.broker_client import BrokerClient
+from seglog.tools.cluster import LocalCluster
+
+from .conftest import wait_until
+
+TOPIC = "orders"
+NOT_LEADER_OR_FOLLOWER = 6
+STALE_CONTROLLER_EPOCH = 11
+STALE_BROKER_EPOCH = 77
+SESSION_TIMEOUT_MS = 4000
+OVERRIDES = [
+    f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    "auto.leader.rebalance.enable=true",
+    "leader.imbalance.check.interval.seconds=1",
+    "controlled.shutdown.retry.backoff.ms=200",
+    "log.flush.interval.messages=1",
+]
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    admin = KazooClient(hosts=zookeeper.connect_string)
+    admin.start()
+    admin.ensure_path("/brokers-test")
+    admin.stop()
+    admin.close()
+    connect = zookeeper.connect_string + "/brokers-test"
+    local = LocalCluster(tmp_path_factory.mktemp("cluster"), 3, zookeeper=connect, port=None, overrides=OVERRIDES)
+    local.start()
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="module")
+def zk(cluster: LocalCluster) -> Iterator[ZkClient]:
+    with ZkClient(cluster.zookeeper_connect, session_timeout_ms=SESSION_TIMEOUT_MS) as client:
+        yield client
+
+
+def metadata(address: str, topics: list[str] | None = None) -> dict[str, Any]:
+    with BrokerClient(address, timeout=10) as client:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+        }
+        return client.request(ApiKey.METADATA, body, version=12)
+
+
+def partitions(address: str, topic: str = TOPIC) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """partition -> (leader, replicas, isr) as one broker tells clients."""
+    found = [t for t in metadata(address)["topics"] if t["name"] == topic]
+    if not found:
+        return {}
+    return {
+        p["partition_index"]: (p["leader_id"], tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
+        for p in found[0]["partitions"]
+    }
+
+
+def fetch_error(address: str, topic: str, partition: int) -> int:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic,
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": 0,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    with BrokerClient(address, timeout=10) as client:
+        return int(client.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"])
+
+
+def live(cluster: LocalCluster) -> list[str]:
+    return [b.address for b in cluster.brokers.values() if b.running]
+
+
+def agree(cluster: LocalCluster, topic: str = TOPIC) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
+    """What every live broker says of ``topic``, once they all say the same."""
+    seen: list[dict] = []
+
+    def same() -> bool:
+        seen[:] = [partitions(a, topic) for a in live(cluster)]
+        return bool(seen[0]) and all(s == seen[0] for s in seen)
+
+    wait_until(same, what=f"the brokers to agree on {topic}")
+    return seen[0]
+
+
+def produce_and_consume(cluster: LocalCluster, count: int, tag: str) -> None:
+    producer = Producer({"bootstrap.servers": ",".join(live(cluster)), "acks": "all"})
+    failed: list[Any] = []
+    for i in range(count):
+        producer.produce(TOPIC, f"{tag}-{i}".encode(), partition=i % 6, on_delivery=lambda e, m: e and failed.append(e))
+    assert producer.flush(30) == 0
+    assert failed == []
+    consumer = Consumer({"bootstrap.servers": ",".join(live(cluster)), "group.id": tag, "enable.auto.commit": False})
+    consumer.assign([KafkaTopicPartition(TOPIC, p, 0) for p in range(6)])
+    got: dict[int, list[str]] = {}
+    try:
+
+        def read() -> bool:
+            m = consumer.poll(0.2)
+            if m is not None and m.error() is None and m.value().decode().startswith(tag):
+                got.setdefault(m.partition(), []).append(m.value().decode())
+            return sum(map(len, got.values())) >= count
+
+        wait_until(read, 30, "the records to come back")
+    finally:
+        consumer.close()
+    for p, values in got.items():
+        assert values == [f"{tag}-{i}" for i in range(count) if i % 6 == p]
+
+
+def test_a_topic_is_assigned_by_the_controller_and_served_by_its_leaders(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(TOPIC, 6, 3)], operation_timeout=30)[TOPIC].result(60)
+
+    assignment = {p: a.replicas for p, a in zk.get_topic(TOPIC).partitions.items()}  # type: ignore[union-attr]
+    brokers = [BrokerMetadata(b) for b in (1, 2, 3)]
+    kafkas = [
+        assign_replicas_to_brokers(brokers, 6, 3, start_index=s, replica_shift=k) for s in range(3) for k in range(3)
+    ]
+    assert assignment in kafkas
+    state = agree(cluster)
+    assert state == {p: (r[0], r, r) for p, r in assignment.items()}  # preferred leaders, everyone in sync
+    controller = zk.get_controller_id()
+    for address in live(cluster):
+        answer = metadata(address)
+        assert answer["controller_id"] == controller
+        assert answer["cluster_id"] == zk.get_cluster_id()
+        assert sorted(b["node_id"] for b in answer["brokers"]) == [1, 2, 3]
+
+    produce_and_consume(cluster, 60, "first")
+    leader, replicas, _ = state[0]
+    follower = cluster.brokers[replicas[1]]
+    assert fetch_error(follower.address, TOPIC, 0) == NOT_LEADER_OR_FOLLOWER
+    assert fetch_error(cluster.brokers[leader].address, TOPIC, 0) == 0
+
+
+def test_a_request_of_an_older_controller_or_broker_epoch_is_refused(cluster: LocalCluster, zk: ZkClient) -> None:
+    epoch = zk.get_controller_epoch()[0]  # type: ignore[index]
+    broker = cluster.brokers[2]
+    czxid = zk.get(znodes.broker_path(2))[1].czxid  # type: ignore[index]
+    body = {"controller_id": 1, "topic_states": [], "live_brokers": []}
+    with BrokerClient(broker.address, timeout=10) as client:
+        older = {**body, "controller_epoch": epoch - 1, "broker_epoch": czxid}
+        assert client.request(ApiKey.UPDATE_METADATA, older, version=7)["error_code"] == STALE_CONTROLLER_EPOCH
+        stale = {**body, "controller_epoch": epoch, "broker_epoch": czxid - 1}
+        assert client.request(ApiKey.UPDATE_METADATA, stale, version=7)["error_code"] == STALE_BROKER_EPOCH
+    assert sorted(b["node_id"] for b in metadata(broker.address)["brokers"]) == [1, 2, 3]  # nothing changed
+
+
+def test_the_controller_fails_over_and_its_broker_comes_back_as_a_follower(cluster: LocalCluster, zk: ZkClient) -> None:
+    before = agree(cluster)
+    dead = zk.get_controller_id()
+    assert dead is not None
+    epoch = zk.get_controller_epoch()[0]  # type: ignore[index]
+    cluster.brokers[dead].kill()
+
+    wait_until(lambda: zk.get_controller_id() not in (None, dead), what="another controller")
+    assert zk.get_controller_epoch()[0] > epoch  # type: ignore[index]
+    # the dead broker leaves the ISRs (and leaderships: leader -1) in one round of requests, the new
+    # leaders are elected in the next
+    wait_until(
+        lambda: all(dead not in isr and leader in isr for leader, _, isr in agree(cluster).values()),
+        what="new leaders and ISRs without the dead broker",
+    )
+    after = agree(cluster)
+    for p, (leader, replicas, isr) in after.items():
+        assert replicas == before[p][1]
+        assert leader != dead and leader in before[p][2]
+        assert isr == tuple(r for r in before[p][2] if r != dead)
+    produce_and_consume(cluster, 30, "failover")
+
+    cluster.start_broker(dead)
+    wait_until(lambda: zk.get(znodes.broker_path(dead)) is not None, what="the registration back")
+    wait_until(lambda: partitions(cluster.brokers[dead].address) == after, what="the returned broker's metadata")
+    led_before = [p for p, (leader, _, _) in before.items() if leader == dead]
+    assert led_before
+    for p in led_before:  # it holds a replica and does not lead it: a follower
+        assert fetch_error(cluster.brokers[dead].address, TOPIC, p) == NOT_LEADER_OR_FOLLOWER
+
+    # The leaders' fetchers would see it catch up and ask the controller to put it back in the ISR
+    # (replication's AlterPartition); this sends what they would send. Then the auto rebalance
+    # (every second here) gives leadership back to the preferred replicas.
+    rejoin_isr(cluster, zk, dead)
+    wait_until(
+        lambda: all(leader == replicas[0] for leader, replicas, _ in agree(cluster).values()),
+        what="leadership back on the preferred replicas",
+    )
+    produce_and_consume(cluster, 30, "preferred")
+
+
+def rejoin_isr(cluster: LocalCluster, zk: ZkClient, broker_id: int) -> None:
+    controller = zk.get_controller_id()
+    assert controller is not None
+    for p in range(6):
+        state = zk.get_partition_state(znodes.TopicPartition(TOPIC, p))
+        assert state is not None
+        lai = state.leader_and_isr
+        leader_epoch = zk.get(znodes.broker_path(lai.leader))[1].czxid  # type: ignore[index]
+        body = {
+            "broker_id": lai.leader,
+            "broker_epoch": leader_epoch,
+            "topics": [
+                {
+                    "topic_name": TOPIC,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "leader_epoch": lai.leader_epoch,
+                            "new_isr": sorted({*lai.isr, broker_id}),
+                            "leader_recovery_state": 0,
+                            "partition_epoch": lai.partition_epoch,
+                        }
+                    ],
+                }
+            ],
+        }
+        with BrokerClient(cluster.brokers[controller].address, timeout=10) as client:
+            answer = client.request(ApiKey.ALTER_PARTITION, body, version=1)
+        assert answer["error_code"] == 0
+        assert answer["topics"][0]["partitions"][0]["error_code"] == 0
+
+
+def test_a_paused_broker_loses_its_registration_and_gets_it_back(cluster: LocalCluster, zk: ZkClient) -> None:
+    controller = zk.get_controller_id()
+    paused = next(b for b in (1, 2, 3) if b != controller)
+    other = next(b for b in (1, 2, 3) if b not in (controller, paused))
+    czxid = zk.get(znodes.broker_path(paused))[1].czxid  # type: ignore[index]
+    cluster.brokers[paused].signal(signal.SIGSTOP)
+    try:
+        wait_until(lambda: zk.get(znodes.broker_path(paused)) is None, what="the session to expire")
+
+        def told() -> bool:
+            return paused not in [b["node_id"] for b in metadata(cluster.brokers[other].address)["brokers"]]
+
+        wait_until(told, what="the others to be told")
+    finally:
+        cluster.brokers[paused].signal(signal.SIGCONT)
+    wait_until(lambda: zk.get(znodes.broker_path(paused)) is not None, what="the registration back")
+    assert zk.get(znodes.broker_path(paused))[1].czxid > czxid  # type: ignore[index]
+    wait_until(
+        lambda: paused in [b["node_id"] for b in metadata(cluster.brokers[other].address)["brokers"]],
+        what="the others to see it back",
+    )
+
+
+def test_brokers_reconnect_after_zookeeper_restarts(
+    cluster: LocalCluster, zk: ZkClient, zookeeper: ZooKeeperServer
+) -> None:
+    zookeeper.restart()
+    # the brokers' sessions may have expired meanwhile: then they register again and are told so
+    wait_until(lambda: zk.get_broker_ids() == [1, 2, 3] and zk.get_controller_id() is not None, 60, "the brokers")
+    cluster.wait_until_formed()
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("after-restart", 3, 3)], operation_timeout=30)["after-restart"].result(60)
+    state = agree(cluster, "after-restart")
+    assert sorted(state) == [0, 1, 2]
+    assert all(leader in replicas and len(replicas) == 3 for leader, replicas, _ in state.values()), state
+    for address in live(cluster):
+        assert sorted(b["node_id"] for b in metadata(address)["brokers"]) == [1, 2, 3]
+
+
+def test_topic_configs_and_partitions_change_through_zookeeper(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].address})
+    entry = ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)
+    resource = ConfigResource("topic", "after-restart", incremental_configs=[entry])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    assert zk.get_topic_config("after-restart") == {"retention.ms": "3600000"}
+
+    def applied(broker: int) -> bool:  # every replica's log took the override (its topic-configs.json)
+        text = (cluster.brokers[broker].log_dir / "topic-configs.json").read_text()
+        return json.loads(text)["topics"]["after-restart"]["config"].get("retention.ms") == 3600000
+
+    for b in (1, 2, 3):
+        wait_until(lambda b=b: applied(b), what=f"broker {b} to apply the config")
+    other = AdminClient({"bootstrap.servers": cluster.brokers[3].address})
+    (entries,) = [f.result(30) for f in other.describe_configs([ConfigResource("topic", "after-restart")]).values()]
+    assert entries["retention.ms"].value == "3600000"
+
+    admin.create_partitions([NewPartitions("after-restart", 4)])["after-restart"].result(30)
+    assert sorted(agree(cluster, "after-restart")) == [0, 1, 2, 3]
+
+
+def test_metadata_creates_a_topic_through_the_controller(cluster: LocalCluster, zk: ZkClient) -> None:
+    def created() -> bool:
+        with BrokerClient(cluster.brokers[2].address, timeout=10) as client:
+            body = {"topics": [{"name": "auto"}], "allow_auto_topic_creation": True}
+            topic = client.request(ApiKey.METADATA, body, version=12)["topics"][0]
+        return topic["error_code"] == 0 and len(topic["partitions"]) == 1  # num.partitions
+
+    wait_until(created, what="the topic made on demand")
+    assert zk.get_topic("auto") is not None
+
+
+def test_a_stopping_broker_moves_its_leaders_off_first(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("shutdown", 3, 3)], operation_timeout=30)["shutdown"].result(60)
+    state = agree(cluster, "shutdown")
+    stopping = 3
+    led = next(p for p, (leader, _, isr) in state.items() if leader == stopping and len(isr) == 3)
+    # ZooKeeper tells one session its changes in order: the new leader must come before the goodbye
+    events: list[str] = []
+    observer = KazooClient(hosts=cluster.zookeeper_connect)
+    observer.start()
+    try:
+
+        @observer.DataWatch(znodes.partition_state_path("shutdown", led))
+        def moved(data: bytes | None, _stat: Any) -> None:
+            if data and json.loads(data)["leader"] != stopping and "moved" not in events:
+                events.append("moved")
+
+        @observer.ChildrenWatch(znodes.BROKER_IDS)
+        def gone(children: list[str]) -> None:
+            if str(stopping) not in children and "unregistered" not in events:
+                events.append("unregistered")
+
+        cluster.brokers[stopping].stop()  # SIGTERM: controlled shutdown, then the close
+        wait_until(lambda: len(events) == 2, what="the leader moved and the broker gone")
+    finally:
+        observer.stop()
+        observer.close()
+    assert events == ["moved", "unregistered"]
+    cluster.start_broker(stopping)
+    wait_until(lambda: zk.get_broker_ids() == [1, 2, 3], what="the broker back")
+
+
+def test_a_deleted_topic_goes_from_every_broker(cluster: LocalCluster, zk: ZkClient) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.delete_topics([TOPIC], operation_timeout=30)[TOPIC].result(60)
+    wait_until(lambda: all(partitions(a) == {} for a in live(cluster)), what="the topic gone from metadata")
+    wait_until(lambda: zk.get(znodes.topic_path(TOPIC)) is None, what="the topic znode gone")
+
+    def no_logs() -> bool:
+        dirs = [n for b in cluster.brokers.values() for n in os.listdir(b.log_dir)]
+        return not [n for n in dirs if n.startswith(f"{TOPIC}-") and not n.endswith("-delete")]
+
+    wait_until(no_logs, what="the partition dirs deleted")
+
+
+def test_cluster_up_starts_and_stops_a_cluster(zookeeper: ZooKeeperServer, tmp_path: Path) -> None:
+    connect = zookeeper.connect_string
+    kazoo = KazooClient(hosts=connect)
+    kazoo.start()
+    kazoo.ensure_path("/cluster-up")
+    kazoo.stop()
+    kazoo.close()
+    args = [sys.executable, "-m", "seglog.cli", "cluster", "up", "--brokers", "2", "--dir", str(tmp_path)]
+    args += ["--zookeeper", f"{connect}/cluster-up", "--port", "0"]
+    # stopping together, no broker can take the others' leaders: each retries its controlled shutdown
+    args += ["--override", "controlled.shutdown.retry.backoff.ms=100"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"zookeeper.connect={connect}/cluster-up"
+        line = proc.stdout.readline()
+        assert line.startswith("bootstrap servers: 127.0.0.1:"), line
+        bootstrap = line.split()[-1]
+        assert bootstrap.split(",")[1].startswith("127.0.0.2:")
+        topics = [sys.executable, "-m", "seglog.cli", "topics", "--bootstrap-server", bootstrap]
+        create = [*topics, "--create", "--topic", "t", "--partitions", "2", "--replication-factor", "2"]
+        subprocess.run(create, check=True, capture_output=True, timeout=60)
+        described = subprocess.run([*topics, "--describe", "--topic", "t"], capture_output=True, text=True, timeout=60)
+        lines = [line for line in described.stdout.splitlines() if "Partition: " in line]
+        assert len(lines) == 2
+        for line in lines:
+            fields = dict(f.split(": ") for f in line.strip().split("\t"))
+            replicas = fields["Replicas"].split(",")
+            assert sorted(replicas) == ["1", "2"] and fields["Leader"] == replicas[0]
+            assert fields["Isr"] == fields["Replicas"]
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0
+        assert out.strip().endswith("stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_the_channel_resends_until_a_broker_answers(chroot: str, tmp_path: Path) -> None:
+    """A request queued while its broker is down goes out once the broker serves, in order."""
+    port = free_port()
+    broker = znodes.BrokerRegistration(1, (znodes.EndPoint("PLAINTEXT", "127.0.0.1", port),), 0)
+    answers: list[tuple[int, StopReplicaResponse]] = []
+    channel = ControllerChannelManager()
+    channel.add_broker(broker)
+    try:
+        for index in (0, 1):
+            request = StopReplicaRequest(7, 0, -1, (StopReplicaPartitionState("gone", index, -1, True),))
+            channel.send(1, request, lambda b, r: answers.append((b, r)))
+        with seglog.broker.start(str(tmp_path), port, {"zookeeper.connect": chroot, "broker.id": 1}):
+            wait_until(lambda: len(answers) == 2, what="both answers")
+    finally:
+        channel.close()
+    assert [(b, list(r.partition_errors)) for b, r in answers] == [
+        (1, [znodes.TopicPartition("gone", 0)]),
+        (1, [znodes.TopicPartition("gone", 1)]),
+    ]
