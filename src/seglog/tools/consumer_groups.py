@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
+import time
 import uuid
 from datetime import datetime
 from typing import Any
@@ -33,6 +34,9 @@ from .remote import BrokerError, list_offsets
 MISSING = "-"
 CONSUMER_PROTOCOL = "consumer"
 INACTIVE_STATES = ("Empty", "Dead")
+# the coordinator's answers while it loads or moves, which Kafka's admin client retries
+RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+RETRY_BACKOFF_S = 0.1
 NO_TOPIC_ID = uuid.UUID(int=0)  # a topic asked by name
 TopicPartition = tuple[str, int]
 
@@ -62,6 +66,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_arguments(args)
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    while True:
+        try:
+            return _run_once(args)
+        except BrokerError as e:
+            # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
+            if e.error_code not in RETRIABLE or time.monotonic() + RETRY_BACKOFF_S > deadline:
+                raise
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _run_once(args: argparse.Namespace) -> int:
+    """The command, once: its output is printed only when every request has succeeded."""
     with BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
         if args.list:
             return _list(client)
@@ -249,11 +266,11 @@ def _reset(client: BrokerClient, coordinator: BrokerClient, args: argparse.Names
     committed = _committed(coordinator, group)
     partitions = _partitions_to_reset(client, args, committed)
     new = _new_offsets(client, args, partitions, committed)
+    if args.execute:
+        _commit(coordinator, group, new)
     for line in (("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), *((group, t, p, o) for (t, p), o in new.items())):
         print("\n{:<30} {:<30} {:<10} {:<15}".format(*map(str, line)), end="")
     print()
-    if args.execute:
-        _commit(coordinator, group, new)
     return 0
 
 
