@@ -10,6 +10,7 @@ import asyncio
 import time
 from collections.abc import Callable
 
+from seglog.broker.admin import AdminManager
 from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
@@ -40,7 +41,8 @@ def open_broker(path: str, clock: Clock) -> tuple[ReplicaManager, GroupMetadataM
         }
     )
     replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
-    return replicas, GroupMetadataManager(config, replicas, clock=clock)
+    admin = AdminManager(config, replicas)
+    return replicas, GroupMetadataManager(config, replicas, admin.create_internal_topic, clock=clock)
 
 
 async def until(check: Callable[[], bool], what: str) -> None:

@@ -27,7 +27,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import replace
 from typing import Any
 
@@ -49,6 +49,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 Output = Reply | Forget | StoreGroup | StoreOffsets
 Call = Callable[[Hashable, int], list[Any]]  # (token, now ms) -> the coordinator's outputs
+# (name, partitions, replication factor, topic config): the admin manager's, through ZooKeeper in a cluster
+TopicCreator = Callable[[str, int, int, dict[str, Any]], Awaitable[None]]
 
 
 def wall_clock_ms() -> int:
@@ -57,10 +59,16 @@ def wall_clock_ms() -> int:
 
 class GroupMetadataManager:
     def __init__(
-        self, config: BrokerConfig, replicas: ReplicaManager, *, clock: Callable[[], int] = wall_clock_ms
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        create_topic: TopicCreator,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config
         self.replicas = replicas
+        self._create_topic = create_topic
         group_config = GroupConfig.from_broker(config)
         self.coordinator = GroupCoordinator(replace(group_config, offsets_topic_num_partitions=self.num_partitions))
         self.offsets = OffsetManager(self.coordinator)
@@ -70,7 +78,7 @@ class GroupMetadataManager:
         self._tokens = itertools.count(1)
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
         self._loading: set[int] = set()
-        self._loaded: set[int] = set()
+        self._loaded: dict[int, int] = {}  # partition -> the leader epoch it was loaded at
         self._failed: set[int] = set()  # could not be read: not coordinated here (the error is logged)
         self._append_locks: dict[int, asyncio.Lock] = {}
         self._appends: set[asyncio.Task[None]] = set()
@@ -87,8 +95,9 @@ class GroupMetadataManager:
         """Load the ``__consumer_offsets`` partitions this broker leads, in the background;
         offsets expire every ``offsets.retention.check.interval.ms`` from then on."""
         for p in range(self.replicas.metadata.partition_count(OFFSETS_TOPIC)):
-            if self.replicas.is_leader(OFFSETS_TOPIC, p):
-                self._start_load(p)
+            epoch = self._leader_epoch(p)
+            if epoch is not None:
+                self._start_load(p, epoch)
         self._schedule_cleanup(self.config["offsets.retention.check.interval.ms"])
 
     async def shutdown(self) -> None:
@@ -121,16 +130,34 @@ class GroupMetadataManager:
         return partition_for(group_id, self.num_partitions)
 
     def group_error(self, group_id: str) -> int:
-        """NONE when this broker coordinates ``group_id`` now; otherwise what to answer."""
+        """NONE when this broker coordinates ``group_id`` now; otherwise what to answer. A
+        partition led at a new leader epoch (a client made the topic, or, in a cluster, the
+        leadership came here) is loaded first; one no longer led is forgotten."""
         p = self.partition_for(group_id)
         if p in self._loading:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if p in self._failed or not self.replicas.is_leader(OFFSETS_TOPIC, p):
+        epoch = self._leader_epoch(p)
+        if epoch is None or p in self._failed:
+            self._unload(p)
             return ErrorCode.NOT_COORDINATOR
-        if p not in self._loaded:  # led but never loaded: the topic came from elsewhere (a client made it)
-            self._start_load(p)
+        if self._loaded.get(p) != epoch:
+            self._unload(p)
+            self._start_load(p, epoch)
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NONE
+
+    def _leader_epoch(self, p: int) -> int | None:
+        try:
+            return self.replicas.leader_partition(OFFSETS_TOPIC, p).leader_epoch
+        except SeglogError:  # not here, or a follower
+            return None
+
+    def _unload(self, p: int) -> None:
+        """Forget the groups of a partition this broker no longer coordinates (Kafka's
+        onResignation); their waiting requests are left to time out."""
+        if self._loaded.pop(p, None) is not None:
+            for group_id in [g for g in self.coordinator.groups if self.partition_for(g) == p]:
+                del self.coordinator.groups[group_id]
 
     @property
     def loading(self) -> bool:
@@ -159,17 +186,21 @@ class GroupMetadataManager:
             "segment.bytes": self.config["offsets.topic.segment.bytes"],
             "compression.type": "producer",
         }
+        factor = self.config["offsets.topic.replication.factor"]
         try:
-            await self.replicas.create_topic(OFFSETS_TOPIC, self.num_partitions, topic_config)
+            await self._create_topic(OFFSETS_TOPIC, self.num_partitions, factor, topic_config)
         except TopicExistsError:
-            return  # made meanwhile by a client's request: its partitions load on first use
-        self._loaded.update(range(self.num_partitions))  # empty: nothing to load
+            return  # made meanwhile (a client, another broker): its partitions load on first use
+        for p in range(self.num_partitions):  # new, so empty: nothing to load where this broker leads
+            epoch = self._leader_epoch(p)
+            if epoch is not None:
+                self._loaded[p] = epoch
 
-    def _start_load(self, p: int) -> None:
+    def _start_load(self, p: int, epoch: int) -> None:
         self._loading.add(p)
-        self._spawn(self._load(p))
+        self._spawn(self._load(p, epoch))
 
-    async def _load(self, p: int) -> None:
+    async def _load(self, p: int, epoch: int) -> None:
         started = time.monotonic()
         try:
             groups: dict[str, LoadedGroup] = await self.replicas.replay(OFFSETS_TOPIC, p, load_groups)
@@ -183,7 +214,7 @@ class GroupMetadataManager:
             if self.partition_for(group.group_id) == p:  # else: written by a broker with another partition count
                 self.coordinator.load_group(group, now)
         self._loading.discard(p)
-        self._loaded.add(p)
+        self._loaded[p] = epoch
         if groups:
             took = (time.monotonic() - started) * 1000
             log.info("loaded %d groups of %s-%d in %.0f ms", len(groups), OFFSETS_TOPIC, p, took)

@@ -185,10 +185,6 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
 
-    def is_leader(self, topic: str, index: int) -> bool:
-        found = self._partitions.get((topic, index))
-        return found is not None and found.role == LEADER
-
     async def replay(self, topic: str, index: int, reader: Callable[[Any], T]) -> T:
         """``reader(partition log)`` in the I/O pool: a coordinator loading its state
         from ``__consumer_offsets`` or ``__transaction_state``."""

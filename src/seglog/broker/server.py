@@ -100,7 +100,7 @@ class KafkaServer:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
         }
-        self.groups = GroupMetadataManager(self.config, self.replicas)
+        self.groups = GroupMetadataManager(self.config, self.replicas, admin.create_internal_topic)
         self.group_apis = GroupApis(self.groups, self.replicas.metadata)
         self._handlers.update(self.group_apis.handlers())
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
