@@ -4,15 +4,17 @@ The membership and offset rules live in ``seglog.coordinator`` without I/O; this
 adds what they leave to the broker:
 
 - ``__consumer_offsets``: created on first need (``offsets.topic.num.partitions``,
-  compacted, ``offsets.topic.segment.bytes``), each group's records appended to the
+  compacted, ``offsets.topic.segment.bytes``; in a cluster through ZooKeeper with
+  ``offsets.topic.replication.factor`` replicas), each group's records appended to the
   partition ``partitioning.partition_for`` names, as one batch per store, through the
   replica manager (in its I/O pool when the append could wait). Appends to one
   partition go out in the order the coordinator asked for them: a group's records must
   replay in that order;
-- loading: at start-up every partition of the topic this broker leads is replayed
-  (``group_loader``) in the I/O pool; until it is, its groups are answered
+- loading: every partition of the topic this broker leads is replayed (``group_loader``)
+  in the I/O pool, at start-up or when first asked about at a leader epoch not yet
+  loaded (a cluster's LeaderAndIsr); until it is, its groups are answered
   COORDINATOR_LOAD_IN_PROGRESS, and a group of a partition this broker does not lead
-  NOT_COORDINATOR;
+  NOT_COORDINATOR (its groups forgotten);
 - requests: a coordinator call gets a token and a future; the coordinator's ``Reply``
   for the token completes it, a ``Forget`` completes it with None (no answer, as Kafka
   never answers those requests), later or at once;
