@@ -4,20 +4,20 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench lint clean zookeeper
+.PHONY: install test demo bench lint clean zookeeper clients
 
-install: $(STAMP) zookeeper
+install: $(STAMP) zookeeper clients
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# reinstalls (and recompiles the C codec) when the project or its C sources change
-$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/records/*.c src/seglog/records/*.h)
+# reinstalls (and recompiles the C extensions) when the project or its C sources change
+$(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/*.c src/seglog/*/*.c src/seglog/*/*.h)
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP) zookeeper
+test: $(STAMP) zookeeper clients
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # ZooKeeper for the cluster tests and `seglog cluster`: Debian's package (3.8), installed once when
@@ -34,6 +34,32 @@ zookeeper:
 			"the cluster tests will be skipped (apt-get install zookeeper)"; \
 	fi
 
+# The other Kafka clients of tests/clients: kcat and Sarama (Go) as Debian packages them, kafkajs
+# from npm (package-lock.json there). Installed when missing and we are root with apt-get; otherwise
+# those tests skip, saying why. Under CI a failed install fails the run (and so do the tests).
+CLIENTS_JS := tests/clients/js
+SARAMA_DIR := /usr/share/gocode/src/github.com/Shopify/sarama
+clients:
+	@missing=""; \
+	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v go >/dev/null || missing="$$missing golang-go"; \
+	[ -d $(SARAMA_DIR) ] || missing="$$missing golang-github-shopify-sarama-dev"; \
+	command -v npm >/dev/null || missing="$$missing nodejs npm"; \
+	if [ -z "$$missing" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing the client tests' tools (apt-get install$$missing)"; \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing) >/dev/null \
+			|| { echo "apt-get install$$missing failed: those client tests will be skipped (under CI: a failure)"; [ -z "$$CI" ] || exit 1; }; \
+	else \
+		echo "not installed:$$missing, and this is not root with apt-get: those client tests will be skipped"; \
+	fi; \
+	if ! command -v npm >/dev/null; then :; \
+	elif [ ! $(CLIENTS_JS)/node_modules/.package-lock.json -nt $(CLIENTS_JS)/package-lock.json ]; then \
+		echo "installing kafkajs (npm ci in $(CLIENTS_JS))"; \
+		(cd $(CLIENTS_JS) && npm ci --no-audit --no-fund >/dev/null 2>&1) \
+			|| { echo "npm ci in $(CLIENTS_JS) failed: the kafkajs tests will be skipped (under CI: a failure)"; [ -z "$$CI" ] || exit 1; }; \
+	fi
+
 demo: $(STAMP)
 	$(BIN)/python -m seglog.demo $(DEMO_ARGS)
 
@@ -46,4 +72,4 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info src/seglog/records/*.so
+	rm -rf $(VENV) build src/*.egg-info src/seglog/*.so src/seglog/*/*.so

@@ -2,14 +2,13 @@
 
 1. Decoding, one thread: 1,000-record batches of 100-byte values, uncompressed
    and lz4, and 5-record batches (a producer with linger.ms=0), to pyarrow
-   RecordBatches, from batch objects (``to_arrow_batches``) and from the buffer
-   walked in C (``buffer_to_arrow_batches``), against ``RecordBatch.records()``
-   and kafka-python's decoder (rows as Python objects, every field touched).
+   RecordBatches, from batch objects (``to_arrow_batches``, the Spark source's
+   path), against ``RecordBatch.records()`` and kafka-python's decoder (rows as Python objects, every field touched).
 2. Spark, ``local[2]``: full reads of 4 partitions (``--records`` each, 1 M by
    default) through two tiny Python data sources yielding the same rows:
    (a) the ceiling, prebuilt Arrow batches (memory-mapped Arrow IPC files, no
    decoding) and (b) decoding memory-mapped segment files with
-   ``buffer_to_arrow_batches``. Each read materializes every column, twice over: written to Spark's
+   ``to_arrow_batches``. Each read materializes every column, twice over: written to Spark's
    ``noop`` sink, and summed (``sum(length(value))``, ``sum(offset)``, ...).
    The ratio (b)/(a) is the figure of issue #5 (target >= 70 %). The sources
    take turns in every repeat, and each read is also measured in CPU seconds of
@@ -40,7 +39,7 @@ import pyarrow as pa
 from kafka.record.memory_records import MemoryRecords
 
 from seglog.records import BatchIterator, Compression, build_batch
-from seglog.spark.arrow import MAX_ROWS, buffer_to_arrow_batches, spark_schema_ddl, to_arrow_batches
+from seglog.spark.arrow import MAX_ROWS, spark_schema_ddl, to_arrow_batches
 
 RECORDS = 1000  # per Kafka batch
 PARTITIONS = 4
@@ -94,10 +93,6 @@ def seglog_arrow(log: bytes, include_headers: bool = False) -> int:
     return sum(rb.num_rows for rb in to_arrow_batches(BatchIterator(log), "bench", 0, include_headers=include_headers))
 
 
-def seglog_arrow_buffer(log: bytes) -> int:
-    return sum(rb.num_rows for rb in buffer_to_arrow_batches(log, "bench", 0))
-
-
 def seglog_records(log: bytes) -> None:
     for batch in BatchIterator(log):
         for r in batch.records():
@@ -120,8 +115,6 @@ def decode_alone() -> None:
         rates = {
             "seglog -> Arrow (to_arrow_batches)": rows / median_seconds(lambda: seglog_arrow(log), REPEATS),
             "seglog -> Arrow, headers": rows / median_seconds(lambda: seglog_arrow(log, True), REPEATS),
-            "seglog -> Arrow (buffer_to_arrow_batches)": rows
-            / median_seconds(lambda: seglog_arrow_buffer(log), REPEATS),
             "seglog RecordBatch.records()": rows / median_seconds(lambda: seglog_records(log), REPEATS),
             "kafka-python 3.x": rows / median_seconds(lambda: kafka_python(log), 3),
         }
@@ -157,7 +150,7 @@ def register_sources(spark, work: str) -> None:
                 return
             with open(os.path.join(work, f"{p}.{self.codec}.log"), "rb") as f:
                 mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            yield from buffer_to_arrow_batches(mapped, "bench", p, max_rows=self.max_rows)
+            yield from to_arrow_batches(BatchIterator(mapped), "bench", p, max_rows=self.max_rows)
 
     class Source(DataSource):
         @classmethod

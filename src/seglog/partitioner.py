@@ -4,11 +4,18 @@ A keyed record goes to ``toPositive(murmur2(key)) % partitions`` (Kafka's
 ``Utils.murmur2`` with seed 0x9747b28c, and ``toPositive`` = ``& 0x7fffffff``);
 a record without a key goes to the "sticky" partition, kept for a whole batch
 and changed when a batch is done (KIP-480), so keyless records fill batches.
+
+``partitions_for_keys`` is the same rule over a whole Arrow column of keys, in C
+(``_partitioner.c``, beside this module), for the Spark sink.
 """
 
 from __future__ import annotations
 
 import random
+
+from ._partitioner import partitions_for_keys
+
+__all__ = ["StickyPartitioner", "murmur2", "partition_for_key", "partitions_for_keys"]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995

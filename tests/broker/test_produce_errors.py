@@ -8,12 +8,14 @@ import pytest
 
 from seglog.errors import BrokerNotAvailableError
 from seglog.protocol import ApiKey
-from seglog.records import Record
+from seglog.records import Compression, Record
 from seglog.records.batch import build_batch
 from seglog.tools.broker_client import BrokerClient
 
 
-def _produce(client: BrokerClient, parts: dict[tuple[str, int], bytes], acks: int = 1) -> dict[tuple[str, int], Any]:
+def _produce(
+    client: BrokerClient, parts: dict[tuple[str, int], bytes], acks: int = 1, version: int | None = None
+) -> dict[tuple[str, int], Any]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), records in parts.items():
         by_topic.setdefault(topic, []).append({"index": p, "records": records})
@@ -23,7 +25,7 @@ def _produce(client: BrokerClient, parts: dict[tuple[str, int], bytes], acks: in
         "timeout_ms": 10_000,
         "topic_data": [{"name": t, "partition_data": ps} for t, ps in by_topic.items()],
     }
-    answer = client.request(ApiKey.PRODUCE, body)
+    answer = client.request(ApiKey.PRODUCE, body, version)
     return {(t["name"], r["index"]): r for t in answer["responses"] for r in t["partition_responses"]}
 
 
@@ -96,3 +98,20 @@ def test_a_failed_acks_0_produce_closes_the_connection(seglog_broker) -> None:
         c.send_only(ApiKey.PRODUCE, body)
         with pytest.raises(BrokerNotAvailableError, match="closed the connection"):
             c.request(ApiKey.API_VERSIONS, {})
+
+
+def test_zstd_needs_produce_v7(client: BrokerClient) -> None:
+    """Kafka refuses zstd batches in Produce v3-6 (clients older than KIP-110 cannot read them back
+    either); Sarama 1.22 sends them at v3."""
+    zstd = build_batch([Record(None, b"z")], compression=Compression.ZSTD)
+    before = _end(client, "ok")
+    old = _produce(client, {("ok", 0): zstd}, version=6)
+    assert old[("ok", 0)]["error_code"] == 76  # UNSUPPORTED_COMPRESSION_TYPE
+    assert _end(client, "ok") == before
+    assert (
+        _produce(client, {("ok", 0): build_batch([Record(None, b"g")], compression=Compression.GZIP)}, version=6)[
+            ("ok", 0)
+        ]["error_code"]
+        == 0
+    )
+    assert _produce(client, {("ok", 0): zstd}, version=7)[("ok", 0)]["error_code"] == 0

@@ -1,4 +1,4 @@
-"""Segment bytes to Arrow (seglog.records._columns + seglog.spark.arrow) against RecordBatch.records().
+"""Segment bytes to Arrow (seglog.spark._columns + seglog.spark.arrow) against RecordBatch.records().
 
 Every Arrow batch must be valid Arrow, have exactly the schema Spark's Python
 data source demands, and hold row for row what ``records()`` decodes: offsets,
@@ -35,10 +35,10 @@ from seglog.records import (
 )
 from seglog.records import TimestampType as KafkaTimestampType
 from seglog.records._codec import decode_records
-from seglog.records._columns import ColumnBuilder
 from seglog.records.record import Record
 from seglog.spark import arrow
-from seglog.spark.arrow import END_OF_LOG, buffer_to_arrow_batches, to_arrow_batches
+from seglog.spark._columns import ColumnBuilder
+from seglog.spark.arrow import END_OF_LOG, to_arrow_batches
 
 from ..conftest import KAFKA_DATA
 
@@ -114,21 +114,14 @@ def arrow_rows(record_batches, topic="t", partition=7, include_headers=True):
     return rows
 
 
-def read(data, start=0, end=END_OF_LOG, include_headers=True, max_rows=arrow.MAX_ROWS, via="batches", origin=0):
-    """Arrow batches from ``data`` by either path: batch objects, or the buffer walked in C."""
-    if via == "batches":
-        batches = BatchIterator(data, origin=origin)
-        return to_arrow_batches(batches, "t", 7, start, end, include_headers=include_headers, max_rows=max_rows)
-    return buffer_to_arrow_batches(
-        data, "t", 7, start, end, origin=origin, include_headers=include_headers, max_rows=max_rows
-    )
+def read(data, start=0, end=END_OF_LOG, include_headers=True, max_rows=arrow.MAX_ROWS, origin=0):
+    """Arrow batches from the batches of ``data``."""
+    batches = BatchIterator(data, origin=origin)
+    return to_arrow_batches(batches, "t", 7, start, end, include_headers=include_headers, max_rows=max_rows)
 
 
-VIA = ["batches", "buffer"]
-
-
-def decode(data, start=0, end=END_OF_LOG, include_headers=True, max_rows=arrow.MAX_ROWS, via="batches"):
-    out = read(data, start, end, include_headers, max_rows, via)
+def decode(data, start=0, end=END_OF_LOG, include_headers=True, max_rows=arrow.MAX_ROWS):
+    out = read(data, start, end, include_headers, max_rows)
     return arrow_rows(out, include_headers=include_headers)
 
 
@@ -139,20 +132,18 @@ def _id(path):
 # --- Kafka's own bytes -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize("path", GOLDEN + REAL + WIRE, ids=_id)
-def test_decodes_as_records_does(path, via):
+def test_decodes_as_records_does(path):
     data = path.read_bytes()
-    assert decode(data, via=via) == expected_rows(BatchIterator(data))
+    assert decode(data) == expected_rows(BatchIterator(data))
 
 
-@pytest.mark.parametrize("via", VIA)
-def test_without_headers_and_in_small_arrow_batches(via):
+def test_without_headers_and_in_small_arrow_batches():
     data = KAFKA_DATA / "real_segments/rjmfernandes_flink-on-prem__cp7.6_kraft/data/orders-0/00000000000000000000.log"
     data = data.read_bytes()
     expected = expected_rows(BatchIterator(data), include_headers=False)
     assert len(expected) > 10_000
-    out = list(read(data, include_headers=False, max_rows=1000, via=via))
+    out = list(read(data, include_headers=False, max_rows=1000))
     assert arrow_rows(out, include_headers=False) == expected
     assert all(1000 <= rb.num_rows <= 1100 for rb in out[:-1])
 
@@ -173,8 +164,7 @@ def test_legacy_rows_keep_their_timestamp_type():
 # --- offset ranges -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("via", VIA)
-def test_every_range_of_a_segment_of_mixed_codecs(via):
+def test_every_range_of_a_segment_of_mixed_codecs():
     data = (KAFKA_DATA / "golden/v2_mixed_codecs_segment.bin").read_bytes()
     everything = expected_rows(BatchIterator(data))
     assert len(everything) == 17
@@ -182,25 +172,23 @@ def test_every_range_of_a_segment_of_mixed_codecs(via):
         for end in range(start, 19):
             want = [r for r in everything if start <= r[0] < end]
             for max_rows in (1, 4, 100):
-                assert decode(data, start, end, max_rows=max_rows, via=via) == want, (start, end, max_rows)
+                assert decode(data, start, end, max_rows=max_rows) == want, (start, end, max_rows)
 
 
-@pytest.mark.parametrize("via", VIA)
-def test_control_batches_are_skipped(via):
+def test_control_batches_are_skipped():
     data = (
         build_batch([(b"a", b"1", MS, ())], base_offset=0, producer_id=5, transactional=True)
         + build_batch([end_transaction_marker(True, timestamp=MS)], base_offset=1, producer_id=5, control=True)
         + build_batch([(b"b", b"2", MS, ())], base_offset=2)
     )
-    assert [r[0] for r in decode(data, via=via)] == [0, 2]
+    assert [r[0] for r in decode(data)] == [0, 2]
 
 
-@pytest.mark.parametrize("via", VIA)
-def test_arrow_batches_split_on_data_bytes(monkeypatch, via):
+def test_arrow_batches_split_on_data_bytes(monkeypatch):
     monkeypatch.setattr(arrow, "MAX_DATA_BYTES", 20_000)
     value = b"v" * 3000
     data = b"".join(build_batch([(None, value, MS, ())] * 2, base_offset=2 * i) for i in range(10))
-    out = list(read(data, include_headers=False, via=via))
+    out = list(read(data, include_headers=False))
     assert [rb.num_rows for rb in out] == [6, 6, 6, 2]
     assert arrow_rows(out, include_headers=False) == expected_rows(BatchIterator(data), include_headers=False)
 
@@ -244,7 +232,7 @@ def test_generated_batches(specs, data):
     include_headers = data.draw(st.booleans())
     max_rows = data.draw(st.integers(1, 50))
     want = expected_rows(BatchIterator(log), start, end, include_headers)
-    out = list(read(log, start, end, include_headers, max_rows, data.draw(st.sampled_from(VIA))))
+    out = list(read(log, start, end, include_headers, max_rows))
     assert arrow_rows(out, include_headers=include_headers) == want
     batch_rows = [len(recs) for recs, *_ in specs]
     assert all(rb.num_rows < max_rows + max(batch_rows) for rb in out)
@@ -368,24 +356,22 @@ def test_timestamps_microseconds_cannot_hold():
     assert (e.value.position, e.value.offset, builder.rows) == (7, 1, 1)
 
 
-@pytest.mark.parametrize("via", VIA)
-def test_corrupt_batch_in_a_log_names_its_position(via):
+def test_corrupt_batch_in_a_log_names_its_position():
     first = build_batch([(b"a", b"1", MS, ())] * 3)
     second = bytearray(build_batch([(b"b", b"2", MS, ())] * 3, base_offset=3))
     second[HEADER_SIZE] = 0x7F  # the first record's length: past the batch's end
     with pytest.raises(CorruptRecordError) as e:
-        list(read(bytes(first + second), via=via, origin=1000))
+        list(read(bytes(first + second), origin=1000))
     assert e.value.position == 1000 + len(first)
 
 
-@pytest.mark.parametrize("via", VIA)
 @pytest.mark.parametrize(("at", "damage", "message"), [(16, b"\x07", "bad magic 7"), (8, b"\0\0\0\x0a", "minimum")])
-def test_bad_framing_raises_as_batch_iterator_does(via, at, damage, message):
+def test_bad_framing_raises_as_batch_iterator_does(at, damage, message):
     good = build_batch([(b"a", b"1", MS, ())], base_offset=0)
     bad = bytearray(build_batch([(b"b", b"2", MS, ())], base_offset=1))
     bad[at : at + len(damage)] = damage  # the magic, or the batch length
     with pytest.raises(CorruptRecordError, match=message) as e:
-        list(read(bytes(good + bad), via=via, origin=50))
+        list(read(bytes(good + bad), origin=50))
     assert (e.value.position, e.value.offset) == (50 + len(good), 1)
 
 

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import errno
 import itertools
 import os
 import re
-import shutil
-import tempfile
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.errors import PySparkException
-from pyspark.sql.types import BinaryType, IntegerType, StringType, StructField, StructType, TimestampType
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 import seglog
-from seglog.spark.sink import SeglogStreamWriter, SeglogWriter, StagedWrite, WriteAbortedError
+from seglog.spark.sink import SeglogStreamWriter, SeglogWriter, StagedWrite
 
 from .test_read import read
 
@@ -210,7 +206,7 @@ def test_a_task_failing_part_way_stages_nothing_and_the_others_commit(tmp_path):
         writer.write(failing())
     done = writer.write(iter([_rows(4, 5)]))
     # the marker and the files of the task that finished
-    assert staging(tmp_path) == sorted(os.path.basename(p) for p in [writer.marker, *paths(done)])
+    assert staging(tmp_path) == sorted(os.path.basename(p) for p in [writer.staging.marker, *paths(done)])
     writer.commit([done, None])  # Spark gives None for a task that sent no message
     assert _records(tmp_path) == [b"v4", b"v5"]
     assert staging(tmp_path) == []
@@ -224,17 +220,6 @@ def test_files_of_dead_attempts_are_never_committed(tmp_path):
     writer.commit([first])
     assert _records(tmp_path) == [b"v1"]
     assert not any(os.path.exists(p) for p in paths(lost)) and staging(tmp_path) == []
-
-
-def test_a_task_that_starts_after_the_abort_removes_its_own_file(tmp_path):
-    topic(tmp_path)
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
-    staged = writer.write(iter([_rows(1)]))
-    writer.abort([staged])
-    assert staging(tmp_path) == []
-    with pytest.raises(WriteAbortedError, match="was closed before this task began"):
-        writer.write(iter([_rows(2)]))
-    assert staging(tmp_path) == [] and _records(tmp_path) == []
 
 
 def test_a_dir_taken_by_another_process_before_the_commit_gets_nothing(tmp_path):
@@ -260,68 +245,6 @@ def test_a_dir_taken_by_another_process_before_the_commit_gets_nothing(tmp_path)
     assert staging(tmp_path) == [] and _records(tmp_path) == []  # refused whole, its staging gone
 
 
-def test_staging_files_keep_each_partitions_order_and_a_cut_file_is_refused(tmp_path):
-    from seglog.errors import CorruptRecordError
-    from seglog.records import BatchIterator
-
-    topic(tmp_path, "a", 2)
-    topic(tmp_path, "b", 1)
-    schema = StructType([*SCHEMA.fields, StructField("topic", StringType()), StructField("partition", IntegerType())])
-    writer = SeglogWriter({"path": str(tmp_path)}, schema)
-
-    def rows(start, count):
-        values = range(start, start + count)
-        return pa.RecordBatch.from_pydict(
-            {
-                "key": pa.array([None] * count, pa.binary()),
-                "value": [b"%d" % v for v in values],
-                "topic": ["ab"[v % 2] for v in values],
-                "partition": pa.array([v % 3 % 2 if v % 2 == 0 else 0 for v in values], pa.int32()),
-            }
-        )
-
-    staged = writer.write(iter([rows(0, 50), rows(50, 50)]))
-    # one file per partition, each nothing but record batches, as a segment holds them
-    assert sorted((t, p) for t, p, _ in staged.files) == [("a", 0), ("a", 1), ("b", 0)]
-    for _, _, path in staged.files:
-        scan = BatchIterator(Path(path).read_bytes())
-        assert sum(b.record_count for b in scan) > 0 and scan.remaining == 0
-    cut = next(path for t, p, path in staged.files if (t, p) == ("a", 1))
-    with open(cut, "r+b") as f:  # a file cut inside its last batch
-        f.truncate(os.path.getsize(cut) - 1)
-    with pytest.raises(CorruptRecordError, match="partial batch") as refused:
-        writer.commit([staged])
-    assert any(cut in note for note in refused.value.__notes__)
-    with seglog.open(str(tmp_path), background=False) as logs:  # all or nothing
-        assert [logs.partition(t, p).log_end_offset for t, p in (("a", 0), ("a", 1), ("b", 0))] == [0, 0, 0]
-    assert staging(tmp_path) == []
-
-    writer = SeglogWriter({"path": str(tmp_path)}, schema)
-    staged = writer.write(iter([rows(0, 50), rows(50, 50)]))
-    writer.commit([staged])
-    with seglog.open(str(tmp_path), background=False) as logs:
-        for t, p in (("a", 0), ("a", 1), ("b", 0)):
-            got = [int(r.value) for r in logs.partition(t, p).records()]
-            want = [v for v in range(100) if "ab"[v % 2] == t and (v % 3 % 2 if v % 2 == 0 else 0) == p]
-            assert got == want  # every row, in the task's order
-    assert staging(tmp_path) == []
-
-
-def test_a_staging_file_holds_no_more_than_a_segment(tmp_path):
-    with seglog.open(str(tmp_path), background=False) as logs:
-        logs.create_topic("out", 1, config={"segment.bytes": 1 << 20})
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
-    values = [b"%04d" % i + b"x" * 1000 for i in range(3000)]  # 3 MB in one Arrow batch
-    rows = pa.RecordBatch.from_pydict({"key": [None] * 3000, "value": values}, schema=_rows().schema)
-    staged = writer.write(iter([rows]))
-    assert len(staged.files) >= 3 and all(os.path.getsize(p) <= 1 << 20 for p in paths(staged))
-    writer.commit([staged])  # an append of more than segment.bytes would be refused
-    with seglog.open(str(tmp_path), background=False) as logs:
-        log = logs.partition("out", 0)
-        assert [r.value for r in log.records()] == values
-        assert len(log.segments) >= 3
-
-
 def test_batches_fit_a_topic_with_small_segments_and_messages(tmp_path):
     with seglog.open(str(tmp_path), background=False) as logs:
         logs.create_topic("out", 1, config={"segment.bytes": 64 * 1024, "max.message.bytes": 10_000})
@@ -335,187 +258,13 @@ def test_batches_fit_a_topic_with_small_segments_and_messages(tmp_path):
         assert max(len(b.buffer) for b in log.batches()) <= 10_000 and len(log.segments) >= 5
 
 
-def test_a_commit_makes_large_staging_files_segments_and_copies_small_ones(tmp_path, monkeypatch):
-    from seglog.spark import sink
-
-    monkeypatch.setattr(sink, "_ADOPT_BYTES", 4000)
-    topic(tmp_path, partitions=2)
-    with seglog.open(str(tmp_path), background=False) as logs:
-        for p in range(2):
-            logs.partition("out", p).append([seglog.Record(value=b"before")])
-    schema = StructType([*SCHEMA.fields, StructField("partition", IntegerType())])
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
-
-    def rows(partition, values):
-        return _rows(*values).append_column("partition", pa.array([partition] * len(values), pa.int32()))
-
-    large = writer.write(iter([rows(0, range(0, 300)), rows(1, range(300, 310))]))
-    small = writer.write(iter([rows(1, range(310, 320))]))
-    inodes = {path: os.stat(path).st_ino for path in paths(large) + paths(small)}
-    (large_file,) = (path for _, p, path in large.files if p == 0)
-    assert os.path.getsize(large_file) >= 4000 > max(os.path.getsize(p) for p in paths(small))
-    removed = []
-    real_unlink = os.unlink
-
-    def unlink(path, *args, **kwargs):  # a copied file goes once its records are in the log
-        if path in inodes and os.path.exists(path):
-            with seglog.open(str(tmp_path), read_only=True) as logs:
-                removed.append((path, logs.partition("out", 1).log_end_offset))
-        return real_unlink(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "unlink", unlink)
-    writer.commit([large, small])
-    with seglog.open(str(tmp_path), background=False) as logs:
-        adopted, copied = logs.partition("out", 0), logs.partition("out", 1)
-        assert [s.base_offset for s in adopted.segments] == [0, 1]
-        assert os.stat(adopted.segments[1].log_path).st_ino == inodes[large_file]  # the very file, no copy
-        assert [r.value for r in adopted.records()] == [b"before"] + [b"v%d" % v for v in range(300)]
-        assert [s.base_offset for s in copied.segments] == [0]
-        assert [r.value for r in copied.records()] == [b"before"] + [b"v%d" % v for v in range(300, 320)]
-    (first_small,) = (path for _, p, path in large.files if p == 1)
-    # a thread removes them, behind the appends: never a file before its records are in
-    assert [path for path, _ in removed] == [first_small, paths(small)[0]]
-    assert removed[0][1] >= 11 and removed[1][1] == 21
-    assert staging(tmp_path) == []
-
-
-def test_staging_files_on_another_filesystem_are_copied(tmp_path, monkeypatch):
-    from seglog.spark import sink
-
-    if not os.path.isdir("/dev/shm") or os.stat("/dev/shm").st_dev == os.stat(tmp_path).st_dev:
-        pytest.skip("needs /dev/shm on a filesystem of its own")
-    monkeypatch.setattr(sink, "_ADOPT_BYTES", 4000)
-    shm = tempfile.mkdtemp(dir="/dev/shm")
-    try:
-        dirs = f"{tmp_path},{shm}"  # partition 0 lands in the first dir, 1 in the second
-        with seglog.open(dirs.split(","), background=False) as logs:
-            logs.create_topic("out", 2)
-            assert [os.path.dirname(logs.partition("out", p).dir) for p in range(2)] == [str(tmp_path), shm]
-        schema = StructType([*SCHEMA.fields, StructField("partition", IntegerType())])
-        writer = SeglogWriter({"path": dirs, "topic": "out"}, schema)
-        staged = writer.write(
-            iter([_rows(*range(p * 300, p * 300 + 300)).append_column("partition", pa.array([p] * 300, pa.int32()))
-                  for p in range(2)])
-        )  # fmt: skip
-        inodes = {p: os.stat(path).st_ino for _, p, path in staged.files}
-        writer.commit([staged])
-        with seglog.open(dirs.split(","), background=False) as logs:
-            for p in range(2):
-                log = logs.partition("out", p)
-                assert [r.value for r in log.records()] == [b"v%d" % v for v in range(p * 300, p * 300 + 300)]
-            assert os.stat(logs.partition("out", 0).active_segment.log_path).st_ino == inodes[0]  # adopted
-            assert os.stat(logs.partition("out", 1).active_segment.log_path).st_dev != os.stat(tmp_path).st_dev
-        assert staging(tmp_path) == []
-    finally:
-        shutil.rmtree(shm)
-
-
-def test_a_staging_file_that_cannot_be_renamed_into_the_log_is_copied(tmp_path, monkeypatch):
-    from seglog.spark import sink
-    from seglog.storage import fileio
-
-    monkeypatch.setattr(sink, "_ADOPT_BYTES", 1)
-    topic(tmp_path, partitions=1)
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
-    staged = writer.write(iter([_rows(*range(100))]))
-    fileio.faults.inject("rename", errno.EXDEV, path=".seglog-staging-")  # a bind mount, say
-    try:
-        writer.commit([staged])
-        assert fileio.faults._faults[0].times == 0  # the rename was tried, and refused
-    finally:
-        fileio.faults.clear()
-    assert _records(tmp_path) == sorted(b"v%d" % i for i in range(100)) and staging(tmp_path) == []
-
-
-def test_open_staging_files_are_capped_and_a_failed_sync_fails_the_task(tmp_path, monkeypatch):
-    from seglog.errors import KafkaStorageError
-    from seglog.spark import sink
-
-    monkeypatch.setattr(sink, "_OPEN_FILES", 2)  # five partitions: files closed and opened again
-    monkeypatch.setattr(sink, "_SYNC_BYTES", 1)  # and synced behind the task after every batch
-    topic(tmp_path, partitions=5)
-    schema = StructType([*SCHEMA.fields, StructField("partition", IntegerType())])
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
-
-    def rows(start):
-        return _rows(*range(start, start + 50)).append_column(
-            "partition", pa.array([v % 5 for v in range(start, start + 50)], pa.int32())
-        )
-
-    writer.commit([writer.write(iter([rows(0), rows(50), rows(100)]))])
-    with seglog.open(str(tmp_path), background=False) as logs:
-        for p in range(5):
-            want = [b"v%d" % v for v in range(150) if v % 5 == p]
-            assert [r.value for r in logs.partition("out", p).records()] == want  # in order, none lost
-
-    def failing(fd):
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(sink, "_fdatasync", failing)
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
-    with pytest.raises(KafkaStorageError, match="writing a staging file to disk failed: Input/output error"):
-        writer.write(iter([rows(0), rows(50)]))
-    assert staging(tmp_path) == [os.path.basename(writer.marker)]  # the task left nothing behind
-
-
-def test_a_write_closed_while_a_task_runs_leaves_none_of_its_files(tmp_path):
-    topic(tmp_path)
-    schema = StructType([*SCHEMA.fields, StructField("partition", IntegerType())])
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
-
-    def rows():
-        yield _rows(*range(30)).append_column("partition", pa.array([0] * 30, pa.int32()))
-        writer.abort([])  # the job failed elsewhere: the driver closes the write
-        # a partition of its own: this task's next file, which sees it
-        yield _rows(*range(30, 60)).append_column("partition", pa.array([1] * 30, pa.int32()))
-
-    with pytest.raises(WriteAbortedError, match="was closed while this task ran"):
-        writer.write(rows())
-    assert staging(tmp_path) == [] and _records(tmp_path) == []
-
-
-@pytest.mark.parametrize("adopt_bytes", [1, 1 << 30], ids=["made-segments", "copied"])
-def test_a_commit_that_fails_part_way_leaves_every_partition_as_it_was(tmp_path, monkeypatch, adopt_bytes):
-    from seglog.spark import sink
-
-    monkeypatch.setattr(sink, "_ADOPT_BYTES", adopt_bytes)
-    topic(tmp_path)
-    with seglog.open(str(tmp_path), background=False) as logs:
-        logs.partition("out", 0).append([seglog.Record(value=b"before")])
-        logs.alter_topic_config("out", {"message.timestamp.before.max.ms": "3600000"})
-    extra = [StructField("partition", IntegerType()), StructField("timestamp", TimestampType())]
-    schema = StructType([*SCHEMA.fields, *extra])
-    writer = SeglogWriter({"path": str(tmp_path), "topic": "out", "useTimestampColumn": "true"}, schema)
-    now_us = int(time.time() * 1e6)
-
-    def rows(values, partition, ts_us):
-        return pa.RecordBatch.from_pydict(
-            {"key": [b"k"] * len(values), "value": values, "partition": [partition] * len(values),
-             "timestamp": [ts_us] * len(values)},
-            schema=pa.schema([("key", pa.binary()), ("value", pa.binary()), ("partition", pa.int32()),
-                              ("timestamp", pa.timestamp("us"))]),
-        )  # fmt: skip
-
-    good = writer.write(iter([rows([b"a", b"b"], 0, now_us), rows([b"c"], 1, now_us)]))
-    old = writer.write(iter([rows([b"too old"], 2, now_us - 7200 * 10**6)]))  # refused by the log
-    with pytest.raises(seglog.errors.InvalidTimestampError, match=r"message\.timestamp\.before\.max\.ms"):
-        writer.commit([good, old])
-    with seglog.open(str(tmp_path), background=False) as logs:
-        assert [r.value for r in logs.partition("out", 0).records()] == [b"before"]
-        assert [logs.partition("out", p).log_end_offset for p in range(3)] == [1, 0, 0]
-        for p in range(3):  # no segment of the write's is left, empty or not, beyond the active one
-            log = logs.partition("out", p)
-            assert sum(s.size for s in log.segments[1:]) == 0 and len(log.segments) <= 2
-    assert staging(tmp_path) == []
-
-
 def test_staging_files_of_a_dead_driver_go_when_the_next_write_starts(tmp_path):
-    from seglog.spark.sink import remove_dead_staging
+    from seglog.storage.staged_append import remove_dead_staging
 
     topic(tmp_path)
     died_committing = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
     orphans = paths(died_committing.write(iter([_rows(1)])))
-    os.unlink(died_committing.marker)  # the commit's first step; then the driver died
+    os.unlink(died_committing.staging.marker)  # the commit's first step; then the driver died
     died_early = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
     stale = paths(died_early.write(iter([_rows(2)])))
     running = SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)
@@ -523,12 +272,12 @@ def test_staging_files_of_a_dead_driver_go_when_the_next_write_starts(tmp_path):
     stream = SeglogStreamWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)  # no marker
     streaming, stream_died = paths(stream.write(iter([_rows(5)]))), paths(stream.write(iter([_rows(6)])))
     week_ago = time.time() - 8 * 24 * 3600
-    for path in [died_early.marker, *stream_died]:
+    for path in [died_early.staging.marker, *stream_died]:
         os.utime(path, (week_ago, week_ago))
 
     SeglogWriter({"path": str(tmp_path), "topic": "out"}, SCHEMA)  # a new write clears what is dead
-    assert not any(os.path.exists(p) for p in [*orphans, *stale, died_early.marker, *stream_died])
-    assert all(os.path.exists(p) for p in [*paths(live), running.marker, *streaming])
+    assert not any(os.path.exists(p) for p in [*orphans, *stale, died_early.staging.marker, *stream_died])
+    assert all(os.path.exists(p) for p in [*paths(live), running.staging.marker, *streaming])
     os.unlink(*streaming)
     assert remove_dead_staging(str(tmp_path)) == []  # a live write's marker and files stay
     running.commit([StagedWrite(live.files, 1)])

@@ -1,5 +1,5 @@
-"""The cleaner's C loops (records/_compact.c) against the rules written out in Python:
-the hash against SipHash's reference vectors, the map and its marks against a dict,
+"""The cleaner's C loops (storage/_compact.c) against the rules written out in Python:
+the hash (as the map stores it) against SipHash's reference vectors, the map and its marks against a dict,
 the filter's batches against the records the slow path keeps, the walks over runs of
 batches against batch-by-batch calls, and damaged records against CorruptRecordError."""
 
@@ -20,13 +20,13 @@ from seglog.records import (
     Record,
     RecordBatch,
     TimestampType,
-    _compact,
     build_batch,
     build_message_set,
     end_transaction_marker,
 )
-from seglog.records.batch import CRC_START, HEADER_SIZE
 from seglog.records.compression import compress
+from seglog.records.layout import CRC_START, HEADER_SIZE
+from seglog.storage import _compact
 from seglog.storage.offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
 
 NOW = 1_700_000_000_000
@@ -45,20 +45,34 @@ SIPHASH128 = {
 }
 
 
+def stored_hash(key: bytes, seed: int) -> tuple[int, int]:
+    """The (lo, hi) a map seeded with ``seed`` stores for ``key``, its only entry."""
+    m = OffsetMap(64 * ENTRY_SIZE, 0.5, seed=seed)
+    assert m.put(key, 7)
+    entries = [struct.unpack_from("=QQq", m.table, at) for at in range(0, len(m.table), ENTRY_SIZE)]
+    ((lo, hi, offset),) = [e for e in entries if e[0]]
+    assert offset == 7 and m.get(key) == 7
+    slot = hi * m.slots >> 64  # the first probe, in an empty map
+    assert struct.unpack_from("=QQq", m.table, slot * ENTRY_SIZE) == (lo, hi, 7)
+    return lo, hi
+
+
 def test_hash_is_siphash_2_4_128():
     key = bytes(range(16))
-    k0, k1 = int.from_bytes(key[:8], "little"), int.from_bytes(key[8:], "little")
+    seed = int.from_bytes(key[8:], "little") << 64 | int.from_bytes(key[:8], "little")
     for n, expected in SIPHASH128.items():
-        lo, hi = _compact.hash128(bytes(range(n)), k0, k1)
-        assert (lo.to_bytes(8, "little") + hi.to_bytes(8, "little")).hex() == expected, n
+        lo, hi = stored_hash(bytes(range(n)), seed)
+        reference = bytes.fromhex(expected)
+        # lo's bit 0 is forced to 1 (0 marks an empty slot): the other 127 bits are SipHash's
+        assert lo == int.from_bytes(reference[:8], "little") | 1, n
+        assert hi == int.from_bytes(reference[8:], "little"), n
 
 
 def test_map_layout_and_growth():
     m = OffsetMap(64 * ENTRY_SIZE, 0.5, seed=(5 << 64) | 9)
     assert (m.k0, m.k1) == (9, 5)
     assert m.put(b"a", 7) and m.get(b"a") == 7 and m.entries == 1
-    lo, hi = _compact.hash128(b"a", 9, 5)
-    lo |= 1
+    lo, hi = stored_hash(b"a", m.seed)  # (a fresh map of the same seed and size)
     slot = hi * m.slots >> 64  # the first probe, in an empty map
     assert struct.unpack_from("=QQq", m.table, slot * ENTRY_SIZE) == (lo, hi, 7)
     bigger = OffsetMap(256 * ENTRY_SIZE, 0.5, seed=m.seed)
@@ -146,9 +160,9 @@ def reference_keep(batch: RecordBatch, omap: OffsetMap, marks: OffsetMarks) -> t
 def filter_one(batch: RecordBatch, omap: OffsetMap, marks: OffsetMarks):
     codec = batch.compression
     return _compact.filter_batch(
-        batch.buffer, batch.records_section() if codec else None,
-        omap.table, omap.k0, omap.k1, omap.latest_offset, marks.superseded, marks.first, marks.count,
-        NOW, HORIZON, batch.position,
+        batch.buffer, batch.records_section() if codec else None, table=omap.table, k0=omap.k0, k1=omap.k1,
+        latest=omap.latest_offset, marks=marks.superseded, marks_first=marks.first, marks_count=marks.count,
+        now=NOW, horizon=HORIZON, position=batch.position,
     )  # fmt: skip
 
 
@@ -325,8 +339,9 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
     out, entries, at, python, flushed = bytearray(), [], 0, set(), bytearray()
     while True:
         at, stop, read, written, _, changed = _compact.filter_batches(
-            view, at, 1000, out, 300, entries, walked.table, walked.k0, walked.k1, walked.latest_offset,
-            marks_w.superseded, marks_w.first, marks_w.count, NOW, HORIZON, crc32c, upper_bound, group_end,
+            view, at, 1000, out=out, out_limit=300, entries=entries, table=walked.table, k0=walked.k0,
+            k1=walked.k1, latest=walked.latest_offset, marks=marks_w.superseded, marks_first=marks_w.first,
+            marks_count=marks_w.count, now=NOW, horizon=HORIZON, upper_bound=upper_bound, group_end=group_end,
         )  # fmt: skip
         assert read >= written and changed >= 0
         if stop == 2:
@@ -397,8 +412,9 @@ def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
             omap.put_batch(raw, None, 0, marks, 0, position)
     else:
         _, stop, *_ = _compact.filter_batches(
-            memoryview(raw), 0, position, bytearray(), 1 << 20, [], omap.table, omap.k0, omap.k1, 3,
-            marks.superseded, 0, 10, NOW, HORIZON, crc32c, -1, -1,
+            memoryview(raw), 0, position, out=bytearray(), out_limit=1 << 20, entries=[], table=omap.table,
+            k0=omap.k0, k1=omap.k1, latest=3, marks=marks.superseded, marks_first=0, marks_count=10, now=NOW,
+            horizon=HORIZON, upper_bound=-1, group_end=-1,
         )  # fmt: skip
         if stop == 1:
             filter_one(RecordBatch(raw, position), omap, marks)

@@ -8,7 +8,7 @@ import zlib
 import pytest
 
 from seglog.errors import SeglogError
-from seglog.records import Compression, _scan, build_batch
+from seglog.records import Compression, build_batch, crc32c
 from seglog.records.batch import HEADER_SIZE
 from seglog.records.compression import MAX_DECOMPRESSED_BYTES
 
@@ -25,7 +25,7 @@ def _sealed(batch: bytearray, count: int, body: bytes | None = None) -> bytes:
         struct.pack_into(">i", batch, _LENGTH, len(batch) - 12)
     struct.pack_into(">i", batch, _COUNT, count)
     struct.pack_into(">i", batch, _LAST_DELTA, count - 1)
-    struct.pack_into(">I", batch, _CRC, _scan.crc32c(memoryview(batch)[_ATTRIBUTES:]))
+    struct.pack_into(">I", batch, _CRC, crc32c(memoryview(batch)[_ATTRIBUTES:]))
     return bytes(batch)
 
 

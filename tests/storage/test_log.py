@@ -22,7 +22,15 @@ from seglog.errors import (
     UnexpectedAppendOffsetError,
     UnknownTopicOrPartitionError,
 )
-from seglog.records import BatchIterator, Compression, Record, TimestampType, build_batch, build_message_set
+from seglog.records import (
+    BatchIterator,
+    Compression,
+    Record,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    build_message_set,
+)
 from seglog.storage import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, PartitionLog, fileio
 
 from .conftest import MS, Clock, check_log, crash, new_log, open_logs, records
@@ -470,6 +478,20 @@ def test_offset_for_timestamp_agrees_with_a_scan(tmp_path, clock):
     with pytest.raises(InvalidTimestampError):
         log.offset_for_timestamp(-7)
     manager.close()
+
+
+def test_a_leader_writes_the_records_largest_timestamp_into_the_header(tmp_path, clock):
+    """Kafka's LogValidator sets a CreateTime batch's max timestamp to its records' largest:
+    Sarama 1.22 sends -1 there, and lookups by time read the header."""
+    _, log = new_log(tmp_path, clock=clock)
+    sent = build_batch([Record(b"k", b"v", MS + 3), Record(b"k", b"w", MS + 9)])
+    header_says = RecordBatch(bytearray(sent), 0)
+    header_says.set_max_timestamp(TimestampType.LOG_APPEND_TIME, -1)  # -1, and the wrong type, as a producer may
+    log.append_batches(header_says.buffer)
+    stored = next(log.batches(0))
+    assert (stored.max_timestamp, stored.timestamp_type) == (MS + 9, TimestampType.CREATE_TIME)
+    stored.validate()  # the CRC was computed again
+    assert log.offset_for_timestamp(MS + 5) == (1, MS + 9)
 
 
 def test_offset_for_timestamp_skips_records_below_the_log_start(tmp_path, clock):

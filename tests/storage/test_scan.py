@@ -1,4 +1,4 @@
-"""The C walks of ``records/_scan.c`` against the Python they replace on the storage
+"""The C walks of ``storage/_scan.c`` against the Python they replace on the storage
 hot paths, on random and damaged input: the same answers, and the same faults
 (type, message, position, offset).
 
@@ -6,8 +6,7 @@ hot paths, on random and damaged input: the same answers, and the same faults
   its edits against ``assign_offsets`` and the batch object's own setters);
 - a segment's recovery (``recover_batches`` in chunks, legacy batches handed to
   Python) against the Python walk it had, kept here as ``recovery_reference``;
-- ``find_timestamp`` against decoding the batch and scanning its records;
-- ``crc32c`` against the crc32c package.
+- ``find_timestamp`` against decoding the batch and scanning its records.
 """
 
 from __future__ import annotations
@@ -30,12 +29,12 @@ from seglog.records import (
     Record,
     RecordBatch,
     TimestampType,
-    _scan,
     build_batch,
     build_message_set,
 )
 from seglog.records.batch import check_batch
 from seglog.records.compression import decompress
+from seglog.storage import _scan
 from seglog.storage import segment as segment_module
 from seglog.storage.index import MAX_RELATIVE_OFFSET, OffsetIndex, TimeIndex
 from seglog.storage.log import PartitionLog
@@ -185,26 +184,22 @@ def test_check_append_faults_and_facts_are_the_general_paths(
         assert fast == general
     if general[0] != "ok" or not leader or fast[1] is None:
         return
-    # a leader's edits: in the same call, as assign_offsets makes them, as the batch objects make them
+    # a leader's edits: in the same call as the checks, as the batch objects make them
     stamp = MS + 5 if append_time else None
     for segment_bytes in (1 << 30, len(buffer) - 1):
         assignment = (1000, 7, stamp, segment_bytes)
         one = bytearray(buffer)
         combined = outcome(
-            lambda b=one, a=assignment: _scan.check_append(
-                b, True, origin != "client", compact, max_bytes, bounds, decompress, log.dir, a
+            lambda b=one, a=assignment: _scan.check_and_assign(
+                b, origin != "client", compact, max_bytes, bounds, decompress, log.dir, a
             )
         )
         if segment_bytes < len(buffer):
             assert combined[0] == "RecordTooLargeError" and "segment.bytes" in combined[1]
             assert one == buffer  # nothing written
             continue
-        two = bytearray(buffer)
-        assert combined == ("ok", _scan.assign_offsets(two, general[1], 1000, 7, stamp))
-        assert one == two == assigned_by_objects(buffer, general[1], 1000, 7, stamp)
-        entries, first, last, max_ts, count = combined[1]
-        assert (first, last, count) == (1000, 999 + sum(f[3] + 1 for f in general[1]), sum(f[2] for f in general[1]))
-        assert max_ts == max(e[3] for e in entries)
+        assert one == assigned_by_objects(buffer, general[1], 1000, 7, stamp, bounds is not None)
+        assert combined == ("ok", assigned_entries(general[1], 1000, stamp))
 
 
 @SLOW
@@ -232,17 +227,35 @@ def test_check_append_record_faults_are_the_general_paths(tmp_path_factory, data
     assert fast == general
 
 
-def assigned_by_objects(buffer: bytes, facts: list, next_offset: int, epoch: int, stamp: int | None) -> bytearray:
+CREATE_TIME = TimestampType.CREATE_TIME
+
+
+def assigned_by_objects(
+    buffer: bytes, facts: list, next_offset: int, epoch: int, stamp: int | None, create_time: bool
+) -> bytearray:
     out = bytearray(buffer)
     view = memoryview(out)
-    for position, size, _count, delta, _ts, _epoch, _base in facts:
+    for position, size, count, delta, max_ts, _epoch, _base in facts:
         batch = RecordBatch(view[position : position + size], position)
         batch.set_base_offset(next_offset)
         batch.set_partition_leader_epoch(epoch)
         if stamp is not None:
             batch.set_max_timestamp(TimestampType.LOG_APPEND_TIME, stamp)
+        elif create_time and count and (batch.max_timestamp, batch.timestamp_type) != (max_ts, CREATE_TIME):
+            batch.set_max_timestamp(CREATE_TIME, max_ts)  # Kafka's LogValidator: the records' largest
         next_offset += delta + 1
     return out
+
+
+def assigned_entries(facts: list, next_offset: int, stamp: int | None) -> tuple:
+    """What a leader's append is told of its batches, given what validation learned of them:
+    (entries, first offset, last offset, max timestamp, record count), an entry being
+    (position, size, last offset, max timestamp) as the segment indexes the batch."""
+    entries, first = [], next_offset
+    for position, size, _count, delta, max_ts, _epoch, _base in facts:
+        next_offset += delta + 1
+        entries.append((position, size, next_offset - 1, max_ts if stamp is None else stamp))
+    return entries, first, next_offset - 1, max(e[3] for e in entries), sum(f[2] for f in facts)
 
 
 def test_check_append_names_exact_faults(tmp_path):
@@ -252,7 +265,16 @@ def test_check_append_names_exact_faults(tmp_path):
     good = build_batch([Record(b"k", b"v", MS, (), 0), Record(b"k", b"v", MS + 5, (), 0)])
 
     def check(buffer, bounds=None):
-        return _scan.check_append(buffer, True, False, False, 10**6, bounds, decompress, log.dir)
+        return _scan.check_append(
+            buffer,
+            leader=True,
+            allow_control=False,
+            compact=False,
+            max_bytes=10**6,
+            timestamp_bounds=bounds,
+            decompress=decompress,
+            file=log.dir,
+        )
 
     bad = bytearray(good)
     bad[-1] ^= 1
@@ -367,7 +389,9 @@ def test_recover_batches_stops_at_a_legacy_batch_and_carries_its_state():
     assert (end, stop, epochs, offsets, times) == (len(v2), True, [(4, 0)], b"", b"")
     assert state == (2, 4, len(v2), MS, 2, -1)
     state = (3, 4, 0, MS, 2, -1)  # Python walked the legacy batch
-    end, state, offsets, times, epochs, stop = _scan.recover_batches(chunk, len(v2) + len(legacy), 0, 0, -1, 0, state)
+    end, state, offsets, times, epochs, stop = _scan.recover_batches(
+        chunk, start=len(v2) + len(legacy), origin=0, segment_base=0, max_batch_size=-1, interval=0, state=state
+    )
     assert (end, stop, epochs) == (len(chunk), None, [(-1, 4)])
     assert state[0] == 4 and state[3:5] == (MS + 9, 4)
 
@@ -454,7 +478,8 @@ def test_find_timestamp_is_a_brute_force_scan(data, target, start, damage):
             ((r.timestamp, r.offset) for r in batch.records() if r.timestamp >= MS + target and r.offset >= start), None
         )
 
-    assert outcome(lambda: batch.find_timestamp(MS + target, start)) == outcome(brute)
+    found = outcome(lambda: _scan.find_timestamp(batch.buffer, MS + target, start, batch.position, decompress))
+    assert found == outcome(brute)
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -522,19 +547,3 @@ def test_packed_index_appends_check_what_entry_appends_check(tmp_path):
     ti.maybe_append(MS + 2, 102)
     ti.maybe_append(MS + 2, 103)  # not larger: nothing
     assert ti.entries == 3
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.binary(max_size=40_000), skip=st.integers(0, 15))
-def test_crc32c_is_the_packages(data, skip):
-    view = memoryview(data)[min(skip, len(data)) :]
-    assert _scan.crc32c(view) == crc32c(view)
-    assert _scan.crc32c(view, False) == crc32c(view)
-
-
-def test_crc32c_across_the_stream_lengths():
-    data = os.urandom(3 * 4096 * 2 + 3 * 256 * 3 + 77)
-    for n in (0, 1, 7, 8, 767, 768, 769, 12287, 12288, 12289, 24576 + 768 + 5, len(data)):
-        for skip in (0, 3):
-            assert _scan.crc32c(data[skip : skip + n]) == crc32c(data[skip : skip + n])
-    assert _scan.HARDWARE_CRC in (0, 1)

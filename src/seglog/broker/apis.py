@@ -24,6 +24,7 @@ from ..errors import (
     UnknownLeaderEpochError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
+    UnsupportedCompressionTypeError,
 )
 from ..protocol import ApiKey, supported_versions
 from .metadata_cache import ZERO_UUID, TopicMetadata
@@ -41,6 +42,12 @@ log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
 LEADER_NOT_AVAILABLE = 5
+# Produce v7 (Kafka 2.1, KIP-110) is the first that may carry zstd batches: the codec in bits
+# 0-2 of a v2 batch's attributes, an int16 at byte 21 (Kafka's ProduceRequest.validateRecords)
+ZSTD_PRODUCE_VERSION = 7
+ZSTD = 4
+MAGIC_AT = 16
+ATTRIBUTES_AT = 21
 
 # The versions this broker implements; ApiVersions advertises these, cut to what the
 # protocol package can decode and encode.
@@ -238,6 +245,10 @@ class KafkaApis:
                     results[tp] = _append_error(CorruptRecordError("a produce request without records"))
                 elif self.metadata.topic(tp[0]) is None or not 0 <= tp[1] < self.metadata.partition_count(tp[0]):
                     results[tp] = _append_error(UnknownTopicOrPartitionError(f"unknown partition {tp[0]}-{tp[1]}"))
+                elif version < ZSTD_PRODUCE_VERSION and _first_codec(part["records"]) == ZSTD:
+                    results[tp] = _append_error(
+                        UnsupportedCompressionTypeError(f"Produce v{version} may not carry zstd batches (v7+)")
+                    )
                 else:
                     batches[tp] = part["records"]
         if batches:
@@ -452,6 +463,13 @@ def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> dict[str, 
 
 def _append_error(e: SeglogError) -> AppendResult:
     return AppendResult(e.error_code, message=e.message)
+
+
+def _first_codec(records: memoryview) -> int:
+    """The codec of the first batch when it is a v2 one (else -1: the append refuses it)."""
+    if len(records) < ATTRIBUTES_AT + 2 or records[MAGIC_AT] != 2:
+        return -1
+    return records[ATTRIBUTES_AT + 1] & 0x07
 
 
 def advertised_host(host: str) -> str:

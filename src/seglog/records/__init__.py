@@ -3,8 +3,13 @@
 Record batch v2 (``RecordBatch``, ``build_batch``), legacy v0/v1 message sets
 (``LegacyBatch``), control records, the four codecs, and ``BatchIterator``
 to walk any buffer of batches (a segment, an mmap, a fetch response).
+``layout`` is the v2 batch header's field offsets and sizes, ``crc32c`` its
+checksum, ``check_records`` the walk of a batch's records an append's
+validation makes (no record object built).
 """
 
+from . import layout
+from ._codec import check_records, crc32c
 from .batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -30,7 +35,7 @@ from .control import (
     end_transaction_marker,
     parse_control_record,
 )
-from .legacy import LegacyBatch, build_message_set
+from .legacy import LegacyBatch, build_message, build_message_set
 from .record import Header, Record
 
 __all__ = [
@@ -57,9 +62,13 @@ __all__ = [
     "UnknownControlRecord",
     "build_batch",
     "build_batches_from_columns",
+    "build_message",
     "build_message_set",
+    "check_records",
+    "crc32c",
     "end_transaction_marker",
     "iter_batches",
+    "layout",
     "parse_control_record",
     "peek_frame",
 ]

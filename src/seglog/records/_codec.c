@@ -14,15 +14,19 @@
  *   headers         headerKeyLength varint, key utf-8,
  *                   headerValueLength varint (-1 = null), value
  *
- * Everything else (batch headers, CRC, compression) stays in Python: it is
- * per batch, not per record. Decoding never trusts a length field for an
- * allocation: every length is checked against the bytes actually present.
+ * Everything else (batch headers, compression) stays in Python: it is per
+ * batch, not per record. crc32c is here too: the batch's checksum, records'
+ * public crc32c, the same code (_crc32c.h) that storage's C walks include.
+ * Decoding never trusts a length field for an allocation: every length is
+ * checked against the bytes actually present.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
 #include <string.h>
 
+#include "_arrow_binary.h"
+#include "_crc32c.h"
 #include "_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
@@ -546,83 +550,6 @@ done:
 
 /* ------------------------------------------------------------- from columns */
 
-/* An Arrow binary column as the buffers pyarrow exposes: validity bitmap (or
- * None), int32 offsets, data, and the array's offset into them. */
-typedef struct {
-    Py_buffer valid, offsets, data;
-    int has_valid, present;
-    Py_ssize_t base;
-} ArrowBinary;
-
-static void
-arrow_release(ArrowBinary *c)
-{
-    if (c->has_valid)
-        PyBuffer_Release(&c->valid);
-    if (c->present) {
-        PyBuffer_Release(&c->offsets);
-        PyBuffer_Release(&c->data);
-    }
-    c->has_valid = c->present = 0;
-}
-
-/* Accepts None (a column that is absent: every value null) or
- * (validity | None, offsets, data, array offset). */
-static int
-arrow_binary(PyObject *spec, ArrowBinary *c, Py_ssize_t rows)
-{
-    PyObject *valid, *offsets, *data;
-    memset(c, 0, sizeof(*c));
-    if (spec == Py_None)
-        return 0;
-    if (!PyArg_ParseTuple(spec, "OOOn", &valid, &offsets, &data, &c->base))
-        return -1;
-    if (PyObject_GetBuffer(offsets, &c->offsets, PyBUF_SIMPLE) < 0)
-        return -1;
-    if (PyObject_GetBuffer(data, &c->data, PyBUF_SIMPLE) < 0) {
-        PyBuffer_Release(&c->offsets);
-        return -1;
-    }
-    c->present = 1;
-    if (valid != Py_None) {
-        if (PyObject_GetBuffer(valid, &c->valid, PyBUF_SIMPLE) < 0) {
-            arrow_release(c);
-            return -1;
-        }
-        c->has_valid = 1;
-    }
-    /* every offset and validity bit the rows need must be there, and the offsets inside the data */
-    Py_ssize_t need = (c->base + rows + 1) * 4;
-    if (c->base < 0 || c->offsets.len < need || (c->has_valid && c->valid.len * 8 < c->base + rows)) {
-        arrow_release(c);
-        PyErr_SetString(PyExc_ValueError, "Arrow column buffers are shorter than the rows they hold");
-        return -1;
-    }
-    const int32_t *o = (const int32_t *)c->offsets.buf + c->base;
-    for (Py_ssize_t i = 0; i < rows; i++) {
-        if (o[i] < 0 || o[i + 1] < o[i] || o[i + 1] > c->data.len) {
-            arrow_release(c);
-            PyErr_SetString(PyExc_ValueError, "Arrow column offsets point outside its data");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Value i of a column: its bytes, or length -1 for null. */
-static inline int64_t
-arrow_value(const ArrowBinary *c, Py_ssize_t i, const uint8_t **out)
-{
-    if (!c->present)
-        return -1;
-    Py_ssize_t at = c->base + i;
-    if (c->has_valid && !(((const uint8_t *)c->valid.buf)[at / 8] & (1u << (at % 8))))
-        return -1;
-    const int32_t *o = (const int32_t *)c->offsets.buf;
-    *out = (const uint8_t *)c->data.buf + o[at];
-    return o[at + 1] - o[at];
-}
-
 static PyObject *
 close_chunk(Out *o, Py_ssize_t count, long long base_ts, long long max_ts)
 {
@@ -742,69 +669,27 @@ done:
     return chunks;
 }
 
-/* --------------------------------------------------------------- partitioner */
+/* ------------------------------------------------------------------ crc */
 
-/* Kafka's murmur2 (Utils.murmur2): seed 0x9747b28c, m 0x5bd1e995, r 24. */
-static uint32_t
-murmur2(const uint8_t *data, int64_t len)
-{
-    const uint32_t m = 0x5bd1e995;
-    uint32_t h = 0x9747b28c ^ (uint32_t)len;
-    int64_t whole = len & ~3;
-    for (int64_t i = 0; i < whole; i += 4) {
-        uint32_t k = (uint32_t)data[i] | (uint32_t)data[i + 1] << 8 | (uint32_t)data[i + 2] << 16 |
-                     (uint32_t)data[i + 3] << 24;
-        k *= m;
-        k ^= k >> 24;
-        k *= m;
-        h *= m;
-        h ^= k;
-    }
-    switch (len & 3) {
-    case 3:
-        h ^= (uint32_t)data[whole + 2] << 16; /* fall through */
-    case 2:
-        h ^= (uint32_t)data[whole + 1] << 8; /* fall through */
-    case 1:
-        h ^= data[whole];
-        h *= m;
-    }
-    h ^= h >> 13;
-    h *= m;
-    h ^= h >> 15;
-    return h;
-}
-
-PyDoc_STRVAR(partitions_for_keys_doc,
-             "partitions_for_keys(rows, key, partitions) -> bytearray of int32\n\n"
-             "Kafka's default partition of each row's key (murmur2, positive, modulo partitions),\n"
-             "-1 for a null key. key is (validity | None, int32 offsets, data, array offset).");
+PyDoc_STRVAR(crc32c_doc, "crc32c(data, hardware=True) -> int\n\n"
+                         "CRC32C of data, the checksum of a v2 batch (the CPU's instruction where it has one;\n"
+                         "hardware=False: the portable tables, as a machine without SSE 4.2 computes it).");
 
 static PyObject *
-partitions_for_keys(PyObject *self, PyObject *args)
+crc32c(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    Py_ssize_t rows, partitions;
-    PyObject *key_spec;
-    if (!PyArg_ParseTuple(args, "nOn", &rows, &key_spec, &partitions))
+    static char *names[] = {"data", "hardware", NULL};
+    Py_buffer buf;
+    int hardware = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*|p:crc32c", names, &buf, &hardware))
         return NULL;
-    if (partitions < 1) {
-        PyErr_SetString(PyExc_ValueError, "a topic has at least one partition");
-        return NULL;
-    }
-    ArrowBinary key;
-    if (arrow_binary(key_spec, &key, rows) < 0)
-        return NULL;
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, rows * 4);
-    if (out != NULL) {
-        int32_t *dst = (int32_t *)PyByteArray_AS_STRING(out);
-        for (Py_ssize_t i = 0; i < rows; i++) {
-            const uint8_t *k = NULL;
-            int64_t klen = arrow_value(&key, i, &k);
-            dst[i] = klen < 0 ? -1 : (int32_t)((murmur2(k, klen) & 0x7fffffff) % (uint32_t)partitions);
-        }
-    }
-    arrow_release(&key);
-    return out;
+    uint32_t value;
+    if (hardware)
+        value = crc32c_of(buf.buf, (size_t)buf.len);
+    else
+        value = ~crc_soft(~0u, buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(value);
 }
 
 static PyMethodDef methods[] = {
@@ -812,7 +697,7 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
     {"check_records", check_records, METH_VARARGS, check_records_doc},
     {"encode_columns", encode_columns, METH_VARARGS, encode_columns_doc},
-    {"partitions_for_keys", partitions_for_keys, METH_VARARGS, partitions_for_keys_doc},
+    {"crc32c", (PyCFunction)(void (*)(void))crc32c, METH_VARARGS | METH_KEYWORDS, crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -830,5 +715,9 @@ PyInit__codec(void)
     Py_DECREF(errors);
     if (CorruptRecordError == NULL)
         return NULL;
-    return PyModule_Create(&module);
+    int hardware = crc32c_init();
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "HARDWARE_CRC", hardware) < 0)
+        Py_CLEAR(m);
+    return m;
 }

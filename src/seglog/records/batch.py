@@ -1,24 +1,6 @@
 """Record batch v2 (magic 2): a lazy view over the bytes, and a builder.
 
-Layout, big-endian (Kafka's DefaultRecordBatch)::
-
-    offset  size  field
-    0       8     baseOffset             rewritten by the broker on append
-    8       4     batchLength            bytes after this field
-    12      4     partitionLeaderEpoch   rewritten by the broker on append
-    16      1     magic                  2
-    17      4     crc                    CRC32C of bytes 21..end
-    21      2     attributes             bits 0-2 codec, 3 LogAppendTime,
-                                         4 transactional, 5 control,
-                                         6 has delete horizon
-    23      4     lastOffsetDelta
-    27      8     baseTimestamp          the delete horizon when bit 6 is set
-    35      8     maxTimestamp
-    43      8     producerId
-    51      2     producerEpoch
-    53      4     baseSequence
-    57      4     recordCount
-    61      ...   records (compressed as one block when the codec is not none)
+The header's layout (offsets, sizes, attribute bits) is ``layout.py``'s.
 
 baseOffset and partitionLeaderEpoch sit before the CRC'd range, so a broker
 rewrites them in place without touching the CRC; maxTimestamp and the
@@ -33,11 +15,35 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from crc32c import crc32c
-
 from ..errors import CorruptRecordError, InvalidRecordError, InvalidTimestampError
-from . import _codec, _scan
+from . import _codec
+from ._codec import crc32c
 from .compression import Compression, compress, decompress
+from .layout import (
+    ATTRIBUTES_OFFSET,
+    BASE_OFFSET_OFFSET,
+    BASE_SEQUENCE_OFFSET,
+    BASE_TIMESTAMP_OFFSET,
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    CRC_START,
+    DELETE_HORIZON_FLAG_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LAST_OFFSET_DELTA_OFFSET,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_OFFSET,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    PRODUCER_EPOCH_OFFSET,
+    PRODUCER_ID_OFFSET,
+    RECORDS_COUNT_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from .limits import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, check_int
 from .record import Record
 
@@ -46,24 +52,10 @@ if TYPE_CHECKING:
 
 Buffer = bytes | bytearray | memoryview
 
-HEADER = struct.Struct(">qiibIhiqqqhii")
-HEADER_SIZE = HEADER.size  # 61
-LOG_OVERHEAD = 12  # baseOffset + batchLength: the framing shared by every magic
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-CRC_START = 21
-MAGIC = 2
-
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
-
-# attribute bits, by Kafka's DefaultRecordBatch names
-COMPRESSION_CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_FLAG_MASK = 0x10
-CONTROL_FLAG_MASK = 0x20
-DELETE_HORIZON_FLAG_MASK = 0x40
 
 NO_TIMESTAMP = -1
 NO_PRODUCER_ID = -1
@@ -96,7 +88,7 @@ def check_batch(buffer: Buffer, at: int, end: int, head: tuple, position: int) -
     batches call it with each header unpacked once. ``buffer`` should be a memoryview
     (the CRC is taken over a slice of it)."""
     if head[3] != MAGIC:
-        raise CorruptRecordError(f"bad magic {buffer[at + 16]} in a v2 batch", position=position)
+        raise CorruptRecordError(f"bad magic {buffer[at + MAGIC_OFFSET]} in a v2 batch", position=position)
     if head[1] + LOG_OVERHEAD != end - at:
         raise CorruptRecordError(
             f"batch length {head[1]} disagrees with the {end - at} bytes framed", position=position
@@ -134,51 +126,51 @@ class RecordBatch:
 
     @property
     def base_offset(self) -> int:
-        return _i64(self.buffer, 0)
+        return _i64(self.buffer, BASE_OFFSET_OFFSET)
 
     @property
     def batch_length(self) -> int:
-        return _i32(self.buffer, 8)
+        return _i32(self.buffer, LENGTH_OFFSET)
 
     @property
     def partition_leader_epoch(self) -> int:
-        return _i32(self.buffer, 12)
+        return _i32(self.buffer, PARTITION_LEADER_EPOCH_OFFSET)
 
     @property
     def crc(self) -> int:
-        return _U32.unpack_from(self.buffer, 17)[0]
+        return _U32.unpack_from(self.buffer, CRC_OFFSET)[0]
 
     @property
     def attributes(self) -> int:
-        return _I16.unpack_from(self.buffer, 21)[0]
+        return _I16.unpack_from(self.buffer, ATTRIBUTES_OFFSET)[0]
 
     @property
     def last_offset_delta(self) -> int:
-        return _i32(self.buffer, 23)
+        return _i32(self.buffer, LAST_OFFSET_DELTA_OFFSET)
 
     @property
     def base_timestamp(self) -> int:
-        return _i64(self.buffer, 27)
+        return _i64(self.buffer, BASE_TIMESTAMP_OFFSET)
 
     @property
     def max_timestamp(self) -> int:
-        return _i64(self.buffer, 35)
+        return _i64(self.buffer, MAX_TIMESTAMP_OFFSET)
 
     @property
     def producer_id(self) -> int:
-        return _i64(self.buffer, 43)
+        return _i64(self.buffer, PRODUCER_ID_OFFSET)
 
     @property
     def producer_epoch(self) -> int:
-        return _I16.unpack_from(self.buffer, 51)[0]
+        return _I16.unpack_from(self.buffer, PRODUCER_EPOCH_OFFSET)[0]
 
     @property
     def base_sequence(self) -> int:
-        return _i32(self.buffer, 53)
+        return _i32(self.buffer, BASE_SEQUENCE_OFFSET)
 
     @property
     def record_count(self) -> int:
-        return _i32(self.buffer, 57)
+        return _i32(self.buffer, RECORDS_COUNT_OFFSET)
 
     # --- derived ---------------------------------------------------------------
 
@@ -275,13 +267,6 @@ class RecordBatch:
     def __iter__(self) -> Iterator[Record]:
         return iter(self.records())
 
-    def find_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
-        """(timestamp, offset) of the first record whose timestamp is >= ``timestamp`` and
-        offset >= ``start_offset``, or None: what a lookup by time wants of a batch. The
-        records are walked in C without being decoded, and checked as ``records`` checks
-        them (a damaged batch fails as decoding it does)."""
-        return _scan.find_timestamp(self.buffer, timestamp, start_offset, self.position, decompress)
-
     def control_records(self) -> list[ControlRecord]:
         from .control import parse_control_record
 
@@ -290,19 +275,19 @@ class RecordBatch:
     # --- in-place edits a broker makes ----------------------------------------
 
     def set_base_offset(self, offset: int) -> None:
-        _I64.pack_into(self.buffer, 0, offset)
+        _I64.pack_into(self.buffer, BASE_OFFSET_OFFSET, offset)
 
     def set_partition_leader_epoch(self, epoch: int) -> None:
-        _I32.pack_into(self.buffer, 12, epoch)
+        _I32.pack_into(self.buffer, PARTITION_LEADER_EPOCH_OFFSET, epoch)
 
     def set_max_timestamp(self, timestamp_type: TimestampType, timestamp: int) -> None:
         """Stamp the batch (LogAppendTime) or restore its max; recomputes the CRC."""
         attributes = self.attributes & ~TIMESTAMP_TYPE_MASK
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= TIMESTAMP_TYPE_MASK
-        _I16.pack_into(self.buffer, 21, attributes)
-        _I64.pack_into(self.buffer, 35, timestamp)
-        _U32.pack_into(self.buffer, 17, self.compute_crc())
+        _I16.pack_into(self.buffer, ATTRIBUTES_OFFSET, attributes)
+        _I64.pack_into(self.buffer, MAX_TIMESTAMP_OFFSET, timestamp)
+        _U32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
 
     def __repr__(self) -> str:
         return (
@@ -466,5 +451,5 @@ def _seal(
         base_sequence,
         count,
     )
-    _U32.pack_into(body, 17, crc32c(memoryview(body)[CRC_START:]))
+    _U32.pack_into(body, CRC_OFFSET, crc32c(memoryview(body)[CRC_START:]))
     return body

@@ -1,6 +1,6 @@
 """Walking a buffer of batches: a segment, a fetch response, a produce request.
 
-Every magic shares the first 17 bytes of framing: ``offset int64, size int32``,
+Every magic shares the first 17 bytes of framing (``layout.HEADER_SIZE_UP_TO_MAGIC``): ``offset int64, size int32``,
 then 4 bytes (the v2 leader epoch, or the legacy CRC), then ``magic int8``.
 So the walk reads offset, size and magic, hands the whole batch to
 ``RecordBatch`` (v2) or ``LegacyBatch`` (v0/v1) without copying, and steps
@@ -17,12 +17,13 @@ import struct
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
-from .batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH, Buffer, RecordBatch
+from .batch import Buffer, RecordBatch
+from .layout import HEADER, HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH
 from .legacy import MIN_MESSAGE_SIZE, LegacyBatch
 
 _FRAME = struct.Struct(">qi")
 _MIN_SIZE = {0: MIN_MESSAGE_SIZE[0], 1: MIN_MESSAGE_SIZE[1], 2: MIN_BATCH_LENGTH}
-HEADER_PEEK = 17  # enough framing to learn a batch's size and magic
+HEADER_PEEK = HEADER_SIZE_UP_TO_MAGIC  # enough framing to learn a batch's size and magic
 
 AnyBatch = RecordBatch | LegacyBatch
 
@@ -30,7 +31,7 @@ AnyBatch = RecordBatch | LegacyBatch
 def peek_frame(buf: Buffer, pos: int, origin: int = 0) -> tuple[int, int, int]:
     """Read (offset, size, magic) of the batch at ``pos``; raise on bad framing."""
     offset, size = _FRAME.unpack_from(buf, pos)
-    magic = buf[pos + 16]
+    magic = buf[pos + MAGIC_OFFSET]
     minimum = _MIN_SIZE.get(magic)
     if minimum is None:
         raise CorruptRecordError(f"bad magic {magic}", position=origin + pos, offset=offset)
@@ -102,7 +103,7 @@ class BatchIterator:
         size = len(view)
         pos = self.position
         while pos < size:
-            head = unpack(view, pos) if size - pos >= HEADER_SIZE and view[pos + 16] == MAGIC else None
+            head = unpack(view, pos) if size - pos >= HEADER_SIZE and view[pos + MAGIC_OFFSET] == MAGIC else None
             end = pos + LOG_OVERHEAD + head[1] if head is not None else -1
             if head is None or head[1] < MIN_BATCH_LENGTH or end > size or (limit is not None and end - pos > limit):
                 # anything but a whole v2 batch within bounds: the general path knows the

@@ -28,8 +28,9 @@ import zlib
 from collections.abc import Iterator, Sequence
 
 from ..errors import CorruptRecordError
-from .batch import LOG_OVERHEAD, NO_SEQUENCE, NO_TIMESTAMP, Buffer, TimestampType
+from .batch import NO_SEQUENCE, NO_TIMESTAMP, Buffer, TimestampType
 from .compression import Compression, compress, decompress
+from .layout import LOG_OVERHEAD
 from .record import Record
 
 _HEAD = struct.Struct(">qiIbb")  # offset, size, crc, magic, attributes
@@ -218,7 +219,11 @@ class LegacyBatch:
         )
 
 
-def _message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
+def build_message(
+    offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None
+) -> bytes:
+    """One magic 0 or 1 message with its framing (offset, size) and CRC32: an entry of a
+    message set, or the wrapper of a compressed one (its value the compressed inner set)."""
     body = bytearray([magic, attributes])
     if magic == 1:
         body += _I64.pack(timestamp)
@@ -245,10 +250,11 @@ def build_message_set(
         return NO_TIMESTAMP if r.timestamp is None else r.timestamp
 
     if compression == Compression.NONE:
-        return b"".join(_message(base_offset + i, magic, 0, ts(r), r.key, r.value) for i, r in enumerate(records))
+        return b"".join(build_message(base_offset + i, magic, 0, ts(r), r.key, r.value) for i, r in enumerate(records))
     inner = b"".join(
-        _message(i if magic == 1 else base_offset + i, magic, 0, ts(r), r.key, r.value) for i, r in enumerate(records)
+        build_message(i if magic == 1 else base_offset + i, magic, 0, ts(r), r.key, r.value)
+        for i, r in enumerate(records)
     )
     wrapper_ts = max((ts(r) for r in records), default=NO_TIMESTAMP)
     last = base_offset + len(records) - 1
-    return _message(last, magic, int(compression), wrapper_ts, None, compress(compression, inner))
+    return build_message(last, magic, int(compression), wrapper_ts, None, compress(compression, inner))

@@ -15,7 +15,7 @@ This is exactly ``to_arrow_schema`` of that Spark schema (nullable fields, the
 list's child named ``element``, UTC): Spark's Python data source compares the
 first Arrow batch's schema with it and refuses any other.
 
-The C ``ColumnBuilder`` (``seglog.records._columns``) decodes records straight
+The C ``ColumnBuilder`` (``_columns.c``, beside this module) decodes records straight
 into Arrow buffers and hands them over without copying; here they are wrapped
 with ``pyarrow.Array.from_buffers``, so there is no Python object per record.
 A record's bytes are copied once, from the batch into the column: an
@@ -40,10 +40,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from ..records import LOG_OVERHEAD, NO_TIMESTAMP, AnyBatch, LegacyBatch, RecordBatch
-from ..records._columns import ColumnBuilder
-from ..records.batch import HEADER, HEADER_SIZE, Buffer
-from ..records.batches import HEADER_PEEK, peek_frame
+from ..records import NO_TIMESTAMP, AnyBatch, LegacyBatch, RecordBatch
+from ..records.layout import COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, HEADER, HEADER_SIZE, TIMESTAMP_TYPE_MASK
+from ._columns import ColumnBuilder
 
 # Spark's names: a list's child is "element"; every field is nullable
 HEADER_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])))
@@ -51,11 +50,6 @@ TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 MAX_ROWS = 65_536  # rows per Arrow batch handed to Spark (a target: whole Kafka batches go in)
 MAX_DATA_BYTES = 64 * 1024 * 1024  # bytes of keys, values and headers per Arrow batch
 END_OF_LOG = 2**63 - 1
-
-# the v2 attributes (records/batch.py): codec bits, LogAppendTime, control batch
-_CODEC_MASK = 0x07
-_LOG_APPEND_TIME = 0x08
-_CONTROL = 0x20
 
 
 def arrow_schema(include_headers: bool) -> pa.Schema:
@@ -100,23 +94,6 @@ def to_arrow_batches(
     return ArrowAssembler(topic, partition, include_headers, max_rows).record_batches(batches, start, end)
 
 
-def buffer_to_arrow_batches(
-    buffer: Buffer,
-    topic: str,
-    partition: int,
-    start: int = 0,
-    end: int = END_OF_LOG,
-    *,
-    origin: int = 0,
-    include_headers: bool = False,
-    max_rows: int = MAX_ROWS,
-) -> Iterator[pa.RecordBatch]:
-    """As ``to_arrow_batches`` over ``BatchIterator(buffer, origin=origin)``, but the walk
-    over uncompressed v2 batches is in C: the way to read logs of small batches."""
-    assembler = ArrowAssembler(topic, partition, include_headers, max_rows)
-    return assembler.buffer_record_batches(buffer, start, end, origin=origin)
-
-
 class ArrowAssembler:
     """Turns the batches of one partition into Arrow record batches; reusable across reads."""
 
@@ -128,7 +105,6 @@ class ArrowAssembler:
         self.schema = arrow_schema(include_headers)
         self._builder = ColumnBuilder(with_headers=include_headers)
         self._constants: tuple[pa.Array, pa.Array] | None = None
-        self.consumed = 0  # bytes of whole batches the last buffer_record_batches walked
 
     def record_batches(
         self, batches: Iterable[AnyBatch], start: int = 0, end: int = END_OF_LOG
@@ -141,42 +117,6 @@ class ArrowAssembler:
                 self._append(batch, start, end)
             if builder.rows >= max_rows:
                 yield self._finish()
-        if builder.rows:
-            yield self._finish()
-
-    def buffer_record_batches(
-        self, buffer: Buffer, start: int = 0, end: int = END_OF_LOG, *, origin: int = 0
-    ) -> Iterator[pa.RecordBatch]:
-        """Rows with offsets in [start, end) of the whole batches of ``buffer``, as Arrow.
-
-        ``buffer`` holds batches from a batch boundary (a segment slice, a fetch
-        response), as ``BatchIterator`` walks it; ``origin`` is its position in its
-        file, for errors. A partial batch at its end is left out. Runs of
-        uncompressed v2 batches are walked in C, which matters for logs of small
-        batches; compressed and legacy batches take the path of ``record_batches``.
-        """
-        builder, max_rows = self._fresh_builder(), self.max_rows
-        view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
-        pos = self.consumed = 0
-        while True:
-            pos += builder.append_batches(view[pos:], origin + pos, start, end, max_rows, MAX_DATA_BYTES)
-            if len(view) - pos < HEADER_PEEK:
-                break
-            _, size, magic = peek_frame(view, pos, origin)
-            if pos + LOG_OVERHEAD + size > len(view):
-                break  # cut short
-            frame = view[pos : pos + LOG_OVERHEAD + size]
-            batch = RecordBatch(frame, origin + pos) if magic == 2 else LegacyBatch(frame, origin + pos)
-            if isinstance(batch, RecordBatch) and not batch.attributes & (_CONTROL | _CODEC_MASK):
-                yield self._finish()  # C stopped at max_rows or MAX_DATA_BYTES
-                continue
-            if not self._append(batch, start, end):
-                yield self._finish()
-                self._append(batch, start, end)
-            pos += len(frame)
-            if builder.rows >= max_rows:
-                yield self._finish()
-        self.consumed = pos  # the end of the last whole batch: where a reader goes on
         if builder.rows:
             yield self._finish()
 
@@ -195,12 +135,12 @@ class ArrowAssembler:
             return True
         view = batch.buffer
         base_offset, _, _, _, _, attributes, last_delta, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(view, 0)
-        if attributes & _CONTROL or base_offset + last_delta < start or base_offset >= end:
+        if attributes & CONTROL_FLAG_MASK or base_offset + last_delta < start or base_offset >= end:
             return True
-        section = view[HEADER_SIZE:] if not attributes & _CODEC_MASK else batch.records_section()
+        section = view[HEADER_SIZE:] if not attributes & COMPRESSION_CODEC_MASK else batch.records_section()
         if builder.rows and builder.data_bytes + len(section) > MAX_DATA_BYTES:
             return False
-        log_append_time = bool(attributes & _LOG_APPEND_TIME)
+        log_append_time = bool(attributes & TIMESTAMP_TYPE_MASK)
         ts_type = int(log_append_time)
         builder.append(
             section, count, base_offset, base_ts, log_append_time, max_ts, ts_type, batch.position, start, end

@@ -41,7 +41,7 @@ offset of the dirty section, both within the dedupe buffer (offset_map.py;
 a map grows only while the old one and the new fit it together); I/O buffers
 grow only to the largest batch. So a cleaning's memory is the dedupe buffer
 plus a constant, whatever the log's size. The loops over records are C
-(records/_compact.c): the map is built a batch, or a run of plain batches,
+(storage/_compact.c): the map is built a batch, or a run of plain batches,
 per call, and a batch is filtered by copying the byte ranges of the records
 it keeps and rewriting its header.
 """
@@ -58,15 +58,36 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from crc32c import crc32c
-
 from ..errors import CorruptRecordError, KafkaStorageError, SeglogError
-from ..records import AnyBatch, BatchIterator, Record, RecordBatch, TimestampType, _compact, build_batch
-from ..records.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, NO_TIMESTAMP
+from ..records import (
+    NO_TIMESTAMP,
+    AnyBatch,
+    BatchIterator,
+    LegacyBatch,
+    Record,
+    RecordBatch,
+    TimestampType,
+    build_batch,
+    build_message,
+    crc32c,
+)
 from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import compress
-from ..records.legacy import LegacyBatch, _message
-from . import fileio
+from ..records.layout import (
+    COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK,
+    CRC_OFFSET,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAX_TIMESTAMP_OFFSET,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from . import _compact, fileio
 from .log import PartitionLog
 from .naming import CLEANED_SUFFIX
 from .offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
@@ -82,10 +103,9 @@ _SYNC_EVERY = 8 << 20  # bytes written to a cleaned segment between two backgrou
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
-_CODEC_MASK = 0x07
 _WALK_END, _WALK_PYTHON, _WALK_FLUSH = 0, 1, 2  # where a C walk over batches stopped
-_ATTR_KEEP_IN_EMPTY = 0x08 | 0x10 | 0x20  # LogAppendTime, transactional, control
-_LEGACY_LOG_APPEND_TIME = 0x08
+_ATTR_KEEP_IN_EMPTY = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
+_LEGACY_LOG_APPEND_TIME = 0x08  # a magic 1 message's attribute bit 3, as v2's
 
 
 class LogCleaningAbortedError(SeglogError):
@@ -198,7 +218,7 @@ def _empty_batch(batch: RecordBatch) -> bytearray:
         batch.base_offset,
         HEADER_SIZE - LOG_OVERHEAD,
         batch.partition_leader_epoch,
-        2,
+        MAGIC,
         0,
         batch.attributes & _ATTR_KEEP_IN_EMPTY,
         batch.last_offset_delta,
@@ -209,7 +229,7 @@ def _empty_batch(batch: RecordBatch) -> bytearray:
         batch.base_sequence,
         0,
     )
-    _U32.pack_into(out, 17, crc32c(memoryview(out)[CRC_START:]))
+    _U32.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[CRC_START:]))
     return out
 
 
@@ -220,8 +240,8 @@ def _sealed(filtered: bytearray, codec: int) -> bytearray:
         body = compress(codec, memoryview(filtered)[HEADER_SIZE:])
         filtered = filtered[:HEADER_SIZE]
         filtered += body
-        _I32.pack_into(filtered, 8, len(filtered) - LOG_OVERHEAD)
-    _U32.pack_into(filtered, 17, crc32c(memoryview(filtered)[CRC_START:]))
+        _I32.pack_into(filtered, LENGTH_OFFSET, len(filtered) - LOG_OVERHEAD)
+    _U32.pack_into(filtered, CRC_OFFSET, crc32c(memoryview(filtered)[CRC_START:]))
     return filtered
 
 
@@ -246,12 +266,12 @@ def _legacy_wrapper(batch: LegacyBatch, kept: list[Record]) -> bytes:
         return NO_TIMESTAMP if r.timestamp is None else r.timestamp
 
     inner = b"".join(
-        _message(r.offset - first if magic == 1 else r.offset, magic, 0, ts(r), r.key, r.value) for r in kept
+        build_message(r.offset - first if magic == 1 else r.offset, magic, 0, ts(r), r.key, r.value) for r in kept
     )
     append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     wrapper_ts = batch.timestamp if append_time else max(ts(r) for r in kept)
     attributes = int(batch.compression) | (_LEGACY_LOG_APPEND_TIME if append_time else 0)
-    return _message(kept[-1].offset, magic, attributes, wrapper_ts, None, compress(batch.compression, inner))
+    return build_message(kept[-1].offset, magic, attributes, wrapper_ts, None, compress(batch.compression, inner))
 
 
 class _BackgroundSync:
@@ -554,7 +574,7 @@ class Cleaner:
                 return full_at + skip if full_at >= 0 else -1
 
         else:
-            section = batch.records_section() if batch.attributes & _CODEC_MASK else None
+            section = batch.records_section() if batch.attributes & COMPRESSION_CODEC_MASK else None
             stats.map_records_read += batch.record_count
 
             def put(skip: int) -> int:
@@ -644,9 +664,11 @@ class Cleaner:
                     while True:
                         # plain data batches: filtered by runs in C, the others come back here
                         at, stop, read, written, invalid, rewritten = _compact.filter_batches(
-                            view, at, origin, output.buffer, self.io_buffer_size, output.entries,
-                            omap.table, omap.k0, omap.k1, omap.latest_offset,
-                            marks.superseded, marks.first, marks.count, now, horizon, crc32c, upper_bound, group_end,
+                            view, at, origin, out=output.buffer, out_limit=self.io_buffer_size,
+                            entries=output.entries, table=omap.table, k0=omap.k0, k1=omap.k1,
+                            latest=omap.latest_offset, marks=marks.superseded, marks_first=marks.first,
+                            marks_count=marks.count, now=now, horizon=horizon, upper_bound=upper_bound,
+                            group_end=group_end,
                         )  # fmt: skip
                         stats.records_read += read
                         stats.records_written += written
@@ -743,11 +765,11 @@ class Cleaner:
         if control:
             return self._clean_control(batch, can_discard, now + delete_retention_ms, retain_empty, stats)
 
-        marks, codec = self._marks, batch.attributes & _CODEC_MASK
+        marks, codec = self._marks, batch.attributes & COMPRESSION_CODEC_MASK
         filtered, kept, invalid, max_ts = _compact.filter_batch(
-            batch.buffer, batch.records_section() if codec else None,
-            omap.table, omap.k0, omap.k1, omap.latest_offset, marks.superseded, marks.first, marks.count,
-            now, now + delete_retention_ms, batch.position,
+            batch.buffer, batch.records_section() if codec else None, table=omap.table, k0=omap.k0, k1=omap.k1,
+            latest=omap.latest_offset, marks=marks.superseded, marks_first=marks.first, marks_count=marks.count,
+            now=now, horizon=now + delete_retention_ms, position=batch.position,
         )  # fmt: skip
         stats.records_read += batch.record_count
         stats.records_written += kept
@@ -790,7 +812,7 @@ class Cleaner:
             last_offset_delta=batch.last_offset_delta,
             delete_horizon_ms=horizon_ms,
         )
-        return built, batch.last_offset, _I64.unpack_from(built, 35)[0]
+        return built, batch.last_offset, _I64.unpack_from(built, MAX_TIMESTAMP_OFFSET)[0]
 
     @staticmethod
     def _clean_legacy(

@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from ..errors import CorruptRecordError
-from ..records import BatchIterator, _scan
-from ..records.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
+from ..records import BatchIterator
 from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import decompress
-from . import fileio
+from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from . import _scan, fileio
 from .index import NO_TIMESTAMP
 
 # baseOffset, batchLength, then (skipping epoch, magic, crc, attributes) lastOffsetDelta,
@@ -114,7 +114,7 @@ class FetchDataInfo(NamedTuple):
 
 
 def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
-    if len(buf) - at >= _V2_PEEK.size and buf[at + 16] == 2:
+    if len(buf) - at >= _V2_PEEK.size and buf[at + MAGIC_OFFSET] == 2:
         offset, size, delta, max_ts = _V2_PEEK.unpack_from(buf, at)
         if size >= MIN_BATCH_LENGTH:
             return BatchHeader(position, size + LOG_OVERHEAD, offset, offset + delta, max_ts, 2)
@@ -151,7 +151,9 @@ def scan_headers(handle: fileio.FileHandle, start: int, limit: int, first_read: 
         chunk = pread(min(want, limit - pos), pos)
         n, at, size = len(chunk), 0, 0
         while at + HEADER_PEEK <= n:
-            if n - at < _V2_PEEK.size and (chunk[at + 16] == 2 or (n - at < _V1_PEEK and chunk[at + 16] == 1)):
+            if n - at < _V2_PEEK.size and (
+                chunk[at + MAGIC_OFFSET] == 2 or (n - at < _V1_PEEK and chunk[at + MAGIC_OFFSET] == 1)
+            ):
                 break  # the header fields we read (a v2 batch's, a v1 timestamp) lie past the chunk
             header = _header_at(chunk, at, pos + at)
             size = header.size

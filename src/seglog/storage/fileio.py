@@ -46,7 +46,8 @@ class FaultInjector:
         after: int = 0,
         times: int = 1,
     ) -> None:
-        """Fail the operation ``op`` (``write``, ``fsync``, ``open``, ``rename``, ...)
+        """Fail the operation ``op`` (``open``, ``create``, ``write``, ``fsync``, ``rename``,
+        ``unlink``, ``stat``, ``list``, ...)
         on files whose path contains ``path`` (or satisfies it)."""
         if path is None:
             matches: Callable[[str], bool] = lambda _p: True  # noqa: E731
@@ -79,6 +80,7 @@ class FaultInjector:
 
 
 faults = FaultInjector()
+_fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
 def _storage_error(op: str, path: str, e: OSError) -> KafkaStorageError:
@@ -170,6 +172,15 @@ class FileHandle:
         except OSError as e:
             raise _storage_error("fsync", self.path, e) from None
 
+    def fdatasync(self) -> None:
+        """``fsync`` without the metadata a later read does not need (mtime); a fault
+        injected for ``fsync`` fails it too."""
+        try:
+            faults.check("fsync", self.path)
+            _fdatasync(self.fd)
+        except OSError as e:
+            raise _storage_error("fsync", self.path, e) from None
+
     def allocate(self, size: int) -> None:
         """Grow the file to ``size`` with real blocks, so a later write through an mmap
         cannot hit a full disk (which would be a SIGBUS, not an error)."""
@@ -212,6 +223,36 @@ def open_file(path: str, *, create: bool = False, writable: bool = True, append:
         return FileHandle(path, os.open(path, flags | os.O_CLOEXEC, 0o644))
     except OSError as e:
         raise _storage_error("open", path, e) from None
+
+
+def create_file(path: str) -> FileHandle:
+    """Create ``path``, which must not exist, for appending (fault: ``create``)."""
+    try:
+        faults.check("create", path)
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
+        return FileHandle(path, os.open(path, flags, 0o644))
+    except OSError as e:
+        raise _storage_error("create", path, e) from None
+
+
+def stat(path: str) -> os.stat_result | None:
+    """``path``'s status, or None when it does not exist (fault: ``stat``)."""
+    try:
+        faults.check("stat", path)
+        return os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise _storage_error("stat", path, e) from None
+
+
+def list_dir(path: str) -> list[str]:
+    """The names in the directory ``path`` (fault: ``list``)."""
+    try:
+        faults.check("list", path)
+        return os.listdir(path)
+    except OSError as e:
+        raise _storage_error("list", path, e) from None
 
 
 def rename(src: str, dst: str) -> None:

@@ -51,8 +51,7 @@ import struct
 import sys
 
 from ..errors import CorruptIndexError, IllegalStateTransitionError
-from ..records import _scan
-from . import fileio
+from . import _scan, fileio
 
 log = logging.getLogger(__name__)
 

@@ -80,10 +80,10 @@ from ..errors import (
     SeglogError,
     UnexpectedAppendOffsetError,
 )
-from ..records import AnyBatch, Compression, Record, _scan, build_batch
+from ..records import AnyBatch, Compression, Record, build_batch
 from ..records.compression import decompress
 from ..records.limits import INT32_MAX, INT64_MAX, INT64_MIN, check_int
-from . import fileio
+from . import _scan, fileio
 from .file_records import FetchDataInfo, LogOffsetMetadata
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
@@ -445,7 +445,7 @@ class PartitionLog:
         (the transaction coordinator's markers).
 
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
-        where their offsets are assigned: one C call (``_scan.check_append``) makes every
+        where their offsets are assigned: one C call (``_scan.check_and_assign``) makes every
         check of ``LogValidator.validate_general`` and then the edits, or none of them."""
         self.validator.check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
@@ -476,9 +476,8 @@ class PartitionLog:
         when the append needs a roll and ``may_roll`` is False."""
         c = self._config
         bounds, stamp, assignment = self._leader_append_rules()
-        assigned = _scan.check_append(
+        assigned = _scan.check_and_assign(
             buffer,
-            True,
             origin != "client",
             c.compact,
             c.max_message_bytes,
@@ -516,8 +515,8 @@ class PartitionLog:
                 if size == 0:
                     raise InvalidRecordError("an append must hold at least one batch", file=path)
                 with handle.mmap(size, writable=True) as mapped:
-                    assigned = _scan.check_append(
-                        mapped, True, False, c.compact, c.max_message_bytes, bounds, decompress, path, assignment
+                    assigned = _scan.check_and_assign(
+                        mapped, False, c.compact, c.max_message_bytes, bounds, decompress, path, assignment
                     )
             except SeglogError as e:
                 raise e.at(file=path) from None  # a CRC fault knows its position, not the file
@@ -538,7 +537,7 @@ class PartitionLog:
     def _leader_append_rules(self) -> tuple[tuple[int, int] | None, int | None, tuple[int, int, int | None, int]]:
         """For a leader's append, under the lock: the CreateTime bounds its timestamps must
         lie in, the LogAppendTime it is stamped with, and its assignment (next offset,
-        leader epoch, stamp, segment.bytes) as ``_scan.check_append`` takes it."""
+        leader epoch, stamp, segment.bytes) as ``_scan.check_and_assign`` takes it."""
         if self._state is not OPEN or self._role is not LEADER:
             self._check_leader()
         bounds, stamp = self.validator.leader_rules()

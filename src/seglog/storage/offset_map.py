@@ -29,7 +29,7 @@ Two keys with the same 128-bit hash would be taken for one, as in Kafka, and
 the older key's latest record lost; SipHash is a keyed pseudorandom function,
 so without the seed nobody can choose keys that collide.
 
-The loops over records are C (``records/_compact.c``): hashing, probing and
+The loops over records are C (``storage/_compact.c``): hashing, probing and
 marking a whole batch per call, or a run of batches.
 
 ``OffsetMarks`` is seglog's addition: while the map is built, one bit per
@@ -44,7 +44,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from ..records import _compact
+from . import _compact
 
 ENTRY_SIZE = 24
 _MASK64 = (1 << 64) - 1
@@ -149,8 +149,9 @@ class OffsetMap:
         ``latest_offset`` is the offset of the last record put)."""
         marks = marks or _NO_MARKS
         added, full_at, self.latest_offset = _compact.map_batch(
-            self.table, self.k0, self.k1, self.room, batch, section, start_offset,
-            marks.superseded, marks.first, marks.count, skip, self.latest_offset, position,
+            batch, section, table=self.table, k0=self.k0, k1=self.k1, room=self.room, start_offset=start_offset,
+            marks=marks.superseded, marks_first=marks.first, marks_count=marks.count, skip=skip,
+            latest=self.latest_offset, position=position,
         )  # fmt: skip
         self.entries += added
         return full_at
@@ -165,8 +166,9 @@ class OffsetMap:
         offset of each batch mapped."""
         marks = marks or _NO_MARKS
         position, stop, added, self.latest_offset, records, size = _compact.map_batches(
-            self.table, self.k0, self.k1, self.room, view, position, origin, start_offset,
-            marks.superseded, marks.first, marks.count, self.latest_offset,
+            view, position, origin, table=self.table, k0=self.k0, k1=self.k1, room=self.room,
+            start_offset=start_offset, marks=marks.superseded, marks_first=marks.first, marks_count=marks.count,
+            latest=self.latest_offset,
         )  # fmt: skip
         self.entries += added
         return position, bool(stop), records, size

@@ -29,9 +29,8 @@ import struct
 from collections import deque
 from collections.abc import Iterable
 
-from crc32c import crc32c
-
 from ..errors import CorruptSnapshotError
+from ..records import crc32c
 from . import fileio
 from .naming import SNAPSHOT_SUFFIX, offset_file_name, parse_offset_file
 from .producer_entry import BatchMetadata, ProducerStateEntry

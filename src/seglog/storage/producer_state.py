@@ -27,9 +27,17 @@ import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from ..records import RecordBatch, _compact
-from ..records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD
+from ..records import RecordBatch
 from ..records.batches import HEADER_PEEK, peek_frame
+from ..records.layout import (
+    CONTROL_FLAG_MASK,
+    CRC_START,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    TRANSACTIONAL_FLAG_MASK,
+)
+from . import _compact
 from .segment import LogSegment
 
 # Kafka's producer.id.expiration.ms default: a producer idle this long (and in no
@@ -38,10 +46,8 @@ PRODUCER_ID_EXPIRATION_MS = 86_400_000
 ABORT, COMMIT = 0, 1
 _TXN_START = -1
 
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 _CONTROL_KEY = struct.Struct(">hh")
-_FINGERPRINT = 21  # a batch's first bytes, through the v2 CRC: is it still the batch scanned?
+_FINGERPRINT = CRC_START  # a batch's first bytes, through the v2 CRC: is it still the batch scanned?
 _HEADER_READ = 4096  # what is read at a batch's start after a large batch
 # a batch this large is stepped over rather than read: a read call costs about as much as
 # copying this many bytes of page cache, so smaller batches are read whole, by the buffer
@@ -94,13 +100,13 @@ class SegmentSummary:
         if entry is None:
             entry = self.last[pid] = [None, epoch, max_ts]
         entry[1], entry[2] = epoch, max_ts
-        if attributes & _CONTROL:
+        if attributes & CONTROL_FLAG_MASK:
             if control in (ABORT, COMMIT):
                 self.events.append((base + delta, pid, control))
                 self._open.discard(pid)
         else:
             entry[0] = base + delta
-            if attributes & _TRANSACTIONAL and pid not in self._open:
+            if attributes & TRANSACTIONAL_FLAG_MASK and pid not in self._open:
                 self._open.add(pid)
                 self.events.append((base, pid, _TXN_START))
 
@@ -188,7 +194,7 @@ def _walk(
             if magic == 2:
                 header = HEADER.unpack_from(buffer, at)
                 marker = None
-                if header[5] & _CONTROL and header[9] >= 0:  # a marker: its type is in its record
+                if header[5] & CONTROL_FLAG_MASK and header[9] >= 0:  # a marker: its type is in its record
                     if n - at >= total:
                         whole: bytes | bytearray | memoryview = memoryview(buffer)[at : at + total]
                     else:

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 from ..errors import CorruptSnapshotError, InvalidConfigurationError
 from ..records import RecordBatch
-from ..records.batch import HEADER
 from ..records.control import ControlRecordType, EndTransactionMarker, parse_control_record
+from ..records.layout import CONTROL_FLAG_MASK, HEADER, TRANSACTIONAL_FLAG_MASK
 from . import fileio, producer_snapshot
 from .naming import SNAPSHOT_SUFFIX, offset_file_name
 from .producer_entry import (
@@ -44,8 +44,6 @@ from .producer_entry import (
 from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches
 from .segment import LogSegment
 
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 _READ_BUFFER = 256 * 1024
 
 
@@ -88,14 +86,14 @@ class ProducerStateManager:
             pid = header[9]
             if pid < 0:
                 continue
-            if origin is AppendOrigin.CLIENT and not header[5] & _CONTROL:
+            if origin is AppendOrigin.CLIENT and not header[5] & CONTROL_FLAG_MASK:
                 entry = self.producers.get(pid)
                 last_seq = increment_sequence(header[11], header[6])
                 kept = None if entry is None else entry.find_duplicate(header[10], header[11], last_seq)
                 if kept is not None:
                     check.duplicate = kept
                     return check
-            self._append(check, header, _marker(batch) if header[5] & _CONTROL else None, origin)
+            self._append(check, header, _marker(batch) if header[5] & CONTROL_FLAG_MASK else None, origin)
         return check
 
     def update(self, check: ProducerAppendCheck, log_end_offset: int) -> None:
@@ -117,7 +115,7 @@ class ProducerStateManager:
         info = check.updated.get(pid)
         if info is None:
             info = check.updated[pid] = ProducerAppendInfo(pid, self.producers.get(pid), origin)
-        if attributes & _CONTROL:
+        if attributes & CONTROL_FLAG_MASK:
             # no marker: a control batch the cleaner emptied (its whole transaction went), or another type
             if marker is not None:
                 is_abort, coordinator_epoch, timestamp = marker
@@ -127,7 +125,7 @@ class ProducerStateManager:
         else:
             last_seq = increment_sequence(base_seq, delta)
             info.append_data_batch(
-                epoch, base_seq, last_seq, max_ts, base, base + delta, bool(attributes & _TRANSACTIONAL)
+                epoch, base_seq, last_seq, max_ts, base, base + delta, bool(attributes & TRANSACTIONAL_FLAG_MASK)
             )
 
     # --- transactions ------------------------------------------------------------------------

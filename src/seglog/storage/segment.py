@@ -51,11 +51,11 @@ from ..errors import (
     RecordTooLargeError,
     SeglogError,
 )
-from ..records import LegacyBatch, _scan
-from ..records.batch import LOG_OVERHEAD
+from ..records import LegacyBatch
 from ..records.batches import peek_frame
 from ..records.compression import decompress
-from . import file_records, fileio
+from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET
+from . import _scan, file_records, fileio
 from .file_records import (
     _V2_PEEK,
     BatchHeader,
@@ -613,7 +613,7 @@ class LogSegment:
             if holder is None or holder.max_timestamp != ts:
                 return self._search_time_afresh(timestamp, starting_offset, ts_offset)
             data = (self._handle or self.handle).pread(span[2] - span[1], span[1])
-            if len(data) >= _V2_PEEK.size and data[16] == 2:  # else the scan below finds out what it is
+            if len(data) >= _V2_PEEK.size and data[MAGIC_OFFSET] == 2:  # else the scan below finds out what it is
                 first, size, _, max_ts = _V2_PEEK.unpack_from(data)
                 if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
                     if max_ts >= timestamp:  # (RecordBatch.find_timestamp's C call, on the bytes read)

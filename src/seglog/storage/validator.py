@@ -27,14 +27,11 @@ from ..errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from ..records import BatchIterator, LegacyBatch, RecordBatch, _codec, _scan
-from ..records.batch import (
-    COMPRESSION_CODEC_MASK,
-    CONTROL_FLAG_MASK,
-    HEADER_SIZE,
-    check_batch,
-)
+from ..records import BatchIterator, LegacyBatch, RecordBatch, check_records
+from ..records.batch import check_batch
 from ..records.compression import decompress
+from ..records.layout import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, HEADER_SIZE, MAGIC_OFFSET
+from . import _scan
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -146,7 +143,7 @@ class LogValidator:
                 records = RecordBatch(view[at:end], at).records_section()
             else:
                 records = view[at + HEADER_SIZE : end]
-            min_delta, max_delta, bad_offset, null_key = _codec.check_records(records, count, at)
+            min_delta, max_delta, bad_offset, null_key = check_records(records, count, at)
             if bad_offset >= 0:
                 raise self._invalid(f"record {bad_offset} has an offset delta other than {bad_offset}", at)
             if null_key >= 0 and not control and self.config.compact:
@@ -182,17 +179,17 @@ class LogValidator:
         checked record by record: compaction leaves gaps, and fewer records than the span."""
         view = memoryview(buffer)
         for at, size, count, delta, _, _, _ in batches:
-            if buffer[at + 16] != 2:
+            if buffer[at + MAGIC_OFFSET] != 2:
                 continue  # a legacy batch: its CRC covers it, and validate checked it
             try:
                 if count > delta + 1:
                     raise CorruptRecordError(
                         f"record count {count} exceeds the batch's offset span of {delta + 1}", position=at
                     )
-                if buffer[at + 22] & COMPRESSION_CODEC_MASK:  # (the low byte of the attributes)
+                if buffer[at + ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK:  # (the low byte of the attributes)
                     records = RecordBatch(view[at : at + size], at).records_section()
                 else:
                     records = view[at + HEADER_SIZE : at + size]
-                _codec.check_records(records, count, at)
+                check_records(records, count, at)
             except CorruptRecordError as e:
                 raise e.at(file=self.dir) from None

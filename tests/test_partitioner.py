@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from kafka.partitioner.default import DefaultPartitioner
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from seglog.partitioner import StickyPartitioner, murmur2, partition_for_key
-from seglog.records import _codec
+from seglog.partitioner import StickyPartitioner, murmur2, partition_for_key, partitions_for_keys
 
 # Kafka's UtilsTest.testMurmur2: the signed 32-bit hashes the Java client computes
 JAVA_VECTORS = {
@@ -32,7 +31,7 @@ def _c_partitions(keys: list[bytes | None], partitions: int) -> list[int]:
     column = pa.array(keys, pa.binary())
     validity, offsets, data = column.buffers()
     spec = (validity, offsets, data if data is not None else b"", column.offset)
-    out = _codec.partitions_for_keys(len(keys), spec, partitions)
+    out = partitions_for_keys(len(keys), spec, partitions)
     return list(memoryview(out).cast("i"))
 
 
@@ -85,7 +84,7 @@ def test_many_keys_of_every_length_in_one_column():
 def test_a_sliced_column_hashes_its_own_rows():
     column = pa.array([b"x", b"foobar", None, b"21"], pa.binary()).slice(1)
     validity, offsets, data = column.buffers()
-    out = _codec.partitions_for_keys(3, (validity, offsets, data, column.offset), 7)
+    out = partitions_for_keys(3, (validity, offsets, data, column.offset), 7)
     assert list(memoryview(out).cast("i")) == [partition_for_key(b"foobar", 7), -1, partition_for_key(b"21", 7)]
 
 

@@ -1,12 +1,16 @@
-/* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops.
- *
- * Sans-IO like the rest of records/: buffers in, values out. Five calls:
+/* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops,
+ * beside their Python owners (log.py's append validation, segment.py's recovery
+ * and lookups, index.py's search). Buffers in, values out; no file is touched
+ * here. Five calls (check_append, check_and_assign and recover_batches take
+ * keywords too):
  *
  *   check_append    every check a leader (or a follower) makes of an append,
- *                   batch by batch in the order log.py's general path makes
- *                   them, and the facts the log needs of each batch;
- *   assign_offsets  the leader's in-place edits of those batches: base offsets,
- *                   leader epoch, LogAppendTime stamp (and CRC);
+ *                   batch by batch in the order validator.py's general path
+ *                   makes them, and the facts the log needs of each batch;
+ *   check_and_assign a leader's same checks and then its in-place edits of
+ *                   the batches: base offsets, leader epoch, the max timestamp
+ *                   (LogAppendTime's stamp, or CreateTime's largest record
+ *                   timestamp, as Kafka's LogValidator sets it) and the CRC;
  *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;
@@ -14,13 +18,13 @@
  *                   offset, without a record object;
  *   floor_entry     the binary search of a lookup in an index's buffer.
  *
- * and crc32c(data) (CRC32C with the CPU's SSE 4.2 instruction, three streams
- * at a time; a table-driven fallback elsewhere).
+ * The format itself comes from records/ through its headers: the batch header
+ * (_batch_layout.h), its checksum (_crc32c.h) and the record parser (_record.h).
  *
  * Legacy (magic 0/1) batches are Python's: a walk stops at one and says so.
  * Faults raise (or, for recovery, return) seglog's errors with the messages,
  * positions and offsets of the Python paths that check the same things
- * (batches.py, batch.py's check_batch, _codec.c's record walk, log.py's
+ * (batches.py, batch.py's check_batch, records/_codec.c's record walk, log.py's
  * validation, segment.py's recovery); tests/storage/test_scan.py holds the
  * two to each other on random and damaged input. */
 #define PY_SSIZE_T_CLEAN
@@ -29,31 +33,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "_record.h"
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <nmmintrin.h>
-#define SCAN_X86 1
-#endif
+#include "records/_batch_layout.h"
+#include "records/_crc32c.h"
+#include "records/_record.h"
 
 __extension__ typedef __int128 i128; /* sums of two int64 fields, exact as Python's ints */
 
-/* v2 batch header fields (offsets into the batch, big-endian) */
-enum {
-    H_LENGTH = 8,
-    H_EPOCH = 12,
-    H_MAGIC = 16,
-    H_CRC = 17,
-    H_ATTRIBUTES = 21,
-    H_LAST_DELTA = 23,
-    H_BASE_TS = 27,
-    H_MAX_TS = 35,
-    H_COUNT = 57,
-    HEADER_SIZE = 61,
-    LOG_OVERHEAD = 12,
-    FRAME_PEEK = 17,
-};
-enum { A_CODEC = 0x07, A_LOG_APPEND_TIME = 0x08, A_CONTROL = 0x20 };
 #define MAX_RELATIVE_OFFSET 0x7FFFFFFF
 
 static PyObject *CorruptRecordError, *InvalidRecordError, *InvalidTimestampError, *RecordTooLargeError,
@@ -96,133 +81,6 @@ static inline int64_t
 wrap_add(int64_t a, int64_t b) /* Java's long arithmetic, as the record decoder's */
 {
     return (int64_t)((uint64_t)a + (uint64_t)b);
-}
-
-/* ------------------------------------------------------------------ CRC32C */
-
-#define CRC_POLY 0x82F63B78u /* Castagnoli, reflected */
-#define CRC_LONG 4096        /* bytes a stream of the three-stream loops takes */
-#define CRC_SHORT 256
-
-static uint32_t crc_table[8][256];               /* slicing by eight */
-static uint32_t crc_shift_long[4][256], crc_shift_short[4][256]; /* x^(8*LEN) mod P, a byte at a time */
-
-static uint32_t
-crc_soft(uint32_t crc, const uint8_t *p, size_t n)
-{
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; n >= 8; n -= 8, p += 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        w ^= crc;
-        crc = crc_table[7][w & 0xff] ^ crc_table[6][(w >> 8) & 0xff] ^ crc_table[5][(w >> 16) & 0xff] ^
-              crc_table[4][(w >> 24) & 0xff] ^ crc_table[3][(w >> 32) & 0xff] ^ crc_table[2][(w >> 40) & 0xff] ^
-              crc_table[1][(w >> 48) & 0xff] ^ crc_table[0][w >> 56];
-    }
-#endif
-    while (n--)
-        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xff];
-    return crc;
-}
-
-/* The register after `len` zero bytes more, by the tables of that length. */
-static inline uint32_t
-crc_shift(uint32_t crc, uint32_t table[4][256])
-{
-    return table[0][crc & 0xff] ^ table[1][(crc >> 8) & 0xff] ^ table[2][(crc >> 16) & 0xff] ^ table[3][crc >> 24];
-}
-
-/* The register after `len` zero bytes is linear in the register before: tabulate
- * it from the images of the 32 single bits. */
-static void
-crc_shift_init(uint32_t table[4][256], size_t len)
-{
-    static const uint8_t zeros[CRC_LONG];
-    uint32_t bit[32];
-    for (int i = 0; i < 32; i++)
-        bit[i] = crc_soft(1u << i, zeros, len);
-    for (int k = 0; k < 4; k++)
-        for (int b = 0; b < 256; b++) {
-            uint32_t v = 0;
-            for (int i = 0; i < 8; i++)
-                if (b >> i & 1)
-                    v ^= bit[8 * k + i];
-            table[k][b] = v;
-        }
-}
-
-static void
-crc_init(void)
-{
-    for (uint32_t n = 0; n < 256; n++) {
-        uint32_t c = n;
-        for (int k = 0; k < 8; k++)
-            c = c & 1 ? (c >> 1) ^ CRC_POLY : c >> 1;
-        crc_table[0][n] = c;
-    }
-    for (int n = 0; n < 256; n++)
-        for (int k = 1; k < 8; k++)
-            crc_table[k][n] = (crc_table[k - 1][n] >> 8) ^ crc_table[0][crc_table[k - 1][n] & 0xff];
-    crc_shift_init(crc_shift_long, CRC_LONG);
-    crc_shift_init(crc_shift_short, CRC_SHORT);
-}
-
-#ifdef SCAN_X86
-/* The crc32 instruction has a latency of three cycles and a throughput of one:
- * three independent streams keep it busy, and their registers are joined by
- * shifting the first over the bytes of the others (the CRC is linear). A batch
- * arriving in an append is seldom in cache: each stream prefetches 2 KiB ahead
- * (16 KiB, cold: 1.65 us -> 1.3 us). */
-#define CRC_AHEAD 2048
-#define CRC_STREAMS(len, table)                                                 \
-    while (n >= 3 * (len)) {                                                    \
-        uint64_t c1 = 0, c2 = 0;                                                \
-        for (const uint8_t *stop = p + (len); p < stop; p += 8) {               \
-            uint64_t w0, w1, w2;                                                \
-            if (!((uintptr_t)p & 63)) { /* a line each, well ahead */           \
-                __builtin_prefetch(p + CRC_AHEAD);                              \
-                __builtin_prefetch(p + (len) + CRC_AHEAD);                      \
-                __builtin_prefetch(p + 2 * (len) + CRC_AHEAD);                  \
-            }                                                                   \
-            memcpy(&w0, p, 8);                                                  \
-            memcpy(&w1, p + (len), 8);                                          \
-            memcpy(&w2, p + 2 * (len), 8);                                      \
-            c0 = _mm_crc32_u64(c0, w0);                                         \
-            c1 = _mm_crc32_u64(c1, w1);                                         \
-            c2 = _mm_crc32_u64(c2, w2);                                         \
-        }                                                                       \
-        c0 = crc_shift((uint32_t)c0, table) ^ (uint32_t)c1;                     \
-        c0 = crc_shift((uint32_t)c0, table) ^ (uint32_t)c2;                     \
-        p += 2 * (len);                                                         \
-        n -= 3 * (len);                                                         \
-    }
-
-__attribute__((target("sse4.2"))) static uint32_t
-crc_hard(uint32_t crc, const uint8_t *p, size_t n)
-{
-    for (; n && ((uintptr_t)p & 7); n--)
-        crc = _mm_crc32_u8(crc, *p++);
-    uint64_t c0 = crc;
-    CRC_STREAMS(CRC_LONG, crc_shift_long)
-    CRC_STREAMS(CRC_SHORT, crc_shift_short)
-    for (; n >= 8; n -= 8, p += 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c0 = _mm_crc32_u64(c0, w);
-    }
-    crc = (uint32_t)c0;
-    while (n--)
-        crc = _mm_crc32_u8(crc, *p++);
-    return crc;
-}
-#endif
-
-static uint32_t (*crc_update)(uint32_t, const uint8_t *, size_t) = crc_soft;
-
-static inline uint32_t
-crc32c_of(const uint8_t *p, size_t n)
-{
-    return ~crc_update(~0u, p, n);
 }
 
 /* ------------------------------------------------------------------ errors */
@@ -373,21 +231,20 @@ static Frame
 frame_at(const uint8_t *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t origin, int64_t limit, Py_ssize_t *end,
          Fault *f)
 {
-    static const int32_t minimum[3] = {14, 22, HEADER_SIZE - LOG_OVERHEAD};
-    if (len - pos < FRAME_PEEK)
+    if (len - pos < HEADER_SIZE_UP_TO_MAGIC)
         return FRAME_PARTIAL;
     const uint8_t *b = buf + pos;
-    int32_t size = i32_at(b + H_LENGTH);
-    uint8_t magic = b[H_MAGIC];
+    int32_t size = i32_at(b + LENGTH_OFFSET);
+    uint8_t magic = b[MAGIC_OFFSET];
     f->position = origin + pos;
     f->offset = i64_at(b);
-    if (magic > 2) {
+    if (magic > MAGIC) {
         f->kind = F_BAD_MAGIC;
         f->a = magic;
         return FRAME_FAULT;
     }
-    if (size < minimum[magic]) {
-        *f = (Fault){F_BELOW_MINIMUM, f->position, f->offset, size, minimum[magic], magic, 0, 0, 0};
+    if (size < min_batch_length(magic)) {
+        *f = (Fault){F_BELOW_MINIMUM, f->position, f->offset, size, min_batch_length(magic), magic, 0, 0, 0};
         return FRAME_FAULT;
     }
     if (limit >= 0 && (int64_t)size + LOG_OVERHEAD > limit) {
@@ -397,7 +254,7 @@ frame_at(const uint8_t *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t origin, 
     if ((int64_t)size + LOG_OVERHEAD > len - pos)
         return FRAME_PARTIAL;
     *end = pos + LOG_OVERHEAD + size;
-    return magic == 2 ? FRAME_BATCH : FRAME_LEGACY;
+    return magic == MAGIC ? FRAME_BATCH : FRAME_LEGACY;
 }
 
 /* batch.py's check_batch of a whole v2 batch (its length agrees with the framing
@@ -405,13 +262,13 @@ frame_at(const uint8_t *buf, Py_ssize_t len, Py_ssize_t pos, Py_ssize_t origin, 
 static int
 batch_ok(const uint8_t *b, Py_ssize_t size, Fault *f)
 {
-    uint32_t stored = (uint32_t)i32_at(b + H_CRC);
-    uint32_t computed = crc32c_of(b + H_ATTRIBUTES, (size_t)(size - H_ATTRIBUTES));
+    uint32_t stored = (uint32_t)i32_at(b + CRC_OFFSET);
+    uint32_t computed = crc32c_of(b + CRC_START, (size_t)(size - CRC_START));
     if (stored != computed) {
         *f = (Fault){F_CRC, f->position, i64_at(b), stored, computed, 0, 0, 0, 0};
         return 0;
     }
-    int32_t count = i32_at(b + H_COUNT), delta = i32_at(b + H_LAST_DELTA);
+    int32_t count = i32_at(b + RECORDS_COUNT_OFFSET), delta = i32_at(b + LAST_OFFSET_DELTA_OFFSET);
     if (count < 0 || delta < -1) {
         *f = (Fault){F_COUNT_RANGE, f->position, i64_at(b), count, delta, 0, 0, 0, 0};
         return 0;
@@ -491,7 +348,7 @@ static int
 records_of(PyObject *owner, const uint8_t *b, Py_ssize_t at, Py_ssize_t size, Py_ssize_t position,
            PyObject *decompress, Py_buffer *held, const uint8_t **records, Py_ssize_t *len)
 {
-    int codec = i16_at(b + H_ATTRIBUTES) & A_CODEC;
+    int codec = i16_at(b + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK;
     if (codec == 0) {
         *records = b + HEADER_SIZE;
         *len = size - HEADER_SIZE;
@@ -590,8 +447,13 @@ check_batch_at(PyObject *owner, const uint8_t *data, Py_ssize_t len, Py_ssize_t 
                rules->max_bytes);
     if (!batch_ok(b, size, &f))
         goto fault;
-    *x = (Facts){pos, size, i32_at(b + H_COUNT), i32_at(b + H_LAST_DELTA), i32_at(b + H_EPOCH),
-                 i64_at(b + H_MAX_TS), i64_at(b)};
+    *x = (Facts){.position = pos,
+                 .size = size,
+                 .count = i32_at(b + RECORDS_COUNT_OFFSET),
+                 .delta = i32_at(b + LAST_OFFSET_DELTA_OFFSET),
+                 .epoch = i32_at(b + PARTITION_LEADER_EPOCH_OFFSET),
+                 .max_ts = i64_at(b + MAX_TIMESTAMP_OFFSET),
+                 .base = i64_at(b + BASE_OFFSET_OFFSET)};
     if (!rules->leader) {
         if ((i128)x->base <= *prev_last) {
             char t[48];
@@ -601,13 +463,13 @@ check_batch_at(PyObject *owner, const uint8_t *data, Py_ssize_t len, Py_ssize_t 
         *prev_last = (i128)x->base + x->delta;
         return B_OK;
     }
-    int control = i16_at(b + H_ATTRIBUTES) & A_CONTROL;
+    int control = i16_at(b + ATTRIBUTES_OFFSET) & CONTROL_FLAG_MASK;
     if (control && !rules->allow_control)
         REFUSE(InvalidRecordError, file, pos, 0, 0, "clients may not write control batches");
     if (x->delta != (int64_t)x->count - 1)
         REFUSE(InvalidRecordError, file, pos, 0, 0, "last offset delta %d disagrees with the record count %d",
                x->delta, x->count);
-    if (quiet && (i16_at(b + H_ATTRIBUTES) & A_CODEC))
+    if (quiet && (i16_at(b + ATTRIBUTES_OFFSET) & COMPRESSION_CODEC_MASK))
         return B_STOP;
     Py_buffer held = {NULL};
     const uint8_t *records;
@@ -626,7 +488,7 @@ check_batch_at(PyObject *owner, const uint8_t *data, Py_ssize_t len, Py_ssize_t 
     if (w.null_key >= 0 && !control && rules->compact)
         REFUSE(InvalidRecordError, file, pos, 0, 0, "a compacted topic cannot accept a record without a key");
     if (x->count && rules->check_ts) {
-        i128 base_ts = i64_at(b + H_BASE_TS);
+        i128 base_ts = i64_at(b + BASE_TIMESTAMP_OFFSET);
         i128 lowest = base_ts + w.min_ts_delta, highest = base_ts + w.max_ts_delta;
         if (lowest < rules->low || highest > rules->high) {
             char t1[48], t2[48];
@@ -724,7 +586,7 @@ fail:
  * them: (entries, first offset, last offset, max timestamp, record count). */
 static PyObject *
 assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t next_offset, int32_t epoch,
-       int stamping, int64_t append_time)
+       int stamping, int64_t append_time, int create_time)
 {
     i128 offset = next_offset;
     for (Py_ssize_t i = 0; i < n; i++) { /* every offset first: nothing is written unless all fit */
@@ -748,13 +610,23 @@ assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t 
         const Facts *f = &facts[i];
         uint8_t *b = data + f->position;
         int64_t batch_max_ts = f->max_ts;
-        store_be(b, 8, (uint64_t)base);
-        store_be(b + H_EPOCH, 4, (uint32_t)epoch);
+        store_be(b + BASE_OFFSET_OFFSET, BASE_OFFSET_LENGTH, (uint64_t)base);
+        store_be(b + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH_LENGTH, (uint32_t)epoch);
         if (stamping) {
-            store_be(b + H_ATTRIBUTES, 2, (uint16_t)(i16_at(b + H_ATTRIBUTES) | A_LOG_APPEND_TIME));
-            store_be(b + H_MAX_TS, 8, (uint64_t)append_time);
-            store_be(b + H_CRC, 4, crc32c_of(b + H_ATTRIBUTES, (size_t)(f->size - H_ATTRIBUTES)));
+            uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK);
+            store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
+            store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)append_time);
+            store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
             batch_max_ts = append_time;
+        }
+        else if (create_time && f->count > 0 &&
+                 (i64_at(b + MAX_TIMESTAMP_OFFSET) != f->max_ts || (i16_at(b + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK))) {
+            /* a producer's header max timestamp (Sarama writes -1) gives way to its records'
+             * largest, which the time index holds: lookups by time read the header */
+            uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) & ~TIMESTAMP_TYPE_MASK);
+            store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
+            store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)f->max_ts);
+            store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
         }
         last = base + f->delta;
         if (i == 0 || batch_max_ts > max_ts)
@@ -791,56 +663,62 @@ parse_assignment(PyObject *spec, Assignment *a)
 }
 
 PyDoc_STRVAR(check_append_doc,
-             "check_append(buffer, leader, allow_control, compact, max_bytes, timestamp_bounds, decompress, file,\n"
-             "             assignment=None)\n\n"
-             "Validate an append of v2 batches as log.py's general path does, fault for fault: framing,\n"
+             "check_append(buffer, leader, allow_control, compact, max_bytes, timestamp_bounds, decompress, file)\n\n"
+             "Validate an append of v2 batches as validator.py's general path does, fault for fault: framing,\n"
              "max.message.bytes, CRC, counts; a leader's checks of control batches, offset deltas, record\n"
              "structure, null keys in a compacted topic and CreateTime timestamps within timestamp_bounds\n"
              "(lowest, highest), or None when they are not checked; a follower's offsets increasing.\n"
-             "A batch's max timestamp is its records' largest when timestamps are checked, else its header's.\n\n"
-             "Without assignment: a list of (position, size, record count, last offset delta, max timestamp,\n"
-             "epoch, base offset), one a batch. With assignment, (next offset, leader epoch, append time or\n"
-             "None, segment.bytes): the append's size is checked against segment.bytes and the batches edited\n"
-             "as assign_offsets edits them, whose answer comes back. None, with nothing written, when the\n"
-             "buffer holds a legacy (magic 0/1) batch before any fault: the general path's.");
+             "A batch's max timestamp is its records' largest when timestamps are checked, else its header's.\n"
+             "Returns a list of (position, size, record count, last offset delta, max timestamp, epoch, base\n"
+             "offset), one a batch; or None, with nothing checked further, when the buffer holds a legacy\n"
+             "(magic 0/1) batch before any fault: the general path's.");
 
+PyDoc_STRVAR(check_and_assign_doc,
+             "check_and_assign(buffer, allow_control, compact, max_bytes, timestamp_bounds, decompress, file,\n"
+             "                 assignment)\n\n"
+             "A leader's check_append, then its edits of the writable buffer. assignment is (next offset,\n"
+             "leader epoch, append time or None, segment.bytes): the append's size is checked against\n"
+             "segment.bytes and the batches edited: base offsets from next offset, the leader epoch, and the\n"
+             "max timestamp with a new CRC where it changes: the append time (LogAppendTime), or with\n"
+             "timestamp_bounds (CreateTime) the records' largest. Returns (entries, first offset, last offset,\n"
+             "max timestamp, record count), entries listing (position, size, last offset, max timestamp) of\n"
+             "each batch as the segment indexes them (nothing is written unless every offset fits in an\n"
+             "int64); None, with nothing written, for a legacy batch before any fault.");
+
+/* The walk both calls make; with an assignment (spec), the leader's edits after it. */
 static PyObject *
-check_append(PyObject *self, PyObject *args)
+check(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds, PyObject *spec)
 {
-    PyObject *owner, *max_bytes, *bounds, *spec = Py_None;
-    AppendRules rules = {0};
-    if (!PyArg_ParseTuple(args, "OpppO!OOO|O", &owner, &rules.leader, &rules.allow_control, &rules.compact,
-                          &PyLong_Type, &max_bytes, &bounds, &rules.decompress, &rules.file, &spec))
-        return NULL;
     int overflow;
     long long limit = PyLong_AsLongLongAndOverflow(max_bytes, &overflow);
     if (limit == -1 && PyErr_Occurred())
         return NULL;
-    rules.max_bytes = overflow > 0 || limit > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : limit < 0 ? -1 : (Py_ssize_t)limit;
+    rules->max_bytes = overflow > 0 || limit > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : limit < 0 ? -1 : (Py_ssize_t)limit;
     Assignment a = {0};
     long long low = 0, high = 0;
-    rules.check_ts = bounds != Py_None;
-    if (rules.check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
+    rules->check_ts = bounds != Py_None;
+    if (rules->check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
         return NULL;
-    rules.low = low;
-    rules.high = high;
-    if (spec != Py_None && parse_assignment(spec, &a) < 0)
+    rules->low = low;
+    rules->high = high;
+    if (spec != NULL && parse_assignment(spec, &a) < 0)
         return NULL;
     Py_buffer buf;
-    if (PyObject_GetBuffer(owner, &buf, spec != Py_None ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+    if (PyObject_GetBuffer(owner, &buf, spec != NULL ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
         return NULL;
     Facts *facts = NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = validate_append(owner, buf.buf, buf.len, &rules, &facts);
+    Py_ssize_t n = validate_append(owner, buf.buf, buf.len, rules, &facts);
     if (n == -2) {
         result = Py_NewRef(Py_None);
     }
-    else if (n >= 0 && spec != Py_None) {
+    else if (n >= 0 && spec != NULL) {
         if (buf.len > a.segment_bytes)
-            RAISE(RecordTooLargeError, rules.file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld",
+            RAISE(RecordTooLargeError, rules->file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld",
                   buf.len, a.segment_bytes);
         else
-            result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time);
+            result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time,
+                            rules->check_ts);
     }
     else if (n >= 0 && (result = PyList_New(n)) != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -859,51 +737,32 @@ check_append(PyObject *self, PyObject *args)
     return result;
 }
 
-PyDoc_STRVAR(assign_offsets_doc,
-             "assign_offsets(buffer, batches, next_offset, epoch, append_time) -> "
-             "(entries, first_offset, last_offset, max_timestamp, record_count)\n\n"
-             "A leader's edits of the batches check_append listed: base offsets from next_offset, the\n"
-             "leader epoch, and with append_time (not None) the LogAppendTime stamp and a new CRC.\n"
-             "entries lists (position, size, last offset, max timestamp) of each batch, as the segment\n"
-             "indexes them. Nothing is written unless every offset fits in an int64.");
+static PyObject *
+check_append(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    static char *names[] = {"buffer",     "leader",     "allow_control", "compact", "max_bytes",
+                            "timestamp_bounds", "decompress", "file",          NULL};
+    PyObject *owner, *max_bytes, *bounds;
+    AppendRules rules = {0};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OpppO!OOO:check_append", names, &owner, &rules.leader,
+                                     &rules.allow_control, &rules.compact, &PyLong_Type, &max_bytes, &bounds,
+                                     &rules.decompress, &rules.file))
+        return NULL;
+    return check(owner, &rules, max_bytes, bounds, NULL);
+}
 
 static PyObject *
-assign_offsets(PyObject *self, PyObject *args)
+check_and_assign(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    PyObject *batches, *stamp;
-    Py_buffer buf;
-    long long next_offset, append_time = 0;
-    int epoch;
-    if (!PyArg_ParseTuple(args, "w*O!LiO", &buf, &PyList_Type, &batches, &next_offset, &epoch, &stamp))
+    static char *names[] = {"buffer",     "allow_control", "compact", "max_bytes",  "timestamp_bounds",
+                            "decompress", "file",          "assignment", NULL};
+    PyObject *owner, *max_bytes, *bounds, *spec;
+    AppendRules rules = {.leader = 1};
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OppO!OOOO:check_and_assign", names, &owner, &rules.allow_control,
+                                     &rules.compact, &PyLong_Type, &max_bytes, &bounds, &rules.decompress,
+                                     &rules.file, &spec))
         return NULL;
-    PyObject *result = NULL;
-    Py_ssize_t n = PyList_GET_SIZE(batches);
-    Facts *facts = PyMem_Malloc(sizeof(Facts) * (size_t)(n ? n : 1));
-    int stamping = stamp != Py_None;
-    if (facts == NULL) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    if (stamping && (append_time = PyLong_AsLongLong(stamp)) == -1 && PyErr_Occurred())
-        goto done;
-    if (n == 0) {
-        PyErr_SetString(PyExc_ValueError, "no batches to assign offsets to");
-        goto done;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Facts *f = &facts[i];
-        long long max_ts, base;
-        if (!PyArg_ParseTuple(PyList_GET_ITEM(batches, i), "nniiLiL", &f->position, &f->size, &f->count, &f->delta,
-                              &max_ts, &f->epoch, &base))
-            goto done;
-        f->max_ts = max_ts;
-        f->base = base;
-    }
-    result = assign(buf.buf, buf.len, facts, n, next_offset, epoch, stamping, append_time);
-done:
-    PyMem_Free(facts);
-    PyBuffer_Release(&buf);
-    return result;
+    return check(owner, &rules, max_bytes, bounds, spec);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -967,8 +826,8 @@ recover_walk(Recovery *r)
         Py_ssize_t size = end - pos;
         if (!batch_ok(b, size, &r->fault))
             return STOP_FAULT;
-        int64_t base = i64_at(b), max_ts = i64_at(b + H_MAX_TS);
-        i128 base_rel = (i128)base - r->segment_base, last_rel = base_rel + i32_at(b + H_LAST_DELTA);
+        int64_t base = i64_at(b), max_ts = i64_at(b + MAX_TIMESTAMP_OFFSET);
+        i128 base_rel = (i128)base - r->segment_base, last_rel = base_rel + i32_at(b + LAST_OFFSET_DELTA_OFFSET);
         if (base_rel <= r->prev_rel || last_rel < 0 || last_rel > MAX_RELATIVE_OFFSET) {
             r->fault = (Fault){F_NOT_FOLLOWING, r->origin + pos, base, 0, 0, 0, (i128)base,
                                last_rel + r->segment_base, (i128)r->prev_rel + r->segment_base};
@@ -1000,7 +859,7 @@ recover_walk(Recovery *r)
             r->since = 0;
         }
         r->since += size;
-        int32_t epoch = i32_at(b + H_EPOCH);
+        int32_t epoch = i32_at(b + PARTITION_LEADER_EPOCH_OFFSET);
         if (!r->has_epoch || epoch != r->epoch) {
             uint8_t change[12];
             r->has_epoch = 1;
@@ -1029,14 +888,16 @@ PyDoc_STRVAR(recover_batches_doc,
              "The GIL is released while it walks.");
 
 static PyObject *
-recover_batches(PyObject *self, PyObject *args)
+recover_batches(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"chunk", "start", "origin", "segment_base", "max_batch_size", "interval", "state", NULL};
     Py_buffer buf;
     PyObject *epoch_in;
     long long segment_base, limit, interval, prev_rel, since, max_ts, max_ts_offset, indexed_ts;
     Py_ssize_t start, origin;
-    if (!PyArg_ParseTuple(args, "y*nnLLL(LOLLLL)", &buf, &start, &origin, &segment_base, &limit, &interval,
-                          &prev_rel, &epoch_in, &since, &max_ts, &max_ts_offset, &indexed_ts))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nnLLL(LOLLLL):recover_batches", names, &buf, &start, &origin,
+                                     &segment_base, &limit, &interval, &prev_rel, &epoch_in, &since, &max_ts,
+                                     &max_ts_offset, &indexed_ts))
         return NULL;
     Recovery r = {.data = buf.buf, .len = buf.len, .origin = origin, .segment_base = segment_base, .limit = limit,
                   .interval = interval, .pos = start, .prev_rel = prev_rel, .since = since, .max_ts = max_ts,
@@ -1152,11 +1013,11 @@ find_timestamp(PyObject *self, PyObject *args)
         goto done;
     }
     w.base_offset = i64_at(b);
-    w.base_ts = i64_at(b + H_BASE_TS);
-    w.max_ts = i64_at(b + H_MAX_TS);
-    w.log_append_time = (i16_at(b + H_ATTRIBUTES) & A_LOG_APPEND_TIME) != 0;
+    w.base_ts = i64_at(b + BASE_TIMESTAMP_OFFSET);
+    w.max_ts = i64_at(b + MAX_TIMESTAMP_OFFSET);
+    w.log_append_time = (i16_at(b + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK) != 0;
     if (records_of(owner, b, 0, buf.len, position, decompress, &held, &records, &len) < 0 ||
-        walk_records(records, len, i32_at(b + H_COUNT), position, &w) < 0)
+        walk_records(records, len, i32_at(b + RECORDS_COUNT_OFFSET), position, &w) < 0)
         goto done;
     if (w.found && !never)
         result = Py_BuildValue("(LL)", (long long)w.found_ts, (long long)w.found_offset);
@@ -1227,36 +1088,19 @@ fail:
     return NULL;
 }
 
-/* ------------------------------------------------------------------ crc */
-
-PyDoc_STRVAR(crc32c_doc, "crc32c(data, hardware=True) -> int\n\n"
-                         "CRC32C of data (the CPU's instruction where it has one; hardware=False: the tables).");
-
-static PyObject *
-crc32c(PyObject *self, PyObject *args)
-{
-    Py_buffer buf;
-    int hardware = 1;
-    if (!PyArg_ParseTuple(args, "y*|p", &buf, &hardware))
-        return NULL;
-    uint32_t (*update)(uint32_t, const uint8_t *, size_t) = hardware ? crc_update : crc_soft;
-    uint32_t value = ~update(~0u, buf.buf, (size_t)buf.len);
-    PyBuffer_Release(&buf);
-    return PyLong_FromUnsignedLong(value);
-}
-
 static PyMethodDef methods[] = {
-    {"check_append", check_append, METH_VARARGS, check_append_doc},
-    {"assign_offsets", assign_offsets, METH_VARARGS, assign_offsets_doc},
-    {"recover_batches", recover_batches, METH_VARARGS, recover_batches_doc},
+    {"check_append", (PyCFunction)(void (*)(void))check_append, METH_VARARGS | METH_KEYWORDS, check_append_doc},
+    {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_VARARGS | METH_KEYWORDS,
+     check_and_assign_doc},
+    {"recover_batches", (PyCFunction)(void (*)(void))recover_batches, METH_VARARGS | METH_KEYWORDS,
+     recover_batches_doc},
     {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},
     {"floor_entry", floor_entry, METH_VARARGS, floor_entry_doc},
-    {"crc32c", crc32c, METH_VARARGS, crc32c_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "seglog.records._scan", "Walks over whole buffers of v2 batches.", -1, methods,
+    PyModuleDef_HEAD_INIT, "seglog.storage._scan", "Walks over whole buffers of v2 batches.", -1, methods,
 };
 
 PyMODINIT_FUNC
@@ -1283,16 +1127,6 @@ PyInit__scan(void)
         }
     }
     Py_DECREF(errors);
-    crc_init();
-#ifdef SCAN_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("sse4.2"))
-        crc_update = crc_hard;
-#endif
-    PyObject *m = PyModule_Create(&module);
-    if (m != NULL && PyModule_AddIntConstant(m, "HARDWARE_CRC", crc_update != crc_soft) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+    crc32c_init();
+    return PyModule_Create(&module);
 }

@@ -24,7 +24,10 @@
  * data: Arrow's binary layout allows no gaps between values, and a record's
  * varints sit between them.
  *
- * Validation is _codec.c's (one parser, _record.h): a record count is checked
+ * It lives beside its owner, seglog.spark.arrow; the format comes from records/
+ * through its record parser (records/_record.h).
+ *
+ * Validation is records/_codec.c's (one parser, _record.h): a record count is checked
  * against the bytes present before anything is sized by it, every length
  * against the bytes left, and bytes after the last record are corrupt. A
  * batch that fails leaves the builder as it was before that batch. Header keys
@@ -36,7 +39,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "_record.h"
+#include "records/_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
 
@@ -566,98 +569,6 @@ builder_append(ColumnBuilder *self, PyObject *args)
     return rows < 0 ? NULL : PyLong_FromSsize_t(rows);
 }
 
-/* Big-endian integers of a batch header. */
-static inline uint64_t
-be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
-PyDoc_STRVAR(append_batches_doc,
-             "append_batches(buffer, origin, min_offset, max_offset_exclusive, max_rows, max_bytes) -> consumed\n\n"
-             "Walk the whole batches at the start of a buffer of batches (a segment slice, a fetch\n"
-             "response) and decode the uncompressed v2 ones, as append() does; skip control batches\n"
-             "and batches wholly outside the range. Stop before a batch the caller must handle (a\n"
-             "compressed or legacy one), before a batch cut short at the end of the buffer, and\n"
-             "before a batch that would start when max_rows rows are held or would take keys, values\n"
-             "and headers past max_bytes (unless no row is held). Returns the bytes walked; the\n"
-             "batch there, if any, is the caller's. Positions in errors are origin + the position in\n"
-             "the buffer. Bad framing (an unknown magic, a size below the minimum) raises\n"
-             "CorruptRecordError, as BatchIterator does. CRCs are not checked here.");
-
-static PyObject *
-builder_append_batches(ColumnBuilder *self, PyObject *args)
-{
-    /* layout: see records/batch.py; the first 17 bytes are shared by every magic */
-    static const Py_ssize_t MIN_SIZE[3] = {14, 22, 49};
-    Py_buffer buf;
-    Py_ssize_t origin, max_rows, max_bytes;
-    long long min_offset, end_offset;
-    if (!PyArg_ParseTuple(args, "y*nLLnn:append_batches", &buf, &origin, &min_offset, &end_offset, &max_rows,
-                          &max_bytes))
-        return NULL;
-    const uint8_t *data = buf.buf;
-    Py_ssize_t pos = 0, len = buf.len;
-    PyObject *result = NULL;
-    while (len - pos >= 17) {
-        const uint8_t *h = data + pos;
-        int64_t base_offset = (int64_t)be(h, 8);
-        Py_ssize_t size = (int32_t)be(h + 8, 4);
-        int magic = h[16];
-        if (magic > 2) {
-            PyObject *at = PyLong_FromLongLong(base_offset);
-            raise_corrupt(origin + pos, at, "bad magic %d", magic);
-            Py_XDECREF(at);
-            goto done;
-        }
-        if (size < MIN_SIZE[magic]) {
-            PyObject *at = PyLong_FromLongLong(base_offset);
-            raise_corrupt(origin + pos, at, "batch size %zd is below the minimum %zd for magic %d", size,
-                          MIN_SIZE[magic], magic);
-            Py_XDECREF(at);
-            goto done;
-        }
-        if (size > len - pos - 12 || magic != 2)
-            break; /* cut short, or legacy */
-        int attributes = (int)be(h + 21, 2);
-        if (attributes & 0x20) { /* control batch */
-            pos += 12 + size;
-            continue;
-        }
-        if (attributes & 0x07)
-            break; /* compressed */
-        int64_t last_offset;
-        if (__builtin_add_overflow(base_offset, (int64_t)(int32_t)be(h + 23, 4), &last_offset) ||
-            last_offset < min_offset || base_offset >= end_offset) {
-            pos += 12 + size;
-            continue;
-        }
-        Py_ssize_t section = size + 12 - 61, held = self->key.data.len + self->value.data.len +
-                                                    self->header_key.data.len + self->header_value.data.len;
-        if (self->rows && (self->rows >= max_rows || held + section > max_bytes))
-            break;
-        BatchInfo b = {
-            .base_offset = base_offset,
-            .base_timestamp = (int64_t)be(h + 27, 8),
-            .max_timestamp = (int64_t)be(h + 35, 8),
-            .count = (int32_t)be(h + 57, 4),
-            .position = origin + pos,
-            .log_append_time = (attributes & 0x08) != 0,
-            .timestamp_type = (attributes & 0x08) != 0,
-        };
-        if (decode_section(self, &b, h + 61, section, min_offset, end_offset) < 0)
-            goto done;
-        pos += 12 + size;
-    }
-    result = PyLong_FromSsize_t(pos);
-done:
-    PyBuffer_Release(&buf);
-    return result;
-}
-
 /* A key, value or header value: None, or anything with the buffer protocol. */
 static int
 optional_bytes(PyObject *obj, Py_buffer *view, const char *what)
@@ -819,7 +730,6 @@ builder_with_headers(ColumnBuilder *self, void *closure)
 
 static PyMethodDef builder_methods[] = {
     {"append", (PyCFunction)builder_append, METH_VARARGS, append_doc},
-    {"append_batches", (PyCFunction)builder_append_batches, METH_VARARGS, append_batches_doc},
     {"append_record", (PyCFunction)(void (*)(void))builder_append_record, METH_VARARGS | METH_KEYWORDS,
      append_record_doc},
     {"finish", (PyCFunction)builder_finish, METH_NOARGS, finish_doc},
@@ -847,10 +757,9 @@ static PyTypeObject ColumnBuilderType = {
 
 /* ------------------------------------------------------------------ module */
 
-/* Fills a module with the two types. Also called by _codec.c, which still
- * links this file in to offer ColumnBuilder from seglog.records._codec. */
-int
-seglog_columns_init(PyObject *module)
+/* Fills the module with the two types. */
+static int
+columns_init(PyObject *module)
 {
     if (CorruptRecordError == NULL) {
         PyObject *errors = PyImport_ImportModule("seglog.errors");
@@ -869,14 +778,14 @@ seglog_columns_init(PyObject *module)
 }
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "seglog.records._columns", "v2 records decoded into Arrow column buffers.", -1, NULL,
+    PyModuleDef_HEAD_INIT, "seglog.spark._columns", "v2 records decoded into Arrow column buffers.", -1, NULL,
 };
 
 PyMODINIT_FUNC
 PyInit__columns(void)
 {
     PyObject *m = PyModule_Create(&module);
-    if (m != NULL && seglog_columns_init(m) < 0)
+    if (m != NULL && columns_init(m) < 0)
         Py_CLEAR(m);
     return m;
 }

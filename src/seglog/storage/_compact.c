@@ -9,7 +9,7 @@
  * offset of the dirty section: set when a record loses (a later record has its
  * key, or it has no key), so the rewrite need not hash a dirty key again.
  *
- * Two kinds of calls:
+ * Two kinds of calls, their arguments after the buffers by keyword:
  *   - one batch (map_batch, filter_batch): a v2 batch and, when it is compressed,
  *     its records decompressed by Python, which also recompresses the result;
  *   - a run of batches (map_batches, filter_batches): walk a buffer of batches
@@ -20,6 +20,9 @@
  * And one for producer state (producer_state.py): skim_batches steps over the
  * batch headers that tell it nothing (no producer id).
  *
+ * It lives beside its owners (offset_map.py, cleaner.py, producer_state.py); the
+ * format comes from records/ through its headers (_batch_layout.h, _crc32c.h,
+ * _record.h).
  * Nothing here trusts a length: records are parsed by _record.h, which checks
  * every field against the bytes present, and faults raise CorruptRecordError
  * naming the batch's position. */
@@ -27,30 +30,12 @@
 #include <Python.h>
 #include <string.h>
 
-#include "_record.h"
+#include "records/_batch_layout.h"
+#include "records/_crc32c.h"
+#include "records/_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
 
-/* v2 batch header fields (offsets into the batch; all big-endian) */
-enum {
-    H_BASE_OFFSET = 0,
-    H_LENGTH = 8,
-    H_MAGIC = 16,
-    H_CRC = 17,
-    H_ATTRIBUTES = 21,
-    H_LAST_DELTA = 23,
-    H_BASE_TS = 27,
-    H_MAX_TS = 35,
-    H_PRODUCER_ID = 43,
-    H_COUNT = 57,
-    HEADER_SIZE = 61,
-    LOG_OVERHEAD = 12, /* base offset + length: the framing every magic shares */
-    FRAME_PEEK = 17,   /* enough to learn a batch's size and magic */
-    CRC_START = 21,
-};
-enum { A_CODEC = 0x07, A_LOG_APPEND_TIME = 0x08, A_TRANSACTIONAL = 0x10, A_CONTROL = 0x20, A_HORIZON = 0x40 };
-/* the smallest batch of each magic (batches.py's table): smaller is bad framing */
-static const int32_t MIN_SIZE[3] = {14, 22, HEADER_SIZE - LOG_OVERHEAD};
 
 static inline uint64_t
 get_be(const uint8_t *p, int n)
@@ -325,13 +310,13 @@ static void
 batch_header(Batch *b, const uint8_t *p)
 {
     b->start = p;
-    b->base_offset = be64(p + H_BASE_OFFSET);
-    b->length = be32(p + H_LENGTH);
-    b->attributes = (int)(int16_t)get_be(p + H_ATTRIBUTES, 2);
-    b->last_delta = be32(p + H_LAST_DELTA);
-    b->base_ts = be64(p + H_BASE_TS);
-    b->max_ts = be64(p + H_MAX_TS);
-    b->count = be32(p + H_COUNT);
+    b->base_offset = be64(p + BASE_OFFSET_OFFSET);
+    b->length = be32(p + LENGTH_OFFSET);
+    b->attributes = (int)(int16_t)get_be(p + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH);
+    b->last_delta = be32(p + LAST_OFFSET_DELTA_OFFSET);
+    b->base_ts = be64(p + BASE_TIMESTAMP_OFFSET);
+    b->max_ts = be64(p + MAX_TIMESTAMP_OFFSET);
+    b->count = be32(p + RECORDS_COUNT_OFFSET);
 }
 
 /* The buffers of one batch: the batch, and its records decompressed (or nothing). */
@@ -491,7 +476,7 @@ map_args_open(MapArgs *a, unsigned long long k0, unsigned long long k1, long lon
 }
 
 PyDoc_STRVAR(map_batch_doc,
-             "map_batch(table, k0, k1, room, batch, section, start_offset, marks, marks_first, marks_count, "
+             "map_batch(batch, section, *, table, k0, k1, room, start_offset, marks, marks_first, marks_count, "
              "skip, latest, position) -> (added, full_at, latest)\n\n"
              "Put the keys of a v2 batch's records [skip:] whose offset is >= start_offset into the map\n"
              "(table, seeded by k0, k1) with room for `room` new keys, marking the records that lose.\n"
@@ -500,8 +485,10 @@ PyDoc_STRVAR(map_batch_doc,
              "latest is the offset of the last record put (the given latest if none was).");
 
 static PyObject *
-map_batch(PyObject *self, PyObject *args)
+map_batch(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"batch", "section", "table", "k0", "k1", "room", "start_offset", "marks",
+                            "marks_first", "marks_count", "skip", "latest", "position", NULL};
     MapArgs a = {0};
     BatchArgs ba = {0};
     PyObject *section, *result = NULL;
@@ -509,8 +496,9 @@ map_batch(PyObject *self, PyObject *args)
     Py_ssize_t room, skip, position;
     long long start_offset, first, count, latest;
     Batch b;
-    if (!PyArg_ParseTuple(args, "w*KKny*OLw*LLnLn", &a.table, &k0, &k1, &room, &ba.batch, &section, &start_offset,
-                          &a.marks, &first, &count, &skip, &latest, &position) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*O$w*KKnLw*LLnLn:map_batch", names, &ba.batch, &section,
+                                     &a.table, &k0, &k1, &room, &start_offset, &a.marks, &first, &count, &skip,
+                                     &latest, &position) ||
         map_args_open(&a, k0, k1, first, count) < 0 || batch_from(&b, &ba, section, position) < 0)
         goto done;
     Py_ssize_t before = room;
@@ -526,6 +514,8 @@ done:
 
 /* Where a walk over a buffer of batches stopped (WALK_ON: it goes on). */
 enum { WALK_ON = -1, WALK_END = 0, WALK_PYTHON = 1, WALK_FLUSH = 2 };
+/* the batches a walk leaves to Python: compressed, transactional, control */
+enum { PYTHON_ATTRIBUTES = COMPRESSION_CODEC_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK };
 
 /* The batch at p, if whole: WALK_END when fewer bytes than a whole batch remain,
  * WALK_PYTHON when Python must look at it (bad framing, another magic, or attributes
@@ -533,15 +523,15 @@ enum { WALK_ON = -1, WALK_END = 0, WALK_PYTHON = 1, WALK_FLUSH = 2 };
 static int
 next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, int python_attrs)
 {
-    if (end - p < FRAME_PEEK)
+    if (end - p < HEADER_SIZE_UP_TO_MAGIC)
         return WALK_END;
-    int32_t size = be32(p + H_LENGTH);
-    uint8_t magic = p[H_MAGIC];
-    if (magic > 2 || size < MIN_SIZE[magic])
+    int32_t size = be32(p + LENGTH_OFFSET);
+    uint8_t magic = p[MAGIC_OFFSET];
+    if (magic > MAGIC || size < min_batch_length(magic))
         return WALK_PYTHON; /* BatchIterator raises on it */
     if ((Py_ssize_t)size > end - p - LOG_OVERHEAD)
         return WALK_END;
-    if (magic != 2)
+    if (magic != MAGIC)
         return WALK_PYTHON;
     batch_header(b, p);
     if (b->attributes & python_attrs)
@@ -553,8 +543,8 @@ next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, 
 }
 
 PyDoc_STRVAR(map_batches_doc,
-             "map_batches(table, k0, k1, room, view, pos, origin, start_offset, marks, marks_first, marks_count, "
-             "latest) -> (pos, stop, added, latest, records, bytes)\n\n"
+             "map_batches(view, pos, origin, *, table, k0, k1, room, start_offset, marks, marks_first, "
+             "marks_count, latest) -> (pos, stop, added, latest, records, bytes)\n\n"
              "map_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for as long\n"
              "as they are uncompressed, non-transactional, non-control v2 batches with fewer records than the\n"
              "room left. stop is 0 at the end of the whole batches (pos is there), 1 at a batch for Python\n"
@@ -562,16 +552,18 @@ PyDoc_STRVAR(map_batches_doc,
              "records and bytes count the batches mapped.");
 
 static PyObject *
-map_batches(PyObject *self, PyObject *args)
+map_batches(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"view", "pos", "origin", "table", "k0", "k1", "room", "start_offset", "marks",
+                            "marks_first", "marks_count", "latest", NULL};
     MapArgs a = {0};
     Py_buffer view = {0};
     unsigned long long k0, k1;
     Py_ssize_t room, pos, origin;
     long long start_offset, first, count, latest;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "w*KKny*nnLw*LLL", &a.table, &k0, &k1, &room, &view, &pos, &origin, &start_offset,
-                          &a.marks, &first, &count, &latest))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$w*KKnLw*LLL:map_batches", names, &view, &pos, &origin,
+                                     &a.table, &k0, &k1, &room, &start_offset, &a.marks, &first, &count, &latest))
         goto done;
     if (map_args_open(&a, k0, k1, first, count) < 0)
         goto done;
@@ -585,7 +577,7 @@ map_batches(PyObject *self, PyObject *args)
     int stop;
     for (;;) {
         Batch b = {0};
-        stop = next_batch(&b, base + pos, end, origin + pos, A_CODEC | A_TRANSACTIONAL | A_CONTROL);
+        stop = next_batch(&b, base + pos, end, origin + pos, PYTHON_ATTRIBUTES);
         if (stop != WALK_ON)
             break;
         if (b.count > room) {
@@ -632,7 +624,7 @@ typedef struct {
 static inline int64_t
 record_ts(const Batch *b, int64_t ts_delta)
 {
-    return b->attributes & A_LOG_APPEND_TIME ? b->max_ts : wrap_add(b->base_ts, ts_delta);
+    return b->attributes & TIMESTAMP_TYPE_MASK ? b->max_ts : wrap_add(b->base_ts, ts_delta);
 }
 
 /* Where the timestamp delta of a record (one parse_record accepted) ends, and the record. */
@@ -668,7 +660,7 @@ decide(const Batch *b, const Rule *rule, uint8_t *keep, Kept *k)
 {
     if (check_count(b) < 0)
         return -1;
-    int retain_deletes = !(b->attributes & A_HORIZON) || rule->now < b->base_ts;
+    int retain_deletes = !(b->attributes & DELETE_HORIZON_FLAG_MASK) || rule->now < b->base_ts;
     const uint8_t *p = b->records, *end = b->records_end;
     memset(k, 0, sizeof *k);
     k->max_ts = -1;
@@ -770,15 +762,15 @@ static void
 write_header(const Batch *b, const Kept *k, int restamp, int64_t horizon, Py_ssize_t records_size, uint8_t *dst)
 {
     memcpy(dst, b->start, HEADER_SIZE);
-    put_be(dst + H_LENGTH, 4, (uint64_t)(HEADER_SIZE - LOG_OVERHEAD + records_size));
-    put_be(dst + H_CRC, 4, 0);
+    put_be(dst + LENGTH_OFFSET, LENGTH_LENGTH, (uint64_t)(HEADER_SIZE - LOG_OVERHEAD + records_size));
+    put_be(dst + CRC_OFFSET, CRC_LENGTH, 0);
     if (restamp) {
-        put_be(dst + H_ATTRIBUTES, 2, (uint64_t)(b->attributes | A_HORIZON));
-        put_be(dst + H_BASE_TS, 8, (uint64_t)horizon);
+        put_be(dst + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, (uint64_t)(b->attributes | DELETE_HORIZON_FLAG_MASK));
+        put_be(dst + BASE_TIMESTAMP_OFFSET, BASE_TIMESTAMP_LENGTH, (uint64_t)horizon);
     }
-    if (!(b->attributes & A_LOG_APPEND_TIME))
-        put_be(dst + H_MAX_TS, 8, (uint64_t)k->max_ts);
-    put_be(dst + H_COUNT, 4, (uint64_t)k->kept);
+    if (!(b->attributes & TIMESTAMP_TYPE_MASK))
+        put_be(dst + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)k->max_ts);
+    put_be(dst + RECORDS_COUNT_OFFSET, RECORDS_COUNT_LENGTH, (uint64_t)k->kept);
 }
 
 /* Room for `extra` bytes after the first `len` of out, whose size may run ahead of what
@@ -805,7 +797,7 @@ filter_into(const Batch *b, const Rule *rule, PyObject *out, Py_ssize_t *len, Ke
     int rc = -1;
     if (decide(b, rule, keep, k) < 0)
         goto done;
-    int restamp = k->tombstone && !(b->attributes & A_HORIZON);
+    int restamp = k->tombstone && !(b->attributes & DELETE_HORIZON_FLAG_MASK);
     rc = 0;
     if (k->kept == 0 || (k->kept == b->count && !restamp))
         goto done;
@@ -825,8 +817,8 @@ done:
 }
 
 PyDoc_STRVAR(filter_batch_doc,
-             "filter_batch(batch, section, table, k0, k1, latest, marks, marks_first, marks_count, now, horizon, "
-             "position) -> (out, kept, invalid, max_timestamp)\n\n"
+             "filter_batch(batch, section, *, table, k0, k1, latest, marks, marks_first, marks_count, now, "
+             "horizon, position) -> (out, kept, invalid, max_timestamp)\n\n"
              "The records of a v2 data batch that compaction keeps (`section`: its records decompressed, or\n"
              "None). out is None when every record stays as it is, or none does; else a bytearray: the\n"
              "batch's header (record count, length, max timestamp updated; the delete horizon `horizon`\n"
@@ -834,8 +826,10 @@ PyDoc_STRVAR(filter_batch_doc,
              "max_timestamp is that of the kept records (the batch's own for LogAppendTime).");
 
 static PyObject *
-filter_batch(PyObject *self, PyObject *args)
+filter_batch(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"batch", "section", "table", "k0", "k1", "latest", "marks", "marks_first",
+                            "marks_count", "now", "horizon", "position", NULL};
     MapArgs a = {0};
     BatchArgs ba = {0};
     PyObject *section, *out = NULL, *result = NULL;
@@ -843,8 +837,9 @@ filter_batch(PyObject *self, PyObject *args)
     long long latest, first, count, now, horizon;
     Py_ssize_t position;
     Batch b;
-    if (!PyArg_ParseTuple(args, "y*Ow*KKLy*LLLLn", &ba.batch, &section, &a.table, &k0, &k1, &latest, &a.marks,
-                          &first, &count, &now, &horizon, &position) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*O$w*KKLy*LLLLn:filter_batch", names, &ba.batch, &section,
+                                     &a.table, &k0, &k1, &latest, &a.marks, &first, &count, &now, &horizon,
+                                     &position) ||
         map_args_open(&a, k0, k1, first, count) < 0 || batch_from(&b, &ba, section, position) < 0 ||
         (out = PyByteArray_FromStringAndSize(NULL, 0)) == NULL)
         goto done;
@@ -855,32 +850,13 @@ filter_batch(PyObject *self, PyObject *args)
     if (wrote < 0 || PyByteArray_Resize(out, len) < 0)
         goto done;
     /* the max timestamp of what stays: the new header's, or the batch's */
-    int64_t max_ts = wrote ? be64((const uint8_t *)PyByteArray_AS_STRING(out) + H_MAX_TS) : b.max_ts;
+    int64_t max_ts = wrote ? be64((const uint8_t *)PyByteArray_AS_STRING(out) + MAX_TIMESTAMP_OFFSET) : b.max_ts;
     result = Py_BuildValue("OnnL", wrote ? out : Py_None, k.kept, k.invalid, (long long)max_ts);
 done:
     Py_XDECREF(out);
     map_args_release(&a);
     batch_args_release(&ba);
     return result;
-}
-
-/* crc(memoryview) through the crc32c package's function, which uses the CPU's instruction */
-static int
-crc_of(PyObject *crc, const uint8_t *data, Py_ssize_t len, uint32_t *value)
-{
-    PyObject *view = PyMemoryView_FromMemory((char *)data, len, PyBUF_READ);
-    if (view == NULL)
-        return -1;
-    PyObject *v = PyObject_CallOneArg(crc, view);
-    Py_DECREF(view);
-    if (v == NULL)
-        return -1;
-    unsigned long u = PyLong_AsUnsignedLong(v);
-    Py_DECREF(v);
-    if (u == (unsigned long)-1 && PyErr_Occurred())
-        return -1;
-    *value = (uint32_t)u;
-    return 0;
 }
 
 static int
@@ -895,12 +871,12 @@ add_entry(PyObject *entries, Py_ssize_t at, Py_ssize_t size, int64_t last_offset
 }
 
 PyDoc_STRVAR(filter_batches_doc,
-             "filter_batches(view, pos, origin, out, out_limit, entries, table, k0, k1, latest, marks, "
-             "marks_first, marks_count, now, horizon, crc, upper_bound, group_end) -> "
+             "filter_batches(view, pos, origin, *, out, out_limit, entries, table, k0, k1, latest, marks, "
+             "marks_first, marks_count, now, horizon, upper_bound, group_end) -> "
              "(pos, stop, read, written, invalid, changed)\n\n"
              "filter_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for\n"
              "as long as they are uncompressed, non-transactional, non-control v2 batches whose CRC holds:\n"
-             "each result (the batch as it is, or filtered and sealed with crc(bytes) as its CRC32C) is\n"
+             "each result (the batch as it is, or filtered and sealed with its CRC32C) is\n"
              "appended to the bytearray `out`, and (position in out, size, last offset, max timestamp) to\n"
              "`entries`; a batch left empty goes, unless it has a producer id, ends at upper_bound (the\n"
              "cleaning's end offset) or at byte group_end (the group's last batch): Python decides those.\n"
@@ -909,17 +885,21 @@ PyDoc_STRVAR(filter_batches_doc,
              "changed the batches not kept as they were.");
 
 static PyObject *
-filter_batches(PyObject *self, PyObject *args)
+filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
 {
+    static char *names[] = {"view", "pos", "origin", "out", "out_limit", "entries", "table", "k0", "k1", "latest",
+                            "marks", "marks_first", "marks_count", "now", "horizon", "upper_bound", "group_end",
+                            NULL};
     MapArgs a = {0};
     Py_buffer view = {0};
-    PyObject *out, *entries, *crc, *result = NULL;
+    PyObject *out, *entries, *result = NULL;
     unsigned long long k0, k1;
     long long latest, first, count, now, horizon, upper_bound;
     Py_ssize_t pos, origin, limit, group_end, len = -1;
-    if (!PyArg_ParseTuple(args, "y*nnO!nO!w*KKLy*LLLLOLn", &view, &pos, &origin, &PyByteArray_Type, &out, &limit,
-                          &PyList_Type, &entries, &a.table, &k0, &k1, &latest, &a.marks, &first, &count, &now,
-                          &horizon, &crc, &upper_bound, &group_end))
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$O!nO!w*KKLy*LLLLLn:filter_batches", names, &view, &pos,
+                                     &origin, &PyByteArray_Type, &out, &limit, &PyList_Type, &entries, &a.table, &k0,
+                                     &k1, &latest, &a.marks, &first, &count, &now, &horizon, &upper_bound,
+                                     &group_end))
         goto done;
     if (map_args_open(&a, k0, k1, first, count) < 0)
         goto done;
@@ -938,14 +918,12 @@ filter_batches(PyObject *self, PyObject *args)
             break;
         }
         Batch b = {0};
-        stop = next_batch(&b, base + pos, end, origin + pos, A_CODEC | A_TRANSACTIONAL | A_CONTROL);
+        stop = next_batch(&b, base + pos, end, origin + pos, PYTHON_ATTRIBUTES);
         if (stop != WALK_ON)
             break;
         Py_ssize_t size = b.records_end - b.start;
-        uint32_t crc_value;
-        if (crc_of(crc, b.start + CRC_START, size - CRC_START, &crc_value) < 0)
-            goto done;
-        if (crc_value != (uint32_t)get_be(b.start + H_CRC, 4) || b.count < 0 || b.last_delta < -1) {
+        if (crc32c_of(b.start + CRC_START, (size_t)(size - CRC_START)) !=
+                (uint32_t)get_be(b.start + CRC_OFFSET, CRC_LENGTH) || b.count < 0 || b.last_delta < -1) {
             stop = WALK_PYTHON; /* validate() says what is wrong */
             break;
         }
@@ -958,7 +936,7 @@ filter_batches(PyObject *self, PyObject *args)
             /* an empty batch stays as a header if it is the last of its producer (Python
              * knows), of the cleaning, or of the group; else it goes */
             int64_t next = wrap_add(wrap_add(b.base_offset, b.last_delta), 1);
-            if (be64(b.start + H_PRODUCER_ID) >= 0 || next == upper_bound || origin + pos + size == group_end) {
+            if (be64(b.start + PRODUCER_ID_OFFSET) >= 0 || next == upper_bound || origin + pos + size == group_end) {
                 stop = WALK_PYTHON;
                 break;
             }
@@ -971,10 +949,8 @@ filter_batches(PyObject *self, PyObject *args)
         int64_t max_ts = b.max_ts;
         if (wrote) {
             uint8_t *sealed = (uint8_t *)PyByteArray_AS_STRING(out) + at;
-            if (crc_of(crc, sealed + CRC_START, len - at - CRC_START, &crc_value) < 0)
-                goto done;
-            put_be(sealed + H_CRC, 4, crc_value);
-            max_ts = be64(sealed + H_MAX_TS);
+            put_be(sealed + CRC_OFFSET, CRC_LENGTH, crc32c_of(sealed + CRC_START, (size_t)(len - at - CRC_START)));
+            max_ts = be64(sealed + MAX_TIMESTAMP_OFFSET);
         } else {
             uint8_t *dst = reserve(out, len, size);
             if (dst == NULL)
@@ -1027,12 +1003,12 @@ skim_batches(PyObject *self, PyObject *args)
     Py_ssize_t last = -1, last_size = 0;
     while (pos <= n - HEADER_SIZE) {
         const uint8_t *p = base + pos;
-        int32_t length = be32(p + H_LENGTH);
-        if (p[H_MAGIC] != 2 || length < MIN_SIZE[2] || (Py_ssize_t)length > end - pos - LOG_OVERHEAD)
+        int32_t length = be32(p + LENGTH_OFFSET);
+        if (p[MAGIC_OFFSET] != MAGIC || length < MIN_BATCH_LENGTH || (Py_ssize_t)length > end - pos - LOG_OVERHEAD)
             break; /* another magic, bad framing or a partial batch: Python says which */
-        if (be64(p + H_PRODUCER_ID) >= 0 || (get_be(p + H_ATTRIBUTES, 2) & A_CONTROL))
+        if (be64(p + PRODUCER_ID_OFFSET) >= 0 || (get_be(p + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH) & CONTROL_FLAG_MASK))
             break;
-        records += be32(p + H_COUNT);
+        records += be32(p + RECORDS_COUNT_OFFSET);
         last = pos;
         last_size = LOG_OVERHEAD + length;
         pos += last_size;
@@ -1042,22 +1018,6 @@ skim_batches(PyObject *self, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ single keys */
-
-PyDoc_STRVAR(hash128_doc, "hash128(key, k0, k1) -> (lo, hi)\n\n"
-                          "SipHash-2-4 of key with 128-bit output under the key (k0, k1): its two\n"
-                          "little-endian 64-bit words.");
-
-static PyObject *
-hash128(PyObject *self, PyObject *args)
-{
-    Py_buffer key;
-    unsigned long long k0, k1;
-    if (!PyArg_ParseTuple(args, "y*KK", &key, &k0, &k1))
-        return NULL;
-    Hash h = siphash128(key.buf, (size_t)key.len, k0, k1);
-    PyBuffer_Release(&key);
-    return Py_BuildValue("KK", (unsigned long long)h.lo, (unsigned long long)h.hi);
-}
 
 PyDoc_STRVAR(map_put_doc, "map_put(table, k0, k1, key, offset, room) -> int\n\n"
                           "Map key to offset: 1 when the key is new, 0 when it was there, -1 when it is\n"
@@ -1152,12 +1112,12 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"map_batch", map_batch, METH_VARARGS, map_batch_doc},
-    {"map_batches", map_batches, METH_VARARGS, map_batches_doc},
-    {"filter_batch", filter_batch, METH_VARARGS, filter_batch_doc},
-    {"filter_batches", filter_batches, METH_VARARGS, filter_batches_doc},
+    {"map_batch", (PyCFunction)(void (*)(void))map_batch, METH_VARARGS | METH_KEYWORDS, map_batch_doc},
+    {"map_batches", (PyCFunction)(void (*)(void))map_batches, METH_VARARGS | METH_KEYWORDS, map_batches_doc},
+    {"filter_batch", (PyCFunction)(void (*)(void))filter_batch, METH_VARARGS | METH_KEYWORDS, filter_batch_doc},
+    {"filter_batches", (PyCFunction)(void (*)(void))filter_batches, METH_VARARGS | METH_KEYWORDS,
+     filter_batches_doc},
     {"skim_batches", skim_batches, METH_VARARGS, skim_batches_doc},
-    {"hash128", hash128, METH_VARARGS, hash128_doc},
     {"map_put", map_put, METH_VARARGS, map_put_doc},
     {"map_get", map_get, METH_VARARGS, map_get_doc},
     {"map_clear", map_clear, METH_VARARGS, map_clear_doc},
@@ -1166,7 +1126,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "seglog.records._compact", "The log cleaner's per-record loops.", -1, methods,
+    PyModuleDef_HEAD_INIT, "seglog.storage._compact", "The log cleaner's per-record loops.", -1, methods,
 };
 
 PyMODINIT_FUNC
@@ -1179,5 +1139,6 @@ PyInit__compact(void)
     Py_DECREF(errors);
     if (CorruptRecordError == NULL)
         return NULL;
+    crc32c_init();
     return PyModule_Create(&module);
 }

@@ -28,15 +28,6 @@ class ColumnBuilder:
         min_offset: int,
         max_offset_exclusive: int,
     ) -> int: ...
-    def append_batches(
-        self,
-        buffer: Any,
-        origin: int,
-        min_offset: int,
-        max_offset_exclusive: int,
-        max_rows: int,
-        max_bytes: int,
-    ) -> int: ...
     def append_record(
         self,
         offset: int,

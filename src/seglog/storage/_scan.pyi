@@ -1,12 +1,9 @@
 from collections.abc import Callable
-from typing import Any, overload
-
-HARDWARE_CRC: int
+from typing import Any
 
 _Facts = tuple[int, int, int, int, int, int, int]
 _Assigned = tuple[list[tuple[int, int, int, int]], int, int, int, int]
 
-@overload
 def check_append(
     buffer: Any,
     leader: bool,
@@ -16,12 +13,9 @@ def check_append(
     timestamp_bounds: tuple[int, int] | None,
     decompress: Callable[[int, memoryview], Any],
     file: str | None,
-    assignment: None = None,
 ) -> list[_Facts] | None: ...
-@overload
-def check_append(
+def check_and_assign(
     buffer: Any,
-    leader: bool,
     allow_control: bool,
     compact: bool,
     max_bytes: int,
@@ -30,13 +24,6 @@ def check_append(
     file: str | None,
     assignment: tuple[int, int, int | None, int],
 ) -> _Assigned | None: ...
-def assign_offsets(
-    buffer: bytearray | memoryview,
-    batches: list[_Facts],
-    next_offset: int,
-    epoch: int,
-    append_time: int | None,
-) -> _Assigned: ...
 def recover_batches(
     chunk: Any,
     start: int,
@@ -57,4 +44,3 @@ def find_timestamp(
     batch: Any, target: int, start_offset: int, batch_position: int, decompress: Callable[[int, memoryview], Any]
 ) -> tuple[int, int] | None: ...
 def floor_entry(buffer: Any, entries: int, entry_size: int, key_size: int, target: int, warm_bytes: int) -> int: ...
-def crc32c(data: Any, hardware: bool = True) -> int: ...

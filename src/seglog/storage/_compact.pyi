@@ -1,19 +1,18 @@
-from collections.abc import Callable
 from typing import Any
 
 def skim_batches(buffer: Any, n: int, pos: int, end: int) -> tuple[int, int, int, int]: ...
-def hash128(key: Any, k0: int, k1: int) -> tuple[int, int]: ...
 def map_put(table: bytearray, k0: int, k1: int, key: Any, offset: int, room: int) -> int: ...
 def map_get(table: bytearray, k0: int, k1: int, key: Any) -> int: ...
 def map_clear(table: bytearray) -> None: ...
 def map_absorb(table: bytearray, other: bytearray) -> int: ...
 def map_batch(
+    batch: Any,
+    section: Any,
+    *,
     table: bytearray,
     k0: int,
     k1: int,
     room: int,
-    batch: Any,
-    section: Any,
     start_offset: int,
     marks: bytearray,
     marks_first: int,
@@ -23,13 +22,14 @@ def map_batch(
     position: int,
 ) -> tuple[int, int, int]: ...
 def map_batches(
+    view: Any,
+    pos: int,
+    origin: int,
+    *,
     table: bytearray,
     k0: int,
     k1: int,
     room: int,
-    view: Any,
-    pos: int,
-    origin: int,
     start_offset: int,
     marks: bytearray,
     marks_first: int,
@@ -39,6 +39,7 @@ def map_batches(
 def filter_batch(
     batch: Any,
     section: Any,
+    *,
     table: bytearray,
     k0: int,
     k1: int,
@@ -54,6 +55,7 @@ def filter_batches(
     view: Any,
     pos: int,
     origin: int,
+    *,
     out: bytearray,
     out_limit: int,
     entries: list[tuple[int, int, int, int]],
@@ -66,7 +68,6 @@ def filter_batches(
     marks_count: int,
     now: int,
     horizon: int,
-    crc: Callable[[Any], int],
     upper_bound: int,
     group_end: int,
 ) -> tuple[int, int, int, int, int, int]: ...

@@ -1,0 +1,3 @@
+from typing import Any
+
+def partitions_for_keys(rows: int, key: Any, partitions: int) -> bytearray: ...
