@@ -75,7 +75,19 @@ IMPLEMENTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.WRITE_TXN_MARKERS: (0, 1),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
-    ApiKey.FIND_COORDINATOR: (0, 4),  # key type 1 in txn_apis.py; key type 0 is the group coordinator's
+    # the group coordinator's (group_apis.py), at Kafka 3.6's versions; FindCoordinator's
+    # key type 1 is answered through txn_apis.py's lookup
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (0, 8),
+    ApiKey.OFFSET_FETCH: (0, 8),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 

@@ -61,7 +61,8 @@ STALE_CONTROLLER_EPOCH = 11
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
 LATEST_TIMESTAMP = -1
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})  # is_internal in Metadata
+# the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass
@@ -215,6 +216,11 @@ class ReplicaManager:
                 raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
+
+    async def replay(self, topic: str, index: int, reader: Callable[[Any], T]) -> T:
+        """``reader(partition log)`` in the I/O pool: a coordinator loading its state
+        from ``__consumer_offsets`` or ``__transaction_state``."""
+        return await self._run(reader, self.partition(topic, index).log)
 
     def leader_partition(self, topic: str, index: int) -> Partition:
         """The partition, if this broker leads it: what producers and consumers may use."""

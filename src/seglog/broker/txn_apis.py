@@ -49,7 +49,7 @@ from ..coordinator.transaction_coordinator import (
     WriteTxnMarkers,
 )
 from ..coordinator.transaction_state import TransactionState
-from ..errors import SeglogError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError
 from ..protocol import ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
@@ -58,7 +58,6 @@ from .replica_manager import ReplicaManager
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE = "__transaction_state"
-KEY_TYPE_TRANSACTION = 1
 OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_NOT_FOUND = 105
 _MARKER_RETRY_S = 0.1
@@ -386,39 +385,15 @@ class TxnApis:
 
     # --- FindCoordinator, transactions' part -------------------------------------------------------
 
-    async def transaction_coordinator(self, key: str) -> dict[str, Any]:
-        """FindCoordinator for one transactional id (key type 1): this broker, once
-        ``__transaction_state`` exists. The entry of v4+'s ``coordinators`` array."""
-        error = await self._ensure_state_topic() if key else _E.INVALID_REQUEST
-        host, port = self.advertised
-        node = self.replicas.broker.broker_id
+    async def transaction_partition(self, key: str) -> tuple[str, int]:
+        """FindCoordinator's lookup for key type 1: the ``__transaction_state`` partition of a
+        transactional id, made on first need; its leader is the id's coordinator."""
+        if not key:
+            raise InvalidRequestError("a transactional id may not be empty")
+        error = await self._ensure_state_topic()
         if error:
-            return {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": error, "error_message": None}
-        return {"key": key, "node_id": node, "host": host, "port": port, "error_code": _E.NONE, "error_message": None}
-
-    async def find_coordinator(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        """FindCoordinator answering key type 1 only; other key types get
-        COORDINATOR_NOT_AVAILABLE until the group coordinator's handler takes them."""
-        keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
-        entries = []
-        for key in keys:
-            if body.get("key_type", 0) == KEY_TYPE_TRANSACTION:
-                entries.append(await self.transaction_coordinator(key))
-            else:
-                entries.append(
-                    {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": 15, "error_message": None}
-                )
-        if version >= 4:
-            return {"throttle_time_ms": 0, "coordinators": entries}
-        e = entries[0]
-        return {
-            "throttle_time_ms": 0,
-            "error_code": e["error_code"],
-            "error_message": e["error_message"],
-            "node_id": e["node_id"],
-            "host": e["host"],
-            "port": e["port"],
-        }
+            raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE} is not available (error {error})")
+        return TRANSACTION_STATE, self.coordinator.partition_for(key)
 
 
 def _producer(body: dict[str, Any]) -> tuple[str, int, int]:
