@@ -15,7 +15,18 @@ import sys
 from collections.abc import Sequence
 
 from .errors import SeglogError
-from .tools import broker, cluster, consume, dump_log, get_offsets, produce, remote, topics
+from .tools import (
+    broker,
+    cluster,
+    consume,
+    consumer_groups,
+    dump_log,
+    get_offsets,
+    produce,
+    remote,
+    topics,
+    transactions,
+)
 from .tools.arguments import USAGE_EXIT, CommandParser, UsageError
 
 COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker, cluster)
@@ -29,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_parser(sub)
     remote.add_delete_records(sub)  # broker-only commands; the rest take --bootstrap-server too (remote.py)
     remote.add_configs(sub)
+    transactions.add_parser(sub)
+    consumer_groups.add_parser(sub)
     return parser
 
 

@@ -529,6 +529,14 @@ BROKER_KEYS.update(
         Key("offsets.retention.check.interval.ms", _int, 600_000, "How often stale offsets are expired.", minimum=1),
         Key("offset.metadata.max.bytes", _int32, 4096, "The longest metadata string an offset commit may carry."),
         Key(
+            "offsets.topic.compression.codec",
+            _int32,
+            0,
+            "Compression of the records the group coordinator writes (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd).",
+            minimum=0,
+            maximum=4,
+        ),
+        Key(
             "group.initial.rebalance.delay.ms",
             _int32,
             3_000,

@@ -292,3 +292,9 @@ class NotLeaderOrFollowerError(SeglogError):
     """A request for a leader (a produce, a fetch) reached a replica that follows, or a broker that holds none."""
 
     error_code = 6  # NOT_LEADER_OR_FOLLOWER
+
+
+class CoordinatorNotAvailableError(SeglogError):
+    """The coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``) cannot serve yet."""
+
+    error_code = 15  # COORDINATOR_NOT_AVAILABLE

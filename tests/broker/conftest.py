@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-# Idempotence (InitProducerId) is issue 14: librdkafka's default is false, said here anyway.
+# librdkafka's default, said here: idempotent producers have their own tests (test_idempotence.py)
 PRODUCER = {"enable.idempotence": False, "linger.ms": 5, "message.timeout.ms": 30_000}
 CONSUMER = {"group.id": "unused", "enable.auto.commit": False, "fetch.wait.max.ms": 100}
 

@@ -181,3 +181,20 @@ def test_expired_producers_are_not_loaded_from_a_snapshot(tmp_path: Path):
         assert list(kept.producers) == [1]
     finally:
         manager.close()
+
+
+def test_a_kafka_dir_opens_with_the_producer_state_of_its_snapshots(kafka_data: Path, tmp_path: Path):
+    dst = tmp_path / "kafka"
+    shutil.copytree(kafka_data / CP76, dst, copy_function=shutil.copyfile)
+    expected = {p.parent.name: producer_snapshot.read(str(p)) for p in dst.glob("*/*.snapshot")}
+    assert sum(len(entries) for entries in expected.values()) > 0
+    # Kafka's clock when it wrote them: entries idle producer.id.expiration.ms are not loaded
+    now = max(e.last_timestamp for entries in expected.values() for e in entries) + 1
+    loaded = 0
+    with open_logs(dst, clock=lambda: now) as logs:
+        for name, entries in expected.items():
+            topic, _, partition = name.rpartition("-")
+            state = logs.partition(topic, int(partition)).producer_state
+            assert _state(state) == sorted(_fields(e) for e in entries if not state.is_expired(e, now)), name
+            loaded += len(state.producers)
+    assert loaded > 0

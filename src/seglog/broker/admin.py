@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 INVALID_REPLICATION_FACTOR = 38
 INVALID_REPLICA_ASSIGNMENT = 39
 INVALID_REQUEST = 42
+INTERNAL_TOPIC_TIMEOUT_MS = 30_000  # how long a coordinator waits for its topic to reach the metadata
 REQUEST_TIMED_OUT = 7
 
 # DescribeConfigs' resource types and config sources (Kafka's ConfigResource.Type, ConfigSource)
@@ -113,6 +114,12 @@ class AdminManager:
         assignment = {a["partition_index"]: list(a["broker_ids"]) for a in topic.get("assignments") or []}
         await self._in_zookeeper(self.cluster.create_topic, name, count, factor, overrides, assignment or None)
         await self._await_metadata(lambda: self.metadata.partition_count(name) == count, timeout_ms, f"topic {name}")
+
+    async def create_internal_topic(self, name: str, count: int, factor: int, overrides: dict[str, Any]) -> None:
+        """A coordinator's topic (``__consumer_offsets``), made on its first use: through ZooKeeper in
+        a cluster (``factor`` replicas, refused while the cluster has fewer brokers, as Kafka's)."""
+        topic = {"name": name, "assignments": []}
+        await self._create_topic(topic, count, factor, overrides, INTERNAL_TOPIC_TIMEOUT_MS)
 
     def _replication_factor(self, topic: dict[str, Any]) -> int:
         if topic.get("assignments"):

@@ -67,6 +67,27 @@ IMPLEMENTED: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ALTER_CONFIGS: (0, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
+    # txn_apis.py: idempotent and transactional producers
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 3),
+    ApiKey.WRITE_TXN_MARKERS: (0, 1),
+    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
+    ApiKey.LIST_TRANSACTIONS: (0, 1),
+    # the group coordinator's (group_apis.py), at Kafka 3.6's versions; FindCoordinator's
+    # key type 1 is answered through txn_apis.py's lookup
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.JOIN_GROUP: (0, 9),
+    ApiKey.SYNC_GROUP: (0, 5),
+    ApiKey.HEARTBEAT: (0, 4),
+    ApiKey.LEAVE_GROUP: (0, 5),
+    ApiKey.OFFSET_COMMIT: (0, 8),
+    ApiKey.OFFSET_FETCH: (0, 8),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.DELETE_GROUPS: (0, 2),
+    ApiKey.OFFSET_DELETE: (0, 0),
 }
 
 
@@ -287,7 +308,8 @@ class KafkaApis:
                         )
                     )
         max_bytes = body.get("max_bytes", 0x7FFFFFFF)
-        results = await self.replicas.read(requests, max_bytes, replica_id=replica_id)
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         total = sum(r.size for r in results)
         max_wait, min_bytes = body["max_wait_ms"], body["min_bytes"]
         if (
@@ -301,7 +323,7 @@ class KafkaApis:
             await self.replicas.fetch_purgatory.wait(
                 op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
             )
-            results = await self.replicas.read(requests, max_bytes, replica_id=replica_id)
+            results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         return self._fetch_response(version, body, slots, errors, results)
 
     def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID]:
@@ -340,7 +362,7 @@ class KafkaApis:
                 "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                "aborted_transactions": [] if read_committed else None,
+                "aborted_transactions": _aborted(r.aborted_transactions) if read_committed else None,
                 "preferred_read_replica": -1,
                 "records": r.records if r.records is not None else b"",
             }
@@ -373,7 +395,8 @@ class KafkaApis:
                 else:
                     lookups.append((topic["name"], part["partition_index"], part["timestamp"]))
                 answers.append((topic["name"], entry))
-        found = iter(await self.replicas.list_offsets(lookups))
+        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
+        found = iter(await self.replicas.list_offsets(lookups, read_committed))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, entry in answers:
             if entry["error_code"] == NONE:
@@ -440,6 +463,10 @@ def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> dict[str, 
         "partitions": [],
         "topic_authorized_operations": -(1 << 31),
     }
+
+
+def _aborted(found: list[tuple[int, int]] | None) -> list[dict[str, int]]:
+    return [{"producer_id": pid, "first_offset": first} for pid, first in found or ()]
 
 
 def _append_error(e: SeglogError) -> AppendResult:

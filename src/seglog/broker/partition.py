@@ -214,8 +214,10 @@ class Partition:
 
     # --- the leader's appends -------------------------------------------------------------------------
 
-    def append_as_leader(self, records: memoryview, acks: int, *, wait: bool) -> AppendInfo | None:
-        """The producer's batches appended (None: it would wait, ``wait`` being False).
+    def append_as_leader(
+        self, records: memoryview, acks: int, *, wait: bool, origin: str = "client"
+    ) -> AppendInfo | None:
+        """The producer's (or a coordinator's: ``origin``) batches appended (None: it would wait, ``wait`` being False).
         Refused when this broker does not lead, or when acks=all and the ISR is smaller
         than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, nothing written)."""
         if not self.lock.acquire(blocking=wait):
@@ -228,7 +230,9 @@ class Partition:
                     f"{self.topic}-{self.index} has {len(self.isr)} in-sync replicas {list(self.isr)}, "
                     f"fewer than min.insync.replicas {self.min_insync_replicas}"
                 )
-            return self.log.append_batches(records) if wait else self.log.try_append_batches(records)
+            if wait:
+                return self.log.append_batches(records, origin=origin)
+            return self.log.try_append_batches(records, origin=origin)
         finally:
             self.lock.release()
 
@@ -272,13 +276,13 @@ class Partition:
     # --- followers' fetches, as their leader sees them ---------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, *, for_replica: bool, min_one_message: bool
+        self, offset: int, max_bytes: int, *, for_replica: bool, upper_bound: int | None, min_one_message: bool
     ) -> tuple[FileSlice | None, int]:
-        """Whole batches from ``offset``: up to the log end for a replica, the high watermark
-        for a consumer; with the log end offset the read saw."""
+        """Whole batches from ``offset``: up to the log end for a replica, ``upper_bound`` (the
+        high watermark when None) for a consumer; with the log end offset the read saw."""
         leo = self.log.log_end_offset
         data = self.log.read(
-            offset, max_bytes, upper_bound=leo if for_replica else None, min_one_message=min_one_message
+            offset, max_bytes, upper_bound=leo if for_replica else upper_bound, min_one_message=min_one_message
         )
         return data.records, leo
 

@@ -34,6 +34,7 @@ import os
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import FileSlice, LogConfig, LogManager
+from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_produce import DelayedProduce
@@ -72,6 +73,9 @@ INVALID_UPDATE_VERSION = 95  # AlterPartition from a partition epoch the control
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
+LATEST_TIMESTAMP = -1
+# the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass(frozen=True)
@@ -101,6 +105,7 @@ class FetchResult:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileSlice | None = None
+    aborted_transactions: list[tuple[int, int]] | None = None  # read_committed: (producer id, first offset)
     log_end_offset: int = -1  # the leader's, when the read was made
 
     @property
@@ -135,6 +140,35 @@ def fetch_key(tp: TopicPartition, replica_id: int) -> Hashable:
     """What a waiting fetch watches in the fetch purgatory: a follower's (``replica_id`` >= 0)
     is woken by appends, a consumer's by the high watermark moving."""
     return (tp, "log end") if replica_id >= 0 else tp
+
+
+# a log's transactions as of (log end, high watermark, segments): consumers polling a log
+# that did not change since their last fetch do not walk it again
+_TRANSACTIONS: weakref.WeakKeyDictionary[PartitionLog, tuple[tuple[Any, ...], isolation.TransactionState]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
+    key = (plog.log_end_offset, plog.high_watermark, plog.segments)
+    cached = _TRANSACTIONS.get(plog)
+    if cached is not None and cached[0][:2] == key[:2] and cached[0][2] is key[2]:
+        return cached[1]
+    state = isolation.transaction_state(plog)
+    _TRANSACTIONS[plog] = (key, state)
+    return state
+
+
+def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
+    """The last stable offset, and for read_committed the aborted transactions from the
+    fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
+    if not read_committed:
+        undecided = plog.producer_state.first_unstable_offset
+        hw = plog.high_watermark
+        return (hw if undecided is None else min(undecided, hw)), None
+    state = _transaction_state(plog)
+    lso = state.last_stable_offset
+    return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
 
 
 class ReplicaManager:
@@ -182,7 +216,8 @@ class ReplicaManager:
                 partition.lead_alone()
                 self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
-        self.metadata.update_topic(TopicMetadata(topic, topic_uuid(self._logs.topic_id(topic)), tuple(states)))
+        topic_id = topic_uuid(self._logs.topic_id(topic))
+        self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
@@ -196,6 +231,11 @@ class ReplicaManager:
                 raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
+
+    async def replay(self, topic: str, index: int, reader: Callable[[Any], T]) -> T:
+        """``reader(partition log)`` in the I/O pool: a coordinator loading its state
+        from ``__consumer_offsets`` or ``__transaction_state``."""
+        return await self._run(reader, self.partition(topic, index).log)
 
     def leader_partition(self, topic: str, index: int) -> Partition:
         """The partition, if this broker leads it: what producers and consumers may use."""
@@ -514,13 +554,18 @@ class ReplicaManager:
     # --- fetch ------------------------------------------------------------------------------------
 
     async def read(
-        self, requests: list[FetchRequestPartition], max_bytes: int, *, replica_id: int = -1
+        self,
+        requests: list[FetchRequestPartition],
+        max_bytes: int,
+        read_committed: bool = False,
+        *,
+        replica_id: int = -1,
     ) -> list[FetchResult]:
         """Read for a fetch. A follower's (``replica_id`` >= 0) reads up to the log end and
         tells its leader how far it has come: its log end offset, which may move the high
         watermark and add it back to the ISR."""
         self._loop = asyncio.get_running_loop()
-        results = await self._run(self._read_all, requests, max_bytes, replica_id)
+        results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
         if replica_id >= 0:
             now = self._clock()
             for req, result in zip(requests, results, strict=True):
@@ -528,7 +573,9 @@ class ReplicaManager:
                     self._follower_fetched((req.topic, req.partition), replica_id, req.fetch_offset, result, now)
         return results
 
-    def _read_all(self, requests: list[FetchRequestPartition], max_bytes: int, replica_id: int) -> list[FetchResult]:
+    def _read_all(
+        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool, replica_id: int
+    ) -> list[FetchResult]:
         """Kafka's readFromLog: partitions in request order, each up to its own max bytes
         and what is left of the request's; the first batch of the response is whole even
         when larger (KIP-74; Fetch v3 and later, the versions served)."""
@@ -539,15 +586,30 @@ class ReplicaManager:
                 partition = self.leader_partition(req.topic, req.partition)
                 check_leader_epoch(req.current_leader_epoch, partition.leader_epoch)
                 hw = partition.high_watermark
+                lso, aborted = _stable_view(partition.log, req.fetch_offset, read_committed)
                 limit = min(req.max_bytes, remaining)
                 first = remaining == max_bytes
                 data, leo = partition.read(
-                    req.fetch_offset, max(limit, 0), for_replica=replica_id >= 0, min_one_message=first
+                    req.fetch_offset,
+                    max(limit, 0),
+                    for_replica=replica_id >= 0,
+                    upper_bound=lso if read_committed else None,
+                    min_one_message=first,
                 )
                 found = data if data is not None and (limit > 0 or first) else None
                 if found is not None:
                     remaining = max(0, remaining - found.size)
-                results.append(FetchResult(NONE, hw, hw, partition.log_start_offset, found, leo))
+                results.append(
+                    FetchResult(
+                        NONE,
+                        hw,
+                        lso,
+                        partition.log_start_offset,
+                        found,
+                        aborted_transactions=aborted,
+                        log_end_offset=leo,
+                    )
+                )
             except OffsetOutOfRangeError as e:
                 results.append(FetchResult(e.error_code, e.log_end_offset, e.log_end_offset, e.log_start_offset))
             except Exception as e:
@@ -573,17 +635,61 @@ class ReplicaManager:
         if exposed:
             self._high_watermark_moved((partition.topic, partition.index), exposed)
 
+    # --- transactions -----------------------------------------------------------------------------
+
+    async def append_as_coordinator(
+        self, batches: Mapping[TopicPartition, bytes]
+    ) -> dict[TopicPartition, AppendResult]:
+        """Append the transaction coordinator's control batches (markers) as the leader,
+        checked for the producer's epoch only; the high watermark and the fetches waiting
+        on the partitions move as after a producer's append."""
+        self._loop = asyncio.get_running_loop()
+        results = await self._run(self._append_as_coordinator, batches)
+        for tp, result in results.items():
+            partition = self._partitions.get(tp)
+            if result.error_code == NONE and partition is not None:
+                self._after_leader_append(tp, partition, result)
+        return results
+
+    def _append_as_coordinator(self, batches: Mapping[TopicPartition, bytes]) -> dict[TopicPartition, AppendResult]:
+        results = {}
+        for tp, batch in batches.items():
+            try:
+                partition = self.leader_partition(*tp)
+                info = partition.append_as_leader(memoryview(batch), 1, wait=True, origin="coordinator")
+                assert info is not None
+                results[tp] = AppendResult(
+                    NONE,
+                    info.first_offset,
+                    info.log_append_time,
+                    partition.log_start_offset,
+                    info.size,
+                    info.last_offset,
+                )
+            except Exception as e:
+                code, message = _error(e)
+                results[tp] = AppendResult(code, message=message)
+        return results
+
+    def partition_log(self, topic: str, index: int) -> PartitionLog:
+        """The log of a partition this broker leads (the coordinators load their state from it)."""
+        return self.partition(topic, index).log
+
     # --- offsets ----------------------------------------------------------------------------------
 
-    async def list_offsets(self, requests: list[tuple[str, int, int]]) -> list[OffsetResult]:
-        return await self._run(self._list_offsets, requests)
+    async def list_offsets(
+        self, requests: list[tuple[str, int, int]], read_committed: bool = False
+    ) -> list[OffsetResult]:
+        return await self._run(self._list_offsets, requests, read_committed)
 
-    def _list_offsets(self, requests: list[tuple[str, int, int]]) -> list[OffsetResult]:
+    def _list_offsets(self, requests: list[tuple[str, int, int]], read_committed: bool = False) -> list[OffsetResult]:
         results = []
         for topic, index, timestamp in requests:
             try:
-                partition = self.partition(topic, index)
+                partition = self.leader_partition(topic, index)
                 found = partition.log.offset_for_timestamp(timestamp)
+                if found is not None and timestamp == LATEST_TIMESTAMP and read_committed:
+                    found = (_stable_view(partition.log, 0, False)[0], found[1])  # the last stable offset
                 if found is None:
                     results.append(OffsetResult(NONE, -1, -1, -1))
                 else:
@@ -610,7 +716,7 @@ class ReplicaManager:
         out = []
         for topic, index, offset in requests:
             try:
-                self.partition(topic, index)
+                self.leader_partition(topic, index)
                 out.append((NONE, self._logs.delete_records(topic, index, offset)))
             except Exception as e:
                 out.append((_error(e)[0], -1))

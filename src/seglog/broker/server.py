@@ -21,10 +21,14 @@ from .apis import KafkaApis, advertised_host
 from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
+from .group_apis import TRANSACTION_KEY, GroupApis
+from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
+from .request_context import RequestContext, client_host, set_current_request
+from .txn_apis import TxnApis
 
 log = logging.getLogger("seglog.broker")
 
@@ -48,7 +52,9 @@ class KafkaServer:
         self.metrics_host = metrics_host
         self._metrics_server: Any = None
         self.replicas: ReplicaManager | None = None
+        self.txn: TxnApis | None = None
         self.socket_server: SocketServer | None = None
+        self.groups: GroupMetadataManager | None = None
         self._handlers: dict[ApiKey, Any] = {}
         self.cluster: ClusterMember | None = None
         self.started = asyncio.Event()
@@ -80,6 +86,13 @@ class KafkaServer:
         apis = KafkaApis(self.config, self.replicas, (host, port))
         admin = AdminManager(self.config, self.replicas)
         self.apis = apis
+        txn = self.txn = TxnApis(self.config, self.replicas, (host, port))
+        try:
+            await txn.startup()
+        except BaseException:
+            await self.socket_server.stop()
+            await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
+            raise
         self._handlers = {
             ApiKey.API_VERSIONS: apis.api_versions,
             ApiKey.METADATA: apis.metadata_request,
@@ -96,7 +109,19 @@ class KafkaServer:
             ApiKey.ALTER_CONFIGS: admin.alter_configs,
             ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
             ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
+            ApiKey.INIT_PRODUCER_ID: txn.init_producer_id,
+            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
+            ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
+            ApiKey.END_TXN: txn.end_txn,
+            ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
+            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
+            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
         }
+        self.groups = GroupMetadataManager(self.config, self.replicas, admin.create_internal_topic)
+        self.group_apis = GroupApis(self.groups, self.replicas.metadata)
+        self._handlers.update(self.group_apis.handlers())
+        self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
+        self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
@@ -157,6 +182,10 @@ class KafkaServer:
             await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
         if self.socket_server is not None:
             await self.socket_server.stop()
+        if self.txn is not None:
+            self.txn.shutdown()
+        if self.groups is not None:
+            await self.groups.shutdown()
         if self.replicas is not None:
             await self.replicas.stop_replication()
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
@@ -185,6 +214,7 @@ class KafkaServer:
             if key == ApiKey.API_VERSIONS:
                 return encode_response(key, 0, header.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION))
             raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
+        set_current_request(RequestContext(header.client_id or "", client_host(conn.peer)))
         failed = True
         try:
             body = await handler(header.api_version, request.body)

@@ -89,6 +89,9 @@ from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
 from .loader import LogLoader
 from .naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, parse_offset_file
+from .producer_entry import AppendOrigin
+from .producer_state import PRODUCER_ID_EXPIRATION_MS
+from .producer_state_manager import ProducerStateManager
 from .segment import LogSegment, random_jitter
 from .validator import LogValidator
 from .vanishing import retry_while_vanishing
@@ -172,6 +175,7 @@ class PartitionLog:
         clock: Callable[[], int] | None = None,
         scheduler_delete: Callable[[Callable[[], None], float], None] | None = None,
         read_only: bool = False,
+        producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = dir
         self._state = READ_ONLY if read_only else OPEN
@@ -199,8 +203,12 @@ class PartitionLog:
         self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
         self._hw_metadata: tuple[int, tuple[LogSegment, ...], LogOffsetMetadata] | None = None
         self._followed_tail: tuple[LogSegment, int] | None = None  # refresh(): the active segment, its end
+        # idempotence and transactions: each producer's last batches, open transactions
+        self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms)
         self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
+        if not read_only:
+            self._load_producer_state(had_clean_shutdown, rebuild_txn_index=not had_clean_shutdown)
         if high_watermark is not None and not standalone and not read_only:
             self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
@@ -490,9 +498,14 @@ class PartitionLog:
             self.validator.validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
             raise AssertionError("legacy batches passed a leader's validation")
         entries, first, last, max_ts, count = assigned
+        check = self.producer_state.analyze_append(buffer, entries, AppendOrigin(origin))
+        if check.duplicate is not None:  # a producer's retry: acknowledged with the first append's offsets
+            d = check.duplicate
+            return AppendInfo(d.first_offset, d.last_offset, d.timestamp, 0, 0)
         if not may_roll and self._segments[-1].should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
             return None
         self._append_locked(buffer, entries, first, last, max_ts, ((self._leader_epoch, first),))
+        self.producer_state.on_append(check, self._next_offset, self._segments[-1])
         return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
 
     def append_segment_file(self, path: str) -> AppendInfo:
@@ -518,6 +531,9 @@ class PartitionLog:
                     assigned = _scan.check_and_assign(
                         mapped, False, c.compact, c.max_message_bytes, bounds, decompress, path, assignment
                     )
+                    check = self.producer_state.analyze_append(
+                        mapped, assigned[0] if assigned else (), AppendOrigin.REPLICATION
+                    )
             except SeglogError as e:
                 raise e.at(file=path) from None  # a CRC fault knows its position, not the file
             finally:
@@ -532,6 +548,7 @@ class PartitionLog:
             self._roll(first).adopt(path, entries)  # an empty active segment at the log end takes the file
             log.debug("%s: %s became the segment at offset %d", self.name, path, first)
             self._advance(last, ((self._leader_epoch, first),))
+            self.producer_state.on_append(check, self._next_offset, self._segments[-1])
             return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
 
     def _leader_append_rules(self) -> tuple[tuple[int, int] | None, int | None, tuple[int, int, int | None, int]]:
@@ -565,7 +582,9 @@ class PartitionLog:
                 )
             entries = [(at, n, base + delta, ts) for at, n, _, delta, ts, _, base in batches]
             last, max_ts = entries[-1][2], max(e[3] for e in entries)
+            check = self.producer_state.analyze_append(buffer, entries, AppendOrigin.REPLICATION)
             self._append_locked(buffer, entries, first, last, max_ts, [(b[5], b[6]) for b in batches])
+            self.producer_state.on_append(check, self._next_offset, self._segments[-1])
             return AppendInfo(first, last, max_ts, sum(b[2] for b in batches), size)
 
     def _check_open(self) -> None:
@@ -633,6 +652,7 @@ class PartitionLog:
         new.active = True
         self._set_segments((*self._segments, new))
         self._end_metadata = LogOffsetMetadata(self._next_offset, base, 0)
+        self.producer_state.on_roll(self._next_offset)  # after the roll, as Kafka: a failed one leaves none
         log.debug("%s: rolled a new segment at offset %d", self.name, base)
         return new
 
@@ -663,6 +683,11 @@ class PartitionLog:
         fileio.fsync_dir(self.dir)
         self.recovery_point = offset
         self._last_flush_ms = self._clock()
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        with self._lock:
+            if not self.closed and not self.read_only:
+                self.producer_state.remove_expired(now_ms)
 
     def flush_if_due(self) -> None:
         """The periodic flush for flush.ms (called by the log manager)."""
@@ -999,6 +1024,18 @@ class PartitionLog:
         if self.standalone:
             self._high_watermark = self._next_offset
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
+        self.producer_state.truncate_txn_index(self._segments[-1], self._next_offset)
+        self._load_producer_state(False)
+
+    def _load_producer_state(self, clean: bool, *, rebuild_txn_index: bool = False) -> None:
+        self.producer_state.load_log(
+            self._segments,
+            self.log_start_offset,
+            self._next_offset,
+            self._clock(),
+            clean_shutdown=clean,
+            rebuild_txn_index=rebuild_txn_index,
+        )
 
     # --- DeleteRecords, retention and the cleaner's swap ---------------------------------------------
 
@@ -1046,6 +1083,7 @@ class PartitionLog:
             return []
         deleted = list(segments[:count])
         self._increment_log_start_offset(segments[count].base_offset)
+        self.producer_state.delete_snapshots_before(self.log_start_offset)
         self._set_segments(segments[count:])
         for segment in deleted:  # oldest first: a crash leaves the kept segments contiguous
             segment.change_suffix(DELETED_SUFFIX)
@@ -1126,6 +1164,7 @@ class PartitionLog:
                 self.close_without_flush()
                 return
             self._flush_locked(self._next_offset)
+            self.producer_state.on_close(self._next_offset)
             for segment in self._segments:
                 segment.close()
             self._move(CLOSED)

@@ -309,6 +309,7 @@ class LogManager:
             scheduler_delete=self._delete_later,
             read_only=self.read_only,
             standalone=self.standalone,
+            producer_id_expiration_ms=self.config["producer.id.expiration.ms"],
             **kw,
         )
 
@@ -579,6 +580,12 @@ class LogManager:
         for partition_log in self.logs():
             partition_log.flush_if_due()
 
+    def remove_expired_producers(self) -> None:
+        """Partitions forget producers idle producer.id.expiration.ms (Kafka's task of the
+        same interval, producer.id.expiration.check.interval.ms)."""
+        for partition_log in self.logs():
+            partition_log.remove_expired_producers(self._now())
+
     def _schedule_background_tasks(self, s: Scheduler) -> None:
         c = self.config
         s.schedule(
@@ -600,6 +607,8 @@ class LogManager:
             c["replica.high.watermark.checkpoint.interval.ms"],
         )
         s.schedule("flush", self.flush_due, 1000, 1000)
+        expiration_interval = c["producer.id.expiration.check.interval.ms"]
+        s.schedule("producer-expiration", self.remove_expired_producers, expiration_interval, expiration_interval)
         retention_interval = c["log.retention.check.interval.ms"]
         s.schedule("log-retention", self._retention_task, min(30_000, retention_interval), retention_interval)
         if c["log.cleaner.enable"]:

@@ -6,16 +6,13 @@ writes it as ``<offset>.snapshot`` files (``producer_snapshot.py``) and, on
 start-up, loads the latest snapshot and replays the log's batch headers after
 it (the same header walk the cleaner uses, ``producer_state.producer_batches``).
 
-How the broker wires it into a leader's append, under the partition's lock, as
-Kafka's ``UnifiedLog.append`` does::
-
-    check = manager.analyze(batches, AppendOrigin.CLIENT)   # after offsets are assigned
-    if check.duplicate is not None:     # acknowledge with check.duplicate's offsets, write nothing
-        ...
-    log.append_batches(...)            # raises: the state is unchanged
-    manager.update(check, log.log_end_offset)
-    # and manager.take_snapshot() when the log rolls and at close;
-    # manager.remove_expired(now) every producer.id.expiration.check.interval.ms
+``PartitionLog`` calls it under the partition's lock, as Kafka's ``UnifiedLog`` does:
+``analyze_append`` once a leader's batches have their offsets (a duplicate is
+acknowledged with ``check.duplicate``'s offsets and nothing is written; a refused batch
+raises and the state is unchanged), ``on_append`` once they are written (the state
+taken over, an ABORT marker's entry added to its segment's ``.txnindex``), ``on_roll``
+and ``on_close`` (a snapshot), ``load_log`` when the log opens or is truncated; the log
+manager calls ``remove_expired`` every producer.id.expiration.check.interval.ms.
 
 ``map_end_offset`` is the offset up to which the state holds the log; a snapshot
 is named after it.
@@ -23,11 +20,15 @@ is named after it.
 
 from __future__ import annotations
 
+import errno
+import logging
+import mmap
 import os
+import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ..errors import CorruptSnapshotError, InvalidConfigurationError
+from ..errors import CorruptIndexError, CorruptSnapshotError, InvalidConfigurationError, KafkaStorageError
 from ..records import RecordBatch
 from ..records.control import ControlRecordType, EndTransactionMarker, parse_control_record
 from ..records.layout import CONTROL_FLAG_MASK, HEADER, TRANSACTIONAL_FLAG_MASK
@@ -43,8 +44,13 @@ from .producer_entry import (
 )
 from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches
 from .segment import LogSegment
+from .txn_index import AbortedTxn, append_txn_index, read_txn_index, truncate_txn_index, write_txn_index
 
 _READ_BUFFER = 256 * 1024
+_V2 = 2
+_MAGIC_AT = 16  # a batch's magic byte: legacy batches carry no producer
+_PRODUCER_ID = struct.Struct(">q")
+_PRODUCER_ID_AT = 43  # in a v2 batch header
 
 
 @dataclass
@@ -55,6 +61,10 @@ class ProducerAppendCheck:
     updated: dict[int, ProducerAppendInfo] = field(default_factory=dict)
     completed: list[CompletedTxn] = field(default_factory=list)
     duplicate: BatchMetadata | None = None  # the kept batch a duplicate repeats: answer with its offsets
+
+
+_NO_PRODUCERS = ProducerAppendCheck()
+log = logging.getLogger(__name__)
 
 
 class ProducerStateManager:
@@ -68,6 +78,8 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset: int | None = None
+        # first_undecided_offset as of the last append: readers take it without the log's lock
+        self.first_unstable_offset: int | None = None
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -96,6 +108,32 @@ class ProducerStateManager:
             self._append(check, header, _marker(batch) if header[5] & CONTROL_FLAG_MASK else None, origin)
         return check
 
+    def analyze_append(
+        self, buffer: bytearray | memoryview | mmap.mmap, spans: Iterable[Sequence[int]], origin: AppendOrigin
+    ) -> ProducerAppendCheck:
+        """``analyze`` of the batches of an append's buffer, each span starting (position,
+        size, ...); only v2 batches with a producer id are looked at."""
+        view = memoryview(buffer)
+        batches = [
+            RecordBatch(view[at : at + size], at)
+            for at, size, *_ in spans
+            if view[at + _MAGIC_AT] == _V2 and _PRODUCER_ID.unpack_from(view, at + _PRODUCER_ID_AT)[0] >= 0
+        ]
+        # most appends carry no producer id: one shared empty check, which nothing changes
+        return self.analyze(batches, origin) if batches else _NO_PRODUCERS
+
+    def on_append(self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment) -> None:
+        """The append ``check`` analysed is in ``segment``: take its state over, and index
+        the transactions its ABORT markers ended (Kafka's ``updateTxnIndex``, with the LSO
+        once the transaction is done: the next undecided transaction's start, else past
+        the marker)."""
+        self.update(check, log_end_offset)
+        for txn in check.completed:
+            if txn.is_aborted:
+                undecided = self.first_undecided_offset
+                lso = txn.last_offset + 1 if undecided is None else undecided
+                append_txn_index(segment.log_path, AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso))
+
     def update(self, check: ProducerAppendCheck, log_end_offset: int) -> None:
         """Take over an append's state once its batches are in the log."""
         for pid, info in check.updated.items():
@@ -105,6 +143,8 @@ class ProducerStateManager:
             else:
                 current.update(info.entry)
         self.map_end_offset = log_end_offset
+        if check.completed or any(info.started_transactions for info in check.updated.values()):
+            self.first_unstable_offset = self.first_undecided_offset  # (a walk of every producer)
 
     def _append(
         self, check: ProducerAppendCheck, header: tuple, marker: tuple[bool, int, int] | None, origin: AppendOrigin
@@ -157,10 +197,56 @@ class ProducerStateManager:
         self.last_snapshot_offset = self.map_end_offset
         return path
 
-    def load(self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int) -> None:
+    def on_roll(self, log_end_offset: int) -> None:
+        """A new segment starts at the log end: snapshot the state there (Kafka does, so
+        that recovery replays at most the active segment)."""
+        self.map_end_offset = log_end_offset
+        self.take_snapshot()
+
+    on_close = on_roll
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        """Snapshots below the log start offset describe deleted data (retention)."""
+        for found in producer_snapshot.snapshot_offsets(self.dir):
+            if found < offset:
+                fileio.unlink(os.path.join(self.dir, offset_file_name(found, SNAPSHOT_SUFFIX)))
+
+    def load_log(
+        self,
+        segments: Sequence[LogSegment],
+        log_start_offset: int,
+        log_end_offset: int,
+        now_ms: int,
+        *,
+        clean_shutdown: bool = False,
+        rebuild_txn_index: bool = False,
+    ) -> None:
+        """The state of a log being opened (or truncated): ``load``, except that after a
+        clean shutdown that left no snapshot (a dir written before producer state was
+        kept) the log holds no producer worth a scan, as Kafka assumes. With
+        ``rebuild_txn_index`` (after a crash) the ABORT markers the replay met are
+        indexed again: a crash may have come between a marker and its entry, which is
+        always after the last snapshot (one is taken at every roll)."""
+        if clean_shutdown and not producer_snapshot.snapshot_offsets(self.dir):
+            self.producers.clear()
+            self.map_end_offset = log_end_offset
+            self.first_unstable_offset = None
+            return
+        start, completed = self.load(segments, log_start_offset, log_end_offset, now_ms)
+        if rebuild_txn_index:
+            _reindex_aborts(segments, start, completed)
+
+    @staticmethod
+    def truncate_txn_index(segment: LogSegment, offset: int) -> None:
+        truncate_txn_index(segment.log_path, offset)
+
+    def load(
+        self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int
+    ) -> tuple[int, list[CompletedTxn]]:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
-        the one before it tried), then replay the batch headers from its offset to the log end."""
+        the one before it tried), then replay the batch headers from its offset to the log end.
+        Returns where the replay started and the transactions its markers ended."""
         self.producers.clear()
         self.map_end_offset = log_start_offset
         self.last_snapshot_offset = None
@@ -176,10 +262,15 @@ class ProducerStateManager:
                     continue
                 self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
                 self.map_end_offset = self.last_snapshot_offset = offset
-        self._replay(segments, log_end_offset)
-
-    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> None:
         start = self.map_end_offset
+        completed = self._replay(segments, log_end_offset)
+        self.first_unstable_offset = self.first_undecided_offset
+        return start, completed
+
+    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[CompletedTxn]:
+        start = self.map_end_offset
+        if start >= log_end_offset:
+            return []  # the snapshot holds the whole log (a clean shutdown): no segment is read
         buffer = bytearray(_READ_BUFFER)
         check = ProducerAppendCheck()
 
@@ -194,6 +285,31 @@ class ProducerStateManager:
                 continue  # wholly before the snapshot
             producer_batches(segment, _read, buffer, visit)
         self.update(check, max(start, log_end_offset))
+        return check.completed
+
+
+def _reindex_aborts(segments: Sequence[LogSegment], start: int, completed: list[CompletedTxn]) -> None:
+    """Write the ``.txnindex`` of the segments holding offsets from ``start`` on again: their
+    entries from before ``start`` kept, the ABORT markers found from ``start`` on added (the
+    LSO an entry records is past its marker here: the replay does not keep Kafka's)."""
+    for i, segment in enumerate(segments):
+        end = segments[i + 1].base_offset if i + 1 < len(segments) else None
+        if end is not None and end <= start:
+            continue
+        try:
+            kept = [e for e in read_txn_index(segment.txn_index_path) if e.last_offset < start]
+        except (KafkaStorageError, CorruptIndexError) as e:  # missing, or not whole: made again below
+            kept = []
+            if getattr(e, "errno", None) != errno.ENOENT:
+                log.warning("%s; writing it again from the markers", e)
+        found = [
+            AbortedTxn(t.first_offset, t.last_offset, t.producer_id, t.last_offset + 1)
+            for t in completed
+            if t.is_aborted
+            and t.last_offset >= max(start, segment.base_offset)
+            and (end is None or t.last_offset < end)
+        ]
+        write_txn_index(segment.log_path, kept + found)
 
 
 def _read(segment: LogSegment, buffer: bytearray, position: int, size: int) -> int:

@@ -65,7 +65,7 @@ from .file_records import (
     header_at_position,
 )
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
-from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_file_name
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,10 @@ class LogSegment:
     @property
     def time_index_path(self) -> str:
         return self._path(TIME_INDEX_SUFFIX)
+
+    @property
+    def txn_index_path(self) -> str:
+        return self._path(TXN_INDEX_SUFFIX)
 
     @property
     def handle(self) -> fileio.FileHandle:
@@ -834,9 +838,9 @@ class LogSegment:
 
     def change_suffix(self, new_suffix: str) -> None:
         """Rename the segment's files from its current suffix to ``new_suffix``."""
-        old = [self.log_path, self.index_path, self.time_index_path]
+        old = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
         self.suffix = new_suffix
-        new = [self.log_path, self.index_path, self.time_index_path]
+        new = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
         for src, dst in zip(old, new, strict=True):
             if os.path.exists(src):
                 fileio.rename(src, dst)
@@ -853,7 +857,7 @@ class LogSegment:
         self._move(DELETED)
         self._offset_index = self._time_index = None
         self._handle = None
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        for path in (self.log_path, self.index_path, self.time_index_path, self.txn_index_path):
             fileio.unlink(path)
 
     def __repr__(self) -> str:

@@ -11,9 +11,11 @@ big-endian, in marker order::
     lastOffset         int64   the offset of its ABORT marker
     lastStableOffset   int64   the partition's LSO once the marker was written
 
-seglog reads these files where Kafka left them; it does not write them (the
-aborted transactions of its own segments are found from their control
-batches, ``producer_state.py``).
+A leader appends an entry when it appends an ABORT marker (``producer_state_manager``);
+a truncation cuts the entries whose marker goes, and recovery after a crash adds the
+markers its replay meets again, as Kafka's segment recovery does. A segment without
+the file has its aborted transactions read from its control batches
+(``producer_state.py``).
 """
 
 from __future__ import annotations
@@ -24,11 +26,12 @@ from dataclasses import dataclass
 
 from ..errors import CorruptIndexError
 from . import fileio
+from .naming import TXN_INDEX_SUFFIX
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size  # 34
 VERSION = 0
-SUFFIX = ".txnindex"
+SUFFIX = TXN_INDEX_SUFFIX
 
 
 @dataclass(frozen=True, order=True)
@@ -72,3 +75,35 @@ def read_txn_index(path: str) -> list[AbortedTxn]:
 
 def exists(log_path: str) -> bool:
     return os.path.exists(txn_index_path(log_path))
+
+
+def encode_entry(entry: AbortedTxn) -> bytes:
+    return _ENTRY.pack(VERSION, entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset)
+
+
+def append_txn_index(log_path: str, entry: AbortedTxn) -> None:
+    """Add an aborted transaction to the index of the segment whose ``.log`` is ``log_path``."""
+    handle = fileio.open_file(txn_index_path(log_path), create=True, append=True)
+    try:
+        handle.write(encode_entry(entry))
+    finally:
+        handle.close()
+
+
+def write_txn_index(log_path: str, entries: list[AbortedTxn]) -> None:
+    """Replace the segment's index whole with ``entries`` (none: no file)."""
+    path = txn_index_path(log_path)
+    if entries:
+        fileio.write_atomically(path, b"".join(map(encode_entry, entries)))
+    else:
+        fileio.unlink(path)
+
+
+def truncate_txn_index(log_path: str, offset: int) -> None:
+    """Drop the entries whose ABORT marker lies at ``offset`` or after (a truncated log)."""
+    path = txn_index_path(log_path)
+    if os.path.exists(path):
+        entries = read_txn_index(path)
+        kept = [e for e in entries if e.last_offset < offset]
+        if len(kept) != len(entries):
+            write_txn_index(log_path, kept)

@@ -281,7 +281,7 @@ def consume(args: argparse.Namespace) -> int:
             if args.from_beginning or args.offset is not None
             else (args.timestamp if args.timestamp is not None else -1)
         )
-        starts = dict(_offsets(client, args.topic, wanted, time))
+        starts = dict(list_offsets(client, args.topic, wanted, time))
         for p in wanted:
             start = args.offset if args.offset is not None else starts[p]
             for record in _fetch(client, topic, p, start):
@@ -367,12 +367,12 @@ def get_offsets(args: argparse.Namespace) -> int:
             wanted = [int(p) for p in args.partitions.split(",")]
         else:
             wanted = sorted(p["partition_index"] for p in _metadata(client, [args.topic])[0]["partitions"])
-        for p, offset in _offsets(client, args.topic, wanted, time):
+        for p, offset in list_offsets(client, args.topic, wanted, time):
             print(f"{args.topic}:{p}:{'' if offset < 0 else offset}")
     return 0
 
 
-def _offsets(client: BrokerClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
+def list_offsets(client: BrokerClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
     body = {
         "replica_id": -1,
         "isolation_level": 0,

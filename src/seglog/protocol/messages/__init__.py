@@ -40,6 +40,8 @@ SCHEMAS: dict[int, Api] = {
         txn.END_TXN,
         txn.TXN_OFFSET_COMMIT,
         txn.WRITE_TXN_MARKERS,
+        txn.DESCRIBE_TRANSACTIONS,
+        txn.LIST_TRANSACTIONS,
         inter_broker.LEADER_AND_ISR,
         inter_broker.STOP_REPLICA,
         inter_broker.UPDATE_METADATA,

@@ -157,3 +157,50 @@ WRITE_TXN_MARKERS = Api(
         ),
     ),
 )
+
+DESCRIBE_TRANSACTIONS = Api(
+    ApiKey.DESCRIBE_TRANSACTIONS,
+    "0",
+    flexible="0+",
+    request=Struct(Field("transactional_ids", Array(STRING))),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field(
+            "transaction_states",
+            array_of(
+                Field("error_code", INT16),
+                Field("transactional_id", STRING),
+                Field("transaction_state", STRING),
+                Field("transaction_timeout_ms", INT32),
+                Field("transaction_start_time_ms", INT64),
+                Field("producer_id", INT64),
+                Field("producer_epoch", INT16),
+                Field("topics", array_of(Field("topic", STRING), Field("partitions", Array(INT32)))),
+            ),
+        ),
+    ),
+)
+
+LIST_TRANSACTIONS = Api(
+    ApiKey.LIST_TRANSACTIONS,
+    "0-1",
+    flexible="0+",
+    request=Struct(
+        Field("state_filters", Array(STRING)),
+        Field("producer_id_filters", Array(INT64)),
+        Field("duration_filter", INT64, "1+", default=-1),  # KIP-994: only transactions running longer
+    ),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("unknown_state_filters", Array(STRING)),
+        Field(
+            "transaction_states",
+            array_of(
+                Field("transactional_id", STRING),
+                Field("producer_id", INT64),
+                Field("transaction_state", STRING),
+            ),
+        ),
+    ),
+)

@@ -1,0 +1,341 @@
+"""``seglog consumer-groups``: Kafka's ``kafka-consumer-groups.sh`` against a broker.
+
+    seglog consumer-groups --bootstrap-server H:P --list
+    seglog consumer-groups --bootstrap-server H:P --describe --group G
+    seglog consumer-groups --bootstrap-server H:P --reset-offsets --group G (--topic T[:P,...] ... | --all-topics)
+                           (--to-earliest | --to-latest | --to-datetime YYYY-MM-DDTHH:mm:SS.sss | --shift-by N)
+                           [--dry-run | --execute]
+    seglog consumer-groups --bootstrap-server H:P --delete --group G
+
+Output is the Kafka tool's: ``--describe`` prints GROUP TOPIC PARTITION CURRENT-OFFSET
+LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID, a row per assigned partition (members'
+assignments read from the consumer protocol's bytes) and per committed partition no
+member holds; ``--reset-offsets`` prints GROUP TOPIC PARTITION NEW-OFFSET and commits
+only with ``--execute`` (a dry run is the default, as in Kafka), and only to a group with
+no active members. Requests go to the group's coordinator (FindCoordinator).
+"""
+
+from __future__ import annotations
+
+import argparse
+import struct
+import sys
+import time
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ..errors import SeglogError
+from ..protocol import ApiKey, ErrorCode
+from .arguments import UsageError, int_between
+from .broker_client import BrokerClient
+from .remote import BrokerError, list_offsets
+
+MISSING = "-"
+CONSUMER_PROTOCOL = "consumer"
+INACTIVE_STATES = ("Empty", "Dead")
+# the coordinator's answers while it loads or moves, which Kafka's admin client retries
+RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
+RETRY_BACKOFF_S = 0.1
+NO_TOPIC_ID = uuid.UUID(int=0)  # a topic asked by name
+TopicPartition = tuple[str, int]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("consumer-groups", help="list, describe, reset or delete consumer groups (a broker's)")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker to talk to")
+    p.add_argument("--timeout-ms", type=int_between(1, 2**31 - 1), default=30_000, help="how long to wait for it")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--list", action="store_true", help="the consumer groups")
+    action.add_argument("--describe", action="store_true", help="a group's partitions, offsets, lag and members")
+    action.add_argument("--reset-offsets", action="store_true", help="a group's committed offsets, set anew")
+    action.add_argument("--delete", action="store_true", help="a group with no active members, and its offsets")
+    p.add_argument("--group", help="the consumer group")
+    p.add_argument("--topic", action="append", metavar="TOPIC[:P,...]", help="--reset-offsets: a topic's partitions")
+    p.add_argument("--all-topics", action="store_true", help="--reset-offsets: every topic the group committed")
+    to = p.add_mutually_exclusive_group()
+    to.add_argument("--to-earliest", action="store_true", help="the log start offsets")
+    to.add_argument("--to-latest", action="store_true", help="the log end offsets")
+    to.add_argument("--to-datetime", metavar="YYYY-MM-DDTHH:mm:SS.sss", help="the first offsets at or after a time")
+    to.add_argument("--shift-by", type=int_between(-(2**63), 2**63 - 1), metavar="N", help="the committed ones + N")
+    run_mode = p.add_mutually_exclusive_group()
+    run_mode.add_argument("--dry-run", action="store_true", help="--reset-offsets: print, commit nothing (default)")
+    run_mode.add_argument("--execute", action="store_true", help="--reset-offsets: commit the new offsets")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    _check_arguments(args)
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    while True:
+        try:
+            return _run_once(args)
+        except BrokerError as e:
+            # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
+            if e.error_code not in RETRIABLE or time.monotonic() + RETRY_BACKOFF_S > deadline:
+                raise
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _run_once(args: argparse.Namespace) -> int:
+    """The command, once: its output is printed only when every request has succeeded."""
+    with BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
+        if args.list:
+            return _list(client)
+        with _coordinator(client, args) as coordinator:
+            if args.describe:
+                return _describe(client, coordinator, args.group)
+            if args.delete:
+                return _delete(coordinator, args.group)
+            return _reset(client, coordinator, args)
+
+
+def _check_arguments(args: argparse.Namespace) -> None:
+    if not args.list and not args.group:
+        raise UsageError("--group is required with --describe, --reset-offsets and --delete")
+    scenario = args.to_earliest or args.to_latest or args.to_datetime is not None or args.shift_by is not None
+    if args.reset_offsets:
+        if not scenario:
+            raise UsageError("--reset-offsets needs one of --to-earliest, --to-latest, --to-datetime, --shift-by")
+        if not args.topic and not args.all_topics:
+            raise UsageError("--reset-offsets needs --topic or --all-topics")
+        if args.to_datetime is not None:
+            args.timestamp = _datetime_ms(args.to_datetime)
+    elif scenario or args.topic or args.all_topics or args.execute or args.dry_run:
+        raise UsageError("--topic, --all-topics, --to-*, --shift-by, --dry-run and --execute go with --reset-offsets")
+
+
+def _datetime_ms(text: str) -> int:
+    """Kafka's --to-datetime: an ISO date and time, local unless it names its zone."""
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(f"--to-datetime takes YYYY-MM-DDTHH:mm:SS.sss, not {text!r}") from None
+    return int(moment.astimezone().timestamp() * 1000)
+
+
+def _checked(code: int, what: str) -> None:
+    if code:
+        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"error code {code}"
+        raise BrokerError(code, name, what)
+
+
+# --- the coordinator ---------------------------------------------------------------------------------
+
+
+def _coordinator(client: BrokerClient, args: argparse.Namespace) -> BrokerClient:
+    """A connection to the group's coordinator (the bootstrap broker's own when it is)."""
+    body = {"key": args.group, "key_type": 0, "coordinator_keys": [args.group]}
+    version = client.version(ApiKey.FIND_COORDINATOR)
+    answer = client.request(ApiKey.FIND_COORDINATOR, body)
+    found = answer["coordinators"][0] if version >= 4 else answer
+    _checked(found["error_code"], f"cannot find the coordinator of group {args.group}")
+    return BrokerClient(f"{found['host']}:{found['port']}", timeout=args.timeout_ms / 1000)
+
+
+def _describe_group(coordinator: BrokerClient, group: str) -> dict[str, Any]:
+    body = {"groups": [group], "include_authorized_operations": False}
+    described = coordinator.request(ApiKey.DESCRIBE_GROUPS, body)["groups"][0]
+    _checked(described["error_code"], f"cannot describe group {group}")
+    if described["protocol_type"] not in (CONSUMER_PROTOCOL, ""):  # Kafka's admin client refuses these too
+        raise SeglogError(f"{group} is not a consumer group (protocol type {described['protocol_type']})")
+    return described
+
+
+def _committed(coordinator: BrokerClient, group: str) -> dict[TopicPartition, int]:
+    body = {"group_id": group, "topics": None, "groups": [{"group_id": group, "topics": None}], "require_stable": False}
+    answer = coordinator.request(ApiKey.OFFSET_FETCH, body)
+    if answer.get("groups"):
+        answer = answer["groups"][0]
+    _checked(answer["error_code"], f"cannot fetch the offsets of group {group}")
+    out = {}
+    for topic in answer["topics"]:
+        for p in topic["partitions"]:
+            _checked(p["error_code"], f"cannot fetch the offset of {topic['name']}-{p['partition_index']}")
+            if p["committed_offset"] >= 0:
+                out[(topic["name"], p["partition_index"])] = p["committed_offset"]
+    return out
+
+
+def _log_offsets(client: BrokerClient, partitions: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
+    by_topic: dict[str, list[int]] = {}
+    for topic, p in partitions:
+        by_topic.setdefault(topic, []).append(p)
+    return {(t, p): o for t, ps in by_topic.items() for p, o in list_offsets(client, t, ps, time)}
+
+
+def assigned_partitions(assignment: bytes) -> list[TopicPartition]:
+    """The partitions of a consumer protocol Assignment (int16 version, then [topic string,
+    [partition int32]]; what follows, user data, is not needed); [] when it does not parse."""
+    try:
+        (count,) = struct.unpack_from(">i", assignment, 2)
+        pos, out = 6, []
+        for _ in range(max(count, 0)):
+            (size,) = struct.unpack_from(">h", assignment, pos)
+            topic = assignment[pos + 2 : pos + 2 + size].decode("utf-8")
+            pos += 2 + size
+            (n,) = struct.unpack_from(">i", assignment, pos)
+            out += [(topic, p) for p in struct.unpack_from(f">{max(n, 0)}i", assignment, pos + 4)]
+            pos += 4 + 4 * max(n, 0)
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return []
+
+
+# --- --list, --describe, --delete -------------------------------------------------------------------
+
+
+def _list(client: BrokerClient) -> int:
+    answer = client.request(ApiKey.LIST_GROUPS, {"states_filter": [], "types_filter": []})
+    _checked(answer["error_code"], "cannot list groups")
+    for g in sorted(answer["groups"], key=lambda g: g["group_id"]):
+        if g["protocol_type"] in (CONSUMER_PROTOCOL, ""):
+            print(g["group_id"])
+    return 0
+
+
+def _describe(client: BrokerClient, coordinator: BrokerClient, group: str) -> int:
+    described = _describe_group(coordinator, group)
+    state = described["group_state"]
+    committed = _committed(coordinator, group)
+    if state == "Dead":
+        raise SeglogError(f"Consumer group '{group}' does not exist.")
+    members = [(m, assigned_partitions(bytes(m["member_assignment"]))) for m in described["members"]]
+    members.sort(key=lambda m: -len(m[1]))
+    held = {tp for _, tps in members for tp in tps}
+    partitions = sorted(held | set(committed))
+    ends = _log_offsets(client, partitions, -1) if partitions else {}
+    rows = []
+    for member, tps in members:
+        who = (member["member_id"], member["client_host"], member["client_id"])
+        rows += [_row(group, tp, committed.get(tp), ends.get(tp), who) for tp in sorted(tps)]
+        if not tps:
+            rows.append((group, MISSING, MISSING, MISSING, MISSING, MISSING, *who))
+    rows += [_row(group, tp, committed[tp], ends.get(tp), None) for tp in sorted(set(committed) - held)]
+    if state == "Empty":
+        print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
+    elif state != "Stable":
+        print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
+    if not rows:
+        return 0
+    header = (
+        "GROUP",
+        "TOPIC",
+        "PARTITION",
+        "CURRENT-OFFSET",
+        "LOG-END-OFFSET",
+        "LAG",
+        "CONSUMER-ID",
+        "HOST",
+        "CLIENT-ID",
+    )
+    widths = [max(15, *(len(r[i]) for r in rows)) if i in (0, 1, 6, 7) else 0 for i in range(9)]
+    fixed = {2: 10, 3: 15, 4: 15, 5: 15}
+    for line in (header, *rows):
+        cells = [c.ljust(fixed.get(i, widths[i])) for i, c in enumerate(line[:-1])]
+        print("\n" + " ".join([*cells, line[-1]]), end="")
+    print()
+    return 0
+
+
+def _row(
+    group: str, tp: TopicPartition, committed: int | None, end: int | None, who: tuple[str, str, str] | None
+) -> tuple[str, ...]:
+    lag = MISSING if committed is None or end is None else str(max(end - committed, 0))
+    current = MISSING if committed is None else str(committed)
+    return (group, tp[0], str(tp[1]), current, MISSING if end is None else str(end), lag, *(who or (MISSING,) * 3))
+
+
+def _delete(coordinator: BrokerClient, group: str) -> int:
+    result = coordinator.request(ApiKey.DELETE_GROUPS, {"groups_names": [group]})["results"][0]
+    _checked(result["error_code"], f"cannot delete group {group}")
+    print(f"Deletion of requested consumer groups ('{group}') was successful.")
+    return 0
+
+
+# --- --reset-offsets ----------------------------------------------------------------------------------
+
+
+def _reset(client: BrokerClient, coordinator: BrokerClient, args: argparse.Namespace) -> int:
+    group = args.group
+    state = _describe_group(coordinator, group)["group_state"]
+    if state not in INACTIVE_STATES:
+        raise SeglogError(
+            f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."
+        )
+    committed = _committed(coordinator, group)
+    partitions = _partitions_to_reset(client, args, committed)
+    new = _new_offsets(client, args, partitions, committed)
+    if args.execute:
+        _commit(coordinator, group, new)
+    for line in (("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), *((group, t, p, o) for (t, p), o in new.items())):
+        print("\n{:<30} {:<30} {:<10} {:<15}".format(*map(str, line)), end="")
+    print()
+    return 0
+
+
+def _partitions_to_reset(
+    client: BrokerClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    if args.all_topics:
+        return sorted(committed)
+    wanted: list[TopicPartition] = []
+    for item in args.topic:
+        topic, _, listed = item.partition(":")
+        if listed:
+            try:
+                wanted += [(topic, int(p)) for p in listed.split(",")]
+            except ValueError:
+                raise UsageError(f"--topic takes TOPIC or TOPIC:0,1,2, not {item!r}") from None
+            continue
+        body = {"topics": [{"name": topic, "topic_id": NO_TOPIC_ID}], "allow_auto_topic_creation": False}
+        found = client.request(ApiKey.METADATA, body)["topics"][0]
+        _checked(found["error_code"], f"topic {topic}")
+        wanted += [
+            (topic, p["partition_index"]) for p in sorted(found["partitions"], key=lambda p: p["partition_index"])
+        ]
+    return wanted
+
+
+def _new_offsets(
+    client: BrokerClient,
+    args: argparse.Namespace,
+    partitions: list[TopicPartition],
+    committed: dict[TopicPartition, int],
+) -> dict[TopicPartition, int]:
+    earliest = _log_offsets(client, partitions, -2)
+    latest = _log_offsets(client, partitions, -1)
+    if args.to_earliest:
+        return {tp: earliest[tp] for tp in partitions}
+    if args.to_latest:
+        return {tp: latest[tp] for tp in partitions}
+    if args.to_datetime is not None:
+        found = _log_offsets(client, partitions, args.timestamp)
+        return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
+    out = {}
+    for tp in partitions:
+        if tp not in committed:
+            raise SeglogError(
+                f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current committed offset"
+            )
+        out[tp] = min(max(committed[tp] + args.shift_by, earliest[tp]), latest[tp])
+    return out
+
+
+def _commit(coordinator: BrokerClient, group: str, offsets: dict[TopicPartition, int]) -> None:
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), offset in offsets.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1, "committed_metadata": ""}
+        )
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "retention_time_ms": -1,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+    for topic in coordinator.request(ApiKey.OFFSET_COMMIT, body)["topics"]:
+        for p in topic["partitions"]:
+            _checked(p["error_code"], f"cannot commit the offset of {topic['name']}-{p['partition_index']}")

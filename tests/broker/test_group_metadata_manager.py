@@ -1,0 +1,132 @@
+"""The group coordinator's broker side over a real replica manager, on a fake wall clock:
+__consumer_offsets made compacted and internal, a restart's load (its groups answered
+COORDINATOR_LOAD_IN_PROGRESS until it ends), and offsets.retention.minutes' expiry
+writing tombstones that a later load honours; the records compressed as
+offsets.topic.compression.codec says."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from seglog.broker.admin import AdminManager
+from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from seglog.broker.metadata_cache import BrokerInfo
+from seglog.broker.properties import broker_config
+from seglog.broker.replica_manager import ReplicaManager
+from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
+from seglog.protocol import ErrorCode
+from seglog.records import Compression, Record, build_batch
+
+MINUTE = 60_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def open_broker(path: str, clock: Clock) -> tuple[ReplicaManager, GroupMetadataManager]:
+    config = broker_config(
+        {
+            "log.dirs": path,
+            "offsets.topic.num.partitions": 4,
+            "offsets.retention.minutes": 1,
+            "offsets.retention.check.interval.ms": 20,  # real milliseconds: the timer's period
+            "offsets.topic.compression.codec": 3,
+        }
+    )
+    replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
+    admin = AdminManager(config, replicas)
+    return replicas, GroupMetadataManager(config, replicas, admin.create_internal_topic, clock=clock)
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+async def close(replicas: ReplicaManager, groups: GroupMetadataManager) -> None:
+    await groups.shutdown()
+    await asyncio.get_running_loop().run_in_executor(None, replicas.shutdown)
+
+
+def committed(groups: GroupMetadataManager, group: str) -> int:
+    fetched = groups.offsets.fetch_offsets(OffsetFetchRequest(group, (("t", 0),)))
+    return fetched.partitions[("t", 0)].offset
+
+
+def test_load_in_progress_then_expiry_by_offsets_retention(tmp_path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        await replicas.create_topic("t", 1, {})
+        await groups.ensure_offsets_topic()
+        topic = replicas.metadata.topic(OFFSETS_TOPIC)
+        assert topic is not None and topic.internal and len(topic.partitions) == 4
+        assert replicas.topic_config(OFFSETS_TOPIC)["cleanup.policy"] == ("compact",)
+        for group, offset in (("kept", 3), ("lonely", 5)):
+            request = OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)})
+            answer = await groups.call(lambda token, now, r=request: groups.offsets.commit_offsets(token, r, now))
+            assert answer.errors == {("t", 0): ErrorCode.NONE}
+        plog = replicas.partition(OFFSETS_TOPIC, groups.partition_for("lonely")).log
+        (batch,) = [b for b in plog.batches(0, plog.log_end_offset)]
+        assert batch.compression == Compression.LZ4  # offsets.topic.compression.codec
+        await close(replicas, groups)
+
+        # a restart: the groups come back once their partitions are loaded, not before
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        assert groups.group_error("lonely") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        await until(lambda: groups.group_error("lonely") == ErrorCode.NONE, "the load")
+        assert committed(groups, "lonely") == 5
+
+        # a minute on, the standalone commits expire; a commit since keeps "kept"
+        clock.now += MINUTE - 1
+        request = OffsetCommitRequest("kept", {("t", 0): PartitionCommit(4)})
+        await groups.call(lambda token, now: groups.offsets.commit_offsets(token, request, now))
+        clock.now += 1
+        await until(lambda: committed(groups, "lonely") == -1, "the expiry")
+        assert committed(groups, "kept") == 4
+        await close(replicas, groups)
+
+        replicas, groups = open_broker(str(tmp_path), clock)  # the tombstone was written
+        groups.startup()
+        await until(lambda: not groups.loading, "the load")
+        assert (committed(groups, "lonely"), committed(groups, "kept")) == (-1, 4)
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
+
+
+def test_a_partition_that_cannot_be_loaded_is_not_coordinated_nor_read_again(tmp_path) -> None:
+    clock = Clock()
+
+    async def scenario() -> None:
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        await groups.ensure_offsets_topic()
+        p = groups.partition_for("broken")
+        bad_key = build_batch([Record(key=b"\xff\xff", value=b"x")])  # a key version below 0: corrupt
+        result = await replicas.append_records({(OFFSETS_TOPIC, p): memoryview(bad_key)})
+        assert result[(OFFSETS_TOPIC, p)].error_code == 0
+        await close(replicas, groups)
+
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        await until(lambda: not groups.loading, "the loads")
+        assert groups.group_error("broken") == ErrorCode.NOT_COORDINATOR
+        assert not groups.loading  # not read again for every request
+        other = next(g for g in (f"g{i}" for i in range(100)) if groups.partition_for(g) != p)
+        assert groups.group_error(other) == ErrorCode.NONE
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
