@@ -79,8 +79,11 @@ def cpu_seconds(pid: int) -> float:
     over a phase of RECORDS records one tick is 0.05 µs a record, about the whole difference
     between two brokers. (A thread that ends during a phase takes its time with it: both
     brokers keep their threads for their lifetime.)"""
+    paths = glob.glob(f"/proc/{pid}/task/*/schedstat")
+    if not paths:
+        raise RuntimeError(f"no /proc/{pid}/task/*/schedstat (a kernel without CONFIG_SCHED_INFO?)")
     total = 0
-    for path in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+    for path in paths:
         try:
             with open(path) as f:
                 total += int(f.read().split()[0])
