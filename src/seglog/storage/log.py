@@ -498,7 +498,7 @@ class PartitionLog:
             self.validator.validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
             raise AssertionError("legacy batches passed a leader's validation")
         entries, first, last, max_ts, count = assigned
-        check = self.producer_state.analyze_append(buffer, entries, AppendOrigin(origin))
+        check = self.producer_state.analyze_append(buffer, entries, origin)
         if check.duplicate is not None:  # a producer's retry: acknowledged with the first append's offsets
             d = check.duplicate
             return AppendInfo(d.first_offset, d.last_offset, d.timestamp, 0, 0)

@@ -109,24 +109,30 @@ class ProducerStateManager:
         return check
 
     def analyze_append(
-        self, buffer: bytearray | memoryview | mmap.mmap, spans: Iterable[Sequence[int]], origin: AppendOrigin
+        self, buffer: bytearray | memoryview | mmap.mmap, spans: Iterable[Sequence[int]], origin: AppendOrigin | str
     ) -> ProducerAppendCheck:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
-        size, ...); only v2 batches with a producer id are looked at."""
-        view = memoryview(buffer)
+        size, ...); only v2 batches with a producer id are looked at. ``origin`` may be
+        given by its value ("client", ...)."""
+        # most appends carry no producer id: nothing made for them (this runs on every append)
         batches = [
-            RecordBatch(view[at : at + size], at)
+            (at, size)
             for at, size, *_ in spans
-            if view[at + _MAGIC_AT] == _V2 and _PRODUCER_ID.unpack_from(view, at + _PRODUCER_ID_AT)[0] >= 0
+            if buffer[at + _MAGIC_AT] == _V2 and _PRODUCER_ID.unpack_from(buffer, at + _PRODUCER_ID_AT)[0] >= 0
         ]
-        # most appends carry no producer id: one shared empty check, which nothing changes
-        return self.analyze(batches, origin) if batches else _NO_PRODUCERS
+        if not batches:
+            return _NO_PRODUCERS  # one shared empty check, which nothing changes
+        view = memoryview(buffer)
+        return self.analyze([RecordBatch(view[at : at + size], at) for at, size in batches], AppendOrigin(origin))
 
     def on_append(self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment) -> None:
         """The append ``check`` analysed is in ``segment``: take its state over, and index
         the transactions its ABORT markers ended (Kafka's ``updateTxnIndex``, with the LSO
         once the transaction is done: the next undecided transaction's start, else past
         the marker)."""
+        if check is _NO_PRODUCERS:
+            self.map_end_offset = log_end_offset
+            return
         self.update(check, log_end_offset)
         for txn in check.completed:
             if txn.is_aborted:
