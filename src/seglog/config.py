@@ -463,6 +463,12 @@ BROKER_KEYS.update(
         ),
         Key("default.replication.factor", _int32, 1, "Replication factor of topics created without one."),
         Key("num.replica.fetchers", _int32, 1, "Fetcher threads per source broker."),
+        Key("replica.fetch.max.bytes", _int32, 1024 * 1024, "Bytes a follower fetches per partition.", minimum=0),
+        Key("replica.fetch.response.max.bytes", _int32, 10 * 1024 * 1024, "Bytes of a follower's fetch.", minimum=0),
+        Key("replica.fetch.wait.max.ms", _int32, 500, "How long a follower's fetch waits for min bytes."),
+        Key("replica.fetch.min.bytes", _int32, 1, "Bytes a follower's fetch waits for."),
+        Key("replica.fetch.backoff.ms", _int32, 1_000, "A follower's pause after a failed fetch.", minimum=0),
+        Key("replica.socket.timeout.ms", _int32, 30_000, "Socket timeout of a follower's requests to its leader."),
         Key("controller.socket.timeout.ms", _int32, 30_000, "Socket timeout of controller-to-broker requests."),
         Key(
             "offsets.topic.replication.factor",

@@ -272,6 +272,12 @@ class InvalidRequiredAcksError(SeglogError):
     error_code = 21  # INVALID_REQUIRED_ACKS
 
 
+class NotEnoughReplicasError(SeglogError):
+    """An acks=all produce to a partition whose ISR is smaller than min.insync.replicas: nothing is written."""
+
+    error_code = 19  # NOT_ENOUGH_REPLICAS
+
+
 class UnknownLeaderEpochError(SeglogError):
     """A client's leader epoch newer than the broker knows: the broker is behind."""
 

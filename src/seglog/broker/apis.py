@@ -17,17 +17,16 @@ from typing import Any
 from ..config import BrokerConfig
 from ..errors import (
     CorruptRecordError,
-    FencedLeaderEpochError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     SeglogError,
-    UnknownLeaderEpochError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
 from ..protocol import ApiKey, supported_versions
 from .metadata_cache import ZERO_UUID, TopicMetadata
+from .partition import check_leader_epoch
 from .purgatory import DelayedOperation
 from .replica_manager import (
     NONE,
@@ -36,6 +35,7 @@ from .replica_manager import (
     FetchResult,
     ReplicaManager,
     TopicPartition,
+    fetch_key,
 )
 
 log = logging.getLogger(__name__)
@@ -103,15 +103,6 @@ def advertised_versions() -> dict[ApiKey, tuple[int, int]]:
         if low <= high:
             out[key] = (low, high)
     return out
-
-
-def check_leader_epoch(current: int, leader_epoch: int) -> None:
-    """A client's current leader epoch against the leader's (-1: the client does not say)."""
-    if current < 0 or current == leader_epoch:
-        return
-    if current < leader_epoch:
-        raise FencedLeaderEpochError(f"leader epoch {current} is older than the current {leader_epoch}")
-    raise UnknownLeaderEpochError(f"leader epoch {current} is newer than this broker's {leader_epoch}")
 
 
 class AcksZeroProduceError(SeglogError):
@@ -261,8 +252,7 @@ class KafkaApis:
                 else:
                     batches[tp] = part["records"]
         if batches:
-            results.update(await self.replicas.append_records(batches))
-        # acks=-1: the ISR of every partition here is this broker, which has the records now
+            results.update(await self.replicas.append_records(batches, acks=acks, timeout_ms=body["timeout_ms"]))
         if acks == 0:
             failed = next((tp for tp in order if results[tp].error_code != NONE), None)
             if failed is not None:  # as Kafka: no answer to carry the error, so the connection goes
@@ -297,6 +287,8 @@ class KafkaApis:
         requests: list[FetchRequestPartition] = []
         errors: dict[int, int] = {}  # index in ``slots`` -> error code found before reading
         slots: list[tuple[str | None, uuid.UUID, int]] = []
+        # a follower's fetch (KIP-903 moved its id into replica_state at v15)
+        replica_id = body["replica_state"]["replica_id"] if version >= 15 else body["replica_id"]
         for topic in body["topics"]:
             name, topic_id = self._fetch_topic(version, topic)
             for part in topic["partitions"]:
@@ -308,12 +300,16 @@ class KafkaApis:
                     assert name is not None
                     requests.append(
                         FetchRequestPartition(
-                            name, part["partition"], part["fetch_offset"], part["partition_max_bytes"]
+                            name,
+                            part["partition"],
+                            part["fetch_offset"],
+                            part["partition_max_bytes"],
+                            part.get("current_leader_epoch", -1),
                         )
                     )
         max_bytes = body.get("max_bytes", 0x7FFFFFFF)
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
-        results = await self.replicas.read(requests, max_bytes, read_committed)
+        results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         total = sum(r.size for r in results)
         max_wait, min_bytes = body["max_wait_ms"], body["min_bytes"]
         if (
@@ -324,8 +320,10 @@ class KafkaApis:
             and all(r.error_code == NONE for r in results)
         ):
             op = DelayedFetch(max_wait, min_bytes, total)
-            await self.replicas.fetch_purgatory.wait(op, [(r.topic, r.partition) for r in requests])
-            results = await self.replicas.read(requests, max_bytes, read_committed)
+            await self.replicas.fetch_purgatory.wait(
+                op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
+            )
+            results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         return self._fetch_response(version, body, slots, errors, results)
 
     def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID]:
@@ -343,11 +341,7 @@ class KafkaApis:
         found = self.metadata.topic(name)
         if found is None or not 0 <= part["partition"] < len(found.partitions):
             return UnknownTopicOrPartitionError.error_code
-        try:
-            check_leader_epoch(part.get("current_leader_epoch", -1), found.partitions[part["partition"]].leader_epoch)
-        except SeglogError as e:
-            return e.error_code
-        return NONE
+        return NONE  # the leader epoch is the partition's to check (the replica manager's read)
 
     def _fetch_response(
         self,
@@ -429,14 +423,13 @@ class KafkaApis:
             parts = []
             for part in topic["partitions"]:
                 entry = {"error_code": NONE, "partition": part["partition"], "leader_epoch": -1, "end_offset": -1}
-                error = self._partition_error(topic["topic"], part["partition"], part.get("current_leader_epoch", -1))
-                if error:
-                    entry["error_code"] = error
-                else:
+                try:  # the partition's own leader epoch decides (a follower asks as soon as LeaderAndIsr came)
                     epoch, end = self.replicas.end_offset_for_epoch(
-                        topic["topic"], part["partition"], part["leader_epoch"]
+                        topic["topic"], part["partition"], part["leader_epoch"], part.get("current_leader_epoch", -1)
                     )
                     entry.update(leader_epoch=epoch, end_offset=end)
+                except SeglogError as e:
+                    entry["error_code"] = e.error_code
                 parts.append(entry)
             topics.append({"topic": topic["topic"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}

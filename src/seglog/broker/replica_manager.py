@@ -2,8 +2,9 @@
 
 Kafka's ``ReplicaManager``: it owns a ``Partition`` per topic partition (its log, its
 role, leader epoch, replicas and ISR), appends producers' batches as the leader, reads
-for fetches, answers offset lookups, and changes topics. It is the one module of the
-broker that touches ``seglog.storage``, so that a change of the storage API stays here.
+for fetches, answers offset lookups, and changes topics. With ``partition.py`` (what
+replication asks of a partition log) it is the only module of the broker that touches
+``seglog.storage``, so that a change of the storage API stays in the two.
 
 Storage calls block (appends fsync under ``flush.messages``, reads ``pread``, topic
 creation makes files), so each request's storage work runs as one call in a thread pool
@@ -15,37 +16,48 @@ lock: appends from several connections to one partition are serialised there, as
 serialises them under the log's lock.
 
 Roles: on one broker every partition is a leader whose ISR is the broker itself, so
-acks=all is answered as soon as the append is done, and the high watermark, which this
-module owns (the logs are opened with ``standalone=False``), moves to the log end after
-each append (Kafka's maybeIncrementLeaderHW: the min LEO over the ISR). The cluster will add followers
-(fetching from leaders, appending through storage's follower path) and park acks=all
-produces in the purgatory until the ISR has the records.
+acks=all is answered as soon as the append is done. In a cluster the controller's
+LeaderAndIsr makes each partition leader or follower (``become_leader_or_follower``):
+followers fetch from their leaders (``replica_fetcher.py``), leaders follow their
+followers' fetches to move the high watermark and the ISR (``partition.py``, the ISR
+changes sent through ``alter_partition_manager.py``), and acks=all produces wait in the
+produce purgatory until the ISR has their records (``delayed_produce.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import threading
+import time
 import uuid
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..config import TOPIC_KEYS, BrokerConfig
 from ..errors import (
+    ControllerMovedError,
+    FencedLeaderEpochError,
     NotLeaderOrFollowerError,
     OffsetOutOfRangeError,
     SeglogError,
     UnknownTopicOrPartitionError,
 )
+from ..protocol import ErrorCode
 from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
 from ..storage.naming import validate_topic
+from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
+from .delayed_produce import DelayedProduce
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
+from .partition import LEADER, Partition, check_leader_epoch
 from .purgatory import Purgatory
+from .replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +65,10 @@ T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
 NONE = 0
-LEADER = "leader"
-FOLLOWER = "follower"
-STALE_CONTROLLER_EPOCH = 11
+STALE_CONTROLLER_EPOCH = ControllerMovedError.error_code
+# StopReplica's leader epochs that stop a replica whatever its epoch (``LeaderAndIsr.EpochDuringDelete``, ``NoEpoch``)
+EPOCH_DURING_DELETE, NO_EPOCH = -2, -1
+INVALID_UPDATE_VERSION = 95  # AlterPartition from a partition epoch the controller has moved past
 # a produce request's appends at most this large run on the event loop when the log can
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
@@ -65,21 +78,6 @@ LATEST_TIMESTAMP = -1
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-@dataclass
-class Partition:
-    """One topic partition held by this broker: its log and its role."""
-
-    topic: str
-    index: int
-    log: PartitionLog
-    role: str = LEADER
-    leader_epoch: int = 0
-    replicas: tuple[int, ...] = ()
-    isr: tuple[int, ...] = ()
-    leader_id: int = -1
-    partition_epoch: int = -1
-
-
 @dataclass(frozen=True)
 class AppendResult:
     error_code: int = NONE
@@ -87,6 +85,7 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     size: int = 0
+    last_offset: int = -1
     message: str | None = None
 
 
@@ -96,6 +95,7 @@ class FetchRequestPartition:
     partition: int
     fetch_offset: int
     max_bytes: int
+    current_leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ class FetchResult:
     log_start_offset: int = -1
     records: FileSlice | None = None
     aborted_transactions: list[tuple[int, int]] | None = None  # read_committed: (producer id, first offset)
+    log_end_offset: int = -1  # the leader's, when the read was made
 
     @property
     def size(self) -> int:
@@ -133,6 +134,12 @@ def _error(e: BaseException) -> tuple[int, str]:
         return e.error_code, e.message
     log.exception("unexpected error in a storage call")
     return -1, f"{type(e).__name__}: {e}"  # UNKNOWN_SERVER_ERROR
+
+
+def fetch_key(tp: TopicPartition, replica_id: int) -> Hashable:
+    """What a waiting fetch watches in the fetch purgatory: a follower's (``replica_id`` >= 0)
+    is woken by appends, a consumer's by the high watermark moving."""
+    return (tp, "log end") if replica_id >= 0 else tp
 
 
 # a log's transactions as of (log end, high watermark, segments): consumers polling a log
@@ -168,11 +175,25 @@ class ReplicaManager:
     def __init__(self, config: BrokerConfig, broker: BrokerInfo, *, clock: Callable[[], int] | None = None) -> None:
         self.config = config
         self.broker = broker
+        # the logs keep the high watermark of the replication-offset-checkpoint; this module moves it
         self._logs = LogManager(config, clock=clock, standalone=False)
         self._partitions: dict[TopicPartition, Partition] = {}
         self._executor = ThreadPoolExecutor(config["num.io.threads"], thread_name_prefix="seglog-io")
         self.metadata = MetadataCache(self._logs.cluster_id or "")
         self.fetch_purgatory = Purgatory("Fetch")
+        self.produce_purgatory = Purgatory("Produce")
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run)
+        timeout = config["replica.socket.timeout.ms"] / 1000
+        self.alter_partition_channel: AlterPartitionChannel = WireAlterPartitionChannel(self._controller_node, timeout)
+        self.broker_epoch: Callable[[], int] = lambda: -1  # this broker's registration (KIP-380), once registered
+        self._controller_epoch = -1
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._isr_task: asyncio.Task[None] | None = None
+        self._isr_changes: set[asyncio.Task[None]] = set()
+        # Kafka's onLeadershipChange: called on the loop with the partitions this broker began
+        # to lead and those it began to follow (the coordinators load and drop their state)
+        self.leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]] = []
         # in a cluster the controller's LeaderAndIsr says which logs this broker serves, and how
         self.cluster_mode = bool(config["zookeeper.connect"])
         # in a cluster, a topic's overrides (its /config/topics znode) for logs made on LeaderAndIsr
@@ -189,20 +210,14 @@ class ReplicaManager:
         me = (self.broker.broker_id,)
         states = []
         for p in self._logs.partitions(topic):
-            partition_log = self._logs.partition(topic, p)
-            partition_log.become_leader(partition_log.leader_epoch)  # the epoch it had: no controller yet
-            self._maybe_increment_high_watermark(partition_log)
-            partition = Partition(topic, p, partition_log, LEADER, partition_log.leader_epoch, me, me)
-            self._partitions[(topic, p)] = partition
+            partition = self._partitions.get((topic, p))
+            if partition is None:
+                partition = Partition(topic, p, self._logs.partition(topic, p), self.broker.broker_id)
+                partition.lead_alone()
+                self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         topic_id = topic_uuid(self._logs.topic_id(topic))
         self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
-
-    @staticmethod
-    def _maybe_increment_high_watermark(partition_log: PartitionLog) -> None:
-        """A leader's high watermark is the min log end offset over its ISR: here the
-        ISR is this broker alone, so its own log end."""
-        partition_log.maybe_increment_high_watermark(partition_log.log_end_offset)
 
     def _forget(self, topic: str) -> None:
         for tp in [tp for tp in self._partitions if tp[0] == topic]:
@@ -229,7 +244,7 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
 
-    # --- the controller's requests (cluster mode) ----------------------------------------------------
+    # --- the controller's requests (a cluster) --------------------------------------------------------
 
     def become_leader_or_follower(
         self,
@@ -238,111 +253,300 @@ class ReplicaManager:
         states: list[dict[str, Any]],
         topic_ids: Mapping[str, uuid.UUID],
     ) -> dict[TopicPartition, int]:
-        """LeaderAndIsr: lead or follow each partition in ``states`` (the request's partition states),
-        making its log when missing. A state older than the partition's is refused with
-        STALE_CONTROLLER_EPOCH, as Kafka does. Followers do not fetch here: replication's work."""
+        """LeaderAndIsr: lead or follow each partition of ``states`` (the request's partition
+        states as ``seglog.protocol`` decodes them), making its log when missing; the error
+        code of each. As Kafka: a controller epoch older than one seen, or a leader epoch and partition
+        epoch not newer than the partition's, is STALE_CONTROLLER_EPOCH; a partition whose replicas do not
+        include this broker UNKNOWN_TOPIC_OR_PARTITION. A new follower's fetcher truncates
+        first (OffsetForLeaderEpoch). Callable from any thread: the logs are made in the
+        caller's, the roles change on the event loop."""
         errors: dict[TopicPartition, int] = {}
+        accepted: list[tuple[dict[str, Any], Partition]] = []
         for state in states:
             tp = (state["topic_name"], state["partition_index"])
             current = self._partitions.get(tp)
-            epoch, partition_epoch = state["leader_epoch"], state.get("partition_epoch", -1)
-            if current is not None and (epoch, partition_epoch) <= (current.leader_epoch, current.partition_epoch):
+            if controller_epoch < self._controller_epoch or (
+                current is not None
+                and (state["leader_epoch"], state.get("partition_epoch", -1))
+                <= (current.leader_epoch, current.partition_epoch)
+            ):
                 errors[tp] = STALE_CONTROLLER_EPOCH
-                continue
-            try:
-                topic_id = topic_ids.get(tp[0])
-                plog = self._logs.get_or_create_log(
-                    tp[0], tp[1], topic_id_text(topic_id) if topic_id else "", self.topic_config_source(tp[0])
-                )
-                leads = state["leader"] == self.broker.broker_id
-                if leads:
-                    plog.become_leader(epoch)
-                else:
-                    plog.become_follower(epoch)
-                self._partitions[tp] = Partition(
-                    tp[0],
-                    tp[1],
-                    plog,
-                    LEADER if leads else FOLLOWER,
-                    epoch,
-                    tuple(state["replicas"]),
-                    tuple(state["isr"]),
-                    state["leader"],
-                    partition_epoch,
-                )
-                errors[tp] = NONE
-            except Exception as e:
-                errors[tp] = _error(e)[0]
+            elif self.broker.broker_id not in state["replicas"]:
+                errors[tp] = UnknownTopicOrPartitionError.error_code
+            else:
+                try:
+                    accepted.append((state, current or self._new_partition(*tp, topic_ids.get(tp[0]))))
+                except Exception as e:
+                    errors[tp] = _error(e)[0]
+        if controller_epoch >= self._controller_epoch:
+            self._controller_epoch = controller_epoch
+        self._on_loop(self._change_roles, accepted, topic_ids)
         log.info(
-            "LeaderAndIsr from controller %d epoch %d: %s",
+            "LeaderAndIsr from controller %d (epoch %d): %s",
             controller_id,
             controller_epoch,
-            ", ".join(f"{t}-{p}:{self._partitions[(t, p)].role}" for (t, p), c in errors.items() if c == NONE),
+            ", ".join(
+                f"{s['topic_name']}-{s['partition_index']}: {p.role} of epoch {p.leader_epoch}" for s, p in accepted
+            ),
         )
+        errors.update({(s["topic_name"], s["partition_index"]): NONE for s, _ in accepted})
         return errors
+
+    def _new_partition(self, topic: str, index: int, topic_id: uuid.UUID | None) -> Partition:
+        plog = self._logs.get_or_create_log(
+            topic, index, topic_id_text(topic_id) if topic_id else "", self.topic_config_source(topic)
+        )
+        return Partition(topic, index, plog, self.broker.broker_id)
+
+    def _change_roles(
+        self, accepted: list[tuple[dict[str, Any], Partition]], topic_ids: Mapping[str, uuid.UUID]
+    ) -> None:
+        now = self._clock()
+        leading: list[TopicPartition] = []
+        following: list[TopicPartition] = []
+        for state, partition in accepted:
+            tp = (partition.topic, partition.index)
+            self._partitions[tp] = partition
+            topic_id = topic_ids.get(tp[0])
+            if state["leader"] == self.broker.broker_id:
+                self.fetchers.remove_partitions([tp])
+                if partition.make_leader(state, topic_id, now):
+                    leading.append(tp)
+                self._maybe_increment_high_watermark(partition)
+            elif partition.make_follower(state, topic_id):
+                self.fetchers.add_partition(partition)
+                following.append(tp)
+            self.produce_purgatory.check_and_complete(tp)  # a leader no more answers NOT_LEADER_OR_FOLLOWER
+        for listener in self.leadership_listeners:
+            listener(leading, following)
 
     def stop_replicas(
         self, controller_id: int, controller_epoch: int, partitions: list[tuple[str, int, bool, int]]
     ) -> dict[TopicPartition, int]:
-        """StopReplica: stop serving each (topic, partition), deleting its log when asked."""
+        """StopReplica: stop serving (and fetching) each (topic, partition, delete, leader
+        epoch), deleting its log when asked; the error code of each. As Kafka: an older
+        controller epoch is STALE_CONTROLLER_EPOCH, a leader epoch older than the partition's
+        FENCED_LEADER_EPOCH (-1 and -2, a topic being deleted, stop it whatever its epoch)."""
         errors: dict[TopicPartition, int] = {}
-        for topic, index, delete, _leader_epoch in partitions:
+        stopped: list[tuple[TopicPartition, bool]] = []
+        for topic, index, delete, leader_epoch in partitions:
             tp = (topic, index)
-            try:
-                self._partitions.pop(tp, None)
-                if delete:
+            current = self._partitions.get(tp)
+            if controller_epoch < self._controller_epoch:
+                errors[tp] = STALE_CONTROLLER_EPOCH
+            elif (
+                current is not None
+                and leader_epoch not in (EPOCH_DURING_DELETE, NO_EPOCH)
+                and (leader_epoch < current.leader_epoch)
+            ):
+                errors[tp] = FencedLeaderEpochError.error_code
+            else:
+                stopped.append((tp, delete))
+        if controller_epoch >= self._controller_epoch:
+            self._controller_epoch = controller_epoch
+        self._on_loop(self._stop, [tp for tp, _ in stopped])
+        for tp, delete in stopped:
+            errors[tp] = NONE
+            if delete:
+                try:
                     with contextlib.suppress(UnknownTopicOrPartitionError):  # never made here, or gone already
-                        self._logs.delete_partition_log(topic, index)
-                errors[tp] = NONE
-            except Exception as e:
-                errors[tp] = _error(e)[0]
+                        self._logs.delete_partition_log(*tp)
+                except Exception as e:
+                    errors[tp] = _error(e)[0]
+        log.info("StopReplica from controller %d (epoch %d): %s", controller_id, controller_epoch, errors)
         return errors
+
+    def _stop(self, tps: list[TopicPartition]) -> None:
+        self.fetchers.remove_partitions(tps)
+        for tp in tps:
+            partition = self._partitions.pop(tp, None)
+            if partition is not None:
+                partition.stop()
+                self.produce_purgatory.check_and_complete(tp)
+
+    def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn`` on the broker's event loop, which owns the partitions' roles and the
+        fetchers; from another thread, wait for it there."""
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None or self._loop is None:
+            fn(*args)
+            return
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                fn(*args)
+            except BaseException as e:
+                failure.append(e)
+            finally:
+                done.set()
+
+        self._loop.call_soon_threadsafe(call)
+        done.wait()
+        if failure:
+            raise failure[0]
+
+    # --- the ISR (leaders) ---------------------------------------------------------------------------
+
+    def _alter_isr(self, partition: Partition, new_isr: tuple[int, ...]) -> None:
+        """Propose ``new_isr`` to the controller (AlterPartition); it counts once written."""
+        partition.pending_isr = new_isr
+        change = IsrChange(
+            partition.topic,
+            partition.topic_id,
+            partition.index,
+            partition.leader_epoch,
+            new_isr,
+            partition.partition_epoch,
+        )
+        log.info(
+            "%s-%d: proposing ISR %s (was %s)", partition.topic, partition.index, list(new_isr), list(partition.isr)
+        )
+        task = asyncio.get_running_loop().create_task(self._send_isr_change(partition, change))
+        self._isr_changes.add(task)
+        task.add_done_callback(self._isr_changes.discard)
+
+    async def _send_isr_change(self, partition: Partition, change: IsrChange) -> None:
+        try:
+            result = await self.alter_partition_channel.alter_partition(
+                self.broker.broker_id, self.broker_epoch(), change
+            )
+        except Exception:  # a channel's failure must not leave the change pending for ever
+            log.exception("%s-%d: AlterPartition failed", partition.topic, partition.index)
+            result = IsrChangeResult(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if partition.pending_isr != change.new_isr:
+            return  # a LeaderAndIsr came meanwhile: it rules
+        if result.error_code == NONE:
+            if partition.commit_isr(result.leader_epoch, result.isr, result.partition_epoch):
+                log.info("%s-%d: ISR now %s", partition.topic, partition.index, list(result.isr))
+                self._maybe_increment_high_watermark(partition)
+                self.produce_purgatory.check_and_complete((partition.topic, partition.index))
+            return
+        log.warning("%s-%d: AlterPartition refused (error %d)", partition.topic, partition.index, result.error_code)
+        if result.error_code not in (FencedLeaderEpochError.error_code, INVALID_UPDATE_VERSION):
+            partition.pending_isr = None  # proposed again at the next check; else a LeaderAndIsr comes
+
+    async def _shrink_isr_periodically(self) -> None:
+        """Kafka's isr-expiration task: every half of ``replica.lag.time.max.ms``."""
+        max_lag = self.config["replica.lag.time.max.ms"]
+        while True:
+            await asyncio.sleep(max_lag / 2000)
+            now = self._clock()
+            for partition in list(self._partitions.values()):
+                shrunk = partition.isr_to_shrink(now, max_lag)
+                if shrunk is not None:
+                    self._alter_isr(partition, shrunk)
+
+    def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        found = self.metadata.broker(broker_id)
+        return (found.host, found.port) if found is not None else None
+
+    def _controller_node(self) -> tuple[int, str, int] | None:
+        controller = self.metadata.controller_id
+        found = self._endpoint(controller)
+        return (controller, *found) if found is not None else None
+
+    async def startup(self) -> None:
+        """On the broker's event loop: the ISR expiration task."""
+        self._loop = asyncio.get_running_loop()
+        self._isr_task = self._loop.create_task(self._shrink_isr_periodically())
+
+    async def stop_replication(self) -> None:
+        """Before shutdown: the fetchers and the ISR task stopped, waiting produces answered."""
+        for task in [self._isr_task, *self._isr_changes]:
+            if task is not None:
+                task.cancel()
+        await self.fetchers.shutdown()
+        self.produce_purgatory.complete_all()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
 
     # --- produce ----------------------------------------------------------------------------------
 
-    async def append_records(self, batches: Mapping[TopicPartition, memoryview]) -> dict[TopicPartition, AppendResult]:
+    async def append_records(
+        self, batches: Mapping[TopicPartition, memoryview], *, acks: int = 1, timeout_ms: int = 30_000
+    ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
-        place); a partition's error is its own. Fetches waiting on them are woken."""
+        place); a partition's error is its own. Fetches waiting on them are woken. With
+        acks=-1 a partition whose ISR is smaller than min.insync.replicas is refused
+        (NOT_ENOUGH_REPLICAS), and the answer waits until the ISR has the records or
+        ``timeout_ms`` passes (Kafka's DelayedProduce)."""
+        self._loop = asyncio.get_running_loop()
         results: dict[TopicPartition, AppendResult] = {}
         waiting = batches
         if sum(len(records) for records in batches.values()) <= INLINE_APPEND_BYTES:
             waiting = {}
             for tp, records in batches.items():
-                result = self._try_append(tp, records)
+                result = self._append(tp, records, acks, wait=False)
                 if result is None:
                     waiting[tp] = records
                 else:
                     results[tp] = result
         if waiting:
-            results.update(await self._run(self._append_all, waiting))
-        for tp, result in results.items():
-            if result.error_code == NONE:
-                self.fetch_purgatory.check_and_complete(tp, result.size)
+            results.update(await self._run(self._append_all, waiting, acks))
+        appended = {tp: r for tp, r in results.items() if r.error_code == NONE}
+        for tp, result in appended.items():
+            partition = self._partitions.get(tp)
+            if partition is not None:
+                self._after_leader_append(tp, partition, result)
+        if acks == -1 and appended:
+            codes = await self._wait_for_isr(appended, timeout_ms)
+            for tp, code in codes.items():
+                if code != NONE:
+                    message = f"{ErrorCode(code).name}: {tp[0]}-{tp[1]} appended, not acknowledged by the ISR"
+                    results[tp] = dataclasses.replace(results[tp], error_code=code, message=message)
         return results
 
-    def _append_all(self, batches: Mapping[TopicPartition, memoryview]) -> dict[TopicPartition, AppendResult]:
+    def _after_leader_append(self, tp: TopicPartition, partition: Partition, result: AppendResult) -> None:
+        """On the loop: the high watermark (an ISR of this broker alone has the records), and
+        the fetches waiting for them: followers' at once, consumers' once the HW passes them."""
+        self.fetch_purgatory.check_and_complete(fetch_key(tp, replica_id=0), result.size)
+        exposed = partition.appended(result.last_offset + 1, result.size)
+        if exposed:
+            self._high_watermark_moved(tp, exposed)
+
+    def _high_watermark_moved(self, tp: TopicPartition, exposed: int) -> None:
+        self.fetch_purgatory.check_and_complete(tp, exposed)
+        self.produce_purgatory.check_and_complete(tp)
+
+    async def _wait_for_isr(
+        self, appended: Mapping[TopicPartition, AppendResult], timeout_ms: int
+    ) -> dict[TopicPartition, int]:
+        waiting = {}
+        for tp, result in appended.items():
+            partition = self._partitions.get(tp)
+            if partition is not None:
+                waiting[tp] = (partition, result.last_offset + 1)
+        op = DelayedProduce(timeout_ms, waiting)
+        if op.check():  # no other replica to wait for (one broker), or they have it already
+            return op.codes
+        return await self.produce_purgatory.wait(op, list(waiting))
+
+    def _append_all(
+        self, batches: Mapping[TopicPartition, memoryview], acks: int
+    ) -> dict[TopicPartition, AppendResult]:
         results = {}
         for tp, records in batches.items():
-            result = self._append(tp, records, wait=True)
+            result = self._append(tp, records, acks, wait=True)
             assert result is not None
             results[tp] = result
         return results
 
-    def _try_append(self, tp: TopicPartition, records: memoryview) -> AppendResult | None:
-        """On the event loop: the append, or None when it could wait (lock, roll, fsync)."""
-        return self._append(tp, records, wait=False)
-
-    def _append(self, tp: TopicPartition, records: memoryview, *, wait: bool) -> AppendResult | None:
+    def _append(self, tp: TopicPartition, records: memoryview, acks: int, *, wait: bool) -> AppendResult | None:
+        """The append (None: it could wait on a lock, roll or fsync, and ``wait`` is False)."""
         try:
-            plog = self.leader_partition(*tp).log
-            info = plog.append_batches(records) if wait else plog.try_append_batches(records)
+            partition = self.leader_partition(*tp)
+            info = partition.append_as_leader(records, acks, wait=wait)
             if info is None:
                 return None
-            self._maybe_increment_high_watermark(plog)
-            return AppendResult(NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size)
+            return AppendResult(
+                NONE, info.first_offset, info.log_append_time, partition.log_start_offset, info.size, info.last_offset
+            )
         except Exception as e:
             code, message = _error(e)
             return AppendResult(code, message=message)
@@ -350,12 +554,27 @@ class ReplicaManager:
     # --- fetch ------------------------------------------------------------------------------------
 
     async def read(
-        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool = False
+        self,
+        requests: list[FetchRequestPartition],
+        max_bytes: int,
+        read_committed: bool = False,
+        *,
+        replica_id: int = -1,
     ) -> list[FetchResult]:
-        return await self._run(self._read_all, requests, max_bytes, read_committed)
+        """Read for a fetch. A follower's (``replica_id`` >= 0) reads up to the log end and
+        tells its leader how far it has come: its log end offset, which may move the high
+        watermark and add it back to the ISR."""
+        self._loop = asyncio.get_running_loop()
+        results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
+        if replica_id >= 0:
+            now = self._clock()
+            for req, result in zip(requests, results, strict=True):
+                if result.error_code == NONE:
+                    self._follower_fetched((req.topic, req.partition), replica_id, req.fetch_offset, result, now)
+        return results
 
     def _read_all(
-        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool = False
+        self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool, replica_id: int
     ) -> list[FetchResult]:
         """Kafka's readFromLog: partitions in request order, each up to its own max bytes
         and what is left of the request's; the first batch of the response is whole even
@@ -365,45 +584,87 @@ class ReplicaManager:
         for req in requests:
             try:
                 partition = self.leader_partition(req.topic, req.partition)
-                plog = partition.log
-                hw = plog.high_watermark
-                lso, aborted = _stable_view(plog, req.fetch_offset, read_committed)
+                check_leader_epoch(req.current_leader_epoch, partition.leader_epoch)
+                hw = partition.high_watermark
+                lso, aborted = _stable_view(partition.log, req.fetch_offset, read_committed)
                 limit = min(req.max_bytes, remaining)
                 first = remaining == max_bytes
-                bound = lso if read_committed else None
-                data = plog.read(req.fetch_offset, max(limit, 0), upper_bound=bound, min_one_message=first)
-                found = data.slice if data.slice is not None and (limit > 0 or first) else None
+                data, leo = partition.read(
+                    req.fetch_offset,
+                    max(limit, 0),
+                    for_replica=replica_id >= 0,
+                    upper_bound=lso if read_committed else None,
+                    min_one_message=first,
+                )
+                found = data if data is not None and (limit > 0 or first) else None
                 if found is not None:
                     remaining = max(0, remaining - found.size)
-                results.append(FetchResult(NONE, hw, lso, plog.log_start_offset, found, aborted))
+                results.append(
+                    FetchResult(
+                        NONE,
+                        hw,
+                        lso,
+                        partition.log_start_offset,
+                        found,
+                        aborted_transactions=aborted,
+                        log_end_offset=leo,
+                    )
+                )
             except OffsetOutOfRangeError as e:
                 results.append(FetchResult(e.error_code, e.log_end_offset, e.log_end_offset, e.log_start_offset))
             except Exception as e:
                 results.append(FetchResult(_error(e)[0]))
         return results
 
+    def _follower_fetched(
+        self, tp: TopicPartition, replica_id: int, fetch_offset: int, result: FetchResult, now: int
+    ) -> None:
+        """On the loop: Kafka's ``updateFollowerFetchState``, then ISR expansion and the HW."""
+        partition = self._partitions.get(tp)
+        if partition is None or not partition.update_follower_fetch_state(
+            replica_id, fetch_offset, result.log_end_offset, now
+        ):
+            return
+        expanded = partition.isr_to_expand(replica_id)
+        if expanded is not None:
+            self._alter_isr(partition, expanded)
+        self._maybe_increment_high_watermark(partition)
+
+    def _maybe_increment_high_watermark(self, partition: Partition) -> None:
+        exposed = partition.maybe_increment_high_watermark()
+        if exposed:
+            self._high_watermark_moved((partition.topic, partition.index), exposed)
+
     # --- transactions -----------------------------------------------------------------------------
 
     async def append_as_coordinator(
         self, batches: Mapping[TopicPartition, bytes]
     ) -> dict[TopicPartition, AppendResult]:
-        """Append the transaction coordinator's control batches (markers), checked for
-        the producer's epoch only; fetches waiting on the partitions are woken."""
+        """Append the transaction coordinator's control batches (markers) as the leader,
+        checked for the producer's epoch only; the high watermark and the fetches waiting
+        on the partitions move as after a producer's append."""
+        self._loop = asyncio.get_running_loop()
         results = await self._run(self._append_as_coordinator, batches)
         for tp, result in results.items():
-            if result.error_code == NONE:
-                self.fetch_purgatory.check_and_complete(tp, result.size)
+            partition = self._partitions.get(tp)
+            if result.error_code == NONE and partition is not None:
+                self._after_leader_append(tp, partition, result)
         return results
 
     def _append_as_coordinator(self, batches: Mapping[TopicPartition, bytes]) -> dict[TopicPartition, AppendResult]:
         results = {}
         for tp, batch in batches.items():
             try:
-                plog = self.leader_partition(*tp).log
-                info = plog.append_batches(batch, origin="coordinator")
-                self._maybe_increment_high_watermark(plog)
+                partition = self.leader_partition(*tp)
+                info = partition.append_as_leader(memoryview(batch), 1, wait=True, origin="coordinator")
+                assert info is not None
                 results[tp] = AppendResult(
-                    NONE, info.first_offset, info.log_append_time, plog.log_start_offset, info.size
+                    NONE,
+                    info.first_offset,
+                    info.log_append_time,
+                    partition.log_start_offset,
+                    info.size,
+                    info.last_offset,
                 )
             except Exception as e:
                 code, message = _error(e)
@@ -438,10 +699,14 @@ class ReplicaManager:
                 results.append(OffsetResult(_error(e)[0]))
         return results
 
-    def end_offset_for_epoch(self, topic: str, index: int, epoch: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader."""
-        plog = self.leader_partition(topic, index).log
-        return plog.leader_epoch_cache.end_offset_for(epoch, plog.log_end_offset)
+    def end_offset_for_epoch(
+        self, topic: str, index: int, epoch: int, current_leader_epoch: int = -1
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader, asked by a
+        replica or consumer that knows ``current_leader_epoch`` (FENCED/UNKNOWN_LEADER_EPOCH)."""
+        partition = self.leader_partition(topic, index)
+        check_leader_epoch(current_leader_epoch, partition.leader_epoch)
+        return partition.end_offset_for_epoch(epoch)
 
     async def delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
         """DeleteRecords: (error code, new low watermark) per (topic, partition, offset)."""
@@ -517,5 +782,6 @@ class ReplicaManager:
         """Clean shutdown: answer the waiting fetches, stop the I/O threads (their storage
         calls finish first), close the logs (flush, checkpoints, clean-shutdown marker)."""
         self.fetch_purgatory.complete_all()
+        self.produce_purgatory.complete_all()
         self._executor.shutdown(wait=True)
         self._logs.close()

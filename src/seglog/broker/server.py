@@ -82,6 +82,7 @@ class KafkaServer:
         except BaseException:
             await self.socket_server.stop()
             raise
+        await self.replicas.startup()
         apis = KafkaApis(self.config, self.replicas, (host, port))
         admin = AdminManager(self.config, self.replicas)
         self.apis = apis
@@ -145,6 +146,7 @@ class KafkaServer:
         (the listener serves first: the controller sends to a broker as soon as it is registered)."""
         assert self.replicas is not None
         cluster = self.cluster = ClusterMember(self.config, broker, self.replicas)
+        self.replicas.broker_epoch = lambda: cluster.broker_epoch  # AlterPartition carries it (KIP-380)
         controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
         self._handlers.update(
             {
@@ -185,6 +187,7 @@ class KafkaServer:
         if self.groups is not None:
             await self.groups.shutdown()
         if self.replicas is not None:
+            await self.replicas.stop_replication()
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
         if self._metrics_server is not None:
             self._metrics_server.shutdown()

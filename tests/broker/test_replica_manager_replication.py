@@ -1,0 +1,159 @@
+"""The replica manager's replication rules on a real log dir, with a follower's fetches made
+by the test: LeaderAndIsr's stale epochs, the high watermark (the ISR's smallest log end,
+never back), reads up to the log end for replicas, acks=all timing out, the HW checkpoint
+read on start, StopReplica's fences."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
+from seglog.broker.metadata_cache import BrokerInfo
+from seglog.broker.properties import broker_config
+from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
+from seglog.records import Record
+from seglog.records.batch import build_batch
+
+TOPIC_ID = uuid.uuid4()
+STALE_CONTROLLER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH = 11, 3, 7, 74
+
+
+def _manager(path: str, **overrides: object) -> ReplicaManager:
+    # zookeeper.connect: a cluster's broker, which serves only what LeaderAndIsr gives it
+    config = broker_config({"log.dirs": path, "broker.id": 0, "zookeeper.connect": "127.0.0.1:1", **overrides})
+    return ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
+
+
+def _state(topic: str, leader: int, epoch: int, isr: list[int], replicas: list[int]) -> dict:
+    return {
+        "topic_name": topic,
+        "partition_index": 0,
+        "controller_epoch": 1,
+        "leader": leader,
+        "leader_epoch": epoch,
+        "isr": isr,
+        "partition_epoch": epoch,
+        "replicas": replicas,
+        "adding_replicas": [],
+        "removing_replicas": [],
+        "is_new": True,
+    }
+
+
+def _batch(n: int) -> memoryview:
+    return memoryview(bytearray(build_batch([Record(key=None, value=b"v")] * n)))
+
+
+async def _follower_fetch(rm: ReplicaManager, offset: int, epoch: int):
+    return (await rm.read([FetchRequestPartition("t", 0, offset, 1 << 20, epoch)], 1 << 20, replica_id=1))[0]
+
+
+async def _high_watermark(rm: ReplicaManager) -> int:
+    return (await rm.list_offsets([("t", 0, -1)]))[0].offset
+
+
+def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
+    async def first_run() -> int:
+        rm = _manager(str(tmp_path))
+        await rm.startup()
+        changes: list[tuple[list, list]] = []
+        rm.leadership_listeners.append(lambda leading, following: changes.append((leading, following)))
+        try:
+            lead = [_state("t", 0, 3, [0, 1], [0, 1])]
+            # from another thread, as the cluster's handler calls it
+            loop = asyncio.get_running_loop()
+            assert await loop.run_in_executor(None, rm.become_leader_or_follower, 9, 1, lead, {"t": TOPIC_ID}) == {
+                ("t", 0): 0
+            }
+            assert changes == [([("t", 0)], [])]
+            for older_or_same in (2, 3):
+                assert rm.become_leader_or_follower(9, 1, [_state("t", 0, older_or_same, [0, 1], [0, 1])], {}) == {
+                    ("t", 0): STALE_CONTROLLER_EPOCH
+                }
+            assert rm.become_leader_or_follower(9, 0, [_state("t", 0, 4, [0, 1], [0, 1])], {}) == {
+                ("t", 0): STALE_CONTROLLER_EPOCH
+            }
+            assert rm.become_leader_or_follower(9, 1, [_state("u", 1, 0, [1, 2], [1, 2])], {}) == {
+                ("u", 0): UNKNOWN_TOPIC_OR_PARTITION
+            }
+
+            appended = await rm.append_records({("t", 0): _batch(3)}, acks=1)
+            assert appended[("t", 0)].base_offset == 0
+            assert await _high_watermark(rm) == 0  # follower 1, in the ISR, has nothing yet
+
+            read = await _follower_fetch(rm, 0, 3)  # a replica reads to the log end, past the HW
+            assert [b.base_offset + b.last_offset_delta for b in read.records.batches()] == [2]
+            await _follower_fetch(rm, 2, 3)
+            assert await _high_watermark(rm) == 2
+            await _follower_fetch(rm, 1, 3)  # a late fetch from further back: the HW never moves back
+            assert await _high_watermark(rm) == 2
+            assert (await _follower_fetch(rm, 2, 2)).error_code == FENCED_LEADER_EPOCH
+
+            # acks=all: appended, but follower 1 never fetches it
+            timed_out = await rm.append_records({("t", 0): _batch(1)}, acks=-1, timeout_ms=50)
+            assert (timed_out[("t", 0)].error_code, timed_out[("t", 0)].base_offset) == (REQUEST_TIMED_OUT, 3)
+            await _follower_fetch(rm, 3, 3)
+            return await _high_watermark(rm)
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    hw = asyncio.run(first_run())
+    assert hw == 3
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == "0\n1\nt 0 3\n"
+
+    async def second_run() -> None:
+        rm = _manager(str(tmp_path))
+        await rm.startup()
+        try:
+            assert rm.become_leader_or_follower(9, 1, [_state("t", 0, 4, [0, 1], [0, 1])], {}) == {("t", 0): 0}
+            assert await _high_watermark(rm) == 3  # the checkpoint's, not the log end (4)
+            assert rm.stop_replicas(9, 1, [("t", 0, True, 3)]) == {("t", 0): FENCED_LEADER_EPOCH}
+            assert rm.stop_replicas(9, 1, [("t", 0, True, -2)]) == {("t", 0): 0}
+            assert (await rm.list_offsets([("t", 0, -1)]))[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+            assert not (tmp_path / "t-0").exists()
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    asyncio.run(second_run())
+
+
+def test_the_isr_shrinks_through_the_alter_partition_channel_after_a_failed_try(tmp_path) -> None:
+    """A follower that never fetches leaves the ISR after replica.lag.time.max.ms: the change
+    goes to the controller through the channel (here the test's), is proposed again after the
+    channel failed, and counts once answered: the HW then moves without the follower."""
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path), **{"replica.lag.time.max.ms": 200})
+        proposed: list[IsrChange] = []
+        answered = asyncio.Event()
+
+        class Controller:
+            async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange) -> IsrChangeResult:
+                proposed.append(change)
+                if len(proposed) == 1:
+                    raise ConnectionResetError("the controller went away")
+                answered.set()
+                return IsrChangeResult(0, broker_id, change.leader_epoch, change.new_isr, change.partition_epoch + 1)
+
+        rm.alter_partition_channel = Controller()
+        await rm.startup()
+        try:
+            assert rm.become_leader_or_follower(9, 1, [_state("t", 0, 3, [0, 1], [0, 1])], {"t": TOPIC_ID}) == {
+                ("t", 0): 0
+            }
+            await rm.append_records({("t", 0): _batch(2)}, acks=1)
+            assert await _high_watermark(rm) == 0
+            await asyncio.wait_for(answered.wait(), 30)
+            assert [(c.topic_id, c.leader_epoch, c.new_isr, c.partition_epoch) for c in proposed] == [
+                (TOPIC_ID, 3, (0,), 3),
+                (TOPIC_ID, 3, (0,), 3),
+            ]
+            assert await _high_watermark(rm) == 2
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    asyncio.run(scenario())
