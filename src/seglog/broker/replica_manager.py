@@ -303,42 +303,50 @@ class ReplicaManager:
 
     # --- produce ----------------------------------------------------------------------------------
 
-    async def append_records(self, batches: Mapping[TopicPartition, memoryview]) -> dict[TopicPartition, AppendResult]:
+    async def append_records(
+        self, batches: Mapping[TopicPartition, memoryview], *, origin: str = "client"
+    ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
-        place); a partition's error is its own. Fetches waiting on them are woken."""
+        place); a partition's error is its own. Fetches waiting on them are woken.
+        ``origin`` "coordinator" (the group coordinator's records): sequences unchecked."""
         results: dict[TopicPartition, AppendResult] = {}
         waiting = batches
         if sum(len(records) for records in batches.values()) <= INLINE_APPEND_BYTES:
             waiting = {}
             for tp, records in batches.items():
-                result = self._try_append(tp, records)
+                result = self._try_append(tp, records, origin)
                 if result is None:
                     waiting[tp] = records
                 else:
                     results[tp] = result
         if waiting:
-            results.update(await self._run(self._append_all, waiting))
+            results.update(await self._run(self._append_all, waiting, origin))
         for tp, result in results.items():
             if result.error_code == NONE:
                 self.fetch_purgatory.check_and_complete(tp, result.size)
         return results
 
-    def _append_all(self, batches: Mapping[TopicPartition, memoryview]) -> dict[TopicPartition, AppendResult]:
+    def _append_all(
+        self, batches: Mapping[TopicPartition, memoryview], origin: str = "client"
+    ) -> dict[TopicPartition, AppendResult]:
         results = {}
         for tp, records in batches.items():
-            result = self._append(tp, records, wait=True)
+            result = self._append(tp, records, wait=True, origin=origin)
             assert result is not None
             results[tp] = result
         return results
 
-    def _try_append(self, tp: TopicPartition, records: memoryview) -> AppendResult | None:
+    def _try_append(self, tp: TopicPartition, records: memoryview, origin: str = "client") -> AppendResult | None:
         """On the event loop: the append, or None when it could wait (lock, roll, fsync)."""
-        return self._append(tp, records, wait=False)
+        return self._append(tp, records, wait=False, origin=origin)
 
-    def _append(self, tp: TopicPartition, records: memoryview, *, wait: bool) -> AppendResult | None:
+    def _append(
+        self, tp: TopicPartition, records: memoryview, *, wait: bool, origin: str = "client"
+    ) -> AppendResult | None:
         try:
             plog = self.leader_partition(*tp).log
-            info = plog.append_batches(records) if wait else plog.try_append_batches(records)
+            append = plog.append_batches if wait else plog.try_append_batches
+            info = append(records, origin=origin)
             if info is None:
                 return None
             self._maybe_increment_high_watermark(plog)
