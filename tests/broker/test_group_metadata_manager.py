@@ -2,7 +2,8 @@
 __consumer_offsets made compacted and internal, a restart's load (its groups answered
 COORDINATOR_LOAD_IN_PROGRESS until it ends), and offsets.retention.minutes' expiry
 writing tombstones that a later load honours; the records compressed as
-offsets.topic.compression.codec says."""
+offsets.topic.compression.codec says; a transaction's marker that comes while its
+partition loads completes its offsets once loaded."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataMan
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
-from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
+from seglog.coordinator.offset_manager import (
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    PartitionCommit,
+    TxnOffsetCommitRequest,
+)
 from seglog.protocol import ErrorCode
 from seglog.records import Compression, Record, build_batch
 
@@ -127,6 +133,34 @@ def test_a_partition_that_cannot_be_loaded_is_not_coordinated_nor_read_again(tmp
         assert not groups.loading  # not read again for every request
         other = next(g for g in (f"g{i}" for i in range(100)) if groups.partition_for(g) != p)
         assert groups.group_error(other) == ErrorCode.NONE
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
+
+
+def test_a_marker_written_while_its_partition_loads_completes_the_offsets_after(tmp_path) -> None:
+    clock = Clock()
+    producer_id = 1000
+
+    async def scenario() -> None:
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        await replicas.create_topic("t", 1, {})
+        await groups.ensure_offsets_topic()
+        for offset in (4, 7):  # two commits of one transaction: batches of base sequence 0 both
+            request = TxnOffsetCommitRequest("app", "g", producer_id, 0, {("t", 0): PartitionCommit(offset)})
+            answer = await groups.call(lambda token, now, r=request: groups.offsets.txn_commit_offsets(token, r, now))
+            assert answer.errors == {("t", 0): ErrorCode.NONE}
+        assert committed(groups, "g") == -1  # pending until the marker
+        await close(replicas, groups)
+
+        replicas, groups = open_broker(str(tmp_path), clock)
+        groups.startup()
+        assert groups.loading
+        # the COMMIT marker lands after the replay has read the partition's end
+        groups.complete_transaction(producer_id, True, [(OFFSETS_TOPIC, groups.partition_for("g"))])
+        await until(lambda: not groups.loading, "the loads")
+        assert committed(groups, "g") == 7
         await close(replicas, groups)
 
     asyncio.run(scenario())

@@ -1,7 +1,8 @@
 """Request handlers of the group coordinator's APIs (the group half of Kafka's ``KafkaApis``).
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-ListGroups, DescribeGroups, DeleteGroups and OffsetDelete: each handler maps the wire
+ListGroups, DescribeGroups, DeleteGroups, OffsetDelete and TxnOffsetCommit (the
+transactions' offsets, completed by their markers): each handler maps the wire
 body (``seglog.protocol``'s dict, at its version) to the request value of
 ``seglog.coordinator``, checks what the broker checks before calling in (this broker
 coordinates the group: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; the topics of
@@ -31,6 +32,7 @@ from ..coordinator.offset_manager import (
     OffsetFetchRequest,
     OffsetFetchResponse,
     PartitionCommit,
+    TxnOffsetCommitRequest,
 )
 from ..errors import SeglogError
 from ..protocol import ApiKey, ErrorCode
@@ -63,6 +65,7 @@ class GroupApis:
             ApiKey.HEARTBEAT: self.heartbeat,
             ApiKey.LEAVE_GROUP: self.leave_group,
             ApiKey.OFFSET_COMMIT: self.offset_commit,
+            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
             ApiKey.OFFSET_FETCH: self.offset_fetch,
             ApiKey.LIST_GROUPS: self.list_groups,
             ApiKey.DESCRIBE_GROUPS: self.describe_groups,
@@ -180,7 +183,12 @@ class GroupApis:
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete -----------------------------------------------------
 
-    async def offset_commit(self, version: int, body: Body) -> Body:
+    def _commits(
+        self, version: int, body: Body
+    ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, PartitionCommit]]:
+        """An OffsetCommit's or TxnOffsetCommit's partitions: the errors found before the
+        coordinator is asked (its group not coordinated here, an unknown partition), and
+        the commits to ask it for."""
         errors: dict[TopicPartition, int] = {}
         offsets: dict[TopicPartition, PartitionCommit] = {}
         group_error = self.groups.group_error(body["group_id"])
@@ -199,6 +207,10 @@ class GroupApis:
                         p.get("committed_leader_epoch", -1),
                         p.get("commit_timestamp", -1) if version == 1 else -1,
                     )
+        return errors, offsets
+
+    async def offset_commit(self, version: int, body: Body) -> Body:
+        errors, offsets = self._commits(version, body)
         if offsets:
             request = OffsetCommitRequest(
                 body["group_id"],
@@ -210,6 +222,27 @@ class GroupApis:
             )
             response = await self.groups.call(
                 lambda token, now: self.groups.offsets.commit_offsets(token, request, now)
+            )
+            errors.update(response.errors)
+        return {"throttle_time_ms": 0, "topics": _by_topic(errors, lambda tp, e: {"error_code": e})}
+
+    async def txn_offset_commit(self, version: int, body: Body) -> Body:
+        """Offsets committed inside the producer's transaction: written to
+        ``__consumer_offsets`` at once, visible to OffsetFetch from its COMMIT marker."""
+        errors, offsets = self._commits(version, body)
+        if offsets:
+            request = TxnOffsetCommitRequest(
+                body["transactional_id"],
+                body["group_id"],
+                body["producer_id"],
+                body["producer_epoch"],
+                offsets,
+                body.get("generation_id", -1),
+                body.get("member_id", ""),
+                body.get("group_instance_id"),
+            )
+            response = await self.groups.call(
+                lambda token, now: self.groups.offsets.txn_commit_offsets(token, request, now)
             )
             errors.update(response.errors)
         return {"throttle_time_ms": 0, "topics": _by_topic(errors, lambda tp, e: {"error_code": e})}

@@ -20,7 +20,10 @@ adds what they leave to the broker:
   never answers those requests), later or at once;
 - time: one ``call_later`` at the coordinator's ``next_deadline`` (sessions, rebalance
   and sync waits, the initial rebalance delay), moved whenever a call changes it, and
-  the offsets' expiry every ``offsets.retention.check.interval.ms``. No polling.
+  the offsets' expiry every ``offsets.retention.check.interval.ms``. No polling;
+- transactions: records are appended as the coordinator (sequences not checked), and
+  a transaction's marker written to a partition (``complete_transaction``) completes
+  the offsets its producer committed there (TxnOffsetCommit).
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ class GroupMetadataManager:
         self._loading: set[int] = set()
         self._loaded: dict[int, int] = {}  # partition -> the leader epoch it was loaded at
         self._failed: set[int] = set()  # could not be read: not coordinated here (the error is logged)
+        # markers written to a partition while it loads, applied once it is (the replay may end before them)
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._append_locks: dict[int, asyncio.Lock] = {}
         self._appends: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -209,6 +214,7 @@ class GroupMetadataManager:
         except SeglogError as e:
             log.error("cannot load %s-%d: %s; its groups are not coordinated here", OFFSETS_TOPIC, p, e)
             self._loading.discard(p)
+            self._markers_while_loading.pop(p, None)
             self._failed.add(p)
             return
         now = self._clock()
@@ -216,6 +222,8 @@ class GroupMetadataManager:
             if self.partition_for(group.group_id) == p:  # else: written by a broker with another partition count
                 self.coordinator.load_group(group, now)
         self._loading.discard(p)
+        for producer_id, committed in self._markers_while_loading.pop(p, []):
+            self.complete_transaction(producer_id, committed, [(OFFSETS_TOPIC, p)])
         self._loaded[p] = epoch
         if groups:
             took = (time.monotonic() - started) * 1000
@@ -301,12 +309,32 @@ class GroupMetadataManager:
         async with lock:
             tp = (OFFSETS_TOPIC, partition)
             try:
-                result = (await self.replicas.append_records({tp: memoryview(batch)}))[tp]
+                # as Kafka's AppendOrigin.Coordinator: a TxnOffsetCommit's batch carries the
+                # producer's id and epoch but base sequence 0 each time, so sequences (and the
+                # duplicate check) are not applied, the epoch is
+                result = (await self.replicas.append_records({tp: memoryview(batch)}, origin="coordinator"))[tp]
                 error, base_offset = result.error_code, result.base_offset
             except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
                 log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
                 error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
         self._dispatch(stored(error, base_offset))
+
+    # --- transactions' markers ------------------------------------------------------------------------
+
+    def complete_transaction(self, producer_id: int, committed: bool, partitions: Iterable[tuple[str, int]]) -> None:
+        """The transaction coordinator wrote the producer's COMMIT or ABORT marker to these
+        partitions: the offsets it committed to groups of the ``__consumer_offsets`` ones
+        become visible or are dropped (Kafka's ``scheduleHandleTxnCompletion``)."""
+        for topic, p in partitions:
+            if topic != OFFSETS_TOPIC:
+                continue
+            if p in self._loading:
+                self._markers_while_loading.setdefault(p, []).append((producer_id, committed))
+                continue
+            try:
+                self.offsets.complete_transaction(producer_id, committed, p)
+            except SeglogError as e:  # a commit whose record is still being appended: Kafka's IllegalState
+                log.error("transaction of producer %d on %s-%d: %s", producer_id, OFFSETS_TOPIC, p, e)
 
     # --- timers ------------------------------------------------------------------------------------
 

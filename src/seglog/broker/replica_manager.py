@@ -469,10 +469,16 @@ class ReplicaManager:
     # --- produce ----------------------------------------------------------------------------------
 
     async def append_records(
-        self, batches: Mapping[TopicPartition, memoryview], *, acks: int = 1, timeout_ms: int = 30_000
+        self,
+        batches: Mapping[TopicPartition, memoryview],
+        *,
+        acks: int = 1,
+        timeout_ms: int = 30_000,
+        origin: str = "client",
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
-        place); a partition's error is its own. Fetches waiting on them are woken. With
+        place); a partition's error is its own. ``origin`` "coordinator" (the coordinators'
+        records): sequences unchecked. Fetches waiting on them are woken. With
         acks=-1 a partition whose ISR is smaller than min.insync.replicas is refused
         (NOT_ENOUGH_REPLICAS), and the answer waits until the ISR has the records or
         ``timeout_ms`` passes (Kafka's DelayedProduce)."""
@@ -482,13 +488,13 @@ class ReplicaManager:
         if sum(len(records) for records in batches.values()) <= INLINE_APPEND_BYTES:
             waiting = {}
             for tp, records in batches.items():
-                result = self._append(tp, records, acks, wait=False)
+                result = self._append(tp, records, acks, wait=False, origin=origin)
                 if result is None:
                     waiting[tp] = records
                 else:
                     results[tp] = result
         if waiting:
-            results.update(await self._run(self._append_all, waiting, acks))
+            results.update(await self._run(self._append_all, waiting, acks, origin))
         appended = {tp: r for tp, r in results.items() if r.error_code == NONE}
         for tp, result in appended.items():
             partition = self._partitions.get(tp)
@@ -528,20 +534,22 @@ class ReplicaManager:
         return await self.produce_purgatory.wait(op, list(waiting))
 
     def _append_all(
-        self, batches: Mapping[TopicPartition, memoryview], acks: int
+        self, batches: Mapping[TopicPartition, memoryview], acks: int, origin: str = "client"
     ) -> dict[TopicPartition, AppendResult]:
         results = {}
         for tp, records in batches.items():
-            result = self._append(tp, records, acks, wait=True)
+            result = self._append(tp, records, acks, wait=True, origin=origin)
             assert result is not None
             results[tp] = result
         return results
 
-    def _append(self, tp: TopicPartition, records: memoryview, acks: int, *, wait: bool) -> AppendResult | None:
+    def _append(
+        self, tp: TopicPartition, records: memoryview, acks: int, *, wait: bool, origin: str = "client"
+    ) -> AppendResult | None:
         """The append (None: it could wait on a lock, roll or fsync, and ``wait`` is False)."""
         try:
             partition = self.leader_partition(*tp)
-            info = partition.append_as_leader(records, acks, wait=wait)
+            info = partition.append_as_leader(records, acks, wait=wait, origin=origin)
             if info is None:
                 return None
             return AppendResult(

@@ -121,6 +121,7 @@ class KafkaServer:
         self.group_apis = GroupApis(self.groups, self.replicas.metadata)
         self._handlers.update(self.group_apis.handlers())
         self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
+        txn.on_markers_written = self.groups.complete_transaction
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(

@@ -14,7 +14,8 @@ control batch to each partition of the transaction, as the coordinator (epoch ch
 sequences not), retrying a partition until it is written or gone, then reports
 (``complete_markers``). One broker leads every partition, so markers are appended
 locally rather than sent to other brokers; the WriteTxnMarkers API does the same for
-a request from elsewhere.
+a request from elsewhere. Markers written are told to ``on_markers_written`` (the group
+coordinator's, for offsets committed in the transaction).
 
 ``__transaction_state`` (transaction.state.log.num.partitions, compacted) is created on
 the first transactional request, as Kafka creates it on the first lookup of a
@@ -91,6 +92,9 @@ class TxnApis:
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
+        # told of each marker written (producer id, committed, partitions): the group
+        # coordinator completes the transaction's offsets in __consumer_offsets
+        self.on_markers_written: Callable[[int, bool, list[tuple[str, int]]], None] | None = None
 
     # --- life -------------------------------------------------------------------------------------
 
@@ -207,6 +211,9 @@ class TxnApis:
         errors: dict[tuple[str, int], int] = {}
         while pending:
             results = await self.replicas.append_as_coordinator(dict.fromkeys(pending, bytes(marker)))
+            written = [tp for tp, result in results.items() if result.error_code == _E.NONE]
+            if written and self.on_markers_written is not None:
+                self.on_markers_written(producer_id, committed, written)
             for tp, result in results.items():
                 errors[tp] = result.error_code
                 if result.error_code in _MARKER_DONE:
