@@ -106,10 +106,12 @@ def wait_ready(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"no broker answered on port {port}")
 
 
-def start_seglog(data: str) -> tuple[subprocess.Popen[bytes], int]:
+def start_seglog(data: str, *overrides: str) -> tuple[subprocess.Popen[bytes], int]:
     port = free_port()
     args = [sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
     args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
+    for override in overrides:
+        args += ["--override", override]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_ready(port)
     return proc, port
