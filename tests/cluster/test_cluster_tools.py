@@ -11,6 +11,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -126,6 +128,14 @@ def test_preferred_election_after_a_reassignment_reorders_the_replicas(
     code, out, _ = seglog(capsys, *election, "--election-type", "preferred")
     assert (code, out) == (0, "Valid replica already elected for partitions ordered-0\n")
 
+    listed = tmp_path / "election.json"
+    listed.write_text(json.dumps({"partitions": [{"topic": "ordered", "partition": 0}]}))
+    for chosen in (["--path-to-json-file", str(listed)], ["--all-topic-partitions"]):
+        code, out, _ = seglog(
+            capsys, "leader-election", "--bootstrap-server", bootstrap, "--election-type", "preferred", *chosen
+        )
+        assert (code, out) == (0, "Valid replica already elected for partitions ordered-0\n")
+
     code, out, err = seglog(
         capsys,
         "leader-election",
@@ -141,6 +151,28 @@ def test_preferred_election_after_a_reassignment_reorders_the_replicas(
     assert code == 1
     assert out.startswith("Error completing leader election (PREFERRED) for partition: nowhere-0: ")
     assert err == "error: 1 replica(s) could not be elected\n"
+
+
+def test_generate_proposes_kafka_s_assignment_over_the_brokers_given(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "ordered"}]}))
+    argv = ["reassign-partitions", "--bootstrap-server", cluster.brokers[1].address, "--generate"]
+    code, out, _ = seglog(capsys, *argv, "--topics-to-move-json-file", str(topics), "--broker-list", "2,3,4")
+    assert code == 0
+    head, current, blank, title, proposed = out.splitlines()
+    assert (head, blank, title) == (
+        "Current partition replica assignment",
+        "",
+        "Proposed partition reassignment configuration",
+    )
+    assert json.loads(current)["partitions"][0]["replicas"] == [2, 3, 1]
+    (moved,) = json.loads(proposed)["partitions"]
+    assert moved["topic"] == "ordered" and sorted(moved["replicas"]) == [2, 3, 4]
+    assert moved["log_dirs"] == ["any"] * 3
+    code, _, err = seglog(capsys, *argv, "--topics-to-move-json-file", str(topics), "--broker-list", "2,3,9")
+    assert (code, err) == (1, "error: Unknown broker id 9\n")
 
 
 def test_confluent_kafka_elect_leaders(cluster: LocalCluster) -> None:
@@ -240,3 +272,62 @@ def test_reassignment_moves_the_data_and_deletes_the_old_replica(
     finally:
         consumer.close()
     assert got == [f"r{i}" for i in range(100)]
+
+
+def test_describe_lists_under_replicated_and_unavailable_partitions(
+    cluster: LocalCluster, capsys: pytest.CaptureFixture[str]
+) -> None:
+    create(cluster, "alone", [4])
+    create(cluster, "spread", [4, 1, 2])
+    cluster.brokers[4].kill()
+    bootstrap = cluster.brokers[1].address
+    wait_until(lambda: 4 not in partitions(bootstrap, "spread")[0][2], what="broker 4 out of the ISR")
+    describe = ["topics", "--bootstrap-server", bootstrap, "--describe"]
+    code, out, _ = seglog(capsys, *describe, "--topic", "spread", "--under-replicated-partitions")
+    assert (code, out) == (0, "\tTopic: spread\tPartition: 0\tLeader: 1\tReplicas: 4,1,2\tIsr: 1,2\n")
+    code, out, _ = seglog(capsys, *describe, "--unavailable-partitions")
+    assert code == 0
+    assert out.splitlines() == ["\tTopic: alone\tPartition: 0\tLeader: none\tReplicas: 4\tIsr: 4"]
+
+
+def test_cluster_down_stops_what_cluster_up_started(
+    zookeeper: ZooKeeperServer, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    assert seglog(capsys, "cluster", "down", "--dir", str(tmp_path))[:2] == (1, "")
+    admin = KazooClient(hosts=zookeeper.connect_string)
+    admin.start()
+    admin.ensure_path("/down-test")
+    admin.stop()
+    admin.close()
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "seglog.cli",
+            "cluster",
+            "up",
+            "--brokers",
+            "1",
+            "--dir",
+            str(tmp_path),
+            "--port",
+            "0",
+            "--zookeeper",
+            zookeeper.connect_string + "/down-test",
+            "--override",
+            "controlled.shutdown.enable=false",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert up.stdout is not None
+        while "bootstrap servers" not in (line := up.stdout.readline()):
+            assert line, "cluster up ended before serving"
+        code, out, _ = seglog(capsys, "cluster", "down", "--dir", str(tmp_path))
+        assert (code, out) == (0, "stopped\n")
+        assert up.wait(10) == 0
+        assert not (tmp_path / "cluster.pid").exists()
+    finally:
+        up.kill()
+        up.wait()
