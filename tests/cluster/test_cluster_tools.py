@@ -288,6 +288,11 @@ def test_describe_lists_under_replicated_and_unavailable_partitions(
     code, out, _ = seglog(capsys, *describe, "--unavailable-partitions")
     assert code == 0
     assert out.splitlines() == ["\tTopic: alone\tPartition: 0\tLeader: none\tReplicas: 4\tIsr: 4"]
+    # its only replica is dead: not even an unclean election finds a leader
+    election = ["leader-election", "--bootstrap-server", bootstrap, "--topic", "alone", "--partition", "0"]
+    code, out, err = seglog(capsys, *election, "--election-type", "unclean")
+    assert code == 1 and err == "error: 1 replica(s) could not be elected\n"
+    assert out.startswith("Error completing leader election (UNCLEAN) for partition: alone-0: ")
 
 
 def test_cluster_down_stops_what_cluster_up_started(
