@@ -139,11 +139,12 @@ def topics(args: argparse.Namespace) -> int:
             print(f"Topic {args.topic} now has {args.partitions} partitions.")
         else:
             topics_ = _metadata(client, [args.topic] if args.topic else None)
-            live = {b["node_id"] for b in cluster_metadata(client, [])["brokers"]}
+            filtered = args.under_replicated_partitions or args.unavailable_partitions
+            live = {b["node_id"] for b in cluster_metadata(client, [])["brokers"]} if filtered else set()
             for t in sorted(topics_, key=lambda t: t["name"]):
                 if args.list:
                     print(t["name"])
-                elif args.under_replicated_partitions or args.unavailable_partitions:
+                elif filtered:
                     _describe_partitions(t, live, args.under_replicated_partitions, args.unavailable_partitions)
                 else:
                     _describe(client, t)
