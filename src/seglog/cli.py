@@ -22,7 +22,9 @@ from .tools import (
     consumer_groups,
     dump_log,
     get_offsets,
+    leader_election,
     produce,
+    reassign_partitions,
     remote,
     topics,
     transactions,
@@ -42,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_configs(sub)
     transactions.add_parser(sub)
     consumer_groups.add_parser(sub)
+    leader_election.add_parser(sub)
+    reassign_partitions.add_parser(sub)
     return parser
 
 

@@ -298,3 +298,27 @@ class CoordinatorNotAvailableError(SeglogError):
     """The coordinator's internal topic (``__consumer_offsets``, ``__transaction_state``) cannot serve yet."""
 
     error_code = 15  # COORDINATOR_NOT_AVAILABLE
+
+
+class PreferredLeaderNotAvailableError(SeglogError):
+    """A preferred-leader election found the preferred replica dead or out of the ISR."""
+
+    error_code = 80  # PREFERRED_LEADER_NOT_AVAILABLE
+
+
+class EligibleLeadersNotAvailableError(SeglogError):
+    """An unclean election found no live replica to lead."""
+
+    error_code = 83  # ELIGIBLE_LEADERS_NOT_AVAILABLE
+
+
+class ElectionNotNeededError(SeglogError):
+    """The partition's leader is already the one the election would choose."""
+
+    error_code = 84  # ELECTION_NOT_NEEDED
+
+
+class NoReassignmentInProgressError(SeglogError):
+    """A reassignment was cancelled for a partition that is not being reassigned."""
+
+    error_code = 85  # NO_REASSIGNMENT_IN_PROGRESS

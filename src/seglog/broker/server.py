@@ -18,6 +18,7 @@ from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, decode_request, encode_response, frame_size
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
+from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
@@ -159,6 +160,8 @@ class KafkaServer:
             }
         )
         self.apis.versions.update(controller_apis.served_versions())
+        self._handlers.update(ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata).handlers())
+        self.apis.versions.update(ClusterAdminApis.VERSIONS)
         admin.cluster = cluster
         self.apis.auto_create_topic = lambda name: asyncio.get_running_loop().run_in_executor(
             None, cluster.auto_create_topic, name

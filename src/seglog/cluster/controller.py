@@ -25,6 +25,11 @@ threads. An inactive controller drops the events that need an active one::
                                    epochs and written; answer the states written or why not
     ZkPartitionReassignment        /admin/reassign_partitions created: start moving those partitions
                                    (``reassignment``); each completes when its targets are all in the ISR
+    ReplicaLeaderElection          ElectLeaders from a client: preferred or unclean elections, per partition
+                                   elected, ELECTION_NOT_NEEDED, or why not
+    ApiPartitionReassignment       AlterPartitionReassignments (KIP-455): start, replace or cancel (back to
+                                   the original replicas) each partition's reassignment
+    ListPartitionReassignments     the partitions being reassigned, with their adding and removing replicas
     TopicDeletion                  /admin/delete_topics changed: queue topics for ``topic_deletion``
     StopReplicaResponseReceived    a broker deleted (or failed to delete) replicas: deletion goes on
 
@@ -39,18 +44,23 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from ..config import BrokerConfig
 from ..errors import (
     BrokerNotAvailableError,
     ControllerMovedError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
     FencedLeaderEpochError,
     IneligibleReplicaError,
     InvalidRequestError,
+    InvalidTopicError,
     InvalidUpdateVersionError,
+    NoReassignmentInProgressError,
     NotControllerError,
+    PreferredLeaderNotAvailableError,
     SeglogError,
     StaleBrokerEpochError,
     UnknownTopicOrPartitionError,
@@ -61,7 +71,14 @@ from .controller_channel import ControllerBrokerRequestBatch, ControllerChannel,
 from .controller_context import ControllerContext
 from .controller_election import ControllerElection
 from .leader_balance import partitions_to_rebalance
-from .partition_state_machine import CONTROLLED_SHUTDOWN, PREFERRED, PartitionStateMachine, set_leader_and_isr
+from .partition_state_machine import (
+    CONTROLLED_SHUTDOWN,
+    PREFERRED,
+    Election,
+    ElectionType,
+    PartitionStateMachine,
+    set_leader_and_isr,
+)
 from .reassignment import PartitionReassignment
 from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
@@ -161,6 +178,26 @@ class KafkaController:
         """A leader changes the ISR of partitions it leads (KIP-497's AlterPartition): each change carries the
         leader epoch and partition epoch it was made from; returns per partition the state written or why not."""
         return self._call(lambda: self._alter_partition(broker_id, broker_epoch, changes), needs_active=True)
+
+    def elect_leaders(
+        self, partitions: Iterable[TopicPartition], unclean: bool
+    ) -> dict[TopicPartition, int | SeglogError]:
+        """ElectLeaders (KIP-460): per partition its new leader, or why none was elected."""
+        wanted = set(partitions)
+        return self._call(lambda: self._replica_leader_election(wanted, unclean), needs_active=True)
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, SeglogError | None]:
+        """AlterPartitionReassignments (KIP-455): None as a target cancels; per partition None or why not."""
+        return self._call(lambda: self._api_partition_reassignment(targets), needs_active=True)
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, znodes.ReplicaAssignment]:
+        """The partitions (of ``partitions``, or all) being reassigned, with their full assignments."""
+        wanted = None if partitions is None else set(partitions)
+        return self._call(lambda: self._list_partition_reassignments(wanted), needs_active=True)
 
     def _call(self, fn: Callable[[], T], timeout: float = 30.0, needs_active: bool = False) -> T:
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -476,6 +513,65 @@ class KafkaController:
             and self._ctx.leadership[tp].leader_and_isr.leader != self._ctx.replicas(tp)[0]
         ]
         return self._partitions.handle_state_changes(moving, PartitionState.ONLINE, PREFERRED)
+
+    def _replica_leader_election(
+        self, partitions: set[TopicPartition], unclean: bool
+    ) -> dict[TopicPartition, int | SeglogError]:
+        # Kafka's processReplicaLeaderElection, AdminClientTriggered
+        results: dict[TopicPartition, int | SeglogError] = {}
+        electable = []
+        for tp in sorted(partitions):
+            if tp not in self._ctx.leadership:
+                results[tp] = UnknownTopicOrPartitionError("The partition does not exist.")
+            elif self._ctx.is_topic_queued_for_deletion(tp.topic):
+                results[tp] = InvalidTopicError("The topic is being deleted")
+            elif (
+                self._leader(tp) in self._ctx.live_broker_ids
+                if unclean
+                else self._leader(tp) == self._ctx.replicas(tp)[0]
+            ):
+                results[tp] = ElectionNotNeededError(f"partition {tp} already has the leader the election would choose")
+            else:
+                electable.append(tp)
+        election = Election(ElectionType.OFFLINE, allow_unclean=True) if unclean else PREFERRED
+        failed = self._partitions.handle_state_changes(electable, PartitionState.ONLINE, election)
+        refused = EligibleLeadersNotAvailableError if unclean else PreferredLeaderNotAvailableError
+        for tp in electable:
+            error = failed.get(tp)
+            results[tp] = self._leader(tp) if error is None else refused(str(error))
+        return results
+
+    def _api_partition_reassignment(
+        self, targets: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, SeglogError | None]:
+        # Kafka's processApiPartitionReassignment: a null target cancels, back to the original replicas
+        results: dict[TopicPartition, SeglogError | None] = {}
+        chosen: dict[TopicPartition, Sequence[int]] = {}
+        for tp, target in sorted(targets.items()):
+            if tp not in self._ctx.leadership:
+                results[tp] = UnknownTopicOrPartitionError(f"partition {tp} does not exist")
+                continue
+            current = self._ctx.assignment(tp)
+            if target is not None:
+                chosen[tp] = target
+            elif current.is_being_reassigned:
+                chosen[tp] = [r for r in current.replicas if r not in current.adding_replicas]
+            else:
+                results[tp] = NoReassignmentInProgressError(f"partition {tp} is not being reassigned")
+        failed = self._reassignment.trigger(chosen)
+        for tp in chosen:
+            results[tp] = failed.get(tp)
+        return results
+
+    def _list_partition_reassignments(
+        self, partitions: set[TopicPartition] | None
+    ) -> dict[TopicPartition, znodes.ReplicaAssignment]:
+        candidates = self._ctx.all_partitions() if partitions is None else partitions
+        return {
+            tp: self._ctx.assignment(tp)
+            for tp in sorted(candidates)
+            if self._ctx.replicas(tp) and self._ctx.assignment(tp).is_being_reassigned
+        }
 
     def _schedule_rebalance(self) -> None:
         if not self.config["auto.leader.rebalance.enable"]:

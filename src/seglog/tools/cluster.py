@@ -1,12 +1,14 @@
 """``seglog cluster up``: a ZooKeeper and N brokers on this machine, the way to try a cluster in one command.
 
     seglog cluster up --brokers 3 --dir D [--zookeeper HOST:PORT] [--port 9092] [--override KEY=VALUE ...]
+    seglog cluster down --dir D
 
 Broker i (from 1) is ``broker.id=i`` on 127.0.0.i (Linux answers on all of 127/8 without setup),
 its log dir ``D/broker-i``, its output in ``D/broker-i.log``. ZooKeeper (Debian's package, unless
 ``--zookeeper`` names a running one) keeps its data in ``D/zookeeper``. The bootstrap servers are
 printed once every broker serves; SIGINT or SIGTERM stops the brokers (each moves its leaders off
-first: controlled shutdown) and then ZooKeeper. ``LocalCluster`` is the same for programs and tests.
+first: controlled shutdown) and then ZooKeeper; so does ``cluster down``, through the pid file
+``D/cluster.pid``. ``LocalCluster`` is the same for programs and tests.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .arguments import UsageError
 from .broker_client import BrokerClient
 
 DEFAULT_PORT = 9092
+PID_FILE = "cluster.pid"  # in --dir, while `cluster up` runs: what `cluster down` signals
 START_TIMEOUT_S = 60.0
 
 
@@ -221,6 +224,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a broker config for every broker"
     )
     up.set_defaults(run=run_up)
+    down = actions.add_parser("down", help="stop the cluster `cluster up --dir D` runs")
+    down.add_argument("--dir", required=True, help="the --dir it was started with")
+    down.add_argument("--timeout-ms", type=int, default=120_000, help="how long to wait for it to stop")
+    down.set_defaults(run=run_down)
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -233,7 +240,9 @@ def run_up(args: argparse.Namespace) -> int:
         args.dir, args.brokers, zookeeper=args.zookeeper, port=args.port or None, overrides=args.override
     )
     cluster.start()
+    pid_file = Path(args.dir) / PID_FILE
     try:
+        pid_file.write_text(f"{os.getpid()}\n")
         print(f"zookeeper.connect={cluster.zookeeper_connect}", flush=True)
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
         while not stop.wait(1.0):
@@ -245,5 +254,39 @@ def run_up(args: argparse.Namespace) -> int:
                     broker.proc = None
     finally:
         cluster.stop()
+        pid_file.unlink(missing_ok=True)
     print("stopped", flush=True)
     return 0
+
+
+def run_down(args: argparse.Namespace) -> int:
+    """SIGTERM to the ``cluster up`` of ``--dir`` (its pid file), then wait for it to be gone."""
+    pid_file = Path(args.dir) / PID_FILE
+    try:
+        pid = int(pid_file.read_text())
+    except FileNotFoundError:
+        raise SeglogError(f"no cluster is running from {args.dir}", file=str(pid_file)) from None
+    except ValueError:
+        raise SeglogError("the pid file does not hold a process id", file=str(pid_file)) from None
+    if not _is_cluster_up(pid):
+        pid_file.unlink(missing_ok=True)
+        raise SeglogError(f"the cluster of {args.dir} is not running (process {pid} is gone)", file=str(pid_file))
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + args.timeout_ms / 1000
+    while _is_cluster_up(pid):
+        if time.monotonic() > deadline:
+            raise SeglogError(f"the cluster (process {pid}) did not stop within {args.timeout_ms} ms")
+        time.sleep(0.1)
+    print("stopped", flush=True)
+    return 0
+
+
+def _is_cluster_up(pid: int) -> bool:
+    """Whether ``pid`` is still a ``seglog cluster up`` (not a process that took the number since)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    zombie = stat.rpartition(")")[2].split()[0] == "Z"
+    return not zombie and b"cluster" in command and b"up" in command

@@ -33,6 +33,7 @@ from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
 from .arguments import CommandParser, parse_configs
 from .broker_client import BrokerClient
+from .controller_client import cluster_metadata
 from .logdir import record_json
 
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
@@ -87,12 +88,16 @@ def _topics_parser(sub: Any) -> None:
     p.add_argument("--partitions", type=int)
     p.add_argument("--replication-factor", type=int, default=-1)
     p.add_argument("--config", action="append", metavar="KEY=VALUE")
+    p.add_argument("--under-replicated-partitions", action="store_true", help="--describe: ISR smaller than replicas")
+    p.add_argument("--unavailable-partitions", action="store_true", help="--describe: partitions without a leader")
     p.set_defaults(run=topics)
 
 
 def topics(args: argparse.Namespace) -> int:
     if (args.create or args.alter or args.delete) and not args.topic:
         raise SystemExit("error: --topic is required with --create, --alter and --delete")
+    if (args.under_replicated_partitions or args.unavailable_partitions) and not args.describe:
+        raise SystemExit("error: --under-replicated-partitions and --unavailable-partitions go with --describe")
     with _client(args) as client:
         if args.create:
             body = {
@@ -134,9 +139,13 @@ def topics(args: argparse.Namespace) -> int:
             print(f"Topic {args.topic} now has {args.partitions} partitions.")
         else:
             topics_ = _metadata(client, [args.topic] if args.topic else None)
+            filtered = args.under_replicated_partitions or args.unavailable_partitions
+            live = {b["node_id"] for b in cluster_metadata(client, [])["brokers"]} if filtered else set()
             for t in sorted(topics_, key=lambda t: t["name"]):
                 if args.list:
                     print(t["name"])
+                elif filtered:
+                    _describe_partitions(t, live, args.under_replicated_partitions, args.unavailable_partitions)
                 else:
                     _describe(client, t)
     return 0
@@ -165,11 +174,24 @@ def _describe(client: BrokerClient, topic: dict[str, Any]) -> None:
         f"ReplicationFactor: {factor}\tConfigs: {overrides}"
     )
     for p in partitions:
-        print(
-            f"\tTopic: {topic['name']}\tPartition: {p['partition_index']}\t"
-            f"Leader: {p['leader_id'] if p['leader_id'] >= 0 else 'none'}\t"
-            f"Replicas: {','.join(map(str, p['replica_nodes']))}\tIsr: {','.join(map(str, p['isr_nodes']))}"
-        )
+        _print_partition(topic["name"], p)
+
+
+def _print_partition(topic: str, p: dict[str, Any]) -> None:
+    print(
+        f"\tTopic: {topic}\tPartition: {p['partition_index']}\t"
+        f"Leader: {p['leader_id'] if p['leader_id'] >= 0 else 'none'}\t"
+        f"Replicas: {','.join(map(str, p['replica_nodes']))}\tIsr: {','.join(map(str, p['isr_nodes']))}"
+    )
+
+
+def _describe_partitions(topic: dict[str, Any], live: set[int], under_replicated: bool, unavailable: bool) -> None:
+    """Kafka's filtered describe: only the lines of partitions whose ISR is smaller than their replicas,
+    or with no leader among the live brokers."""
+    for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
+        short = len(p["isr_nodes"]) < len(p["replica_nodes"])
+        if (under_replicated and short) or (unavailable and p["leader_id"] not in live):
+            _print_partition(topic["name"], p)
 
 
 def _kafka_uuid(value: Any) -> str:

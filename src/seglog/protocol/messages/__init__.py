@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import admin, cluster, data, groups, inter_broker, txn
+from seglog.protocol.messages import admin, cluster, cluster_admin, data, groups, inter_broker, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -47,5 +47,8 @@ SCHEMAS: dict[int, Api] = {
         inter_broker.UPDATE_METADATA,
         inter_broker.CONTROLLED_SHUTDOWN,
         inter_broker.ALTER_PARTITION,
+        cluster_admin.ELECT_LEADERS,
+        cluster_admin.ALTER_PARTITION_REASSIGNMENTS,
+        cluster_admin.LIST_PARTITION_REASSIGNMENTS,
     )
 }

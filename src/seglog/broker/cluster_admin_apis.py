@@ -1,0 +1,127 @@
+"""A cluster's administration requests, served as Kafka 3.x's ZooKeeper-mode ``KafkaApis`` serves them:
+ElectLeaders, AlterPartitionReassignments and ListPartitionReassignments go to this broker's own
+controller, which answers NOT_CONTROLLER unless it is the active one (clients send them to the
+controller Metadata names, as Kafka's AdminClient does)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..cluster.controller import KafkaController
+from ..cluster.znodes import TopicPartition
+from ..errors import InvalidRequestError, NotControllerError, SeglogError
+from ..protocol import ApiKey
+from .metadata_cache import MetadataCache
+
+NONE = 0
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election_type
+
+
+class ClusterAdminApis:
+    # Kafka 3.6's versions; ApiVersions lists them in cluster mode only
+    VERSIONS: dict[ApiKey, tuple[int, int]] = {
+        ApiKey.ELECT_LEADERS: (0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    }
+
+    def __init__(self, controller: Callable[[], KafkaController | None], metadata: MetadataCache) -> None:
+        self._controller = controller
+        self.metadata = metadata
+
+    def handlers(self) -> dict[ApiKey, Callable[[int, dict[str, Any]], Any]]:
+        return {
+            ApiKey.ELECT_LEADERS: self.elect_leaders,
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+        }
+
+    async def _on_controller(self, call: Callable[[KafkaController], Any]) -> Any:
+        controller = self._controller()
+        if controller is None or not controller.is_active:
+            raise NotControllerError("this broker is not the controller")
+        return await asyncio.get_running_loop().run_in_executor(None, call, controller)
+
+    # --- ElectLeaders ---------------------------------------------------------------------------
+
+    async def elect_leaders(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        election_type = body.get("election_type", PREFERRED)  # v0 is preferred only
+        if body["topic_partitions"] is None:  # every partition the broker knows
+            partitions = {TopicPartition(t.name, p.partition) for t in self.metadata.topics() for p in t.partitions}
+        else:
+            partitions = {TopicPartition(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]}
+        results: dict[TopicPartition, int | SeglogError]
+        if election_type not in (PREFERRED, UNCLEAN):
+            error: SeglogError = InvalidRequestError(f"unknown election type {election_type}")
+            results = dict.fromkeys(partitions, error)
+        else:
+            try:
+                results = await self._on_controller(lambda c: c.elect_leaders(partitions, election_type == UNCLEAN))
+            except SeglogError as e:
+                results = dict.fromkeys(partitions, e)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, result in sorted(results.items()):
+            entry: dict[str, Any] = {"partition_id": tp.partition, "error_code": NONE, "error_message": None}
+            if isinstance(result, SeglogError):
+                entry.update(error_code=result.error_code, error_message=result.message)
+            by_topic.setdefault(tp.topic, []).append(entry)
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()],
+        }
+
+    # --- AlterPartitionReassignments / ListPartitionReassignments (KIP-455) -----------------------
+
+    async def alter_partition_reassignments(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        targets = {
+            TopicPartition(t["name"], p["partition_index"]): p["replicas"]
+            for t in body["topics"]
+            for p in t["partitions"]
+        }
+        try:
+            results = await self._on_controller(lambda c: c.alter_partition_reassignments(targets))
+        except SeglogError as e:
+            return {"throttle_time_ms": 0, "error_code": e.error_code, "error_message": e.message, "responses": []}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, error in sorted(results.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "error_code": NONE if error is None else error.error_code,
+                    "error_message": None if error is None else error.message,
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "error_message": None,
+            "responses": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+        }
+
+    async def list_partition_reassignments(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+        wanted: Iterable[TopicPartition] | None = None
+        if body["topics"] is not None:
+            wanted = [TopicPartition(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+        try:
+            ongoing = await self._on_controller(lambda c: c.list_partition_reassignments(wanted))
+        except SeglogError as e:
+            return {"throttle_time_ms": 0, "error_code": e.error_code, "error_message": e.message, "topics": []}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, assignment in sorted(ongoing.items()):
+            by_topic.setdefault(tp.topic, []).append(
+                {
+                    "partition_index": tp.partition,
+                    "replicas": list(assignment.replicas),
+                    "adding_replicas": list(assignment.adding_replicas),
+                    "removing_replicas": list(assignment.removing_replicas),
+                }
+            )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": NONE,
+            "error_message": None,
+            "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
+        }
