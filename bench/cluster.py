@@ -20,7 +20,7 @@ processes on this machine) beside one broker, measured in the same run.
    and ``seglog leader-election --election-type preferred --all-topic-partitions``: seconds from
    the command to every leader being its preferred replica in Metadata.
 
-Run: ``.venv/bin/python bench/cluster.py`` (about three minutes; needs ZooKeeper, which
+Run: ``.venv/bin/python bench/cluster.py`` (about two minutes; needs ZooKeeper, which
 ``make install`` installs). Figures on a shared machine are not final.
 """
 
