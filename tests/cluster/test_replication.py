@@ -13,18 +13,14 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-import seglog
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
@@ -35,6 +31,7 @@ from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
+from .history import History
 
 NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 19, 20
 FETCHING = [
@@ -46,7 +43,7 @@ FETCHING = [
 ]
 
 
-def _cluster(zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str]) -> LocalCluster:
+def chrooted_cluster(zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str]) -> LocalCluster:
     admin = KazooClient(hosts=zookeeper.connect_string)
     admin.start()
     admin.ensure_path(f"/{name}")
@@ -60,7 +57,7 @@ def _cluster(zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: 
 def patient(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Sessions of 30 s: a follower paused for seconds stays registered; lagging 1.5 s, it leaves the ISR."""
     overrides = ["zookeeper.session.timeout.ms=30000", "replica.lag.time.max.ms=1500"]
-    local = _cluster(zookeeper, tmp_path_factory.mktemp("patient"), "patient", overrides)
+    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("patient"), "patient", overrides)
     local.start()
     try:
         yield local
@@ -72,7 +69,7 @@ def patient(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
 def hasty(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Sessions of 3 s: a killed leader is replaced within seconds."""
     overrides = ["zookeeper.session.timeout.ms=3000", "replica.lag.time.max.ms=5000"]
-    local = _cluster(zookeeper, tmp_path_factory.mktemp("hasty"), "hasty", overrides)
+    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("hasty"), "hasty", overrides)
     local.start()
     try:
         yield local
@@ -96,9 +93,15 @@ def state(zk: ZkClient, topic: str) -> znodes.LeaderAndIsr:
 
 
 def produce(
-    broker: BrokerProcess, topic: str, values: list[bytes], acks: int = -1, timeout_ms: int = 30_000
+    broker: BrokerProcess,
+    topic: str,
+    values: list[bytes],
+    acks: int = -1,
+    timeout_ms: int = 30_000,
+    source_host: str | None = None,
 ) -> dict[str, Any]:
-    """One Produce request of one batch to partition 0: its answer (error_code, base_offset)."""
+    """One Produce request of one batch to partition 0 (from ``source_host``, if given): its answer
+    (error_code, base_offset)."""
     body = {
         "transactional_id": None,
         "acks": acks,
@@ -110,7 +113,7 @@ def produce(
             }
         ],
     }
-    with BrokerClient(broker.address, timeout=timeout_ms / 1000 + 30) as client:
+    with BrokerClient(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
         answer = client.request(ApiKey.PRODUCE, body)
     return answer["responses"][0]["partition_responses"][0]
 
@@ -124,11 +127,6 @@ def segment_bytes(broker: BrokerProcess, topic: str) -> bytes:
 def identical(cluster: LocalCluster, topic: str) -> bytes | None:
     logs = [segment_bytes(b, topic) for b in cluster.brokers.values()]
     return logs[0] if all(log == logs[0] for log in logs) else None
-
-
-def records(broker: BrokerProcess, topic: str) -> dict[int, bytes]:
-    with seglog.open(broker.log_dir, read_only=True) as logs:
-        return {r.offset: r.value for r in logs.partition(topic, 0).records(0, end_offset=None)}
 
 
 def test_acks_all_waits_for_the_isr_which_shrinks_and_grows(patient: LocalCluster) -> None:
@@ -185,66 +183,20 @@ def test_a_new_leader_keeps_every_acknowledged_record(hasty: LocalCluster) -> No
     with zk_of(hasty) as zk:
         create_topic(hasty, "kills", [1, 2, 3])
         wait_until(lambda: state(zk, "kills").isr == (1, 2, 3), what="a full ISR")
-        acknowledged: dict[int, bytes] = {}
-        stop = threading.Event()
-
-        def delivered(error: Any, message: Any) -> None:
-            if error is None:
-                acknowledged[message.offset()] = message.value()
-
-        def write() -> None:
-            producer = Producer(
-                {"bootstrap.servers": hasty.bootstrap_servers, "acks": "all", "linger.ms": 5, "retry.backoff.ms": 100}
-            )
-            n = 0
-            while not stop.is_set():
-                producer.produce("kills", b"record-%d" % n, partition=0, on_delivery=delivered)
-                producer.poll(0.01)
-                n += 1
-            producer.flush(60)
-
-        writer = threading.Thread(target=write, daemon=True)
-        writer.start()
-        try:
+        with History(hasty.bootstrap_servers, "kills") as history:
             for _ in range(3):
-                acked = len(acknowledged)
-                wait_until(lambda a=acked: len(acknowledged) >= a + 50, 60, "acknowledged writes")
+                history.wait_for(50)
                 old = state(zk, "kills")
                 hasty.brokers[old.leader].kill()
                 wait_until(lambda o=old: state(zk, "kills").leader not in (-1, o.leader), 60, "a new leader")
                 assert state(zk, "kills").leader in old.isr
                 hasty.start_broker(old.leader)
                 wait_until(lambda: len(state(zk, "kills").isr) == 3, 60, "the killed broker back in the ISR")
-            wait_until(lambda: len(acknowledged) >= acked + 50, 60, "acknowledged writes")
-        finally:
-            stop.set()
-            writer.join(90)
+            history.wait_for(50)
         leader = hasty.brokers[state(zk, "kills").leader]
         wait_until_found(lambda: identical(hasty, "kills"), "identical logs")
-        held = records(leader, "kills")
-        assert len(acknowledged) >= 200
-        assert {o: held.get(o) for o in acknowledged} == acknowledged
-        assert consume(hasty, "kills", max(acknowledged) + 1) == {o: held[o] for o in range(max(acknowledged) + 1)}
-
-
-def consume(cluster: LocalCluster, topic: str, end: int) -> dict[int, bytes]:
-    consumer = Consumer(
-        {"bootstrap.servers": cluster.bootstrap_servers, "group.id": topic, "enable.auto.commit": False}
-    )
-    consumer.assign([KafkaTopicPartition(topic, 0, 0)])
-    got: dict[int, bytes] = {}
-    try:
-
-        def read() -> bool:
-            m = consumer.poll(0.2)
-            if m is not None and m.error() is None:
-                got[m.offset()] = m.value()
-            return len(got) >= end
-
-        wait_until(read, 60, "the records to come back")
-    finally:
-        consumer.close()
-    return got
+        assert len(history.acknowledged) >= 200
+        history.check(leader)
 
 
 def test_an_old_leader_truncates_its_divergent_suffix(hasty: LocalCluster) -> None:

@@ -16,13 +16,16 @@ _MAX_RESPONSE = 1 << 30
 
 
 class BrokerClient:
-    def __init__(self, bootstrap: str, timeout: float = 30.0, client_id: str = "seglog-cli") -> None:
+    def __init__(
+        self, bootstrap: str, timeout: float = 30.0, client_id: str = "seglog-cli", source_host: str | None = None
+    ) -> None:
         self.address = bootstrap.split(",")[0].strip()
         host, sep, port = self.address.rpartition(":")
         if not sep or not port.isdigit():
             raise BrokerNotAvailableError(f"--bootstrap-server {bootstrap!r} is not HOST:PORT")
         try:
-            self._sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout)
+            source = (source_host, 0) if source_host is not None else None  # a test cuts others, not this one
+            self._sock = socket.create_connection((host.strip("[]"), int(port)), timeout=timeout, source_address=source)
         except OSError as e:
             raise BrokerNotAvailableError(f"cannot connect to {self.address}: {e.strerror or e}") from None
         self._client_id = client_id
