@@ -36,6 +36,9 @@ def test_a_member_at_every_version(seglog_broker) -> None:
             answer = client.request(ApiKey.FIND_COORDINATOR, body, v)
             found = answer["coordinators"][0] if v >= 4 else answer
             assert (found["error_code"], found["node_id"], found["port"]) == (0, 0, seglog_broker.port), v
+        empty = {"key": "", "key_type": 1, "coordinator_keys": [""]}  # no transactional id: Kafka's INVALID_REQUEST
+        answer = client.request(ApiKey.FIND_COORDINATOR, empty, 4)
+        assert answer["coordinators"][0]["error_code"] == ErrorCode.INVALID_REQUEST
         for v in versions(ApiKey.JOIN_GROUP):
             group = f"group-v{v}"
             join = {

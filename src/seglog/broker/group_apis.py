@@ -34,7 +34,7 @@ from ..coordinator.offset_manager import (
     PartitionCommit,
     TxnOffsetCommitRequest,
 )
-from ..errors import SeglogError
+from ..errors import InvalidRequestError, SeglogError
 from ..protocol import ApiKey, ErrorCode
 from .group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata_cache import MetadataCache
@@ -89,6 +89,8 @@ class GroupApis:
             return {**answer, "error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown key type {key_type}"}
         try:
             topic, partition = await lookup(key)
+        except InvalidRequestError as e:  # a key no coordinator takes (an empty transactional id)
+            return {**answer, "error_code": ErrorCode.INVALID_REQUEST, "error_message": e.message}
         except SeglogError as e:
             return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": e.message}
         found = self.metadata.topic(topic)
