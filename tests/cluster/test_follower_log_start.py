@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, ElectionType, Producer
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaAdminClient
@@ -59,12 +59,23 @@ def first_segment(cluster: LocalCluster, broker: int) -> int:
 
 
 def earliest(bootstrap_servers: str) -> int:
+    """ListOffsets EARLIEST from the leader (asked again while the client's metadata names the old one)."""
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": TOPIC})
+    found: list[int] = []
+
+    def ask() -> bool:
+        try:
+            found.append(consumer.get_watermark_offsets(KafkaTopicPartition(TOPIC, 0), timeout=10)[0])
+        except KafkaException as e:
+            if e.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION:
+                raise
+        return bool(found)
+
     try:
-        low, _ = consumer.get_watermark_offsets(KafkaTopicPartition(TOPIC, 0), timeout=10)
+        wait_until(ask, 30, "an answer from the leader")
     finally:
         consumer.close()
-    return int(low)
+    return found[0]
 
 
 def test_followers_take_the_leader_s_log_start_offset(cluster: LocalCluster) -> None:
