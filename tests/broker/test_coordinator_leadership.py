@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from seglog.broker.admin import AdminManager
+from seglog.broker.controller_apis import ControllerApis
 from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
@@ -144,6 +145,35 @@ def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
             assert txn.coordinator.transactions["tx"].producer_id == answer["producer_id"]
             ended = await txn.end_txn(3, {**producer, "committed": False})
             assert ended["error_code"] == ErrorCode.INVALID_TXN_STATE  # known again: nothing is open
+        finally:
+            await groups.shutdown()
+            txn.shutdown()
+            await replicas.stop_replication()
+            replicas.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
+    """In a cluster a topic's deletion reaches every broker as UpdateMetadata with leader -2
+    (LeaderDuringDelete): the groups coordinated here forget its offsets."""
+
+    async def scenario() -> None:
+        replicas, groups, txn = open_broker(str(tmp_path))
+        replicas.deletion_listeners.append(groups.on_partitions_deleted)
+        controller = ControllerApis(replicas, lambda: -1, lambda: None)
+        await replicas.startup()
+        try:
+            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 1)
+            await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
+            commit = OffsetCommitRequest("g", {("gone", 0): PartitionCommit(3), ("kept", 0): PartitionCommit(4)})
+            await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
+            deleting = {"topic_name": "gone", "partition_states": [{**state("gone", -2, 1), "offline_replicas": []}]}
+            body = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": -1, "live_brokers": []}
+            answer = await controller.update_metadata(7, {**body, "topic_states": [deleting]})
+            assert answer["error_code"] == ErrorCode.NONE
+            fetched = groups.offsets.fetch_offsets(OffsetFetchRequest("g", None))
+            assert {tp: f.offset for tp, f in fetched.partitions.items()} == {("kept", 0): 4}
         finally:
             await groups.shutdown()
             txn.shutdown()
