@@ -194,6 +194,8 @@ class ReplicaManager:
         # Kafka's onLeadershipChange: called on the loop with the partitions this broker began
         # to lead and those it began to follow (the coordinators load and drop their state)
         self.leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]] = []
+        # called on the loop with the partitions of deleted topics (the group coordinator drops their offsets)
+        self.deletion_listeners: list[Callable[[list[TopicPartition]], None]] = []
         # in a cluster the controller's LeaderAndIsr says which logs this broker serves, and how
         self.cluster_mode = bool(config["zookeeper.connect"])
         # in a cluster, a topic's overrides (its /config/topics znode) for logs made on LeaderAndIsr
@@ -220,9 +222,17 @@ class ReplicaManager:
         self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
-        for tp in [tp for tp in self._partitions if tp[0] == topic]:
+        deleted = [tp for tp in self._partitions if tp[0] == topic]
+        for tp in deleted:
             del self._partitions[tp]
         self.metadata.remove_topic(topic)
+        self.partitions_deleted(deleted)
+
+    def partitions_deleted(self, tps: list[TopicPartition]) -> None:
+        """Tell the deletion listeners that these partitions' topic is gone (one broker: its
+        own deletion; a cluster: the controller's UpdateMetadata)."""
+        for listener in self.deletion_listeners:
+            listener(tps)
 
     def partition(self, topic: str, index: int) -> Partition:
         found = self._partitions.get((topic, index))
@@ -363,6 +373,8 @@ class ReplicaManager:
             if partition is not None:
                 partition.stop()
                 self.produce_purgatory.check_and_complete(tp)
+        for listener in self.leadership_listeners:  # led here no more: the coordinators resign (Kafka's StopReplica)
+            listener([], tps)
 
     def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn`` on the broker's event loop, which owns the partitions' roles and the
