@@ -252,12 +252,12 @@ def test_a_leader_killed_during_commits_loses_no_committed_record(cluster: Local
 # --- WriteTxnMarkers itself ------------------------------------------------------------------------
 
 
-def produce_transactional(broker: BrokerProcess, topic: str, partition: int, producer_id: int) -> None:
-    """One transactional record of ``producer_id`` (epoch 0, sequence 0), acks -1."""
+def produce_transactional(broker: BrokerProcess, topic: str, partition: int, producer_id: int, epoch: int = 0) -> None:
+    """One transactional record of ``producer_id`` (sequence 0), acks -1."""
     batch = build_batch(
         [Record(key=None, value=b"pending")],
         producer_id=producer_id,
-        producer_epoch=0,
+        producer_epoch=epoch,
         base_sequence=0,
         transactional=True,
     )
@@ -372,11 +372,8 @@ def test_markers_follow_a_moved_leader_and_pass_an_unreachable_broker(cluster: L
             cache.update_metadata(brokers, -1, [("moving", ZERO_UUID, s) for s in current], set())
         return True
 
-    async def never(marker: WriteTxnMarkers, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
-        raise AssertionError(f"broker 99 leads none of {partitions}")
-
     async def send() -> bool:
-        channel = TransactionMarkerChannelManager(cache, 99, never, timeout_s=10)
+        channel = TransactionMarkerChannelManager(cache, 99, _no_local_write, timeout_s=10)
         partitions = frozenset({("moving", 0), ("moving", 1), ("deleted", 0)})
         try:
             return await channel.send(WriteTxnMarkers("moving-writer", 4300, 0, True, 0, partitions), still_current)
@@ -389,3 +386,35 @@ def test_markers_follow_a_moved_leader_and_pass_an_unreachable_broker(cluster: L
     assert offsets(cluster.brokers[3], "moving", 1) == (2, 2)
     committed = read_all(cluster.bootstrap_servers, "moving", 2, "read_committed")
     assert committed == {0: [b"pending"], 1: [b"pending"]}
+
+
+def test_markers_of_a_fenced_producer_epoch_are_abandoned(cluster: LocalCluster) -> None:
+    """A leader refuses a marker older than its producer's epoch (INVALID_PRODUCER_EPOCH): the
+    producer has moved on, so the channel stops at once, without a retry, and reports the
+    transaction not completed (Kafka's abortSending); the open transaction stays open."""
+    create(cluster, "fenced", [[2, 3, 1]])
+    produce_transactional(cluster.brokers[2], "fenced", 0, 4400, epoch=1)
+    brokers, current = metadata_of(cluster, "fenced")
+    cache = MetadataCache("txn")
+    cache.update_metadata(brokers, -1, [("fenced", ZERO_UUID, s) for s in current], set())
+    rounds: list[int] = []
+
+    def still_current() -> bool:
+        rounds.append(len(rounds) + 1)
+        return True
+
+    async def send() -> bool:
+        channel = TransactionMarkerChannelManager(cache, 99, _no_local_write, timeout_s=10)
+        try:
+            marker = WriteTxnMarkers("fenced-writer", 4400, 0, True, 0, frozenset({("fenced", 0)}))
+            return await channel.send(marker, still_current)
+        finally:
+            channel.close()
+
+    assert not asyncio.run(send())
+    assert rounds == [1]
+    assert offsets(cluster.brokers[2], "fenced", 0) == (1, 0)
+
+
+async def _no_local_write(marker: WriteTxnMarkers, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+    raise AssertionError(f"the channel's broker (99) leads none of {partitions}")
