@@ -655,42 +655,6 @@ class ReplicaManager:
         if exposed:
             self._high_watermark_moved((partition.topic, partition.index), exposed)
 
-    # --- transactions -----------------------------------------------------------------------------
-
-    async def append_as_coordinator(
-        self, batches: Mapping[TopicPartition, bytes]
-    ) -> dict[TopicPartition, AppendResult]:
-        """Append the transaction coordinator's control batches (markers) as the leader,
-        checked for the producer's epoch only; the high watermark and the fetches waiting
-        on the partitions move as after a producer's append."""
-        self._loop = asyncio.get_running_loop()
-        results = await self._run(self._append_as_coordinator, batches)
-        for tp, result in results.items():
-            partition = self._partitions.get(tp)
-            if result.error_code == NONE and partition is not None:
-                self._after_leader_append(tp, partition, result)
-        return results
-
-    def _append_as_coordinator(self, batches: Mapping[TopicPartition, bytes]) -> dict[TopicPartition, AppendResult]:
-        results = {}
-        for tp, batch in batches.items():
-            try:
-                partition = self.leader_partition(*tp)
-                info = partition.append_as_leader(memoryview(batch), 1, wait=True, origin="coordinator")
-                assert info is not None
-                results[tp] = AppendResult(
-                    NONE,
-                    info.first_offset,
-                    info.log_append_time,
-                    partition.log_start_offset,
-                    info.size,
-                    info.last_offset,
-                )
-            except Exception as e:
-                code, message = _error(e)
-                results[tp] = AppendResult(code, message=message)
-        return results
-
     def partition_log(self, topic: str, index: int) -> PartitionLog:
         """The log of a partition this broker leads (the coordinators load their state from it)."""
         return self.partition(topic, index).log
