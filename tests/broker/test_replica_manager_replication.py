@@ -9,7 +9,8 @@ import asyncio
 import uuid
 
 from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
-from seglog.broker.metadata_cache import BrokerInfo
+from seglog.broker.apis import KafkaApis
+from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
 from seglog.records import Record
@@ -17,7 +18,7 @@ from seglog.records.batch import build_batch
 
 TOPIC_ID = uuid.uuid4()
 STALE_CONTROLLER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH = 11, 3, 7, 74
-OFFSET_NOT_AVAILABLE = 78
+OFFSET_NOT_AVAILABLE, LEADER_NOT_AVAILABLE = 78, 5
 
 
 def _manager(path: str, **overrides: object) -> ReplicaManager:
@@ -115,6 +116,15 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             # a new leader's HW short of its epoch's start (4): a consumer cannot be told the latest offset yet
             latest = await rm.list_offsets([ListOffsetsPartition("t", 0, -1)])
             assert latest[0].error_code == OFFSET_NOT_AVAILABLE
+            # which ListOffsets v5 brought: older clients are told LEADER_NOT_AVAILABLE (once the topic is known)
+            apis = KafkaApis(rm.config, rm, ("127.0.0.1", 9092))
+            partition = PartitionState(0, 0, 4, (0, 1), (0, 1))
+            rm.metadata.update_metadata([rm.broker], 9, [("t", TOPIC_ID, partition)], set())
+            latest_of_t = {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}
+            for version, code in ((4, LEADER_NOT_AVAILABLE), (5, OFFSET_NOT_AVAILABLE)):
+                answer = await apis.list_offsets(version, {"replica_id": -1, "topics": [latest_of_t]})
+                assert answer["topics"][0]["partitions"][0]["error_code"] == code
+            rm.metadata.update_metadata([rm.broker], 9, [], {("t", 0)})
             assert rm.stop_replicas(9, 1, [("t", 0, True, 3)]) == {("t", 0): FENCED_LEADER_EPOCH}
             assert rm.stop_replicas(9, 1, [("t", 0, True, -2)]) == {("t", 0): 0}
             gone = await rm.list_offsets([ListOffsetsPartition("t", 0, -1)])
