@@ -19,6 +19,7 @@ from ..errors import (
     CorruptRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
+    OffsetNotAvailableError,
     SeglogError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -26,13 +27,13 @@ from ..errors import (
 )
 from ..protocol import ApiKey, supported_versions
 from .metadata_cache import ZERO_UUID, TopicMetadata
-from .partition import check_leader_epoch
 from .purgatory import DelayedOperation
 from .replica_manager import (
     NONE,
     AppendResult,
     FetchRequestPartition,
     FetchResult,
+    ListOffsetsPartition,
     ReplicaManager,
     TopicPartition,
     fetch_key,
@@ -382,7 +383,7 @@ class KafkaApis:
     # --- ListOffsets, OffsetForLeaderEpoch -----------------------------------------------------------------
 
     async def list_offsets(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        lookups: list[tuple[str, int, int]] = []
+        lookups: list[ListOffsetsPartition] = []
         answers: list[tuple[str, dict[str, Any]]] = []
         for topic in body["topics"]:
             for part in topic["partitions"]:
@@ -392,35 +393,37 @@ class KafkaApis:
                     "timestamp": -1,
                     "offset": -1,
                 }
-                error = self._partition_error(
-                    topic["name"], part["partition_index"], part.get("current_leader_epoch", -1)
-                )
-                if error:
-                    entry["error_code"] = error
-                else:
-                    lookups.append((topic["name"], part["partition_index"], part["timestamp"]))
+                if self._partition_unknown(topic["name"], part["partition_index"]):
+                    entry["error_code"] = UnknownTopicOrPartitionError.error_code
+                else:  # the leader epoch is the partition's to check (the replica manager's)
+                    lookups.append(
+                        ListOffsetsPartition(
+                            topic["name"],
+                            part["partition_index"],
+                            part["timestamp"],
+                            part.get("current_leader_epoch", -1),
+                        )
+                    )
                 answers.append((topic["name"], entry))
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
-        found = iter(await self.replicas.list_offsets(lookups, read_committed))
+        found = iter(await self.replicas.list_offsets(lookups, read_committed, body["replica_id"]))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, entry in answers:
             if entry["error_code"] == NONE:
                 r = next(found)
-                entry.update(
-                    error_code=r.error_code, timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch
+                # OFFSET_NOT_AVAILABLE came with v5; older clients are told LEADER_NOT_AVAILABLE, as Kafka does
+                code = (
+                    LEADER_NOT_AVAILABLE
+                    if r.error_code == OffsetNotAvailableError.error_code and version < 5
+                    else r.error_code
                 )
+                entry.update(error_code=code, timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch)
             by_topic.setdefault(name, []).append(entry)
         return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
 
-    def _partition_error(self, name: str, index: int, current_leader_epoch: int) -> int:
+    def _partition_unknown(self, name: str, index: int) -> bool:
         found = self.metadata.topic(name)
-        if found is None or not 0 <= index < len(found.partitions):
-            return UnknownTopicOrPartitionError.error_code
-        try:
-            check_leader_epoch(current_leader_epoch, found.partitions[index].leader_epoch)
-        except SeglogError as e:
-            return e.error_code
-        return NONE
+        return found is None or not 0 <= index < len(found.partitions)
 
     async def offset_for_leader_epoch(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         topics = []

@@ -45,6 +45,7 @@ from ..errors import (
     ControllerMovedError,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     SeglogError,
     UnknownTopicOrPartitionError,
@@ -73,7 +74,9 @@ INVALID_UPDATE_VERSION = 95  # AlterPartition from a partition epoch the control
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
-LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets' replica ids: a consumer's (it sees up to the HW or the LSO) and a debugging tool's (any replica)
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 # the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -111,6 +114,14 @@ class FetchResult:
     @property
     def size(self) -> int:
         return self.records.size if self.records is not None else 0
+
+
+@dataclass(frozen=True)
+class ListOffsetsPartition:
+    topic: str
+    partition: int
+    timestamp: int
+    current_leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -169,6 +180,36 @@ def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) ->
     state = _transaction_state(plog)
     lso = state.last_stable_offset
     return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
+
+
+def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: bool | None) -> OffsetResult:
+    """Kafka's ``Partition.fetchOffsetForTimestamp``: a consumer (``read_committed`` not None) sees
+    offsets below the high watermark (read_committed: the last stable offset), a replica below the log
+    end; a consumer asking a new leader whose high watermark is still short of its epoch's start
+    offset gets OFFSET_NOT_AVAILABLE for the latest offset, or for a timestamp found past that bound."""
+    plog = partition.log
+    if read_committed is None:
+        last_fetchable = plog.log_end_offset
+    elif read_committed:
+        last_fetchable = _stable_view(plog, 0, False)[0]
+    else:
+        last_fetchable = plog.high_watermark
+    not_available = None
+    if read_committed is not None and partition.leader_epoch_start_offset > plog.high_watermark:
+        not_available = OffsetNotAvailableError(
+            f"{partition.topic}-{partition.index}: the high watermark ({plog.high_watermark}) is behind the start "
+            f"of leader epoch {partition.leader_epoch} ({partition.leader_epoch_start_offset})"
+        )
+    if timestamp == LATEST_TIMESTAMP:
+        if not_available is not None:
+            raise not_available
+        return OffsetResult(NONE, -1, last_fetchable, partition.leader_epoch)
+    found = plog.offset_for_timestamp(timestamp)
+    if found is not None and (timestamp == EARLIEST_TIMESTAMP or found[0] < last_fetchable):
+        return OffsetResult(NONE, found[1], found[0], partition.leader_epoch)
+    if not_available is not None:
+        raise not_available
+    return OffsetResult(NONE, -1, -1, -1)
 
 
 class ReplicaManager:
@@ -247,10 +288,16 @@ class ReplicaManager:
         from ``__consumer_offsets`` or ``__transaction_state``."""
         return await self._run(reader, self.partition(topic, index).log)
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition, if this broker leads it: what producers and consumers may use."""
+    def leader_partition(
+        self, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True
+    ) -> Partition:
+        """The partition, if this broker leads it: what producers and consumers may use. Kafka's
+        ``localLogWithEpochOrThrow`` (KIP-320): the requester's ``current_leader_epoch`` (-1: none) is
+        checked against the partition's first, FENCED_LEADER_EPOCH if older, UNKNOWN_LEADER_EPOCH if
+        newer, then the role."""
         found = self.partition(topic, index)
-        if found.role != LEADER:
+        check_leader_epoch(current_leader_epoch, found.leader_epoch)
+        if require_leader and found.role != LEADER:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
 
@@ -603,8 +650,7 @@ class ReplicaManager:
         remaining = max_bytes
         for req in requests:
             try:
-                partition = self.leader_partition(req.topic, req.partition)
-                check_leader_epoch(req.current_leader_epoch, partition.leader_epoch)
+                partition = self.leader_partition(req.topic, req.partition, req.current_leader_epoch)
                 hw = partition.high_watermark
                 lso, aborted = _stable_view(partition.log, req.fetch_offset, read_committed)
                 limit = min(req.max_bytes, remaining)
@@ -662,23 +708,27 @@ class ReplicaManager:
     # --- offsets ----------------------------------------------------------------------------------
 
     async def list_offsets(
-        self, requests: list[tuple[str, int, int]], read_committed: bool = False
+        self,
+        requests: list[ListOffsetsPartition],
+        read_committed: bool = False,
+        replica_id: int = CONSUMER_REPLICA_ID,
     ) -> list[OffsetResult]:
-        return await self._run(self._list_offsets, requests, read_committed)
+        return await self._run(self._list_offsets, requests, read_committed, replica_id)
 
-    def _list_offsets(self, requests: list[tuple[str, int, int]], read_committed: bool = False) -> list[OffsetResult]:
+    def _list_offsets(
+        self, requests: list[ListOffsetsPartition], read_committed: bool, replica_id: int
+    ) -> list[OffsetResult]:
         results = []
-        for topic, index, timestamp in requests:
+        for req in requests:
             try:
-                partition = self.leader_partition(topic, index)
-                found = partition.log.offset_for_timestamp(timestamp)
-                if found is not None and timestamp == LATEST_TIMESTAMP and read_committed:
-                    found = (_stable_view(partition.log, 0, False)[0], found[1])  # the last stable offset
-                if found is None:
-                    results.append(OffsetResult(NONE, -1, -1, -1))
-                else:
-                    offset, ts = found
-                    results.append(OffsetResult(NONE, ts, offset, partition.leader_epoch))
+                partition = self.leader_partition(
+                    req.topic,
+                    req.partition,
+                    req.current_leader_epoch,
+                    require_leader=replica_id != DEBUGGING_REPLICA_ID,
+                )
+                isolation_level = read_committed if replica_id == CONSUMER_REPLICA_ID else None
+                results.append(_offset_for_timestamp(partition, req.timestamp, isolation_level))
             except Exception as e:
                 results.append(OffsetResult(_error(e)[0]))
         return results
@@ -688,8 +738,7 @@ class ReplicaManager:
     ) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader, asked by a
         replica or consumer that knows ``current_leader_epoch`` (FENCED/UNKNOWN_LEADER_EPOCH)."""
-        partition = self.leader_partition(topic, index)
-        check_leader_epoch(current_leader_epoch, partition.leader_epoch)
+        partition = self.leader_partition(topic, index, current_leader_epoch)
         return partition.end_offset_for_epoch(epoch)
 
     async def delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
