@@ -545,9 +545,11 @@ class PartitionLog:
                 raise RecordTooLargeError(
                     f"append spans offsets {first}..{last}, more than a segment can index", file=path
                 )
-            self._roll(first).adopt(path, entries)  # an empty active segment at the log end takes the file
+            segment = self._roll(first)
+            self._assign_epochs(((self._leader_epoch, first),))
+            segment.adopt(path, entries)  # an empty active segment at the log end takes the file
             log.debug("%s: %s became the segment at offset %d", self.name, path, first)
-            self._advance(last, ((self._leader_epoch, first),))
+            self._advance(last)
             self.producer_state.on_append(check, self._next_offset, self._segments[-1])
             return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
 
@@ -614,18 +616,23 @@ class PartitionLog:
                     f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
                 )
         # else the segment can index ``last``: should_roll checks that
+        self._assign_epochs(epochs)
         segment.append(buffer, entries)
-        self._advance(last, epochs)
+        self._advance(last)
 
-    def _advance(self, last: int, epochs: Sequence[tuple[int, int]]) -> None:
-        """After an append whose last offset is ``last``: the epoch cache, the log end
-        offset (and where it is), a standalone log's high watermark, and a flush if one
-        is due."""
-        c = self._config
+    def _assign_epochs(self, epochs: Sequence[tuple[int, int]]) -> None:
+        """Before an append's batches are written, as Kafka's UnifiedLog.append: a new
+        epoch's checkpoint that fails (a full disk) fails the append with nothing in the
+        log; written after, it left a batch in the segment past the log end offset."""
         cache = self.leader_epoch_cache
         for epoch, start in epochs:
             if not cache.entries or cache.entries[-1][0] != epoch:  # else in force already (offsets only grow)
                 cache.assign(epoch, start)
+
+    def _advance(self, last: int) -> None:
+        """After an append whose last offset is ``last``: the log end offset (and where
+        it is), a standalone log's high watermark, and a flush if one is due."""
+        c = self._config
         active = self._segments[-1]
         # (tuple.__new__: half the cost of the named tuple's constructor, on every append)
         self._end_metadata = _new(LogOffsetMetadata, (last + 1, active.base_offset, active.size))
