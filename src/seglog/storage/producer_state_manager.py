@@ -226,19 +226,23 @@ class ProducerStateManager:
         *,
         clean_shutdown: bool = False,
         rebuild_txn_index: bool = False,
+        snapshot_offsets: list[int] | None = None,
     ) -> None:
         """The state of a log being opened (or truncated): ``load``, except that after a
         clean shutdown that left no snapshot (a dir written before producer state was
         kept) the log holds no producer worth a scan, as Kafka assumes. With
         ``rebuild_txn_index`` (after a crash) the ABORT markers the replay met are
         indexed again: a crash may have come between a marker and its entry, which is
-        always after the last snapshot (one is taken at every roll)."""
-        if clean_shutdown and not producer_snapshot.snapshot_offsets(self.dir):
+        always after the last snapshot (one is taken at every roll). ``snapshot_offsets``:
+        the snapshots in the dir, when the caller has just listed it (else listed here)."""
+        if snapshot_offsets is None:
+            snapshot_offsets = producer_snapshot.snapshot_offsets(self.dir)
+        if clean_shutdown and not snapshot_offsets:
             self.producers.clear()
             self.map_end_offset = log_end_offset
             self.first_unstable_offset = None
             return
-        start, completed = self.load(segments, log_start_offset, log_end_offset, now_ms)
+        start, completed = self.load(segments, log_start_offset, log_end_offset, now_ms, snapshot_offsets)
         if rebuild_txn_index:
             _reindex_aborts(segments, start, completed)
 
@@ -247,7 +251,12 @@ class ProducerStateManager:
         truncate_txn_index(segment.log_path, offset)
 
     def load(
-        self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int
+        self,
+        segments: Sequence[LogSegment],
+        log_start_offset: int,
+        log_end_offset: int,
+        now_ms: int,
+        snapshot_offsets: list[int] | None = None,
     ) -> tuple[int, list[CompletedTxn]]:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
@@ -256,7 +265,9 @@ class ProducerStateManager:
         self.producers.clear()
         self.map_end_offset = log_start_offset
         self.last_snapshot_offset = None
-        for offset in reversed(producer_snapshot.snapshot_offsets(self.dir)):
+        if snapshot_offsets is None:
+            snapshot_offsets = producer_snapshot.snapshot_offsets(self.dir)
+        for offset in reversed(snapshot_offsets):
             path = os.path.join(self.dir, offset_file_name(offset, SNAPSHOT_SUFFIX))
             if offset > log_end_offset or offset <= log_start_offset:
                 fileio.unlink(path)

@@ -145,6 +145,8 @@ class LogSegment:
     # --- state (see the table at the top) -------------------------------------------------
 
     def _move(self, to: SegmentState) -> None:
+        if to is self.state:
+            return  # staying is always allowed (and a load marks 10,000 sealed segments sealed)
         if to not in _NEXT_STATES[self.state]:
             raise IllegalStateTransitionError(
                 f"segment {self.base_offset} cannot go from {self.state.value} to {to.value}", file=self.log_path
