@@ -312,10 +312,14 @@ def write_atomically(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
     handle = open_file(tmp, create=True)
     try:
-        handle.truncate(0)
-        handle.pwrite(data, 0)
-        handle.fsync()
-    finally:
-        handle.close()
-    rename(tmp, path)
+        try:
+            handle.truncate(0)
+            handle.pwrite(data, 0)
+            handle.fsync()
+        finally:
+            handle.close()
+        rename(tmp, path)
+    except BaseException:
+        unlink(tmp)  # a failed write (a full disk) leaves no temp file, and frees its blocks
+        raise
     fsync_dir(os.path.dirname(path) or ".")
