@@ -242,9 +242,9 @@ class ProducerStateManager:
             self.map_end_offset = log_end_offset
             self.first_unstable_offset = None
             return
-        start, completed = self.load(segments, log_start_offset, log_end_offset, now_ms, snapshot_offsets)
+        start, aborted = self.load(segments, log_start_offset, log_end_offset, now_ms, snapshot_offsets)
         if rebuild_txn_index:
-            _reindex_aborts(segments, start, completed)
+            _reindex_aborts(segments, start, aborted)
 
     @staticmethod
     def truncate_txn_index(segment: LogSegment, offset: int) -> None:
@@ -257,11 +257,12 @@ class ProducerStateManager:
         log_end_offset: int,
         now_ms: int,
         snapshot_offsets: list[int] | None = None,
-    ) -> tuple[int, list[CompletedTxn]]:
+    ) -> tuple[int, list[AbortedTxn]]:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
         the one before it tried), then replay the batch headers from its offset to the log end.
-        Returns where the replay started and the transactions its markers ended."""
+        Returns where the replay started and the transactions its ABORT markers ended,
+        as their ``.txnindex`` entries."""
         self.producers.clear()
         self.map_end_offset = log_start_offset
         self.last_snapshot_offset = None
@@ -280,21 +281,25 @@ class ProducerStateManager:
                 self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
                 self.map_end_offset = self.last_snapshot_offset = offset
         start = self.map_end_offset
-        completed = self._replay(segments, log_end_offset)
+        aborted = self._replay(segments, log_end_offset)
         self.first_unstable_offset = self.first_undecided_offset
-        return start, completed
+        return start, aborted
 
-    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[CompletedTxn]:
+    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[AbortedTxn]:
         start = self.map_end_offset
         if start >= log_end_offset:
             return []  # the snapshot holds the whole log (a clean shutdown): no segment is read
         buffer = bytearray(_READ_BUFFER)
         check = ProducerAppendCheck()
+        aborted: list[AbortedTxn] = []
 
         def visit(header: tuple, marker_batch: RecordBatch | None) -> None:
             if header[9] >= 0 and header[0] >= start and header[0] < log_end_offset:
                 marker = None if marker_batch is None else _marker(marker_batch)
+                ended = len(check.completed)
                 self._append(check, header, marker, AppendOrigin.REPLICATION)
+                if len(check.completed) > ended and check.completed[-1].is_aborted:
+                    aborted.append(self._aborted_entry(check, check.completed[-1]))
 
         for i, segment in enumerate(segments):
             following = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -302,13 +307,23 @@ class ProducerStateManager:
                 continue  # wholly before the snapshot
             producer_batches(segment, _read, buffer, visit)
         self.update(check, max(start, log_end_offset))
-        return check.completed
+        return aborted
+
+    def _aborted_entry(self, check: ProducerAppendCheck, txn: CompletedTxn) -> AbortedTxn:
+        """The ``.txnindex`` entry of an abort the replay met, with the LSO as Kafka's
+        recovery records it (``lastStableOffset(completedTxn)``, the state as of the
+        marker): the first offset of the earliest transaction of another producer still
+        open then, else past the marker (``on_append``'s rule, on the replay's state)."""
+        open_firsts = [info.entry.current_txn_first_offset for info in check.updated.values()]
+        open_firsts += [e.current_txn_first_offset for pid, e in self.producers.items() if pid not in check.updated]
+        undecided = min((first for first in open_firsts if first is not None), default=None)
+        lso = txn.last_offset + 1 if undecided is None else undecided
+        return AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso)
 
 
-def _reindex_aborts(segments: Sequence[LogSegment], start: int, completed: list[CompletedTxn]) -> None:
+def _reindex_aborts(segments: Sequence[LogSegment], start: int, aborted: list[AbortedTxn]) -> None:
     """Write the ``.txnindex`` of the segments holding offsets from ``start`` on again: their
-    entries from before ``start`` kept, the ABORT markers found from ``start`` on added (the
-    LSO an entry records is past its marker here: the replay does not keep Kafka's)."""
+    entries from before ``start`` kept, the ABORT markers found from ``start`` on added."""
     for i, segment in enumerate(segments):
         end = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if end is not None and end <= start:
@@ -319,13 +334,8 @@ def _reindex_aborts(segments: Sequence[LogSegment], start: int, completed: list[
             kept = []
             if getattr(e, "errno", None) != errno.ENOENT:
                 log.warning("%s; writing it again from the markers", e)
-        found = [
-            AbortedTxn(t.first_offset, t.last_offset, t.producer_id, t.last_offset + 1)
-            for t in completed
-            if t.is_aborted
-            and t.last_offset >= max(start, segment.base_offset)
-            and (end is None or t.last_offset < end)
-        ]
+        first = max(start, segment.base_offset)
+        found = [t for t in aborted if t.last_offset >= first and (end is None or t.last_offset < end)]
         write_txn_index(segment.log_path, kept + found)
 
 
