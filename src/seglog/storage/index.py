@@ -84,6 +84,8 @@ def _whole_pages(size: int) -> int:
 
 
 class IndexState(enum.Enum):
+    __hash__ = object.__hash__  # (members are singletons: the C hash, not Enum's by name, on every append)
+
     WRITABLE = "writable"
     IN_MEMORY = "in memory"
     READ_ONLY = "read-only"

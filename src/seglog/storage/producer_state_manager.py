@@ -109,12 +109,16 @@ class ProducerStateManager:
         return check
 
     def analyze_append(
-        self, buffer: bytearray | memoryview | mmap.mmap, spans: Iterable[Sequence[int]], origin: AppendOrigin | str
+        self, buffer: bytearray | memoryview | mmap.mmap, spans: Sequence[Sequence[int]], origin: AppendOrigin | str
     ) -> ProducerAppendCheck:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
         size, ...); only v2 batches with a producer id are looked at. ``origin`` may be
         given by its value ("client", ...)."""
         # most appends carry no producer id: nothing made for them (this runs on every append)
+        if len(spans) == 1:  # (a producer's usual append: one batch, looked at without a loop)
+            at = spans[0][0]
+            if buffer[at + _MAGIC_AT] != _V2 or _PRODUCER_ID.unpack_from(buffer, at + _PRODUCER_ID_AT)[0] < 0:
+                return _NO_PRODUCERS
         batches = [
             (at, size)
             for at, size, *_ in spans

@@ -71,6 +71,8 @@ log = logging.getLogger(__name__)
 
 
 class SegmentState(enum.Enum):
+    __hash__ = object.__hash__  # (members are singletons: the C hash, not Enum's by name, on every append)
+
     ACTIVE = "active"
     SEALED = "sealed"
     DELETED = "deleted"
