@@ -13,6 +13,10 @@ sends wait for the socket), whose queue then fills and stops its reader: no othe
 connection notices. A frame's buffer grows as bytes arrive, so a size prefix that
 promises a large request costs only what is really sent.
 
+A request parked in a purgatory (a long-polling fetch) is abandoned when its client
+disconnects (``abandoned_on_disconnect``): it would otherwise wait out its
+``max_wait_ms`` for nobody.
+
 Sockets are used through the loop's ``sock_*`` calls, not transports: with no write
 buffer of asyncio's own in between, ``os.sendfile`` can follow the bytes before it
 directly, with an explicit offset that leaves the segment file's position alone.
@@ -21,12 +25,14 @@ directly, with an explicit offset that leaves the segment file's position alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ..errors import BrokerNotAvailableError
@@ -52,6 +58,35 @@ class ConnectionClosed(Exception):
     pass
 
 
+class Abandonable(Protocol):
+    """A wait a request is in that its client's disconnection ends (a purgatory's operation)."""
+
+    def abandon(self, error: BaseException) -> None: ...
+
+
+# the connection whose requests the running task answers (set by each connection's processor)
+_current: ContextVar[Connection | None] = ContextVar("connection", default=None)
+
+
+@contextlib.contextmanager
+def abandoned_on_disconnect(op: Abandonable) -> Iterator[None]:
+    """While the block runs, the client of the request being answered disconnecting
+    abandons ``op`` with ConnectionClosed, which drops that request unanswered: the wait
+    lets go of what it holds at once, not at its deadline. Outside a connection
+    (a test calling a handler) nothing watches."""
+    conn = _current.get()
+    if conn is None:
+        yield
+        return
+    if conn.lost:
+        raise ConnectionClosed
+    conn.waiting.add(op)
+    try:
+        yield
+    finally:
+        conn.waiting.discard(op)
+
+
 # a request handler: the frame (without its size prefix) -> response parts, or None
 Handler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
 
@@ -62,6 +97,8 @@ class Connection:
         self.server = server
         self.peer = _peer(sock)
         self.closed = False
+        self.lost = False  # the reader met the end of the stream (or an error): the client is gone
+        self.waiting: set[Abandonable] = set()
         self._buffer = bytearray()
         self._queue: asyncio.Queue[bytearray | None] = asyncio.Queue(_READ_AHEAD)
         self._tasks: list[asyncio.Task[None]] = []
@@ -116,17 +153,23 @@ class Connection:
             log.debug("connection from %s: %s", self.peer, e)
         except Exception as e:  # a size prefix out of bounds: this connection only
             log.warning("closing the connection from %s: %s", self.peer, e)
+        self.lost = True
+        for op in list(self.waiting):
+            op.abandon(ConnectionClosed())
         await self._queue.put(None)
 
     # --- answering ----------------------------------------------------------------------------------
 
     async def _process(self) -> None:
+        _current.set(self)
         while True:
             frame = await self._queue.get()
             if frame is None:
                 return
             try:
                 parts = await self.server.handler(frame, self)
+            except ConnectionClosed:  # a wait abandoned, the client gone: the requests read before go on
+                continue
             except Exception as e:  # a malformed request, or a fault of ours: this connection only
                 log.warning("closing the connection from %s: %s", self.peer, e)
                 return

@@ -159,13 +159,18 @@ def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
     return state
 
 
+def _last_stable_offset(plog: PartitionLog) -> int:
+    """The first offset of the earliest undecided transaction, or the high watermark."""
+    undecided = plog.producer_state.first_unstable_offset
+    hw = plog.high_watermark
+    return hw if undecided is None else min(undecided, hw)
+
+
 def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
     """The last stable offset, and for read_committed the aborted transactions from the
     fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
     if not read_committed:
-        undecided = plog.producer_state.first_unstable_offset
-        hw = plog.high_watermark
-        return (hw if undecided is None else min(undecided, hw)), None
+        return _last_stable_offset(plog), None
     state = _transaction_state(plog)
     lso = state.last_stable_offset
     return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
@@ -623,6 +628,31 @@ class ReplicaManager:
             except Exception as e:
                 results.append(FetchResult(_error(e)[0]))
         return results
+
+    def stable_bytes(self, requests: list[FetchRequestPartition], limit: int) -> int:
+        """On the loop, for a read_committed fetch waiting in the purgatory: the bytes it
+        would now read below each partition's last stable offset, counted up to ``limit``
+        (Kafka's DelayedFetch measures to the LSO for FetchTxnCommitted: records appended
+        past it, an open transaction's, wake no such fetch). A partition this broker no
+        longer leads, or a read that fails, counts as ``limit``: the fetch answers now."""
+        total = 0
+        for req in requests:
+            partition = self._partitions.get((req.topic, req.partition))
+            if partition is None or partition.role != LEADER:
+                return limit
+            try:
+                lso = _last_stable_offset(partition.log)
+                if lso <= req.fetch_offset:
+                    continue
+                data, _ = partition.read(
+                    req.fetch_offset, limit - total, for_replica=False, upper_bound=lso, min_one_message=True
+                )
+            except SeglogError:
+                return limit
+            total += data.size if data is not None else 0
+            if total >= limit:
+                break
+        return total
 
     def _follower_fetched(
         self, tp: TopicPartition, replica_id: int, fetch_offset: int, result: FetchResult, now: int
