@@ -28,13 +28,16 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    only counts bytes; both twice, alternated, best of each;
 6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
 
-Run: ``.venv/bin/python bench/broker.py [FETCH_MIB]`` (about three minutes; FETCH_MIB
-defaults to 256: 1024 is the issue's 1 GiB, slower on a 2-core machine). Figures on a
+Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
+FETCH_MIB defaults to 256: 1024 is the issue's 1 GiB, slower on a 2-core machine; PART is
+one of ``produce`` (steps 1-4: produce, consume, small requests, half-of-peak latency),
+``fetch`` (step 5) or ``startup`` (step 6), to measure one part alone). Figures on a
 shared machine are not final.
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import os
 import shutil
@@ -388,8 +391,30 @@ def startup_ms() -> float:
     return statistics.median(times)
 
 
+PARTS = ("produce", "fetch", "startup")
+
+
 def main() -> int:
-    mib = int(sys.argv[1]) if len(sys.argv) > 1 else FETCH_MIB
+    parser = argparse.ArgumentParser(description="seglog's broker beside Tansu")
+    parser.add_argument("mib", nargs="?", type=int, default=FETCH_MIB, help="MiB read by the raw fetch loop")
+    parser.add_argument("--only", choices=PARTS, help="run one part of the bench alone")
+    args = parser.parse_args()
+    parts = [args.only] if args.only else list(PARTS)
+    if "produce" in parts:
+        produce_part()
+    if "fetch" in parts:
+        fetched, sent = fetch_against_sendfile(args.mib)
+        print(
+            f"\nraw fetch loop over {args.mib} MiB: {fetched:,.0f} MB/s; raw sendfile {sent:,.0f} MB/s; "
+            f"ratio {fetched / sent:.0%}"
+        )
+    if "startup" in parts:
+        print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
+    return 0
+
+
+def produce_part() -> None:
+    """Steps 1-4, beside Tansu."""
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     brokers: dict[str, tuple[subprocess.Popen[bytes], int]] = {"seglog": start_seglog(data)}
     tansu = start_tansu()
@@ -443,13 +468,6 @@ def main() -> int:
     print(f"\n{'half of peak load':17} {'broker':8} {'peak/s':>9} {'offered/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
     for name, peak, rate, p50, p99 in paced:
         print(f"{'1p acks=1':17} {name:8} {peak:9,.0f} {rate:10,.0f} {p50:7.2f} {p99:7.2f}")
-    fetched, sent = fetch_against_sendfile(mib)
-    print(
-        f"\nraw fetch loop over {mib} MiB: {fetched:,.0f} MB/s; raw sendfile {sent:,.0f} MB/s; "
-        f"ratio {fetched / sent:.0%}"
-    )
-    print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
-    return 0
 
 
 if __name__ == "__main__":
