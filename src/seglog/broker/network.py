@@ -10,8 +10,9 @@ Kafka's ``SocketServer`` in asyncio. Each connection has two tasks:
 so responses leave in the order their requests came, as Kafka guarantees per
 connection. A client that stops reading its socket blocks only its own processor (its
 sends wait for the socket), whose queue then fills and stops its reader: no other
-connection notices. A frame's buffer grows as bytes arrive, so a size prefix that
-promises a large request costs only what is really sent.
+connection notices. A frame is received straight into its own buffer, which grows as
+bytes arrive, so a size prefix that promises a large request costs only what is really
+sent (at most twice over).
 
 A request parked in a purgatory (a long-polling fetch) is abandoned when its client
 disconnects (``abandoned_on_disconnect``): it would otherwise wait out its
@@ -135,6 +136,24 @@ class Connection:
         self.server.metrics.bytes_in(len(data))
         self._buffer += data
 
+    async def _recv_frame(self, size: int) -> bytearray:
+        """The rest of a frame of ``size`` bytes, received straight into it (the bytes read
+        with its size prefix begin it): one copy from the kernel, as much a call as has come.
+        The frame grows as bytes arrive, doubling from _RECV_CHUNK, never past ``size``."""
+        loop = asyncio.get_running_loop()
+        frame, self._buffer = self._buffer, bytearray()
+        got = len(frame)
+        while got < size:
+            if got == len(frame):
+                frame.extend(bytes(min(size, max(_RECV_CHUNK, 2 * got)) - got))
+            with memoryview(frame)[got:] as rest:
+                n = await loop.sock_recv_into(self.sock, rest)
+            if not n:
+                raise ConnectionClosed
+            self.server.metrics.bytes_in(n)
+            got += n
+        return frame
+
     async def _read_frames(self) -> None:
         try:
             while True:
@@ -142,10 +161,11 @@ class Connection:
                     await self._recv_more()
                 size = self.server.frame_size(bytes(self._buffer[:4]))
                 del self._buffer[:4]
-                while len(self._buffer) < size:
-                    await self._recv_more()
-                frame = self._buffer[:size]
-                del self._buffer[:size]
+                if len(self._buffer) >= size:
+                    frame = self._buffer[:size]
+                    del self._buffer[:size]
+                else:
+                    frame = await self._recv_frame(size)
                 await self._queue.put(frame)
         except ConnectionClosed:
             pass

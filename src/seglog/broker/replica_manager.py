@@ -578,13 +578,28 @@ class ReplicaManager:
         tells its leader how far it has come: its log end offset, which may move the high
         watermark and add it back to the ISR."""
         self._loop = asyncio.get_running_loop()
-        results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
+        if not read_committed and self._tail_reads(requests):
+            results = self._read_all(requests, max_bytes, read_committed, replica_id)
+        else:
+            results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
         if replica_id >= 0:
             now = self._clock()
             for req, result in zip(requests, results, strict=True):
                 if result.error_code == NONE:
                     self._follower_fetched((req.topic, req.partition), replica_id, req.fetch_offset, result, now)
         return results
+
+    def _tail_reads(self, requests: list[FetchRequestPartition]) -> bool:
+        """Whether every read is of its partition's active segment, whose index and batch
+        headers the appends just wrote to the page cache: such a read (an index lookup and
+        a header or two read; the records go later, by sendfile) runs on the loop, which is
+        quicker than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads
+        further back may meet the disk and go to the I/O threads, as Kafka's do."""
+        for req in requests:
+            partition = self._partitions.get((req.topic, req.partition))
+            if partition is None or req.fetch_offset < partition.log.active_segment.base_offset:
+                return False
+        return True
 
     def _read_all(
         self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool, replica_id: int
