@@ -73,6 +73,9 @@ INVALID_UPDATE_VERSION = 95  # AlterPartition from a partition epoch the control
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache
 INLINE_APPEND_BYTES = 64 * 1024
+# a fetch of at most this many partitions, all in their active segments, is read
+# on the loop (``_tail_reads``): ~15 µs a partition against a hop to a thread and back
+LOOP_READS = 8
 LATEST_TIMESTAMP = -1
 # the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -594,10 +597,15 @@ class ReplicaManager:
         headers the appends just wrote to the page cache: such a read (an index lookup and
         a header or two read; the records go later, by sendfile) runs on the loop, which is
         quicker than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads
-        further back may meet the disk and go to the I/O threads, as Kafka's do."""
+        further back may meet the disk and go to the I/O threads, as Kafka's do, and so do
+        fetches of many partitions (their reads together would hold the loop up)."""
+        if len(requests) > LOOP_READS:
+            return False
         for req in requests:
             partition = self._partitions.get((req.topic, req.partition))
-            if partition is None or req.fetch_offset < partition.log.active_segment.base_offset:
+            if partition is None or partition.role != LEADER:
+                return False  # the I/O thread's read answers the error
+            if req.fetch_offset < partition.log.active_segment.base_offset:
                 return False
         return True
 
