@@ -27,6 +27,7 @@ from ..errors import (
 )
 from ..protocol import ApiKey, supported_versions
 from .metadata_cache import ZERO_UUID, TopicMetadata
+from .network import abandoned_on_disconnect
 from .purgatory import DelayedOperation
 from .replica_manager import (
     NONE,
@@ -113,15 +114,21 @@ class AcksZeroProduceError(SeglogError):
 
 class DelayedFetch(DelayedOperation[None]):
     """A fetch that found fewer than ``min_bytes``: it completes when appends to its
-    partitions have brought that many, or at ``max_wait_ms``."""
+    partitions have brought that many, or at ``max_wait_ms``. A read_committed fetch
+    counts only what lies below the last stable offset (``stable_bytes``, asked again at
+    each event): the bytes an event exposes may belong to a transaction still open."""
 
-    def __init__(self, delay_ms: int, min_bytes: int, have: int) -> None:
+    def __init__(self, delay_ms: int, min_bytes: int, have: int, stable_bytes: Callable[[], int] | None = None) -> None:
         super().__init__(delay_ms)
         self.min_bytes = min_bytes
         self.have = have
+        self.stable_bytes = stable_bytes
 
     def try_complete(self, event: Any) -> bool:
-        self.have += int(event or 0)
+        if self.stable_bytes is not None:
+            self.have = self.stable_bytes()
+        else:
+            self.have += int(event or 0)
         return self.have >= self.min_bytes and self.force_complete()
 
     def on_complete(self, expired: bool) -> None:
@@ -325,10 +332,14 @@ class KafkaApis:
             and not errors
             and all(r.error_code == NONE for r in results)
         ):
-            op = DelayedFetch(max_wait, min_bytes, total)
-            await self.replicas.fetch_purgatory.wait(
-                op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
-            )
+            # the slices read go: a waiting fetch holds no segment file open, and reads again
+            results = []
+            stable = (lambda: self.replicas.stable_bytes(requests, min_bytes)) if read_committed else None
+            op = DelayedFetch(max_wait, min_bytes, total, stable)
+            with abandoned_on_disconnect(op):
+                await self.replicas.fetch_purgatory.wait(
+                    op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
+                )
             results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         return self._fetch_response(version, body, slots, errors, results)
 
