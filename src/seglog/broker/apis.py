@@ -183,12 +183,11 @@ class KafkaApis:
         else:
             for entry in requested:
                 topics.append(await self._requested_topic(entry.get("name"), entry.get("topic_id"), allow_create))
+        brokers = self.metadata.brokers()  # after the awaits above: the same snapshot as the last topic's
+        _hide_leaders_not_alive(topics, {b.broker_id for b in brokers})
         return {
             "throttle_time_ms": 0,
-            "brokers": [
-                {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in self.metadata.brokers()
-            ],
+            "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers],
             "cluster_id": self.metadata.cluster_id,
             "controller_id": self.metadata.controller_id,
             "topics": topics,
@@ -471,6 +470,17 @@ class KafkaApis:
             ],
             "cluster_authorized_operations": -(1 << 31),
         }
+
+
+def _hide_leaders_not_alive(topics: list[dict[str, Any]], alive: set[int]) -> None:
+    """Kafka's ``MetadataCache.getPartitionMetadata``: a leader the live brokers do not include is
+    LEADER_NOT_AVAILABLE with no leader id. Between a broker's death and the controller's election
+    the partition states still name it; a client given a leader it has no address for stays stuck
+    (kafka-python's sender fails on it until its next metadata refresh, which it never reaches)."""
+    for topic in topics:
+        for p in topic.get("partitions") or ():
+            if p["leader_id"] >= 0 and p["leader_id"] not in alive:
+                p["error_code"], p["leader_id"] = LEADER_NOT_AVAILABLE, -1
 
 
 def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> dict[str, Any]:
