@@ -47,7 +47,8 @@ from .test_replication import chrooted_cluster, zk_of
 
 TOPIC = "kills"
 PARTITIONS = 6
-KILLS = 20  # leaders of a random partition,
+# the ">= 20 kills per run, plus the controller's broker": 20 leaders and 2 controllers
+KILLS = 22  # leaders of a random partition,
 CONTROLLER_KILLS = 2  # of which the controller's broker (leading the partition) twice
 SEED_VARIABLE = "SEGLOG_KILLS_SEED"
 READERS = ("confluent-reader", "kafka-python-reader")
