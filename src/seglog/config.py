@@ -471,6 +471,13 @@ BROKER_KEYS.update(
         Key("replica.socket.timeout.ms", _int32, 30_000, "Socket timeout of a follower's requests to its leader."),
         Key("controller.socket.timeout.ms", _int32, 30_000, "Socket timeout of controller-to-broker requests."),
         Key(
+            "request.timeout.ms",
+            _int32,
+            30_000,
+            "How long a transaction marker's request to another broker, and its append, may wait for the ISR.",
+            minimum=0,
+        ),
+        Key(
             "offsets.topic.replication.factor",
             _int16,
             3,
@@ -528,6 +535,13 @@ BROKER_KEYS.update(
         ),
         Key("offsets.retention.check.interval.ms", _int, 600_000, "How often stale offsets are expired.", minimum=1),
         Key("offset.metadata.max.bytes", _int32, 4096, "The longest metadata string an offset commit may carry."),
+        Key(
+            "offsets.commit.timeout.ms",
+            _int32,
+            5_000,
+            "How long a group coordinator's write waits for the ISR of its __consumer_offsets partition.",
+            minimum=1,
+        ),
         Key(
             "offsets.topic.compression.codec",
             _int32,

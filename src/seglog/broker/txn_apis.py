@@ -9,19 +9,30 @@ FindCoordinator for transactions (key type 1; the group coordinator answers key 
 The coordinator runs on the event loop: a request becomes a call with a token, and the
 call's outputs are acted on here. ``Reply`` answers the request waiting on its token;
 ``StoreTransaction`` appends a record to ``__transaction_state-<p>`` and reports the
-append's error back (``complete_store``); ``WriteTxnMarkers`` appends a COMMIT or ABORT
-control batch to each partition of the transaction, as the coordinator (epoch checked,
-sequences not), retrying a partition until it is written or gone, then reports
-(``complete_markers``). One broker leads every partition, so markers are appended
-locally rather than sent to other brokers; the WriteTxnMarkers API does the same for
-a request from elsewhere. Markers written are told to ``on_markers_written`` (the group
-coordinator's, for offsets committed in the transaction).
+append's error back (``complete_store``); ``WriteTxnMarkers`` goes to ``send_markers``:
+the transaction's COMMIT or ABORT marker sent to the leader of each of its partitions
+(``txn_marker_channel_manager.py``: this broker's own through ``append_markers``, others'
+as WriteTxnMarkers requests, retried as the leaders move), then reported
+(``complete_markers``) so that the coordinator logs the transaction complete.
 
-``__transaction_state`` (transaction.state.log.num.partitions, compacted) is created on
-the first transactional request, as Kafka creates it on the first lookup of a
-transaction coordinator; at start-up its partitions are loaded back (transactions
-found prepared get their markers written again; ongoing ones time out). Timed-out
-transactions are aborted at the coordinator's deadlines, on the event loop's timer.
+WriteTxnMarkers served (Kafka's ``handleWriteTxnMarkersRequest``): each marker appended
+as a control batch by the leader, as the coordinator (epoch checked, sequences not),
+with required acks -1 (answered once the ISR has it, refused under min.insync.replicas);
+an error code per partition. Markers written are told to ``on_markers_written`` (the
+group coordinator's, for offsets committed in the transaction).
+
+``__transaction_state`` (transaction.state.log.num.partitions, compacted,
+min.insync.replicas transaction.state.log.min.isr; in a cluster through ZooKeeper with
+transaction.state.log.replication.factor replicas) is created on the first transactional
+request, as Kafka creates it on the first lookup of a transaction coordinator. The
+coordinator follows the leadership of its partitions (Kafka's ``onElection`` /
+``onResignation``): a partition led here (at start-up, on LeaderAndIsr) is read in the I/O
+pool and loaded, its ids answered COORDINATOR_LOAD_IN_PROGRESS meanwhile (transactions
+found prepared get their markers written again; ongoing ones time out); one no longer led
+is unloaded and its ids answered NOT_COORDINATOR. Each record is appended with acks=all,
+and a store whose partition was unloaded or reloaded meanwhile is answered NOT_COORDINATOR
+(Kafka checks the coordinator epoch the same way). Timed-out transactions are aborted at
+the coordinator's deadlines, on the event loop's timer.
 """
 
 from __future__ import annotations
@@ -31,7 +42,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from ..config import BrokerConfig
@@ -48,13 +59,15 @@ from ..coordinator.transaction_coordinator import (
     TransactionConfig,
     TransactionCoordinator,
     WriteTxnMarkers,
+    read_transactions,
 )
 from ..coordinator.transaction_state import TransactionState
-from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError
 from ..protocol import ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
 from .replica_manager import ReplicaManager
+from .txn_marker_channel_manager import TopicPartition, TransactionMarkerChannelManager
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +76,10 @@ OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_NOT_FOUND = 105
 _MARKER_RETRY_S = 0.1
 _E = ErrorCode
-# a marker's append that will never succeed: the partition is gone, or the producer moved on
-_MARKER_DONE = {_E.NONE, _E.UNKNOWN_TOPIC_OR_PARTITION, 47, 52}  # + INVALID_PRODUCER_EPOCH, COORDINATOR_FENCED
+# how long a __transaction_state append waits for the ISR: Kafka's request.timeout.ms default
+_STORE_TIMEOUT_MS = 30_000
+# (name, partitions, replication factor, topic config): the admin manager's, through ZooKeeper in a cluster
+TopicCreator = Callable[[str, int, int, dict[str, Any]], Awaitable[None]]
 
 
 def _now_ms() -> int:
@@ -77,15 +92,24 @@ class TxnApis:
         config: BrokerConfig,
         replicas: ReplicaManager,
         advertised: tuple[str, int],
+        create_topic: TopicCreator,
         *,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         self.config = config
         self.replicas = replicas
         self.advertised = advertised
+        self._create_topic = create_topic
+        self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self.clock = clock
         ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
         self.coordinator = TransactionCoordinator(ids, TransactionConfig.from_broker(config))
+        self.markers = TransactionMarkerChannelManager(
+            replicas.metadata,
+            config["broker.id"],
+            self._append_marker,
+            timeout_s=config["request.timeout.ms"] / 1000,
+        )
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
         self._tokens = itertools.count()
         self._state_topic_ready: asyncio.Future[None] | None = None
@@ -99,34 +123,34 @@ class TxnApis:
     # --- life -------------------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        """Load ``__transaction_state`` back, if this broker has it."""
-        if self.replicas.metadata.topic(TRANSACTION_STATE) is not None:
-            await self._load_state_partitions()
+        """Load back the ``__transaction_state`` partitions this broker leads (one broker:
+        all of them; a cluster's come with LeaderAndIsr, after start-up)."""
+        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+        if count:
+            self._use_partition_count(count)
+            led = {p: epoch for p in range(count) if (epoch := self._leader_epoch(p)) is not None}
+            self._loading.update(led)
+            await asyncio.gather(*(self._load(p, epoch) for p, epoch in led.items()))
         self._schedule_tick()
 
     def shutdown(self) -> None:
+        for p in {*self._loading, *self.coordinator.coordinator_epochs}:
+            self._unload(p)
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
         for task in self._tasks:
             task.cancel()
+        self.markers.close()
 
-    async def _ensure_state_topic(self) -> int:
-        """Create and load ``__transaction_state`` once; COORDINATOR_NOT_AVAILABLE if that fails."""
+    async def ensure_state_topic(self) -> int:
+        """Create ``__transaction_state`` once; COORDINATOR_NOT_AVAILABLE if that fails."""
         if self.replicas.metadata.topic(TRANSACTION_STATE) is not None and self._state_topic_ready is None:
             return _E.NONE
         if self._state_topic_ready is None:
             self._state_topic_ready = asyncio.get_running_loop().create_future()
             try:
-                overrides = {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": self.config["transaction.state.log.segment.bytes"],
-                    "compression.type": "uncompressed",
-                }
-                await self.replicas.create_topic(
-                    TRANSACTION_STATE, self.config["transaction.state.log.num.partitions"], overrides
-                )
-                await self._load_state_partitions()
+                await self._create_state_topic()
                 self._state_topic_ready.set_result(None)
             except SeglogError as e:
                 log.warning("cannot create %s: %s", TRANSACTION_STATE, e)
@@ -137,23 +161,94 @@ class TxnApis:
         await self._state_topic_ready
         return _E.NONE
 
-    async def _load_state_partitions(self) -> None:
-        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+    async def _create_state_topic(self) -> None:
+        count = self.config["transaction.state.log.num.partitions"]
+        factor = self.config["transaction.state.log.replication.factor"]
+        # one broker makes every topic with one replica, whatever the factor: an ISR of one must do
+        min_isr = self.config["transaction.state.log.min.isr"] if self.replicas.cluster_mode else 1
+        overrides = {
+            "cleanup.policy": "compact",
+            "segment.bytes": self.config["transaction.state.log.segment.bytes"],
+            "compression.type": "uncompressed",
+            "min.insync.replicas": min_isr,
+        }
+        try:
+            await self._create_topic(TRANSACTION_STATE, count, factor, overrides)
+        except TopicExistsError:  # made meanwhile (another broker): its partitions load as their leadership comes
+            self._use_partition_count(self.replicas.metadata.partition_count(TRANSACTION_STATE))
+            return
+        self._use_partition_count(self.replicas.metadata.partition_count(TRANSACTION_STATE))
+        for p in range(self.coordinator.config.num_partitions):  # new, so empty: nothing to read
+            epoch = self._leader_epoch(p)
+            if epoch is not None and p not in self._loading and p not in self.coordinator.coordinator_epochs:
+                self._act(self.coordinator.load_transactions(p, epoch, {}, self.clock()))
+
+    def _use_partition_count(self, count: int) -> None:
         # ids are placed by the topic's own partition count, as Kafka reads it, whatever
         # transaction.state.log.num.partitions says now
-        self.coordinator.config = dataclasses.replace(self.coordinator.config, num_partitions=count)
-        logs = [self.replicas.partition_log(TRANSACTION_STATE, p) for p in range(count)]
-        now = self.clock()
+        if count:
+            self.coordinator.config = dataclasses.replace(self.coordinator.config, num_partitions=count)
 
-        def load() -> list[Output]:
-            outputs: list[Output] = []
-            for p, state_log in enumerate(logs):
-                outputs += self.coordinator.load_partition(state_log, p, 0, now)
-            return outputs
+    # --- which transactional ids this broker coordinates (leadership of __transaction_state) --------------
 
-        # the reads run on an I/O thread; nothing else calls the coordinator until it is loaded
-        outputs = await asyncio.get_running_loop().run_in_executor(None, load)
-        self._act(outputs)
+    def _leader_epoch(self, p: int) -> int | None:
+        try:
+            return self.replicas.leader_partition(TRANSACTION_STATE, p).leader_epoch
+        except SeglogError:  # not here, or a follower
+            return None
+
+    def on_leadership_change(self, leading: list[tuple[str, int]], following: list[tuple[str, int]]) -> None:
+        """The replica manager's leadership listener: a ``__transaction_state`` partition led
+        here now is loaded (Kafka's ``TransactionCoordinator.onElection``), one no longer led
+        unloaded (``onResignation``)."""
+        for topic, p in following:
+            if topic == TRANSACTION_STATE:
+                self._unload(p)
+        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+        if any(topic == TRANSACTION_STATE for topic, _ in leading):
+            self._use_partition_count(count)
+        for topic, p in leading:
+            epoch = self._leader_epoch(p) if topic == TRANSACTION_STATE else None
+            if epoch is not None and epoch not in (self._loading.get(p), self.coordinator.coordinator_epochs.get(p)):
+                self._unload(p)
+                self._loading[p] = epoch
+                self._spawn(self._load(p, epoch))
+
+    def _unload(self, p: int) -> None:
+        self._loading.pop(p, None)
+        if p in self.coordinator.coordinator_epochs:
+            self.coordinator.unload_partition(p)
+            log.info("unloaded the transactions of %s-%d", TRANSACTION_STATE, p)
+
+    async def _load(self, p: int, epoch: int) -> None:
+        """Read a partition in the I/O pool, then take its transactions over on the loop,
+        unless the leadership moved on meanwhile."""
+        try:
+            loaded = await self.replicas.replay(TRANSACTION_STATE, p, read_transactions)
+        except SeglogError as e:
+            log.error("cannot load %s-%d: %s; its transactions are not coordinated here", TRANSACTION_STATE, p, e)
+            if self._loading.get(p) == epoch:
+                del self._loading[p]
+            return
+        if self._loading.get(p) != epoch:
+            return
+        del self._loading[p]
+        self._act(self.coordinator.load_transactions(p, epoch, loaded, self.clock()))
+        if loaded:
+            log.info("loaded %d transactional ids of %s-%d", len(loaded), TRANSACTION_STATE, p)
+
+    def _not_here(self, transactional_id: str) -> int:
+        """NONE when this broker coordinates the id now (or the id is empty: the coordinator
+        answers INVALID_REQUEST); else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, as
+        Kafka's ``getTransactionState`` answers."""
+        if not transactional_id:
+            return _E.NONE
+        p = self.coordinator.partition_for(transactional_id)
+        if p in self._loading:
+            return _E.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.coordinator.coordinator_epochs or self._leader_epoch(p) is None:
+            return _E.NOT_COORDINATOR
+        return _E.NONE
 
     # --- the coordinator's outputs -----------------------------------------------------------------
 
@@ -166,7 +261,7 @@ class TxnApis:
             elif isinstance(out, StoreTransaction):
                 self._spawn(self._store(out))
             elif isinstance(out, WriteTxnMarkers):
-                self._spawn(self._write_markers(out))
+                self.send_markers(out)
         self._schedule_tick()
 
     def _spawn(self, coro: Any) -> None:
@@ -177,53 +272,69 @@ class TxnApis:
     async def _store(self, out: StoreTransaction) -> None:
         batch = build_batch([(out.key, out.value)])
         tp = (TRANSACTION_STATE, out.partition)
+        epoch = self.coordinator.coordinator_epochs.get(out.partition)
         try:
-            error = (await self.replicas.append_records({tp: memoryview(batch)}))[tp].error_code
+            # acks=all, as Kafka's TransactionStateManager appends: answered once the ISR has it
+            results = await self.replicas.append_records({tp: memoryview(batch)}, acks=-1, timeout_ms=_STORE_TIMEOUT_MS)
+            error = results[tp].error_code
         except SeglogError as e:
             error = e.error_code
+        if epoch is None or self.coordinator.coordinator_epochs.get(out.partition) != epoch:
+            error = _E.NOT_COORDINATOR  # unloaded (or loaded again) while the record was written
         self._act(self.coordinator.complete_store(out.store_id, error, self.clock()))
 
-    async def _write_markers(self, out: WriteTxnMarkers) -> None:
-        await self.write_markers(
-            out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, out.partitions, retry=True
-        )
-        self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
+    def send_markers(self, out: WriteTxnMarkers) -> None:
+        """Send a transaction's markers to its partitions' leaders, in the background, and log
+        the transaction complete once all are written. The one way markers go out: EndTxn, a
+        timed-out transaction's abort and a prepared transaction found on loading
+        ``__transaction_state`` (``coordinator.load_partition``'s outputs) all come here.
+        Sending stops, the transaction left as it is, once this broker no longer coordinates
+        it at ``out.coordinator_epoch``."""
+        self._spawn(self._send_markers(out))
 
-    async def write_markers(
+    async def _send_markers(self, out: WriteTxnMarkers) -> None:
+        def still_current() -> bool:
+            held = self.coordinator
+            epoch = held.coordinator_epochs.get(held.partition_for(out.transactional_id), 0)
+            return not self._stopped and epoch == out.coordinator_epoch and out.transactional_id in held.transactions
+
+        if await self.markers.send(out, still_current):
+            self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
+
+    async def _append_marker(self, out: WriteTxnMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self.append_markers(
+            out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, partitions
+        )
+
+    async def append_markers(
         self,
         producer_id: int,
         producer_epoch: int,
         committed: bool,
         coordinator_epoch: int,
-        partitions: Any,
-        *,
-        retry: bool,
-    ) -> dict[tuple[str, int], int]:
-        """Append the transaction's marker to each partition; with ``retry``, a partition
-        that failed for a passing reason is tried again until written or gone."""
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """One marker appended by the leader of each partition with acks -1 (Kafka's
+        ``handleWriteTxnMarkersRequest``); the error code of each. The written ones are told
+        to ``on_markers_written``."""
         marker = build_batch(
             [end_transaction_marker(committed, coordinator_epoch, self.clock())],
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             control=True,
         )
-        pending = set(partitions)
-        errors: dict[tuple[str, int], int] = {}
-        while pending:
-            results = await self.replicas.append_as_coordinator(dict.fromkeys(pending, bytes(marker)))
-            written = [tp for tp, result in results.items() if result.error_code == _E.NONE]
-            if written and self.on_markers_written is not None:
-                self.on_markers_written(producer_id, committed, written)
-            for tp, result in results.items():
-                errors[tp] = result.error_code
-                if result.error_code in _MARKER_DONE:
-                    pending.discard(tp)
-                    if result.error_code not in (_E.NONE, _E.UNKNOWN_TOPIC_OR_PARTITION):
-                        log.warning("transaction marker of producer %d not written to %s: %s", producer_id, tp, result)
-            if not retry or self._stopped:
-                break
-            if pending:
-                await asyncio.sleep(_MARKER_RETRY_S)
+        # offsets are assigned in place: a copy per partition
+        batches = {tp: memoryview(bytearray(marker)) for tp in partitions}
+        try:
+            results = await self.replicas.append_records(
+                batches, acks=-1, timeout_ms=self.config["request.timeout.ms"], origin="coordinator"
+            )
+            errors = {tp: results[tp].error_code for tp in partitions}
+        except SeglogError as e:
+            errors = dict.fromkeys(partitions, e.error_code)
+        written = [tp for tp, code in errors.items() if code == _E.NONE]
+        if written and self.on_markers_written is not None:
+            self.on_markers_written(producer_id, committed, written)
         return errors
 
     def _schedule_tick(self) -> None:
@@ -259,7 +370,7 @@ class TxnApis:
     async def init_producer_id(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         txn_id = body["transactional_id"]
         if txn_id is not None:
-            error = await self._ensure_state_topic()
+            error = await self.ensure_state_topic() or self._not_here(txn_id)
             if error:
                 return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
         request = InitProducerIdRequest(
@@ -282,6 +393,8 @@ class TxnApis:
         unknown = {tp for tp in asked if not self._exists(tp)}
         if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
             errors = {tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in asked}
+        elif error := self._not_here(txn_id):
+            errors = dict.fromkeys(asked, error)
         else:
             response: AddPartitionsToTxnResponse = await self._call(
                 lambda token: self.coordinator.add_partitions_to_txn(
@@ -305,6 +418,8 @@ class TxnApis:
 
     async def add_offsets_to_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         group = body["group_id"]
+        if error := self._not_here(body["transactional_id"]):
+            return {"throttle_time_ms": 0, "error_code": error}
         response: AddOffsetsToTxnResponse = await self._call(
             lambda token: self.coordinator.add_offsets_to_txn(token, *_producer(body), group, self.clock())
         )
@@ -312,27 +427,31 @@ class TxnApis:
 
     async def end_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         committed = body["committed"]
+        if error := self._not_here(body["transactional_id"]):
+            return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
         response: EndTxnResponse = await self._call(
             lambda token: self.coordinator.end_txn(token, *_producer(body), committed, self.clock())
         )
         return {"throttle_time_ms": 0, "error_code": response.error_code, "producer_id": -1, "producer_epoch": -1}
 
     async def write_txn_markers(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        """Markers sent by a transaction coordinator (another broker's, or a tool)."""
-        answers = []
-        for marker in body["markers"]:
-            partitions = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
-            errors = await self.write_markers(
-                marker["producer_id"],
-                marker["producer_epoch"],
-                marker["transaction_result"],
-                marker["coordinator_epoch"],
-                partitions,
-                retry=False,
+        """WriteTxnMarkers: markers sent by a transaction coordinator (another broker's, or a
+        tool), each appended to its partitions with acks -1; the markers are written at once."""
+        markers = body["markers"]
+        partitions = [[(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]] for m in markers]
+        appended = await asyncio.gather(
+            *(
+                self.append_markers(
+                    m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], tps
+                )
+                for m, tps in zip(markers, partitions, strict=True)
             )
+        )
+        answers = []
+        for marker, errors in zip(markers, appended, strict=True):
             by_topic: dict[str, list[dict[str, int]]] = {}
-            for topic, p in partitions:
-                by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": errors[(topic, p)]})
+            for (topic, p), code in errors.items():
+                by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
             answers.append(
                 {
                     "producer_id": marker["producer_id"],
@@ -397,7 +516,7 @@ class TxnApis:
         transactional id, made on first need; its leader is the id's coordinator."""
         if not key:
             raise InvalidRequestError("a transactional id may not be empty")
-        error = await self._ensure_state_topic()
+        error = await self.ensure_state_topic()
         if error:
             raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE} is not available (error {error})")
         return TRANSACTION_STATE, self.coordinator.partition_for(key)
