@@ -28,6 +28,7 @@ class History:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
         self.acknowledged: dict[int, bytes] = {}
+        self.overwritten: list[tuple[int, bytes, bytes]] = []  # two records acknowledged at one offset
         self._stop = threading.Event()
         self._writer = threading.Thread(target=self._write, daemon=True)
 
@@ -46,6 +47,9 @@ class History:
 
     def _delivered(self, error: Any, message: Any) -> None:
         if error is None:
+            earlier = self.acknowledged.get(message.offset())
+            if earlier is not None and earlier != message.value():  # one of the two was lost
+                self.overwritten.append((message.offset(), earlier, message.value()))
             self.acknowledged[message.offset()] = message.value()
 
     def _write(self) -> None:
@@ -71,6 +75,7 @@ class History:
         """Every acknowledged record is in the leader's log at its offset, and a consumer reads
         the log in offset order with each record once."""
         held = records(leader, self.topic)
+        assert not self.overwritten, f"records acknowledged at one offset (offset, first, second): {self.overwritten}"
         assert {o: held.get(o) for o in self.acknowledged} == self.acknowledged
         end = max(self.acknowledged) + 1
         read = consume(self.bootstrap_servers, self.topic, end)

@@ -328,16 +328,24 @@ class Partition:
 
     # --- the follower's side -------------------------------------------------------------------------
 
-    def append_as_follower(self, records: memoryview, leader_epoch: int, leader_hw: int) -> int:
+    def append_as_follower(
+        self, records: memoryview, leader_epoch: int, leader_hw: int, leader_log_start_offset: int
+    ) -> int:
         """Batches fetched from the leader of ``leader_epoch`` appended (nothing if the role
         or epoch changed meanwhile); the high watermark becomes the leader's, cut to this
-        log's end. Returns the log end offset."""
+        log's end, and the log start offset follows the leader's up to there (Kafka's
+        maybeIncrementLogStartOffset, LeaderOffsetIncremented): what DeleteRecords or
+        retention removed on the leader goes here too, and never comes back when this
+        replica leads. Returns the log end offset."""
         with self.lock:
             if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
                 return self.log.log_end_offset
             if len(records):
                 self.log.append_as_follower(records)
-            self.log.update_high_watermark(min(leader_hw, self.log.log_end_offset))
+            hw = self.log.update_high_watermark(min(leader_hw, self.log.log_end_offset))
+            if leader_log_start_offset > self.log.log_start_offset:
+                # the segments wholly below it go with the next retention pass, as on the leader
+                self.log.delete_records(min(leader_log_start_offset, hw))
             return self.log.log_end_offset
 
     def truncate(self, offset: int, leader_epoch: int) -> int:

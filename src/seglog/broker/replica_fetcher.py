@@ -18,8 +18,8 @@ A partition first truncates, then fetches:
 - **Fetching**: Fetch from the log end with ``replica_id`` = this broker
   (``replica.fetch.max.bytes`` a partition, ``replica.fetch.response.max.bytes`` in all,
   ``replica.fetch.wait.max.ms``, ``replica.fetch.min.bytes``); the batches are appended
-  through storage's follower path (offsets and epochs kept) and the high watermark becomes
-  the leader's, cut to the log end.
+  through storage's follower path (offsets and epochs kept), the high watermark becomes
+  the leader's, cut to the log end, and the log start offset follows the leader's.
 
 Errors: a fenced or unknown leader epoch, or a broker that does not lead, pause the
 partition for ``replica.fetch.backoff.ms`` (a new LeaderAndIsr will come); a fetch offset
@@ -282,7 +282,13 @@ class ReplicaFetcher:
             return
         records = part["records"] if part["records"] is not None else b""
         try:
-            leo = await self._run(st.partition.append_as_follower, records, st.leader_epoch, part["high_watermark"])
+            leo = await self._run(
+                st.partition.append_as_follower,
+                records,
+                st.leader_epoch,
+                part["high_watermark"],
+                part["log_start_offset"],
+            )
         except SeglogError as e:
             self._delay(tp, st, f"append failed: {e}")
             return

@@ -29,7 +29,8 @@ threads. An inactive controller drops the events that need an active one::
     ReplicaLeaderElection          ElectLeaders from a client: preferred or unclean elections, per partition
                                    elected, ELECTION_NOT_NEEDED, or why not
     ApiPartitionReassignment       AlterPartitionReassignments (KIP-455): start, replace or cancel (back to
-                                   the original replicas) each partition's reassignment
+                                   the original replicas) each partition's reassignment; the latest request
+                                   wins, so those partitions leave /admin/reassign_partitions
     ListPartitionReassignments     the partitions being reassigned, with their adding and removing replicas
     TopicDeletion                  /admin/delete_topics changed: queue topics for ``topic_deletion``
     StopReplicaResponseReceived    a broker deleted (or failed to delete) replicas: deletion goes on
@@ -487,12 +488,7 @@ class KafkaController:
         failed = self._reassignment.trigger(targets)
         for tp, error in failed.items():
             log.warning("controller %d: reassignment of %s refused: %s", self.broker_id, tp, error)
-        if failed:
-            current = self.zk.get(path)
-            if current is not None:
-                pending = znodes.decode_reassignment(current[0], path)
-                left = {tp: r for tp, r in pending.items() if tp not in failed}
-                self._reassignment.remove_from_zk(left, int(current[1].version))
+        self._reassignment.remove_from_zk(lambda tp, _replicas: tp in failed)
         return set(targets) - set(failed)
 
     def _on_reassignment_znode(self) -> None:
@@ -573,7 +569,7 @@ class KafkaController:
                 chosen[tp] = [r for r in current.replicas if r not in current.adding_replicas]
             else:
                 results[tp] = NoReassignmentInProgressError(f"partition {tp} is not being reassigned")
-        failed = self._reassignment.trigger(chosen)
+        failed = self._reassignment.trigger(chosen, from_api=True)
         for tp in chosen:
             results[tp] = failed.get(tp)
         return results

@@ -23,7 +23,7 @@ controller that dies midway resumes from ZooKeeper.
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ..errors import InvalidReplicaAssignmentError, SeglogError
 from . import znodes
@@ -61,14 +61,24 @@ class PartitionReassignment:
         self.batch = partitions.batch
         self.in_progress: set[TopicPartition] = set()
 
-    def trigger(self, targets: Mapping[TopicPartition, Sequence[int]]) -> dict[TopicPartition, SeglogError]:
-        """Start (or replace) the reassignment of each partition; returns those refused, with why."""
+    def trigger(
+        self, targets: Mapping[TopicPartition, Sequence[int]], *, from_api: bool = False
+    ) -> dict[TopicPartition, SeglogError]:
+        """Start (or replace) the reassignment of each partition; returns those refused, with why.
+        ``from_api``: the latest request wins, so the partitions started leave /admin/reassign_partitions
+        (Kafka's processApiPartitionReassignment), where a request would neither complete (its target is
+        not the partition's) nor be forgotten by the next controller."""
         failed: dict[TopicPartition, SeglogError] = {}
+        valid: dict[TopicPartition, Sequence[int]] = {}
         for tp, target in sorted(targets.items()):
             error = self._validate(tp, target)
-            if error is not None:
+            if error is None:
+                valid[tp] = target
+            else:
                 failed[tp] = error
-                continue
+        if from_api:
+            self.remove_from_zk(lambda tp, _replicas: tp in valid)
+        for tp, target in valid.items():
             self.on_partition_reassignment(tp, reassign_to(self.ctx.assignment(tp), target))
         return failed
 
@@ -118,7 +128,7 @@ class PartitionReassignment:
         self._move_leader_if_required(tp, completed)  # B3
         self._stop_removed_replicas(tp, assignment.removing_replicas)  # B4
         self._write_assignment(tp, completed)  # B6
-        self._remove_from_zk_reassignment(tp, completed)  # B7
+        self.remove_from_zk(lambda p, replicas: p == tp and replicas == completed.replicas)  # B7
         self.in_progress.discard(tp)
         self.ctx.topics_ineligible_for_deletion.discard(tp.topic)
         self.batch.new_batch()  # B8
@@ -188,21 +198,22 @@ class PartitionReassignment:
         data = znodes.encode_topic(znodes.TopicAssignment(partitions, self.ctx.topic_ids.get(tp.topic)))
         self.zk.fenced_write(self.ctx.epoch_zk_version, [SetDataOp(znodes.topic_path(tp.topic), data)])
 
-    def _remove_from_zk_reassignment(self, tp: TopicPartition, completed: ReplicaAssignment) -> None:
+    def remove_from_zk(self, should_remove: Callable[[TopicPartition, tuple[int, ...]], bool]) -> None:
+        """Take the requests ``should_remove`` picks out of /admin/reassign_partitions, deleting the znode
+        when none is left (Kafka's maybeRemoveFromZkReassignment); its watch sees a new one created."""
         path = znodes.REASSIGN_PARTITIONS
         found = self.zk.get(path)
         if found is None:
             return
-        pending = znodes.decode_reassignment(found[0], path)
-        if pending.get(tp) == completed.replicas:
-            del pending[tp]
-        self.remove_from_zk(pending, int(found[1].version))
-
-    def remove_from_zk(self, pending: Mapping[TopicPartition, Sequence[int]], version: int) -> None:
-        """Write what is left of /admin/reassign_partitions, or delete it when nothing is."""
-        path = znodes.REASSIGN_PARTITIONS
-        if pending:
-            op: SetDataOp | DeleteOp = SetDataOp(path, znodes.encode_reassignment(pending), version)
-        else:
-            op = DeleteOp(path, version)
+        try:
+            pending = znodes.decode_reassignment(found[0], path)
+        except SeglogError as e:
+            log.warning("leaving %s as it is: %s", path, e)  # nothing of it was started either
+            return
+        left = {tp: replicas for tp, replicas in pending.items() if not should_remove(tp, replicas)}
+        if pending and len(left) == len(pending):
+            return
+        log.info("removing %s from %s", ", ".join(str(tp) for tp in pending if tp not in left), path)
+        version = int(found[1].version)
+        op = SetDataOp(path, znodes.encode_reassignment(left), version) if left else DeleteOp(path, version)
         self.zk.fenced_write(self.ctx.epoch_zk_version, [op])
