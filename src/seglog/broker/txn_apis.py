@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from ..config import BrokerConfig
-from ..coordinator.producer_id_manager import ProducerIdManager, producer_id_block_path
+from ..coordinator.producer_id_manager import ProducerIdBlocks, ProducerIdManager, producer_id_block_path
 from ..coordinator.transaction_coordinator import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -62,7 +62,7 @@ from ..coordinator.transaction_coordinator import (
     read_transactions,
 )
 from ..coordinator.transaction_state import TransactionState
-from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError, ZooKeeperError
 from ..protocol import ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
@@ -102,7 +102,11 @@ class TxnApis:
         self._create_topic = create_topic
         self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self.clock = clock
-        ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
+        # a cluster's brokers share ZooKeeper's block (the claim is set as the broker joins), never a local file
+        self.claim_producer_id_block: Callable[[], tuple[int, int]] | None = None
+        ids: ProducerIdBlocks = ProducerIdBlocks(self._claim_cluster_block)
+        if not config["zookeeper.connect"]:
+            ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
         self.coordinator = TransactionCoordinator(ids, TransactionConfig.from_broker(config))
         self.markers = TransactionMarkerChannelManager(
             replicas.metadata,
@@ -119,6 +123,11 @@ class TxnApis:
         # told of each marker written (producer id, committed, partitions): the group
         # coordinator completes the transaction's offsets in __consumer_offsets
         self.on_markers_written: Callable[[int, bool, list[tuple[str, int]]], None] | None = None
+
+    def _claim_cluster_block(self) -> tuple[int, int]:
+        if self.claim_producer_id_block is None:
+            raise ZooKeeperError("producer ids come from ZooKeeper: this broker has not joined the cluster yet")
+        return self.claim_producer_id_block()
 
     # --- life -------------------------------------------------------------------------------------
 
