@@ -5,6 +5,8 @@ Against a real ZooKeeper; the last test asks three ``seglog broker`` processes f
 from __future__ import annotations
 
 import json
+import os
+import signal
 import threading
 from collections.abc import Iterator
 
@@ -97,3 +99,38 @@ def test_brokers_of_a_cluster_give_idempotent_producers_distinct_ids(cluster: Lo
     everyone = [pid for pids in given.values() for pid in pids]
     assert len(set(everyone)) == len(everyone), given
     assert all(pids[1] == pids[0] + 1 for pids in given.values())  # each broker's from its own block
+
+
+def init_producer_id(client: BrokerClient) -> int:
+    init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
+    assert init["error_code"] == 0, init
+    return int(init["producer_id"])
+
+
+def test_a_block_claimed_while_zookeeper_is_stopped_stalls_nothing_else(
+    cluster: LocalCluster, zookeeper: ZooKeeperServer
+) -> None:
+    """The claim goes to ZooKeeper from a thread: while ZooKeeper does not answer (SIGSTOP), the
+    InitProducerId that needs a new block waits, and the broker answers other requests meanwhile."""
+    others = []
+    for broker_id in (2, 3):
+        with BrokerClient(cluster.brokers[broker_id].address) as client:
+            others.append(init_producer_id(client))
+    broker = cluster.brokers[1]
+    with BrokerClient(broker.address) as waiting, BrokerClient(broker.address, timeout=10) as other:
+        while init_producer_id(waiting) % BLOCK_SIZE != BLOCK_SIZE - 1:
+            pass  # to the block's last id: the next request claims a block
+        assert zookeeper.pid is not None
+        answer: list[int] = []
+        os.kill(zookeeper.pid, signal.SIGSTOP)
+        try:
+            asking = threading.Thread(target=lambda: answer.append(init_producer_id(waiting)))
+            asking.start()
+            # each round trip lets the broker's loop go round: by the third it has read the first request
+            for _ in range(3):
+                assert other.request(ApiKey.API_VERSIONS, {})["error_code"] == 0
+            assert not answer  # still waiting for ZooKeeper
+        finally:
+            os.kill(zookeeper.pid, signal.SIGCONT)
+        asking.join()
+    assert answer and answer[0] % BLOCK_SIZE == 0 and answer[0] // BLOCK_SIZE not in {o // BLOCK_SIZE for o in others}

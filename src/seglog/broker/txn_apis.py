@@ -124,6 +124,12 @@ class TxnApis:
         # coordinator completes the transaction's offsets in __consumer_offsets
         self.on_markers_written: Callable[[int, bool, list[tuple[str, int]]], None] | None = None
 
+    async def _claim_producer_id_block_if_used_up(self) -> None:
+        # ZooKeeper is asked from a thread: waiting out a lost connection must not stall the broker
+        ids, claim = self.coordinator.producer_ids, self.claim_producer_id_block
+        if claim is not None and ids.block_used_up:
+            ids.use_block(*await asyncio.get_running_loop().run_in_executor(None, claim))
+
     def _claim_cluster_block(self) -> tuple[int, int]:
         if self.claim_producer_id_block is None:
             raise ZooKeeperError("producer ids come from ZooKeeper: this broker has not joined the cluster yet")
@@ -382,6 +388,11 @@ class TxnApis:
             error = await self.ensure_state_topic() or self._not_here(txn_id)
             if error:
                 return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+        try:
+            await self._claim_producer_id_block_if_used_up()
+        except SeglogError as e:  # ZooKeeper unreachable: Kafka answers with the exception's error
+            log.warning("no producer id block could be claimed: %s", e)
+            return {"throttle_time_ms": 0, "error_code": e.error_code, "producer_id": -1, "producer_epoch": -1}
         request = InitProducerIdRequest(
             txn_id, body["transaction_timeout_ms"], body.get("producer_id", -1), body.get("producer_epoch", -1)
         )

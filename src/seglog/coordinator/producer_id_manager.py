@@ -38,9 +38,19 @@ class ProducerIdBlocks:
         self._next = 0
         self._end = -1  # the current block's last id; none claimed yet
 
+    @property
+    def block_used_up(self) -> bool:
+        return self._next > self._end
+
+    def use_block(self, first: int, last: int) -> None:
+        """Hand out ids from a block the caller claimed (off the event loop), unless one came meanwhile:
+        then this block's ids are never handed out (skipped, as a restart skips a block's rest)."""
+        if self.block_used_up:
+            self._next, self._end = first, last
+
     def generate_producer_id(self) -> int:
         """The next unused producer id; a new block is claimed when needed."""
-        if self._next > self._end:
+        if self.block_used_up:
             self._next, self._end = self._claim()
         producer_id = self._next
         self._next += 1
