@@ -62,7 +62,7 @@ from ..coordinator.transaction_coordinator import (
     read_transactions,
 )
 from ..coordinator.transaction_state import TransactionState
-from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError, ZooKeeperError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError
 from ..protocol import ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
@@ -126,13 +126,14 @@ class TxnApis:
 
     async def _claim_producer_id_block_if_used_up(self) -> None:
         # ZooKeeper is asked from a thread: waiting out a lost connection must not stall the broker
-        ids, claim = self.coordinator.producer_ids, self.claim_producer_id_block
-        if claim is not None and ids.block_used_up:
-            ids.use_block(*await asyncio.get_running_loop().run_in_executor(None, claim))
+        ids = self.coordinator.producer_ids
+        if self.config["zookeeper.connect"] and ids.block_used_up:
+            ids.use_block(*await asyncio.get_running_loop().run_in_executor(None, self._claim_cluster_block))
 
     def _claim_cluster_block(self) -> tuple[int, int]:
         if self.claim_producer_id_block is None:
-            raise ZooKeeperError("producer ids come from ZooKeeper: this broker has not joined the cluster yet")
+            # retriable: the client asks again once the broker has joined
+            raise CoordinatorNotAvailableError("producer ids come from ZooKeeper: this broker has not joined it yet")
         return self.claim_producer_id_block()
 
     # --- life -------------------------------------------------------------------------------------
