@@ -67,6 +67,7 @@ def open_broker(path: str) -> tuple[ReplicaManager, GroupMetadataManager, TxnApi
     admin = AdminManager(config, replicas)
     groups = GroupMetadataManager(config, replicas, admin.create_internal_topic)
     txn = TxnApis(config, replicas, ("127.0.0.1", 9092), admin.create_internal_topic)
+    txn.claim_producer_id_block = lambda: (0, 999)  # the first block, as ZooKeeper (not run here) would give it
     replicas.leadership_listeners += [groups.on_leadership_change, txn.on_leadership_change]
     return replicas, groups, txn
 
@@ -181,3 +182,17 @@ def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
             replicas.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_cluster_broker_hands_out_no_producer_id_from_a_local_file(tmp_path) -> None:
+    """Producer ids come from ZooKeeper's block in a cluster: before the broker has joined it,
+    InitProducerId is answered COORDINATOR_NOT_AVAILABLE (retriable) and no local block is written."""
+    replicas, _groups, txn = open_broker(str(tmp_path))
+    txn.claim_producer_id_block = None
+    try:
+        answer = asyncio.run(txn.init_producer_id(4, {"transactional_id": None, "transaction_timeout_ms": -1}))
+        assert answer["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        assert not (tmp_path / "latest_producer_id_block").exists()
+    finally:
+        txn.shutdown()
+        replicas.shutdown()

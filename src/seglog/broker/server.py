@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from ..config import BrokerConfig
+from ..coordinator.producer_id_manager import BLOCK_SIZE
 from ..errors import InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, decode_request, encode_response, frame_size
 from .admin import AdminManager
@@ -170,6 +171,9 @@ class KafkaServer:
         self._handlers.update(ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata).handlers())
         self.apis.versions.update(ClusterAdminApis.VERSIONS)
         admin.cluster = cluster
+        if self.txn is not None:  # producer id blocks claimed in ZooKeeper, shared by the brokers
+            broker_id = broker.broker_id
+            self.txn.claim_producer_id_block = lambda: cluster.zk.claim_producer_id_block(broker_id, BLOCK_SIZE)[1:]
         self.apis.auto_create_topic = lambda name: asyncio.get_running_loop().run_in_executor(
             None, cluster.auto_create_topic, name
         )

@@ -46,7 +46,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from ..config import BrokerConfig
-from ..coordinator.producer_id_manager import ProducerIdManager, producer_id_block_path
+from ..coordinator.producer_id_manager import ProducerIdBlocks, ProducerIdManager, producer_id_block_path
 from ..coordinator.transaction_coordinator import (
     AddOffsetsToTxnResponse,
     AddPartitionsToTxnResponse,
@@ -102,7 +102,11 @@ class TxnApis:
         self._create_topic = create_topic
         self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self.clock = clock
-        ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
+        # a cluster's brokers share ZooKeeper's block (the claim is set as the broker joins), never a local file
+        self.claim_producer_id_block: Callable[[], tuple[int, int]] | None = None
+        ids: ProducerIdBlocks = ProducerIdBlocks(self._claim_cluster_block)
+        if not config["zookeeper.connect"]:
+            ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
         self.coordinator = TransactionCoordinator(ids, TransactionConfig.from_broker(config))
         self.markers = TransactionMarkerChannelManager(
             replicas.metadata,
@@ -119,6 +123,18 @@ class TxnApis:
         # told of each marker written (producer id, committed, partitions): the group
         # coordinator completes the transaction's offsets in __consumer_offsets
         self.on_markers_written: Callable[[int, bool, list[tuple[str, int]]], None] | None = None
+
+    async def _claim_producer_id_block_if_used_up(self) -> None:
+        # ZooKeeper is asked from a thread: waiting out a lost connection must not stall the broker
+        ids = self.coordinator.producer_ids
+        if self.config["zookeeper.connect"] and ids.block_used_up:
+            ids.use_block(*await asyncio.get_running_loop().run_in_executor(None, self._claim_cluster_block))
+
+    def _claim_cluster_block(self) -> tuple[int, int]:
+        if self.claim_producer_id_block is None:
+            # retriable: the client asks again once the broker has joined
+            raise CoordinatorNotAvailableError("producer ids come from ZooKeeper: this broker has not joined it yet")
+        return self.claim_producer_id_block()
 
     # --- life -------------------------------------------------------------------------------------
 
@@ -373,6 +389,11 @@ class TxnApis:
             error = await self.ensure_state_topic() or self._not_here(txn_id)
             if error:
                 return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+        try:
+            await self._claim_producer_id_block_if_used_up()
+        except SeglogError as e:  # ZooKeeper unreachable: Kafka answers with the exception's error
+            log.warning("no producer id block could be claimed: %s", e)
+            return {"throttle_time_ms": 0, "error_code": e.error_code, "producer_id": -1, "producer_epoch": -1}
         request = InitProducerIdRequest(
             txn_id, body["transaction_timeout_ms"], body.get("producer_id", -1), body.get("producer_epoch", -1)
         )

@@ -20,6 +20,10 @@
 - ``register_controller_and_increment_epoch``: one multi-op creates the
   ephemeral /controller and sets /controller_epoch to epoch + 1 at the zkVersion
   just read; losing either race is ``ControllerMovedError``.
+- ``claim_producer_id_block``: the next block of producer ids, claimed by a
+  compare-and-set of /latest_producer_id_block at the zkVersion just read,
+  read again and retried when another broker claimed one meanwhile (Kafka's
+  ``ZkProducerIdManager.getNewProducerIdBlock``): no two brokers share an id.
 - ``fenced_write``: a controller's writes go in a multi-op behind a check of
   /controller_epoch's zkVersion, so a controller that was replaced (its session
   expired, another was elected) cannot change anything: ``ControllerMovedError``.
@@ -376,6 +380,29 @@ class ZkClient:
     def get_broker(self, broker_id: int) -> znodes.BrokerRegistration | None:
         found = self.get(znodes.broker_path(broker_id))
         return None if found is None else znodes.decode_broker(broker_id, found[0])
+
+    # --- /latest_producer_id_block -------------------------------------------------------
+
+    def claim_producer_id_block(self, broker_id: int, block_size: int) -> znodes.ProducerIdBlock:
+        """Claim the block after the latest one for ``broker_id``; the first block starts at 0."""
+        path = znodes.LATEST_PRODUCER_ID_BLOCK
+        while True:
+            found = self.get(path)
+            start = 0
+            if found is not None and found[0]:  # the znode is made empty at start-up
+                start = znodes.decode_producer_id_block(found[0], path).block_end + 1
+            if start + block_size - 1 >= (1 << 63) - 1:
+                raise ZooKeeperError("producer ids are exhausted", file=path)
+            block = znodes.ProducerIdBlock(broker_id, start, start + block_size - 1)
+            data = znodes.encode_producer_id_block(block)
+            # a retried set that had succeeded fails on the version: the next round claims another block
+            with contextlib.suppress(BadVersionError, NodeExistsError, NoNodeError):
+                if found is None:
+                    self._call(self._kazoo.create, path, data, makepath=True)
+                else:
+                    self.set(path, data, int(found[1].version))
+                return block
+            log.debug("producer id block %d-%d claimed by another broker first: reading again", *block[1:])
 
     # --- /controller and /controller_epoch ------------------------------------------------
 

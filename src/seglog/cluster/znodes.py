@@ -21,6 +21,8 @@ same bytes, so that Kafka's tools and a seglog cluster read each other's::
                                                   "replicas":[1,2]}]}
     /admin/preferred_replica_election            {"version":1,"partitions":[{"topic":"t","partition":0}]}
     /isr_change_notification/isr_change_<seq>    {"version":1,"partitions":[{"topic":"t","partition":0}]}
+    /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"1000","block_end":"1999"}
+                                                 (empty until the first block; zkVersion compare-and-set)
 
 Decoding checks every field Kafka reads and raises ``InvalidZNodeError`` naming
 the znode (and the byte where the JSON broke) instead of a KeyError deep inside.
@@ -203,6 +205,14 @@ def _timestamp(value: Any, name: str, path: str) -> int:
         raise InvalidZNodeError(f"field {name!r} must be a string of milliseconds, not {text!r}", file=path) from None
 
 
+def _long_string(value: Any, name: str, path: str) -> int:
+    # Kafka writes producer ids as strings of decimal longs ("1000")
+    text = _str(value, name, path)
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise InvalidZNodeError(f"field {name!r} must be a string of a decimal integer, not {text!r}", file=path)
+    return int(text)
+
+
 def _version(obj: Mapping[str, Any], path: str, supported: Iterable[int]) -> int:
     version = _int(_field(obj, "version", path), "version", path)
     allowed = tuple(supported)
@@ -263,6 +273,39 @@ def decode_controller_epoch(data: bytes | None, path: str = CONTROLLER_EPOCH) ->
     if not re.fullmatch(r"-?[0-9]+", text):
         raise InvalidZNodeError(f"controller epoch must be an integer, not {text!r}", file=path)
     return _int(int(text), "controller epoch", path)
+
+
+# --- /latest_producer_id_block ----------------------------------------------------
+
+
+class ProducerIdBlock(NamedTuple):
+    """A block of producer ids, both ends inclusive (Kafka's ``ProducerIdsBlock``)."""
+
+    broker_id: int
+    block_start: int
+    block_end: int
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    # Kafka writes the ids as strings of the longs, the version and broker as numbers
+    return _dumps(
+        {
+            "version": 1,
+            "broker": block.broker_id,
+            "block_start": str(block.block_start),
+            "block_end": str(block.block_end),
+        }
+    )
+
+
+def decode_producer_id_block(data: bytes | None, path: str = LATEST_PRODUCER_ID_BLOCK) -> ProducerIdBlock:
+    obj = _object(_loads(data, path), path)
+    _version(obj, path, (1,))
+    broker_id = _int(_field(obj, "broker", path), "broker", path)
+    start, end = (_long_string(_field(obj, name, path), name, path) for name in ("block_start", "block_end"))
+    if not 0 <= start <= end < (1 << 63):
+        raise InvalidZNodeError(f"producer id block {start}-{end} is not a block of longs", file=path)
+    return ProducerIdBlock(broker_id, start, end)
 
 
 # --- /brokers/ids/<id> ----------------------------------------------------------------

@@ -36,7 +36,7 @@ from ..protocol import ErrorCode
 from ..storage import PartitionLog
 from .group_coordinator import Reply
 from .partitioning import partition_for
-from .producer_id_manager import ProducerIdManager
+from .producer_id_manager import ProducerIdBlocks
 from .transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -157,7 +157,7 @@ _Answer = Callable[[int], None]  # answers a request with an error code
 class TransactionCoordinator:
     """The transactional ids of the ``__transaction_state`` partitions this broker leads."""
 
-    def __init__(self, producer_ids: ProducerIdManager, config: TransactionConfig | None = None) -> None:
+    def __init__(self, producer_ids: ProducerIdBlocks, config: TransactionConfig | None = None) -> None:
         self.config = config or TransactionConfig()
         self.producer_ids = producer_ids
         self.transactions: dict[str, TransactionMetadata] = {}
