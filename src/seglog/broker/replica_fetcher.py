@@ -101,6 +101,7 @@ class ReplicaFetcher:
         self._wake = asyncio.Event()
         self._connection: BrokerConnection | None = None
         self._name = f"ReplicaFetcher-{fetcher}-{leader_id}"
+        self._closed = False
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=self._name)
 
     def add(self, partition: Partition) -> None:
@@ -113,6 +114,8 @@ class ReplicaFetcher:
 
     def close(self) -> asyncio.Task[None]:
         """Stop fetching; the task to await for it to be done."""
+        self._closed = True
+        self._wake.set()
         self._task.cancel()
         if self._connection is not None:
             self._connection.close()
@@ -122,7 +125,9 @@ class ReplicaFetcher:
 
     async def _loop(self) -> None:
         backoff = self.config["replica.fetch.backoff.ms"] / 1000
-        while True:
+        # the flag as well as the cancel: Python 3.11's wait_for drops a cancel that comes in
+        # the turn its wait ends, and the loop would go on after close()
+        while not self._closed:
             try:
                 await self._round()
             except BrokerNotAvailableError as e:
