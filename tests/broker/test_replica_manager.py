@@ -16,6 +16,7 @@ from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
 from seglog.errors import InvalidPartitionsError
 from seglog.records import Record
 from seglog.records.batch import build_batch
+from seglog.records.control import end_transaction_marker
 
 
 def _manager(path: str, **config: object) -> ReplicaManager:
@@ -140,6 +141,51 @@ def test_small_appends_run_on_the_loop_and_fsyncs_never_do(tmp_path, monkeypatch
             assert results[("eager", 0)].base_offset == 0
             assert ("fsync", loop_thread) not in calls and any(name == "fsync" for name, _ in calls)
             assert all(thread.startswith("seglog-io") for _, thread in calls)
+        finally:
+            rm.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_markers_and_mid_sized_appends_run_on_the_loop(tmp_path, monkeypatch) -> None:
+    """A transaction's marker is written from the event loop's thread (no hop to an I/O
+    thread before the transaction can complete), unless an fsync follows it; so is a
+    produce request of a transaction's 1,000 records of 100 bytes (~113 KiB), while one
+    over INLINE_APPEND_BYTES goes to an I/O thread."""
+    threads: list[str] = []
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda *a: threads.append(threading.current_thread().name) or real(*a))
+
+    def marker(producer_id: int) -> bytes:
+        records = [end_transaction_marker(True)]
+        return bytes(build_batch(records, producer_id=producer_id, producer_epoch=0, control=True))
+
+    def transactional(producer_id: int) -> memoryview:
+        records = [Record(key=None, value=b"v")]
+        batch = build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=0, transactional=True)
+        return memoryview(batch)
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("lazy", 1, {})
+            await rm.create_topic("eager", 1, {"flush.messages": "1"})
+            loop_thread = threading.current_thread().name
+            for tp in (("lazy", 0), ("eager", 0)):
+                assert (await rm.append_records({tp: transactional(7)}))[tp].error_code == 0
+            threads.clear()
+            results = await rm.append_as_coordinator({("lazy", 0): marker(7)})
+            assert results[("lazy", 0)].base_offset == 1 and threads == [loop_thread]
+            threads.clear()
+            results = await rm.append_as_coordinator({("eager", 0): marker(7)})
+            assert results[("eager", 0)].base_offset == 1
+            assert threads and all(thread.startswith("seglog-io") for thread in threads)
+            threads.clear()
+            assert (await rm.append_records({("lazy", 0): _batch(1000, 100)}))[("lazy", 0)].error_code == 0
+            assert threads == [loop_thread]
+            threads.clear()
+            assert (await rm.append_records({("lazy", 0): _batch(3000, 100)}))[("lazy", 0)].error_code == 0
+            assert threads and all(thread.startswith("seglog-io") for thread in threads)
         finally:
             rm.shutdown()
 
