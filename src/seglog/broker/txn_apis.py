@@ -90,6 +90,7 @@ class TxnApis:
         self._tokens = itertools.count()
         self._state_topic_ready: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_due: int | None = None  # the coordinator's deadline the timer was set for
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
         # told of each marker written (producer id, committed, partitions): the group
@@ -164,7 +165,8 @@ class TxnApis:
                 if future is not None and not future.done():
                     future.set_result(out.response)
             elif isinstance(out, StoreTransaction):
-                self._spawn(self._store(out))
+                if not self._store_now(out):
+                    self._spawn(self._store(out))
             elif isinstance(out, WriteTxnMarkers):
                 self._spawn(self._write_markers(out))
         self._schedule_tick()
@@ -173,6 +175,17 @@ class TxnApis:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _store_now(self, out: StoreTransaction) -> bool:
+        """Append the record at once when its log can take it without waiting, and act on
+        the result: a request's answer needs no task and no turn of the loop (False: the
+        caller awaits ``_store``)."""
+        tp = (TRANSACTION_STATE, out.partition)
+        result = self.replicas.try_append_inline(tp, memoryview(build_batch([(out.key, out.value)])))
+        if result is None:
+            return False
+        self._act(self.coordinator.complete_store(out.store_id, result.error_code, self.clock()))
+        return True
 
     async def _store(self, out: StoreTransaction) -> None:
         batch = build_batch([(out.key, out.value)])
@@ -230,6 +243,9 @@ class TxnApis:
         if self._stopped:
             return
         deadline = self.coordinator.next_deadline()
+        if self._timer is not None and deadline is not None and deadline == self._timer_due:
+            return  # the timer set is still the one wanted (most calls change no deadline)
+        self._timer_due = deadline
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
