@@ -181,6 +181,12 @@ def test_markers_and_mid_sized_appends_run_on_the_loop(tmp_path, monkeypatch) ->
             assert results[("eager", 0)].base_offset == 1
             assert threads and all(thread.startswith("seglog-io") for thread in threads)
             threads.clear()
+            # at once, or None: refused (an error is told by append_records), or it would wait
+            assert rm.try_append_inline(("lazy", 0), _batch(1), origin="coordinator").base_offset == 2
+            assert rm.try_append_inline(("gone", 0), _batch(1)) is None
+            assert rm.try_append_inline(("eager", 0), _batch(1)) is None
+            assert threads == [loop_thread]
+            threads.clear()
             assert (await rm.append_records({("lazy", 0): _batch(1000, 100)}))[("lazy", 0)].error_code == 0
             assert threads == [loop_thread]
             threads.clear()

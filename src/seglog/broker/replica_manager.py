@@ -514,16 +514,19 @@ class ReplicaManager:
         self, tp: TopicPartition, records: memoryview, *, origin: str = "client"
     ) -> AppendResult | None:
         """``append_records`` of one small batch at acks=1, done on the loop without
-        awaiting, or None (nothing written) when the log cannot take it at once (its lock
-        held, a roll or an fsync due) or it is over INLINE_APPEND_BYTES: a coordinator
-        then awaits ``append_records``. Spares a commit a task and two turns of the loop."""
+        awaiting: the result of an append written at once, or None (nothing written) when
+        the log cannot take it so (its lock held, a roll or an fsync due), it is over
+        INLINE_APPEND_BYTES, or it failed. A coordinator then awaits ``append_records``,
+        which tells the error: its retries stay turns of the loop, never a recursion.
+        Spares a request a task and two turns of the loop."""
         if len(records) > INLINE_APPEND_BYTES:
             return None
         result = self._append(tp, records, 1, wait=False, origin=origin)
-        if result is not None and result.error_code == NONE:
-            partition = self._partitions.get(tp)
-            if partition is not None:
-                self._after_leader_append(tp, partition, result)
+        if result is None or result.error_code != NONE:
+            return None
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            self._after_leader_append(tp, partition, result)
         return result
 
     def _after_leader_append(self, tp: TopicPartition, partition: Partition, result: AppendResult) -> None:
