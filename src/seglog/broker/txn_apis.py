@@ -90,7 +90,6 @@ class TxnApis:
         self._tokens = itertools.count()
         self._state_topic_ready: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
-        self._timer_due: int | None = None  # the coordinator's deadline the timer was set for
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
         # told of each marker written (producer id, committed, partitions): the group
@@ -243,9 +242,6 @@ class TxnApis:
         if self._stopped:
             return
         deadline = self.coordinator.next_deadline()
-        if self._timer is not None and deadline is not None and deadline == self._timer_due:
-            return  # the timer set is still the one wanted (most calls change no deadline)
-        self._timer_due = deadline
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
