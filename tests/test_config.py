@@ -123,6 +123,7 @@ BROKER_CASES = {
     "offsets.retention.minutes": (0, "7d", "[1, 2147483647]"),
     "offsets.retention.check.interval.ms": (0, "10m", "[1, 9223372036854775807]"),
     "offset.metadata.max.bytes": (2**31, "4k", "an int32"),
+    "offsets.commit.timeout.ms": (0, "5s", "[1, 2147483647]"),
     "offsets.topic.compression.codec": (5, "lz4", "[0, 4]"),
     "group.initial.rebalance.delay.ms": (2**31, "3s", "an int32"),
     "group.min.session.timeout.ms": (2**31, "6s", "an int32"),

@@ -529,6 +529,13 @@ BROKER_KEYS.update(
         Key("offsets.retention.check.interval.ms", _int, 600_000, "How often stale offsets are expired.", minimum=1),
         Key("offset.metadata.max.bytes", _int32, 4096, "The longest metadata string an offset commit may carry."),
         Key(
+            "offsets.commit.timeout.ms",
+            _int32,
+            5_000,
+            "How long a group coordinator's write waits for the ISR of its __consumer_offsets partition.",
+            minimum=1,
+        ),
+        Key(
             "offsets.topic.compression.codec",
             _int32,
             0,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 
+from seglog.broker.admin import AdminManager
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
@@ -19,7 +20,8 @@ def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(t
     async def scenario() -> None:
         config = broker_config({"log.dirs": str(tmp_path), "transaction.state.log.num.partitions": 1})
         replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
-        txn = TxnApis(config, replicas, ("127.0.0.1", 9092))
+        txn = TxnApis(config, replicas, ("127.0.0.1", 9092), AdminManager(config, replicas).create_internal_topic)
+        replicas.leadership_listeners.append(txn.on_leadership_change)
         try:
             await txn.startup()
             await replicas.create_topic("t", 1, {})

@@ -142,6 +142,9 @@ class KafkaApis:
         self.auto_create_topic: Callable[[str], Awaitable[None]] = lambda name: self.replicas.create_topic(
             name, self.config["num.partitions"], {}
         )
+        # the coordinators' topics are made by their coordinators, with their own partition counts,
+        # replication factors and configs (Kafka's AutoTopicCreationManager.creatableTopic)
+        self.internal_topic_creators: dict[str, Callable[[], Awaitable[object]]] = {}
 
     # --- ApiVersions ---------------------------------------------------------------------------------
 
@@ -199,8 +202,9 @@ class KafkaApis:
             return _topic_error(name, ZERO_UUID, e.error_code)
         if not allow_create:
             return _topic_error(name, ZERO_UUID, UnknownTopicOrPartitionError.error_code)
+        creator = self.internal_topic_creators.get(name)
         try:
-            await self.auto_create_topic(name)
+            await (creator() if creator is not None else self.auto_create_topic(name))
         except SeglogError as e:
             if self.metadata.topic(name) is None:  # another connection may have made it meanwhile
                 return _topic_error(name, ZERO_UUID, e.error_code if e.error_code > 0 else LEADER_NOT_AVAILABLE)

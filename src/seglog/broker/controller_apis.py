@@ -137,6 +137,8 @@ class ControllerApis:
                 )
                 partitions.append((name, topic_id, state))
         self.replicas.metadata.update_metadata(brokers, body["controller_id"], partitions, deleted)
+        if deleted:
+            self.replicas.partitions_deleted(sorted(deleted))
         return {"error_code": NONE}
 
     def _broker_info(self, broker: dict[str, Any]) -> BrokerInfo:

@@ -7,15 +7,20 @@ adds what they leave to the broker:
   compacted, ``offsets.topic.segment.bytes``; in a cluster through ZooKeeper with
   ``offsets.topic.replication.factor`` replicas), each group's records appended to the
   partition ``partitioning.partition_for`` names, as one batch per store, through the
-  replica manager: at once on the loop when nothing is queued for the partition and
-  its log can take the batch without waiting, else in a task (in the I/O pool when the
-  append could wait). Appends to one partition go out in the order the coordinator
+  replica manager (at once on the loop when nothing is queued for the partition, its log
+  can take the batch without waiting and this broker is its whole ISR; else in a task, in
+  the I/O pool when the append could wait), with acks=all as Kafka's: a store is complete
+  once the ISR has it (``offsets.commit.timeout.ms``), so an acknowledged commit survives
+  the coordinator's broker. Appends to one partition go out in the order the coordinator
   asked for them: a group's records must replay in that order;
-- loading: every partition of the topic this broker leads is replayed (``group_loader``)
-  in the I/O pool, at start-up or when first asked about at a leader epoch not yet
-  loaded (a cluster's LeaderAndIsr); until it is, its groups are answered
-  COORDINATOR_LOAD_IN_PROGRESS, and a group of a partition this broker does not lead
-  NOT_COORDINATOR (its groups forgotten);
+- loading and unloading (Kafka's ``onElection`` / ``onResignation``): every partition of
+  the topic this broker leads is replayed (``group_loader``) in the I/O pool, at start-up,
+  when LeaderAndIsr makes this broker its leader (``on_leadership_change``), or when first
+  asked about at a leader epoch not yet loaded; until it is, its groups are answered
+  COORDINATOR_LOAD_IN_PROGRESS. A partition no longer led here (LeaderAndIsr making this
+  broker a follower, StopReplica, shutdown) has its groups unloaded: their waiting
+  JoinGroup and SyncGroup are answered NOT_COORDINATOR, their state dropped, and a
+  group of a partition this broker does not lead is answered NOT_COORDINATOR;
 - requests: a coordinator call gets a token and a future; the coordinator's ``Reply``
   for the token completes it, a ``Forget`` completes it with None (no answer, as Kafka
   never answers those requests), later or at once;
@@ -24,7 +29,9 @@ adds what they leave to the broker:
   the offsets' expiry every ``offsets.retention.check.interval.ms``. No polling;
 - transactions: records are appended as the coordinator (sequences not checked), and
   a transaction's marker written to a partition (``complete_transaction``) completes
-  the offsets its producer committed there (TxnOffsetCommit).
+  the offsets its producer committed there (TxnOffsetCommit);
+- deleted topics: their partitions' committed offsets are removed from every group
+  coordinated here, with tombstones (``on_partitions_deleted``).
 """
 
 from __future__ import annotations
@@ -80,10 +87,11 @@ class GroupMetadataManager:
         self.offsets = OffsetManager(self.coordinator)
         self.admin = GroupAdmin(self.offsets)
         self._compression = Compression(config["offsets.topic.compression.codec"])
+        self._commit_timeout_ms = config["offsets.commit.timeout.ms"]
         self._clock = clock
         self._tokens = itertools.count(1)
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
-        self._loading: set[int] = set()
+        self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self._loaded: dict[int, int] = {}  # partition -> the leader epoch it was loaded at
         self._failed: set[int] = set()  # could not be read: not coordinated here (the error is logged)
         # markers written to a partition while it loads, applied once it is (the replay may end before them)
@@ -110,8 +118,11 @@ class GroupMetadataManager:
         self._schedule_cleanup(self.config["offsets.retention.check.interval.ms"])
 
     async def shutdown(self) -> None:
-        """Stop the timers and wait for the appends under way (the replica manager's pool
-        must still run them); requests still waiting are left to their connections."""
+        """Unload every partition (requests still waiting are answered NOT_COORDINATOR),
+        stop the timers and wait for the appends under way (the replica manager's pool
+        must still run them)."""
+        for p in {*self._loaded, *self._loading}:
+            self._unload(p)
         self._stopped = True
         for timer in (self._timer, self._cleanup_timer):
             if timer is not None:
@@ -161,12 +172,31 @@ class GroupMetadataManager:
         except SeglogError:  # not here, or a follower
             return None
 
+    def on_leadership_change(self, leading: list[tuple[str, int]], following: list[tuple[str, int]]) -> None:
+        """The replica manager's leadership listener: a ``__consumer_offsets`` partition led
+        here now is loaded (Kafka's ``onElection``), one no longer led is unloaded
+        (``onResignation``)."""
+        for topic, p in following:
+            if topic == OFFSETS_TOPIC:
+                self._unload(p)
+        for topic, p in leading:
+            epoch = self._leader_epoch(p) if topic == OFFSETS_TOPIC else None
+            if epoch is not None and self._loaded.get(p) != epoch and self._loading.get(p) != epoch:
+                self._unload(p)
+                self._start_load(p, epoch)
+
     def _unload(self, p: int) -> None:
-        """Forget the groups of a partition this broker no longer coordinates (Kafka's
-        onResignation); their waiting requests are left to time out."""
-        if self._loaded.pop(p, None) is not None:
-            for group_id in [g for g in self.coordinator.groups if self.partition_for(g) == p]:
-                del self.coordinator.groups[group_id]
+        """Drop the groups of a partition this broker no longer coordinates (Kafka's
+        ``removeGroupsForPartition``): their waiting JoinGroup and SyncGroup are answered
+        NOT_COORDINATOR; a load under way is discarded when it ends."""
+        self._loading.pop(p, None)
+        self._markers_while_loading.pop(p, None)
+        if self._loaded.pop(p, None) is None:
+            return
+        now = self._clock()
+        for group_id in [g for g in self.coordinator.groups if self.partition_for(g) == p]:
+            self._dispatch(self.coordinator.unload_group(group_id, now))
+        log.info("unloaded the groups of %s-%d", OFFSETS_TOPIC, p)
 
     @property
     def loading(self) -> bool:
@@ -206,7 +236,8 @@ class GroupMetadataManager:
                 self._loaded[p] = epoch
 
     def _start_load(self, p: int, epoch: int) -> None:
-        self._loading.add(p)
+        self._loading[p] = epoch
+        self._failed.discard(p)
         self._spawn(self._load(p, epoch))
 
     async def _load(self, p: int, epoch: int) -> None:
@@ -214,16 +245,19 @@ class GroupMetadataManager:
         try:
             groups: dict[str, LoadedGroup] = await self.replicas.replay(OFFSETS_TOPIC, p, load_groups)
         except SeglogError as e:
-            log.error("cannot load %s-%d: %s; its groups are not coordinated here", OFFSETS_TOPIC, p, e)
-            self._loading.discard(p)
-            self._markers_while_loading.pop(p, None)
-            self._failed.add(p)
+            if self._loading.get(p) == epoch:
+                log.error("cannot load %s-%d: %s; its groups are not coordinated here", OFFSETS_TOPIC, p, e)
+                self._loading.pop(p, None)
+                self._markers_while_loading.pop(p, None)
+                self._failed.add(p)
             return
+        if self._loading.get(p) != epoch:
+            return  # the leadership moved on while the partition was read
         now = self._clock()
         for group in groups.values():
             if self.partition_for(group.group_id) == p:  # else: written by a broker with another partition count
                 self.coordinator.load_group(group, now)
-        self._loading.discard(p)
+        self._loading.pop(p, None)
         for producer_id, committed in self._markers_while_loading.pop(p, []):
             self.complete_transaction(producer_id, committed, [(OFFSETS_TOPIC, p)])
         self._loaded[p] = epoch
@@ -308,7 +342,7 @@ class GroupMetadataManager:
         # duplicate check) are not applied, the epoch is
         tp = (OFFSETS_TOPIC, partition)
         if not self._queued.get(partition):
-            result = self.replicas.try_append_inline(tp, memoryview(batch), origin="coordinator")
+            result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin="coordinator")
             if result is not None:
                 self._dispatch(stored(result.error_code, result.base_offset))
                 return None
@@ -325,7 +359,11 @@ class GroupMetadataManager:
             async with lock:
                 tp = (OFFSETS_TOPIC, partition)
                 try:
-                    result = (await self.replicas.append_records({tp: memoryview(batch)}, origin="coordinator"))[tp]
+                    # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
+                    results = await self.replicas.append_records(
+                        {tp: memoryview(batch)}, acks=-1, timeout_ms=self._commit_timeout_ms, origin="coordinator"
+                    )
+                    result = results[tp]
                     error, base_offset = result.error_code, result.base_offset
                 except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
                     log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
@@ -350,6 +388,12 @@ class GroupMetadataManager:
                 self.offsets.complete_transaction(producer_id, committed, p)
             except SeglogError as e:  # a commit whose record is still being appended: Kafka's IllegalState
                 log.error("transaction of producer %d on %s-%d: %s", producer_id, OFFSETS_TOPIC, p, e)
+
+    def on_partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
+        """These partitions' topics were deleted: the groups coordinated here forget their
+        offsets of them, with tombstones (Kafka's ``GroupCoordinator.onPartitionsDeleted``)."""
+        if partitions and not self._stopped:
+            self._dispatch(self.offsets.remove_partitions(partitions, self._clock()))
 
     # --- timers ------------------------------------------------------------------------------------
 

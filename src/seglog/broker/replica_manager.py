@@ -196,6 +196,8 @@ class ReplicaManager:
         # Kafka's onLeadershipChange: called on the loop with the partitions this broker began
         # to lead and those it began to follow (the coordinators load and drop their state)
         self.leadership_listeners: list[Callable[[list[TopicPartition], list[TopicPartition]], None]] = []
+        # called on the loop with the partitions of deleted topics (the group coordinator drops their offsets)
+        self.deletion_listeners: list[Callable[[list[TopicPartition]], None]] = []
         # in a cluster the controller's LeaderAndIsr says which logs this broker serves, and how
         self.cluster_mode = bool(config["zookeeper.connect"])
         # in a cluster, a topic's overrides (its /config/topics znode) for logs made on LeaderAndIsr
@@ -222,9 +224,17 @@ class ReplicaManager:
         self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
-        for tp in [tp for tp in self._partitions if tp[0] == topic]:
+        deleted = [tp for tp in self._partitions if tp[0] == topic]
+        for tp in deleted:
             del self._partitions[tp]
         self.metadata.remove_topic(topic)
+        self.partitions_deleted(deleted)
+
+    def partitions_deleted(self, tps: list[TopicPartition]) -> None:
+        """Tell the deletion listeners that these partitions' topic is gone (one broker: its
+        own deletion; a cluster: the controller's UpdateMetadata)."""
+        for listener in self.deletion_listeners:
+            listener(tps)
 
     def partition(self, topic: str, index: int) -> Partition:
         found = self._partitions.get((topic, index))
@@ -365,6 +375,8 @@ class ReplicaManager:
             if partition is not None:
                 partition.stop()
                 self.produce_purgatory.check_and_complete(tp)
+        for listener in self.leadership_listeners:  # led here no more: the coordinators resign (Kafka's StopReplica)
+            listener([], tps)
 
     def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn`` on the broker's event loop, which owns the partitions' roles and the
@@ -511,22 +523,25 @@ class ReplicaManager:
         return results
 
     def try_append_inline(
-        self, tp: TopicPartition, records: memoryview, *, origin: str = "client"
+        self, tp: TopicPartition, records: memoryview, *, acks: int = 1, origin: str = "client"
     ) -> AppendResult | None:
-        """``append_records`` of one small batch at acks=1, done on the loop without
-        awaiting: the result of an append written at once, or None (nothing written) when
-        the log cannot take it so (its lock held, a roll or an fsync due), it is over
-        INLINE_APPEND_BYTES, or it failed. A coordinator then awaits ``append_records``,
-        which tells the error: its retries stay turns of the loop, never a recursion.
-        Spares a request a task and two turns of the loop."""
-        if len(records) > INLINE_APPEND_BYTES:
+        """``append_records`` of one small batch, done on the loop without awaiting: the
+        result of an append written at once and acknowledged (acks=1, or acks=all where
+        this broker is the whole ISR, so the high watermark passes it in the append), or
+        None, nothing written: the log cannot take it so (its lock held, a roll or an fsync
+        due), it is over INLINE_APPEND_BYTES, acks=all must wait for other replicas, or it
+        failed. A coordinator then awaits ``append_records``, which tells the error: its
+        retries stay turns of the loop, never a recursion. Spares a request a task and two
+        turns of the loop."""
+        partition = self._partitions.get(tp)
+        if len(records) > INLINE_APPEND_BYTES or partition is None:
             return None
-        result = self._append(tp, records, 1, wait=False, origin=origin)
+        if acks == -1 and partition.maximal_isr != (self.broker.broker_id,):
+            return None
+        result = self._append(tp, records, acks, wait=False, origin=origin)
         if result is None or result.error_code != NONE:
             return None
-        partition = self._partitions.get(tp)
-        if partition is not None:
-            self._after_leader_append(tp, partition, result)
+        self._after_leader_append(tp, partition, result)
         return result
 
     def _after_leader_append(self, tp: TopicPartition, partition: Partition, result: AppendResult) -> None:

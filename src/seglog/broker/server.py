@@ -23,13 +23,13 @@ from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
 from .group_apis import TRANSACTION_KEY, GroupApis
-from .group_metadata_manager import GroupMetadataManager
+from .group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
-from .txn_apis import TxnApis
+from .txn_apis import TRANSACTION_STATE, TxnApis
 
 log = logging.getLogger("seglog.broker")
 
@@ -87,7 +87,7 @@ class KafkaServer:
         apis = KafkaApis(self.config, self.replicas, (host, port))
         admin = AdminManager(self.config, self.replicas)
         self.apis = apis
-        txn = self.txn = TxnApis(self.config, self.replicas, (host, port))
+        txn = self.txn = TxnApis(self.config, self.replicas, (host, port), admin.create_internal_topic)
         try:
             await txn.startup()
         except BaseException:
@@ -123,6 +123,13 @@ class KafkaServer:
         self._handlers.update(self.group_apis.handlers())
         self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
         txn.on_markers_written = self.groups.complete_transaction
+        # the coordinators follow their partitions' leadership; deleted topics' offsets go
+        self.replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
+        self.replicas.deletion_listeners.append(self.groups.on_partitions_deleted)
+        apis.internal_topic_creators = {
+            OFFSETS_TOPIC: self.groups.ensure_offsets_topic,
+            TRANSACTION_STATE: txn.ensure_state_topic,
+        }
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(

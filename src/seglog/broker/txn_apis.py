@@ -17,11 +17,18 @@ locally rather than sent to other brokers; the WriteTxnMarkers API does the same
 a request from elsewhere. Markers written are told to ``on_markers_written`` (the group
 coordinator's, for offsets committed in the transaction).
 
-``__transaction_state`` (transaction.state.log.num.partitions, compacted) is created on
-the first transactional request, as Kafka creates it on the first lookup of a
-transaction coordinator; at start-up its partitions are loaded back (transactions
-found prepared get their markers written again; ongoing ones time out). Timed-out
-transactions are aborted at the coordinator's deadlines, on the event loop's timer.
+``__transaction_state`` (transaction.state.log.num.partitions, compacted,
+min.insync.replicas transaction.state.log.min.isr; in a cluster through ZooKeeper with
+transaction.state.log.replication.factor replicas) is created on the first transactional
+request, as Kafka creates it on the first lookup of a transaction coordinator. The
+coordinator follows the leadership of its partitions (Kafka's ``onElection`` /
+``onResignation``): a partition led here (at start-up, on LeaderAndIsr) is read in the I/O
+pool and loaded, its ids answered COORDINATOR_LOAD_IN_PROGRESS meanwhile (transactions
+found prepared get their markers written again; ongoing ones time out); one no longer led
+is unloaded and its ids answered NOT_COORDINATOR. Each record is appended with acks=all,
+and a store whose partition was unloaded or reloaded meanwhile is answered NOT_COORDINATOR
+(Kafka checks the coordinator epoch the same way). Timed-out transactions are aborted at
+the coordinator's deadlines, on the event loop's timer.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import dataclasses
 import itertools
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any
 
 from ..config import BrokerConfig
@@ -48,9 +55,10 @@ from ..coordinator.transaction_coordinator import (
     TransactionConfig,
     TransactionCoordinator,
     WriteTxnMarkers,
+    read_transactions,
 )
 from ..coordinator.transaction_state import TransactionState
-from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError
 from ..protocol import ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
@@ -65,6 +73,10 @@ _MARKER_RETRY_S = 0.1
 _E = ErrorCode
 # a marker's append that will never succeed: the partition is gone, or the producer moved on
 _MARKER_DONE = {_E.NONE, _E.UNKNOWN_TOPIC_OR_PARTITION, 47, 52}  # + INVALID_PRODUCER_EPOCH, COORDINATOR_FENCED
+# how long a __transaction_state append waits for the ISR: Kafka's request.timeout.ms default
+_STORE_TIMEOUT_MS = 30_000
+# (name, partitions, replication factor, topic config): the admin manager's, through ZooKeeper in a cluster
+TopicCreator = Callable[[str, int, int, dict[str, Any]], Awaitable[None]]
 
 
 def _now_ms() -> int:
@@ -77,12 +89,15 @@ class TxnApis:
         config: BrokerConfig,
         replicas: ReplicaManager,
         advertised: tuple[str, int],
+        create_topic: TopicCreator,
         *,
         clock: Callable[[], int] = _now_ms,
     ) -> None:
         self.config = config
         self.replicas = replicas
         self.advertised = advertised
+        self._create_topic = create_topic
+        self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self.clock = clock
         ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
         self.coordinator = TransactionCoordinator(ids, TransactionConfig.from_broker(config))
@@ -99,34 +114,33 @@ class TxnApis:
     # --- life -------------------------------------------------------------------------------------
 
     async def startup(self) -> None:
-        """Load ``__transaction_state`` back, if this broker has it."""
-        if self.replicas.metadata.topic(TRANSACTION_STATE) is not None:
-            await self._load_state_partitions()
+        """Load back the ``__transaction_state`` partitions this broker leads (one broker:
+        all of them; a cluster's come with LeaderAndIsr, after start-up)."""
+        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+        if count:
+            self._use_partition_count(count)
+            led = {p: epoch for p in range(count) if (epoch := self._leader_epoch(p)) is not None}
+            self._loading.update(led)
+            await asyncio.gather(*(self._load(p, epoch) for p, epoch in led.items()))
         self._schedule_tick()
 
     def shutdown(self) -> None:
+        for p in {*self._loading, *self.coordinator.coordinator_epochs}:
+            self._unload(p)
         self._stopped = True
         if self._timer is not None:
             self._timer.cancel()
         for task in self._tasks:
             task.cancel()
 
-    async def _ensure_state_topic(self) -> int:
-        """Create and load ``__transaction_state`` once; COORDINATOR_NOT_AVAILABLE if that fails."""
+    async def ensure_state_topic(self) -> int:
+        """Create ``__transaction_state`` once; COORDINATOR_NOT_AVAILABLE if that fails."""
         if self.replicas.metadata.topic(TRANSACTION_STATE) is not None and self._state_topic_ready is None:
             return _E.NONE
         if self._state_topic_ready is None:
             self._state_topic_ready = asyncio.get_running_loop().create_future()
             try:
-                overrides = {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": self.config["transaction.state.log.segment.bytes"],
-                    "compression.type": "uncompressed",
-                }
-                await self.replicas.create_topic(
-                    TRANSACTION_STATE, self.config["transaction.state.log.num.partitions"], overrides
-                )
-                await self._load_state_partitions()
+                await self._create_state_topic()
                 self._state_topic_ready.set_result(None)
             except SeglogError as e:
                 log.warning("cannot create %s: %s", TRANSACTION_STATE, e)
@@ -137,23 +151,94 @@ class TxnApis:
         await self._state_topic_ready
         return _E.NONE
 
-    async def _load_state_partitions(self) -> None:
-        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+    async def _create_state_topic(self) -> None:
+        count = self.config["transaction.state.log.num.partitions"]
+        factor = self.config["transaction.state.log.replication.factor"]
+        # one broker makes every topic with one replica, whatever the factor: an ISR of one must do
+        min_isr = self.config["transaction.state.log.min.isr"] if self.replicas.cluster_mode else 1
+        overrides = {
+            "cleanup.policy": "compact",
+            "segment.bytes": self.config["transaction.state.log.segment.bytes"],
+            "compression.type": "uncompressed",
+            "min.insync.replicas": min_isr,
+        }
+        try:
+            await self._create_topic(TRANSACTION_STATE, count, factor, overrides)
+        except TopicExistsError:  # made meanwhile (another broker): its partitions load as their leadership comes
+            self._use_partition_count(self.replicas.metadata.partition_count(TRANSACTION_STATE))
+            return
+        self._use_partition_count(self.replicas.metadata.partition_count(TRANSACTION_STATE))
+        for p in range(self.coordinator.config.num_partitions):  # new, so empty: nothing to read
+            epoch = self._leader_epoch(p)
+            if epoch is not None and p not in self._loading and p not in self.coordinator.coordinator_epochs:
+                self._act(self.coordinator.load_transactions(p, epoch, {}, self.clock()))
+
+    def _use_partition_count(self, count: int) -> None:
         # ids are placed by the topic's own partition count, as Kafka reads it, whatever
         # transaction.state.log.num.partitions says now
-        self.coordinator.config = dataclasses.replace(self.coordinator.config, num_partitions=count)
-        logs = [self.replicas.partition_log(TRANSACTION_STATE, p) for p in range(count)]
-        now = self.clock()
+        if count:
+            self.coordinator.config = dataclasses.replace(self.coordinator.config, num_partitions=count)
 
-        def load() -> list[Output]:
-            outputs: list[Output] = []
-            for p, state_log in enumerate(logs):
-                outputs += self.coordinator.load_partition(state_log, p, 0, now)
-            return outputs
+    # --- which transactional ids this broker coordinates (leadership of __transaction_state) --------------
 
-        # the reads run on an I/O thread; nothing else calls the coordinator until it is loaded
-        outputs = await asyncio.get_running_loop().run_in_executor(None, load)
-        self._act(outputs)
+    def _leader_epoch(self, p: int) -> int | None:
+        try:
+            return self.replicas.leader_partition(TRANSACTION_STATE, p).leader_epoch
+        except SeglogError:  # not here, or a follower
+            return None
+
+    def on_leadership_change(self, leading: list[tuple[str, int]], following: list[tuple[str, int]]) -> None:
+        """The replica manager's leadership listener: a ``__transaction_state`` partition led
+        here now is loaded (Kafka's ``TransactionCoordinator.onElection``), one no longer led
+        unloaded (``onResignation``)."""
+        for topic, p in following:
+            if topic == TRANSACTION_STATE:
+                self._unload(p)
+        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
+        if any(topic == TRANSACTION_STATE for topic, _ in leading):
+            self._use_partition_count(count)
+        for topic, p in leading:
+            epoch = self._leader_epoch(p) if topic == TRANSACTION_STATE else None
+            if epoch is not None and epoch not in (self._loading.get(p), self.coordinator.coordinator_epochs.get(p)):
+                self._unload(p)
+                self._loading[p] = epoch
+                self._spawn(self._load(p, epoch))
+
+    def _unload(self, p: int) -> None:
+        self._loading.pop(p, None)
+        if p in self.coordinator.coordinator_epochs:
+            self.coordinator.unload_partition(p)
+            log.info("unloaded the transactions of %s-%d", TRANSACTION_STATE, p)
+
+    async def _load(self, p: int, epoch: int) -> None:
+        """Read a partition in the I/O pool, then take its transactions over on the loop,
+        unless the leadership moved on meanwhile."""
+        try:
+            loaded = await self.replicas.replay(TRANSACTION_STATE, p, read_transactions)
+        except SeglogError as e:
+            log.error("cannot load %s-%d: %s; its transactions are not coordinated here", TRANSACTION_STATE, p, e)
+            if self._loading.get(p) == epoch:
+                del self._loading[p]
+            return
+        if self._loading.get(p) != epoch:
+            return
+        del self._loading[p]
+        self._act(self.coordinator.load_transactions(p, epoch, loaded, self.clock()))
+        if loaded:
+            log.info("loaded %d transactional ids of %s-%d", len(loaded), TRANSACTION_STATE, p)
+
+    def _not_here(self, transactional_id: str) -> int:
+        """NONE when this broker coordinates the id now (or the id is empty: the coordinator
+        answers INVALID_REQUEST); else COORDINATOR_LOAD_IN_PROGRESS or NOT_COORDINATOR, as
+        Kafka's ``getTransactionState`` answers."""
+        if not transactional_id:
+            return _E.NONE
+        p = self.coordinator.partition_for(transactional_id)
+        if p in self._loading:
+            return _E.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.coordinator.coordinator_epochs or self._leader_epoch(p) is None:
+            return _E.NOT_COORDINATOR
+        return _E.NONE
 
     # --- the coordinator's outputs -----------------------------------------------------------------
 
@@ -179,8 +264,10 @@ class TxnApis:
         """Append the record at once when its log can take it without waiting, and act on
         the result: a request's answer needs no task and no turn of the loop (False: the
         caller awaits ``_store``)."""
+        if self.coordinator.coordinator_epochs.get(out.partition) is None:
+            return False  # not loaded here: ``_store`` answers NOT_COORDINATOR
         tp = (TRANSACTION_STATE, out.partition)
-        result = self.replicas.try_append_inline(tp, memoryview(build_batch([(out.key, out.value)])))
+        result = self.replicas.try_append_inline(tp, memoryview(build_batch([(out.key, out.value)])), acks=-1)
         if result is None:
             return False
         self._act(self.coordinator.complete_store(out.store_id, result.error_code, self.clock()))
@@ -189,17 +276,25 @@ class TxnApis:
     async def _store(self, out: StoreTransaction) -> None:
         batch = build_batch([(out.key, out.value)])
         tp = (TRANSACTION_STATE, out.partition)
+        epoch = self.coordinator.coordinator_epochs.get(out.partition)
         try:
-            error = (await self.replicas.append_records({tp: memoryview(batch)}))[tp].error_code
+            # acks=all, as Kafka's TransactionStateManager appends: answered once the ISR has it
+            results = await self.replicas.append_records({tp: memoryview(batch)}, acks=-1, timeout_ms=_STORE_TIMEOUT_MS)
+            error = results[tp].error_code
         except SeglogError as e:
             error = e.error_code
+        if epoch is None or self.coordinator.coordinator_epochs.get(out.partition) != epoch:
+            error = _E.NOT_COORDINATOR  # unloaded (or loaded again) while the record was written
         self._act(self.coordinator.complete_store(out.store_id, error, self.clock()))
 
     async def _write_markers(self, out: WriteTxnMarkers) -> None:
+        p = self.coordinator.partition_for(out.transactional_id)
+        epoch = self.coordinator.coordinator_epochs.get(p)
         await self.write_markers(
             out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, out.partitions, retry=True
         )
-        self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
+        if epoch is not None and self.coordinator.coordinator_epochs.get(p) == epoch:  # else: unloaded meanwhile
+            self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
     async def write_markers(
         self,
@@ -271,7 +366,7 @@ class TxnApis:
     async def init_producer_id(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         txn_id = body["transactional_id"]
         if txn_id is not None:
-            error = await self._ensure_state_topic()
+            error = await self.ensure_state_topic() or self._not_here(txn_id)
             if error:
                 return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
         request = InitProducerIdRequest(
@@ -294,6 +389,8 @@ class TxnApis:
         unknown = {tp for tp in asked if not self._exists(tp)}
         if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
             errors = {tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in asked}
+        elif error := self._not_here(txn_id):
+            errors = dict.fromkeys(asked, error)
         else:
             response: AddPartitionsToTxnResponse = await self._call(
                 lambda token: self.coordinator.add_partitions_to_txn(
@@ -317,6 +414,8 @@ class TxnApis:
 
     async def add_offsets_to_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         group = body["group_id"]
+        if error := self._not_here(body["transactional_id"]):
+            return {"throttle_time_ms": 0, "error_code": error}
         response: AddOffsetsToTxnResponse = await self._call(
             lambda token: self.coordinator.add_offsets_to_txn(token, *_producer(body), group, self.clock())
         )
@@ -324,6 +423,8 @@ class TxnApis:
 
     async def end_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         committed = body["committed"]
+        if error := self._not_here(body["transactional_id"]):
+            return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
         response: EndTxnResponse = await self._call(
             lambda token: self.coordinator.end_txn(token, *_producer(body), committed, self.clock())
         )
@@ -409,7 +510,7 @@ class TxnApis:
         transactional id, made on first need; its leader is the id's coordinator."""
         if not key:
             raise InvalidRequestError("a transactional id may not be empty")
-        error = await self._ensure_state_topic()
+        error = await self.ensure_state_topic()
         if error:
             raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE} is not available (error {error})")
         return TRANSACTION_STATE, self.coordinator.partition_for(key)

@@ -242,6 +242,21 @@ class GroupCoordinator:
             group.offsets.pending_txn[producer_id] = dict(slots)
         self.groups[group.group_id] = group
 
+    def unload_group(self, group_id: str, now_ms: int) -> list[Output]:
+        """This broker no longer coordinates the group (its partition's leadership moved,
+        Kafka's ``onGroupUnloaded``): it dies here, and its members' waiting JoinGroup and
+        SyncGroup are answered NOT_COORDINATOR so that they find the new coordinator."""
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return []
+        group.transition_to(_S.DEAD, now_ms)
+        group.join_deadline = group.sync_deadline = None
+        for member in group.members.values():
+            self._answer_join(member, JoinGroupResponse(ErrorCode.NOT_COORDINATOR, member.member_id))
+            self._answer_sync(member, SyncGroupResponse(ErrorCode.NOT_COORDINATOR))
+            member.heartbeat_deadline = None
+        return self._done()
+
     # --- JoinGroup -------------------------------------------------------------------------------
 
     def join_group(self, token: Hashable, request: JoinGroupRequest, now_ms: int) -> list[Output]:

@@ -32,7 +32,7 @@ generation).
 from __future__ import annotations
 
 import struct
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
 from ..errors import SeglogError
@@ -404,6 +404,15 @@ class OffsetManager:
         for group in list(self.coordinator.groups.values()):
             self._cleanup_group(group, group.offsets.remove(self._expired(group, now_ms)), now_ms)
         self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
+        return self._done()
+
+    def remove_partitions(self, partitions: Iterable[TopicPartition], now_ms: int) -> list[Output]:
+        """These partitions' topics were deleted: every group's offsets of them go, with
+        their tombstones, as expired ones do (Kafka's ``handleDeletedPartitions``)."""
+        deleted = set(partitions)
+        for group in list(self.coordinator.groups.values()):
+            removed = group.offsets.remove([tp for tp in group.offsets.offsets if tp in deleted])
+            self._cleanup_group(group, removed, now_ms)
         return self._done()
 
     def _expired(self, group: ClassicGroup, now: int) -> list[TopicPartition]:

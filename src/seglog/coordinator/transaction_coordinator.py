@@ -438,30 +438,29 @@ class TransactionCoordinator:
         replayed (later records win, tombstones remove); a transaction found in
         PrepareCommit or PrepareAbort has its markers written again and completes, an
         Ongoing one times out later."""
+        return self.load_transactions(partition, coordinator_epoch, read_transactions(log), now_ms)
+
+    def load_transactions(
+        self, partition: int, coordinator_epoch: int, loaded: dict[str, TransactionMetadata], now_ms: int
+    ) -> list[Output]:
+        """Take over the transactional ids ``read_transactions`` found in a partition (Kafka's
+        ``loadTransactionsForTxnTopicPartition``), resuming the prepared ones' markers."""
         self.coordinator_epochs[partition] = coordinator_epoch
-        loaded: dict[str, TransactionMetadata] = {}
-        try:
-            for batch in log.batches(log.log_start_offset, log.log_end_offset):
-                if batch.is_control:
-                    continue
-                for record in batch.records():
-                    if record.key is None:
-                        raise CorruptRecordError("__transaction_state record without a key", offset=record.offset)
-                    try:
-                        key = decode_key(record.key)
-                        if record.value is None:
-                            loaded.pop(key.transactional_id, None)
-                        else:
-                            loaded[key.transactional_id] = _metadata(key.transactional_id, record.value)
-                    except CorruptRecordError as e:
-                        raise e.at(offset=record.offset) from None
-        except CorruptRecordError as e:
-            raise e.at(file=log.dir) from None
         for txn_id, txn in loaded.items():
             self.transactions[txn_id] = txn
             if txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
                 self._send_markers(txn, now_ms)
         return self._done()
+
+    def unload_partition(self, partition: int) -> None:
+        """This broker no longer leads ``__transaction_state-<partition>`` (Kafka's
+        ``removeTransactionsForTxnTopicPartition``): its transactional ids are dropped,
+        with the markers still being written for them. Stores under way are answered by
+        their appends (NOT_COORDINATOR)."""
+        self.coordinator_epochs.pop(partition, None)
+        for txn_id in [t for t in self.transactions if self.partition_for(t) == partition]:
+            del self.transactions[txn_id]
+            self._markers.pop(txn_id, None)
 
     # --- storing -------------------------------------------------------------------------------------
 
@@ -504,6 +503,30 @@ class TransactionCoordinator:
     def _answer_now(self, token: Hashable, response: object) -> list[Output]:
         self._reply(token, response)
         return self._done()
+
+
+def read_transactions(log: PartitionLog) -> dict[str, TransactionMetadata]:
+    """The transactional ids a ``__transaction_state`` partition holds at its end (later
+    records win, tombstones remove); pure reading, for an I/O thread."""
+    loaded: dict[str, TransactionMetadata] = {}
+    try:
+        for batch in log.batches(log.log_start_offset, log.log_end_offset):
+            if batch.is_control:
+                continue
+            for record in batch.records():
+                if record.key is None:
+                    raise CorruptRecordError("__transaction_state record without a key", offset=record.offset)
+                try:
+                    key = decode_key(record.key)
+                    if record.value is None:
+                        loaded.pop(key.transactional_id, None)
+                    else:
+                        loaded[key.transactional_id] = _metadata(key.transactional_id, record.value)
+                except CorruptRecordError as e:
+                    raise e.at(offset=record.offset) from None
+    except CorruptRecordError as e:
+        raise e.at(file=log.dir) from None
+    return loaded
 
 
 def _metadata(transactional_id: str, raw: bytes) -> TransactionMetadata:

@@ -1,0 +1,183 @@
+"""The coordinators follow the leadership of their partitions, on a cluster's replica manager
+(real log dir) driven by LeaderAndIsr and StopReplica as the controller sends them: a
+``__consumer_offsets`` partition led here is loaded; when the leadership moves away its
+group's waiting JoinGroup is answered NOT_COORDINATOR and its state dropped, and it comes
+back from the log when the leadership returns. The same for ``__transaction_state``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from seglog.broker.admin import AdminManager
+from seglog.broker.controller_apis import ControllerApis
+from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from seglog.broker.metadata_cache import BrokerInfo, PartitionState
+from seglog.broker.properties import broker_config
+from seglog.broker.replica_manager import ReplicaManager
+from seglog.broker.txn_apis import TRANSACTION_STATE, TxnApis
+from seglog.coordinator.group_coordinator import JoinGroupRequest
+from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
+from seglog.protocol import ErrorCode
+
+IDS = {OFFSETS_TOPIC: uuid.uuid4(), TRANSACTION_STATE: uuid.uuid4()}
+
+
+def state(topic: str, leader: int, epoch: int) -> dict[str, Any]:
+    """LeaderAndIsr's partition 0 of ``topic``, replicated on brokers 0 and 1."""
+    isr = [leader]
+    return {
+        "topic_name": topic,
+        "partition_index": 0,
+        "controller_epoch": 1,
+        "leader": leader,
+        "leader_epoch": epoch,
+        "isr": isr,
+        "partition_epoch": epoch,
+        "replicas": [0, 1],
+        "adding_replicas": [],
+        "removing_replicas": [],
+        "is_new": False,
+    }
+
+
+async def until(check: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 30
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.01)
+
+
+def open_broker(path: str) -> tuple[ReplicaManager, GroupMetadataManager, TxnApis]:
+    config = broker_config(
+        {
+            "log.dirs": path,
+            "broker.id": 0,
+            "zookeeper.connect": "127.0.0.1:1",  # a cluster's broker: it serves what LeaderAndIsr gives it
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.num.partitions": 1,
+            "group.initial.rebalance.delay.ms": 60_000,  # the first JoinGroup waits
+            "replica.fetch.backoff.ms": 50,
+        }
+    )
+    replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
+    admin = AdminManager(config, replicas)
+    groups = GroupMetadataManager(config, replicas, admin.create_internal_topic)
+    txn = TxnApis(config, replicas, ("127.0.0.1", 9092), admin.create_internal_topic)
+    replicas.leadership_listeners += [groups.on_leadership_change, txn.on_leadership_change]
+    return replicas, groups, txn
+
+
+def lead_or_follow(replicas: ReplicaManager, topic: str, leader: int, epoch: int) -> None:
+    """The controller's LeaderAndIsr, and its UpdateMetadata."""
+    assert replicas.become_leader_or_follower(9, 1, [state(topic, leader, epoch)], IDS) == {(topic, 0): 0}
+    brokers = [BrokerInfo(0, "127.0.0.1", 9092), BrokerInfo(1, "127.0.0.1", 9093)]
+    partition = PartitionState(0, leader, epoch, (0, 1), (leader,))
+    replicas.metadata.update_metadata(brokers, 0, [(topic, IDS[topic], partition)], set())
+
+
+def join(groups: GroupMetadataManager) -> asyncio.Task[Any]:
+    request = JoinGroupRequest("g", "", "consumer", (("range", b""),), 10_000, 10_000, require_known_member_id=False)
+    return asyncio.ensure_future(groups.call(lambda token, now: groups.coordinator.join_group(token, request, now)))
+
+
+def test_a_group_partition_led_elsewhere_answers_the_waiting_join_not_coordinator(tmp_path) -> None:
+    async def scenario() -> None:
+        replicas, groups, txn = open_broker(str(tmp_path))
+        await replicas.startup()
+        try:
+            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 1)
+            await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
+            commit = OffsetCommitRequest("g", {("t", 0): PartitionCommit(7)})
+            answer = await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
+            assert answer.errors == {("t", 0): ErrorCode.NONE}
+            waiting = join(groups)
+            await asyncio.sleep(0.05)
+            assert not waiting.done()  # group.initial.rebalance.delay.ms
+
+            lead_or_follow(replicas, OFFSETS_TOPIC, 1, 2)  # the controller moved the leadership to broker 1
+            response = await asyncio.wait_for(waiting, 5)
+            assert response.error_code == ErrorCode.NOT_COORDINATOR
+            assert "g" not in groups.coordinator.groups
+            assert groups.group_error("g") == ErrorCode.NOT_COORDINATOR
+
+            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 3)  # back: the group is read again from the log
+            await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
+            fetched = groups.offsets.fetch_offsets(OffsetFetchRequest("g", (("t", 0),)))
+            assert fetched.partitions[("t", 0)].offset == 7
+
+            waiting = join(groups)
+            await asyncio.sleep(0.05)
+            replicas.stop_replicas(9, 1, [(OFFSETS_TOPIC, 0, False, 3)])  # StopReplica resigns too
+            assert (await asyncio.wait_for(waiting, 5)).error_code == ErrorCode.NOT_COORDINATOR
+            assert groups.group_error("g") == ErrorCode.NOT_COORDINATOR
+        finally:
+            await groups.shutdown()
+            txn.shutdown()
+            await replicas.stop_replication()
+            replicas.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
+    async def scenario() -> None:
+        replicas, groups, txn = open_broker(str(tmp_path))
+        await replicas.startup()
+        init = {"transactional_id": "tx", "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1}
+        try:
+            lead_or_follow(replicas, TRANSACTION_STATE, 0, 1)
+            await until(lambda: 0 in txn.coordinator.coordinator_epochs, "the load")
+            answer = await txn.init_producer_id(4, init)
+            assert answer["error_code"] == ErrorCode.NONE
+            producer = {"transactional_id": "tx", "producer_id": answer["producer_id"], "producer_epoch": 0}
+
+            lead_or_follow(replicas, TRANSACTION_STATE, 1, 2)
+            assert "tx" not in txn.coordinator.transactions
+            ended = await txn.end_txn(3, {**producer, "committed": True})
+            assert ended["error_code"] == ErrorCode.NOT_COORDINATOR
+
+            lead_or_follow(replicas, TRANSACTION_STATE, 0, 3)  # back: the id is read again from the log
+            await until(lambda: "tx" in txn.coordinator.transactions, "the load")
+            assert txn.coordinator.transactions["tx"].producer_id == answer["producer_id"]
+            ended = await txn.end_txn(3, {**producer, "committed": False})
+            assert ended["error_code"] == ErrorCode.INVALID_TXN_STATE  # known again: nothing is open
+        finally:
+            await groups.shutdown()
+            txn.shutdown()
+            await replicas.stop_replication()
+            replicas.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
+    """In a cluster a topic's deletion reaches every broker as UpdateMetadata with leader -2
+    (LeaderDuringDelete): the groups coordinated here forget its offsets."""
+
+    async def scenario() -> None:
+        replicas, groups, txn = open_broker(str(tmp_path))
+        replicas.deletion_listeners.append(groups.on_partitions_deleted)
+        controller = ControllerApis(replicas, lambda: -1, lambda: None)
+        await replicas.startup()
+        try:
+            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 1)
+            await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
+            commit = OffsetCommitRequest("g", {("gone", 0): PartitionCommit(3), ("kept", 0): PartitionCommit(4)})
+            await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
+            deleting = {"topic_name": "gone", "partition_states": [{**state("gone", -2, 1), "offline_replicas": []}]}
+            body = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": -1, "live_brokers": []}
+            answer = await controller.update_metadata(7, {**body, "topic_states": [deleting]})
+            assert answer["error_code"] == ErrorCode.NONE
+            fetched = groups.offsets.fetch_offsets(OffsetFetchRequest("g", None))
+            assert {tp: f.offset for tp, f in fetched.partitions.items()} == {("kept", 0): 4}
+        finally:
+            await groups.shutdown()
+            txn.shutdown()
+            await replicas.stop_replication()
+            replicas.shutdown()
+
+    asyncio.run(scenario())
