@@ -25,16 +25,20 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    ``seglog.protocol`` (1 MiB Fetch requests, one at a time; of each response only the
    frame's fields it needs: the records' length and the last batch's offsets), beside
    ``os.sendfile`` of the same segment file over a loopback socket to a reader that
-   only counts bytes; both twice, alternated, best of each;
+   only counts bytes; both twice, alternated, best of each, with the broker's CPU per MiB
+   fetched in the best fetch round;
 6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
 
-Run: ``.venv/bin/python bench/broker.py [FETCH_MIB]`` (about three minutes; FETCH_MIB
-defaults to 256: 1024 is the issue's 1 GiB, slower on a 2-core machine). Figures on a
+Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
+FETCH_MIB defaults to 256: 1024 is the issue's 1 GiB, slower on a 2-core machine; PART is
+one of ``produce`` (steps 1-4: produce, consume, small requests, half-of-peak latency),
+``fetch`` (step 5) or ``startup`` (step 6), to measure one part alone). Figures on a
 shared machine are not final.
 """
 
 from __future__ import annotations
 
+import argparse
 import glob
 import os
 import shutil
@@ -348,22 +352,27 @@ def raw_sendfile(path: str) -> float:
     return size / elapsed / 1e6
 
 
-def fetch_against_sendfile(mib: int) -> tuple[float, float]:
-    """(fetch loop MB/s, raw sendfile MB/s), each the best of two alternated rounds."""
+def fetch_against_sendfile(mib: int) -> tuple[float, float, float]:
+    """(fetch loop MB/s, raw sendfile MB/s, the broker's CPU µs per MiB fetched), the rates
+    the best of two alternated rounds, the CPU that of the best fetch round."""
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     try:
         path = write_fetch_topic(data, "raw", mib)
         size = os.path.getsize(path)
         proc, port = start_seglog(data)
         try:
-            fetched, sent = [], []
+            fetched: list[tuple[float, float]] = []
+            sent = []
             for _ in range(2):
                 sent.append(raw_sendfile(path))
-                fetched.append(fetch_loop(port, "raw", size))
+                cpu = cpu_seconds(proc.pid)
+                rate = fetch_loop(port, "raw", size)
+                fetched.append((rate, (cpu_seconds(proc.pid) - cpu) / (size / (1 << 20)) * 1e6))
         finally:
             proc.kill()
             proc.wait()
-        return max(fetched), max(sent)
+        best = max(fetched)
+        return best[0], max(sent), best[1]
     finally:
         shutil.rmtree(data, ignore_errors=True)
 
@@ -388,8 +397,30 @@ def startup_ms() -> float:
     return statistics.median(times)
 
 
+PARTS = ("produce", "fetch", "startup")
+
+
 def main() -> int:
-    mib = int(sys.argv[1]) if len(sys.argv) > 1 else FETCH_MIB
+    parser = argparse.ArgumentParser(description="seglog's broker beside Tansu")
+    parser.add_argument("mib", nargs="?", type=int, default=FETCH_MIB, help="MiB read by the raw fetch loop")
+    parser.add_argument("--only", choices=PARTS, help="run one part of the bench alone")
+    args = parser.parse_args()
+    parts = [args.only] if args.only else list(PARTS)
+    if "produce" in parts:
+        produce_part()
+    if "fetch" in parts:
+        fetched, sent, cpu = fetch_against_sendfile(args.mib)
+        print(
+            f"\nraw fetch loop over {args.mib} MiB: {fetched:,.0f} MB/s (broker CPU {cpu:,.0f} us/MiB); "
+            f"raw sendfile {sent:,.0f} MB/s; ratio {fetched / sent:.0%}"
+        )
+    if "startup" in parts:
+        print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
+    return 0
+
+
+def produce_part() -> None:
+    """Steps 1-4, beside Tansu."""
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     brokers: dict[str, tuple[subprocess.Popen[bytes], int]] = {"seglog": start_seglog(data)}
     tansu = start_tansu()
@@ -443,13 +474,6 @@ def main() -> int:
     print(f"\n{'half of peak load':17} {'broker':8} {'peak/s':>9} {'offered/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
     for name, peak, rate, p50, p99 in paced:
         print(f"{'1p acks=1':17} {name:8} {peak:9,.0f} {rate:10,.0f} {p50:7.2f} {p99:7.2f}")
-    fetched, sent = fetch_against_sendfile(mib)
-    print(
-        f"\nraw fetch loop over {mib} MiB: {fetched:,.0f} MB/s; raw sendfile {sent:,.0f} MB/s; "
-        f"ratio {fetched / sent:.0%}"
-    )
-    print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -114,6 +114,7 @@ BROKER_CASES = {
     "replica.fetch.backoff.ms": (-1, "1s", "[0, 2147483647]"),
     "replica.socket.timeout.ms": (2**31, "30s", "an int32"),
     "controller.socket.timeout.ms": (2**31, "30s", "an int32"),
+    "request.timeout.ms": (-1, "30s", "[0, 2147483647]"),
     "offsets.topic.replication.factor": (2**15, "3.0", "an int16 in [1, 32767]"),
     "transaction.state.log.replication.factor": (0, "three", "an int16 in [1, 32767]"),
     "transaction.state.log.min.isr": (0, "two", "[1, 2147483647]"),

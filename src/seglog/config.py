@@ -471,6 +471,13 @@ BROKER_KEYS.update(
         Key("replica.socket.timeout.ms", _int32, 30_000, "Socket timeout of a follower's requests to its leader."),
         Key("controller.socket.timeout.ms", _int32, 30_000, "Socket timeout of controller-to-broker requests."),
         Key(
+            "request.timeout.ms",
+            _int32,
+            30_000,
+            "How long a transaction marker's request to another broker, and its append, may wait for the ISR.",
+            minimum=0,
+        ),
+        Key(
             "offsets.topic.replication.factor",
             _int16,
             3,

@@ -284,6 +284,12 @@ class UnknownLeaderEpochError(SeglogError):
     error_code = 75  # UNKNOWN_LEADER_EPOCH
 
 
+class OffsetNotAvailableError(SeglogError):
+    """A new leader's high watermark has not yet reached the start of its epoch: its offsets are not known yet."""
+
+    error_code = 78  # OFFSET_NOT_AVAILABLE
+
+
 class UnknownTopicIdError(SeglogError):
     error_code = 100  # UNKNOWN_TOPIC_ID
 

@@ -12,7 +12,7 @@ import pytest
 
 from seglog.broker.metadata_cache import BrokerInfo, topic_uuid
 from seglog.broker.properties import broker_config
-from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
+from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
 from seglog.errors import InvalidPartitionsError
 from seglog.records import Record
 from seglog.records.batch import build_batch
@@ -54,7 +54,9 @@ def test_topics_appends_reads_and_ids(tmp_path) -> None:
             out_of_range = await rm.read([FetchRequestPartition("t", 0, 99, 100)], 100)
             assert out_of_range[0].error_code == 1 and out_of_range[0].high_watermark == 4
 
-            offsets = await rm.list_offsets([("t", 0, -2), ("t", 0, -1), ("t", 5, -1)])
+            offsets = await rm.list_offsets(
+                [ListOffsetsPartition("t", 0, -2), ListOffsetsPartition("t", 0, -1), ListOffsetsPartition("t", 5, -1)]
+            )
             assert [(o.error_code, o.offset) for o in offsets] == [(0, 0), (0, 4), (3, -1)]
             deleted = await rm.delete_records([("t", 0, 3), ("t", 0, 99)])
             assert deleted == [(0, 3), (1, -1)]
@@ -70,6 +72,40 @@ def test_topics_appends_reads_and_ids(tmp_path) -> None:
 
     asyncio.run(scenario())
     assert os.path.exists(tmp_path / ".kafka_cleanshutdown")
+
+
+def test_a_read_committed_consumers_offsets_stop_at_the_last_stable_offset(tmp_path) -> None:
+    """Kafka's fetchOffsetForTimestamp: a read_committed consumer's latest offset is the first of an
+    open transaction, and a timestamp found only at or past it is not found; read_uncommitted sees
+    up to the high watermark."""
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("t", 1, {})
+            plain = build_batch([Record(key=None, value=b"plain", timestamp=1_000)])
+            open_txn = build_batch(
+                [Record(key=None, value=b"open", timestamp=2_000)] * 2,
+                producer_id=7,
+                producer_epoch=0,
+                base_sequence=0,
+                transactional=True,
+            )
+            for batch in (plain, open_txn):
+                assert (await rm.append_records({("t", 0): memoryview(batch)}))[("t", 0)].error_code == 0
+            lookups = [ListOffsetsPartition("t", 0, ts) for ts in (-1, 1_000, 2_000)]
+            committed = await rm.list_offsets(lookups, read_committed=True)
+            assert [(o.error_code, o.offset, o.timestamp) for o in committed] == [
+                (0, 1, -1),
+                (0, 0, 1_000),
+                (0, -1, -1),
+            ]
+            uncommitted = await rm.list_offsets(lookups)
+            assert [o.offset for o in uncommitted] == [3, 0, 1]
+        finally:
+            rm.shutdown()
+
+    asyncio.run(scenario())
 
 
 def test_topic_ids_survive_a_restart(tmp_path) -> None:
@@ -156,9 +192,9 @@ def test_markers_and_mid_sized_appends_run_on_the_loop(tmp_path, monkeypatch) ->
     real = os.pwrite
     monkeypatch.setattr(os, "pwrite", lambda *a: threads.append(threading.current_thread().name) or real(*a))
 
-    def marker(producer_id: int) -> bytes:
+    def marker(producer_id: int) -> memoryview:
         records = [end_transaction_marker(True)]
-        return bytes(build_batch(records, producer_id=producer_id, producer_epoch=0, control=True))
+        return memoryview(build_batch(records, producer_id=producer_id, producer_epoch=0, control=True))
 
     def transactional(producer_id: int) -> memoryview:
         records = [Record(key=None, value=b"v")]
@@ -174,10 +210,10 @@ def test_markers_and_mid_sized_appends_run_on_the_loop(tmp_path, monkeypatch) ->
             for tp in (("lazy", 0), ("eager", 0)):
                 assert (await rm.append_records({tp: transactional(7)}))[tp].error_code == 0
             threads.clear()
-            results = await rm.append_as_coordinator({("lazy", 0): marker(7)})
+            results = await rm.append_records({("lazy", 0): marker(7)}, acks=-1, origin="coordinator")
             assert results[("lazy", 0)].base_offset == 1 and threads == [loop_thread]
             threads.clear()
-            results = await rm.append_as_coordinator({("eager", 0): marker(7)})
+            results = await rm.append_records({("eager", 0): marker(7)}, acks=-1, origin="coordinator")
             assert results[("eager", 0)].base_offset == 1
             assert threads and all(thread.startswith("seglog-io") for thread in threads)
             threads.clear()

@@ -9,14 +9,16 @@ import asyncio
 import uuid
 
 from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
-from seglog.broker.metadata_cache import BrokerInfo
+from seglog.broker.apis import KafkaApis
+from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
-from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
+from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
 from seglog.records import Record
 from seglog.records.batch import build_batch
 
 TOPIC_ID = uuid.uuid4()
 STALE_CONTROLLER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION, REQUEST_TIMED_OUT, FENCED_LEADER_EPOCH = 11, 3, 7, 74
+OFFSET_NOT_AVAILABLE, LEADER_NOT_AVAILABLE = 78, 5
 
 
 def _manager(path: str, **overrides: object) -> ReplicaManager:
@@ -50,7 +52,7 @@ async def _follower_fetch(rm: ReplicaManager, offset: int, epoch: int):
 
 
 async def _high_watermark(rm: ReplicaManager) -> int:
-    return (await rm.list_offsets([("t", 0, -1)]))[0].offset
+    return (await rm.list_offsets([ListOffsetsPartition("t", 0, -1)]))[0].offset
 
 
 def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
@@ -81,6 +83,8 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             appended = await rm.append_records({("t", 0): _batch(3)}, acks=1)
             assert appended[("t", 0)].base_offset == 0
             assert await _high_watermark(rm) == 0  # follower 1, in the ISR, has nothing yet
+            # a replica's ListOffsets (replica id >= 0) is answered the log end, as Kafka's
+            assert (await rm.list_offsets([ListOffsetsPartition("t", 0, -1)], replica_id=1))[0].offset == 3
 
             read = await _follower_fetch(rm, 0, 3)  # a replica reads to the log end, past the HW
             assert [b.base_offset + b.last_offset_delta for b in read.records.batches()] == [2]
@@ -108,10 +112,23 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
         await rm.startup()
         try:
             assert rm.become_leader_or_follower(9, 1, [_state("t", 0, 4, [0, 1], [0, 1])], {}) == {("t", 0): 0}
-            assert await _high_watermark(rm) == 3  # the checkpoint's, not the log end (4)
+            assert rm.partition("t", 0).high_watermark == 3  # the checkpoint's, not the log end (4)
+            # a new leader's HW short of its epoch's start (4): a consumer cannot be told the latest offset yet
+            latest = await rm.list_offsets([ListOffsetsPartition("t", 0, -1)])
+            assert latest[0].error_code == OFFSET_NOT_AVAILABLE
+            # which ListOffsets v5 brought: older clients are told LEADER_NOT_AVAILABLE (once the topic is known)
+            apis = KafkaApis(rm.config, rm, ("127.0.0.1", 9092))
+            partition = PartitionState(0, 0, 4, (0, 1), (0, 1))
+            rm.metadata.update_metadata([rm.broker], 9, [("t", TOPIC_ID, partition)], set())
+            latest_of_t = {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}
+            for version, code in ((4, LEADER_NOT_AVAILABLE), (5, OFFSET_NOT_AVAILABLE)):
+                answer = await apis.list_offsets(version, {"replica_id": -1, "topics": [latest_of_t]})
+                assert answer["topics"][0]["partitions"][0]["error_code"] == code
+            rm.metadata.update_metadata([rm.broker], 9, [], {("t", 0)})
             assert rm.stop_replicas(9, 1, [("t", 0, True, 3)]) == {("t", 0): FENCED_LEADER_EPOCH}
             assert rm.stop_replicas(9, 1, [("t", 0, True, -2)]) == {("t", 0): 0}
-            assert (await rm.list_offsets([("t", 0, -1)]))[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
+            gone = await rm.list_offsets([ListOffsetsPartition("t", 0, -1)])
+            assert gone[0].error_code == UNKNOWN_TOPIC_OR_PARTITION
             assert not (tmp_path / "t-0").exists()
         finally:
             await rm.stop_replication()

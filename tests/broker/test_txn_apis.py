@@ -15,6 +15,10 @@ from seglog.broker.txn_apis import TxnApis
 from seglog.coordinator.transaction_state import TransactionState
 from seglog.records import Record, build_batch
 
+# turns of the loop (no sleeping) in which a transaction's markers and completion are written
+# after EndTxn's answer: a few tasks' steps, no I/O thread (a hop to one takes real time)
+TURNS = 10
+
 
 def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
     async def scenario() -> None:
@@ -57,7 +61,8 @@ def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(t
                 ended = asyncio.ensure_future(txn.end_txn(1, end))
                 await asyncio.sleep(0)
                 assert ended.done() and ended.result()["error_code"] == 0
-                await asyncio.sleep(0)  # the markers' task: written on the loop, then CompleteCommit
+                for _ in range(TURNS):  # the markers' tasks: written on the loop, then CompleteCommit
+                    await asyncio.sleep(0)
                 assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
             assert replicas.partition_log("t", 0).log_end_offset == 4  # a record and a marker, twice
         finally:

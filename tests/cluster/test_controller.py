@@ -360,7 +360,7 @@ def test_failover_to_another_candidate(cluster: Cluster, chroot: str) -> None:
     cluster.stop_broker(3)
     assert lai(cluster.wait_for_state(T2, 1, (1, 2))) == (1, 1, (1, 2), 2)
     # the old controller's writes are refused (once its client has a session again to try them with)
-    wait_until(lambda: not first.is_active, what="the old controller to resign")
+    wait_until(lambda: not first.is_active and first.zk.connected, what="the old controller to resign")
     with pytest.raises(ControllerMovedError):
         first.zk.fenced_write(old_epoch_version, [CreateOp("/stale", b"")])
     state = znodes.encode_partition_state(LeaderIsrAndControllerEpoch(LeaderAndIsr(3, 1, (3,)), 1))

@@ -62,6 +62,14 @@ class Cuts:
         listener = ["-d", broker.host, "-p", "tcp", "--dport", str(broker.port), "!", "-s", CLIENT, "-j", "DROP"]
         self._add("INPUT", listener)
 
+    def cut_from_zookeeper(self, broker: BrokerProcess, zookeeper: ZooKeeperServer) -> None:
+        """Nothing ``broker`` sends reaches ZooKeeper: its session expires there."""
+        path = str(self.cgroup(broker).relative_to(CGROUPS))
+        port = str(zookeeper.port)
+        self._add(
+            "OUTPUT", ["-m", "cgroup", "--path", path, "-d", zookeeper.host, "-p", "tcp", "--dport", port, "-j", "DROP"]
+        )
+
     def _add(self, chain: str, rule: list[str]) -> None:
         subprocess.run(["iptables", "-A", chain, *rule], check=True)
         self.rules.append((chain, rule))
@@ -145,19 +153,30 @@ def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalClust
         history.check(cluster.brokers[state(zk, "cut").leader])
 
 
-def test_zookeeper_restarted_under_load_loses_nothing(cluster: LocalCluster, zookeeper: ZooKeeperServer) -> None:
-    """ZooKeeper restarts while a producer writes (acks=all): the brokers are registered again,
-    a controller serves (a new one if the sessions expired meanwhile), writes go on, and every
-    acknowledged record is kept."""
+def test_zookeeper_restarted_under_load_loses_nothing(
+    cluster: LocalCluster, zookeeper: ZooKeeperServer, cuts: Cuts
+) -> None:
+    """ZooKeeper restarts while a producer writes (acks=all), and the brokers cannot reach it
+    again until their sessions have expired (as when it is down longer than a session): they
+    register again, a new controller is elected (a higher controller epoch), writes go on, and
+    every acknowledged record is kept."""
     with zk_of(cluster) as zk:
         create_topic(cluster, "zk-restart", [1, 2, 3])
         wait_until(lambda: len(state(zk, "zk-restart").isr) == 3, what="a full ISR")
+        epoch = zk.get_controller_epoch()
+    assert epoch is not None
     with History(cluster.bootstrap_servers, "zk-restart") as history:
         history.wait_for(50)
         zookeeper.restart()
         with zk_of(cluster) as zk:
+            try:
+                for broker in cluster.brokers.values():
+                    cuts.cut_from_zookeeper(broker, zookeeper)
+                wait_until(lambda: zk.get_broker_ids() == [], 60, "the brokers' sessions to expire")
+            finally:
+                cuts.heal()
             wait_until(lambda: zk.get_broker_ids() == [1, 2, 3], 60, "the brokers registered again")
-            wait_until(lambda: zk.get_controller_id() is not None, 60, "a controller")
+            wait_until(lambda: (zk.get_controller_epoch() or epoch)[0] > epoch[0], 60, "a new controller")
             cluster.wait_until_formed()
             history.wait_for(50)
             leader = state(zk, "zk-restart").leader

@@ -33,7 +33,8 @@ from seglog.tools.cluster import BrokerProcess, LocalCluster
 from .conftest import wait_until
 from .history import History
 
-NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 19, 20
+NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 6, 19, 20
+FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
 FETCHING = [
     "replica.fetch.wait.max.ms=200",
     "replica.fetch.backoff.ms=100",
@@ -116,6 +117,41 @@ def produce(
     with BrokerClient(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
         answer = client.request(ApiKey.PRODUCE, body)
     return answer["responses"][0]["partition_responses"][0]
+
+
+def leader_epoch_errors(broker: BrokerProcess, topic: str, current_leader_epoch: int) -> tuple[int, int, int]:
+    """Fetch (v12), ListOffsets and OffsetForLeaderEpoch of partition 0, sent to ``broker`` by a consumer
+    that knows ``current_leader_epoch`` (KIP-320): their error codes."""
+    part = {"partition": 0, "current_leader_epoch": current_leader_epoch}
+    fetch = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "isolation_level": 0,
+        "session_id": 0,
+        "topics": [{"topic": topic, "partitions": [{**part, "fetch_offset": 0, "partition_max_bytes": 1024}]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    latest = {"partition_index": 0, "current_leader_epoch": current_leader_epoch, "timestamp": -1}
+    list_offsets = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [latest]}]}
+    end_offsets = {"topics": [{"topic": topic, "partitions": [{**part, "leader_epoch": 0}]}]}
+    with BrokerClient(broker.address, timeout=10) as client:
+        fetched = client.request(ApiKey.FETCH, fetch, version=12)["responses"][0]["partitions"][0]
+        listed = client.request(ApiKey.LIST_OFFSETS, list_offsets)["topics"][0]["partitions"][0]
+        ended = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, end_offsets)["topics"][0]["partitions"][0]
+    return fetched["error_code"], listed["error_code"], ended["error_code"]
+
+
+def wait_until_led(cluster: LocalCluster, zk: ZkClient, topic: str) -> int:
+    """Until the leader ZooKeeper names for partition 0 serves it at the leader epoch written there
+    (it applied the controller's LeaderAndIsr); that leader's id."""
+    found = state(zk, topic)
+    wait_until(
+        lambda: leader_epoch_errors(cluster.brokers[found.leader], topic, found.leader_epoch) == (0, 0, 0),
+        what=f"broker {found.leader} to lead {topic}-0 at leader epoch {found.leader_epoch}",
+    )
+    return found.leader
 
 
 def segment_bytes(broker: BrokerProcess, topic: str) -> bytes:
@@ -206,7 +242,7 @@ def test_an_old_leader_truncates_its_divergent_suffix(hasty: LocalCluster) -> No
     with zk_of(hasty) as zk:
         create_topic(hasty, "history", [1, 2, 3])
         wait_until(lambda: state(zk, "history").isr == (1, 2, 3), what="a full ISR")
-        old = state(zk, "history").leader
+        old = wait_until_led(hasty, zk, "history")  # ZooKeeper's state comes before the leader's
         for n in range(10):
             assert produce(hasty.brokers[old], "history", [b"first-%d" % n])["error_code"] == 0
         wait_until_found(lambda: identical(hasty, "history"), "identical logs")
@@ -230,3 +266,28 @@ def test_an_old_leader_truncates_its_divergent_suffix(hasty: LocalCluster) -> No
         hasty.start_broker(old)
         final = wait_until_found(lambda: identical(hasty, "history"), "the old leader truncated")
         assert b"lost-" not in final and b"second-9" in final
+
+
+def test_requests_from_another_leader_epoch_are_fenced(hasty: LocalCluster) -> None:
+    """KIP-320: Fetch, ListOffsets and OffsetForLeaderEpoch carry the client's current leader epoch.
+    Once the partition's epoch has moved (a reassignment that only reorders the replicas moves it,
+    the leader staying), an older epoch is FENCED_LEADER_EPOCH and a newer one UNKNOWN_LEADER_EPOCH,
+    on a follower as on the leader (the epoch is checked before the role, as Kafka's
+    localLogWithEpochOrThrow does); -1 asks for no check."""
+    with zk_of(hasty) as zk:
+        create_topic(hasty, "epochs", [1, 2, 3])
+        wait_until_led(hasty, zk, "epochs")
+        assert state(zk, "epochs").leader_epoch == 0
+        reorder = {znodes.TopicPartition("epochs", 0): [1, 3, 2]}
+        zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment(reorder))
+        wait_until(lambda: zk.get(znodes.REASSIGN_PARTITIONS) is None, 60, "the reassignment done")
+        epoch = state(zk, "epochs").leader_epoch
+        assert epoch > 0 and wait_until_led(hasty, zk, "epochs") == 1
+        leader, follower = hasty.brokers[1], hasty.brokers[3]
+        not_leader = (NOT_LEADER_OR_FOLLOWER,) * 3
+        wait_until(lambda: leader_epoch_errors(follower, "epochs", epoch) == not_leader, what="the follower's epoch")
+        for broker in (leader, follower):
+            assert leader_epoch_errors(broker, "epochs", epoch - 1) == (FENCED_LEADER_EPOCH,) * 3
+            assert leader_epoch_errors(broker, "epochs", epoch + 1) == (UNKNOWN_LEADER_EPOCH,) * 3
+        assert leader_epoch_errors(leader, "epochs", -1) == (0, 0, 0)
+        assert leader_epoch_errors(follower, "epochs", -1) == not_leader

@@ -195,6 +195,48 @@ def test_controller_election_among_three(clients, chroot) -> None:
     assert first_client.get("/fresh") is not None
 
 
+def test_every_session_expiring_at_once_elects_a_registered_controller(clients, chroot) -> None:
+    # Kafka's Expire, then RegisterBrokerAndReelect: each broker resigns when it finds its session
+    # expired, registers again, and only then stands; the one elected stays the controller
+    observer = clients()
+    observer.ensure_persistent_paths()
+    participants: dict[int, tuple[ZkClient, ControllerElection]] = {}
+    registered_when_elected: dict[int, bool] = {}  # per broker, at its latest election
+    new_sessions: list[int] = []
+
+    def elected(client: ZkClient, broker_id: int) -> None:
+        registered_when_elected[broker_id] = broker_id in client.get_broker_ids()
+
+    for broker_id in (1, 2, 3):
+        client = clients(session_timeout_ms=3000)
+        client.register_broker(registration(broker_id))
+        election = ControllerElection(
+            client,
+            broker_id,
+            on_elected=lambda _e, _v, c=client, b=broker_id: elected(c, b),
+        ).start()
+        client.on_new_session(lambda b=broker_id: new_sessions.append(b))  # after the election's own handler
+        participants[broker_id] = (client, election)
+
+    def controllers() -> list[int]:
+        return [b for b, (_, e) in participants.items() if e.is_controller]
+
+    wait_until(lambda: len(controllers()) == 1, what="a controller")
+    epoch = observer.get_controller_epoch()
+    assert epoch is not None
+    for client, _ in participants.values():
+        expire_session(client, chroot)
+    wait_until(lambda: sorted(new_sessions) == [1, 2, 3], what="every broker in a new session")
+    wait_until(lambda: len(controllers()) == 1, what="a controller in the new sessions")
+    (controller,) = controllers()
+    wait_until(
+        lambda: all(e.active_controller == controller for _, e in participants.values()), what="everyone to know it"
+    )
+    assert observer.get_controller_epoch()[0] > epoch[0]  # type: ignore[index]
+    assert observer.get_broker_ids() == [1, 2, 3]
+    assert registered_when_elected[controller]
+
+
 def test_an_old_session_controller_node_is_waited_out(clients, chroot) -> None:
     # /controller naming this broker but held by another session: the broker waits, as Kafka's elect does
     squatter = clients()

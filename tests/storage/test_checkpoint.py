@@ -86,6 +86,20 @@ def test_checkpoint_written_by_temp_file_and_rename(tmp_path):
     assert checkpoint.read_offsets(path) == {("a", 0): 4}
 
 
+@pytest.mark.parametrize("op", ["write", "fsync", "rename"])
+def test_a_failed_atomic_write_leaves_no_temp_file(tmp_path, op):
+    """Nor its blocks: a checkpoint that failed on a full disk must not keep taking space."""
+    path = tmp_path / "cp"
+    fileio.write_atomically(str(path), b"old")
+    fileio.faults.inject(op, errno.ENOSPC, path="cp.tmp")
+    try:
+        with pytest.raises(KafkaStorageError, match="No space left"):
+            fileio.write_atomically(str(path), b"new")
+    finally:
+        fileio.faults.clear()
+    assert os.listdir(tmp_path) == ["cp"] and path.read_bytes() == b"old"
+
+
 def test_epoch_checkpoint_format(tmp_path):
     path = str(tmp_path / "leader-epoch-checkpoint")
     checkpoint.write_epochs(path, [(0, 0), (3, 120)])

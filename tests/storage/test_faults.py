@@ -161,3 +161,23 @@ def test_full_tmpfs(small_tmpfs, clock):
         log = manager.partition("t", 0)
         assert log.log_end_offset == appended
         check_log(log)
+
+
+def test_a_failed_leader_epoch_checkpoint_fails_the_append_before_its_batch_is_written(tmp_path, clock):
+    """The first append of an epoch writes leader-epoch-checkpoint (Kafka assigns the
+    epoch before the segment append): when that write fails, nothing is in the log, and
+    the next append takes the same offsets (written after, the batch stayed in the
+    segment past the log end offset, and the next append reused its offsets)."""
+    manager, log = new_log(tmp_path, clock=clock)
+    fileio.faults.inject("write", errno.ENOSPC, path="leader-epoch-checkpoint")
+    with pytest.raises(KafkaStorageError, match="No space left"):
+        log.append(records(2))
+    assert log.log_end_offset == 0 and log.active_segment.size == 0
+    assert log.leader_epoch_cache.entries == []
+    log.append(records(2))
+    assert [r.offset for r in log.records()] == [0, 1]
+    assert log.leader_epoch_cache.entries == [(0, 0)]
+    check_log(log)
+    manager.close()
+    with open_logs(tmp_path) as manager:
+        assert [r.offset for r in manager.partition("t", 0).records()] == [0, 1]

@@ -102,3 +102,61 @@ def test_a_full_disk_under_every_operation(small_tmpfs, clock):
         assert [r.key for r in manager.partition("t", 0).records()] == acked
         compacted = manager.partition("c", 0)
         assert {r.key: r.value for r in compacted.records()} == {k: v for _, k, v in compacted_before}
+
+
+def _ballast(directory, pages: int) -> list:
+    """Files of a page each until the disk refuses one (at most ``pages``)."""
+    directory.mkdir()
+    made = []
+    for n in range(pages):
+        path = directory / str(n)
+        try:
+            path.write_bytes(bytes(4096))
+        except OSError as e:
+            assert e.errno == errno.ENOSPC
+            path.unlink(missing_ok=True)
+            break
+        made.append(path)
+    return made
+
+
+def test_a_full_disk_fails_the_index_reservation_before_the_append_writes(small_tmpfs, clock):
+    """Index files are sparse at Kafka's full length (10 MiB each, here on a 2 MiB disk)
+    and take blocks in chunks ahead of their entries. On a full disk the chunk's
+    reservation fails the append with ENOSPC before its batch is written: the log, its
+    indexes and every acknowledged record stay as they were, and the process lives (a
+    store through the map into a hole would have been a SIGBUS)."""
+    root = small_tmpfs / "logs"
+    config = {"log.index.interval.bytes": 0}  # an entry in each index for every batch
+    manager = open_logs(root, config, clock=clock)
+    manager.create_topic("t", 1)
+    log = manager.partition("t", 0)
+    ballast = _ballast(small_tmpfs / "ballast", 1024)
+    acked: list[bytes] = []
+    refused_by = None
+    while refused_by is None and len(acked) < 20_000:
+        key = b"k%d" % len(acked)
+        size_before = log.active_segment.size
+        try:
+            log.append([(key, b"v", MS + len(acked))])
+        except KafkaStorageError as e:
+            assert e.errno == errno.ENOSPC, e
+            assert log.log_end_offset == len(acked) and log.active_segment.size == size_before, e
+            if e.file.endswith((".index", ".timeindex")):
+                refused_by = e.file
+            else:
+                ballast.pop().unlink()  # the log's next page (or a checkpoint's): a page of room, no more
+            continue
+        acked.append(key)
+    assert refused_by is not None and refused_by.endswith((".index", ".timeindex")), refused_by
+    assert [r.key for r in log.records()] == acked
+    check_log(log)
+    for path in ballast:
+        path.unlink()
+    log.append([(b"after", b"v", MS + len(acked))])  # room again: the reservation is made
+    acked.append(b"after")
+    manager.close()
+    with open_logs(root, config, clock=clock) as manager:
+        log = manager.partition("t", 0)
+        assert [r.key for r in log.records()] == acked
+        check_log(log)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from seglog.records import build_batch
 from seglog.storage import checkpoint
+from seglog.storage.txn_index import AbortedTxn, encode_entry
 
 from .conftest import check_log, crash, new_log, open_logs, records
 
@@ -107,6 +108,25 @@ def test_leftover_transient_and_orphan_files_are_resolved(tmp_path, caplog, cloc
         assert not (d / name).exists(), name
     assert "removing orphaned index file 00000000000000000777.index" in caplog.text
     assert "removing leftover 00000000000000000000.log.deleted" in caplog.text
+
+
+def test_an_orphaned_txnindex_is_removed_at_load(tmp_path, caplog, clock):
+    """Kafka's LogLoader deletes every index file of a missing segment (isIndexFile:
+    .index, .timeindex and .txnindex); a segment's own .txnindex stays."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 400}, clock=clock)
+    for i in range(20):
+        log.append(records(1, start=i, size=60))
+    d = Path(log.dir)
+    kept = d / f"{log.segments[-1].base_offset:020d}.txnindex"
+    manager.close()
+    entry = encode_entry(AbortedTxn(1, 2, 7, 3))
+    orphan = d / "00000000000000000777.txnindex"
+    for path in (orphan, kept):
+        path.write_bytes(entry)
+    with caplog.at_level(logging.INFO), open_logs(tmp_path) as manager:
+        assert [r.offset for r in manager.partition("t", 0).records()] == list(range(20))
+    assert not orphan.exists() and kept.read_bytes() == entry
+    assert "removing orphaned index file 00000000000000000777.txnindex" in caplog.text
 
 
 def test_an_interrupted_swap_is_completed(tmp_path, caplog, clock):

@@ -135,3 +135,22 @@ def test_recovery_writes_the_transaction_index_again_from_the_markers(tmp_path):
     entries = [(e.producer_id, e.first_offset, e.last_offset) for e in read_txn_index(path)]
     assert entries == [(PID, 0, 1), (PID + 1, 2, 3)]
     manager.close()
+
+
+def test_recovered_transaction_index_entries_keep_the_last_stable_offset_of_their_marker(tmp_path):
+    """Kafka's recovery writes an entry's LSO as of its marker (``lastStableOffset``: the
+    first offset of another producer's transaction still open then, else the marker's
+    offset + 1), the entry an append wrote; not the marker's offset + 1 always."""
+    manager, log = new_log(tmp_path)
+    txn = {"producer_epoch": 0, "base_sequence": 0, "transactional": True}
+    log.append(records(1, ts=None), producer_id=PID, **txn)  # PID's transaction opens at 0
+    log.append(records(1, start=1, ts=None), producer_id=PID + 1, **txn)
+    marker(log, commit=False, pid=PID + 1)  # aborts [1, 2] while PID's is open: LSO 0
+    marker(log, commit=False)  # aborts [0, 3]: nothing open, LSO 4
+    path = log.active_segment.txn_index_path
+    written = read_txn_index(path)
+    assert [(e.producer_id, e.last_offset, e.last_stable_offset) for e in written] == [(PID + 1, 2, 0), (PID, 3, 4)]
+    os.unlink(path)  # as if the crash came before the entries were written
+    crash(manager)
+    with open_logs(tmp_path):
+        assert read_txn_index(path) == written

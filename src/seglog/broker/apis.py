@@ -19,6 +19,7 @@ from ..errors import (
     CorruptRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
+    OffsetNotAvailableError,
     SeglogError,
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
@@ -26,13 +27,14 @@ from ..errors import (
 )
 from ..protocol import ApiKey, supported_versions
 from .metadata_cache import ZERO_UUID, TopicMetadata
-from .partition import check_leader_epoch
+from .network import abandoned_on_disconnect
 from .purgatory import DelayedOperation
 from .replica_manager import (
     NONE,
     AppendResult,
     FetchRequestPartition,
     FetchResult,
+    ListOffsetsPartition,
     ReplicaManager,
     TopicPartition,
     fetch_key,
@@ -112,15 +114,21 @@ class AcksZeroProduceError(SeglogError):
 
 class DelayedFetch(DelayedOperation[None]):
     """A fetch that found fewer than ``min_bytes``: it completes when appends to its
-    partitions have brought that many, or at ``max_wait_ms``."""
+    partitions have brought that many, or at ``max_wait_ms``. A read_committed fetch
+    counts only what lies below the last stable offset (``stable_bytes``, asked again at
+    each event): the bytes an event exposes may belong to a transaction still open."""
 
-    def __init__(self, delay_ms: int, min_bytes: int, have: int) -> None:
+    def __init__(self, delay_ms: int, min_bytes: int, have: int, stable_bytes: Callable[[], int] | None = None) -> None:
         super().__init__(delay_ms)
         self.min_bytes = min_bytes
         self.have = have
+        self.stable_bytes = stable_bytes
 
     def try_complete(self, event: Any) -> bool:
-        self.have += int(event or 0)
+        if self.stable_bytes is not None:
+            self.have = self.stable_bytes()
+        else:
+            self.have += int(event or 0)
         return self.have >= self.min_bytes and self.force_complete()
 
     def on_complete(self, expired: bool) -> None:
@@ -175,12 +183,11 @@ class KafkaApis:
         else:
             for entry in requested:
                 topics.append(await self._requested_topic(entry.get("name"), entry.get("topic_id"), allow_create))
+        brokers = self.metadata.brokers()  # after the awaits above: the same snapshot as the last topic's
+        _hide_leaders_not_alive(topics, {b.broker_id for b in brokers})
         return {
             "throttle_time_ms": 0,
-            "brokers": [
-                {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                for b in self.metadata.brokers()
-            ],
+            "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers],
             "cluster_id": self.metadata.cluster_id,
             "controller_id": self.metadata.controller_id,
             "topics": topics,
@@ -324,10 +331,14 @@ class KafkaApis:
             and not errors
             and all(r.error_code == NONE for r in results)
         ):
-            op = DelayedFetch(max_wait, min_bytes, total)
-            await self.replicas.fetch_purgatory.wait(
-                op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
-            )
+            # the slices read go: a waiting fetch holds no segment file open, and reads again
+            results = []
+            stable = (lambda: self.replicas.stable_bytes(requests, min_bytes)) if read_committed else None
+            op = DelayedFetch(max_wait, min_bytes, total, stable)
+            with abandoned_on_disconnect(op):
+                await self.replicas.fetch_purgatory.wait(
+                    op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
+                )
             results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         return self._fetch_response(version, body, slots, errors, results)
 
@@ -382,7 +393,7 @@ class KafkaApis:
     # --- ListOffsets, OffsetForLeaderEpoch -----------------------------------------------------------------
 
     async def list_offsets(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        lookups: list[tuple[str, int, int]] = []
+        lookups: list[ListOffsetsPartition] = []
         answers: list[tuple[str, dict[str, Any]]] = []
         for topic in body["topics"]:
             for part in topic["partitions"]:
@@ -392,35 +403,37 @@ class KafkaApis:
                     "timestamp": -1,
                     "offset": -1,
                 }
-                error = self._partition_error(
-                    topic["name"], part["partition_index"], part.get("current_leader_epoch", -1)
-                )
-                if error:
-                    entry["error_code"] = error
-                else:
-                    lookups.append((topic["name"], part["partition_index"], part["timestamp"]))
+                if self._partition_unknown(topic["name"], part["partition_index"]):
+                    entry["error_code"] = UnknownTopicOrPartitionError.error_code
+                else:  # the leader epoch is the partition's to check (the replica manager's)
+                    lookups.append(
+                        ListOffsetsPartition(
+                            topic["name"],
+                            part["partition_index"],
+                            part["timestamp"],
+                            part.get("current_leader_epoch", -1),
+                        )
+                    )
                 answers.append((topic["name"], entry))
         read_committed = body.get("isolation_level", 0) == READ_COMMITTED
-        found = iter(await self.replicas.list_offsets(lookups, read_committed))
+        found = iter(await self.replicas.list_offsets(lookups, read_committed, body["replica_id"]))
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for name, entry in answers:
             if entry["error_code"] == NONE:
                 r = next(found)
-                entry.update(
-                    error_code=r.error_code, timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch
+                # OFFSET_NOT_AVAILABLE came with v5; older clients are told LEADER_NOT_AVAILABLE, as Kafka does
+                code = (
+                    LEADER_NOT_AVAILABLE
+                    if r.error_code == OffsetNotAvailableError.error_code and version < 5
+                    else r.error_code
                 )
+                entry.update(error_code=code, timestamp=r.timestamp, offset=r.offset, leader_epoch=r.leader_epoch)
             by_topic.setdefault(name, []).append(entry)
         return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": p} for n, p in by_topic.items()]}
 
-    def _partition_error(self, name: str, index: int, current_leader_epoch: int) -> int:
+    def _partition_unknown(self, name: str, index: int) -> bool:
         found = self.metadata.topic(name)
-        if found is None or not 0 <= index < len(found.partitions):
-            return UnknownTopicOrPartitionError.error_code
-        try:
-            check_leader_epoch(current_leader_epoch, found.partitions[index].leader_epoch)
-        except SeglogError as e:
-            return e.error_code
-        return NONE
+        return found is None or not 0 <= index < len(found.partitions)
 
     async def offset_for_leader_epoch(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         topics = []
@@ -457,6 +470,17 @@ class KafkaApis:
             ],
             "cluster_authorized_operations": -(1 << 31),
         }
+
+
+def _hide_leaders_not_alive(topics: list[dict[str, Any]], alive: set[int]) -> None:
+    """Kafka's ``MetadataCache.getPartitionMetadata``: a leader the live brokers do not include is
+    LEADER_NOT_AVAILABLE with no leader id. Between a broker's death and the controller's election
+    the partition states still name it; a client given a leader it has no address for stays stuck
+    (kafka-python's sender fails on it until its next metadata refresh, which it never reaches)."""
+    for topic in topics:
+        for p in topic.get("partitions") or ():
+            if p["leader_id"] >= 0 and p["leader_id"] not in alive:
+                p["error_code"], p["leader_id"] = LEADER_NOT_AVAILABLE, -1
 
 
 def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> dict[str, Any]:

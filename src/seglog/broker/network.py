@@ -10,8 +10,13 @@ Kafka's ``SocketServer`` in asyncio. Each connection has two tasks:
 so responses leave in the order their requests came, as Kafka guarantees per
 connection. A client that stops reading its socket blocks only its own processor (its
 sends wait for the socket), whose queue then fills and stops its reader: no other
-connection notices. A frame's buffer grows as bytes arrive, so a size prefix that
-promises a large request costs only what is really sent.
+connection notices. A frame is received straight into its own buffer, which grows as
+bytes arrive, so a size prefix that promises a large request costs only what is really
+sent (at most twice over).
+
+A request parked in a purgatory (a long-polling fetch) is abandoned when its client
+disconnects (``abandoned_on_disconnect``): it would otherwise wait out its
+``max_wait_ms`` for nobody.
 
 Sockets are used through the loop's ``sock_*`` calls, not transports: with no write
 buffer of asyncio's own in between, ``os.sendfile`` can follow the bytes before it
@@ -21,12 +26,14 @@ directly, with an explicit offset that leaves the segment file's position alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import logging
 import os
 import socket
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 from ..errors import BrokerNotAvailableError
@@ -52,6 +59,35 @@ class ConnectionClosed(Exception):
     pass
 
 
+class Abandonable(Protocol):
+    """A wait a request is in that its client's disconnection ends (a purgatory's operation)."""
+
+    def abandon(self, error: BaseException) -> None: ...
+
+
+# the connection whose requests the running task answers (set by each connection's processor)
+_current: ContextVar[Connection | None] = ContextVar("connection", default=None)
+
+
+@contextlib.contextmanager
+def abandoned_on_disconnect(op: Abandonable) -> Iterator[None]:
+    """While the block runs, the client of the request being answered disconnecting
+    abandons ``op`` with ConnectionClosed, which drops that request unanswered: the wait
+    lets go of what it holds at once, not at its deadline. Outside a connection
+    (a test calling a handler) nothing watches."""
+    conn = _current.get()
+    if conn is None:
+        yield
+        return
+    if conn.lost:
+        raise ConnectionClosed
+    conn.waiting.add(op)
+    try:
+        yield
+    finally:
+        conn.waiting.discard(op)
+
+
 # a request handler: the frame (without its size prefix) -> response parts, or None
 Handler = Callable[[bytearray, "Connection"], Awaitable[list[Any] | None]]
 
@@ -62,6 +98,8 @@ class Connection:
         self.server = server
         self.peer = _peer(sock)
         self.closed = False
+        self.lost = False  # the reader met the end of the stream (or an error): the client is gone
+        self.waiting: set[Abandonable] = set()
         self._buffer = bytearray()
         self._queue: asyncio.Queue[bytearray | None] = asyncio.Queue(_READ_AHEAD)
         self._tasks: list[asyncio.Task[None]] = []
@@ -98,6 +136,24 @@ class Connection:
         self.server.metrics.bytes_in(len(data))
         self._buffer += data
 
+    async def _recv_frame(self, size: int) -> bytearray:
+        """The rest of a frame of ``size`` bytes, received straight into it (the bytes read
+        with its size prefix begin it): one copy from the kernel, as much a call as has come.
+        The frame grows as bytes arrive, doubling from _RECV_CHUNK, never past ``size``."""
+        loop = asyncio.get_running_loop()
+        frame, self._buffer = self._buffer, bytearray()
+        got = len(frame)
+        while got < size:
+            if got == len(frame):
+                frame.extend(bytes(min(size, max(_RECV_CHUNK, 2 * got)) - got))
+            with memoryview(frame)[got:] as rest:
+                n = await loop.sock_recv_into(self.sock, rest)
+            if not n:
+                raise ConnectionClosed
+            self.server.metrics.bytes_in(n)
+            got += n
+        return frame
+
     async def _read_frames(self) -> None:
         try:
             while True:
@@ -105,10 +161,11 @@ class Connection:
                     await self._recv_more()
                 size = self.server.frame_size(bytes(self._buffer[:4]))
                 del self._buffer[:4]
-                while len(self._buffer) < size:
-                    await self._recv_more()
-                frame = self._buffer[:size]
-                del self._buffer[:size]
+                if len(self._buffer) >= size:
+                    frame = self._buffer[:size]
+                    del self._buffer[:size]
+                else:
+                    frame = await self._recv_frame(size)
                 await self._queue.put(frame)
         except ConnectionClosed:
             pass
@@ -116,17 +173,23 @@ class Connection:
             log.debug("connection from %s: %s", self.peer, e)
         except Exception as e:  # a size prefix out of bounds: this connection only
             log.warning("closing the connection from %s: %s", self.peer, e)
+        self.lost = True
+        for op in list(self.waiting):
+            op.abandon(ConnectionClosed())
         await self._queue.put(None)
 
     # --- answering ----------------------------------------------------------------------------------
 
     async def _process(self) -> None:
+        _current.set(self)
         while True:
             frame = await self._queue.get()
             if frame is None:
                 return
             try:
                 parts = await self.server.handler(frame, self)
+            except ConnectionClosed:  # a wait abandoned, the client gone: the requests read before go on
+                continue
             except Exception as e:  # a malformed request, or a fault of ours: this connection only
                 log.warning("closing the connection from %s: %s", self.peer, e)
                 return

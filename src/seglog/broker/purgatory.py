@@ -50,6 +50,17 @@ class DelayedOperation(Generic[T]):
                 self._future.set_exception(e)
         return True
 
+    def abandon(self, error: BaseException) -> None:
+        """The requester is gone (its connection closed): end the wait now with ``error``,
+        without computing a result for nobody."""
+        if self.done:
+            return
+        self.done = True
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._future is not None and not self._future.done():
+            self._future.set_exception(error)
+
 
 class Purgatory:
     """Delayed operations watched by key (a topic partition, for now)."""

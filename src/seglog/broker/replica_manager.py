@@ -45,6 +45,7 @@ from ..errors import (
     ControllerMovedError,
     FencedLeaderEpochError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     SeglogError,
     UnknownTopicOrPartitionError,
@@ -75,7 +76,12 @@ INVALID_UPDATE_VERSION = 95  # AlterPartition from a partition epoch the control
 # 1,000 records of 100 bytes (113 KiB, sent at commit, so on the commit's critical path)
 # were answered in 0.17 ms on the loop against 0.31-0.38 ms through the pool (bench/groups.py)
 INLINE_APPEND_BYTES = 256 * 1024
-LATEST_TIMESTAMP = -1
+# a fetch of at most this many partitions, all in their active segments, is read
+# on the loop (``_tail_reads``): ~15 µs a partition against a hop to a thread and back
+LOOP_READS = 8
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets' replica ids: a consumer's (it sees up to the HW or the LSO) and a debugging tool's (any replica)
+CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 # the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
@@ -113,6 +119,14 @@ class FetchResult:
     @property
     def size(self) -> int:
         return self.records.size if self.records is not None else 0
+
+
+@dataclass(frozen=True)
+class ListOffsetsPartition:
+    topic: str
+    partition: int
+    timestamp: int
+    current_leader_epoch: int = -1
 
 
 @dataclass(frozen=True)
@@ -161,16 +175,51 @@ def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
     return state
 
 
+def _last_stable_offset(plog: PartitionLog) -> int:
+    """The first offset of the earliest undecided transaction, or the high watermark."""
+    undecided = plog.producer_state.first_unstable_offset
+    hw = plog.high_watermark
+    return hw if undecided is None else min(undecided, hw)
+
+
 def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
     """The last stable offset, and for read_committed the aborted transactions from the
     fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
     if not read_committed:
-        undecided = plog.producer_state.first_unstable_offset
-        hw = plog.high_watermark
-        return (hw if undecided is None else min(undecided, hw)), None
+        return _last_stable_offset(plog), None
     state = _transaction_state(plog)
     lso = state.last_stable_offset
     return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
+
+
+def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: bool | None) -> OffsetResult:
+    """Kafka's ``Partition.fetchOffsetForTimestamp``: a consumer (``read_committed`` not None) sees
+    offsets below the high watermark (read_committed: the last stable offset), a replica below the log
+    end; a consumer asking a new leader whose high watermark is still short of its epoch's start
+    offset gets OFFSET_NOT_AVAILABLE for the latest offset, or for a timestamp found past that bound."""
+    plog = partition.log
+    if read_committed is None:
+        last_fetchable = plog.log_end_offset
+    elif read_committed:
+        last_fetchable = _stable_view(plog, 0, False)[0]
+    else:
+        last_fetchable = plog.high_watermark
+    not_available = None
+    if read_committed is not None and partition.leader_epoch_start_offset > plog.high_watermark:
+        not_available = OffsetNotAvailableError(
+            f"{partition.topic}-{partition.index}: the high watermark ({plog.high_watermark}) is behind the start "
+            f"of leader epoch {partition.leader_epoch} ({partition.leader_epoch_start_offset})"
+        )
+    if timestamp == LATEST_TIMESTAMP:
+        if not_available is not None:
+            raise not_available
+        return OffsetResult(NONE, -1, last_fetchable, partition.leader_epoch)
+    found = plog.offset_for_timestamp(timestamp)
+    if found is not None and (timestamp == EARLIEST_TIMESTAMP or found[0] < last_fetchable):
+        return OffsetResult(NONE, found[1], found[0], partition.leader_epoch)
+    if not_available is not None:
+        raise not_available
+    return OffsetResult(NONE, -1, -1, -1)
 
 
 class ReplicaManager:
@@ -249,10 +298,16 @@ class ReplicaManager:
         from ``__consumer_offsets`` or ``__transaction_state``."""
         return await self._run(reader, self.partition(topic, index).log)
 
-    def leader_partition(self, topic: str, index: int) -> Partition:
-        """The partition, if this broker leads it: what producers and consumers may use."""
+    def leader_partition(
+        self, topic: str, index: int, current_leader_epoch: int = -1, require_leader: bool = True
+    ) -> Partition:
+        """The partition, if this broker leads it: what producers and consumers may use. Kafka's
+        ``localLogWithEpochOrThrow`` (KIP-320): the requester's ``current_leader_epoch`` (-1: none) is
+        checked against the partition's first, FENCED_LEADER_EPOCH if older, UNKNOWN_LEADER_EPOCH if
+        newer, then the role."""
         found = self.partition(topic, index)
-        if found.role != LEADER:
+        check_leader_epoch(current_leader_epoch, found.leader_epoch)
+        if require_leader and found.role != LEADER:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
 
@@ -609,13 +664,33 @@ class ReplicaManager:
         tells its leader how far it has come: its log end offset, which may move the high
         watermark and add it back to the ISR."""
         self._loop = asyncio.get_running_loop()
-        results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
+        if not read_committed and self._tail_reads(requests):
+            results = self._read_all(requests, max_bytes, read_committed, replica_id)
+        else:
+            results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
         if replica_id >= 0:
             now = self._clock()
             for req, result in zip(requests, results, strict=True):
                 if result.error_code == NONE:
                     self._follower_fetched((req.topic, req.partition), replica_id, req.fetch_offset, result, now)
         return results
+
+    def _tail_reads(self, requests: list[FetchRequestPartition]) -> bool:
+        """Whether every read is of its partition's active segment, whose index and batch
+        headers the appends just wrote to the page cache: such a read (an index lookup and
+        a header or two read; the records go later, by sendfile) runs on the loop, which is
+        quicker than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads
+        further back may meet the disk and go to the I/O threads, as Kafka's do, and so do
+        fetches of many partitions (their reads together would hold the loop up)."""
+        if len(requests) > LOOP_READS:
+            return False
+        for req in requests:
+            partition = self._partitions.get((req.topic, req.partition))
+            if partition is None or partition.role != LEADER:
+                return False  # the I/O thread's read answers the error
+            if req.fetch_offset < partition.log.active_segment.base_offset:
+                return False
+        return True
 
     def _read_all(
         self, requests: list[FetchRequestPartition], max_bytes: int, read_committed: bool, replica_id: int
@@ -627,8 +702,7 @@ class ReplicaManager:
         remaining = max_bytes
         for req in requests:
             try:
-                partition = self.leader_partition(req.topic, req.partition)
-                check_leader_epoch(req.current_leader_epoch, partition.leader_epoch)
+                partition = self.leader_partition(req.topic, req.partition, req.current_leader_epoch)
                 hw = partition.high_watermark
                 lso, aborted = _stable_view(partition.log, req.fetch_offset, read_committed)
                 limit = min(req.max_bytes, remaining)
@@ -660,6 +734,31 @@ class ReplicaManager:
                 results.append(FetchResult(_error(e)[0]))
         return results
 
+    def stable_bytes(self, requests: list[FetchRequestPartition], limit: int) -> int:
+        """On the loop, for a read_committed fetch waiting in the purgatory: the bytes it
+        would now read below each partition's last stable offset, counted up to ``limit``
+        (Kafka's DelayedFetch measures to the LSO for FetchTxnCommitted: records appended
+        past it, an open transaction's, wake no such fetch). A partition this broker no
+        longer leads, or a read that fails, counts as ``limit``: the fetch answers now."""
+        total = 0
+        for req in requests:
+            partition = self._partitions.get((req.topic, req.partition))
+            if partition is None or partition.role != LEADER:
+                return limit
+            try:
+                lso = _last_stable_offset(partition.log)
+                if lso <= req.fetch_offset:
+                    continue
+                data, _ = partition.read(
+                    req.fetch_offset, limit - total, for_replica=False, upper_bound=lso, min_one_message=True
+                )
+            except SeglogError:
+                return limit
+            total += data.size if data is not None else 0
+            if total >= limit:
+                break
+        return total
+
     def _follower_fetched(
         self, tp: TopicPartition, replica_id: int, fetch_offset: int, result: FetchResult, now: int
     ) -> None:
@@ -679,20 +778,6 @@ class ReplicaManager:
         if exposed:
             self._high_watermark_moved((partition.topic, partition.index), exposed)
 
-    # --- transactions -----------------------------------------------------------------------------
-
-    async def append_as_coordinator(
-        self, batches: Mapping[TopicPartition, bytes]
-    ) -> dict[TopicPartition, AppendResult]:
-        """Append the transaction coordinator's control batches (markers) as the leader,
-        checked for the producer's epoch only; the high watermark and the fetches waiting
-        on the partitions move as after a producer's append. A marker is a few dozen
-        bytes: written on the loop when the log can take it at once (``append_records``'
-        inline path), so a transaction completes without a hop to an I/O thread and the
-        producer's next AddPartitionsToTxn does not find it still completing
-        (CONCURRENT_TRANSACTIONS, which librdkafka retries only after 20 ms)."""
-        return await self.append_records({tp: memoryview(b) for tp, b in batches.items()}, origin="coordinator")
-
     def partition_log(self, topic: str, index: int) -> PartitionLog:
         """The log of a partition this broker leads (the coordinators load their state from it)."""
         return self.partition(topic, index).log
@@ -700,23 +785,27 @@ class ReplicaManager:
     # --- offsets ----------------------------------------------------------------------------------
 
     async def list_offsets(
-        self, requests: list[tuple[str, int, int]], read_committed: bool = False
+        self,
+        requests: list[ListOffsetsPartition],
+        read_committed: bool = False,
+        replica_id: int = CONSUMER_REPLICA_ID,
     ) -> list[OffsetResult]:
-        return await self._run(self._list_offsets, requests, read_committed)
+        return await self._run(self._list_offsets, requests, read_committed, replica_id)
 
-    def _list_offsets(self, requests: list[tuple[str, int, int]], read_committed: bool = False) -> list[OffsetResult]:
+    def _list_offsets(
+        self, requests: list[ListOffsetsPartition], read_committed: bool, replica_id: int
+    ) -> list[OffsetResult]:
         results = []
-        for topic, index, timestamp in requests:
+        for req in requests:
             try:
-                partition = self.leader_partition(topic, index)
-                found = partition.log.offset_for_timestamp(timestamp)
-                if found is not None and timestamp == LATEST_TIMESTAMP and read_committed:
-                    found = (_stable_view(partition.log, 0, False)[0], found[1])  # the last stable offset
-                if found is None:
-                    results.append(OffsetResult(NONE, -1, -1, -1))
-                else:
-                    offset, ts = found
-                    results.append(OffsetResult(NONE, ts, offset, partition.leader_epoch))
+                partition = self.leader_partition(
+                    req.topic,
+                    req.partition,
+                    req.current_leader_epoch,
+                    require_leader=replica_id != DEBUGGING_REPLICA_ID,
+                )
+                isolation_level = read_committed if replica_id == CONSUMER_REPLICA_ID else None
+                results.append(_offset_for_timestamp(partition, req.timestamp, isolation_level))
             except Exception as e:
                 results.append(OffsetResult(_error(e)[0]))
         return results
@@ -726,8 +815,7 @@ class ReplicaManager:
     ) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (epoch, end offset) of ``epoch`` on this leader, asked by a
         replica or consumer that knows ``current_leader_epoch`` (FENCED/UNKNOWN_LEADER_EPOCH)."""
-        partition = self.leader_partition(topic, index)
-        check_leader_epoch(current_leader_epoch, partition.leader_epoch)
+        partition = self.leader_partition(topic, index, current_leader_epoch)
         return partition.end_offset_for_epoch(epoch)
 
     async def delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:

@@ -9,13 +9,17 @@ FindCoordinator for transactions (key type 1; the group coordinator answers key 
 The coordinator runs on the event loop: a request becomes a call with a token, and the
 call's outputs are acted on here. ``Reply`` answers the request waiting on its token;
 ``StoreTransaction`` appends a record to ``__transaction_state-<p>`` and reports the
-append's error back (``complete_store``); ``WriteTxnMarkers`` appends a COMMIT or ABORT
-control batch to each partition of the transaction, as the coordinator (epoch checked,
-sequences not), retrying a partition until it is written or gone, then reports
-(``complete_markers``). One broker leads every partition, so markers are appended
-locally rather than sent to other brokers; the WriteTxnMarkers API does the same for
-a request from elsewhere. Markers written are told to ``on_markers_written`` (the group
-coordinator's, for offsets committed in the transaction).
+append's error back (``complete_store``); ``WriteTxnMarkers`` goes to ``send_markers``:
+the transaction's COMMIT or ABORT marker sent to the leader of each of its partitions
+(``txn_marker_channel_manager.py``: this broker's own through ``append_markers``, others'
+as WriteTxnMarkers requests, retried as the leaders move), then reported
+(``complete_markers``) so that the coordinator logs the transaction complete.
+
+WriteTxnMarkers served (Kafka's ``handleWriteTxnMarkersRequest``): each marker appended
+as a control batch by the leader, as the coordinator (epoch checked, sequences not),
+with required acks -1 (answered once the ISR has it, refused under min.insync.replicas);
+an error code per partition. Markers written are told to ``on_markers_written`` (the
+group coordinator's, for offsets committed in the transaction).
 
 ``__transaction_state`` (transaction.state.log.num.partitions, compacted,
 min.insync.replicas transaction.state.log.min.isr; in a cluster through ZooKeeper with
@@ -63,6 +67,7 @@ from ..protocol import ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
 from .replica_manager import ReplicaManager
+from .txn_marker_channel_manager import TopicPartition, TransactionMarkerChannelManager
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +76,6 @@ OPERATION_NOT_ATTEMPTED = 55
 TRANSACTIONAL_ID_NOT_FOUND = 105
 _MARKER_RETRY_S = 0.1
 _E = ErrorCode
-# a marker's append that will never succeed: the partition is gone, or the producer moved on
-_MARKER_DONE = {_E.NONE, _E.UNKNOWN_TOPIC_OR_PARTITION, 47, 52}  # + INVALID_PRODUCER_EPOCH, COORDINATOR_FENCED
 # how long a __transaction_state append waits for the ISR: Kafka's request.timeout.ms default
 _STORE_TIMEOUT_MS = 30_000
 # (name, partitions, replication factor, topic config): the admin manager's, through ZooKeeper in a cluster
@@ -101,6 +104,12 @@ class TxnApis:
         self.clock = clock
         ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
         self.coordinator = TransactionCoordinator(ids, TransactionConfig.from_broker(config))
+        self.markers = TransactionMarkerChannelManager(
+            replicas.metadata,
+            config["broker.id"],
+            self._append_marker,
+            timeout_s=config["request.timeout.ms"] / 1000,
+        )
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
         self._tokens = itertools.count()
         self._state_topic_ready: asyncio.Future[None] | None = None
@@ -132,6 +141,7 @@ class TxnApis:
             self._timer.cancel()
         for task in self._tasks:
             task.cancel()
+        self.markers.close()
 
     async def ensure_state_topic(self) -> int:
         """Create ``__transaction_state`` once; COORDINATOR_NOT_AVAILABLE if that fails."""
@@ -252,7 +262,7 @@ class TxnApis:
                 if not self._store_now(out):
                     self._spawn(self._store(out))
             elif isinstance(out, WriteTxnMarkers):
-                self._spawn(self._write_markers(out))
+                self.send_markers(out)
         self._schedule_tick()
 
     def _spawn(self, coro: Any) -> None:
@@ -287,50 +297,58 @@ class TxnApis:
             error = _E.NOT_COORDINATOR  # unloaded (or loaded again) while the record was written
         self._act(self.coordinator.complete_store(out.store_id, error, self.clock()))
 
-    async def _write_markers(self, out: WriteTxnMarkers) -> None:
-        p = self.coordinator.partition_for(out.transactional_id)
-        epoch = self.coordinator.coordinator_epochs.get(p)
-        await self.write_markers(
-            out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, out.partitions, retry=True
-        )
-        if epoch is not None and self.coordinator.coordinator_epochs.get(p) == epoch:  # else: unloaded meanwhile
+    def send_markers(self, out: WriteTxnMarkers) -> None:
+        """Send a transaction's markers to its partitions' leaders, in the background, and log
+        the transaction complete once all are written. The one way markers go out: EndTxn, a
+        timed-out transaction's abort and a prepared transaction found on loading
+        ``__transaction_state`` (``coordinator.load_partition``'s outputs) all come here.
+        Sending stops, the transaction left as it is, once this broker no longer coordinates
+        it at ``out.coordinator_epoch``."""
+        self._spawn(self._send_markers(out))
+
+    async def _send_markers(self, out: WriteTxnMarkers) -> None:
+        def still_current() -> bool:
+            held = self.coordinator
+            epoch = held.coordinator_epochs.get(held.partition_for(out.transactional_id), 0)
+            return not self._stopped and epoch == out.coordinator_epoch and out.transactional_id in held.transactions
+
+        if await self.markers.send(out, still_current):
             self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
-    async def write_markers(
+    async def _append_marker(self, out: WriteTxnMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return await self.append_markers(
+            out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, partitions
+        )
+
+    async def append_markers(
         self,
         producer_id: int,
         producer_epoch: int,
         committed: bool,
         coordinator_epoch: int,
-        partitions: Any,
-        *,
-        retry: bool,
-    ) -> dict[tuple[str, int], int]:
-        """Append the transaction's marker to each partition; with ``retry``, a partition
-        that failed for a passing reason is tried again until written or gone."""
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
+        """One marker appended by the leader of each partition with acks -1 (Kafka's
+        ``handleWriteTxnMarkersRequest``); the error code of each. The written ones are told
+        to ``on_markers_written``."""
         marker = build_batch(
             [end_transaction_marker(committed, coordinator_epoch, self.clock())],
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             control=True,
         )
-        pending = set(partitions)
-        errors: dict[tuple[str, int], int] = {}
-        while pending:
-            results = await self.replicas.append_as_coordinator(dict.fromkeys(pending, bytes(marker)))
-            written = [tp for tp, result in results.items() if result.error_code == _E.NONE]
-            if written and self.on_markers_written is not None:
-                self.on_markers_written(producer_id, committed, written)
-            for tp, result in results.items():
-                errors[tp] = result.error_code
-                if result.error_code in _MARKER_DONE:
-                    pending.discard(tp)
-                    if result.error_code not in (_E.NONE, _E.UNKNOWN_TOPIC_OR_PARTITION):
-                        log.warning("transaction marker of producer %d not written to %s: %s", producer_id, tp, result)
-            if not retry or self._stopped:
-                break
-            if pending:
-                await asyncio.sleep(_MARKER_RETRY_S)
+        # offsets are assigned in place: a copy per partition
+        batches = {tp: memoryview(bytearray(marker)) for tp in partitions}
+        try:
+            results = await self.replicas.append_records(
+                batches, acks=-1, timeout_ms=self.config["request.timeout.ms"], origin="coordinator"
+            )
+            errors = {tp: results[tp].error_code for tp in partitions}
+        except SeglogError as e:
+            errors = dict.fromkeys(partitions, e.error_code)
+        written = [tp for tp, code in errors.items() if code == _E.NONE]
+        if written and self.on_markers_written is not None:
+            self.on_markers_written(producer_id, committed, written)
         return errors
 
     def _schedule_tick(self) -> None:
@@ -431,21 +449,23 @@ class TxnApis:
         return {"throttle_time_ms": 0, "error_code": response.error_code, "producer_id": -1, "producer_epoch": -1}
 
     async def write_txn_markers(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        """Markers sent by a transaction coordinator (another broker's, or a tool)."""
-        answers = []
-        for marker in body["markers"]:
-            partitions = [(t["name"], p) for t in marker["topics"] for p in t["partition_indexes"]]
-            errors = await self.write_markers(
-                marker["producer_id"],
-                marker["producer_epoch"],
-                marker["transaction_result"],
-                marker["coordinator_epoch"],
-                partitions,
-                retry=False,
+        """WriteTxnMarkers: markers sent by a transaction coordinator (another broker's, or a
+        tool), each appended to its partitions with acks -1; the markers are written at once."""
+        markers = body["markers"]
+        partitions = [[(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]] for m in markers]
+        appended = await asyncio.gather(
+            *(
+                self.append_markers(
+                    m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], tps
+                )
+                for m, tps in zip(markers, partitions, strict=True)
             )
+        )
+        answers = []
+        for marker, errors in zip(markers, appended, strict=True):
             by_topic: dict[str, list[dict[str, int]]] = {}
-            for topic, p in partitions:
-                by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": errors[(topic, p)]})
+            for (topic, p), code in errors.items():
+                by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
             answers.append(
                 {
                     "producer_id": marker["producer_id"],

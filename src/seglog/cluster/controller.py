@@ -10,7 +10,8 @@ threads. An inactive controller drops the events that need an active one::
     Elected(epoch)                 load the context from ZooKeeper, watch it, UpdateMetadata to every broker,
                                    start the replica and partition state machines (LeaderAndIsr to each
                                    replica, leaders for partitions without one), run pending elections
-    Resigned                       forget the context, stop the rebalance timer, drop the brokers
+    Resigned                       forget the context, stop the rebalance timer, drop the brokers (after a
+                                   session expiry, before the next session does anything: Kafka's Expire)
     BrokerChange                   /brokers/ids changed: new brokers (UpdateMetadata, replicas Online,
                                    leaderless partitions elected), dead ones (replicas Offline, their
                                    partitions elected by the offline strategy), bounced ones (both)
@@ -88,6 +89,7 @@ from .znodes import TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+RESIGN_TIMEOUT_S = 60
 
 
 class _Event:
@@ -115,7 +117,7 @@ class KafkaController:
             zk,
             broker_id,
             on_elected=lambda epoch, version: self._put("Elected", lambda: self._on_elected(epoch, version), False),
-            on_resigned=lambda: self._put("Resigned", self._resign, False),
+            on_resigned=self._on_resigned,
         )
 
     # --- lifecycle and queries (any thread) -------------------------------------------------
@@ -300,6 +302,19 @@ class KafkaController:
             "TopicDeletionStopReplicaResponseReceived",
             lambda: self._deletion.on_stop_replica_response(broker_id, response),
         )
+
+    def _on_resigned(self) -> None:
+        # the ZooKeeper client's thread: wait until resigned (Kafka's Expire event is waited for so), so
+        # that nothing this controller does under its old epoch runs on into the next session
+        done = threading.Event()
+
+        def resign() -> None:
+            self._resign()
+            done.set()
+
+        self._put("Resigned", resign, False)
+        if self._thread.is_alive() and not done.wait(RESIGN_TIMEOUT_S):
+            log.warning("controller %d: still busy %d s after losing the election", self.broker_id, RESIGN_TIMEOUT_S)
 
     def _resign(self) -> None:
         if not self._active:

@@ -3,10 +3,13 @@
 Every broker runs one. Whoever creates /controller (and moves /controller_epoch
 up by one in the same multi-op) is the controller until its session ends;
 the others watch /controller and try again when it goes away. A controller
-that finds /controller gone or owned by another broker resigns; so does one
-whose session expired, which then takes part in the next election with its new
-session. All of it runs on the ZooKeeper client's event thread, one event at a
-time, as Kafka's controller event queue does.
+that finds /controller gone or owned by another broker resigns. When the
+session expires every broker forgets the controller and a controller resigns
+(Kafka's ``Expire``) before anything is done in the next session; once the
+broker is registered again in the new one, it stands again (Kafka's
+``RegisterBrokerAndReelect``): registration comes first, so a broker elected
+then finds itself among the live brokers. All of it runs on the ZooKeeper
+client's event thread, one event at a time, as Kafka's controller event queue does.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ class ControllerElection:
         self._stopped = False
 
     def start(self) -> ControllerElection:
+        self.zk.on_session_expired(self._on_session_expired)
         self.zk.on_new_session(self._on_new_session)
         self.zk.submit(self._elect)
         return self
@@ -85,16 +89,26 @@ class ControllerElection:
             return
         # watch first, so a controller that goes between our read and our attempt still wakes us
         exists = self.zk.watch_exists(znodes.CONTROLLER, self._on_controller_change)
-        if exists:
-            active = self.zk.get_controller_id()
-            if active is not None:
-                self._set_active(active)
-                return
+        found = self.zk.get(znodes.CONTROLLER) if exists else None
+        if found is not None:
+            active = znodes.decode_controller(found[0]).broker_id
+            if active == self.broker_id and found[1].ephemeralOwner == self.zk.session_id and not self.is_controller:
+                # made in this very session by an election whose calls went on past the expiry of the session
+                # they began in (and so resigned at once): this broker is the controller, at the current epoch
+                current = self.zk.get_controller_epoch()
+                if current is not None and self.zk.get(znodes.CONTROLLER) == found:
+                    self._become_controller(*current)
+                    return
+            self._set_active(active)
+            return
         try:
             epoch, version = self.zk.register_controller_and_increment_epoch(self.broker_id)
         except ControllerMovedError:
             self._set_active(self.zk.get_controller_id())
             return
+        self._become_controller(epoch, version)
+
+    def _become_controller(self, epoch: int, version: int) -> None:
         log.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         with self._changed:
             self._active_controller = self.broker_id
@@ -114,9 +128,12 @@ class ControllerElection:
                 return
             log.exception("controller election of broker %d failed; retried on the next session", self.broker_id)
 
+    def _on_session_expired(self) -> None:
+        # Kafka's processExpire: the old session's /controller went with it
+        self._set_active(None)
+
     def _on_new_session(self) -> None:
-        # the old session's /controller went with it: resign, then stand again
-        self._resign()
+        # Kafka's processReelect, the broker registered again: resign if another won meanwhile, else stand
         self._on_controller_change()
 
     def _set_active(self, active: int | None) -> None:

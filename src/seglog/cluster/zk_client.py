@@ -1,5 +1,15 @@
 """A broker's ZooKeeper session and Kafka's operations on it (Kafka's ``KafkaZkClient``), through kazoo.
 
+- Sessions (Kafka's ``ZooKeeperClient`` state change handlers): when a session
+  is found expired, the ``on_session_expired`` handlers run (Kafka's
+  ``beforeInitializingSession``: the controller resigns); on the first
+  connection of the next session the broker is registered again, then the
+  ``on_new_session`` handlers run (``afterInitializingSession``: the election).
+- Watches: kazoo drops every watch when the connection is lost and fires it
+  with a NONE event. Such a watch is not acted on at once (ZooKeeper cannot be
+  read then): it is run again when the same session connects again (it reads,
+  and so watches, anew, as the Java client's SetWatches would), and dropped
+  when the session expired (the new-session handlers read everything again).
 - ``register_broker``: the ephemeral /brokers/ids/<id>. kazoo keeps connecting
   after a session expires but does not re-create ephemeral nodes: this client
   does, on the first connection of every new session, from a worker thread
@@ -24,7 +34,7 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,12 +48,16 @@ from kazoo.exceptions import (
     ZookeeperError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import EventType, KeeperState, WatchedEvent
 from kazoo.retry import KazooRetry
 
 from ..errors import ControllerMovedError, ZooKeeperError
 from . import znodes
 
 log = logging.getLogger(__name__)
+
+# a watch fired with these states went with its session: nothing to run it again in
+_SESSION_ENDED = (KeeperState.EXPIRED_SESSION, KeeperState.CLOSED, KeeperState.AUTH_FAILED)
 
 # Kafka's zookeeper.session.timeout.ms default
 DEFAULT_SESSION_TIMEOUT_MS = 18_000
@@ -117,6 +131,9 @@ class ZkClient:
         )
         self._kazoo.add_listener(self._on_state)
         self._session_handlers: list[Callable[[], None]] = []
+        self._expiry_handlers: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+        self._lost_watches: set[Callable[[], None]] = set()  # dropped with the connection, to run again
         self._broker: znodes.BrokerRegistration | None = None
         self._registered_session: int | None = None  # the session that made our broker registration
         self.broker_epoch = -1  # the czxid of our current registration (KIP-380), -1 before the first
@@ -181,6 +198,11 @@ class ZkClient:
         """Call ``handler`` (on this client's event thread) after each session that replaces an expired one."""
         self._session_handlers.append(handler)
 
+    def on_session_expired(self, handler: Callable[[], None]) -> None:
+        """Call ``handler`` (on this client's event thread) when the session is found expired, before
+        the broker is registered again and the ``on_new_session`` handlers run."""
+        self._expiry_handlers.append(handler)
+
     def submit(self, event: Callable[[], None]) -> None:
         """Run ``event`` on this client's event thread, after the events queued before it."""
         self._events.put(event)
@@ -188,10 +210,21 @@ class ZkClient:
     def _on_state(self, state: str) -> None:
         # kazoo's connection thread: no ZooKeeper calls here
         if state == KazooState.LOST:
+            if self._closed:
+                return
             self._new_session = True
             self._registration_pending = self._broker is not None
-        elif state == KazooState.CONNECTED and (self._new_session or self._registration_pending):
-            self._events.put(self._after_new_session)
+            with self._lock:
+                self._lost_watches.clear()
+            self._events.put(self._on_session_expired)
+        elif state == KazooState.CONNECTED:
+            if self._new_session or self._registration_pending:
+                self._events.put(self._after_new_session)
+            self._events.put(self._rearm_lost_watches)
+
+    def _on_session_expired(self) -> None:
+        log.warning("ZooKeeper session expired at %s", self.connect)
+        self._run_handlers(self._expiry_handlers, "session-expiry")
 
     def _after_new_session(self) -> None:
         if not self.connected:
@@ -205,11 +238,22 @@ class ZkClient:
         if self._new_session:
             self._new_session = False
             log.info("new ZooKeeper session 0x%x at %s", self.session_id, self.connect)
-            for handler in self._session_handlers:
-                try:
-                    handler()
-                except Exception:  # one failing handler must not stop the others or the thread
-                    log.exception("ZooKeeper new-session handler failed")
+            self._run_handlers(self._session_handlers, "new-session")
+
+    def _rearm_lost_watches(self) -> None:
+        if not self.connected:
+            return  # the next connection queues this again
+        with self._lock:
+            lost, self._lost_watches = self._lost_watches, set()
+        self._run_handlers(lost, "watch")
+
+    @staticmethod
+    def _run_handlers(handlers: Iterable[Callable[[], None]], what: str) -> None:
+        for handler in handlers:
+            try:
+                handler()
+            except Exception:  # one failing handler must not stop the others or the thread
+                log.exception("ZooKeeper %s handler failed", what)
 
     def _run_events(self) -> None:
         while (event := self._events.get()) is not None:
@@ -477,8 +521,14 @@ class ZkClient:
         fire = self._watchers.get(key)
         if fire is None:
 
-            def fire(_event: Any) -> None:
-                self._events.put(handler)
+            def fire(event: WatchedEvent) -> None:
+                if event.type != EventType.NONE:
+                    self._events.put(handler)
+                elif event.state not in _SESSION_ENDED:  # the connection was lost: run it once back
+                    with self._lock:
+                        self._lost_watches.add(handler)
+                    if self.connected:  # already back (kazoo calls this on another thread)
+                        self._events.put(self._rearm_lost_watches)
 
             self._watchers[key] = fire
         return fire

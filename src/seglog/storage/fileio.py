@@ -181,16 +181,18 @@ class FileHandle:
         except OSError as e:
             raise _storage_error("fsync", self.path, e) from None
 
-    def allocate(self, size: int) -> None:
-        """Grow the file to ``size`` with real blocks, so a later write through an mmap
-        cannot hit a full disk (which would be a SIGBUS, not an error)."""
+    def reserve(self, offset: int, length: int) -> None:
+        """Give bytes ``offset`` to ``offset + length`` real blocks (the file grows if it
+        ends before), so that a later store through an mmap into them cannot meet a full
+        disk: that would be a SIGBUS, not an error. A full disk fails here, with ENOSPC."""
         try:
             faults.check("allocate", self.path)
-            os.posix_fallocate(self.fd, 0, size)
+            os.posix_fallocate(self.fd, offset, length)
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
                 raise _storage_error("allocate", self.path, e) from None
-            self.truncate(size)  # a filesystem without fallocate: sparse it is
+            # a filesystem without fallocate: zeros written take the blocks (or fail cleanly)
+            self.pwrite(bytes(length), offset)
 
     def mmap(self, length: int, writable: bool) -> mmap.mmap:
         try:
@@ -310,10 +312,14 @@ def write_atomically(path: str, data: bytes) -> None:
     tmp = path + ".tmp"
     handle = open_file(tmp, create=True)
     try:
-        handle.truncate(0)
-        handle.pwrite(data, 0)
-        handle.fsync()
-    finally:
-        handle.close()
-    rename(tmp, path)
+        try:
+            handle.truncate(0)
+            handle.pwrite(data, 0)
+            handle.fsync()
+        finally:
+            handle.close()
+        rename(tmp, path)
+    except BaseException:
+        unlink(tmp)  # a failed write (a full disk) leaves no temp file, and frees its blocks
+        raise
     fsync_dir(os.path.dirname(path) or ".")

@@ -18,6 +18,16 @@ at its preallocated size by a crash has a zero-filled tail: no valid entry
 after the first is all zeros, so that tail is found by binary search and
 ignored.
 
+Preallocated as Kafka's are (``RandomAccessFile.setLength``): sparse, so that a
+thousand partitions' active segments do not take 20 MiB of disk each. But a
+store through the map into a hole takes a block when the page is first written,
+and on a full disk that is a SIGBUS, which kills the process. So real blocks are
+reserved (``posix_fallocate``) ahead of the entries, in chunks that double from
+16 KiB to 1 MiB, and every store into the map lies below the reserved mark
+(``reserved``): a full disk fails the reservation, a clean ``KafkaStorageError``
+before anything is written, never a store. A segment reserves what an append may
+add before it writes the append's batches (``reserve_for``).
+
 Lookups are binary searches for the largest entry <= the target, with
 Kafka's warm section: the last 8 KiB of entries are searched first, since
 almost every lookup (a consumer at the tail, a follower) lands there, and
@@ -50,7 +60,7 @@ import os
 import struct
 import sys
 
-from ..errors import CorruptIndexError, IllegalStateTransitionError
+from ..errors import CorruptIndexError, IllegalStateTransitionError, KafkaStorageError
 from . import _scan, fileio
 
 log = logging.getLogger(__name__)
@@ -63,9 +73,19 @@ _WARM_BYTES = 8192
 NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + an int32
 _BELOW_ANY = -(1 << 64)  # below every int64 offset: what an empty index's last offset is compared as
+_RESERVE_MIN, _RESERVE_MAX = 16 * 1024, 1024 * 1024  # the chunks blocks are reserved in (see the top)
+
+
+def _whole_pages(size: int) -> int:
+    """``size`` rounded down to whole pages: of bytes known to have blocks, those a store
+    through the map may touch (it takes every block of its page; a filesystem's blocks may
+    be smaller than a page)."""
+    return size // mmap.PAGESIZE * mmap.PAGESIZE
 
 
 class IndexState(enum.Enum):
+    __hash__ = object.__hash__  # (members are singletons: the C hash, not Enum's by name, on every append)
+
     WRITABLE = "writable"
     IN_MEMORY = "in memory"
     READ_ONLY = "read-only"
@@ -104,8 +124,9 @@ class _Index:
         self._mmap: mmap.mmap | bytes | None = None
         self.length = 0
         self.entries = 0
+        self.reserved = 0  # bytes from the start with real blocks: stores into the map stay below
         if in_memory:
-            self.length = self._round(max_index_size)
+            self.length = self.reserved = self._round(max_index_size)
             self._mmap = mmap.mmap(-1, self.length)
         else:
             self._open()
@@ -138,7 +159,10 @@ class _Index:
             if newly_created:
                 if self.max_index_size < self.entry_size:
                     raise ValueError(f"invalid max index size {self.max_index_size}")
-                handle.allocate(self._round(self.max_index_size))
+                handle.truncate(self._round(self.max_index_size))  # sparse, as Kafka's
+                # the first chunk now: a full disk fails the roll, not the append after it
+                handle.reserve(0, min(_RESERVE_MIN, self._round(self.max_index_size)))
+                self.reserved = min(_RESERVE_MIN, self._round(self.max_index_size))
             self.length = handle.size()
             if not writable:
                 # a reader copies the file: a writer may trim it at any moment, and a
@@ -149,7 +173,10 @@ class _Index:
                 self._mmap = handle.mmap(self.length, True)
         finally:
             handle.close()
-        self.entries = 0 if newly_created else self._count_written_entries()
+        if not newly_created:
+            self.entries = self._count_written_entries()
+            # what was written has blocks; past it the file may be sparse (Kafka's, a crash's)
+            self.reserved = _whole_pages(self.entries * self.entry_size)
 
     def _round(self, size: int) -> int:
         return size // self.entry_size * self.entry_size
@@ -188,10 +215,8 @@ class _Index:
             return
         handle = fileio.open_file(self.path, writable=True)
         try:
-            if size > self.length:
-                handle.allocate(size)
-            else:
-                handle.truncate(size)
+            handle.truncate(size)  # grown sparse: blocks are reserved ahead of the entries
+            self.reserved = _whole_pages(min(self.reserved, size))
             # readers holding the old mapping keep it alive and only read entries
             # below `entries`, which exist in the new file too
             self._mmap = handle.mmap(size, True) if size else None
@@ -238,6 +263,30 @@ class _Index:
     def size_in_bytes(self) -> int:
         return self.entries * self.entry_size
 
+    def reserve_for(self, count: int) -> None:
+        """Real blocks for ``count`` entries more, reserved now (see the top): a caller
+        about to write what they index calls this first, so a full disk fails before it."""
+        end = (self.entries + count) * self.entry_size
+        if end > self.reserved:
+            self._reserve(end)
+
+    def _reserve(self, end: int) -> None:
+        """Reserve blocks up to ``end`` at least: the next chunk, page-aligned (a store
+        takes a page's blocks), within the file. A full disk raises KafkaStorageError."""
+        if self.state is not WRITABLE:
+            return  # an anonymous map (all of it reserved) or no map to store into
+        step = min(max(self.reserved, _RESERVE_MIN), _RESERVE_MAX)
+        page = mmap.PAGESIZE
+        target = min(self.length, -(-max(end, self.reserved + step) // page) * page)
+        if target <= self.reserved:
+            return  # reserved to the end of the file (its own checks refuse entries past it)
+        handle = fileio.open_file(self.path)
+        try:
+            handle.reserve(self.reserved, target - self.reserved)
+        finally:
+            handle.close()
+        self.reserved = target
+
     def _write_through_file(self, position: int, data: bytes) -> None:
         """Entries written with ``pwrite``; the map shows them (one page cache). Stores
         into the map of a freshly preallocated file fault on each new page, and on ext4
@@ -249,6 +298,12 @@ class _Index:
             handle.pwrite(data, position)
         finally:
             handle.close()
+
+    def _appended(self, entries: int) -> None:
+        """Entries written through the file (``pwrite``, which meets a full disk as an
+        error): they have blocks, so the reserved mark moves past their whole pages."""
+        self.entries = entries
+        self.reserved = max(self.reserved, _whole_pages(entries * self.entry_size))
 
     def _writable_map(self) -> mmap.mmap:
         if not isinstance(self._mmap, mmap.mmap) or self.state not in _TAKE_ENTRIES:
@@ -355,6 +410,8 @@ class OffsetIndex(_Index):
             raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
             self.relative_offset(offset)  # raises
+        if n * 8 + 8 > self.reserved:
+            self._reserve(n * 8 + 8)
         _OFFSET_ENTRY.pack_into(mm, n * 8, rel, position)
         self.entries = n + 1
 
@@ -377,7 +434,9 @@ class OffsetIndex(_Index):
         self._check_fits(entries[0][0], previous)
         if through_file:
             self._write_through_file(n * 8, struct.pack(f">{len(flat)}i", *flat))
-        elif len(entries) == 1:
+            return self._appended(n + len(entries))
+        self.reserve_for(len(entries))
+        if len(entries) == 1:
             _OFFSET_ENTRY.pack_into(mm, n * 8, *flat)
         else:
             struct.pack_into(f">{len(flat)}i", mm, n * 8, *flat)
@@ -403,6 +462,7 @@ class OffsetIndex(_Index):
         if n + count > self.length >> 3:
             raise CorruptIndexError(f"index is full ({n} entries)", file=self.path)
         self._check_fits(self.base_offset + first, self.base_offset + last)
+        self.reserve_for(count)
         mm[n * 8 : (n + count) * 8] = packed
         self.entries = n + count
 
@@ -513,6 +573,16 @@ class TimeIndex(_Index):
         rel = offset - self.base_offset
         if not 0 <= rel <= MAX_RELATIVE_OFFSET:
             self.relative_offset(offset)  # raises
+        if n * 12 + 12 > self.reserved:
+            try:
+                self._reserve(n * 12 + 12)
+            except KafkaStorageError as e:
+                if not skip_full_check:
+                    raise
+                # the roll's (or close's) entry on a full disk: left out as when there is no
+                # room for it; the segment's max timestamp is read from its batches then
+                log.warning("%s: no room for the time index's final entry (%s); left out", self.path, e)
+                return
         _TIME_ENTRY.pack_into(mm, n * 12, timestamp, rel)
         self.entries = n + 1
 
@@ -540,7 +610,9 @@ class TimeIndex(_Index):
         self._check_fits(entries[0][1], last_offset)
         if through_file:
             self._write_through_file(n * 12, struct.pack(">" + "qi" * len(entries), *flat))
-        elif len(entries) == 1:
+            return self._appended(n + len(entries))
+        self.reserve_for(len(entries))
+        if len(entries) == 1:
             _TIME_ENTRY.pack_into(mm, n * 12, *flat)
         else:
             struct.pack_into(">" + "qi" * len(entries), mm, n * 12, *flat)
@@ -568,6 +640,7 @@ class TimeIndex(_Index):
         if n + count > self.max_entries - 1:
             raise CorruptIndexError(f"time index is full ({n} entries)", file=self.path)
         self._check_fits(base + first, base + last)
+        self.reserve_for(count)
         mm[n * 12 : (n + count) * 12] = packed
         self.entries = n + count
 

@@ -45,9 +45,14 @@ class LeaderEpochCache:
             if epoch < last_epoch or (epoch == last_epoch and start_offset >= last_start):
                 return
         # a new epoch supersedes entries that claim the same or later offsets
+        before = self.entries
         self.entries = [(e, o) for e, o in self.entries if e < epoch and o < start_offset]
         self.entries.append((epoch, start_offset))
-        self._flush()
+        try:
+            self._flush()
+        except BaseException:
+            self.entries = before  # not written (a full disk): the next append tries again
+            raise
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs that start at or after ``end_offset`` (the log was truncated there)."""

@@ -30,8 +30,11 @@ from .naming import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SNAPSHOT_SUFFIX,
     SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_file_name,
     parse_offset_file,
 )
 from .segment import LogSegment
@@ -40,14 +43,18 @@ from .vanishing import retry_while_vanishing
 log = logging.getLogger(__name__)
 
 _READ_ONLY_LOAD_ATTEMPTS = 5
+_LEFTOVERS = (DELETED_SUFFIX, CLEANED_SUFFIX, SWAP_SUFFIX)
+_INDEXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)  # Kafka's isIndexFile
 
 
 class LoadedLog(NamedTuple):
     """What loading found (Kafka's LoadedLogOffsets, with the segments): the segments,
-    the last one active, and the log end offset after them."""
+    the last one active, and the log end offset after them; and the offsets of the
+    producer state snapshots listed beside them (so that their loading lists no more)."""
 
     segments: list[LogSegment]
     next_offset: int
+    snapshot_offsets: list[int] | None
 
 
 class LogLoader:
@@ -95,11 +102,9 @@ class LogLoader:
 
     def _load_files(self, recovery_point: int, log_start_offset: int, clean: bool) -> LoadedLog:
         names = os.listdir(self.dir)
-        if self.read_only:
-            bases = sorted(p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX)
-        else:
-            bases = self._resolve_leftovers(names)
-        segments = [LogSegment(self.dir, b, **self._segment_args()) for b in bases]
+        bases = sorted(_offsets(names, LOG_SUFFIX)) if self.read_only else self._resolve_leftovers(names)
+        args = self._segment_args()  # (one roll jitter drawn: only the active segment's counts)
+        segments = [LogSegment(self.dir, b, **args) for b in bases]
         if not segments:
             if self.read_only:
                 # (the owner truncating it fully, between its old segments and its new one)
@@ -120,7 +125,8 @@ class LogLoader:
             active.active = True
         if not self.read_only:
             active.ensure_writable_indexes()
-        return LoadedLog(self._segments, active.read_next_offset())
+        snapshots = sorted(_offsets(names, SNAPSHOT_SUFFIX))  # (a recovery deletes none)
+        return LoadedLog(self._segments, active.read_next_offset(), snapshots)
 
     def _resolve_leftovers(self, names: list[str]) -> list[int]:
         """Kafka's start-up rules for files a crash left, then the base offsets of the segments.
@@ -129,10 +135,13 @@ class LogLoader:
         did not finish; ``.swap`` files are a cleaning that finished writing: a log swap
         replaces the segments whose offsets it covers (unless a ``.cleaned`` file at or
         below it shows that the cleaning that made it was itself unfinished); index
-        swaps are rebuilt. Index files without a log are orphans.
+        swaps are rebuilt. Index files (``.index``, ``.timeindex``, ``.txnindex``) without
+        a log are orphans.
+
+        A dir may hold tens of thousands of files: the names are sorted out by suffix
+        (C string calls), and only the few of a crash parsed one by one.
         """
-        parsed = [(n, parse_offset_file(n)) for n in names]
-        files = [(n, p[0], p[1]) for n, p in parsed if p is not None]
+        files = [(n, *p) for n in names if n.endswith(_LEFTOVERS) and (p := parse_offset_file(n)) is not None]
         cleaned = [b for _, b, s in files if s.endswith(CLEANED_SUFFIX)]
         min_cleaned = min(cleaned, default=None)
         swaps: list[int] = []
@@ -146,11 +155,15 @@ class LogLoader:
                     fileio.unlink(path)
                 else:
                     swaps.append(base)
-        logs = {b for _, b, s in files if s == LOG_SUFFIX}
+        stems = {n[:20] for n in names if n.endswith(LOG_SUFFIX) and len(n) == 24 and n[:20].isdigit()}
+        logs = {int(stem) for stem in stems}
         for base in sorted(swaps):
             self._complete_swap(base, logs)
-        for name, base, suffix in files:
-            if suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and base not in logs:
+        if swaps:
+            stems = {offset_file_name(b, "") for b in logs}
+        for name in [n for n in names if n.endswith(_INDEXES) and n[:20] not in stems]:
+            parsed = parse_offset_file(name)
+            if parsed is not None and parsed[1] in _INDEXES:
                 log.warning("%s: removing orphaned index file %s", self.name, name)
                 fileio.unlink(os.path.join(self.dir, name))
         return sorted(logs)
@@ -203,3 +216,10 @@ class LogLoader:
                 segments = segments[: i + 1]
                 break
         self._set_segments(segments)
+
+
+def _offsets(names: list[str], suffix: str) -> list[int]:
+    """The offsets of the names that are an offset and ``suffix`` (``parse_offset_file``'s
+    rule: 20 digits, then the suffix), by C string calls."""
+    size = 20 + len(suffix)
+    return [int(n[:20]) for n in names if n.endswith(suffix) and len(n) == size and n[:20].isdigit()]

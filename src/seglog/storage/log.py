@@ -205,10 +205,10 @@ class PartitionLog:
         self._followed_tail: tuple[LogSegment, int] | None = None  # refresh(): the active segment, its end
         # idempotence and transactions: each producer's last batches, open transactions
         self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms)
-        self._load(recovery_point, log_start_offset, had_clean_shutdown)
+        snapshots = self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
         if not read_only:
-            self._load_producer_state(had_clean_shutdown, rebuild_txn_index=not had_clean_shutdown)
+            self._load_producer_state(had_clean_shutdown, rebuild_txn_index=not had_clean_shutdown, snapshots=snapshots)
         if high_watermark is not None and not standalone and not read_only:
             self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
@@ -303,9 +303,10 @@ class PartitionLog:
             "read_only": self.read_only,
         }
 
-    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> list[int] | None:
         """Load the segments (``loader.py``), then the offsets that follow from them.
-        (Where a ProducerStateManager will be loaded too.)"""
+        Returns the producer state snapshots the loader listed (None when a truncation
+        here may have deleted some: listed again then)."""
         loader = LogLoader(self.dir, self.name, self._segment_args, self.leader_epoch_cache, read_only=self.read_only)
         loaded = loader.load(recovery_point, log_start_offset, clean)
         self._set_segments(loaded.segments)
@@ -318,10 +319,12 @@ class PartitionLog:
                 self._next_offset = self.log_start_offset
             else:
                 self._truncate_fully(self.log_start_offset)
+                loaded = loaded._replace(snapshot_offsets=None)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
         if not self.read_only:
             self.leader_epoch_cache.truncate_from_end(self._next_offset)
         self._end_metadata = self._log_end_metadata()
+        return loaded.snapshot_offsets
 
     # --- segments ------------------------------------------------------------------------------
 
@@ -545,9 +548,11 @@ class PartitionLog:
                 raise RecordTooLargeError(
                     f"append spans offsets {first}..{last}, more than a segment can index", file=path
                 )
-            self._roll(first).adopt(path, entries)  # an empty active segment at the log end takes the file
+            segment = self._roll(first)
+            self._assign_epochs(((self._leader_epoch, first),))
+            segment.adopt(path, entries)  # an empty active segment at the log end takes the file
             log.debug("%s: %s became the segment at offset %d", self.name, path, first)
-            self._advance(last, ((self._leader_epoch, first),))
+            self._advance(last)
             self.producer_state.on_append(check, self._next_offset, self._segments[-1])
             return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
 
@@ -614,18 +619,23 @@ class PartitionLog:
                     f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
                 )
         # else the segment can index ``last``: should_roll checks that
+        self._assign_epochs(epochs)
         segment.append(buffer, entries)
-        self._advance(last, epochs)
+        self._advance(last)
 
-    def _advance(self, last: int, epochs: Sequence[tuple[int, int]]) -> None:
-        """After an append whose last offset is ``last``: the epoch cache, the log end
-        offset (and where it is), a standalone log's high watermark, and a flush if one
-        is due."""
-        c = self._config
+    def _assign_epochs(self, epochs: Sequence[tuple[int, int]]) -> None:
+        """Before an append's batches are written, as Kafka's UnifiedLog.append: a new
+        epoch's checkpoint that fails (a full disk) fails the append with nothing in the
+        log; written after, it left a batch in the segment past the log end offset."""
         cache = self.leader_epoch_cache
         for epoch, start in epochs:
             if not cache.entries or cache.entries[-1][0] != epoch:  # else in force already (offsets only grow)
                 cache.assign(epoch, start)
+
+    def _advance(self, last: int) -> None:
+        """After an append whose last offset is ``last``: the log end offset (and where
+        it is), a standalone log's high watermark, and a flush if one is due."""
+        c = self._config
         active = self._segments[-1]
         # (tuple.__new__: half the cost of the named tuple's constructor, on every append)
         self._end_metadata = _new(LogOffsetMetadata, (last + 1, active.base_offset, active.size))
@@ -1027,7 +1037,9 @@ class PartitionLog:
         self.producer_state.truncate_txn_index(self._segments[-1], self._next_offset)
         self._load_producer_state(False)
 
-    def _load_producer_state(self, clean: bool, *, rebuild_txn_index: bool = False) -> None:
+    def _load_producer_state(
+        self, clean: bool, *, rebuild_txn_index: bool = False, snapshots: list[int] | None = None
+    ) -> None:
         self.producer_state.load_log(
             self._segments,
             self.log_start_offset,
@@ -1035,6 +1047,7 @@ class PartitionLog:
             self._clock(),
             clean_shutdown=clean,
             rebuild_txn_index=rebuild_txn_index,
+            snapshot_offsets=snapshots,
         )
 
     # --- DeleteRecords, retention and the cleaner's swap ---------------------------------------------

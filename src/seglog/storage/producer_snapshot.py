@@ -112,6 +112,8 @@ def snapshot_offsets(dir: str) -> list[int]:
     """The offsets of the snapshot files in a partition dir, in order."""
     offsets = []
     for name in os.listdir(dir):
+        if not name.endswith(SNAPSHOT_SUFFIX):
+            continue  # (most of a dir's names: segments' files, thousands of them)
         parsed = parse_offset_file(name)
         if parsed is not None and parsed[1] == SNAPSHOT_SUFFIX:
             offsets.append(parsed[0])

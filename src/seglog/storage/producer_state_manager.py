@@ -109,12 +109,16 @@ class ProducerStateManager:
         return check
 
     def analyze_append(
-        self, buffer: bytearray | memoryview | mmap.mmap, spans: Iterable[Sequence[int]], origin: AppendOrigin | str
+        self, buffer: bytearray | memoryview | mmap.mmap, spans: Sequence[Sequence[int]], origin: AppendOrigin | str
     ) -> ProducerAppendCheck:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
         size, ...); only v2 batches with a producer id are looked at. ``origin`` may be
         given by its value ("client", ...)."""
         # most appends carry no producer id: nothing made for them (this runs on every append)
+        if len(spans) == 1:  # (a producer's usual append: one batch, looked at without a loop)
+            at = spans[0][0]
+            if buffer[at + _MAGIC_AT] != _V2 or _PRODUCER_ID.unpack_from(buffer, at + _PRODUCER_ID_AT)[0] < 0:
+                return _NO_PRODUCERS
         batches = [
             (at, size)
             for at, size, *_ in spans
@@ -226,37 +230,49 @@ class ProducerStateManager:
         *,
         clean_shutdown: bool = False,
         rebuild_txn_index: bool = False,
+        snapshot_offsets: list[int] | None = None,
     ) -> None:
         """The state of a log being opened (or truncated): ``load``, except that after a
         clean shutdown that left no snapshot (a dir written before producer state was
         kept) the log holds no producer worth a scan, as Kafka assumes. With
         ``rebuild_txn_index`` (after a crash) the ABORT markers the replay met are
         indexed again: a crash may have come between a marker and its entry, which is
-        always after the last snapshot (one is taken at every roll)."""
-        if clean_shutdown and not producer_snapshot.snapshot_offsets(self.dir):
+        always after the last snapshot (one is taken at every roll). ``snapshot_offsets``:
+        the snapshots in the dir, when the caller has just listed it (else listed here)."""
+        if snapshot_offsets is None:
+            snapshot_offsets = producer_snapshot.snapshot_offsets(self.dir)
+        if clean_shutdown and not snapshot_offsets:
             self.producers.clear()
             self.map_end_offset = log_end_offset
             self.first_unstable_offset = None
             return
-        start, completed = self.load(segments, log_start_offset, log_end_offset, now_ms)
+        start, aborted = self.load(segments, log_start_offset, log_end_offset, now_ms, snapshot_offsets)
         if rebuild_txn_index:
-            _reindex_aborts(segments, start, completed)
+            _reindex_aborts(segments, start, aborted)
 
     @staticmethod
     def truncate_txn_index(segment: LogSegment, offset: int) -> None:
         truncate_txn_index(segment.log_path, offset)
 
     def load(
-        self, segments: Sequence[LogSegment], log_start_offset: int, log_end_offset: int, now_ms: int
-    ) -> tuple[int, list[CompletedTxn]]:
+        self,
+        segments: Sequence[LogSegment],
+        log_start_offset: int,
+        log_end_offset: int,
+        now_ms: int,
+        snapshot_offsets: list[int] | None = None,
+    ) -> tuple[int, list[AbortedTxn]]:
         """Kafka's ``truncateAndReload`` + ``rebuildProducerState``: drop snapshots outside
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
         the one before it tried), then replay the batch headers from its offset to the log end.
-        Returns where the replay started and the transactions its markers ended."""
+        Returns where the replay started and the transactions its ABORT markers ended,
+        as their ``.txnindex`` entries."""
         self.producers.clear()
         self.map_end_offset = log_start_offset
         self.last_snapshot_offset = None
-        for offset in reversed(producer_snapshot.snapshot_offsets(self.dir)):
+        if snapshot_offsets is None:
+            snapshot_offsets = producer_snapshot.snapshot_offsets(self.dir)
+        for offset in reversed(snapshot_offsets):
             path = os.path.join(self.dir, offset_file_name(offset, SNAPSHOT_SUFFIX))
             if offset > log_end_offset or offset <= log_start_offset:
                 fileio.unlink(path)
@@ -269,21 +285,25 @@ class ProducerStateManager:
                 self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
                 self.map_end_offset = self.last_snapshot_offset = offset
         start = self.map_end_offset
-        completed = self._replay(segments, log_end_offset)
+        aborted = self._replay(segments, log_end_offset)
         self.first_unstable_offset = self.first_undecided_offset
-        return start, completed
+        return start, aborted
 
-    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[CompletedTxn]:
+    def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[AbortedTxn]:
         start = self.map_end_offset
         if start >= log_end_offset:
             return []  # the snapshot holds the whole log (a clean shutdown): no segment is read
         buffer = bytearray(_READ_BUFFER)
         check = ProducerAppendCheck()
+        aborted: list[AbortedTxn] = []
 
         def visit(header: tuple, marker_batch: RecordBatch | None) -> None:
             if header[9] >= 0 and header[0] >= start and header[0] < log_end_offset:
                 marker = None if marker_batch is None else _marker(marker_batch)
+                ended = len(check.completed)
                 self._append(check, header, marker, AppendOrigin.REPLICATION)
+                if len(check.completed) > ended and check.completed[-1].is_aborted:
+                    aborted.append(self._aborted_entry(check, check.completed[-1]))
 
         for i, segment in enumerate(segments):
             following = segments[i + 1].base_offset if i + 1 < len(segments) else None
@@ -291,13 +311,23 @@ class ProducerStateManager:
                 continue  # wholly before the snapshot
             producer_batches(segment, _read, buffer, visit)
         self.update(check, max(start, log_end_offset))
-        return check.completed
+        return aborted
+
+    def _aborted_entry(self, check: ProducerAppendCheck, txn: CompletedTxn) -> AbortedTxn:
+        """The ``.txnindex`` entry of an abort the replay met, with the LSO as Kafka's
+        recovery records it (``lastStableOffset(completedTxn)``, the state as of the
+        marker): the first offset of the earliest transaction of another producer still
+        open then, else past the marker (``on_append``'s rule, on the replay's state)."""
+        open_firsts = [info.entry.current_txn_first_offset for info in check.updated.values()]
+        open_firsts += [e.current_txn_first_offset for pid, e in self.producers.items() if pid not in check.updated]
+        undecided = min((first for first in open_firsts if first is not None), default=None)
+        lso = txn.last_offset + 1 if undecided is None else undecided
+        return AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso)
 
 
-def _reindex_aborts(segments: Sequence[LogSegment], start: int, completed: list[CompletedTxn]) -> None:
+def _reindex_aborts(segments: Sequence[LogSegment], start: int, aborted: list[AbortedTxn]) -> None:
     """Write the ``.txnindex`` of the segments holding offsets from ``start`` on again: their
-    entries from before ``start`` kept, the ABORT markers found from ``start`` on added (the
-    LSO an entry records is past its marker here: the replay does not keep Kafka's)."""
+    entries from before ``start`` kept, the ABORT markers found from ``start`` on added."""
     for i, segment in enumerate(segments):
         end = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if end is not None and end <= start:
@@ -308,13 +338,8 @@ def _reindex_aborts(segments: Sequence[LogSegment], start: int, completed: list[
             kept = []
             if getattr(e, "errno", None) != errno.ENOENT:
                 log.warning("%s; writing it again from the markers", e)
-        found = [
-            AbortedTxn(t.first_offset, t.last_offset, t.producer_id, t.last_offset + 1)
-            for t in completed
-            if t.is_aborted
-            and t.last_offset >= max(start, segment.base_offset)
-            and (end is None or t.last_offset < end)
-        ]
+        first = max(start, segment.base_offset)
+        found = [t for t in aborted if t.last_offset >= first and (end is None or t.last_offset < end)]
         write_txn_index(segment.log_path, kept + found)
 
 

@@ -71,6 +71,8 @@ log = logging.getLogger(__name__)
 
 
 class SegmentState(enum.Enum):
+    __hash__ = object.__hash__  # (members are singletons: the C hash, not Enum's by name, on every append)
+
     ACTIVE = "active"
     SEALED = "sealed"
     DELETED = "deleted"
@@ -145,6 +147,8 @@ class LogSegment:
     # --- state (see the table at the top) -------------------------------------------------
 
     def _move(self, to: SegmentState) -> None:
+        if to is self.state:
+            return  # staying is always allowed (and a load marks 10,000 sealed segments sealed)
         if to not in _NEXT_STATES[self.state]:
             raise IllegalStateTransitionError(
                 f"segment {self.base_offset} cannot go from {self.state.value} to {to.value}", file=self.log_path
@@ -333,6 +337,8 @@ class LogSegment:
         if not batches:
             return
         start = self._size if self._size is not None else self.size
+        if len(batches) > 1 or self.bytes_since_last_index_entry > self.index_interval_bytes:
+            self._reserve_index_entries(len(batches))  # a full disk fails here, before any write
         if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = batches[0][3]
             self._rolling_loaded = True
@@ -345,6 +351,13 @@ class LogSegment:
             raise
         self._size = start + len(data)
         self._index_batches(start, batches)
+
+    def _reserve_index_entries(self, count: int) -> None:
+        """Blocks for ``count`` more entries in each index (and the time index's entry at
+        roll): the indexes are sparse, and a store through their maps into a hole on a
+        full disk would be a SIGBUS (see ``index.py``)."""
+        (self._offset_index or self.offset_index).reserve_for(count)
+        (self._time_index or self.time_index).reserve_for(count + 1)
 
     def _index_batches(self, start: int, batches: list[tuple[int, int, int, int]]) -> None:
         """Index the batches appended at byte ``start``: the offset entry of each batch
@@ -404,10 +417,10 @@ class LogSegment:
         them. The file is renamed over the segment's log and its batches indexed as
         appends would index them.
 
-        The index entries are worked out, and checked to fit, before the rename, and
-        written with ``pwrite`` after it, into the space the segment's index files were
-        preallocated with (so a full disk cannot fail them). Should a write fail all the
-        same, the segment is cut back to empty, as it was."""
+        The index entries are worked out, checked to fit and their blocks reserved before
+        the rename, and written with ``pwrite`` after it, into that space (so a full disk
+        cannot fail them). Should a write fail all the same, the segment is cut back to
+        empty, as it was."""
         if self.size:
             raise AssertionError(f"{self.log_path}: only an empty segment adopts a file")
         offsets, times, since, max_ts_and_offset = self._plan_index_entries(0, batches)
@@ -418,6 +431,8 @@ class LogSegment:
                 f"holds ({oi.max_entries})",
                 file=path,
             )
+        oi.reserve_for(len(offsets))
+        ti.reserve_for(len(times) + 1)
         fileio.rename(path, self.log_path)
         if self._handle is not None:
             self._handle.close()  # of the empty file the rename replaced

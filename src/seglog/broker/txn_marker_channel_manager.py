@@ -1,0 +1,179 @@
+"""Transaction markers sent to the partitions' leaders (Kafka's ``TransactionMarkerChannelManager``
+and ``TransactionMarkerRequestCompletionHandler``).
+
+A transaction ends (EndTxn, a timeout's abort, a coordinator taking over a transaction it found
+prepared) only once its COMMIT or ABORT marker is in every partition of it. ``send`` looks each
+partition's leader up in the metadata cache, groups the partitions by leader and writes them
+all at once: to a partition this broker leads through the function that serves WriteTxnMarkers
+here (no hop through a socket), to another broker's as a WriteTxnMarkers request (API key 27)
+on a connection kept per broker. Both answer an error code per partition, acted on alike:
+
+| answer                                                        | then                          |
+|---------------------------------------------------------------|-------------------------------|
+| NONE                                                          | done                          |
+| NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,           | leader looked up again, sent  |
+| NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT,        | again after a back-off        |
+| KAFKA_STORAGE_ERROR; the broker unreachable; no leader known  |                               |
+| the partition gone from the metadata cache                    | done: its topic was deleted   |
+| UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION           | done: it cannot hold a marker |
+| INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED        | sending abandoned: the        |
+|                                                               | producer or coordinator moved |
+| anything else (Kafka throws IllegalStateException)            | logged, sending abandoned     |
+
+Before each round the caller's ``still_current`` is asked whether the transaction is still
+this coordinator's at the marker's coordinator epoch (Kafka's check of the transaction state
+before it handles a response): once it is not, sending stops. ``send`` answers True only when
+every partition is done, the moment the coordinator may log CompleteCommit / CompleteAbort.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any
+
+from ..coordinator.transaction_coordinator import WriteTxnMarkers
+from ..errors import BrokerNotAvailableError
+from ..protocol import ApiKey, ErrorCode
+from .broker_connection import BrokerConnection
+from .metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+# a marker's partitions appended where this broker leads them: an error code per partition
+LocalWrite = Callable[[WriteTxnMarkers, list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
+
+_E = ErrorCode
+UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT = 35, 43
+INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED = 47, 52
+RETRIABLE = frozenset(
+    {
+        _E.UNKNOWN_TOPIC_OR_PARTITION,
+        _E.NOT_LEADER_OR_FOLLOWER,
+        _E.NOT_ENOUGH_REPLICAS,
+        _E.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        _E.REQUEST_TIMED_OUT,
+        _E.KAFKA_STORAGE_ERROR,
+    }
+)
+# the partition will never take the marker, and needs none: its producer could not write to it
+SKIPPED = frozenset({UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION})
+FENCED = frozenset({INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED})
+NO_LEADER = -1  # a broker id no request can go to: the partition's leader is not known
+RETRY_BACKOFF_S = 0.1
+
+
+def marker_body(marker: WriteTxnMarkers, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
+    """A WriteTxnMarkers request carrying ``marker`` for ``partitions``."""
+    by_topic: dict[str, list[int]] = {}
+    for topic, index in sorted(partitions):
+        by_topic.setdefault(topic, []).append(index)
+    entry = {
+        "producer_id": marker.producer_id,
+        "producer_epoch": marker.producer_epoch,
+        "transaction_result": marker.committed,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+        "coordinator_epoch": marker.coordinator_epoch,
+    }
+    return {"markers": [entry]}
+
+
+def partition_errors(response: dict[str, Any], producer_id: int) -> dict[TopicPartition, int]:
+    """A WriteTxnMarkers response's error code per partition for ``producer_id``'s marker."""
+    return {
+        (topic["name"], p["partition_index"]): p["error_code"]
+        for marker in response["markers"]
+        if marker["producer_id"] == producer_id
+        for topic in marker["topics"]
+        for p in topic["partitions"]
+    }
+
+
+class TransactionMarkerChannelManager:
+    """The markers of the transactions this broker coordinates, on their way to the leaders."""
+
+    def __init__(self, metadata: MetadataCache, broker_id: int, write_locally: LocalWrite, *, timeout_s: float) -> None:
+        self.metadata = metadata
+        self.broker_id = broker_id
+        self.write_locally = write_locally
+        self.timeout_s = timeout_s
+        self._connections: dict[int, BrokerConnection] = {}
+        self._closed = False
+
+    async def send(self, marker: WriteTxnMarkers, still_current: Callable[[], bool]) -> bool:
+        """Write ``marker`` to every partition's leader until each is done (see the table above);
+        True once they all are and the transaction is still ``still_current()``."""
+        pending = set(marker.partitions)
+        while pending:
+            if self._closed or not still_current():
+                return False
+            by_leader = self._leaders(marker, pending)
+            answers = await asyncio.gather(*(self._write(b, marker, tps) for b, tps in by_leader.items()))
+            for errors in answers:
+                for tp, code in errors.items():
+                    if code == _E.NONE or code in SKIPPED:
+                        pending.discard(tp)
+                    elif code not in RETRIABLE:
+                        # fenced: a newer producer epoch or coordinator has taken the transaction over
+                        level = logging.INFO if code in FENCED else logging.WARNING
+                        log.log(
+                            level,
+                            "marker of %r refused by %s-%d (error %d): abandoned",
+                            marker.transactional_id,
+                            *tp,
+                            code,
+                        )
+                        return False
+            if pending:
+                await asyncio.sleep(RETRY_BACKOFF_S)
+        return not self._closed and still_current()
+
+    def _leaders(self, marker: WriteTxnMarkers, pending: set[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        """The pending partitions by their leader now; those gone from the cache leave ``pending``."""
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in list(pending):
+            topic = self.metadata.topic(tp[0])
+            state = next((p for p in topic.partitions if p.partition == tp[1]), None) if topic else None
+            if state is None:  # as Kafka: no leader endpoint at all, the partition is likely deleted
+                log.info("%s-%d is gone: transaction marker of %r not needed", *tp, marker.transactional_id)
+                pending.discard(tp)
+                continue
+            by_leader.setdefault(state.leader, []).append(tp)
+        return by_leader
+
+    async def _write(
+        self, leader: int, marker: WriteTxnMarkers, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        if leader == self.broker_id:
+            return await self.write_locally(marker, partitions)
+        retry = dict.fromkeys(partitions, int(_E.NOT_LEADER_OR_FOLLOWER))
+        connection = self._connection(leader)
+        if connection is None:  # no leader, or one not (yet) known to this broker
+            return retry
+        try:
+            _, response = await connection.request(ApiKey.WRITE_TXN_MARKERS, marker_body(marker, partitions))
+        except BrokerNotAvailableError as e:
+            log.info("transaction markers to broker %d: %s; retrying", leader, e)
+            return retry
+        # a partition the answer leaves out is sent again
+        return {**retry, **partition_errors(response, marker.producer_id)}
+
+    def _connection(self, broker_id: int) -> BrokerConnection | None:
+        broker = self.metadata.broker(broker_id) if broker_id != NO_LEADER else None
+        if broker is None or broker.port < 0:
+            return None
+        found = self._connections.get(broker_id)
+        if found is None or (found.host, found.port) != (broker.host, broker.port):
+            if found is not None:
+                found.close()
+            found = BrokerConnection(broker.host, broker.port, f"seglog-txn-markers-{self.broker_id}", self.timeout_s)
+            self._connections[broker_id] = found
+        return found
+
+    def close(self) -> None:
+        self._closed = True
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
