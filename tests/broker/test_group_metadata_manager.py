@@ -8,6 +8,7 @@ partition loads completes its offsets once loaded."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 
@@ -161,6 +162,71 @@ def test_a_marker_written_while_its_partition_loads_completes_the_offsets_after(
         groups.complete_transaction(producer_id, True, [(OFFSETS_TOPIC, groups.partition_for("g"))])
         await until(lambda: not groups.loading, "the loads")
         assert committed(groups, "g") == 7
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
+
+
+def commit(groups: GroupMetadataManager, group: str, offset: int) -> Callable[[object, int], list]:
+    """A call committing ``offset`` of t-0 for ``group``."""
+    request = OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)})
+    return lambda token, now: groups.offsets.commit_offsets(token, request, now)
+
+
+def test_a_commit_is_answered_without_waiting_for_a_turn_of_the_loop(tmp_path) -> None:
+    """A commit whose record the log takes at once is appended and answered inside the
+    call: its request needs no task (nor the loop's turns one costs)."""
+
+    async def scenario() -> None:
+        replicas, groups = open_broker(str(tmp_path), Clock())
+        await replicas.create_topic("t", 1, {})
+        await groups.ensure_offsets_topic()
+        answer = asyncio.ensure_future(groups.call(commit(groups, "g", 5)))
+        await asyncio.sleep(0)  # one turn: the call's first step ran, and nothing else
+        assert answer.done() and answer.result().errors == {("t", 0): ErrorCode.NONE}
+        assert committed(groups, "g") == 5
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_behind_a_queued_append_waits_its_turn(tmp_path) -> None:
+    """Appends to one __consumer_offsets partition keep the coordinator's order: a commit
+    made while an earlier one waits for the log (its lock held by another thread) is
+    queued behind it, even when the log is free again by the time it is made."""
+    clock = Clock()
+
+    async def scenario() -> None:
+        replicas, groups = open_broker(str(tmp_path), clock)
+        await replicas.create_topic("t", 1, {})
+        await groups.ensure_offsets_topic()
+        partition = replicas.partition(OFFSETS_TOPIC, groups.partition_for("g"))
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with partition.lock:
+                held.set()
+                release.wait()
+
+        holder = threading.Thread(target=hold)
+        holder.start()
+        held.wait()
+
+        def let_go() -> None:  # runs after the first commit's step, before the second's
+            release.set()
+            holder.join()
+
+        first = asyncio.ensure_future(groups.call(commit(groups, "g", 1)))
+        asyncio.get_running_loop().call_soon(let_go)
+        second = asyncio.ensure_future(groups.call(commit(groups, "g", 2)))
+        await asyncio.gather(first, second)
+        assert committed(groups, "g") == 2
+        await close(replicas, groups)
+
+        replicas, groups = open_broker(str(tmp_path), clock)  # the log's order, replayed
+        groups.startup()
+        await until(lambda: not groups.loading, "the load")
+        assert committed(groups, "g") == 2
         await close(replicas, groups)
 
     asyncio.run(scenario())

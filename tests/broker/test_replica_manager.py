@@ -16,6 +16,7 @@ from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPart
 from seglog.errors import InvalidPartitionsError
 from seglog.records import Record
 from seglog.records.batch import build_batch
+from seglog.records.control import end_transaction_marker
 
 
 def _manager(path: str, **config: object) -> ReplicaManager:
@@ -176,6 +177,94 @@ def test_small_appends_run_on_the_loop_and_fsyncs_never_do(tmp_path, monkeypatch
             assert results[("eager", 0)].base_offset == 0
             assert ("fsync", loop_thread) not in calls and any(name == "fsync" for name, _ in calls)
             assert all(thread.startswith("seglog-io") for _, thread in calls)
+        finally:
+            rm.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_markers_and_mid_sized_appends_run_on_the_loop(tmp_path, monkeypatch) -> None:
+    """A transaction's marker is written from the event loop's thread (no hop to an I/O
+    thread before the transaction can complete), unless an fsync follows it; so is a
+    produce request of a transaction's 1,000 records of 100 bytes (~113 KiB), while one
+    over INLINE_APPEND_BYTES goes to an I/O thread."""
+    threads: list[str] = []
+    real = os.pwrite
+    monkeypatch.setattr(os, "pwrite", lambda *a: threads.append(threading.current_thread().name) or real(*a))
+
+    def marker(producer_id: int) -> memoryview:
+        records = [end_transaction_marker(True)]
+        return memoryview(build_batch(records, producer_id=producer_id, producer_epoch=0, control=True))
+
+    def transactional(producer_id: int) -> memoryview:
+        records = [Record(key=None, value=b"v")]
+        batch = build_batch(records, producer_id=producer_id, producer_epoch=0, base_sequence=0, transactional=True)
+        return memoryview(batch)
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path))
+        try:
+            await rm.create_topic("lazy", 1, {})
+            await rm.create_topic("eager", 1, {"flush.messages": "1"})
+            loop_thread = threading.current_thread().name
+            for tp in (("lazy", 0), ("eager", 0)):
+                assert (await rm.append_records({tp: transactional(7)}))[tp].error_code == 0
+            threads.clear()
+            results = await rm.append_records({("lazy", 0): marker(7)}, acks=-1, origin="coordinator")
+            assert results[("lazy", 0)].base_offset == 1 and threads == [loop_thread]
+            threads.clear()
+            results = await rm.append_records({("eager", 0): marker(7)}, acks=-1, origin="coordinator")
+            assert results[("eager", 0)].base_offset == 1
+            assert threads and all(thread.startswith("seglog-io") for thread in threads)
+            threads.clear()
+            # at once, or None: refused (an error is told by append_records), or it would wait
+            assert rm.try_append_inline(("lazy", 0), _batch(1), origin="coordinator").base_offset == 2
+            assert rm.try_append_inline(("gone", 0), _batch(1)) is None
+            assert rm.try_append_inline(("eager", 0), _batch(1)) is None
+            assert threads == [loop_thread]
+            threads.clear()
+            assert (await rm.append_records({("lazy", 0): _batch(1000, 100)}))[("lazy", 0)].error_code == 0
+            assert threads == [loop_thread]
+            threads.clear()
+            assert (await rm.append_records({("lazy", 0): _batch(3000, 100)}))[("lazy", 0)].error_code == 0
+            assert threads and all(thread.startswith("seglog-io") for thread in threads)
+        finally:
+            rm.shutdown()
+
+    asyncio.run(scenario())
+
+
+def test_an_inline_append_at_acks_all_waits_for_other_replicas(tmp_path) -> None:
+    """A coordinator's acks=all record is written at once only where this broker is the
+    whole ISR (the high watermark passes it in the append); with a follower in the ISR
+    nothing is written inline, and the caller's ``append_records`` waits for it."""
+    config = {"broker.id": 0, "zookeeper.connect": "127.0.0.1:1"}  # a cluster's broker, no controller
+
+    def leader_and_isr(isr: list[int], epoch: int) -> dict[str, object]:
+        return {
+            "topic_name": "c",
+            "partition_index": 0,
+            "controller_epoch": 1,
+            "leader": 0,
+            "leader_epoch": epoch,
+            "isr": isr,
+            "partition_epoch": epoch,
+            "replicas": [0, 1],
+            "adding_replicas": [],
+            "removing_replicas": [],
+            "is_new": False,
+        }
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path), **config)
+        try:
+            ids = {"c": uuid.uuid4()}
+            assert rm.become_leader_or_follower(9, 1, [leader_and_isr([0, 1], 1)], ids) == {("c", 0): 0}
+            assert rm.try_append_inline(("c", 0), _batch(1), acks=-1) is None
+            assert rm.try_append_inline(("c", 0), _batch(1)).base_offset == 0  # acks=1 waits for nobody
+            assert rm.become_leader_or_follower(9, 1, [leader_and_isr([0], 2)], ids) == {("c", 0): 0}
+            assert rm.try_append_inline(("c", 0), _batch(1), acks=-1).base_offset == 1
+            assert rm.partition("c", 0).high_watermark == 2
         finally:
             rm.shutdown()
 

@@ -38,3 +38,14 @@ def test_partition_for_uses_kafkas_abs():
 def test_partition_for_refuses_no_partitions():
     with pytest.raises(InvalidConfigurationError, match="at least 1 partition"):
         partition_for("g", 0)
+
+
+def test_an_id_is_hashed_once_then_looked_up():
+    """Every group request asks for its group's partition: the Java hash (a Python loop
+    over the id) runs once per id, later asks are answered from the cache, alike."""
+    group_id = "test_an_id_is_hashed_once-group"
+    before = java_string_hash.cache_info()
+    first = partition_for(group_id, 50)
+    assert [partition_for(group_id, 50) for _ in range(3)] == [first] * 3
+    after = java_string_hash.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 3)

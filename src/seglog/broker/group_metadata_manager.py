@@ -7,11 +7,12 @@ adds what they leave to the broker:
   compacted, ``offsets.topic.segment.bytes``; in a cluster through ZooKeeper with
   ``offsets.topic.replication.factor`` replicas), each group's records appended to the
   partition ``partitioning.partition_for`` names, as one batch per store, through the
-  replica manager (in its I/O pool when the append could wait), with acks=all as
-  Kafka's: a store is complete once the ISR has it (``offsets.commit.timeout.ms``), so an
-  acknowledged commit survives the coordinator's broker. Appends to one partition go out
-  in the order the coordinator asked for them: a group's records must replay in that
-  order;
+  replica manager (at once on the loop when nothing is queued for the partition, its log
+  can take the batch without waiting and this broker is its whole ISR; else in a task, in
+  the I/O pool when the append could wait), with acks=all as Kafka's: a store is complete
+  once the ISR has it (``offsets.commit.timeout.ms``), so an acknowledged commit survives
+  the coordinator's broker. Appends to one partition go out in the order the coordinator
+  asked for them: a group's records must replay in that order;
 - loading and unloading (Kafka's ``onElection`` / ``onResignation``): every partition of
   the topic this broker leads is replayed (``group_loader``) in the I/O pool, at start-up,
   when LeaderAndIsr makes this broker its leader (``on_leadership_change``), or when first
@@ -96,6 +97,7 @@ class GroupMetadataManager:
         # markers written to a partition while it loads, applied once it is (the replay may end before them)
         self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._append_locks: dict[int, asyncio.Lock] = {}
+        self._queued: dict[int, int] = {}  # partition -> its appends waiting or under way in tasks
         self._appends: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[None] | None = None
@@ -286,8 +288,9 @@ class GroupMetadataManager:
             await asyncio.gather(*appends, return_exceptions=True)
 
     def _dispatch(self, outputs: Iterable[Output]) -> list[asyncio.Task[None]]:
-        """Act on the coordinator's outputs; returns the appends it started."""
-        appends = []
+        """Act on the coordinator's outputs; returns the appends it started (those
+        written at once are acted on before it returns)."""
+        appends: list[asyncio.Task[None] | None] = []
         for out in outputs:
             if isinstance(out, Reply):
                 self._resolve(out.token, out.response)
@@ -301,7 +304,7 @@ class GroupMetadataManager:
                 partition = self.partition_for(out.group_id)  # the topic's count, should a client have made it
                 appends.append(self._append(partition, out.records, stored, out.producer_id, out.producer_epoch))
         self._reschedule()
-        return appends
+        return [task for task in appends if task is not None]
 
     def _resolve(self, token: Hashable, response: Any) -> None:
         future = self._waiting.pop(token, None)
@@ -323,7 +326,9 @@ class GroupMetadataManager:
         stored: Callable[[int, int], list[Any]],
         producer_id: int = -1,
         producer_epoch: int = -1,
-    ) -> asyncio.Task[None]:
+    ) -> asyncio.Task[None] | None:
+        """Append one batch of ``records``; None when it was written (and ``stored`` acted
+        on) at once: no append to the partition queued before it, and its log free."""
         batch = build_batch(
             [(key, value, self._clock()) for key, value in records],
             compression=self._compression,
@@ -332,6 +337,16 @@ class GroupMetadataManager:
             base_sequence=0 if producer_id != -1 else -1,
             transactional=producer_id != -1,
         )
+        # as Kafka's AppendOrigin.Coordinator: a TxnOffsetCommit's batch carries the
+        # producer's id and epoch but base sequence 0 each time, so sequences (and the
+        # duplicate check) are not applied, the epoch is
+        tp = (OFFSETS_TOPIC, partition)
+        if not self._queued.get(partition):
+            result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin="coordinator")
+            if result is not None:
+                self._dispatch(stored(result.error_code, result.base_offset))
+                return None
+        self._queued[partition] = self._queued.get(partition, 0) + 1
         task = asyncio.get_running_loop().create_task(self._write(partition, batch, stored))
         self._appends.add(task)
         task.add_done_callback(self._appends.discard)
@@ -340,21 +355,21 @@ class GroupMetadataManager:
     async def _write(self, partition: int, batch: bytearray, stored: Callable[[int, int], list[Any]]) -> None:
         # tasks start in the order they were made, so the lock hands out appends in that order
         lock = self._append_locks.setdefault(partition, asyncio.Lock())
-        async with lock:
-            tp = (OFFSETS_TOPIC, partition)
-            try:
-                # as Kafka's AppendOrigin.Coordinator: a TxnOffsetCommit's batch carries the
-                # producer's id and epoch but base sequence 0 each time, so sequences (and the
-                # duplicate check) are not applied, the epoch is
-                # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
-                results = await self.replicas.append_records(
-                    {tp: memoryview(batch)}, acks=-1, timeout_ms=self._commit_timeout_ms, origin="coordinator"
-                )
-                result = results[tp]
-                error, base_offset = result.error_code, result.base_offset
-            except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
-                log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-                error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
+        try:
+            async with lock:
+                tp = (OFFSETS_TOPIC, partition)
+                try:
+                    # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
+                    results = await self.replicas.append_records(
+                        {tp: memoryview(batch)}, acks=-1, timeout_ms=self._commit_timeout_ms, origin="coordinator"
+                    )
+                    result = results[tp]
+                    error, base_offset = result.error_code, result.base_offset
+                except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
+                    log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
+                    error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
+        finally:
+            self._queued[partition] -= 1
         self._dispatch(stored(error, base_offset))
 
     # --- transactions' markers ------------------------------------------------------------------------

@@ -275,7 +275,8 @@ class TxnApis:
                 if future is not None and not future.done():
                     future.set_result(out.response)
             elif isinstance(out, StoreTransaction):
-                self._spawn(self._store(out))
+                if not self._store_now(out):
+                    self._spawn(self._store(out))
             elif isinstance(out, WriteTxnMarkers):
                 self.send_markers(out)
         self._schedule_tick()
@@ -284,6 +285,19 @@ class TxnApis:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def _store_now(self, out: StoreTransaction) -> bool:
+        """Append the record at once when its log can take it without waiting, and act on
+        the result: a request's answer needs no task and no turn of the loop (False: the
+        caller awaits ``_store``)."""
+        if self.coordinator.coordinator_epochs.get(out.partition) is None:
+            return False  # not loaded here: ``_store`` answers NOT_COORDINATOR
+        tp = (TRANSACTION_STATE, out.partition)
+        result = self.replicas.try_append_inline(tp, memoryview(build_batch([(out.key, out.value)])), acks=-1)
+        if result is None:
+            return False
+        self._act(self.coordinator.complete_store(out.store_id, result.error_code, self.clock()))
+        return True
 
     async def _store(self, out: StoreTransaction) -> None:
         batch = build_batch([(out.key, out.value)])
