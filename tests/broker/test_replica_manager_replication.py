@@ -6,6 +6,7 @@ read on start, StopReplica's fences."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 
 from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
@@ -135,6 +136,27 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             rm.shutdown()
 
     asyncio.run(second_run())
+
+
+def test_a_leader_and_isr_handled_while_the_broker_stops_starts_no_fetcher(tmp_path, caplog) -> None:
+    """LeaderAndIsr is handled in another thread, so one can come after the fetchers stopped: its
+    partition follows, but no fetcher starts to run storage calls in the I/O threads shut down next
+    (such a fetcher logged "RuntimeError: cannot schedule new futures after shutdown")."""
+
+    async def run() -> None:
+        rm = _manager(str(tmp_path))
+        await rm.startup()
+        rm.metadata.update_metadata([rm.broker, BrokerInfo(1, "127.0.0.1", 9093)], 1, [], set())
+        await rm.stop_replication()
+        follow = [_state("t", 1, 1, [0, 1], [0, 1])]
+        assert rm.become_leader_or_follower(1, 1, follow, {"t": TOPIC_ID}) == {("t", 0): 0}
+        rm.shutdown()
+        for _ in range(3):  # a fetcher's first round would run here, on the broker's loop
+            await asyncio.sleep(0)
+
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(run())
+    assert [r.getMessage() for r in caplog.records] == []
 
 
 def test_the_isr_shrinks_through_the_alter_partition_channel_after_a_failed_try(tmp_path) -> None:

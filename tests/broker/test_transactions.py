@@ -138,7 +138,13 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
     assert fields["ProducerEpoch"] == "0" and fields["CoordinatorId"] == "0"
     producer.commit_transaction(30)
 
+    # EndTxn is answered once PrepareCommit is logged; the marker is written after, and a clean
+    # stop drops it as Kafka's TransactionMarkerChannelManager.shutdown does: the broker started
+    # again finds PrepareCommit in __transaction_state and writes it then
     broker.stop()
+    again = seglog_broker_factory(str(data), config=TXN_BROKER)
+    wait_for(lambda: latest_offsets(again.bootstrap_servers) == (13, 13), what="the commit's marker")
+    again.stop()
     end, state = log_state(data)
     assert end == 13
     assert [(t.first_offset, t.last_offset) for t in state.aborted] == [(3, 6), (9, 10)]

@@ -311,9 +311,14 @@ class ReplicaFetcherManager:
         self._run = run
         self._fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._fetched_by: dict[TopicPartition, tuple[int, int]] = {}
+        self._stopped = False
 
     def add_partition(self, partition: Partition) -> None:
-        """Fetch ``partition`` from its leader, truncating first (on the event loop)."""
+        """Fetch ``partition`` from its leader, truncating first (on the event loop). Once shut
+        down, nothing: a LeaderAndIsr handled while the broker stops must not start a fetcher
+        whose storage calls would go to the I/O threads being shut down."""
+        if self._stopped:
+            return
         tp = (partition.topic, partition.index)
         self.remove_partitions([tp])
         key = (partition.leader_id, fetcher_id(partition.topic, partition.index, self.config["num.replica.fetchers"]))
@@ -338,6 +343,7 @@ class ReplicaFetcherManager:
                     fetcher.close()
 
     async def shutdown(self) -> None:
+        self._stopped = True
         fetchers, self._fetchers = list(self._fetchers.values()), {}
         self._fetched_by.clear()
         tasks = [fetcher.close() for fetcher in fetchers]

@@ -150,6 +150,9 @@ class TxnApis:
         self._schedule_tick()
 
     def shutdown(self) -> None:
+        """Markers in flight are dropped, as Kafka's ``TransactionMarkerChannelManager.shutdown``
+        drops its queues: their PrepareCommit or PrepareAbort in ``__transaction_state`` sends
+        them again when the partition is loaded next."""
         for p in {*self._loading, *self.coordinator.coordinator_epochs}:
             self._unload(p)
         self._stopped = True

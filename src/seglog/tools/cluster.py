@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from ..cluster.zookeeper_server import ZooKeeperServer, free_port
 from ..errors import BrokerNotAvailableError, SeglogError
@@ -183,13 +184,14 @@ class LocalCluster:
         self.wait_until_formed()
 
     def stop(self) -> None:
-        """Every broker stopped (at once: they move leaders off while the others still run), then ZooKeeper."""
+        """Every broker stopped, one after another and the controller's last, then ZooKeeper. One at
+        a time, as Kafka's brokers are rolled: a controlled shutdown moves leaders to brokers not
+        shutting down, so brokers stopped at once left each other nowhere to move them and each
+        retried until controlled.shutdown.max.retries ran out."""
         running = [b for b in self.brokers.values() if b.running]
-        threads = [threading.Thread(target=b.stop) for b in running]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        controller = _controller_id(running[0].address) if running else None
+        for broker in sorted(running, key=lambda b: b.broker_id == controller):
+            broker.stop()
         if self.zookeeper is not None:
             self.zookeeper.stop()
 
@@ -200,13 +202,23 @@ class LocalCluster:
         self.stop()
 
 
-def _known_brokers(address: str) -> list[int]:
+def _metadata(address: str) -> dict[str, Any] | None:
+    """The broker's Metadata answer (no topics), None when it does not answer."""
     try:
         with BrokerClient(address, timeout=5) as client:
-            answer = client.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
+            return client.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
     except SeglogError:
-        return []
-    return sorted(b["node_id"] for b in answer["brokers"])
+        return None
+
+
+def _known_brokers(address: str) -> list[int]:
+    answer = _metadata(address)
+    return [] if answer is None else sorted(b["node_id"] for b in answer["brokers"])
+
+
+def _controller_id(address: str) -> int | None:
+    answer = _metadata(address)
+    return None if answer is None or answer["controller_id"] < 0 else answer["controller_id"]
 
 
 # --- the command -------------------------------------------------------------------------------------
