@@ -72,6 +72,14 @@ def open_broker(path: str) -> tuple[ReplicaManager, GroupMetadataManager, TxnApi
     return replicas, groups, txn
 
 
+async def close_broker(replicas: ReplicaManager, groups: GroupMetadataManager, txn: TxnApis) -> None:
+    """What the broker's shutdown does to these three, in its order."""
+    await groups.shutdown()
+    txn.shutdown()
+    await replicas.stop_replication()
+    replicas.shutdown()
+
+
 def lead_or_follow(replicas: ReplicaManager, topic: str, leader: int, epoch: int) -> None:
     """The controller's LeaderAndIsr, and its UpdateMetadata."""
     assert replicas.become_leader_or_follower(9, 1, [state(topic, leader, epoch)], IDS) == {(topic, 0): 0}
@@ -116,10 +124,7 @@ def test_a_group_partition_led_elsewhere_answers_the_waiting_join_not_coordinato
             assert (await asyncio.wait_for(waiting, 5)).error_code == ErrorCode.NOT_COORDINATOR
             assert groups.group_error("g") == ErrorCode.NOT_COORDINATOR
         finally:
-            await groups.shutdown()
-            txn.shutdown()
-            await replicas.stop_replication()
-            replicas.shutdown()
+            await close_broker(replicas, groups, txn)
 
     asyncio.run(scenario())
 
@@ -147,10 +152,7 @@ def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
             ended = await txn.end_txn(3, {**producer, "committed": False})
             assert ended["error_code"] == ErrorCode.INVALID_TXN_STATE  # known again: nothing is open
         finally:
-            await groups.shutdown()
-            txn.shutdown()
-            await replicas.stop_replication()
-            replicas.shutdown()
+            await close_broker(replicas, groups, txn)
 
     asyncio.run(scenario())
 
@@ -176,10 +178,7 @@ def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
             fetched = groups.offsets.fetch_offsets(OffsetFetchRequest("g", None))
             assert {tp: f.offset for tp, f in fetched.partitions.items()} == {("kept", 0): 4}
         finally:
-            await groups.shutdown()
-            txn.shutdown()
-            await replicas.stop_replication()
-            replicas.shutdown()
+            await close_broker(replicas, groups, txn)
 
     asyncio.run(scenario())
 
