@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from seglog.cli import main
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
@@ -225,12 +226,15 @@ def log_start_offset(broker: BrokerProcess, topic: str) -> int:
     return found["offset"]
 
 
-def test_delete_records_waits_for_every_replica(patient: LocalCluster) -> None:
+def test_delete_records_waits_for_every_replica(
+    patient: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Kafka's DelayedDeleteRecords: the leader moves its log start offset at once and answers
     once every live replica's log starts there too (each follower says so in its next fetch).
     With a follower paused the answer waits until the request's timeout_ms and is
-    REQUEST_TIMED_OUT with the low watermark the paused follower holds back; with it running
-    again, the answer is the new low watermark, and every replica's log starts there."""
+    REQUEST_TIMED_OUT with the low watermark the paused follower holds back (``seglog
+    delete-records`` waits for that answer too); with it running again, the answer is the new
+    low watermark, and every replica's log starts there."""
     with zk_of(patient) as zk:
         leader = zk.get_controller_id()
         assert leader is not None
@@ -245,6 +249,13 @@ def test_delete_records_waits_for_every_replica(patient: LocalCluster) -> None:
             # the paused follower's log still starts at 0 (it stays registered: 30 s sessions)
             assert delete_records(patient.brokers[leader], "trimmed", 4, timeout_ms=1000) == (REQUEST_TIMED_OUT, 0)
             assert log_start_offset(patient.brokers[leader], "trimmed") == 4  # deleted on the leader all the same
+            # the command waits for that answer (its socket outlasts --timeout-ms)
+            offsets = tmp_path / "offsets.json"
+            offsets.write_text('{"partitions": [{"topic": "trimmed", "partition": 0, "offset": 5}]}')
+            command = ["delete-records", "--bootstrap-server", patient.brokers[leader].address, "--timeout-ms", "1000"]
+            assert main([*command, "--offset-json-file", str(offsets)]) == 1
+            timed_out = f"partition: trimmed-0\terror: Kafka error code {REQUEST_TIMED_OUT}"
+            assert capsys.readouterr().out == f"Records delete operation completed:\n{timed_out}\n"
         finally:
             patient.brokers[second].signal(signal.SIGCONT)
         assert delete_records(patient.brokers[leader], "trimmed", 6, timeout_ms=60_000) == (0, 6)
