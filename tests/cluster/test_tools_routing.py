@@ -4,13 +4,14 @@ broker's configs to that broker, whichever broker is the bootstrap one (Kafka's 
 
 One cluster for the module, its tests in order (the records the first produces are the later ones
 offsets); the topic and the coordinator topics have a partition led by each broker
-(replication factor 1, three partitions). The last test stops broker 3 for good.
+(replication factor 1, three partitions). The last test kills broker 3 and starts it again.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -172,6 +173,8 @@ def test_a_partition_without_a_leader_is_a_one_line_error_after_the_timeout(
     assert code == 2 and err.count("\n") == 1, err
     code, _, err = seglog(capsys, "get-offsets", *server(cluster), "--topic", topic, "--partitions", "7")
     assert code == 1 and err.count("\n") == 1 and f"{topic}-7" in err and "UNKNOWN_TOPIC_OR_PARTITION" in err
+    code, before, _ = seglog(capsys, "get-offsets", *server(cluster), "--topic", topic)
+    assert code == 0
     led_by_3 = next(p for p, (leader, _, _) in partitions(cluster.brokers[1].address, topic).items() if leader == 3)
     cluster.brokers[3].kill()
     wait_until(lambda: partitions(cluster.brokers[1].address, topic)[led_by_3][0] == -1, what="no leader")
@@ -179,3 +182,11 @@ def test_a_partition_without_a_leader_is_a_one_line_error_after_the_timeout(
     code, _, err = seglog(capsys, *argv)
     assert code == 1 and err.count("\n") == 1, err
     assert f"{topic}-{led_by_3}" in err and "LEADER_NOT_AVAILABLE" in err
+    # within the timeout, a leader that comes back is found and asked (Metadata asked again)
+    restart = threading.Thread(target=cluster.start_broker, args=(3,))
+    restart.start()
+    try:
+        code, out, err = seglog(capsys, "get-offsets", *server(cluster), "--topic", topic, "--timeout-ms", "60000")
+    finally:
+        restart.join()
+    assert (code, out) == (0, before), err
