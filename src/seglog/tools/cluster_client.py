@@ -73,7 +73,8 @@ class ClusterClient:
     # --- the bootstrap broker and Metadata -------------------------------------------------------
 
     def request(self, api_key: ApiKey, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
-        """A request any broker serves (Metadata, topic admin, topic configs): to the bootstrap one."""
+        """A request any broker serves (Metadata, topic configs, and topic admin, which a seglog
+        broker writes to ZooKeeper itself): to the bootstrap one."""
         return self.bootstrap.request(api_key, body, version)
 
     def version(self, api_key: ApiKey) -> int:
