@@ -24,58 +24,6 @@ from seglog.records import Record, build_batch
 TURNS = 10
 
 
-def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
-    async def scenario() -> None:
-        config = broker_config({"log.dirs": str(tmp_path), "transaction.state.log.num.partitions": 1})
-        replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
-        txn = TxnApis(config, replicas, ("127.0.0.1", 9092), AdminManager(config, replicas).create_internal_topic)
-        replicas.leadership_listeners.append(txn.on_leadership_change)
-        try:
-            await txn.startup()
-            await replicas.create_topic("t", 1, {})
-            body = {
-                "transactional_id": "app",
-                "transaction_timeout_ms": 60_000,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            }
-            init = await txn.init_producer_id(4, body)
-            pid, epoch = init["producer_id"], init["producer_epoch"]
-            add = {
-                "v3_and_below_transactional_id": "app",
-                "v3_and_below_producer_id": pid,
-                "v3_and_below_producer_epoch": epoch,
-                "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
-            }
-            end = {"transactional_id": "app", "producer_id": pid, "producer_epoch": epoch, "committed": True}
-            for round_ in range(2):
-                added = asyncio.ensure_future(txn.add_partitions_to_txn(0, add))
-                await asyncio.sleep(0)  # one turn: the request's first step, and nothing else
-                assert added.done()
-                [result] = added.result()["results_by_topic_v3_and_below"][0]["results_by_partition"]
-                assert result["partition_error_code"] == 0  # not CONCURRENT_TRANSACTIONS (51)
-                records = build_batch(
-                    [Record(key=None, value=b"v")],
-                    producer_id=pid,
-                    producer_epoch=epoch,
-                    base_sequence=round_,
-                    transactional=True,
-                )
-                assert (await replicas.append_records({("t", 0): memoryview(records)}))[("t", 0)].error_code == 0
-                ended = asyncio.ensure_future(txn.end_txn(1, end))
-                await asyncio.sleep(0)
-                assert ended.done() and ended.result()["error_code"] == 0
-                for _ in range(TURNS):  # the markers' tasks: written on the loop, then CompleteCommit
-                    await asyncio.sleep(0)
-                assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
-            assert replicas.partition_log("t", 0).log_end_offset == 4  # a record and a marker, twice
-        finally:
-            txn.shutdown()
-            replicas.shutdown()
-
-    asyncio.run(scenario())
-
-
 Scenario = Callable[[ReplicaManager, TxnApis, dict[str, Any], dict[str, Any]], Awaitable[None]]
 
 
@@ -116,26 +64,60 @@ def run_transaction(tmp_path: Path, scenario: Scenario) -> None:
     asyncio.run(main())
 
 
-async def _produce_and_end(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
-    """One record to each partition ``add`` names, then EndTxn, answered in its first turn."""
-    assert (await txn.add_partitions_to_txn(0, add))["throttle_time_ms"] == 0
+async def _add(txn: TxnApis, add: dict[str, Any]) -> None:
+    """AddPartitionsToTxn, answered without error in the request's first turn."""
+    added = asyncio.ensure_future(txn.add_partitions_to_txn(0, add))
+    await asyncio.sleep(0)  # one turn: the request's first step, and nothing else
+    assert added.done()
+    for topic in added.result()["results_by_topic_v3_and_below"]:
+        for result in topic["results_by_partition"]:
+            assert result["partition_error_code"] == 0  # not CONCURRENT_TRANSACTIONS (51)
+
+
+async def _produce(replicas: ReplicaManager, add: dict[str, Any], sequence: int = 0) -> None:
+    """One transactional record to each partition ``add`` names."""
     pid, epoch = add["v3_and_below_producer_id"], add["v3_and_below_producer_epoch"]
     for tp in [(t["name"], p) for t in add["v3_and_below_topics"] for p in t["partitions"]]:
         records = build_batch(
-            [Record(key=None, value=b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True
+            [Record(key=None, value=b"v")],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            transactional=True,
         )
         assert (await replicas.append_records({tp: memoryview(records)}))[tp].error_code == 0
+
+
+async def _end(txn: TxnApis, end: dict[str, Any]) -> None:
+    """EndTxn, answered in its first turn once PrepareCommit is logged, before any marker
+    (as Kafka's)."""
     ended = asyncio.ensure_future(txn.end_txn(1, end))
     await asyncio.sleep(0)
     assert ended.done() and ended.result()["error_code"] == 0
-    # answered once PrepareCommit is logged, before any marker: as Kafka's EndTxn
     assert txn.coordinator.transactions["app"].state is TransactionState.PREPARE_COMMIT
+
+
+def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
+    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
+        add["v3_and_below_topics"] = add["v3_and_below_topics"][:1]  # t-0 alone
+        for round_ in range(2):
+            await _add(txn, add)
+            await _produce(replicas, add, sequence=round_)
+            await _end(txn, end)
+            for _ in range(TURNS):  # the markers: written on the loop, then CompleteCommit
+                await asyncio.sleep(0)
+            assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
+        assert replicas.partition_log("t", 0).log_end_offset == 4  # a record and a marker, twice
+
+    run_transaction(tmp_path, scenario)
 
 
 def test_markers_that_can_be_appended_at_once_complete_the_transaction_in_the_next_turn(tmp_path) -> None:
     async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
         add["v3_and_below_topics"] = add["v3_and_below_topics"][:1]  # t-0 alone
-        await _produce_and_end(replicas, txn, add, end)
+        await _add(txn, add)
+        await _produce(replicas, add)
+        await _end(txn, end)
         await asyncio.sleep(0)  # one turn: the marker appended on the loop, then CompleteCommit, no task
         assert replicas.partition_log("t", 0).log_end_offset == 2  # the record and the marker
         assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
@@ -149,7 +131,9 @@ def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(t
     transaction is complete only once both are written."""
 
     async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
-        await _produce_and_end(replicas, txn, add, end)
+        await _add(txn, add)
+        await _produce(replicas, add)
+        await _end(txn, end)
         await asyncio.sleep(0)
         assert replicas.partition_log("t", 0).log_end_offset == 2
         assert replicas.partition_log("u", 0).log_end_offset == 1  # not yet

@@ -10,8 +10,9 @@ The coordinator runs on the event loop: a request becomes a call with a token, a
 call's outputs are acted on here. ``Reply`` answers the request waiting on its token;
 ``StoreTransaction`` appends a record to ``__transaction_state-<p>`` and reports the
 append's error back (``complete_store``); ``WriteTxnMarkers`` goes to ``send_markers``:
-the transaction's COMMIT or ABORT marker sent to the leader of each of its partitions
-(``txn_marker_channel_manager.py``: this broker's own through ``append_markers``, others'
+the transaction's COMMIT or ABORT marker written to each of its partitions (in the loop's
+next turn where this broker can append it at once as the partition's whole ISR; else by
+``txn_marker_channel_manager.py``: this broker's own through ``append_markers``, others'
 as WriteTxnMarkers requests, retried as the leaders move), then reported
 (``complete_markers``) so that the coordinator logs the transaction complete.
 
