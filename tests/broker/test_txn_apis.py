@@ -138,7 +138,7 @@ def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(t
         assert replicas.partition_log("t", 0).log_end_offset == 2
         assert replicas.partition_log("u", 0).log_end_offset == 1  # not yet
         assert txn.coordinator.transactions["app"].state is TransactionState.PREPARE_COMMIT
-        for _ in range(100):  # the I/O thread's roll takes real time: wait for it, not for a clock
+        for _ in range(1000):  # the I/O thread's roll takes real time: wait for it, not for a clock
             if txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT:
                 break
             await asyncio.sleep(0.01)
