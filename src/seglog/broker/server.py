@@ -35,6 +35,17 @@ from .txn_apis import TRANSACTION_STATE, TxnApis
 log = logging.getLogger("seglog.broker")
 
 UNSUPPORTED_VERSION = 35
+# The APIs a connection's reader may answer in the loop's turn that received them, when
+# nothing is ahead (network.py): their handlers await only futures (an I/O thread, a
+# purgatory), never a task of their own, so their first step may run outside any task.
+# A fetch of the log's tail, a small produce, Metadata: answered without a task switch.
+_AT_ONCE = frozenset(
+    int(k) for k in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.API_VERSIONS)
+)
+
+
+def _answers_at_once(frame: bytearray) -> bool:
+    return len(frame) >= 2 and (frame[0] << 8 | frame[1]) in _AT_ONCE
 
 
 class UnservedRequestError(InvalidRequestError):
@@ -76,6 +87,7 @@ class KafkaServer:
             self._handle,
             lambda prefix: frame_size(prefix, max_size),
             self.metrics,
+            _answers_at_once,
         )
         try:
             host, port = self._advertised_address()
