@@ -13,6 +13,12 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    fetching for a whole second whenever more than queued.min.messages (100,000) wait
    in the consumer's queue, which one broker reaches and another not depending only on
    how much each puts in a response, so the pause, not the broker, would set the figure;
+   CONSUME_ROUNDS rounds, the brokers in turn, medians (one consume of 200,000 records
+   takes 0.2-0.4 s, which the machine's noise moves by half). Before any phase each
+   broker's group coordinator is made ready (``warm_group_coordinator``): the first
+   consumer with a group id has seglog create ``__consumer_offsets`` (50 partitions,
+   ~70 ms of broker CPU, as Kafka creates it), which would otherwise fall in the first
+   consume row alone (Tansu keeps no such topic);
 3. small requests: SMALL produce requests of one record each (linger.ms=0, at most 5
    in flight), requests/s and the broker's CPU per request, and each record's
    latency (produce call to delivery report), p50 and p99;
@@ -42,6 +48,7 @@ shared machine are not final.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import os
 import shutil
@@ -73,6 +80,7 @@ FETCH_VERSION = 11  # topics by name, no flexible fields
 VALUE = b"v" * 100
 CONSUME_BACKOFF_MS = 10
 PRODUCE_ROUNDS = 3
+CONSUME_ROUNDS = 3
 
 
 def free_port() -> int:
@@ -158,6 +166,17 @@ def produce(bootstrap: str, topic: str, acks: str) -> None:
                 producer.poll(0.01)
     if producer.flush(120):
         raise RuntimeError("records left unsent")
+
+
+def warm_group_coordinator(bootstrap: str) -> None:
+    """A consumer of group "bench" asks for a committed offset: the broker finds, creates
+    and loads the group's coordinator partition, once, before anything is timed."""
+    create_topic(bootstrap, "warm", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    try:
+        consumer.committed([TopicPartition("warm", 0)], timeout=30)
+    finally:
+        consumer.close()
 
 
 def consume(bootstrap: str, topic: str, partitions: int) -> None:
@@ -420,6 +439,23 @@ def measure(pid: int, work: Callable[[], None]) -> tuple[float, float]:
     return RECORDS / elapsed, used / RECORDS * 1e6
 
 
+def in_turn(
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int, work: Callable[[str], None]
+) -> dict[str, tuple[float, float]]:
+    """Each broker's median records/s and broker CPU µs per record over ``rounds`` rounds of
+    ``work(bootstrap)``, the brokers in turn, so that the machine's load falls on both."""
+    measured: dict[str, list[tuple[float, float]]] = {name: [] for name in brokers}
+    for _ in range(rounds):
+        for name, (proc, port) in brokers.items():
+            bootstrap = f"127.0.0.1:{port}"
+            measured[name].append(measure(proc.pid, functools.partial(work, bootstrap)))
+    medians = {}
+    for name, results in measured.items():
+        rates, cpus = zip(*results, strict=True)
+        medians[name] = (statistics.median(rates), statistics.median(cpus))
+    return medians
+
+
 def startup_ms() -> float:
     times = []
     for _ in range(5):
@@ -467,24 +503,20 @@ def produce_part() -> None:
     small: list[tuple[str, float, float, float, float]] = []
     paced: list[tuple[str, float, float, float, float]] = []
     try:
+        for _, port in brokers.values():
+            warm_group_coordinator(f"127.0.0.1:{port}")
         for partitions in (1, 6):
             for acks in ("1", "all"):
                 topic = f"bench-{partitions}-{acks}"
                 for _, port in brokers.values():
                     create_topic(f"127.0.0.1:{port}", topic, partitions)
-                produced: dict[str, list[tuple[float, float]]] = {name: [] for name in brokers}
-                for _ in range(PRODUCE_ROUNDS):  # the brokers in turn, so that the machine's load falls on both
-                    for name, (proc, port) in brokers.items():
-                        bootstrap = f"127.0.0.1:{port}"
-                        produced[name].append(measure(proc.pid, lambda b=bootstrap: produce(b, topic, acks)))
-                for name, (proc, port) in brokers.items():
-                    rates, cpus = zip(*produced[name], strict=True)
-                    rows.append(
-                        (f"produce {partitions}p acks={acks}", name, statistics.median(rates), statistics.median(cpus))
-                    )
-                    bootstrap = f"127.0.0.1:{port}"
-                    rate, cpu = measure(proc.pid, lambda b=bootstrap: consume(b, topic, partitions))
-                    rows.append((f"consume {partitions}p (acks={acks} data)", name, rate, cpu))
+                produced = in_turn(brokers, PRODUCE_ROUNDS, lambda b: produce(b, topic, acks))
+                consumed = in_turn(brokers, CONSUME_ROUNDS, lambda b: consume(b, topic, partitions))
+                for phase, medians in (
+                    (f"produce {partitions}p acks={acks}", produced),
+                    (f"consume {partitions}p (acks={acks} data)", consumed),
+                ):
+                    rows += [(phase, name, rate, cpu) for name, (rate, cpu) in medians.items()]
         for name, (proc, port) in brokers.items():
             bootstrap = f"127.0.0.1:{port}"
             create_topic(bootstrap, "small", 1)
