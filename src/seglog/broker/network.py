@@ -116,6 +116,7 @@ class Connection:
         self.closed = False
         self.lost = False  # the reader met the end of the stream (or an error): the client is gone
         self.waiting: set[Abandonable] = set()
+        self.request_context: Any = None  # the server's: who sent the last request
         self._loop = asyncio.get_running_loop()
         self._fd = sock.fileno()
         self._buffer = bytearray()  # bytes received past the last whole frame

@@ -234,14 +234,17 @@ class KafkaServer:
                 )
             raise
         header = request.header
-        key = ApiKey(header.api_key)
+        key = header.api_key
         served = self.apis.versions.get(key)
         handler = self._handlers.get(key)
         if handler is None or served is None or not served[0] <= header.api_version <= served[1]:
             if key == ApiKey.API_VERSIONS:
                 return encode_response(key, 0, header.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION))
             raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
-        set_current_request(RequestContext(header.client_id or "", client_host(conn.peer)))
+        context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
+        if context is None or context.client_id != (header.client_id or ""):
+            context = conn.request_context = RequestContext(header.client_id or "", client_host(conn.peer))
+        set_current_request(context)
         failed = True
         try:
             body = await handler(header.api_version, request.body)
