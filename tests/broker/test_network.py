@@ -9,7 +9,9 @@ import contextvars
 import socket
 import struct
 from collections.abc import Awaitable, Callable
-from typing import Any
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, NamedTuple
 
 from seglog.broker.metrics import BrokerMetrics
 from seglog.broker.network import ConnectionClosed, SocketServer, abandoned_on_disconnect
@@ -33,6 +35,7 @@ class Server:
         self.tags: dict[bytes, str] = {}
         self.abandoned: list[bytes] = []
         self.big = b""
+        self.respond: Callable[[], list[Any]] | None = None
         self.server = SocketServer(
             "127.0.0.1", 0, self.handle, lambda prefix: frame_size(prefix, 1 << 20), BrokerMetrics(), lambda f: at_once
         )
@@ -53,6 +56,8 @@ class Server:
         self.tags[name] = tag.get()  # the context set before the wait, after it
         if name == b"big":
             return [_SIZE.pack(len(self.big)), self.big]
+        if name == b"region" and self.respond is not None:
+            return self.respond()
         return [bytearray(_frame(name))]
 
 
@@ -148,3 +153,39 @@ def test_a_response_the_socket_cannot_take_at_once_is_finished_by_the_processor(
     server = run(test)
     assert server.began_in[b"big"] is None  # begun at once; its tail went out from the processor
     assert server.began_in[b"after"] is not None
+
+
+def _data_segments_sent(sock: socket.socket) -> int:
+    """Linux's tcp_info.tcpi_data_segs_out: segments with data this socket sent."""
+    return int(struct.unpack_from("I", sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256), 156)[0])
+
+
+class _Region(NamedTuple):
+    handle: Any
+    position: int
+    size: int
+
+
+def test_bytes_before_a_small_file_region_leave_with_it_in_one_segment(tmp_path: Path) -> None:
+    """A small fetch's response (its header, then its records by sendfile) is one TCP segment,
+    not two: the header goes with MSG_MORE. Before a large region it goes at once."""
+    path = tmp_path / "records"
+    path.write_bytes(bytes(range(256)) * 1024)  # 256 KiB
+    with open(path, "rb") as f:
+        handle = SimpleNamespace(fd=f.fileno())
+        segments: dict[int, int] = {}
+
+        async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while not server.server.connections:
+                await asyncio.sleep(0.01)
+            conn = next(iter(server.server.connections))
+            for size in (1000, 200 << 10):
+                server.respond = lambda size=size: [_SIZE.pack(size), _Region(handle, 0, size)]
+                before = _data_segments_sent(conn.sock)
+                writer.write(_frame(b"region"))
+                assert await _answer(reader) == (bytes(range(256)) * 1024)[:size]
+                segments[size] = _data_segments_sent(conn.sock) - before
+
+        run(test)
+    assert segments[1000] == 1
+    assert segments[200 << 10] > 1

@@ -57,6 +57,13 @@ log = logging.getLogger(__name__)
 
 _RECV_CHUNK = 64 * 1024
 _READ_AHEAD = 8  # requests read from one connection ahead of the one being answered
+# Bytes followed by a file region smaller than this go with MSG_MORE: they leave in one
+# packet with the region's data (a small fetch's response: 14 µs sooner at the client and
+# 4 µs less broker CPU, one packet and one wake-up fewer). Before a larger region they go
+# at once: the client wakes on them and is ready by the time the data comes (1 MiB fetches
+# with MSG_MORE: 88 % of raw sendfile against 114 %, alternated rounds; first byte 150 µs
+# after the request against 116).
+_MORE_BELOW = 64 * 1024
 T = TypeVar("T")
 
 
@@ -340,7 +347,7 @@ class Connection:
                 pending.append(part)
                 continue
             if pending:
-                left = self._send_bytes(pending)
+                left = self._send_bytes(pending, socket.MSG_MORE if part.size < _MORE_BELOW else 0)
                 if left is not None:
                     return [left, *parts[i:]]
                 pending = []
@@ -348,15 +355,15 @@ class Connection:
             if region is not None:
                 return [region, *parts[i + 1 :]]
         if pending:
-            left = self._send_bytes(pending)
+            left = self._send_bytes(pending, 0)
             if left is not None:
                 return [left]
         return []
 
-    def _send_bytes(self, pending: list[Any]) -> memoryview | None:
+    def _send_bytes(self, pending: list[Any], flags: int) -> memoryview | None:
         data = b"".join(pending) if len(pending) > 1 else pending[0]
         try:
-            sent = self.sock.send(data)
+            sent = self.sock.send(data, flags)
         except (BlockingIOError, InterruptedError):
             sent = 0
         return memoryview(data)[sent:] if sent < len(data) else None
