@@ -152,6 +152,10 @@ class Connection:
             self._pause_reading()
             processor.cancel()
             await asyncio.gather(processor, return_exceptions=True)
+            for job in self._jobs:  # handlers begun in the reader that the processor never took up
+                if isinstance(job, _Started):
+                    job.take()[0].close()  # their ``finally`` blocks run now (a purgatory's unwatch)
+            self._jobs.clear()
             self.close()
 
     def close(self) -> None:
