@@ -259,10 +259,14 @@ class ReplicaManager:
     # --- roles and metadata ---------------------------------------------------------------------
 
     def _become_leader(self, topic: str) -> None:
-        """Lead every partition of ``topic`` (one broker: it is every partition's only replica)."""
+        """Lead every partition of ``topic`` (one broker: it is every partition's only replica). A dir
+        may hold only some of a topic's partitions (a cluster broker's, or one a reassignment left):
+        Kafka's topics have partitions 0 to n-1, and clients take the count for the highest number
+        plus one, so a missing one is listed offline (no leader) rather than the others renumbered."""
         me = (self.broker.broker_id,)
-        states = []
-        for p in self._logs.partitions(topic):
+        present = self._logs.partitions(topic)
+        states = [PartitionState(p, -1, -1, (), ()) for p in range(present[-1] + 1) if p not in present]
+        for p in present:
             partition = self._partitions.get((topic, p))
             if partition is None:
                 partition = Partition(topic, p, self._logs.partition(topic, p), self.broker.broker_id)
@@ -270,6 +274,7 @@ class ReplicaManager:
                 self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         topic_id = topic_uuid(self._logs.topic_id(topic))
+        states.sort(key=lambda s: s.partition)
         self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
@@ -288,7 +293,7 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         found = self._partitions.get((topic, index))
         if found is None:
-            if self.cluster_mode and 0 <= index < self.metadata.partition_count(topic):
+            if 0 <= index < self.metadata.partition_count(topic):  # Kafka's: known, but not hosted here
                 raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found
