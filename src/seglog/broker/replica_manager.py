@@ -215,11 +215,28 @@ def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: 
             raise not_available
         return OffsetResult(NONE, -1, last_fetchable, partition.leader_epoch)
     found = plog.offset_for_timestamp(timestamp)
-    if found is not None and (timestamp == EARLIEST_TIMESTAMP or found[0] < last_fetchable):
-        return OffsetResult(NONE, found[1], found[0], partition.leader_epoch)
+    if found is not None and timestamp == EARLIEST_TIMESTAMP:
+        return OffsetResult(NONE, found[1], found[0], _earliest_epoch(plog))
+    if found is not None and found[0] < last_fetchable:
+        return OffsetResult(NONE, found[1], found[0], _batch_epoch(plog, found[0]))
     if not_available is not None:
         raise not_available
     return OffsetResult(NONE, -1, -1, -1)
+
+
+def _earliest_epoch(plog: PartitionLog) -> int:
+    """Kafka's ``fetchOffsetByTimestamp`` for the earliest offset: the first cached epoch, if it
+    started at or before the log start offset (batches older than epochs have none), else -1."""
+    entries = plog.leader_epoch_cache.entries
+    return entries[0][0] if entries and entries[0][1] <= plog.log_start_offset else -1
+
+
+def _batch_epoch(plog: PartitionLog, offset: int) -> int:
+    """The partition leader epoch of the batch holding ``offset`` (-1 for none, or a batch before
+    epochs): what Kafka answers for an offset found by timestamp or as the max timestamp's."""
+    for batch in plog.batches(offset, offset + 1, check_crcs=False):
+        return max(batch.partition_leader_epoch, -1)
+    return -1
 
 
 class ReplicaManager:
