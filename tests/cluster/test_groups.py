@@ -59,7 +59,12 @@ def test_a_group_commits_and_its_offsets_survive_a_restart(chroot: str, tmp_path
         reader = consumer(bootstrap)
         reader.subscribe(["read"])
         got: list[Any] = []
-        wait_until(lambda: got.extend(m for m in [reader.poll(0.1)] if m and not m.error()) or len(got) == 10)
+
+        def read() -> bool:
+            got.extend(m for m in [reader.poll(0.1)] if m and not m.error())
+            return len(got) == 10
+
+        wait_until(read)
         reader.commit(asynchronous=False)
         reader.close()
     zk = KazooClient(hosts=chroot)
