@@ -476,7 +476,7 @@ def _hide_leaders_not_alive(topics: list[dict[str, Any]], alive: set[int]) -> No
     (kafka-python's sender fails on it until its next metadata refresh, which it never reaches)."""
     for topic in topics:
         for p in topic.get("partitions") or ():
-            if p["leader_id"] >= 0 and p["leader_id"] not in alive:
+            if p["leader_id"] not in alive:  # no leader at all (-1) as well
                 p["error_code"], p["leader_id"] = LEADER_NOT_AVAILABLE, -1
 
 

@@ -69,7 +69,7 @@ def truncation_offset(partition: Partition, leader_epoch: int, leader_end_offset
     if leader_epoch < 0:
         return min(leader_end_offset, leo), True
     follower_epoch, follower_end = partition.end_offset_for_epoch(leader_epoch)
-    if follower_end < 0:  # no epoch of ours that old: the leader's end is all there is
+    if follower_end < 0:  # no epochs of ours (Kafka: endOffsetForEpoch None): the leader's end is all there is
         return min(leader_end_offset, leo), True
     if follower_epoch != leader_epoch:  # an epoch we never had: cut to our previous one, ask again
         return min(follower_end, leo), False

@@ -70,6 +70,7 @@ class KafkaServer:
         self.groups: GroupMetadataManager | None = None
         self._handlers: dict[ApiKey, Any] = {}
         self.cluster: ClusterMember | None = None
+        self.controller_apis: ControllerApis | None = None  # in a cluster
         self.started = asyncio.Event()
 
     @property
@@ -170,6 +171,7 @@ class KafkaServer:
         cluster = self.cluster = ClusterMember(self.config, broker, self.replicas)
         self.replicas.broker_epoch = lambda: cluster.broker_epoch  # AlterPartition carries it (KIP-380)
         controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
+        self.controller_apis = controller_apis
         self._handlers.update(
             {
                 ApiKey.LEADER_AND_ISR: controller_apis.leader_and_isr,
