@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Message
@@ -15,6 +16,7 @@ from kazoo.client import KazooClient
 
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer, zookeeper_unavailable
+from seglog.tools.cluster import LocalCluster
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +93,17 @@ def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def chrooted_local_cluster(
+    zookeeper: ZooKeeperServer, directory: Path, name: str, brokers: int, overrides: list[str]
+) -> LocalCluster:
+    """``brokers`` brokers of a cluster of their own: its znodes under ZooKeeper's ``/name``."""
+    admin = KazooClient(hosts=zookeeper.connect_string)
+    admin.start()
+    admin.ensure_path(f"/{name}")
+    admin.stop()
+    admin.close()
+    return LocalCluster(
+        directory, brokers, zookeeper=f"{zookeeper.connect_string}/{name}", port=None, overrides=overrides
+    )

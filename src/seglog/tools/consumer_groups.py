@@ -20,24 +20,19 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
-import time
-import uuid
 from datetime import datetime
 from typing import Any
 
 from ..errors import SeglogError
-from ..protocol import ApiKey, ErrorCode
+from ..protocol import ApiKey
 from .arguments import UsageError, int_between
 from .broker_client import BrokerClient
-from .remote import BrokerError, list_offsets
+from .cluster_client import NO_TOPIC_ID, ClusterClient, raise_for
+from .remote import list_offsets
 
 MISSING = "-"
 CONSUMER_PROTOCOL = "consumer"
 INACTIVE_STATES = ("Empty", "Dead")
-# the coordinator's answers while it loads or moves, which Kafka's admin client retries
-RETRIABLE = (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR)
-RETRY_BACKOFF_S = 0.1
-NO_TOPIC_ID = uuid.UUID(int=0)  # a topic asked by name
 TopicPartition = tuple[str, int]
 
 
@@ -66,28 +61,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_arguments(args)
-    deadline = time.monotonic() + args.timeout_ms / 1000
-    while True:
-        try:
-            return _run_once(args)
-        except BrokerError as e:
-            # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
-            if e.error_code not in RETRIABLE or time.monotonic() + RETRY_BACKOFF_S > deadline:
-                raise
-        time.sleep(RETRY_BACKOFF_S)
+    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
+        # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
+        return client.retrying(lambda: _run_once(client, args))
 
 
-def _run_once(args: argparse.Namespace) -> int:
+def _run_once(client: ClusterClient, args: argparse.Namespace) -> int:
     """The command, once: its output is printed only when every request has succeeded."""
-    with BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
-        if args.list:
-            return _list(client)
-        with _coordinator(client, args) as coordinator:
-            if args.describe:
-                return _describe(client, coordinator, args.group)
-            if args.delete:
-                return _delete(coordinator, args.group)
-            return _reset(client, coordinator, args)
+    if args.list:
+        return _list(client)
+    _, coordinator = client.coordinator(args.group, 0)
+    if args.describe:
+        return _describe(client, coordinator, args.group)
+    if args.delete:
+        return _delete(coordinator, args.group)
+    return _reset(client, coordinator, args)
 
 
 def _check_arguments(args: argparse.Namespace) -> None:
@@ -114,29 +102,13 @@ def _datetime_ms(text: str) -> int:
     return int(moment.astimezone().timestamp() * 1000)
 
 
-def _checked(code: int, what: str) -> None:
-    if code:
-        name = ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"error code {code}"
-        raise BrokerError(code, name, what)
-
-
-# --- the coordinator ---------------------------------------------------------------------------------
-
-
-def _coordinator(client: BrokerClient, args: argparse.Namespace) -> BrokerClient:
-    """A connection to the group's coordinator (the bootstrap broker's own when it is)."""
-    body = {"key": args.group, "key_type": 0, "coordinator_keys": [args.group]}
-    version = client.version(ApiKey.FIND_COORDINATOR)
-    answer = client.request(ApiKey.FIND_COORDINATOR, body)
-    found = answer["coordinators"][0] if version >= 4 else answer
-    _checked(found["error_code"], f"cannot find the coordinator of group {args.group}")
-    return BrokerClient(f"{found['host']}:{found['port']}", timeout=args.timeout_ms / 1000)
+# --- the coordinator's answers ---------------------------------------------------------------------------------
 
 
 def _describe_group(coordinator: BrokerClient, group: str) -> dict[str, Any]:
     body = {"groups": [group], "include_authorized_operations": False}
     described = coordinator.request(ApiKey.DESCRIBE_GROUPS, body)["groups"][0]
-    _checked(described["error_code"], f"cannot describe group {group}")
+    raise_for(described["error_code"], f"cannot describe group {group}")
     if described["protocol_type"] not in (CONSUMER_PROTOCOL, ""):  # Kafka's admin client refuses these too
         raise SeglogError(f"{group} is not a consumer group (protocol type {described['protocol_type']})")
     return described
@@ -147,17 +119,17 @@ def _committed(coordinator: BrokerClient, group: str) -> dict[TopicPartition, in
     answer = coordinator.request(ApiKey.OFFSET_FETCH, body)
     if answer.get("groups"):
         answer = answer["groups"][0]
-    _checked(answer["error_code"], f"cannot fetch the offsets of group {group}")
+    raise_for(answer["error_code"], f"cannot fetch the offsets of group {group}")
     out = {}
     for topic in answer["topics"]:
         for p in topic["partitions"]:
-            _checked(p["error_code"], f"cannot fetch the offset of {topic['name']}-{p['partition_index']}")
+            raise_for(p["error_code"], f"cannot fetch the offset of {topic['name']}-{p['partition_index']}")
             if p["committed_offset"] >= 0:
                 out[(topic["name"], p["partition_index"])] = p["committed_offset"]
     return out
 
 
-def _log_offsets(client: BrokerClient, partitions: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
+def _log_offsets(client: ClusterClient, partitions: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
     by_topic: dict[str, list[int]] = {}
     for topic, p in partitions:
         by_topic.setdefault(topic, []).append(p)
@@ -185,16 +157,19 @@ def assigned_partitions(assignment: bytes) -> list[TopicPartition]:
 # --- --list, --describe, --delete -------------------------------------------------------------------
 
 
-def _list(client: BrokerClient) -> int:
-    answer = client.request(ApiKey.LIST_GROUPS, {"states_filter": [], "types_filter": []})
-    _checked(answer["error_code"], "cannot list groups")
-    for g in sorted(answer["groups"], key=lambda g: g["group_id"]):
-        if g["protocol_type"] in (CONSUMER_PROTOCOL, ""):
-            print(g["group_id"])
+def _list(client: ClusterClient) -> int:
+    """Every broker's groups (each lists those it coordinates), as Kafka's admin client asks them."""
+    groups = []
+    for node in client.node_ids():
+        answer = client.broker(node).request(ApiKey.LIST_GROUPS, {"states_filter": [], "types_filter": []})
+        raise_for(answer["error_code"], f"cannot list the groups of broker {node}")
+        groups += [g["group_id"] for g in answer["groups"] if g["protocol_type"] in (CONSUMER_PROTOCOL, "")]
+    for group in sorted(set(groups)):
+        print(group)
     return 0
 
 
-def _describe(client: BrokerClient, coordinator: BrokerClient, group: str) -> int:
+def _describe(client: ClusterClient, coordinator: BrokerClient, group: str) -> int:
     described = _describe_group(coordinator, group)
     state = described["group_state"]
     committed = _committed(coordinator, group)
@@ -248,7 +223,7 @@ def _row(
 
 def _delete(coordinator: BrokerClient, group: str) -> int:
     result = coordinator.request(ApiKey.DELETE_GROUPS, {"groups_names": [group]})["results"][0]
-    _checked(result["error_code"], f"cannot delete group {group}")
+    raise_for(result["error_code"], f"cannot delete group {group}")
     print(f"Deletion of requested consumer groups ('{group}') was successful.")
     return 0
 
@@ -256,7 +231,7 @@ def _delete(coordinator: BrokerClient, group: str) -> int:
 # --- --reset-offsets ----------------------------------------------------------------------------------
 
 
-def _reset(client: BrokerClient, coordinator: BrokerClient, args: argparse.Namespace) -> int:
+def _reset(client: ClusterClient, coordinator: BrokerClient, args: argparse.Namespace) -> int:
     group = args.group
     state = _describe_group(coordinator, group)["group_state"]
     if state not in INACTIVE_STATES:
@@ -275,7 +250,7 @@ def _reset(client: BrokerClient, coordinator: BrokerClient, args: argparse.Names
 
 
 def _partitions_to_reset(
-    client: BrokerClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
+    client: ClusterClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
 ) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(committed)
@@ -290,7 +265,7 @@ def _partitions_to_reset(
             continue
         body = {"topics": [{"name": topic, "topic_id": NO_TOPIC_ID}], "allow_auto_topic_creation": False}
         found = client.request(ApiKey.METADATA, body)["topics"][0]
-        _checked(found["error_code"], f"topic {topic}")
+        raise_for(found["error_code"], f"topic {topic}")
         wanted += [
             (topic, p["partition_index"]) for p in sorted(found["partitions"], key=lambda p: p["partition_index"])
         ]
@@ -298,7 +273,7 @@ def _partitions_to_reset(
 
 
 def _new_offsets(
-    client: BrokerClient,
+    client: ClusterClient,
     args: argparse.Namespace,
     partitions: list[TopicPartition],
     committed: dict[TopicPartition, int],
@@ -338,4 +313,4 @@ def _commit(coordinator: BrokerClient, group: str, offsets: dict[TopicPartition,
     }
     for topic in coordinator.request(ApiKey.OFFSET_COMMIT, body)["topics"]:
         for p in topic["partitions"]:
-            _checked(p["error_code"], f"cannot commit the offset of {topic['name']}-{p['partition_index']}")
+            raise_for(p["error_code"], f"cannot commit the offset of {topic['name']}-{p['partition_index']}")

@@ -24,15 +24,16 @@ import json
 import sys
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
-from ..errors import SeglogError
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
-from .arguments import CommandParser, parse_configs
+from .arguments import CommandParser, parse_configs, partition_list
 from .broker_client import BrokerClient
+from .cluster_client import BrokerError, ClusterClient, TopicPartition
 from .controller_client import cluster_metadata
 from .logdir import record_json
 
@@ -41,14 +42,6 @@ _NO_ID = uuid.UUID(int=0)  # a topic asked by name
 _TIMES = {"earliest": -2, "latest": -1, "max-timestamp": -3}
 ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answer to arrive
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
-
-
-class BrokerError(SeglogError):
-    """An error a broker answered with: its Kafka code and message."""
-
-    def __init__(self, code: int, message: str | None, what: str) -> None:
-        super().__init__(f"{what}: {message or f'Kafka error code {code}'}")
-        self.error_code = code
 
 
 def _check(code: int, message: str | None, what: str) -> None:
@@ -141,7 +134,7 @@ def topics(args: argparse.Namespace) -> int:
         else:
             topics_ = _metadata(client, [args.topic] if args.topic else None)
             filtered = args.under_replicated_partitions or args.unavailable_partitions
-            live = {b["node_id"] for b in cluster_metadata(client, [])["brokers"]} if filtered else set()
+            live = {b["node_id"] for b in cluster_metadata(client.bootstrap, [])["brokers"]} if filtered else set()
             for t in sorted(topics_, key=lambda t: t["name"]):
                 if args.list:
                     print(t["name"])
@@ -152,7 +145,7 @@ def topics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _metadata(client: BrokerClient, names: list[str] | None) -> list[dict[str, Any]]:
+def _metadata(client: ClusterClient, names: list[str] | None) -> list[dict[str, Any]]:
     body = {
         "topics": None if names is None else [{"name": n, "topic_id": _NO_ID} for n in names],
         "allow_auto_topic_creation": False,
@@ -164,7 +157,7 @@ def _metadata(client: BrokerClient, names: list[str] | None) -> list[dict[str, A
     return found
 
 
-def _describe(client: BrokerClient, topic: dict[str, Any]) -> None:
+def _describe(client: ClusterClient, topic: dict[str, Any]) -> None:
     configs = _describe_configs(client, 2, topic["name"])
     overrides = ",".join(f"{c['name']}={c['value']}" for c in configs if c["config_source"] == 1)
     partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
@@ -249,26 +242,31 @@ def _partition(key: bytes | None, count: int, spread: int) -> int:
     return partition_for_key(key, count) if key is not None else spread % count
 
 
-def _send(client: BrokerClient, args: argparse.Namespace, batches: dict[int, list[Record]], codec: Compression) -> None:
-    body = {
-        "transactional_id": None,
-        "acks": args.acks,
-        "timeout_ms": args.timeout_ms,
-        "topic_data": [
-            {
-                "name": args.topic,
-                "partition_data": [
-                    {"index": p, "records": build_batch(records, compression=codec)} for p, records in batches.items()
-                ],
-            }
-        ],
-    }
-    if args.acks == 0:
-        client.send_only(ApiKey.PRODUCE, body)
-        return
-    for t in client.request(ApiKey.PRODUCE, body)["responses"]:
-        for r in t["partition_responses"]:
-            _check(r["error_code"], r.get("error_message"), f"cannot produce to {t['name']}-{r['index']}")
+def _send(
+    client: ClusterClient, args: argparse.Namespace, batches: dict[int, list[Record]], codec: Compression
+) -> None:
+    built = {(args.topic, p): build_batch(records, compression=codec) for p, records in batches.items()}
+
+    def send(leader: BrokerClient, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
+        body = {
+            "transactional_id": None,
+            "acks": args.acks,
+            "timeout_ms": args.timeout_ms,
+            "topic_data": [
+                {"name": args.topic, "partition_data": [{"index": p, "records": built[(t, p)]} for t, p in tps]}
+            ],
+        }
+        if args.acks == 0:
+            leader.send_only(ApiKey.PRODUCE, body)
+            return {tp: {"error_code": 0} for tp in tps}
+        return {
+            (t["name"], r["index"]): r
+            for t in leader.request(ApiKey.PRODUCE, body)["responses"]
+            for r in t["partition_responses"]
+        }
+
+    for (topic, p), r in client.to_leaders(list(built), send).items():
+        _check(r["error_code"], r.get("error_message"), f"cannot produce to {topic}-{p}")
 
 
 # --- consume --------------------------------------------------------------------------------------------
@@ -320,39 +318,14 @@ def consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch(client: BrokerClient, topic: dict[str, Any], partition: int, offset: int) -> Iterator[Record]:
-    """Records of one partition from ``offset`` up to its high watermark."""
-    version = client.version(ApiKey.FETCH)
+def _fetch(client: ClusterClient, topic: dict[str, Any], partition: int, offset: int) -> Iterator[Record]:
+    """Records of one partition from ``offset`` up to its high watermark, from its leader."""
+    tp = (topic["name"], partition)
     while True:
-        body = {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 0,
-            "max_bytes": 4 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [
-                {
-                    "topic": topic["name"],
-                    "topic_id": topic.get("topic_id"),
-                    "partitions": [
-                        {
-                            "partition": partition,
-                            "current_leader_epoch": -1,
-                            "fetch_offset": offset,
-                            "last_fetched_epoch": -1,
-                            "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20,
-                        }
-                    ],
-                }
-            ],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
-        answer = client.request(ApiKey.FETCH, body, version)["responses"][0]["partitions"][0]
-        _check(answer["error_code"], None, f"cannot fetch {topic['name']}-{partition} at offset {offset}")
+        answer = client.to_leaders([tp], partial(_fetch_once, topic, partition, offset))[tp]
+        _check(
+            answer["error_code"], answer.get("error_message"), f"cannot fetch {tp[0]}-{partition} at offset {offset}"
+        )
         data = answer["records"]
         last = offset - 1
         for batch in BatchIterator(bytes(data) if data is not None else b""):
@@ -366,6 +339,39 @@ def _fetch(client: BrokerClient, topic: dict[str, Any], partition: int, offset: 
         offset = last + 1
 
 
+def _fetch_once(
+    topic: dict[str, Any], partition: int, offset: int, leader: BrokerClient, _: list[TopicPartition]
+) -> dict[Any, dict[str, Any]]:
+    body = {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 4 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [
+            {
+                "topic": topic["name"],
+                "topic_id": topic.get("topic_id"),
+                "partitions": [
+                    {
+                        "partition": partition,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offset,
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": 1 << 20,
+                    }
+                ],
+            }
+        ],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+    return {(topic["name"], partition): leader.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]}
+
+
 # --- get-offsets --------------------------------------------------------------------------------------
 
 
@@ -373,7 +379,7 @@ def _offsets_parser(sub: Any) -> None:
     p = sub.add_parser("get-offsets", help="offsets of a topic's partitions at a time")
     _with_server(p)
     p.add_argument("--topic", required=True)
-    p.add_argument("--partitions")
+    p.add_argument("--partitions", type=partition_list, help="comma-separated partitions (default: all)")
     p.add_argument("--time", default="latest")
     p.set_defaults(run=get_offsets)
 
@@ -387,7 +393,7 @@ def get_offsets(args: argparse.Namespace) -> int:
             raise SystemExit("error: --time takes earliest, latest, max-timestamp or milliseconds") from None
     with _client(args) as client:
         if args.partitions:
-            wanted = [int(p) for p in args.partitions.split(",")]
+            wanted = args.partitions
         else:
             wanted = sorted(p["partition_index"] for p in _metadata(client, [args.topic])[0]["partitions"])
         for p, offset in list_offsets(client, args.topic, wanted, time):
@@ -395,24 +401,21 @@ def get_offsets(args: argparse.Namespace) -> int:
     return 0
 
 
-def list_offsets(client: BrokerClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
-    body = {
-        "replica_id": -1,
-        "isolation_level": 0,
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [
-                    {"partition_index": p, "current_leader_epoch": -1, "timestamp": time} for p in partitions
-                ],
-            }
-        ],
-    }
+def list_offsets(client: ClusterClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
+    """Each partition's offset at ``time``, from its leader (in the order of ``partitions``)."""
+
+    def send(leader: BrokerClient, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
+        wanted = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": time} for _, p in tps]
+        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": wanted}]}
+        answer = leader.request(ApiKey.LIST_OFFSETS, body)
+        return {(t["name"], r["partition_index"]): r for t in answer["topics"] for r in t["partitions"]}
+
+    found = client.to_leaders([(topic, p) for p in partitions], send)
     out = []
-    for t in client.request(ApiKey.LIST_OFFSETS, body)["topics"]:
-        for r in t["partitions"]:
-            _check(r["error_code"], None, f"cannot list offsets of {topic}-{r['partition_index']}")
-            out.append((r["partition_index"], r["offset"]))
+    for p in partitions:
+        r = found[(topic, p)]
+        _check(r["error_code"], r.get("error_message"), f"cannot list offsets of {topic}-{p}")
+        out.append((p, r["offset"]))
     return out
 
 
@@ -430,27 +433,30 @@ def delete_records(args: argparse.Namespace) -> int:
     try:
         with open(args.offset_json_file, encoding="utf-8") as f:
             wanted = json.load(f)["partitions"]
-        by_topic: dict[str, list[dict[str, int]]] = {}
-        for entry in wanted:
-            by_topic.setdefault(str(entry["topic"]), []).append(
-                {"partition_index": int(entry["partition"]), "offset": int(entry["offset"])}
-            )
+        offsets = {(str(e["topic"]), int(e["partition"])): int(e["offset"]) for e in wanted}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"error: cannot read --offset-json-file {args.offset_json_file}: {e}") from None
     # the leader answers by timeout_ms (REQUEST_TIMED_OUT for a partition whose replicas have not
     # all deleted the records by then, Kafka's DelayedDeleteRecords): wait for that answer
-    with BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000 + ANSWER_MARGIN_S) as client:
+
+    def send(leader: BrokerClient, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
+        by_topic: dict[str, list[dict[str, int]]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append({"partition_index": p, "offset": offsets[(t, p)]})
         body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()], "timeout_ms": args.timeout_ms}
-        answer = client.request(ApiKey.DELETE_RECORDS, body)
+        answer = leader.request(ApiKey.DELETE_RECORDS, body)
+        return {(t["name"], r["partition_index"]): r for t in answer["topics"] for r in t["partitions"]}
+
+    with ClusterClient(args.bootstrap_server, args.timeout_ms / 1000, answer_margin=ANSWER_MARGIN_S) as client:
+        answer = client.to_leaders(list(offsets), send)
     print("Records delete operation completed:")
     failed = 0
-    for t in answer["topics"]:
-        for r in t["partitions"]:
-            if r["error_code"]:
-                failed += 1
-                print(f"partition: {t['name']}-{r['partition_index']}\terror: Kafka error code {r['error_code']}")
-            else:
-                print(f"partition: {t['name']}-{r['partition_index']}\tlow_watermark: {r['low_watermark']}")
+    for (topic, p), r in answer.items():
+        if r["error_code"]:
+            failed += 1
+            print(f"partition: {topic}-{p}\terror: Kafka error code {r['error_code']}")
+        else:
+            print(f"partition: {topic}-{p}\tlow_watermark: {r['low_watermark']}")
     return 1 if failed else 0
 
 
@@ -474,7 +480,10 @@ def add_configs(sub: Any) -> None:
 def configs(args: argparse.Namespace) -> int:
     kind = 2 if args.entity_type == "topics" else 4
     what = "topic" if kind == 2 else "broker"
-    with _client(args) as client:
+    with _client(args) as cluster:
+        # a broker's configs are that broker's to tell and change, as Kafka's Admin sends them
+        named = kind == 4 and args.entity_name.isdigit()
+        client = cluster.broker(int(args.entity_name)) if named else cluster.bootstrap
         if args.describe:
             entries = _describe_configs(client, kind, args.entity_name)
             shown = entries if args.all else [e for e in entries if e["config_source"] in (1, 2, 4)]
@@ -505,7 +514,7 @@ def configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_configs(client: BrokerClient, kind: int, name: str) -> list[dict[str, Any]]:
+def _describe_configs(client: BrokerClient | ClusterClient, kind: int, name: str) -> list[dict[str, Any]]:
     body = {
         "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
         "include_synonyms": True,
@@ -516,5 +525,5 @@ def _describe_configs(client: BrokerClient, kind: int, name: str) -> list[dict[s
     return list(r["configs"])
 
 
-def _client(args: argparse.Namespace) -> BrokerClient:
-    return BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000)
+def _client(args: argparse.Namespace) -> ClusterClient:
+    return ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000)
