@@ -219,8 +219,11 @@ def test_librdkafka_batches_decode_the_same_in_seglog(broker, codec, idempotent)
             got += [(r.offset, r.key, r.value, list(r.headers), r.timestamp) for r in batch.records()]
         assert scan.remaining == 0 and batches
     assert got == [(i, r.key, r.value, list(r.headers), r.timestamp) for i, r in enumerate(sent)]
-    # librdkafka writes the codec it was asked for (this data always shrinks)
-    assert {b.compression for b in batches} == {codec}
+    # librdkafka writes the codec it was asked for, but sends a batch that would not shrink
+    # uncompressed (a batch of a few small records, split off when the machine is slow)
+    largest = max(batches, key=lambda b: len(b.records()))
+    assert largest.compression == codec
+    assert {b.compression for b in batches} <= {codec, Compression.NONE}
     assert all(b.timestamp_type == TimestampType.CREATE_TIME for b in batches)
     for b in batches:
         records = b.records()
