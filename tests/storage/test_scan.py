@@ -547,3 +547,23 @@ def test_packed_index_appends_check_what_entry_appends_check(tmp_path):
     ti.maybe_append(MS + 2, 102)
     ti.maybe_append(MS + 2, 103)  # not larger: nothing
     assert ti.entries == 3
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 0, None, 1 << 30), "extra"), TypeError),
+        ((False, False, "1048576", None, decompress, "/f", (5, 0, None, 1 << 30)), TypeError),
+        ((False, False, 1 << 20, (0,), decompress, "/f", (5, 0, None, 1 << 30)), TypeError),
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 1 << 31, None, 1 << 30)), OverflowError),
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 0, "now", 1 << 30)), TypeError),
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 0)), TypeError),
+    ],
+)
+def test_check_and_assign_refuses_wrong_arguments_and_writes_nothing(args, error):
+    # positional only and parsed by hand (every append calls it): wrong ones still raise
+    batch = build_batch([(b"k", b"v", MS)])
+    buffer = bytearray(batch)
+    with pytest.raises(error):
+        _scan.check_and_assign(buffer, *args)
+    assert buffer == batch
