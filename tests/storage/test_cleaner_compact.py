@@ -227,8 +227,9 @@ def test_filter_batch_keeps_what_the_slow_path_keeps(raw, state):
     want = expected_batch(batch, kept)
     assert fields(got) == fields(want) and max_ts == got.max_timestamp
     assert got.records() == want.records() == kept  # offsets, timestamps, keys, values, headers
-    if not stamp:  # uncompressed: the kept records' bytes, copied; the base timestamp kept
-        assert got.base_timestamp == batch.base_timestamp
+    # Kafka's base timestamp (the delete horizon, else the first kept record's) and deltas
+    assert got.base_timestamp == want.base_timestamp
+    assert got.records_section() == want.records_section()
 
 
 @settings(max_examples=200, deadline=None)
@@ -510,3 +511,27 @@ def test_a_wrong_record_count_is_named_as_the_decoder_names_it(count):
         with pytest.raises(CorruptRecordError) as e:
             read_damaged(way, raw, 4096, way)
         assert (e.value.message, e.value.position) == (decoded.value.message, 4096)
+
+
+@pytest.mark.parametrize("append_time", [False, True])
+def test_a_rebuilt_batch_takes_its_base_timestamp_from_its_first_kept_record(append_time):
+    # Kafka's MemoryRecords.buildRetainedRecordsInto: the base timestamp of the first kept
+    # record, the deltas relative to it; a LogAppendTime batch's records all read as the
+    # append time, so its base is that and every delta 0
+    records = [(b"k1", b"old", NOW - 30), (b"k2", b"v", NOW - 20), (b"k3", b"v", NOW - 10)]
+    raw = build_batch(
+        records,
+        timestamp_type=TimestampType.LOG_APPEND_TIME if append_time else TimestampType.CREATE_TIME,
+        log_append_time=NOW if append_time else None,
+    )
+    batch = RecordBatch(raw)
+    omap = OffsetMap(64 * ENTRY_SIZE, 0.9)
+    for key, offset in ((b"k1", 7), (b"k2", 1), (b"k3", 2)):  # k1 is superseded at offset 7
+        omap.put(key, offset)
+    omap.latest_offset = 7
+    out, kept, _, max_ts = filter_one(batch, omap, OffsetMarks(0, 0))
+    got = RecordBatch(seal(out, 0))
+    assert kept == 2 and got.base_offset == 0 and got.last_offset_delta == 2
+    assert got.base_timestamp == (NOW if append_time else NOW - 20)
+    assert got.max_timestamp == max_ts == (NOW if append_time else NOW - 10)
+    assert [(r.offset, r.timestamp) for r in got.records()] == [(1, max_ts if append_time else NOW - 20), (2, max_ts)]

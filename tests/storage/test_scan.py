@@ -171,7 +171,7 @@ def test_check_append_faults_and_facts_are_the_general_paths(
     tmp_path_factory, buffer, leader, origin, compact, append_time, max_bytes, wide
 ):
     log = log_for(tmp_path_factory, compact, append_time, max_bytes, wide)
-    bounds = log.validator.timestamp_bounds() if leader and not append_time else None
+    bounds = log.validator.leader_rules()[0] if leader else None
     general = outcome(lambda: log.validator.validate_general(bytearray(buffer), leader, origin, bounds))
     fast = outcome(
         lambda: _scan.check_append(
@@ -219,7 +219,7 @@ def test_check_append_record_faults_are_the_general_paths(tmp_path_factory, data
         buffer[at + 61 + where % (end - at - 61)] = value
         reseal(buffer, at, end)
     log = log_for(tmp_path_factory, False, False, 1_000_000, True)
-    bounds = log.validator.timestamp_bounds()
+    bounds = log.validator.leader_rules()[0]
     general = outcome(lambda: log.validator.validate_general(bytearray(buffer), True, "coordinator", bounds))
     fast = outcome(
         lambda: _scan.check_append(bytearray(buffer), True, True, False, 1_000_000, bounds, decompress, log.dir)
@@ -286,9 +286,9 @@ def test_check_append_names_exact_faults(tmp_path):
     reseal(high, 0, len(high))
     past = rf"timestamps {INT64_MAX - 2}..{INT64_MAX + 3} are outside \[-?\d+, {INT64_MAX}\]"
     with pytest.raises(SeglogError, match=past):
-        check(high, log.validator.timestamp_bounds())
+        check(high, log.validator.leader_rules()[0])
     with pytest.raises(SeglogError, match=past):
-        log.validator.validate_general(high, True, "client", log.validator.timestamp_bounds())
+        log.validator.validate_general(high, True, "client", log.validator.leader_rules()[0])
     with pytest.raises(SeglogError, match="2 bytes of a partial batch at the end of the append"):
         check(bytes(good) + b"\x00\x00")
     assert check(bytes(good) + build_message_set([Record(b"k", b"v", MS, (), 0)], magic=1)) is None
@@ -547,3 +547,23 @@ def test_packed_index_appends_check_what_entry_appends_check(tmp_path):
     ti.maybe_append(MS + 2, 102)
     ti.maybe_append(MS + 2, 103)  # not larger: nothing
     assert ti.entries == 3
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 0, None, 1 << 30), "extra"), TypeError),
+        ((False, False, "1048576", None, decompress, "/f", (5, 0, None, 1 << 30)), TypeError),
+        ((False, False, 1 << 20, (0,), decompress, "/f", (5, 0, None, 1 << 30)), TypeError),
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 1 << 31, None, 1 << 30)), OverflowError),
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 0, "now", 1 << 30)), TypeError),
+        ((False, False, 1 << 20, None, decompress, "/f", (5, 0)), TypeError),
+    ],
+)
+def test_check_and_assign_refuses_wrong_arguments_and_writes_nothing(args, error):
+    # positional only and parsed by hand (every append calls it): wrong ones still raise
+    batch = build_batch([(b"k", b"v", MS)])
+    buffer = bytearray(batch)
+    with pytest.raises(error):
+        _scan.check_and_assign(buffer, *args)
+    assert buffer == batch

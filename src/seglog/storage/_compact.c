@@ -617,6 +617,7 @@ typedef struct {
 typedef struct {
     Py_ssize_t kept, invalid;
     int tombstone;        /* a tombstone is kept */
+    int64_t first_ts;     /* of the first kept record */
     int64_t max_ts;       /* of the kept records (CreateTime) */
     Py_ssize_t bytes;     /* of the kept records as they are */
 } Kept;
@@ -692,9 +693,10 @@ decide(const Batch *b, const Rule *rule, uint8_t *keep, Kept *k)
         keep[i] = (uint8_t)stays;
         if (!stays)
             continue;
-        k->kept++;
-        k->tombstone |= r.value_len < 0;
         int64_t ts = record_ts(b, r.ts_delta);
+        if (k->kept++ == 0)
+            k->first_ts = ts;
+        k->tombstone |= r.value_len < 0;
         if (ts > k->max_ts)
             k->max_ts = ts;
         k->bytes += p - start;
@@ -723,7 +725,7 @@ restamped_size(const Batch *b, const uint8_t *keep, int64_t base_ts)
 }
 
 /* Pass 2: the kept records, copied; with `restamp`, their timestamp deltas re-encoded
- * relative to base_ts (a delete horizon newly set becomes the base timestamp). */
+ * relative to base_ts (the rebuilt batch's, see filter_into). */
 static uint8_t *
 write_kept(const Batch *b, const uint8_t *keep, int restamp, int64_t base_ts, uint8_t *dst)
 {
@@ -757,17 +759,17 @@ write_kept(const Batch *b, const uint8_t *keep, int restamp, int64_t base_ts, ui
 }
 
 /* The header of the filtered batch: the original one with its record count, length,
- * max timestamp, and a newly set delete horizon; the CRC is left to the caller. */
+ * base timestamp, max timestamp, and a newly set delete horizon; the CRC is left to the caller. */
 static void
-write_header(const Batch *b, const Kept *k, int restamp, int64_t horizon, Py_ssize_t records_size, uint8_t *dst)
+write_header(const Batch *b, const Kept *k, int new_horizon, int64_t base_ts, Py_ssize_t records_size,
+             uint8_t *dst)
 {
     memcpy(dst, b->start, HEADER_SIZE);
     put_be(dst + LENGTH_OFFSET, LENGTH_LENGTH, (uint64_t)(HEADER_SIZE - LOG_OVERHEAD + records_size));
     put_be(dst + CRC_OFFSET, CRC_LENGTH, 0);
-    if (restamp) {
+    if (new_horizon)
         put_be(dst + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, (uint64_t)(b->attributes | DELETE_HORIZON_FLAG_MASK));
-        put_be(dst + BASE_TIMESTAMP_OFFSET, BASE_TIMESTAMP_LENGTH, (uint64_t)horizon);
-    }
+    put_be(dst + BASE_TIMESTAMP_OFFSET, BASE_TIMESTAMP_LENGTH, (uint64_t)base_ts);
     if (!(b->attributes & TIMESTAMP_TYPE_MASK))
         put_be(dst + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)k->max_ts);
     put_be(dst + RECORDS_COUNT_OFFSET, RECORDS_COUNT_LENGTH, (uint64_t)k->kept);
@@ -797,17 +799,23 @@ filter_into(const Batch *b, const Rule *rule, PyObject *out, Py_ssize_t *len, Ke
     int rc = -1;
     if (decide(b, rule, keep, k) < 0)
         goto done;
-    int restamp = k->tombstone && !(b->attributes & DELETE_HORIZON_FLAG_MASK);
+    int has_horizon = (b->attributes & DELETE_HORIZON_FLAG_MASK) != 0;
+    int new_horizon = k->tombstone && !has_horizon;
     rc = 0;
-    if (k->kept == 0 || (k->kept == b->count && !restamp))
+    if (k->kept == 0 || (k->kept == b->count && !new_horizon))
         goto done;
-    Py_ssize_t size = restamp ? restamped_size(b, keep, rule->horizon) : k->bytes;
+    /* Kafka rebuilds the batch (MemoryRecords.buildRetainedRecordsInto) with a base timestamp
+     * of its delete horizon, or else of its first kept record (in a LogAppendTime batch: the
+     * append time, every record's), the records' deltas relative to it */
+    int64_t base_ts = new_horizon ? rule->horizon : has_horizon ? b->base_ts : k->first_ts;
+    int restamp = base_ts != b->base_ts || (b->attributes & TIMESTAMP_TYPE_MASK);
+    Py_ssize_t size = restamp ? restamped_size(b, keep, base_ts) : k->bytes;
     rc = -1;
     uint8_t *dst = reserve(out, *len, HEADER_SIZE + size);
     if (dst == NULL)
         goto done;
-    write_header(b, k, restamp, rule->horizon, size, dst);
-    write_kept(b, keep, restamp, rule->horizon, dst + HEADER_SIZE);
+    write_header(b, k, new_horizon, base_ts, size, dst);
+    write_kept(b, keep, restamp, base_ts, dst + HEADER_SIZE);
     *len += HEADER_SIZE + size;
     rc = 1;
 done:
@@ -821,8 +829,10 @@ PyDoc_STRVAR(filter_batch_doc,
              "horizon, position) -> (out, kept, invalid, max_timestamp)\n\n"
              "The records of a v2 data batch that compaction keeps (`section`: its records decompressed, or\n"
              "None). out is None when every record stays as it is, or none does; else a bytearray: the\n"
-             "batch's header (record count, length, max timestamp updated; the delete horizon `horizon`\n"
-             "set if a tombstone stays and none was; CRC left zero) and the kept records, uncompressed.\n"
+             "batch's header (record count, length, max timestamp updated; the base timestamp Kafka's:\n"
+             "the delete horizon `horizon` if a tombstone stays and none was set, the one set, else the first\n"
+             "kept record's; CRC left zero) and the kept records, uncompressed, their timestamp deltas\n"
+             "relative to that base.\n"
              "max_timestamp is that of the kept records (the batch's own for LogAppendTime).");
 
 static PyObject *

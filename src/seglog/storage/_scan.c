@@ -1,8 +1,7 @@
 /* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops,
  * beside their Python owners (log.py's append validation, segment.py's recovery
  * and lookups, index.py's search). Buffers in, values out; no file is touched
- * here. Five calls (check_append, check_and_assign and recover_batches take
- * keywords too):
+ * here. Five calls (check_append and recover_batches take keywords too):
  *
  *   check_append    every check a leader (or a follower) makes of an append,
  *                   batch by batch in the order validator.py's general path
@@ -632,7 +631,18 @@ assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t 
         if (i == 0 || batch_max_ts > max_ts)
             max_ts = batch_max_ts;
         records += f->count;
-        PyObject *entry = Py_BuildValue("(nnLL)", f->position, f->size, (long long)last, (long long)batch_max_ts);
+        PyObject *entry = PyTuple_New(4);
+        if (entry != NULL) {
+            PyTuple_SET_ITEM(entry, 0, PyLong_FromSsize_t(f->position));
+            PyTuple_SET_ITEM(entry, 1, PyLong_FromSsize_t(f->size));
+            PyTuple_SET_ITEM(entry, 2, PyLong_FromLongLong(last));
+            PyTuple_SET_ITEM(entry, 3, PyLong_FromLongLong(batch_max_ts));
+            for (int k = 0; k < 4; k++)
+                if (PyTuple_GET_ITEM(entry, k) == NULL) {
+                    Py_CLEAR(entry); /* (a tuple with NULL items deallocates) */
+                    break;
+                }
+        }
         if (entry == NULL) {
             Py_DECREF(entries);
             return NULL;
@@ -654,7 +664,23 @@ static int
 parse_assignment(PyObject *spec, Assignment *a)
 {
     PyObject *stamp;
-    if (!PyArg_ParseTuple(spec, "LiOL", &a->next_offset, &a->epoch, &stamp, &a->segment_bytes))
+    if (PyTuple_CheckExact(spec) && PyTuple_GET_SIZE(spec) == 4 && PyLong_CheckExact(PyTuple_GET_ITEM(spec, 0)) &&
+        PyLong_CheckExact(PyTuple_GET_ITEM(spec, 1)) && PyLong_CheckExact(PyTuple_GET_ITEM(spec, 3))) {
+        /* the log's own tuple, every append: read without the format parser */
+        long epoch;
+        a->next_offset = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 0));
+        epoch = PyLong_AsLong(PyTuple_GET_ITEM(spec, 1));
+        stamp = PyTuple_GET_ITEM(spec, 2);
+        a->segment_bytes = PyLong_AsLongLong(PyTuple_GET_ITEM(spec, 3));
+        if (PyErr_Occurred())
+            return -1;
+        if (epoch < INT_MIN || epoch > INT_MAX) {
+            PyErr_SetString(PyExc_OverflowError, "leader epoch out of range");
+            return -1;
+        }
+        a->epoch = (int)epoch;
+    }
+    else if (!PyArg_ParseTuple(spec, "LiOL", &a->next_offset, &a->epoch, &stamp, &a->segment_bytes))
         return -1;
     a->stamping = stamp != Py_None;
     if (a->stamping && (a->append_time = PyLong_AsLongLong(stamp)) == -1 && PyErr_Occurred())
@@ -697,7 +723,13 @@ check(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds
     Assignment a = {0};
     long long low = 0, high = 0;
     rules->check_ts = bounds != Py_None;
-    if (rules->check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
+    if (rules->check_ts && PyTuple_CheckExact(bounds) && PyTuple_GET_SIZE(bounds) == 2) {
+        low = PyLong_AsLongLong(PyTuple_GET_ITEM(bounds, 0)); /* (the format parser costs more than the rest) */
+        high = PyLong_AsLongLong(PyTuple_GET_ITEM(bounds, 1));
+        if (PyErr_Occurred())
+            return NULL;
+    }
+    else if (rules->check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
         return NULL;
     rules->low = low;
     rules->high = high;
@@ -751,18 +783,22 @@ check_append(PyObject *self, PyObject *args, PyObject *kwargs)
     return check(owner, &rules, max_bytes, bounds, NULL);
 }
 
+/* Positional only, without the format parser: a leader's every append calls it. */
 static PyObject *
-check_and_assign(PyObject *self, PyObject *args, PyObject *kwargs)
+check_and_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    static char *names[] = {"buffer",     "allow_control", "compact", "max_bytes",  "timestamp_bounds",
-                            "decompress", "file",          "assignment", NULL};
-    PyObject *owner, *max_bytes, *bounds, *spec;
-    AppendRules rules = {.leader = 1};
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OppO!OOOO:check_and_assign", names, &owner, &rules.allow_control,
-                                     &rules.compact, &PyLong_Type, &max_bytes, &bounds, &rules.decompress,
-                                     &rules.file, &spec))
+    if (nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "check_and_assign() takes 8 positional arguments (%zd given)", nargs);
         return NULL;
-    return check(owner, &rules, max_bytes, bounds, spec);
+    }
+    AppendRules rules = {.leader = 1, .decompress = args[5], .file = args[6]};
+    if ((rules.allow_control = PyObject_IsTrue(args[1])) < 0 || (rules.compact = PyObject_IsTrue(args[2])) < 0)
+        return NULL;
+    if (!PyLong_Check(args[3])) {
+        PyErr_Format(PyExc_TypeError, "check_and_assign() argument 4 must be int, not %.50s", Py_TYPE(args[3])->tp_name);
+        return NULL;
+    }
+    return check(args[0], &rules, args[3], args[4], args[7]);
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -1090,8 +1126,7 @@ fail:
 
 static PyMethodDef methods[] = {
     {"check_append", (PyCFunction)(void (*)(void))check_append, METH_VARARGS | METH_KEYWORDS, check_append_doc},
-    {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_VARARGS | METH_KEYWORDS,
-     check_and_assign_doc},
+    {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_FASTCALL, check_and_assign_doc},
     {"recover_batches", (PyCFunction)(void (*)(void))recover_batches, METH_VARARGS | METH_KEYWORDS,
      recover_batches_doc},
     {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},

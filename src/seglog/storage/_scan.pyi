@@ -23,6 +23,7 @@ def check_and_assign(
     decompress: Callable[[int, memoryview], Any],
     file: str | None,
     assignment: tuple[int, int, int | None, int],
+    /,
 ) -> _Assigned | None: ...
 def recover_batches(
     chunk: Any,

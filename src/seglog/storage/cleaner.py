@@ -21,7 +21,9 @@ One round:
    a tombstone (null value) also until its batch's delete horizon has passed.
    Offsets never change. Batches wholly kept are copied byte for byte; others
    are rebuilt with their producer id, epoch and sequence, timestamps,
-   compression, leader epoch and last offset delta. The first cleaning that
+   compression, leader epoch and last offset delta, and, as Kafka's
+   buildRetainedRecordsInto, the base timestamp of their first kept record (a
+   LogAppendTime batch's: the append time) with the deltas relative to it. The first cleaning that
    keeps a tombstone (or a marker of an empty transaction) stamps its batch
    with a delete horizon, ``now + delete.retention.ms``, in the base timestamp
    (attribute bit 6), as Kafka does. Records of aborted transactions go; a

@@ -177,6 +177,10 @@ class _Index:
             self.entries = self._count_written_entries()
             # what was written has blocks; past it the file may be sparse (Kafka's, a crash's)
             self.reserved = _whole_pages(self.entries * self.entry_size)
+        if isinstance(self._mmap, mmap.mmap) and self.length > self.entries * self.entry_size:
+            # a preallocated tail: without this, the first store into it faults in the kernel's
+            # read-around window of the file (read_ahead_kb, MiBs of zero-filled holes: ms)
+            self._mmap.madvise(mmap.MADV_RANDOM)
 
     def _round(self, size: int) -> int:
         return size // self.entry_size * self.entry_size

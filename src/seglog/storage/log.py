@@ -458,7 +458,8 @@ class PartitionLog:
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_and_assign``) makes every
         check of ``LogValidator.validate_general`` and then the edits, or none of them."""
-        self.validator.check_origin(origin)
+        if origin != "client":
+            self.validator.check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         with self._lock:
             info = self._append_as_leader(buffer, origin, may_roll=True)
@@ -501,15 +502,17 @@ class PartitionLog:
             self.validator.validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
             raise AssertionError("legacy batches passed a leader's validation")
         entries, first, last, max_ts, count = assigned
-        check = self.producer_state.analyze_append(buffer, entries, origin)
+        producers = self.producer_state
+        check = producers.analyze_append(buffer, entries, origin)
         if check.duplicate is not None:  # a producer's retry: acknowledged with the first append's offsets
             d = check.duplicate
             return AppendInfo(d.first_offset, d.last_offset, d.timestamp, 0, 0)
         if not may_roll and self._segments[-1].should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
             return None
         self._append_locked(buffer, entries, first, last, max_ts, ((self._leader_epoch, first),))
-        self.producer_state.on_append(check, self._next_offset, self._segments[-1])
-        return AppendInfo(first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp)
+        producers.on_append(check, last + 1, self._segments[-1])
+        # (tuple.__new__: the named tuple's own constructor costs as much again, on every append)
+        return _new(AppendInfo, (first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp))
 
     def append_segment_file(self, path: str) -> AppendInfo:
         """Append the record batches of the file at ``path`` by making the file itself the
@@ -619,7 +622,9 @@ class PartitionLog:
                     f"append spans offsets {first}..{last}, more than a segment can index", file=self.dir
                 )
         # else the segment can index ``last``: should_roll checks that
-        self._assign_epochs(epochs)
+        in_force = self.leader_epoch_cache.entries
+        if len(epochs) > 1 or not in_force or in_force[-1][0] != epochs[0][0]:  # (the usual append: no call)
+            self._assign_epochs(epochs)
         segment.append(buffer, entries)
         self._advance(last)
 

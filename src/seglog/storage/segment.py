@@ -338,7 +338,10 @@ class LogSegment:
             return
         start = self._size if self._size is not None else self.size
         if len(batches) > 1 or self.bytes_since_last_index_entry > self.index_interval_bytes:
-            self._reserve_index_entries(len(batches))  # a full disk fails here, before any write
+            oi, ti, n = self._offset_index or self.offset_index, self._time_index or self.time_index, len(batches)
+            # (reserve_for's test, inlined: an entry is due every few appends, a chunk rarely)
+            if (oi.entries + n) * oi.entry_size > oi.reserved or (ti.entries + n + 1) * ti.entry_size > ti.reserved:
+                self._reserve_index_entries(n)  # a full disk fails here, before any write
         if start == 0 and self._rolling_based_timestamp is None:
             self._rolling_based_timestamp = batches[0][3]
             self._rolling_loaded = True

@@ -54,9 +54,13 @@ class LogValidator:
         """For a leader's append: the CreateTime bounds its timestamps must lie in, and
         the LogAppendTime it is stamped with (None: not that timestamp type)."""
         c = self.config
-        bounds = self.timestamp_bounds() if c.message_timestamp_type == "CreateTime" else None
-        stamp = self._clock() if c.message_timestamp_type == "LogAppendTime" else None
-        return bounds, stamp
+        if c.message_timestamp_type == "CreateTime":
+            # [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms], within
+            # an int64 (the most a batch can hold)
+            now = self._clock()
+            low, high = now - c.message_timestamp_before_max_ms, now + c.message_timestamp_after_max_ms
+            return (low if low > _INT64_MIN else _INT64_MIN, high if high < _INT64_MAX else _INT64_MAX), None
+        return None, self._clock() if c.message_timestamp_type == "LogAppendTime" else None
 
     def check_origin(self, origin: str) -> None:
         if origin != "client" and origin != "coordinator":
@@ -69,7 +73,7 @@ class LogValidator:
         the general path below, fault for fault and in the same order; a buffer holding
         a legacy batch takes the general path."""
         c = self.config
-        bounds = self.timestamp_bounds() if leader and c.message_timestamp_type == "CreateTime" else None
+        bounds = self.leader_rules()[0] if leader else None
         facts = _scan.check_append(
             buffer, leader, origin != "client", c.compact, c.max_message_bytes, bounds, decompress, self.dir
         )
@@ -155,13 +159,6 @@ class LogValidator:
 
     def _invalid(self, message: str, position: int) -> InvalidRecordError:
         return InvalidRecordError(message, file=self.dir, position=position)
-
-    def timestamp_bounds(self) -> tuple[int, int]:
-        """The CreateTime timestamps an append may carry: [now - message.timestamp.before.max.ms,
-        now + message.timestamp.after.max.ms], within an int64 (the most a batch can hold)."""
-        now, c = self._clock(), self.config
-        low, high = now - c.message_timestamp_before_max_ms, now + c.message_timestamp_after_max_ms
-        return (low if low > _INT64_MIN else _INT64_MIN, high if high < _INT64_MAX else _INT64_MAX)
 
     def _check_timestamps(self, lowest: int, highest: int, position: int, bounds: tuple[int, int]) -> None:
         if lowest < bounds[0] or highest > bounds[1]:
