@@ -12,7 +12,9 @@ adds what they leave to the broker:
   the I/O pool when the append could wait), with acks=all as Kafka's: a store is complete
   once the ISR has it (``offsets.commit.timeout.ms``), so an acknowledged commit survives
   the coordinator's broker. Appends to one partition go out in the order the coordinator
-  asked for them: a group's records must replay in that order;
+  asked for them: a group's records must replay in that order. The order is kept for the
+  append alone: the wait for the ISR is made after it, as Kafka's DelayedProduce, so a
+  commit waiting for its followers holds no other group's append to the partition;
 - loading and unloading (Kafka's ``onElection`` / ``onResignation``): every partition of
   the topic this broker leads is replayed (``group_loader``) in the I/O pool, at start-up,
   when LeaderAndIsr makes this broker its leader (``on_leadership_change``), or when first
@@ -97,7 +99,7 @@ class GroupMetadataManager:
         # markers written to a partition while it loads, applied once it is (the replay may end before them)
         self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._append_locks: dict[int, asyncio.Lock] = {}
-        self._queued: dict[int, int] = {}  # partition -> its appends waiting or under way in tasks
+        self._queued: dict[int, int] = {}  # partition -> its appends in tasks not yet in the log
         self._appends: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[None] | None = None
@@ -353,23 +355,41 @@ class GroupMetadataManager:
         return task
 
     async def _write(self, partition: int, batch: bytearray, stored: Callable[[int, int], list[Any]]) -> None:
-        # tasks start in the order they were made, so the lock hands out appends in that order
+        # tasks start in the order they were made, so the lock hands out appends in that order;
+        # it is held for the append alone: the wait for the ISR (acks=all) is made without it,
+        # as Kafka's DelayedProduce, so one commit's replication holds no other group's append
         lock = self._append_locks.setdefault(partition, asyncio.Lock())
+        queued, held = True, False
+
+        def appended() -> None:  # in the log (or refused): the next append may go
+            nonlocal queued, held
+            if queued:
+                queued = False
+                self._queued[partition] -= 1
+            if held:
+                held = False
+                lock.release()
+
         try:
-            async with lock:
-                tp = (OFFSETS_TOPIC, partition)
-                try:
-                    # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
-                    results = await self.replicas.append_records(
-                        {tp: memoryview(batch)}, acks=-1, timeout_ms=self._commit_timeout_ms, origin="coordinator"
-                    )
-                    result = results[tp]
-                    error, base_offset = result.error_code, result.base_offset
-                except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
-                    log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-                    error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
+            await lock.acquire()
+            held = True
+            tp = (OFFSETS_TOPIC, partition)
+            try:
+                # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
+                results = await self.replicas.append_records(
+                    {tp: memoryview(batch)},
+                    acks=-1,
+                    timeout_ms=self._commit_timeout_ms,
+                    origin="coordinator",
+                    on_appended=appended,
+                )
+                result = results[tp]
+                error, base_offset = result.error_code, result.base_offset
+            except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
+                log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
+                error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
         finally:
-            self._queued[partition] -= 1
+            appended()
         self._dispatch(stored(error, base_offset))
 
     # --- transactions' markers ------------------------------------------------------------------------

@@ -544,13 +544,17 @@ class ReplicaManager:
         acks: int = 1,
         timeout_ms: int = 30_000,
         origin: str = "client",
+        on_appended: Callable[[], None] | None = None,
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
         place); a partition's error is its own. ``origin`` "coordinator" (the coordinators'
         records): sequences unchecked. Fetches waiting on them are woken. With
         acks=-1 a partition whose ISR is smaller than min.insync.replicas is refused
         (NOT_ENOUGH_REPLICAS), and the answer waits until the ISR has the records or
-        ``timeout_ms`` passes (Kafka's DelayedProduce)."""
+        ``timeout_ms`` passes (Kafka's DelayedProduce). ``on_appended`` is called once
+        the batches are in the local logs (or refused), before that wait: a coordinator
+        serialising its appends lets the next one go then, as Kafka appends under the
+        partition's lock and waits in the purgatory without it."""
         self._loop = asyncio.get_running_loop()
         results: dict[TopicPartition, AppendResult] = {}
         waiting = batches
@@ -569,6 +573,8 @@ class ReplicaManager:
             partition = self._partitions.get(tp)
             if partition is not None:
                 self._after_leader_append(tp, partition, result)
+        if on_appended is not None:
+            on_appended()
         if acks == -1 and appended:
             codes = await self._wait_for_isr(appended, timeout_ms)
             for tp, code in codes.items():
