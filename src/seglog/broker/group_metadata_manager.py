@@ -68,6 +68,9 @@ Call = Callable[[Hashable, int], list[Any]]  # (token, now ms) -> the coordinato
 TopicCreator = Callable[[str, int, int, dict[str, Any]], Awaitable[None]]
 
 
+_NO_ANSWER = object()
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -93,6 +96,8 @@ class GroupMetadataManager:
         self._clock = clock
         self._tokens = itertools.count(1)
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
+        self._calling: Hashable | None = None  # the token of the call being dispatched
+        self._answered: dict[Hashable, Any] = {}  # its answer, when it came inside the dispatch
         self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self._loaded: dict[int, int] = {}  # partition -> the leader epoch it was loaded at
         self._failed: set[int] = set()  # could not be read: not coordinated here (the error is logged)
@@ -273,11 +278,17 @@ class GroupMetadataManager:
     async def call(self, request: Call) -> Any:
         """Run ``request(token, now)`` (a coordinator method taking a token) and wait for
         its answer: the response value, or None for a request Kafka never answers."""
-        token = next(self._tokens)
+        token = self._calling = next(self._tokens)
+        try:
+            self._dispatch(request(token, self._clock()))
+        finally:
+            self._calling = None
+            answer = self._answered.pop(token, _NO_ANSWER)
+        if answer is not _NO_ANSWER:  # answered inside the call (a commit appended at once): no future
+            return answer
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         try:
-            self._dispatch(request(token, self._clock()))
             return await future
         finally:
             self._waiting.pop(token, None)
@@ -289,9 +300,10 @@ class GroupMetadataManager:
         if appends:
             await asyncio.gather(*appends, return_exceptions=True)
 
-    def _dispatch(self, outputs: Iterable[Output]) -> list[asyncio.Task[None]]:
+    def _dispatch(self, outputs: Iterable[Output], *, reschedule: bool = True) -> list[asyncio.Task[None]]:
         """Act on the coordinator's outputs; returns the appends it started (those
-        written at once are acted on before it returns)."""
+        written at once are acted on before it returns, without ``reschedule``: the
+        call acting on them moves the timer once, after)."""
         appends: list[asyncio.Task[None] | None] = []
         for out in outputs:
             if isinstance(out, Reply):
@@ -305,12 +317,16 @@ class GroupMetadataManager:
                 stored = self._offsets_stored(out)
                 partition = self.partition_for(out.group_id)  # the topic's count, should a client have made it
                 appends.append(self._append(partition, out.records, stored, out.producer_id, out.producer_epoch))
-        self._reschedule()
+        if reschedule:
+            self._reschedule()
         return [task for task in appends if task is not None]
 
     def _resolve(self, token: Hashable, response: Any) -> None:
         future = self._waiting.pop(token, None)
-        if future is not None and not future.done():
+        if future is None:
+            if self._calling == token:
+                self._answered[token] = response
+        elif not future.done():
             future.set_result(response)
 
     def _group_stored(self, store: StoreGroup) -> Callable[[int, int], list[Any]]:
@@ -346,7 +362,7 @@ class GroupMetadataManager:
         if not self._queued.get(partition):
             result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin="coordinator")
             if result is not None:
-                self._dispatch(stored(result.error_code, result.base_offset))
+                self._dispatch(stored(result.error_code, result.base_offset), reschedule=False)
                 return None
         self._queued[partition] = self._queued.get(partition, 0) + 1
         task = asyncio.get_running_loop().create_task(self._write(partition, batch, stored))

@@ -599,9 +599,15 @@ class ReplicaManager:
             return None
         if acks == -1 and partition.maximal_isr != (self.broker.broker_id,):
             return None
-        result = self._append(tp, records, acks, wait=False, origin=origin)
-        if result is None or result.error_code != NONE:
+        try:  # the partition checks its role itself: no second lookup (``_append``'s)
+            info = partition.append_as_leader(records, acks, wait=False, origin=origin)
+        except Exception:
+            return None  # append_records tells the error
+        if info is None:
             return None
+        result = AppendResult(
+            NONE, info.first_offset, info.log_append_time, partition.log_start_offset, info.size, info.last_offset
+        )
         self._after_leader_append(tp, partition, result)
         return result
 
