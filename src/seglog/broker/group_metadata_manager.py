@@ -325,7 +325,7 @@ class GroupMetadataManager:
         future = self._waiting.pop(token, None)
         if future is None:
             if self._calling == token:
-                self._answered[token] = response
+                self._answered.setdefault(token, response)  # the first answer wins, as a future's
         elif not future.done():
             future.set_result(response)
 
