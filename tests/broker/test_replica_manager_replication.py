@@ -196,3 +196,49 @@ def test_the_isr_shrinks_through_the_alter_partition_channel_after_a_failed_try(
             rm.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_delete_records_waits_for_the_followers_log_start_offsets(tmp_path) -> None:
+    """Kafka's DelayedDeleteRecords: the leader's log starts at the offset at once, the answer
+    waits until each follower on a live broker has said (in a fetch) that its log starts there
+    too; a follower whose broker is gone from the metadata is not waited for; a wait past the
+    request's timeout is REQUEST_TIMED_OUT with the low watermark it reached."""
+
+    async def fetch(rm: ReplicaManager, replica: int, log_start_offset: int) -> None:
+        request = FetchRequestPartition("t", 0, 10, 1 << 20, 3, log_start_offset)
+        assert (await rm.read([request], 1 << 20, replica_id=replica))[0].error_code == 0
+
+    async def settled(task: asyncio.Task) -> bool:
+        for _ in range(10):  # the turns a completed wait needs to answer
+            await asyncio.sleep(0)
+        return task.done()
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path))
+        rm.metadata.update_brokers([BrokerInfo(b, "127.0.0.1", 9092 + b) for b in (0, 1, 2)], controller_id=9)
+        await rm.startup()
+        try:
+            assert rm.become_leader_or_follower(9, 1, [_state("t", 0, 3, [0, 1, 2], [0, 1, 2])], {"t": TOPIC_ID}) == {
+                ("t", 0): 0
+            }
+            await rm.append_records({("t", 0): _batch(10)}, acks=1)
+            for replica in (1, 2):
+                await fetch(rm, replica, 0)
+            assert await _high_watermark(rm) == 10
+
+            deleting = asyncio.create_task(rm.delete_records([("t", 0, 4)], timeout_ms=60_000))
+            await fetch(rm, 1, 4)
+            assert not await settled(deleting)  # follower 2's log still starts at 0
+            await fetch(rm, 2, 4)
+            assert await deleting == [(0, 4)]
+
+            assert await rm.delete_records([("t", 0, 6)], timeout_ms=50) == [(REQUEST_TIMED_OUT, 4)]
+            rm.metadata.update_brokers([BrokerInfo(b, "127.0.0.1", 9092 + b) for b in (0, 1)], controller_id=9)
+            deleting = asyncio.create_task(rm.delete_records([("t", 0, 8)], timeout_ms=60_000))
+            await fetch(rm, 1, 8)
+            assert await deleting == [(0, 8)]  # broker 2 is not alive: not waited for
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    asyncio.run(scenario())

@@ -1,11 +1,15 @@
 """The transaction coordinator's broker side over a real replica manager: a transaction's
 ``__transaction_state`` records written inside the request when the log takes them at
 once, and the transaction complete (markers written, CompleteCommit logged) before the
-producer could send its next AddPartitionsToTxn."""
+producer could send its next AddPartitionsToTxn: in the loop's turn after EndTxn's answer
+where every marker can be appended at once, through the channel manager otherwise."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
 
 from seglog.broker.admin import AdminManager
 from seglog.broker.metadata_cache import BrokerInfo
@@ -20,8 +24,14 @@ from seglog.records import Record, build_batch
 TURNS = 10
 
 
-def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
-    async def scenario() -> None:
+Scenario = Callable[[ReplicaManager, TxnApis, dict[str, Any], dict[str, Any]], Awaitable[None]]
+
+
+def run_transaction(tmp_path: Path, scenario: Scenario) -> None:
+    """``scenario(replicas, txn, add, end)`` on one broker, with "app"'s producer id held
+    and the bodies of its AddPartitionsToTxn (to t-0 and u-0) and EndTxn (commit)."""
+
+    async def main() -> None:
         config = broker_config({"log.dirs": str(tmp_path), "transaction.state.log.num.partitions": 1})
         replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
         txn = TxnApis(config, replicas, ("127.0.0.1", 9092), AdminManager(config, replicas).create_internal_topic)
@@ -29,6 +39,8 @@ def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(t
         try:
             await txn.startup()
             await replicas.create_topic("t", 1, {})
+            # a segment of 100 bytes holds one small batch: a second one needs a roll
+            await replicas.create_topic("u", 1, {"segment.bytes": 100})
             body = {
                 "transactional_id": "app",
                 "transaction_timeout_ms": 60_000,
@@ -41,32 +53,97 @@ def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(t
                 "v3_and_below_transactional_id": "app",
                 "v3_and_below_producer_id": pid,
                 "v3_and_below_producer_epoch": epoch,
-                "v3_and_below_topics": [{"name": "t", "partitions": [0]}],
+                "v3_and_below_topics": [{"name": "t", "partitions": [0]}, {"name": "u", "partitions": [0]}],
             }
             end = {"transactional_id": "app", "producer_id": pid, "producer_epoch": epoch, "committed": True}
-            for round_ in range(2):
-                added = asyncio.ensure_future(txn.add_partitions_to_txn(0, add))
-                await asyncio.sleep(0)  # one turn: the request's first step, and nothing else
-                assert added.done()
-                [result] = added.result()["results_by_topic_v3_and_below"][0]["results_by_partition"]
-                assert result["partition_error_code"] == 0  # not CONCURRENT_TRANSACTIONS (51)
-                records = build_batch(
-                    [Record(key=None, value=b"v")],
-                    producer_id=pid,
-                    producer_epoch=epoch,
-                    base_sequence=round_,
-                    transactional=True,
-                )
-                assert (await replicas.append_records({("t", 0): memoryview(records)}))[("t", 0)].error_code == 0
-                ended = asyncio.ensure_future(txn.end_txn(1, end))
-                await asyncio.sleep(0)
-                assert ended.done() and ended.result()["error_code"] == 0
-                for _ in range(TURNS):  # the markers' tasks: written on the loop, then CompleteCommit
-                    await asyncio.sleep(0)
-                assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
-            assert replicas.partition_log("t", 0).log_end_offset == 4  # a record and a marker, twice
+            await scenario(replicas, txn, add, end)
         finally:
             txn.shutdown()
             replicas.shutdown()
 
-    asyncio.run(scenario())
+    asyncio.run(main())
+
+
+async def _add(txn: TxnApis, add: dict[str, Any]) -> None:
+    """AddPartitionsToTxn, answered without error in the request's first turn."""
+    added = asyncio.ensure_future(txn.add_partitions_to_txn(0, add))
+    await asyncio.sleep(0)  # one turn: the request's first step, and nothing else
+    assert added.done()
+    for topic in added.result()["results_by_topic_v3_and_below"]:
+        for result in topic["results_by_partition"]:
+            assert result["partition_error_code"] == 0  # not CONCURRENT_TRANSACTIONS (51)
+
+
+async def _produce(replicas: ReplicaManager, add: dict[str, Any], sequence: int = 0) -> None:
+    """One transactional record to each partition ``add`` names."""
+    pid, epoch = add["v3_and_below_producer_id"], add["v3_and_below_producer_epoch"]
+    for tp in [(t["name"], p) for t in add["v3_and_below_topics"] for p in t["partitions"]]:
+        records = build_batch(
+            [Record(key=None, value=b"v")],
+            producer_id=pid,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+            transactional=True,
+        )
+        assert (await replicas.append_records({tp: memoryview(records)}))[tp].error_code == 0
+
+
+async def _end(txn: TxnApis, end: dict[str, Any]) -> None:
+    """EndTxn, answered in its first turn once PrepareCommit is logged, before any marker
+    (as Kafka's)."""
+    ended = asyncio.ensure_future(txn.end_txn(1, end))
+    await asyncio.sleep(0)
+    assert ended.done() and ended.result()["error_code"] == 0
+    assert txn.coordinator.transactions["app"].state is TransactionState.PREPARE_COMMIT
+
+
+def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
+    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
+        add["v3_and_below_topics"] = add["v3_and_below_topics"][:1]  # t-0 alone
+        for round_ in range(2):
+            await _add(txn, add)
+            await _produce(replicas, add, sequence=round_)
+            await _end(txn, end)
+            for _ in range(TURNS):  # the markers: written on the loop, then CompleteCommit
+                await asyncio.sleep(0)
+            assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
+        assert replicas.partition_log("t", 0).log_end_offset == 4  # a record and a marker, twice
+
+    run_transaction(tmp_path, scenario)
+
+
+def test_markers_that_can_be_appended_at_once_complete_the_transaction_in_the_next_turn(tmp_path) -> None:
+    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
+        add["v3_and_below_topics"] = add["v3_and_below_topics"][:1]  # t-0 alone
+        await _add(txn, add)
+        await _produce(replicas, add)
+        await _end(txn, end)
+        await asyncio.sleep(0)  # one turn: the marker appended on the loop, then CompleteCommit, no task
+        assert replicas.partition_log("t", 0).log_end_offset == 2  # the record and the marker
+        assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
+
+    run_transaction(tmp_path, scenario)
+
+
+def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(tmp_path) -> None:
+    """u-0's marker needs a roll (files made), which the loop never does: t-0's is appended
+    in the turn after the answer, u-0's in a task of the channel manager, and the
+    transaction is complete only once both are written."""
+
+    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
+        await _add(txn, add)
+        await _produce(replicas, add)
+        await _end(txn, end)
+        await asyncio.sleep(0)
+        assert replicas.partition_log("t", 0).log_end_offset == 2
+        assert replicas.partition_log("u", 0).log_end_offset == 1  # not yet
+        assert txn.coordinator.transactions["app"].state is TransactionState.PREPARE_COMMIT
+        for _ in range(1000):  # the I/O thread's roll takes real time: wait for it, not for a clock
+            if txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT:
+                break
+            await asyncio.sleep(0.01)
+        assert replicas.partition_log("u", 0).log_end_offset == 2
+        assert len(replicas.partition_log("u", 0).segments) == 2  # rolled for the marker
+        assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
+
+    run_transaction(tmp_path, scenario)

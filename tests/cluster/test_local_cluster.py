@@ -26,6 +26,10 @@ def test_stop_rolls_the_brokers_with_the_controller_last(chroot: str, tmp_path) 
     finally:
         local.stop()
     for broker in local.brokers.values():
-        found = re.findall(r"controlled shutdown of broker \d+ (done|did not finish)", broker.output.read_text())
-        # the last one leads every partition and has no broker left to take them, in Kafka as here
-        assert found == (["did not finish"] if broker.broker_id == controller else ["done"]), broker.broker_id
+        output = broker.output.read_text()
+        found = re.findall(r"controlled shutdown of broker \d+ (done|did not finish)", output)
+        # the last one leads every partition and has no broker left to take them, in Kafka as here:
+        # it asks controlled.shutdown.max.retries (3) times and backs off between two asks only
+        retries = re.findall(r"Retrying controlled shutdown \((\d+) retries remaining\)", output)
+        last = broker.broker_id == controller
+        assert (found, retries) == ((["did not finish"], ["2", "1"]) if last else (["done"], [])), broker.broker_id

@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from seglog.cli import main
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
@@ -35,6 +36,7 @@ from .history import History
 
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 6, 19, 20
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
+REQUEST_TIMED_OUT = 7
 FETCHING = [
     "replica.fetch.wait.max.ms=200",
     "replica.fetch.backoff.ms=100",
@@ -203,6 +205,61 @@ def test_acks_all_waits_for_the_isr_which_shrinks_and_grows(patient: LocalCluste
         assert produce(patient.brokers[leader], "events", [b"all back"])["error_code"] == 0
         final = wait_until_found(lambda: identical(patient, "events"), "identical logs")
         assert b"refused" not in final and b"all back" in final
+
+
+def delete_records(broker: BrokerProcess, topic: str, offset: int, timeout_ms: int) -> tuple[int, int]:
+    """DeleteRecords of partition 0 before ``offset``: its (error code, low watermark)."""
+    body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}]}
+    with BrokerClient(broker.address, timeout=timeout_ms / 1000 + 30) as client:
+        answer = client.request(ApiKey.DELETE_RECORDS, {**body, "timeout_ms": timeout_ms})
+    found = answer["topics"][0]["partitions"][0]
+    return found["error_code"], found["low_watermark"]
+
+
+def log_start_offset(broker: BrokerProcess, topic: str) -> int:
+    """ListOffsets EARLIEST of partition 0 on any replica (the debugging replica id -2 may ask a follower)."""
+    earliest = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}
+    body = {"replica_id": -2, "isolation_level": 0, "topics": [{"name": topic, "partitions": [earliest]}]}
+    with BrokerClient(broker.address, timeout=10) as client:
+        found = client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]
+    assert found["error_code"] == 0
+    return found["offset"]
+
+
+def test_delete_records_waits_for_every_replica(
+    patient: LocalCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Kafka's DelayedDeleteRecords: the leader moves its log start offset at once and answers
+    once every live replica's log starts there too (each follower says so in its next fetch).
+    With a follower paused the answer waits until the request's timeout_ms and is
+    REQUEST_TIMED_OUT with the low watermark the paused follower holds back (``seglog
+    delete-records`` waits for that answer too); with it running again, the answer is the new
+    low watermark, and every replica's log starts there."""
+    with zk_of(patient) as zk:
+        leader = zk.get_controller_id()
+        assert leader is not None
+        first, second = (b for b in (1, 2, 3) if b != leader)
+        create_topic(patient, "trimmed", [leader, first, second])
+        wait_until(lambda: state(zk, "trimmed").isr == (leader, first, second), what="a full ISR")
+        wait_until(lambda: produce(patient.brokers[leader], "trimmed", [b"r0"])["error_code"] == 0, what="a leader")
+        assert produce(patient.brokers[leader], "trimmed", [b"r%d" % n for n in range(1, 10)])["error_code"] == 0
+
+        patient.brokers[second].signal(signal.SIGSTOP)
+        try:
+            # the paused follower's log still starts at 0 (it stays registered: 30 s sessions)
+            assert delete_records(patient.brokers[leader], "trimmed", 4, timeout_ms=1000) == (REQUEST_TIMED_OUT, 0)
+            assert log_start_offset(patient.brokers[leader], "trimmed") == 4  # deleted on the leader all the same
+            # the command waits for that answer (its socket outlasts --timeout-ms)
+            offsets = tmp_path / "offsets.json"
+            offsets.write_text('{"partitions": [{"topic": "trimmed", "partition": 0, "offset": 5}]}')
+            command = ["delete-records", "--bootstrap-server", patient.brokers[leader].address, "--timeout-ms", "1000"]
+            assert main([*command, "--offset-json-file", str(offsets)]) == 1
+            timed_out = f"partition: trimmed-0\terror: Kafka error code {REQUEST_TIMED_OUT}"
+            assert capsys.readouterr().out == f"Records delete operation completed:\n{timed_out}\n"
+        finally:
+            patient.brokers[second].signal(signal.SIGCONT)
+        assert delete_records(patient.brokers[leader], "trimmed", 6, timeout_ms=60_000) == (0, 6)
+        assert [log_start_offset(patient.brokers[b], "trimmed") for b in (leader, first, second)] == [6, 6, 6]
 
 
 def wait_until_found(find: Any, what: str) -> Any:

@@ -9,6 +9,7 @@ is run against the cluster with stale metadata (the leader moved, a broker unrea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Iterator
 
@@ -414,6 +415,90 @@ def test_markers_of_a_fenced_producer_epoch_are_abandoned(cluster: LocalCluster)
     assert not asyncio.run(send())
     assert rounds == [1]
     assert offsets(cluster.brokers[2], "fenced", 0) == (1, 0)
+
+
+class RequestRelay:
+    """A TCP relay in front of a broker that counts the requests passing through it by API key:
+    a trace of what reaches the broker, which it forwards byte for byte."""
+
+    def __init__(self, upstream: BrokerProcess) -> None:
+        self.upstream = upstream
+        self.counts: dict[int, int] = {}
+        self._server: asyncio.Server | None = None
+        self._pumps: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> tuple[str, int]:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        return "127.0.0.1", self._server.sockets[0].getsockname()[1]
+
+    async def _relay(self, client_in: asyncio.StreamReader, client_out: asyncio.StreamWriter) -> None:
+        broker_in, broker_out = await asyncio.open_connection(self.upstream.host, self.upstream.port)
+        for pump in (self._requests(client_in, broker_out), self._copy(broker_in, client_out)):
+            task = asyncio.create_task(pump)
+            self._pumps.add(task)
+
+    async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                size = await reader.readexactly(4)
+                frame = await reader.readexactly(int.from_bytes(size, "big"))
+                api_key = int.from_bytes(frame[:2], "big")
+                self.counts[api_key] = self.counts.get(api_key, 0) + 1
+                writer.write(size + frame)
+                await writer.drain()
+        writer.close()
+
+    async def _copy(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError):
+            while chunk := await reader.read(1 << 16):
+                writer.write(chunk)
+                await writer.drain()
+        writer.close()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in self._pumps:
+            task.cancel()
+
+
+def test_markers_of_several_transactions_to_one_broker_go_in_one_request(cluster: LocalCluster) -> None:
+    """Kafka's drainQueuedTransactionMarkers: the markers queued for a broker, of every transaction,
+    go in one WriteTxnMarkers request. The channel (run here as broker 99) ends five transactions at
+    once on the two partitions broker 2 leads, through a relay that counts the requests reaching
+    broker 2: one WriteTxnMarkers carries the five markers, and every marker is written (the last
+    stable offset passes them all, read_committed reads every record)."""
+    create(cluster, "batched", [[2, 3, 1], [2, 1, 3]])
+    producer_ids = range(4500, 4505)
+    for n, pid in enumerate(producer_ids):
+        produce_transactional(cluster.brokers[2], "batched", n % 2, pid)
+    brokers, current = metadata_of(cluster, "batched")
+    assert [p.leader for p in current] == [2, 2]
+    relay = RequestRelay(cluster.brokers[2])
+
+    async def send() -> list[bool]:
+        host, port = await relay.start()
+        cache = MetadataCache("txn")
+        relayed = [BrokerInfo(b.broker_id, host, port) if b.broker_id == 2 else b for b in brokers]
+        cache.update_metadata(relayed, -1, [("batched", ZERO_UUID, s) for s in current], set())
+        channel = TransactionMarkerChannelManager(cache, 99, _no_local_write, timeout_s=10)
+        markers = [
+            WriteTxnMarkers(f"batched-{pid}", pid, 0, True, 0, frozenset({("batched", n % 2)}))
+            for n, pid in enumerate(producer_ids)
+        ]
+        try:
+            return await asyncio.gather(*(channel.send(m, lambda: True) for m in markers))
+        finally:
+            channel.close()
+            relay.close()
+
+    assert asyncio.run(send()) == [True] * 5
+    assert relay.counts.get(ApiKey.WRITE_TXN_MARKERS) == 1
+    # partition 0: three records and their markers; partition 1: two and theirs
+    assert offsets(cluster.brokers[2], "batched", 0) == (6, 6)
+    assert offsets(cluster.brokers[2], "batched", 1) == (4, 4)
+    committed = read_all(cluster.bootstrap_servers, "batched", 2, "read_committed")
+    assert committed == {0: [b"pending"] * 3, 1: [b"pending"] * 2}
 
 
 async def _no_local_write(marker: WriteTxnMarkers, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:

@@ -288,7 +288,7 @@ class AdminManager:
 
     async def delete_records(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         lookups = [(t["name"], p["partition_index"], p["offset"]) for t in body["topics"] for p in t["partitions"]]
-        answers = iter(await self.replicas.delete_records(lookups))
+        answers = iter(await self.replicas.delete_records(lookups, body["timeout_ms"]))
         topics = []
         for t in body["topics"]:
             parts = []

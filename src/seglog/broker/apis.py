@@ -317,6 +317,7 @@ class KafkaApis:
                             part["fetch_offset"],
                             part["partition_max_bytes"],
                             part.get("current_leader_epoch", -1),
+                            part.get("log_start_offset", -1),
                         )
                     )
         max_bytes = body.get("max_bytes", 0x7FFFFFFF)

@@ -99,7 +99,9 @@ class ClusterMember:
 
     def _controlled_shutdown(self) -> None:
         """Kafka's ``controlledShutdown``: ask the controller until this broker leads nothing, at most
-        controlled.shutdown.max.retries times."""
+        controlled.shutdown.max.retries times, controlled.shutdown.retry.backoff.ms between two
+        attempts (none after the last: the last broker of a cluster, which has nowhere to move its
+        leaders, waits (max.retries - 1) x backoff, 10 s by default, as Kafka's does)."""
         retries = self.config["controlled.shutdown.max.retries"]
         backoff = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
         for attempt in range(retries):
@@ -111,7 +113,10 @@ class ClusterMember:
                 log.info("controlled shutdown: broker %d still leads %s", self.broker.broker_id, remaining)
             except SeglogError as e:
                 log.warning("controlled shutdown attempt %d failed: %s", attempt + 1, e)
-            time.sleep(backoff)
+            left = retries - attempt - 1
+            if left:
+                time.sleep(backoff)
+                log.info("Retrying controlled shutdown (%d retries remaining)", left)
         log.warning("controlled shutdown of broker %d did not finish; stopping anyway", self.broker.broker_id)
 
     def _ask_controller_to_shut_down(self) -> list[tuple[str, int]]:

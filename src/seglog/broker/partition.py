@@ -32,6 +32,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,8 +69,9 @@ class Replica:
     last_caught_up_ms: int = 0
     last_fetch_leader_leo: int = -1
     last_fetch_ms: int = 0
+    log_start_offset: int = -1  # as its last fetch said: what DeleteRecords waits for
 
-    def update_fetch_state(self, fetch_offset: int, leader_leo: int, now: int) -> None:
+    def update_fetch_state(self, fetch_offset: int, leader_leo: int, now: int, log_start_offset: int = -1) -> None:
         """A fetch from ``fetch_offset`` read while the leader's log ended at ``leader_leo``:
         caught up now if it asked for the end, or as of its previous fetch if it asked for
         what the end was then (Kafka's ``Replica.updateFetchState``)."""
@@ -78,6 +80,7 @@ class Replica:
         elif fetch_offset >= self.last_fetch_leader_leo:
             self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
         self.log_end_offset = fetch_offset
+        self.log_start_offset = log_start_offset
         self.last_fetch_leader_leo = leader_leo
         self.last_fetch_ms = now
 
@@ -286,13 +289,28 @@ class Partition:
         )
         return data.records, leo
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, leader_leo: int, now: int) -> bool:
-        """A follower fetched from ``fetch_offset``; False when it is no replica of this leader."""
+    def update_follower_fetch_state(
+        self, replica_id: int, fetch_offset: int, leader_leo: int, now: int, log_start_offset: int = -1
+    ) -> bool:
+        """A follower whose log starts at ``log_start_offset`` fetched from ``fetch_offset``;
+        False when it is no replica of this leader."""
         replica = self._remote.get(replica_id)
         if self.role != LEADER or replica is None:
             return False
-        replica.update_fetch_state(fetch_offset, leader_leo, now)
+        replica.update_fetch_state(fetch_offset, leader_leo, now, log_start_offset)
         return True
+
+    def low_watermark(self, alive: Callable[[int], bool]) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset of this leader and of
+        its followers on live brokers, as their fetches said (-1 for one that has not fetched in
+        this epoch): how far DeleteRecords has reached on every replica."""
+        if self.role != LEADER:
+            raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {self.topic}-{self.index}")
+        low = self.log.log_start_offset
+        for replica in self._remote.values():
+            if replica.log_start_offset < low and alive(replica.broker_id):
+                low = replica.log_start_offset
+        return low
 
     def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
         """The ISR with ``replica_id`` added when it has caught up (Kafka's ``isFollowerInSync``:

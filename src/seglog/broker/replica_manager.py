@@ -20,8 +20,10 @@ acks=all is answered as soon as the append is done. In a cluster the controller'
 LeaderAndIsr makes each partition leader or follower (``become_leader_or_follower``):
 followers fetch from their leaders (``replica_fetcher.py``), leaders follow their
 followers' fetches to move the high watermark and the ISR (``partition.py``, the ISR
-changes sent through ``alter_partition_manager.py``), and acks=all produces wait in the
-produce purgatory until the ISR has their records (``delayed_produce.py``).
+changes sent through ``alter_partition_manager.py``), acks=all produces wait in the
+produce purgatory until the ISR has their records (``delayed_produce.py``), and DeleteRecords
+in the delete-records purgatory until every replica's log starts at the offset
+(``delayed_delete_records.py``).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from ..protocol import ErrorCode
 from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
+from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
 from .delayed_produce import DelayedProduce
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
 from .partition import LEADER, Partition, check_leader_epoch
@@ -104,6 +107,7 @@ class FetchRequestPartition:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    log_start_offset: int = -1  # a follower's: where its log starts (DeleteRecords waits for it)
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,7 @@ class ReplicaManager:
         self.metadata = MetadataCache(self._logs.cluster_id or "")
         self.fetch_purgatory = Purgatory("Fetch")
         self.produce_purgatory = Purgatory("Produce")
+        self.delete_records_purgatory = Purgatory("DeleteRecords")
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run)
         timeout = config["replica.socket.timeout.ms"] / 1000
@@ -384,6 +389,7 @@ class ReplicaManager:
                 self.fetchers.add_partition(partition)
                 following.append(tp)
             self.produce_purgatory.check_and_complete(tp)  # a leader no more answers NOT_LEADER_OR_FOLLOWER
+            self.delete_records_purgatory.check_and_complete(tp)
         for listener in self.leadership_listeners:
             listener(leading, following)
 
@@ -430,6 +436,7 @@ class ReplicaManager:
             if partition is not None:
                 partition.stop()
                 self.produce_purgatory.check_and_complete(tp)
+                self.delete_records_purgatory.check_and_complete(tp)
         for listener in self.leadership_listeners:  # led here no more: the coordinators resign (Kafka's StopReplica)
             listener([], tps)
 
@@ -531,6 +538,7 @@ class ReplicaManager:
                 task.cancel()
         await self.fetchers.shutdown()
         self.produce_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
@@ -684,7 +692,8 @@ class ReplicaManager:
             now = self._clock()
             for req, result in zip(requests, results, strict=True):
                 if result.error_code == NONE:
-                    self._follower_fetched((req.topic, req.partition), replica_id, req.fetch_offset, result, now)
+                    tp = (req.topic, req.partition)
+                    self._follower_fetched(tp, replica_id, req.fetch_offset, req.log_start_offset, result, now)
         return results
 
     def _tail_reads(self, requests: list[FetchRequestPartition]) -> bool:
@@ -772,14 +781,22 @@ class ReplicaManager:
         return total
 
     def _follower_fetched(
-        self, tp: TopicPartition, replica_id: int, fetch_offset: int, result: FetchResult, now: int
+        self,
+        tp: TopicPartition,
+        replica_id: int,
+        fetch_offset: int,
+        log_start_offset: int,
+        result: FetchResult,
+        now: int,
     ) -> None:
-        """On the loop: Kafka's ``updateFollowerFetchState``, then ISR expansion and the HW."""
+        """On the loop: Kafka's ``updateFollowerFetchState``, then ISR expansion, the HW and the
+        DeleteRecords waiting for the follower's log start offset."""
         partition = self._partitions.get(tp)
         if partition is None or not partition.update_follower_fetch_state(
-            replica_id, fetch_offset, result.log_end_offset, now
+            replica_id, fetch_offset, result.log_end_offset, now, log_start_offset
         ):
             return
+        self.delete_records_purgatory.check_and_complete(tp)
         expanded = partition.isr_to_expand(replica_id)
         if expanded is not None:
             self._alter_isr(partition, expanded)
@@ -830,19 +847,45 @@ class ReplicaManager:
         partition = self.leader_partition(topic, index, current_leader_epoch)
         return partition.end_offset_for_epoch(epoch)
 
-    async def delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
-        """DeleteRecords: (error code, new low watermark) per (topic, partition, offset)."""
-        return await self._run(self._delete_records, requests)
+    async def delete_records(
+        self, requests: list[tuple[str, int, int]], timeout_ms: int = 30_000
+    ) -> list[tuple[int, int]]:
+        """DeleteRecords: (error code, low watermark) per (topic, partition, offset). Kafka's
+        ``deleteRecords``: the leader's log start offset moves at once, then the answer waits
+        until every live replica's has reached the offset (``delayed_delete_records.py``), or
+        ``timeout_ms`` passes (REQUEST_TIMED_OUT). On one broker, the only replica, it is at once."""
+        self._loop = asyncio.get_running_loop()
+        deleted = await self._run(self._delete_records, requests)
+        answers: list[tuple[int, int]] = []
+        waiting: dict[int, tuple[TopicPartition, int]] = {}
+        for i, ((topic, index, _), (code, required)) in enumerate(zip(requests, deleted, strict=True)):
+            low = INVALID_LOW_WATERMARK
+            if code == NONE:
+                try:
+                    low = self._low_watermark((topic, index))
+                    waiting[i] = ((topic, index), required)
+                except SeglogError as e:  # led here no more
+                    code = e.error_code
+            answers.append((code, low))
+        op = DelayedDeleteRecords(timeout_ms, answers, waiting, self._low_watermark)
+        if op.check():
+            return op.answers
+        return await self.delete_records_purgatory.wait(op, {tp for tp, _ in waiting.values()})
 
     def _delete_records(self, requests: list[tuple[str, int, int]]) -> list[tuple[int, int]]:
+        """In an I/O thread: each leader's delete; (error code, the offset its replicas must reach)."""
         out = []
         for topic, index, offset in requests:
             try:
                 self.leader_partition(topic, index)
-                out.append((NONE, self._logs.delete_records(topic, index, offset)))
+                start = self._logs.delete_records(topic, index, offset)
+                out.append((NONE, start if offset == -1 else offset))  # -1: up to the high watermark
             except Exception as e:
-                out.append((_error(e)[0], -1))
+                out.append((_error(e)[0], INVALID_LOW_WATERMARK))
         return out
+
+    def _low_watermark(self, tp: TopicPartition) -> int:
+        return self.leader_partition(*tp).low_watermark(lambda b: self.metadata.broker(b) is not None)
 
     # --- topics -----------------------------------------------------------------------------------
 
@@ -905,5 +948,6 @@ class ReplicaManager:
         calls finish first), close the logs (flush, checkpoints, clean-shutdown marker)."""
         self.fetch_purgatory.complete_all()
         self.produce_purgatory.complete_all()
+        self.delete_records_purgatory.complete_all()
         self._executor.shutdown(wait=True)
         self._logs.close()

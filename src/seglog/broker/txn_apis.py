@@ -10,8 +10,9 @@ The coordinator runs on the event loop: a request becomes a call with a token, a
 call's outputs are acted on here. ``Reply`` answers the request waiting on its token;
 ``StoreTransaction`` appends a record to ``__transaction_state-<p>`` and reports the
 append's error back (``complete_store``); ``WriteTxnMarkers`` goes to ``send_markers``:
-the transaction's COMMIT or ABORT marker sent to the leader of each of its partitions
-(``txn_marker_channel_manager.py``: this broker's own through ``append_markers``, others'
+the transaction's COMMIT or ABORT marker written to each of its partitions (in the loop's
+next turn where this broker can append it at once as the partition's whole ISR; else by
+``txn_marker_channel_manager.py``: this broker's own through ``append_markers``, others'
 as WriteTxnMarkers requests, retried as the leaders move), then reported
 (``complete_markers``) so that the coordinator logs the transaction complete.
 
@@ -118,6 +119,7 @@ class TxnApis:
         self._tokens = itertools.count()
         self._state_topic_ready: asyncio.Future[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None  # the coordinator's deadline the timer is armed for
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopped = False
         # told of each marker written (producer id, committed, partitions): the group
@@ -322,16 +324,43 @@ class TxnApis:
         timed-out transaction's abort and a prepared transaction found on loading
         ``__transaction_state`` (``coordinator.load_partition``'s outputs) all come here.
         Sending stops, the transaction left as it is, once this broker no longer coordinates
-        it at ``out.coordinator_epoch``."""
-        self._spawn(self._send_markers(out))
+        it at ``out.coordinator_epoch``.
+
+        First, in the loop's next turn (after EndTxn's answer has gone out), each marker
+        this broker can append at once as its partition's whole ISR is appended there
+        (``_write_markers_now``); only the others take the channel manager's task."""
+        asyncio.get_running_loop().call_soon(self._write_markers_now, out)
+
+    def _still_current(self, out: WriteTxnMarkers) -> bool:
+        held = self.coordinator
+        epoch = held.coordinator_epochs.get(held.partition_for(out.transactional_id), 0)
+        return not self._stopped and epoch == out.coordinator_epoch and out.transactional_id in held.transactions
+
+    def _write_markers_now(self, out: WriteTxnMarkers) -> None:
+        """The markers appended on the loop (``try_append_inline``, acks -1, as ``append_markers``
+        appends them) and, when all are, CompleteCommit / CompleteAbort logged in the same
+        turn: a single-broker transaction completes with no task, before its producer can
+        send its next AddPartitionsToTxn (which would be answered CONCURRENT_TRANSACTIONS,
+        retried by librdkafka after 20 ms). A partition led elsewhere, one with other
+        replicas in its ISR or a log that cannot take the marker at once goes to the
+        channel manager, as does one whose append failed (it tells the error)."""
+        if not self._still_current(out):
+            return
+        marker = self._marker_batch(out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch)
+        written: list[TopicPartition] = []
+        left: list[TopicPartition] = []
+        for tp in sorted(out.partitions):
+            inline = self.replicas.try_append_inline(tp, memoryview(bytearray(marker)), acks=-1, origin="coordinator")
+            (written if inline is not None else left).append(tp)
+        if written and self.on_markers_written is not None:
+            self.on_markers_written(out.producer_id, out.committed, written)
+        if left:
+            self._spawn(self._send_markers(dataclasses.replace(out, partitions=frozenset(left))))
+        else:
+            self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
     async def _send_markers(self, out: WriteTxnMarkers) -> None:
-        def still_current() -> bool:
-            held = self.coordinator
-            epoch = held.coordinator_epochs.get(held.partition_for(out.transactional_id), 0)
-            return not self._stopped and epoch == out.coordinator_epoch and out.transactional_id in held.transactions
-
-        if await self.markers.send(out, still_current):
+        if await self.markers.send(out, lambda: self._still_current(out)):
             self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
     async def _append_marker(self, out: WriteTxnMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -350,12 +379,7 @@ class TxnApis:
         """One marker appended by the leader of each partition with acks -1 (Kafka's
         ``handleWriteTxnMarkersRequest``); the error code of each. The written ones are told
         to ``on_markers_written``."""
-        marker = build_batch(
-            [end_transaction_marker(committed, coordinator_epoch, self.clock())],
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            control=True,
-        )
+        marker = self._marker_batch(producer_id, producer_epoch, committed, coordinator_epoch)
         # offsets are assigned in place: a copy per partition
         batches = {tp: memoryview(bytearray(marker)) for tp in partitions}
         try:
@@ -370,16 +394,29 @@ class TxnApis:
             self.on_markers_written(producer_id, committed, written)
         return errors
 
+    def _marker_batch(
+        self, producer_id: int, producer_epoch: int, committed: bool, coordinator_epoch: int
+    ) -> bytearray:
+        return build_batch(
+            [end_transaction_marker(committed, coordinator_epoch, self.clock())],
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            control=True,
+        )
+
     def _schedule_tick(self) -> None:
         if self._stopped:
             return
         deadline = self.coordinator.next_deadline()
         if self._timer is not None:
+            if deadline is not None and deadline == self._timer_deadline:
+                return  # armed for it already (every request comes here)
             self._timer.cancel()
             self._timer = None
         loop = asyncio.get_running_loop()
         delay = 0.0 if deadline is None else max(0.0, (deadline - self.clock()) / 1000)
         self._timer = loop.call_later(delay, self._tick)
+        self._timer_deadline = deadline
 
     def _tick(self) -> None:
         self._timer = None
@@ -390,6 +427,7 @@ class TxnApis:
 
     def _schedule_tick_later(self) -> None:
         self._timer = asyncio.get_running_loop().call_later(_MARKER_RETRY_S, self._tick)
+        self._timer_deadline = None
 
     async def _call(self, call: Callable[[Hashable], list[Output]]) -> Any:
         token = next(self._tokens)

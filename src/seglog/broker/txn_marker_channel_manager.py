@@ -5,8 +5,13 @@ A transaction ends (EndTxn, a timeout's abort, a coordinator taking over a trans
 prepared) only once its COMMIT or ABORT marker is in every partition of it. ``send`` looks each
 partition's leader up in the metadata cache, groups the partitions by leader and writes them
 all at once: to a partition this broker leads through the function that serves WriteTxnMarkers
-here (no hop through a socket), to another broker's as a WriteTxnMarkers request (API key 27)
-on a connection kept per broker. Both answer an error code per partition, acted on alike:
+here (no hop through a socket), to another broker's through that broker's queue. As Kafka's
+``TxnMarkerQueue`` and its sender thread's ``drainQueuedTransactionMarkers``, each destination
+broker has one queue and one request in flight on its connection (Kafka's marker channel
+allows one per connection): the markers queued meanwhile, of every transaction, are drained
+into the next WriteTxnMarkers request (API key 27) together, one entry per transaction, and
+each transaction gets its own entry's answer (matched by producer id, as Kafka's completion
+handler does). Both ways answer an error code per partition, acted on alike:
 
 | answer                                                        | then                          |
 |---------------------------------------------------------------|-------------------------------|
@@ -31,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..coordinator.transaction_coordinator import WriteTxnMarkers
@@ -65,29 +71,58 @@ NO_LEADER = -1  # a broker id no request can go to: the partition's leader is no
 RETRY_BACKOFF_S = 0.1
 
 
-def marker_body(marker: WriteTxnMarkers, partitions: Iterable[TopicPartition]) -> dict[str, Any]:
-    """A WriteTxnMarkers request carrying ``marker`` for ``partitions``."""
-    by_topic: dict[str, list[int]] = {}
-    for topic, index in sorted(partitions):
-        by_topic.setdefault(topic, []).append(index)
-    entry = {
-        "producer_id": marker.producer_id,
-        "producer_epoch": marker.producer_epoch,
-        "transaction_result": marker.committed,
-        "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-        "coordinator_epoch": marker.coordinator_epoch,
-    }
-    return {"markers": [entry]}
+@dataclass
+class QueuedMarker:
+    """One transaction's marker for the partitions a broker leads, waiting in its queue (Kafka's
+    ``TxnIdAndMarkerEntry``): ``answer`` gets an error code per partition."""
+
+    marker: WriteTxnMarkers
+    partitions: list[TopicPartition]
+    answer: asyncio.Future[dict[TopicPartition, int]]
 
 
-def partition_errors(response: dict[str, Any], producer_id: int) -> dict[TopicPartition, int]:
-    """A WriteTxnMarkers response's error code per partition for ``producer_id``'s marker."""
+@dataclass
+class BrokerQueue:
+    """The markers for one broker not yet sent, and the task sending them (one request at a time)."""
+
+    queued: list[QueuedMarker] = field(default_factory=list)
+    in_flight: list[QueuedMarker] = field(default_factory=list)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
+    sender: asyncio.Task[None] | None = None
+
+
+def markers_body(entries: Iterable[tuple[WriteTxnMarkers, Iterable[TopicPartition]]]) -> dict[str, Any]:
+    """A WriteTxnMarkers request carrying each marker for its partitions."""
+    markers = []
+    for marker, partitions in entries:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in sorted(partitions):
+            by_topic.setdefault(topic, []).append(index)
+        markers.append(
+            {
+                "producer_id": marker.producer_id,
+                "producer_epoch": marker.producer_epoch,
+                "transaction_result": marker.committed,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
+                "coordinator_epoch": marker.coordinator_epoch,
+            }
+        )
+    return {"markers": markers}
+
+
+def partition_errors(
+    response: dict[str, Any], producer_id: int, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """A WriteTxnMarkers response's error code for each of ``partitions`` it answers for
+    ``producer_id``'s marker."""
+    wanted = set(partitions)
     return {
         (topic["name"], p["partition_index"]): p["error_code"]
         for marker in response["markers"]
         if marker["producer_id"] == producer_id
         for topic in marker["topics"]
         for p in topic["partitions"]
+        if (topic["name"], p["partition_index"]) in wanted
     }
 
 
@@ -100,6 +135,7 @@ class TransactionMarkerChannelManager:
         self.write_locally = write_locally
         self.timeout_s = timeout_s
         self._connections: dict[int, BrokerConnection] = {}
+        self._queues: dict[int, BrokerQueue] = {}
         self._closed = False
 
     async def send(self, marker: WriteTxnMarkers, still_current: Callable[[], bool]) -> bool:
@@ -148,17 +184,60 @@ class TransactionMarkerChannelManager:
     ) -> dict[TopicPartition, int]:
         if leader == self.broker_id:
             return await self.write_locally(marker, partitions)
-        retry = dict.fromkeys(partitions, int(_E.NOT_LEADER_OR_FOLLOWER))
-        connection = self._connection(leader)
-        if connection is None:  # no leader, or one not (yet) known to this broker
-            return retry
+        if self._closed:
+            return _retry(partitions)
+        queue = self._queues.setdefault(leader, BrokerQueue())
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[dict[TopicPartition, int]] = loop.create_future()
+        queue.queued.append(QueuedMarker(marker, partitions, answer))
+        queue.ready.set()
+        if queue.sender is None:
+            queue.sender = loop.create_task(self._drain(leader, queue))
+        return await answer
+
+    async def _drain(self, broker_id: int, queue: BrokerQueue) -> None:
+        """Kafka's ``drainQueuedTransactionMarkers`` for one broker: whatever is queued goes in one
+        request, the next once it is answered. Ended by ``close`` (or a failure): every marker
+        still waiting is answered as to be sent again, and ``send`` then sees the channel closed."""
         try:
-            _, response = await connection.request(ApiKey.WRITE_TXN_MARKERS, marker_body(marker, partitions))
+            while not self._closed:
+                await queue.ready.wait()
+                queue.ready.clear()
+                # a marker whose ``send`` was cancelled meanwhile goes no further
+                queue.in_flight = [q for q in queue.queued if not q.answer.done()]
+                queue.queued = []
+                if not queue.in_flight:
+                    continue
+                answers = await self._send_request(broker_id, queue.in_flight)
+                for entry, errors in zip(queue.in_flight, answers, strict=True):
+                    if not entry.answer.done():
+                        entry.answer.set_result(errors)
+                queue.in_flight = []
+        except Exception:  # a bug: the markers waiting are sent again through a new sender
+            log.exception("transaction markers to broker %d: the sender failed", broker_id)
+        finally:
+            for entry in [*queue.in_flight, *queue.queued]:
+                if not entry.answer.done():
+                    entry.answer.set_result(_retry(entry.partitions))
+            queue.in_flight, queue.queued, queue.sender = [], [], None
+
+    async def _send_request(self, broker_id: int, entries: list[QueuedMarker]) -> list[dict[TopicPartition, int]]:
+        """One WriteTxnMarkers request of every entry's marker: each entry's error codes (a
+        partition the answer leaves out is sent again)."""
+        retries = [_retry(entry.partitions) for entry in entries]
+        connection = self._connection(broker_id)
+        if connection is None:  # no leader, or one not (yet) known to this broker
+            return retries
+        body = markers_body((entry.marker, entry.partitions) for entry in entries)
+        try:
+            _, response = await connection.request(ApiKey.WRITE_TXN_MARKERS, body)
         except BrokerNotAvailableError as e:
-            log.info("transaction markers to broker %d: %s; retrying", leader, e)
-            return retry
-        # a partition the answer leaves out is sent again
-        return {**retry, **partition_errors(response, marker.producer_id)}
+            log.info("transaction markers to broker %d: %s; retrying", broker_id, e)
+            return retries
+        return [
+            {**retry, **partition_errors(response, entry.marker.producer_id, entry.partitions)}
+            for entry, retry in zip(entries, retries, strict=True)
+        ]
 
     def _connection(self, broker_id: int) -> BrokerConnection | None:
         broker = self.metadata.broker(broker_id) if broker_id != NO_LEADER else None
@@ -174,6 +253,15 @@ class TransactionMarkerChannelManager:
 
     def close(self) -> None:
         self._closed = True
+        for queue in self._queues.values():
+            if queue.sender is not None:
+                queue.sender.cancel()
+        self._queues.clear()
         for connection in self._connections.values():
             connection.close()
         self._connections.clear()
+
+
+def _retry(partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    """Every partition answered as one whose leader must be looked up again."""
+    return dict.fromkeys(partitions, int(_E.NOT_LEADER_OR_FOLLOWER))

@@ -265,9 +265,13 @@ def _execute(controller: BrokerClient, targets: Mapping[Partition, list[int]], t
 
 
 def _verify(controller: BrokerClient, targets: Mapping[Partition, list[int]]) -> int:
-    """Print each partition's state; 0 once none is still moving, else 1."""
-    ongoing = list_reassignments(controller, list(targets))
-    current = _current_assignment(cluster_metadata(controller, sorted({t for t, _ in targets})))
+    """Kafka's ``verifyPartitionAssignments``: a partition is still in progress while a
+    reassignment of it is listed; once none is, it is completed when its replicas (Metadata's)
+    are the target's, else its replica set is told. The exit code is 0 whatever the states, as
+    Kafka's tool's (1 only when the command fails): the output says which they are."""
+    ongoing = list_reassignments(controller, None)
+    done = sorted({t for t, p in targets if (t, p) not in ongoing})
+    current = _current_assignment(cluster_metadata(controller, done)) if done else {}
     print("Status of partition reassignment:")
     for (t, p), target in sorted(targets.items()):
         if (t, p) in ongoing:
@@ -280,7 +284,7 @@ def _verify(controller: BrokerClient, targets: Mapping[Partition, list[int]]) ->
                 f"There is no active reassignment of partition {t}-{p}, but replica set is {now} rather than "
                 f"{','.join(map(str, target))}."
             )
-    return 1 if ongoing else 0
+    return 0
 
 
 def _cancel(controller: BrokerClient, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:

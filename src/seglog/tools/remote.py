@@ -39,6 +39,7 @@ from .logdir import record_json
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
 _NO_ID = uuid.UUID(int=0)  # a topic asked by name
 _TIMES = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answer to arrive
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 
 
@@ -436,7 +437,9 @@ def delete_records(args: argparse.Namespace) -> int:
             )
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"error: cannot read --offset-json-file {args.offset_json_file}: {e}") from None
-    with _client(args) as client:
+    # the leader answers by timeout_ms (REQUEST_TIMED_OUT for a partition whose replicas have not
+    # all deleted the records by then, Kafka's DelayedDeleteRecords): wait for that answer
+    with BrokerClient(args.bootstrap_server, timeout=args.timeout_ms / 1000 + ANSWER_MARGIN_S) as client:
         body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()], "timeout_ms": args.timeout_ms}
         answer = client.request(ApiKey.DELETE_RECORDS, body)
     print("Records delete operation completed:")
