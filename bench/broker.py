@@ -13,6 +13,12 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    fetching for a whole second whenever more than queued.min.messages (100,000) wait
    in the consumer's queue, which one broker reaches and another not depending only on
    how much each puts in a response, so the pause, not the broker, would set the figure;
+   CONSUME_ROUNDS rounds, the brokers in turn, medians (one consume of 200,000 records
+   takes 0.2-0.4 s, which the machine's noise moves by half). Before any phase each
+   broker's group coordinator is made ready (``warm_group_coordinator``): the first
+   consumer with a group id has seglog create ``__consumer_offsets`` (50 partitions,
+   ~70 ms of broker CPU, as Kafka creates it), which would otherwise fall in the first
+   consume row alone (Tansu keeps no such topic);
 3. small requests: SMALL produce requests of one record each (linger.ms=0, at most 5
    in flight), requests/s and the broker's CPU per request, and each record's
    latency (produce call to delivery report), p50 and p99;
@@ -21,16 +27,19 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    reached there, for LATENCY_S seconds; each record's latency (``produce`` call to
    its delivery report, librdkafka's ``Message.latency``), p50 and p99;
 5. raw fetch loop against raw sendfile (seglog alone): FETCH_MIB MiB of 64 KiB batches
-   written to a one-partition topic, read back by the bench's own client on
-   ``seglog.protocol`` (1 MiB Fetch requests, one at a time; of each response only the
-   frame's fields it needs: the records' length and the last batch's offsets), beside
-   ``os.sendfile`` of the same segment file over a loopback socket to a reader that
-   only counts bytes; both twice, alternated, best of each, with the broker's CPU per MiB
+   written to a one-partition topic, read back by the bench's own raw client on
+   ``seglog.protocol`` (1 MiB Fetch requests, one at a time, as Kafka's consumers send
+   them: a request made once by the protocol's encoder, of which each fetch rewrites its
+   correlation id and offset in place; each response received into one preallocated
+   buffer with ``recv_into``, of which only the fields it needs are read: the partition's
+   error code, the records' length and the last batch's offsets), beside ``os.sendfile``
+   of the same segment file over a loopback socket to a reader that only counts bytes;
+   FETCH_ROUNDS rounds of each, alternated, best of each, with the broker's CPU per MiB
    fetched in the best fetch round;
 6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
 
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
-FETCH_MIB defaults to 256: 1024 is the issue's 1 GiB, slower on a 2-core machine; PART is
+FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
 one of ``produce`` (steps 1-4: produce, consume, small requests, half-of-peak latency),
 ``fetch`` (step 5) or ``startup`` (step 6), to measure one part alone). Figures on a
 shared machine are not final.
@@ -39,6 +48,7 @@ shared machine are not final.
 from __future__ import annotations
 
 import argparse
+import functools
 import glob
 import os
 import shutil
@@ -58,17 +68,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog.broker
 import seglog.storage
-from seglog.protocol import ApiKey, decode_response, encode_request
+from seglog.protocol import ApiKey, encode_request
 from seglog.records import Record, build_batch
 
 RECORDS = 200_000
 SMALL = 20_000
 LATENCY_S = 5.0
-FETCH_MIB = 256
+FETCH_MIB = 1024  # the issue's 1 GiB
+FETCH_ROUNDS = 3
 FETCH_VERSION = 11  # topics by name, no flexible fields
 VALUE = b"v" * 100
 CONSUME_BACKOFF_MS = 10
 PRODUCE_ROUNDS = 3
+CONSUME_ROUNDS = 3
 
 
 def free_port() -> int:
@@ -154,6 +166,17 @@ def produce(bootstrap: str, topic: str, acks: str) -> None:
                 producer.poll(0.01)
     if producer.flush(120):
         raise RuntimeError("records left unsent")
+
+
+def warm_group_coordinator(bootstrap: str) -> None:
+    """A consumer of group "bench" asks for a committed offset: the broker finds, creates
+    and loads the group's coordinator partition, once, before anything is timed."""
+    create_topic(bootstrap, "warm", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    try:
+        consumer.committed([TopicPartition("warm", 0)], timeout=30)
+    finally:
+        consumer.close()
 
 
 def consume(bootstrap: str, topic: str, partitions: int) -> None:
@@ -260,16 +283,14 @@ def write_fetch_topic(data: str, topic: str, mib: int) -> str:
         logs.close()
 
 
-def recv_frame(sock: socket.socket, buffer: bytearray) -> memoryview:
-    """One response frame (without its size prefix) into ``buffer``, grown as needed."""
-    view = memoryview(buffer)
+def recv_frame(sock: socket.socket, view: memoryview) -> memoryview:
+    """One response frame (without its size prefix) received into ``view``."""
     got = 0
     while got < 4:
         got += sock.recv_into(view[got:4])
-    size = struct.unpack_from(">i", buffer)[0]
-    if size > len(buffer):
-        buffer.extend(bytes(size - len(buffer)))
-        view = memoryview(buffer)
+    size = struct.unpack_from(">i", view)[0]
+    if size > len(view):
+        raise RuntimeError(f"a response of {size} bytes, more than the {len(view)} asked for")
     got = 0
     while got < size:
         n = sock.recv_into(view[got:size])
@@ -279,30 +300,63 @@ def recv_frame(sock: socket.socket, buffer: bytearray) -> memoryview:
     return view[:size]
 
 
+class FetchTemplate:
+    """A Fetch request made once with ``seglog.protocol`` for one partition, of which each
+    fetch rewrites only its correlation id and fetch offset in place: a raw client's loop
+    (the protocol's encoder would be ~4 µs a request, its decoder ~3 µs a response)."""
+
+    MARK_OFFSET, MARK_ID = 0x0102030405060708, 0x0A0B0C0D
+
+    def __init__(self, topic: str) -> None:
+        partition = {"partition": 0, "fetch_offset": self.MARK_OFFSET, "log_start_offset": -1}
+        body = {
+            "max_wait_ms": 500,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [{**partition, "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        self.request = bytearray(b"".join(encode_request(ApiKey.FETCH, FETCH_VERSION, self.MARK_ID, "bench", body)))
+        self._offset_at = self.request.index(struct.pack(">q", self.MARK_OFFSET))
+        self._id_at = self.request.index(struct.pack(">i", self.MARK_ID))
+        # Fetch v11 response: correlation_id, throttle_time_ms, error_code, session_id, [topic name,
+        # [partition_index, error_code, high_watermark, last_stable_offset, log_start_offset,
+        # aborted_transactions (nullable array of 16 bytes each), preferred_read_replica, records]]
+        self._error_at = 4 + 4 + 2 + 4 + 4 + 2 + len(topic.encode()) + 4 + 4
+        self._aborted_at = self._error_at + 2 + 8 + 8 + 8
+
+    def fetch(self, sock: socket.socket, correlation_id: int, offset: int) -> None:
+        struct.pack_into(">i", self.request, self._id_at, correlation_id)
+        struct.pack_into(">q", self.request, self._offset_at, offset)
+        sock.sendall(self.request)
+
+    def records(self, frame: memoryview) -> memoryview:
+        """The records of the partition of a response, checked for its error code."""
+        error = struct.unpack_from(">h", frame, self._error_at)[0]
+        if error:
+            raise RuntimeError(f"the fetch failed with error {error}")
+        aborted = struct.unpack_from(">i", frame, self._aborted_at)[0]
+        at = self._aborted_at + 4 + 16 * max(aborted, 0) + 4
+        size = struct.unpack_from(">i", frame, at)[0]
+        return frame[at + 4 : at + 4 + max(size, 0)]
+
+
 def fetch_loop(port: int, topic: str, total: int) -> float:
-    """MB/s of reading ``total`` bytes of records with 1 MiB Fetch requests."""
-    buffer = bytearray(2 << 20)
+    """MB/s of reading ``total`` bytes of records with 1 MiB Fetch requests, one at a time."""
+    template = FetchTemplate(topic)
+    view = memoryview(bytearray(2 << 20))
     offset, got, correlation = 0, 0, 0
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         started = time.perf_counter()
         while got < total:
             correlation += 1
-            partition = {"partition": 0, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
-            body = {
-                "max_wait_ms": 500,
-                "min_bytes": 1,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": topic, "partitions": [partition]}],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
-            sock.sendall(b"".join(encode_request(ApiKey.FETCH, FETCH_VERSION, correlation, "bench", body)))
-            frame = recv_frame(sock, buffer)
-            records = decode_response(ApiKey.FETCH, FETCH_VERSION, frame)["responses"][0]["partitions"][0]["records"]
+            template.fetch(sock, correlation, offset)
+            records = template.records(recv_frame(sock, view))
             if not records:
                 raise RuntimeError(f"a fetch at offset {offset} returned no records")
             got += len(records)
@@ -354,7 +408,7 @@ def raw_sendfile(path: str) -> float:
 
 def fetch_against_sendfile(mib: int) -> tuple[float, float, float]:
     """(fetch loop MB/s, raw sendfile MB/s, the broker's CPU µs per MiB fetched), the rates
-    the best of two alternated rounds, the CPU that of the best fetch round."""
+    the best of FETCH_ROUNDS alternated rounds, the CPU that of the best fetch round."""
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     try:
         path = write_fetch_topic(data, "raw", mib)
@@ -363,7 +417,7 @@ def fetch_against_sendfile(mib: int) -> tuple[float, float, float]:
         try:
             fetched: list[tuple[float, float]] = []
             sent = []
-            for _ in range(2):
+            for _ in range(FETCH_ROUNDS):
                 sent.append(raw_sendfile(path))
                 cpu = cpu_seconds(proc.pid)
                 rate = fetch_loop(port, "raw", size)
@@ -383,6 +437,23 @@ def measure(pid: int, work: Callable[[], None]) -> tuple[float, float]:
     work()
     elapsed, used = time.perf_counter() - started, cpu_seconds(pid) - cpu
     return RECORDS / elapsed, used / RECORDS * 1e6
+
+
+def in_turn(
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int, work: Callable[[str], None]
+) -> dict[str, tuple[float, float]]:
+    """Each broker's median records/s and broker CPU µs per record over ``rounds`` rounds of
+    ``work(bootstrap)``, the brokers in turn, so that the machine's load falls on both."""
+    measured: dict[str, list[tuple[float, float]]] = {name: [] for name in brokers}
+    for _ in range(rounds):
+        for name, (proc, port) in brokers.items():
+            bootstrap = f"127.0.0.1:{port}"
+            measured[name].append(measure(proc.pid, functools.partial(work, bootstrap)))
+    medians = {}
+    for name, results in measured.items():
+        rates, cpus = zip(*results, strict=True)
+        medians[name] = (statistics.median(rates), statistics.median(cpus))
+    return medians
 
 
 def startup_ms() -> float:
@@ -432,24 +503,20 @@ def produce_part() -> None:
     small: list[tuple[str, float, float, float, float]] = []
     paced: list[tuple[str, float, float, float, float]] = []
     try:
+        for _, port in brokers.values():
+            warm_group_coordinator(f"127.0.0.1:{port}")
         for partitions in (1, 6):
             for acks in ("1", "all"):
                 topic = f"bench-{partitions}-{acks}"
                 for _, port in brokers.values():
                     create_topic(f"127.0.0.1:{port}", topic, partitions)
-                produced: dict[str, list[tuple[float, float]]] = {name: [] for name in brokers}
-                for _ in range(PRODUCE_ROUNDS):  # the brokers in turn, so that the machine's load falls on both
-                    for name, (proc, port) in brokers.items():
-                        bootstrap = f"127.0.0.1:{port}"
-                        produced[name].append(measure(proc.pid, lambda b=bootstrap: produce(b, topic, acks)))
-                for name, (proc, port) in brokers.items():
-                    rates, cpus = zip(*produced[name], strict=True)
-                    rows.append(
-                        (f"produce {partitions}p acks={acks}", name, statistics.median(rates), statistics.median(cpus))
-                    )
-                    bootstrap = f"127.0.0.1:{port}"
-                    rate, cpu = measure(proc.pid, lambda b=bootstrap: consume(b, topic, partitions))
-                    rows.append((f"consume {partitions}p (acks={acks} data)", name, rate, cpu))
+                produced = in_turn(brokers, PRODUCE_ROUNDS, lambda b: produce(b, topic, acks))
+                consumed = in_turn(brokers, CONSUME_ROUNDS, lambda b: consume(b, topic, partitions))
+                for phase, medians in (
+                    (f"produce {partitions}p acks={acks}", produced),
+                    (f"consume {partitions}p (acks={acks} data)", consumed),
+                ):
+                    rows += [(phase, name, rate, cpu) for name, (rate, cpu) in medians.items()]
         for name, (proc, port) in brokers.items():
             bootstrap = f"127.0.0.1:{port}"
             create_topic(bootstrap, "small", 1)

@@ -13,6 +13,7 @@ from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
 from seglog.broker.apis import KafkaApis
 from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
+from seglog.broker.replica_fetcher import truncation_offset
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
 from seglog.records import Record
 from seglog.records.batch import build_batch
@@ -242,3 +243,23 @@ def test_delete_records_waits_for_the_followers_log_start_offsets(tmp_path) -> N
             rm.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_leader_answering_no_end_offset_leaves_what_the_high_watermark_covers(tmp_path) -> None:
+    """OffsetForLeaderEpoch answered UNDEFINED_EPOCH_OFFSET (the leader knows no epoch that
+    old): Kafka's getOffsetTruncationState truncates to the initial fetch offset, the high
+    watermark, not the log end, since nothing shows that the suffix agrees with the leader."""
+
+    async def run() -> tuple[int, bool]:
+        rm = _manager(str(tmp_path))
+        await rm.startup()
+        try:
+            rm.become_leader_or_follower(9, 1, [_state("t", 0, 3, [0, 1], [0, 1])], {"t": TOPIC_ID})
+            await rm.append_records({("t", 0): _batch(3)}, acks=1)
+            await _follower_fetch(rm, 2, 3)  # the HW moves to 2, the log ends at 3
+            return truncation_offset(rm.partition("t", 0), -1, -1)
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    assert asyncio.run(run()) == (2, True)

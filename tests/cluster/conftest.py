@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
+from confluent_kafka import Message
 from kazoo.client import KazooClient
 
 from seglog.cluster.zk_client import ZkClient
@@ -67,6 +68,21 @@ def expire_session(client: ZkClient, connect: str) -> None:
     other.start()
     other.stop()
     other.close()
+
+
+def delivered(m: Message) -> tuple[int, int, bytes | None]:
+    """(partition, offset, value) of a message a confluent-kafka consumer returned without an
+    error: the client's types allow no partition and offset, which only an error event lacks."""
+    partition, offset = m.partition(), m.offset()
+    assert partition is not None and offset is not None, m.error()
+    return partition, offset, m.value()
+
+
+def text(m: Message) -> str:
+    """The value of a message read without error, as text (the tests write no null values)."""
+    value = delivered(m)[2]
+    assert value is not None
+    return value.decode()
 
 
 def wait_until(condition: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:

@@ -18,7 +18,7 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 import seglog
 from seglog.tools.cluster import BrokerProcess
 
-from .conftest import wait_until
+from .conftest import delivered, wait_until
 
 
 class History:
@@ -83,20 +83,20 @@ class History:
         assert dict(read) == {o: held[o] for o in range(len(read))}
 
 
-def records(broker: BrokerProcess, topic: str) -> dict[int, bytes]:
+def records(broker: BrokerProcess, topic: str) -> dict[int, bytes | None]:
     with seglog.open(broker.log_dir, read_only=True) as logs:
         return {r.offset: r.value for r in logs.partition(topic, 0).records(0, end_offset=None)}
 
 
-def consume(bootstrap_servers: str, topic: str, end: int) -> list[tuple[int, bytes]]:
+def consume(bootstrap_servers: str, topic: str, end: int) -> list[tuple[int, bytes | None]]:
     """Partition 0 from offset 0 until offset ``end`` is passed: (offset, value) in the order read."""
     consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": topic, "enable.auto.commit": False})
     consumer.assign([KafkaTopicPartition(topic, 0, 0)])
-    got: list[tuple[int, bytes]] = []
+    got: list[tuple[int, bytes | None]] = []
     try:
 
         def read() -> bool:
-            got.extend((m.offset(), m.value()) for m in consumer.consume(1000, 0.2) if m.error() is None)
+            got.extend(delivered(m)[1:] for m in consumer.consume(1000, 0.2) if m.error() is None)
             return bool(got) and got[-1][0] >= end - 1
 
         wait_until(read, 60, "the records to come back")
@@ -117,7 +117,7 @@ class Recorder:
         self._lock = threading.Lock()
         self.acknowledged: dict[tuple[int, int], bytes] = {}
         self.acks: list[tuple[int, float, float]] = []  # (partition, produced, acknowledged)
-        self.reads: dict[str, dict[int, list[tuple[int, bytes]]]] = {}
+        self.reads: dict[str, dict[int, list[tuple[int, bytes | None]]]] = {}
         self.anomalies: list[str] = []  # two values acknowledged at one offset, a consumer's reset
 
     def acknowledge(self, partition: int, offset: int, value: bytes, produced: float) -> None:
@@ -127,7 +127,7 @@ class Recorder:
                 self.anomalies.append(f"partition {partition} offset {offset} acknowledged {held!r} and {value!r}")
             self.acks.append((partition, produced, time.monotonic()))
 
-    def read(self, reader: str, partition: int, offset: int, value: bytes) -> None:
+    def read(self, reader: str, partition: int, offset: int, value: bytes | None) -> None:
         with self._lock:
             self.reads.setdefault(reader, {}).setdefault(partition, []).append((offset, value))
 
@@ -252,7 +252,7 @@ class ConfluentReader(Client):
                     if m.error() is not None:
                         self.recorder.anomaly(f"{self.name}: {m.error()}")
                     else:
-                        self.recorder.read(self.name, m.partition(), m.offset(), m.value())
+                        self.recorder.read(self.name, *delivered(m))
         finally:
             consumer.close()
 
@@ -281,7 +281,7 @@ class KafkaPythonReader(Client):
             consumer.close()
 
 
-def partition_records(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bytes]]:
+def partition_records(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[int, bytes | None]]:
     """(offset, value) of every record in one replica's log, in log order."""
     with seglog.open(broker.log_dir, read_only=True) as logs:
         return [(r.offset, r.value) for r in logs.partition(topic, partition).records(0, end_offset=None)]

@@ -9,6 +9,7 @@ deleted. Followers fetch from their leaders: a returned broker rejoins the ISRs 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -42,7 +43,7 @@ from seglog.protocol import ApiKey
 from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import LocalCluster
 
-from .conftest import wait_until
+from .conftest import delivered, text, wait_until
 
 TOPIC = "orders"
 NOT_LEADER_OR_FOLLOWER = 6
@@ -152,7 +153,9 @@ def produce_and_consume(cluster: LocalCluster, count: int, tag: str) -> None:
     producer = Producer({"bootstrap.servers": ",".join(live(cluster)), "acks": "all"})
     failed: list[Any] = []
     for i in range(count):
-        producer.produce(TOPIC, f"{tag}-{i}".encode(), partition=i % 6, on_delivery=lambda e, m: e and failed.append(e))
+        producer.produce(
+            TOPIC, f"{tag}-{i}".encode(), partition=i % 6, on_delivery=lambda e, m: failed.extend([e] if e else [])
+        )
     assert producer.flush(30) == 0
     assert failed == []
     consumer = Consumer({"bootstrap.servers": ",".join(live(cluster)), "group.id": tag, "enable.auto.commit": False})
@@ -162,8 +165,8 @@ def produce_and_consume(cluster: LocalCluster, count: int, tag: str) -> None:
 
         def read() -> bool:
             m = consumer.poll(0.2)
-            if m is not None and m.error() is None and m.value().decode().startswith(tag):
-                got.setdefault(m.partition(), []).append(m.value().decode())
+            if m is not None and m.error() is None and text(m).startswith(tag):
+                got.setdefault(delivered(m)[0], []).append(text(m))
             return sum(map(len, got.values())) >= count
 
         wait_until(read, 30, "the records to come back")
@@ -316,7 +319,7 @@ def test_topic_configs_and_partitions_change_through_zookeeper(cluster: LocalClu
         return json.loads(text)["topics"]["after-restart"]["config"].get("retention.ms") == 3600000
 
     for b in (1, 2, 3):
-        wait_until(lambda b=b: applied(b), what=f"broker {b} to apply the config")
+        wait_until(functools.partial(applied, b), what=f"broker {b} to apply the config")
     other = AdminClient({"bootstrap.servers": cluster.brokers[3].address})
     (entries,) = [f.result(30) for f in other.describe_configs([ConfigResource("topic", "after-restart")]).values()]
     assert entries["retention.ms"].value == "3600000"

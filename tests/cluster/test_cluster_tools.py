@@ -25,7 +25,7 @@ from seglog.cli import main
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.tools.cluster import LocalCluster
 
-from .conftest import wait_until
+from .conftest import text, wait_until
 from .test_brokers import metadata, partitions
 
 
@@ -271,7 +271,7 @@ def test_reassignment_moves_the_data_and_deletes_the_old_replica(
         def read() -> bool:
             m = consumer.poll(0.2)
             if m is not None and m.error() is None:
-                got.append(m.value().decode())
+                got.append(text(m))
             return len(got) >= 100
 
         wait_until(read, 30, "the records from the new replicas")

@@ -37,7 +37,7 @@ T0, T1, T2 = (TopicPartition("orders", p) for p in range(3))
 class Cluster:
     """Brokers registered in ZooKeeper, controller candidates, and an observer session reading znodes."""
 
-    def __init__(self, clients) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, clients) -> None:
         self._clients = clients
         self.zk: ZkClient = clients()
         self.zk.ensure_persistent_paths()
@@ -91,7 +91,7 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(clients) -> Iterator[Cluster]:  # type: ignore[no-untyped-def]
+def cluster(clients) -> Iterator[Cluster]:
     made = Cluster(clients)
     yield made
     made.stop()

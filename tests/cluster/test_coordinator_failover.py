@@ -30,7 +30,7 @@ from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.coordinator.partitioning import partition_for
 from seglog.tools.cluster import LocalCluster
 
-from .conftest import wait_until
+from .conftest import delivered, wait_until
 from .test_replication import chrooted_cluster, create_topic, zk_of
 
 PARTITIONS = 3  # of each coordinator topic
@@ -67,7 +67,12 @@ def leader(zk: ZkClient, topic: str, partition: int) -> int:
 
 def new_leader(zk: ZkClient, topic: str, partition: int, old: int) -> int:
     found: list[int] = []
-    wait_until(lambda: found.append(leader(zk, topic, partition)) or found[-1] not in (-1, old), 60, "a new leader")
+
+    def elected() -> bool:
+        found.append(leader(zk, topic, partition))
+        return found[-1] not in (-1, old)
+
+    wait_until(elected, 60, "a new leader")
     return found[-1]
 
 
@@ -104,7 +109,11 @@ def test_acknowledged_commits_survive_the_coordinator_broker(cluster: LocalClust
     for i in range(60):
         producer.produce(topic, b"o%d" % i, partition=0)
     assert producer.flush(30) == 0
-    settings = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": GROUP, "auto.offset.reset": "earliest"}
+    settings: dict[str, Any] = {
+        "bootstrap.servers": cluster.bootstrap_servers,
+        "group.id": GROUP,
+        "auto.offset.reset": "earliest",
+    }
     settings |= {"enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
     reader = Consumer(settings)
     reader.subscribe([topic])
@@ -114,8 +123,8 @@ def test_acknowledged_commits_survive_the_coordinator_broker(cluster: LocalClust
         def one() -> bool:
             m = reader.poll(0.2)
             if m is not None and not m.error():
-                seen.append(m.offset())
-                commit(reader, m.offset() + 1, topic)
+                seen.append(delivered(m)[1])
+                commit(reader, seen[-1] + 1, topic)
             return bool(seen) and seen[-1] + 1 >= end
 
         wait_until(one, 120, f"offset {end}")
@@ -128,11 +137,16 @@ def test_acknowledged_commits_survive_the_coordinator_broker(cluster: LocalClust
 
         # the commit of offset 21 while no follower fetches: it is acknowledged only once they have it
         (m,) = [m for m in [reader.poll(10)] if m is not None and not m.error()]
-        seen.append(m.offset())
+        seen.append(delivered(m)[1])
         for f in followers:
             f.signal(signal.SIGSTOP)
         acknowledged: list[int] = []
-        done = threading.Thread(target=lambda: commit(reader, m.offset() + 1, topic) or acknowledged.append(1))
+
+        def commit_next() -> None:
+            commit(reader, seen[-1] + 1, topic)
+            acknowledged.append(1)
+
+        done = threading.Thread(target=commit_next)
         done.start()
         done.join(1.0)
         if done.is_alive():  # not acknowledged while only the coordinator has it: resume the followers
@@ -157,7 +171,12 @@ def test_acknowledged_commits_survive_the_coordinator_broker(cluster: LocalClust
     successor = Consumer(settings)
     successor.subscribe([topic])
     first: list[int] = []
-    wait_until(lambda: first.extend(m.offset() for m in [successor.poll(0.2)] if m and not m.error()) or first, 60)
+
+    def resumed() -> bool:
+        first.extend(delivered(m)[1] for m in [successor.poll(0.2)] if m and not m.error())
+        return bool(first)
+
+    wait_until(resumed, 60)
     assert first[0] == 40
     successor.close()
     assert sorted(set(seen)) == list(range(40))
@@ -222,7 +241,7 @@ def test_a_transactional_producer_goes_on_after_its_coordinator_broker_dies(clus
     # from the beginning: no committed offset to look up (a new group's coordinator partition could
     # not be made now that one of three brokers is down, as with Kafka's offsets.topic.replication.factor)
     reader.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    values: list[bytes] = []
+    values: list[bytes | None] = []
 
     def read() -> bool:
         values.extend(m.value() for m in [reader.poll(0.2)] if m is not None and not m.error())

@@ -9,6 +9,7 @@ checkpoint run every half second so the followers' files show it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import pytest
@@ -94,8 +95,10 @@ def test_followers_take_the_leader_s_log_start_offset(cluster: LocalCluster) -> 
         assert deleted.result(30).low_watermark == 150
         # on the followers too: their log start offsets, then their segments below it
         for b in (2, 3):
-            wait_until(lambda b=b: log_start_offset(cluster, b) == 150, 30, f"broker {b}'s log start offset")
-            wait_until(lambda b=b: 0 < first_segment(cluster, b) <= 150, 30, f"broker {b}'s old segments deleted")
+            moved = functools.partial(lambda b: log_start_offset(cluster, b) == 150, b)
+            gone = functools.partial(lambda b: 0 < first_segment(cluster, b) <= 150, b)
+            wait_until(moved, 30, f"broker {b}'s log start offset")
+            wait_until(gone, 30, f"broker {b}'s old segments deleted")
 
         # broker 2 leads (the replicas reordered, then the preferred election): the records stay deleted
         reorder = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)

@@ -32,7 +32,7 @@ from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
-from .conftest import wait_until
+from .conftest import delivered, wait_until
 from .history import History
 from .test_cluster_tools import reassignment_file
 from .test_cluster_tools import seglog as run_seglog
@@ -106,7 +106,7 @@ class Reader:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.read.extend((m.offset(), m.value()) for m in self._consumer.consume(500, 0.1) if m.error() is None)
+            self.read.extend(delivered(m)[1:] for m in self._consumer.consume(500, 0.1) if m.error() is None)
 
 
 def bootstrap(cluster: LocalCluster) -> str:

@@ -11,6 +11,7 @@ replaced quickly.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 from collections.abc import Iterator
@@ -264,7 +265,12 @@ def test_delete_records_waits_for_every_replica(
 
 def wait_until_found(find: Any, what: str) -> Any:
     found: list[Any] = []
-    wait_until(lambda: found.append(find()) or found[-1], what=what)
+
+    def check() -> Any:
+        found.append(find())
+        return found[-1]
+
+    wait_until(check, what=what)
     return found[-1]
 
 
@@ -281,7 +287,8 @@ def test_a_new_leader_keeps_every_acknowledged_record(hasty: LocalCluster) -> No
                 history.wait_for(50)
                 old = state(zk, "kills")
                 hasty.brokers[old.leader].kill()
-                wait_until(lambda o=old: state(zk, "kills").leader not in (-1, o.leader), 60, "a new leader")
+                moved = functools.partial(lambda gone: state(zk, "kills").leader not in (-1, gone), old.leader)
+                wait_until(moved, 60, "a new leader")
                 assert state(zk, "kills").leader in old.isr
                 hasty.start_broker(old.leader)
                 wait_until(lambda: len(state(zk, "kills").isr) == 3, 60, "the killed broker back in the ISR")

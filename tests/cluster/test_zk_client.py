@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import pytest
@@ -134,7 +135,7 @@ def test_fenced_writes(clients) -> None:
     with pytest.raises(ZooKeeperError, match="CreateOp failed: NodeExistsError") as info:
         a.fenced_write(version, [SetDataOp(path, b"{}", 0), CreateOp(path, b"")])
     assert info.value.file == path
-    assert b.get(path)[0] == found[0]  # type: ignore[index]
+    assert b.get(path)[0] == found[0]
     # a partition state is updated by its zkVersion (the partition epoch): a stale one fails
     newer = znodes.LeaderIsrAndControllerEpoch(znodes.LeaderAndIsr(2, 1, (2,), partition_epoch=1), 1)
     a.fenced_write(version, [SetDataOp(path, znodes.encode_partition_state(newer), found[1].version)])
@@ -158,8 +159,8 @@ def test_controller_election_among_three(clients, chroot) -> None:
         election = ControllerElection(
             client,
             broker_id,
-            on_elected=lambda epoch, _v, b=broker_id: record(b, "elected", epoch),
-            on_resigned=lambda b=broker_id: record(b, "resigned"),
+            on_elected=functools.partial(lambda b, epoch, _v: record(b, "elected", epoch), broker_id),
+            on_resigned=functools.partial(record, broker_id, "resigned"),
         )
         participants[broker_id] = (client, election.start())
 
@@ -213,7 +214,7 @@ def test_every_session_expiring_at_once_elects_a_registered_controller(clients, 
         election = ControllerElection(
             client,
             broker_id,
-            on_elected=lambda _e, _v, c=client, b=broker_id: elected(c, b),
+            on_elected=functools.partial(lambda c, b, _e, _v: elected(c, b), client, broker_id),
         ).start()
         client.on_new_session(lambda b=broker_id: new_sessions.append(b))  # after the election's own handler
         participants[broker_id] = (client, election)
@@ -232,7 +233,7 @@ def test_every_session_expiring_at_once_elects_a_registered_controller(clients, 
     wait_until(
         lambda: all(e.active_controller == controller for _, e in participants.values()), what="everyone to know it"
     )
-    assert observer.get_controller_epoch()[0] > epoch[0]  # type: ignore[index]
+    assert observer.get_controller_epoch()[0] > epoch[0]
     assert observer.get_broker_ids() == [1, 2, 3]
     assert registered_when_elected[controller]
 

@@ -41,6 +41,7 @@ def test_lifecycle_keeps_port_and_data(tmp_path: Path) -> None:
     server.start()
     try:
         port = server.port
+        assert port is not None
         assert "Mode: standalone" in four_letter_word("127.0.0.1", port, "srvr")
         assert four_letter_word("127.0.0.1", port, "ruok") == "imok"
         assert "clientPortAddress=127.0.0.1" in (tmp_path / "zk" / "zoo.cfg").read_text()

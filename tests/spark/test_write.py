@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import shutil
 import time
 
 import pyarrow as pa
 import pytest
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 from pyspark.errors import PySparkException
-from pyspark.sql.types import BinaryType, StructField, StructType
+from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
 import seglog
 from seglog.spark.sink import SeglogStreamWriter, SeglogWriter, StagedWrite
@@ -282,3 +283,27 @@ def test_staging_files_of_a_dead_driver_go_when_the_next_write_starts(tmp_path):
     assert remove_dead_staging(str(tmp_path)) == []  # a live write's marker and files stay
     running.commit([StagedWrite(live.files, 1)])
     assert _records(tmp_path) == [b"v3"] and len(staging(tmp_path)) == 1  # the marker of the new write
+
+
+def test_a_dir_holding_some_of_a_topics_partitions_is_written_by_partition_number(tmp_path):
+    """out-0 and out-2 only (a cluster broker's dir): keyless rows stick to partitions present, a
+    row's own partition column names partition 2, and keys hash over the topic's three partitions
+    (Kafka's rule); one hashing to the missing partition 1 is refused, naming it. By position, 2
+    was refused as past the count of two and keyless rows went to the missing partition 1."""
+    topic(tmp_path)
+    shutil.rmtree(tmp_path / "out-1")
+    schema = StructType([*SCHEMA.fields, StructField("partition", IntegerType())])
+    writer = SeglogWriter({"path": str(tmp_path), "topic": "out"}, schema)
+    keyless = [pa.RecordBatch.from_pydict({"value": [b"n%d" % i]}) for i in range(20)]
+    given = pa.RecordBatch.from_pydict({"value": [b"two"], "partition": pa.array([2], pa.int32())})
+    by_key = {kafka_partition(b"k%d" % i, 3): b"k%d" % i for i in range(30)}
+    keyed = pa.RecordBatch.from_pydict({"key": [by_key[0], by_key[2]], "value": [b"to0", b"to2"]})
+    writer.commit([writer.write(iter([*keyless, given, keyed]))])
+    with seglog.open(str(tmp_path), background=False) as logs:
+        held = {p: {r.value for r in logs.partition("out", p).records()} for p in logs.partitions("out")}
+    everything = {b"n%d" % i for i in range(20)} | {b"two", b"to0", b"to2"}
+    assert sorted(held) == [0, 2] and set().union(*held.values()) == everything
+    assert {b"two", b"to2"} <= held[2] and b"to0" in held[0]
+    missing = pa.RecordBatch.from_pydict({"key": [by_key[1]], "value": [b"to1"]})
+    with pytest.raises(seglog.errors.UnknownTopicOrPartitionError, match="no partition 1"):
+        writer.write(iter([missing]))

@@ -120,10 +120,9 @@ def test_leader_epoch_cache_rules(tmp_path):
     cache.assign(3, 10)
     cache.assign(5, 20)
     assert cache.entries == [(1, 0), (3, 10), (5, 20)]
-    assert cache.end_offset_for(0, 30) == (-1, -1)
     assert cache.end_offset_for(2, 30) == (1, 10)
     assert cache.end_offset_for(3, 30) == (3, 20)
-    assert cache.end_offset_for(9, 30) == (5, 30)
+    assert cache.end_offset_for(5, 30) == (5, 30)
     cache.truncate_from_start(15)
     assert cache.entries == [(3, 15), (5, 20)]
     cache.truncate_from_end(20)
@@ -131,6 +130,25 @@ def test_leader_epoch_cache_rules(tmp_path):
     cache.assign(4, 12)  # a new epoch supersedes entries at or after its start
     assert cache.entries == [(4, 12)]
     assert LeaderEpochCache(str(tmp_path)).entries == [(4, 12)]  # persisted
+
+
+def test_end_offset_for_answers_as_kafkas_end_offset_for(tmp_path):
+    """Kafka's LeaderEpochFileCache.endOffsetFor at its edges (LeaderEpochFileCacheTest's cases):
+    an epoch below the first is answered as itself, ending where the first starts; one above
+    the latest, the undefined epoch and an empty cache get (-1, -1)."""
+    cache = LeaderEpochCache(str(tmp_path))
+    assert cache.end_offset_for(7, 0) == (-1, -1)  # empty
+    for epoch, start in [(5, 11), (6, 12), (7, 13)]:
+        cache.assign(epoch, start)
+    assert cache.end_offset_for(4, 0) == (4, 11)
+    assert cache.end_offset_for(0, 0) == (0, 11)
+    assert cache.end_offset_for(6, 20) == (6, 13)
+    assert cache.end_offset_for(7, 20) == (7, 20)
+    assert cache.end_offset_for(8, 20) == (-1, -1)
+    assert cache.end_offset_for(-1, 20) == (-1, -1)
+    cache.truncate_from_end(13)  # epochs with gaps: the largest at most the one asked
+    cache.assign(9, 15)
+    assert cache.end_offset_for(7, 20) == (6, 15)
 
 
 def test_leader_epoch_cache_tolerates_a_corrupt_file(tmp_path, caplog):

@@ -140,6 +140,25 @@ def test_offset_index_truncate_to(tmp_path):
     assert index.entries == 0 and index.lookup(50) == (0, 0)
 
 
+@pytest.mark.parametrize("kind", ["offset", "time"])
+def test_a_truncated_preallocated_index_reopens_with_only_its_kept_entries(tmp_path, kind):
+    """The active segment's index stays preallocated after a truncation: a reader in another
+    process, counting entries up to the first all-zero slot, sees the kept entries only (the
+    dropped slots were zeroed; left as they were, they came back as live entries)."""
+    make = offset_index if kind == "offset" else time_index
+    index = make(tmp_path, base=0)
+    for n in range(1, 11):
+        if kind == "offset":
+            index.append(n * 10, n * 100)
+        else:
+            index.maybe_append(n * 1000, n * 10)
+    index.truncate_to(41)
+    index.flush()
+    reader = type(index)(index.path, 0, 4096, writable=False)
+    assert reader.entries == index.entries == 4
+    assert [reader.entry(i) for i in range(4)] == [index.entry(i) for i in range(4)]
+
+
 def test_trim_and_regrow(tmp_path):
     index = offset_index(tmp_path, base=0, size=800)
     index.append(3, 0)

@@ -305,3 +305,19 @@ def test_two_log_dirs(tmp_path, clock):
     shutil.copytree(Path(dirs[0]) / in_a, Path(dirs[1]) / in_a)
     with pytest.raises(KafkaStorageError, match="two log dirs"):
         seglog.open(dirs, background=False)
+
+
+def test_create_partitions_counts_a_partial_topic_by_its_highest_partition(tmp_path):
+    """A dir holding events-0 and events-2 only (a cluster broker's): the topic has three partitions,
+    so growing it to three is refused, as Kafka refuses a count that is not larger, and growing it
+    to four adds events-3 alone (neither touching events-2 nor making events-1 here)."""
+    with seglog.open(str(tmp_path)) as logs:
+        logs.create_topic("events", partitions=3)
+        logs.partition("events", 2).append(records(2))
+    shutil.rmtree(tmp_path / "events-1")
+    with seglog.open(str(tmp_path)) as logs:
+        with pytest.raises(InvalidPartitionsError, match="has 3 partitions"):
+            logs.create_partitions("events", 3)
+        logs.create_partitions("events", 4)
+        assert logs.partitions("events") == [0, 2, 3]
+        assert logs.partition("events", 2).log_end_offset == 2

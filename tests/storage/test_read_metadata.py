@@ -7,7 +7,7 @@ from pathlib import Path
 
 from seglog.config import BrokerConfig, LogConfig
 from seglog.records import BatchIterator
-from seglog.storage import FetchDataInfo, LogOffsetMetadata, PartitionLog
+from seglog.storage import FetchDataInfo, LogOffsetMetadata, PartitionLog, fileio
 
 from .conftest import new_log, records
 
@@ -66,3 +66,23 @@ def test_the_high_watermark_says_where_it_is(tmp_path):
         assert log.high_watermark_metadata == LogOffsetMetadata(hw, segment.base_offset, position)
     assert log.high_watermark_metadata is log.log_end_offset_metadata  # at the log end: the same place
     log.close()
+
+
+def test_a_read_bounded_by_the_log_end_looks_nothing_up_at_the_end(tmp_path, clock, monkeypatch):
+    """The log end's place is known from the last append: a consumer's read of a log whose
+    high watermark is its end reads batch headers where it starts only (else its bound
+    would be looked up at the end of the segment on every read)."""
+    manager, log = new_log(tmp_path, config={"index.interval.bytes": 0}, clock=clock)
+    for i in range(50):
+        log.append(records(2, start=2 * i, size=40))
+    assert log.high_watermark == log.log_end_offset
+    starts = positions(log.segments[-1].log_path)
+    read_at: list[int] = []
+    real = fileio.os.pread
+    monkeypatch.setattr(fileio.os, "pread", lambda fd, n, at: read_at.append(at) or real(fd, n, at))
+    fetch = log.read(10, 1 << 20)
+    monkeypatch.undo()
+    assert fetch.records is not None and fetch.records.position == starts[10]
+    assert fetch.records.size == Path(log.segments[-1].log_path).stat().st_size - starts[10]  # to the end
+    assert read_at and max(read_at) <= starts[12]  # near the start only
+    manager.close()

@@ -179,3 +179,22 @@ def test_a_full_truncation_leaves_a_segment_listed_at_every_moment(tmp_path):
     assert listed and all(listed)
     assert [f for f in os.listdir(log.dir) if f.endswith(".log")] == [f"{5000:020d}.log"]
     manager.close()
+
+
+def test_a_reader_takes_the_owners_index_after_a_truncation_without_rebuilding_it(tmp_path, caplog):
+    """A follower's truncation leaves the active segment's index preallocated: a reader in
+    another process (here read-only, in this one) counts its entries up to the first all-zero
+    slot, so dropped entries left in place read as live, fail the load checks, and the reader
+    rebuilds the index from the log (a warning and a scan of the segment) every time it opens."""
+    logs, log = new_log(tmp_path, config={"index.interval.bytes": 0})
+    try:
+        for i in range(20):
+            log.append(records(1, start=i))
+        log.truncate_to(10)
+        log.append(records(1, start=10))
+        with caplog.at_level("WARNING"), open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            assert [b.base_offset for b in seen.batches(8)] == [8, 9, 10]
+        assert "rebuilding" not in caplog.text
+    finally:
+        logs.close()

@@ -302,18 +302,20 @@ class KafkaApis:
         # a follower's fetch (KIP-903 moved its id into replica_state at v15)
         replica_id = body["replica_state"]["replica_id"] if version >= 15 else body["replica_id"]
         for topic in body["topics"]:
-            name, topic_id = self._fetch_topic(version, topic)
+            name, topic_id, count = self._fetch_topic(version, topic)
             for part in topic["partitions"]:
-                slots.append((name, topic_id, part["partition"]))
-                error = self._fetch_partition_error(name, topic_id, part)
-                if error:
-                    errors[len(slots) - 1] = error
+                index = part["partition"]
+                slots.append((name, topic_id, index))
+                # the leader epoch is the partition's to check (the replica manager's read)
+                if name is None:
+                    errors[len(slots) - 1] = UnknownTopicIdError.error_code
+                elif not 0 <= index < count:
+                    errors[len(slots) - 1] = UnknownTopicOrPartitionError.error_code
                 else:
-                    assert name is not None
                     requests.append(
                         FetchRequestPartition(
                             name,
-                            part["partition"],
+                            index,
                             part["fetch_offset"],
                             part["partition_max_bytes"],
                             part.get("current_leader_epoch", -1),
@@ -343,22 +345,16 @@ class KafkaApis:
             results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
         return self._fetch_response(version, body, slots, errors, results)
 
-    def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID]:
+    def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID, int]:
+        """The topic a fetch names (by id from v13): its name (None: an unknown id), id
+        and partition count (0: unknown)."""
         if version >= 13:
             topic_id = topic["topic_id"]
             found = self.metadata.topic_by_id(topic_id)
-            return (found.name if found else None), topic_id
+            return (found.name, topic_id, len(found.partitions)) if found else (None, topic_id, 0)
         name = topic["topic"]
         found = self.metadata.topic(name)
-        return name, found.topic_id if found else ZERO_UUID
-
-    def _fetch_partition_error(self, name: str | None, topic_id: uuid.UUID, part: dict[str, Any]) -> int:
-        if name is None:
-            return UnknownTopicIdError.error_code
-        found = self.metadata.topic(name)
-        if found is None or not 0 <= part["partition"] < len(found.partitions):
-            return UnknownTopicOrPartitionError.error_code
-        return NONE  # the leader epoch is the partition's to check (the replica manager's read)
+        return (name, found.topic_id, len(found.partitions)) if found else (name, ZERO_UUID, 0)
 
     def _fetch_response(
         self,
@@ -480,7 +476,7 @@ def _hide_leaders_not_alive(topics: list[dict[str, Any]], alive: set[int]) -> No
     (kafka-python's sender fails on it until its next metadata refresh, which it never reaches)."""
     for topic in topics:
         for p in topic.get("partitions") or ():
-            if p["leader_id"] >= 0 and p["leader_id"] not in alive:
+            if p["leader_id"] not in alive:  # no leader at all (-1) as well
                 p["error_code"], p["leader_id"] = LEADER_NOT_AVAILABLE, -1
 
 

@@ -49,6 +49,9 @@ class ControllerApis:
         self._listener = listener
         self._lock = threading.Lock()
         self.controller_epoch = 0  # the highest seen (KafkaController.InitialControllerEpoch)
+        # set by the first UpdateMetadata naming this broker live: from then on Metadata names the
+        # controller and the brokers (before it: no controller, and a client waits for its next refresh)
+        self.joined = asyncio.Event()
 
     @staticmethod
     def served_versions() -> dict[ApiKey, tuple[int, int]]:
@@ -137,6 +140,8 @@ class ControllerApis:
                 )
                 partitions.append((name, topic_id, state))
         self.replicas.metadata.update_metadata(brokers, body["controller_id"], partitions, deleted)
+        if any(b.broker_id == self.replicas.broker.broker_id for b in brokers):
+            self.joined.set()
         if deleted:
             self.replicas.partitions_deleted(sorted(deleted))
         return {"error_code": NONE}

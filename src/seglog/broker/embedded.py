@@ -5,18 +5,25 @@ For tests and tools that want a real Kafka broker without Docker or a JVM:
     with seglog.broker.start("/tmp/data") as broker:
         Producer({"bootstrap.servers": broker.bootstrap_servers}) ...
 
-It listens on 127.0.0.1 (port 0: a free one) and is serving when ``start`` returns.
+It listens on 127.0.0.1 (port 0: a free one) and is serving when ``start`` returns; in a
+cluster (``zookeeper.connect``), once the controller's first UpdateMetadata has named it, as
+Kafka's KRaft broker starts once it has caught up with the cluster's metadata. Before that its
+Metadata names no controller, and a client told so waits for its next metadata refresh
+(librdkafka's admin requests: until they time out).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Mapping
 from typing import Any
 
 from .properties import broker_config
 from .server import KafkaServer
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddedBroker:
@@ -89,6 +96,8 @@ def start(
     async def boot() -> None:
         try:
             await server.startup()
+            if server.controller_apis is not None:
+                await _until_joined(server.controller_apis.joined, server.config["controller.socket.timeout.ms"])
         except BaseException as e:
             failure.append(e)
             loop.stop()
@@ -111,3 +120,13 @@ def start(
         thread.join()
         raise failure[0]
     return EmbeddedBroker(server, loop, thread)
+
+
+async def _until_joined(joined: asyncio.Event, timeout_ms: int) -> None:
+    """Until the controller's first UpdateMetadata, for at most controller.socket.timeout.ms (the
+    controller's own bound on reaching a broker): a controller that cannot reach this broker
+    leaves it serving without cluster metadata, said in the log, rather than not started."""
+    try:
+        await asyncio.wait_for(joined.wait(), timeout_ms / 1000)
+    except TimeoutError:
+        log.warning("no UpdateMetadata from the controller within %d ms: serving without cluster metadata", timeout_ms)

@@ -13,7 +13,8 @@ A partition first truncates, then fetches:
   the leader answers the largest epoch it has at most that one, and where it ended in its
   log. The follower truncates to where both logs agree; when the leader answered an epoch
   the follower does not know, it truncates to the end of its own largest epoch below that
-  and asks again. A log with no epochs truncates to its high watermark. No divergent
+  and asks again. A log with no epochs, or one whose epoch the leader no longer knows (no end
+  offset answered), truncates to its high watermark. No divergent
   history survives: what the old leader wrote and nobody replicated goes.
 - **Fetching**: Fetch from the log end with ``replica_id`` = this broker
   (``replica.fetch.max.bytes`` a partition, ``replica.fetch.response.max.bytes`` in all,
@@ -64,12 +65,14 @@ def truncation_offset(partition: Partition, leader_epoch: int, leader_end_offset
     to OffsetForLeaderEpoch, and whether truncation is done (Kafka's
     ``getOffsetTruncationState``)."""
     leo = partition.log_end_offset
-    if leader_end_offset < 0:  # the leader knows no epoch this old: nothing to compare
-        return leo, True
+    if leader_end_offset < 0:
+        # The leader knows no epoch this old, so nothing can be compared: like Kafka, keep only
+        # what the initial fetch offset (the high watermark) covers, as a log without epochs does.
+        return min(partition.high_watermark, leo), True
     if leader_epoch < 0:
         return min(leader_end_offset, leo), True
     follower_epoch, follower_end = partition.end_offset_for_epoch(leader_epoch)
-    if follower_end < 0:  # no epoch of ours that old: the leader's end is all there is
+    if follower_end < 0:  # no epochs of ours (Kafka: endOffsetForEpoch None): the leader's end is all there is
         return min(leader_end_offset, leo), True
     if follower_epoch != leader_epoch:  # an epoch we never had: cut to our previous one, ask again
         return min(follower_end, leo), False

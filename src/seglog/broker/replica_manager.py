@@ -40,7 +40,7 @@ import weakref
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from ..config import TOPIC_KEYS, BrokerConfig
 from ..errors import (
@@ -100,8 +100,9 @@ class AppendResult:
     message: str | None = None
 
 
-@dataclass(frozen=True)
-class FetchRequestPartition:
+class FetchRequestPartition(NamedTuple):
+    """(A tuple: made for every partition of every fetch, at a third of a frozen dataclass's cost.)"""
+
     topic: str
     partition: int
     fetch_offset: int
@@ -110,8 +111,9 @@ class FetchRequestPartition:
     log_start_offset: int = -1  # a follower's: where its log starts (DeleteRecords waits for it)
 
 
-@dataclass(frozen=True)
-class FetchResult:
+class FetchResult(NamedTuple):
+    """(A tuple, as FetchRequestPartition.)"""
+
     error_code: int = NONE
     high_watermark: int = -1
     last_stable_offset: int = -1
@@ -219,11 +221,28 @@ def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: 
             raise not_available
         return OffsetResult(NONE, -1, last_fetchable, partition.leader_epoch)
     found = plog.offset_for_timestamp(timestamp)
-    if found is not None and (timestamp == EARLIEST_TIMESTAMP or found[0] < last_fetchable):
-        return OffsetResult(NONE, found[1], found[0], partition.leader_epoch)
+    if found is not None and timestamp == EARLIEST_TIMESTAMP:
+        return OffsetResult(NONE, found[1], found[0], _earliest_epoch(plog))
+    if found is not None and found[0] < last_fetchable:
+        return OffsetResult(NONE, found[1], found[0], _batch_epoch(plog, found[0]))
     if not_available is not None:
         raise not_available
     return OffsetResult(NONE, -1, -1, -1)
+
+
+def _earliest_epoch(plog: PartitionLog) -> int:
+    """Kafka's ``fetchOffsetByTimestamp`` for the earliest offset: the first cached epoch, if it
+    started at or before the log start offset (batches older than epochs have none), else -1."""
+    entries = plog.leader_epoch_cache.entries
+    return entries[0][0] if entries and entries[0][1] <= plog.log_start_offset else -1
+
+
+def _batch_epoch(plog: PartitionLog, offset: int) -> int:
+    """The partition leader epoch of the batch holding ``offset`` (-1 for none, or a batch before
+    epochs): what Kafka answers for an offset found by timestamp or as the max timestamp's."""
+    for batch in plog.batches(offset, offset + 1, check_crcs=False):
+        return max(batch.partition_leader_epoch, -1)
+    return -1
 
 
 class ReplicaManager:
@@ -264,10 +283,14 @@ class ReplicaManager:
     # --- roles and metadata ---------------------------------------------------------------------
 
     def _become_leader(self, topic: str) -> None:
-        """Lead every partition of ``topic`` (one broker: it is every partition's only replica)."""
+        """Lead every partition of ``topic`` (one broker: it is every partition's only replica). A dir
+        may hold only some of a topic's partitions (a cluster broker's, or one a reassignment left):
+        Kafka's topics have partitions 0 to n-1, and clients take the count for the highest number
+        plus one, so a missing one is listed offline (no leader) rather than the others renumbered."""
         me = (self.broker.broker_id,)
-        states = []
-        for p in self._logs.partitions(topic):
+        present = self._logs.partitions(topic)
+        states = [PartitionState(p, -1, -1, (), ()) for p in range(present[-1] + 1) if p not in present]
+        for p in present:
             partition = self._partitions.get((topic, p))
             if partition is None:
                 partition = Partition(topic, p, self._logs.partition(topic, p), self.broker.broker_id)
@@ -275,6 +298,7 @@ class ReplicaManager:
                 self._partitions[(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         topic_id = topic_uuid(self._logs.topic_id(topic))
+        states.sort(key=lambda s: s.partition)
         self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
 
     def _forget(self, topic: str) -> None:
@@ -293,7 +317,7 @@ class ReplicaManager:
     def partition(self, topic: str, index: int) -> Partition:
         found = self._partitions.get((topic, index))
         if found is None:
-            if self.cluster_mode and 0 <= index < self.metadata.partition_count(topic):
+            if 0 <= index < self.metadata.partition_count(topic):  # Kafka's: known, but not hosted here
                 raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
             raise UnknownTopicOrPartitionError(f"this broker does not host {topic}-{index}")
         return found

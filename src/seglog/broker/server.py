@@ -35,6 +35,17 @@ from .txn_apis import TRANSACTION_STATE, TxnApis
 log = logging.getLogger("seglog.broker")
 
 UNSUPPORTED_VERSION = 35
+# The APIs a connection's reader may answer in the loop's turn that received them, when
+# nothing is ahead (network.py): their handlers await only futures (an I/O thread, a
+# purgatory), never a task of their own, so their first step may run outside any task.
+# A fetch of the log's tail, a small produce, Metadata: answered without a task switch.
+_AT_ONCE = frozenset(
+    int(k) for k in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.API_VERSIONS)
+)
+
+
+def _answers_at_once(frame: bytearray) -> bool:
+    return len(frame) >= 2 and (frame[0] << 8 | frame[1]) in _AT_ONCE
 
 
 class UnservedRequestError(InvalidRequestError):
@@ -59,6 +70,7 @@ class KafkaServer:
         self.groups: GroupMetadataManager | None = None
         self._handlers: dict[ApiKey, Any] = {}
         self.cluster: ClusterMember | None = None
+        self.controller_apis: ControllerApis | None = None  # in a cluster
         self.started = asyncio.Event()
 
     @property
@@ -76,6 +88,7 @@ class KafkaServer:
             self._handle,
             lambda prefix: frame_size(prefix, max_size),
             self.metrics,
+            _answers_at_once,
         )
         try:
             host, port = self._advertised_address()
@@ -158,6 +171,7 @@ class KafkaServer:
         cluster = self.cluster = ClusterMember(self.config, broker, self.replicas)
         self.replicas.broker_epoch = lambda: cluster.broker_epoch  # AlterPartition carries it (KIP-380)
         controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
+        self.controller_apis = controller_apis
         self._handlers.update(
             {
                 ApiKey.LEADER_AND_ISR: controller_apis.leader_and_isr,
@@ -222,14 +236,17 @@ class KafkaServer:
                 )
             raise
         header = request.header
-        key = ApiKey(header.api_key)
+        key = header.api_key
         served = self.apis.versions.get(key)
         handler = self._handlers.get(key)
         if handler is None or served is None or not served[0] <= header.api_version <= served[1]:
             if key == ApiKey.API_VERSIONS:
                 return encode_response(key, 0, header.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION))
             raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
-        set_current_request(RequestContext(header.client_id or "", client_host(conn.peer)))
+        context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
+        if context is None or context.client_id != (header.client_id or ""):
+            context = conn.request_context = RequestContext(header.client_id or "", client_host(conn.peer))
+        set_current_request(context)
         failed = True
         try:
             body = await handler(header.api_version, request.body)

@@ -64,7 +64,7 @@ class _Encoder:
     def __init__(
         self,
         topic: str | None,
-        partitions: dict[str, int],
+        partitions: dict[str, list[int]],
         batch_bytes: dict[str, int],
         compression: Compression,
         *,
@@ -77,7 +77,9 @@ class _Encoder:
         self.compression = compression
         self.use_timestamps = use_timestamps
         self.max_record_bytes = max_record_bytes
-        self.choosers = {t: StickyPartitioner(n) for t, n in partitions.items()}
+        # keyless rows stick to a partition present here (Kafka's: an available one), keyed rows
+        # hash over the topic's count, its highest partition + 1 where a dir holds only some
+        self.choosers = {t: StickyPartitioner(len(present)) for t, present in partitions.items()}
 
     def encode(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, list[bytearray]]]:
         """The rows of ``batch`` as record batches: (topic, partition, batches), in row order
@@ -112,7 +114,8 @@ class _Encoder:
 
     def _partitions(self, topic: str, rows: pa.RecordBatch) -> pa.Array:
         """Each row's partition: its ``partition`` column, else Kafka's default partitioner."""
-        count = self.partitions[topic]
+        present = self.partitions[topic]
+        count = present[-1] + 1
         given = rows.column("partition").cast(pa.int32()) if "partition" in rows.schema.names else None
         if given is not None and given.null_count == 0:
             chosen = given
@@ -121,14 +124,14 @@ class _Encoder:
             by_key = pa.Array.from_buffers(
                 pa.int32(), len(rows), [None, pa.py_buffer(partitions_for_keys(len(rows), key, count))]
             )
-            sticky = pa.scalar(self.choosers[topic].partition(None), pa.int32())
+            sticky = pa.scalar(present[self.choosers[topic].partition(None)], pa.int32())
             chosen = pc.if_else(pc.equal(by_key, -1), sticky, by_key)
             if given is not None:
                 chosen = pc.coalesce(given, chosen)
-        low, high = pc.min_max(chosen).values()
-        if len(chosen) and (low.as_py() < 0 or high.as_py() >= count):
-            bad = high.as_py() if high.as_py() >= count else low.as_py()
-            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {bad}")
+        missing = pc.invert(pc.is_in(chosen, pa.array(present, pa.int32())))
+        if pc.any(missing).as_py():
+            bad = pc.filter(chosen, missing)[0].as_py()
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {bad} here (it has {present})")
         return chosen
 
     def _batches(self, rows: pa.RecordBatch, limit: int) -> list[bytearray]:
@@ -262,7 +265,7 @@ class _SinkBase:
             raise opt.OptionError('writing to seglog needs a "topic" column or the "topic" option')
         # take the lock once now: a dir another process owns is refused before any task runs
         with open_logs(self.dirs, background=False) as logs:
-            self.partitions = {t: len(logs.partitions(t)) for t in logs.topics()}
+            self.partitions = {t: logs.partitions(t) for t in logs.topics()}
             configs = {t: logs.topic_config(t) for t in self.partitions}
             remove_dead_staging(self.dirs[0])  # under the lock: no commit is reading them
         self.file_bytes = {t: c.segment_bytes for t, c in configs.items()}

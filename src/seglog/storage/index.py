@@ -335,6 +335,15 @@ class _Index:
         return _scan.floor_entry(mm, self.entries, self.entry_size, self._key_size, target, _WARM_BYTES)
 
     def _truncate_to_slot(self, slot_count: int) -> None:
+        """Drop the entries from ``slot_count`` on. Kafka's ``truncateToEntries`` only moves the
+        position; here the dropped slots are zeroed too: the active segment's file stays
+        preallocated, and a reader in another process counts its entries up to the first
+        all-zero slot (``_count_written_entries``), so left as they were they would read as
+        live, fail the load checks and make every such reader rebuild the index from the log.
+        (Their pages were written, so these stores take no new blocks.)"""
+        mm, size = self._mmap, self.entry_size
+        if isinstance(mm, mmap.mmap) and slot_count < self.entries:
+            mm[slot_count * size : self.entries * size] = bytes((self.entries - slot_count) * size)
         self.entries = slot_count
 
 

@@ -17,6 +17,9 @@ from .checkpoint import LEADER_EPOCH_CHECKPOINT, CorruptCheckpointError
 
 log = logging.getLogger(__name__)
 
+UNDEFINED_EPOCH = -1  # Kafka's: no epoch asked for, or none found
+UNDEFINED_EPOCH_OFFSET = -1
+
 
 class LeaderEpochCache:
     def __init__(self, dir: str, read_only: bool = False) -> None:
@@ -70,15 +73,19 @@ class LeaderEpochCache:
         self._flush()
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """(epoch, end offset) as OffsetsForLeaderEpoch answers: the start offset of
-        the first epoch after ``epoch``, or the log end for the latest one."""
-        if not self.entries or epoch < self.entries[0][0]:
-            return -1, -1
-        if epoch >= self.entries[-1][0]:
-            return self.entries[-1][0], log_end_offset
-        found = max(e for e, _ in self.entries if e <= epoch)
-        following = next(o for e, o in self.entries if e > epoch)
-        return found, following
+        """Kafka's ``endOffsetFor``, (epoch, end offset) as OffsetsForLeaderEpoch answers:
+        the latest epoch ends at the log end; an older one (the largest cached epoch at most
+        ``epoch``) where the next cached epoch starts; one below the first cached epoch is
+        answered as itself ending where the first starts (the log before it is gone: a
+        follower replicates from there). (-1, -1) for the undefined epoch (-1), an epoch
+        above the latest, or an empty cache."""
+        entries = self.entries
+        if epoch == UNDEFINED_EPOCH or not entries or epoch > entries[-1][0]:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if epoch == entries[-1][0]:
+            return epoch, log_end_offset
+        higher = next(i for i, (e, _) in enumerate(entries) if e > epoch)
+        return (entries[higher - 1][0] if higher else epoch), entries[higher][1]
 
     def clear(self) -> None:
         self.entries = []

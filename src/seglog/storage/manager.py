@@ -389,16 +389,17 @@ class LogManager:
         """Grow ``topic`` to ``count`` partitions (Kafka's CreatePartitions): never fewer."""
         with self._lock:
             self._check_writable()
-            existing = self.partitions(topic)
-            if isinstance(count, bool) or not isinstance(count, int) or not len(existing) < count <= INT32_MAX:
+            # partitions are numbered 0 to n-1 even where this dir holds only some of them
+            current = self.partitions(topic)[-1] + 1
+            if isinstance(count, bool) or not isinstance(count, int) or not current < count <= INT32_MAX:
                 raise InvalidPartitionsError(
-                    f"topic {topic!r} has {len(existing)} partitions; the new count must be larger "
+                    f"topic {topic!r} has {current} partitions; the new count must be larger "
                     f"(and an int32), not {count!r}"
                 )
             self.topic_id(topic)
             created: list[PartitionLog] = []
             try:
-                for p in range(len(existing), count):
+                for p in range(current, count):
                     created.append(self._create_partition(topic, p))
             except BaseException:
                 self._undo_created(topic, created)  # all or nothing, as a topic's creation
