@@ -10,13 +10,14 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+import uuid
 from collections.abc import Callable
 
 from seglog.broker.admin import AdminManager
 from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
-from seglog.broker.replica_manager import ReplicaManager
+from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
 from seglog.coordinator.offset_manager import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -227,6 +228,61 @@ def test_a_commit_behind_a_queued_append_waits_its_turn(tmp_path) -> None:
         groups.startup()
         await until(lambda: not groups.loading, "the load")
         assert committed(groups, "g") == 2
+        await close(replicas, groups)
+
+    asyncio.run(scenario())
+
+
+def test_a_commit_waiting_for_its_replicas_holds_no_other_groups_append(tmp_path) -> None:
+    """acks=all in a cluster: while one group's commit waits for a follower to fetch its
+    record, another group's commit to the same __consumer_offsets partition is appended
+    (Kafka appends under the partition's lock and waits in the purgatory without it);
+    neither is visible to OffsetFetch nor answered until the follower has both."""
+
+    async def scenario() -> None:
+        config = broker_config(
+            {
+                "log.dirs": str(tmp_path),
+                "broker.id": 0,
+                "zookeeper.connect": "127.0.0.1:1",  # a cluster's broker: LeaderAndIsr says what it leads
+                "offsets.topic.num.partitions": 1,
+                "offsets.commit.timeout.ms": 60_000,
+            }
+        )
+        replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
+        groups = GroupMetadataManager(config, replicas, AdminManager(config, replicas).create_internal_topic)
+        replicas.leadership_listeners.append(groups.on_leadership_change)
+        state = {
+            "topic_name": OFFSETS_TOPIC,
+            "partition_index": 0,
+            "controller_epoch": 1,
+            "leader": 0,
+            "leader_epoch": 1,
+            "isr": [0, 1],
+            "partition_epoch": 1,
+            "replicas": [0, 1],
+            "adding_replicas": [],
+            "removing_replicas": [],
+            "is_new": True,
+        }
+        assert replicas.become_leader_or_follower(9, 1, [state], {OFFSETS_TOPIC: uuid.uuid4()}) == {
+            (OFFSETS_TOPIC, 0): ErrorCode.NONE
+        }
+        await until(lambda: groups.group_error("a") == ErrorCode.NONE, "the load")
+        plog = replicas.partition(OFFSETS_TOPIC, 0).log
+
+        first = asyncio.ensure_future(groups.call(commit(groups, "a", 1)))
+        second = asyncio.ensure_future(groups.call(commit(groups, "b", 2)))
+        await until(lambda: plog.log_end_offset == 2, "the second group's record in the leader's log")
+        assert not first.done() and not second.done()  # both wait for follower 1
+        assert (committed(groups, "a"), committed(groups, "b")) == (-1, -1)
+
+        for offset in (0, 2):  # the follower reads both records, then says it has them
+            fetch = FetchRequestPartition(OFFSETS_TOPIC, 0, offset, 1 << 20, 1)
+            await replicas.read([fetch], 1 << 20, replica_id=1)
+        assert (await first).errors == (await second).errors == {("t", 0): ErrorCode.NONE}
+        assert (committed(groups, "a"), committed(groups, "b")) == (1, 2)
+        await replicas.stop_replication()
         await close(replicas, groups)
 
     asyncio.run(scenario())

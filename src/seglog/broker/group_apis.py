@@ -12,7 +12,7 @@ version. ``GroupMetadataManager`` runs the calls on the event loop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..coordinator.group_coordinator import (
@@ -226,7 +226,7 @@ class GroupApis:
                 lambda token, now: self.groups.offsets.commit_offsets(token, request, now)
             )
             errors.update(response.errors)
-        return {"throttle_time_ms": 0, "topics": _by_topic(errors, lambda tp, e: {"error_code": e})}
+        return {"throttle_time_ms": 0, "topics": _errors_by_topic(errors)}
 
     async def txn_offset_commit(self, version: int, body: Body) -> Body:
         """Offsets committed inside the producer's transaction: written to
@@ -247,7 +247,7 @@ class GroupApis:
                 lambda token, now: self.groups.offsets.txn_commit_offsets(token, request, now)
             )
             errors.update(response.errors)
-        return {"throttle_time_ms": 0, "topics": _by_topic(errors, lambda tp, e: {"error_code": e})}
+        return {"throttle_time_ms": 0, "topics": _errors_by_topic(errors)}
 
     async def offset_fetch(self, version: int, body: Body) -> Body:
         if version >= 8:
@@ -270,6 +270,7 @@ class GroupApis:
             response = self.groups.offsets.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
         parts = {
             tp: {
+                "partition_index": tp[1],
                 "committed_offset": o.offset,
                 "committed_leader_epoch": o.leader_epoch,
                 "metadata": o.metadata,
@@ -277,7 +278,7 @@ class GroupApis:
             }
             for tp, o in response.partitions.items()
         }
-        return {"group_id": group_id, "topics": _by_topic(parts, lambda tp, v: v), "error_code": response.error_code}
+        return {"group_id": group_id, "topics": _by_topic(parts), "error_code": response.error_code}
 
     async def offset_delete(self, version: int, body: Body) -> Body:
         group_id = body["group_id"]
@@ -294,7 +295,7 @@ class GroupApis:
         return {
             "error_code": ErrorCode.NONE,
             "throttle_time_ms": 0,
-            "topics": _by_topic(errors, lambda tp, e: {"error_code": e}),
+            "topics": _errors_by_topic(errors),
         }
 
     # --- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------------------
@@ -403,9 +404,16 @@ def _group_error(group_id: str, error: int) -> Body:
     }
 
 
-def _by_topic(per_partition: dict[TopicPartition, Any], entry: Callable[[TopicPartition, Any], Body]) -> list[Body]:
-    """Partitions' answers nested by topic, in the order first seen."""
+def _errors_by_topic(errors: Mapping[TopicPartition, int]) -> list[Body]:
+    return _by_topic({tp: {"partition_index": tp[1], "error_code": e} for tp, e in errors.items()})
+
+
+def _by_topic(entries: dict[TopicPartition, Body]) -> list[Body]:
+    """Partitions' answers (each with its partition_index) nested by topic, in the order first seen."""
     topics: dict[str, list[Body]] = {}
-    for tp, value in per_partition.items():
-        topics.setdefault(tp[0], []).append({"partition_index": tp[1], **entry(tp, value)})
+    for (topic, _), entry in entries.items():
+        parts = topics.get(topic)
+        if parts is None:
+            parts = topics[topic] = []
+        parts.append(entry)
     return [{"name": name, "partitions": parts} for name, parts in topics.items()]

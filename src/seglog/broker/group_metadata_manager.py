@@ -12,7 +12,9 @@ adds what they leave to the broker:
   the I/O pool when the append could wait), with acks=all as Kafka's: a store is complete
   once the ISR has it (``offsets.commit.timeout.ms``), so an acknowledged commit survives
   the coordinator's broker. Appends to one partition go out in the order the coordinator
-  asked for them: a group's records must replay in that order;
+  asked for them: a group's records must replay in that order. The order is kept for the
+  append alone: the wait for the ISR is made after it, as Kafka's DelayedProduce, so a
+  commit waiting for its followers holds no other group's append to the partition;
 - loading and unloading (Kafka's ``onElection`` / ``onResignation``): every partition of
   the topic this broker leads is replayed (``group_loader``) in the I/O pool, at start-up,
   when LeaderAndIsr makes this broker its leader (``on_leadership_change``), or when first
@@ -66,6 +68,9 @@ Call = Callable[[Hashable, int], list[Any]]  # (token, now ms) -> the coordinato
 TopicCreator = Callable[[str, int, int, dict[str, Any]], Awaitable[None]]
 
 
+_NO_ANSWER = object()
+
+
 def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
@@ -91,13 +96,15 @@ class GroupMetadataManager:
         self._clock = clock
         self._tokens = itertools.count(1)
         self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
+        self._calling: Hashable | None = None  # the token of the call being dispatched
+        self._answered: dict[Hashable, Any] = {}  # its answer, when it came inside the dispatch
         self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self._loaded: dict[int, int] = {}  # partition -> the leader epoch it was loaded at
         self._failed: set[int] = set()  # could not be read: not coordinated here (the error is logged)
         # markers written to a partition while it loads, applied once it is (the replay may end before them)
         self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._append_locks: dict[int, asyncio.Lock] = {}
-        self._queued: dict[int, int] = {}  # partition -> its appends waiting or under way in tasks
+        self._queued: dict[int, int] = {}  # partition -> its appends in tasks not yet in the log
         self._appends: set[asyncio.Task[None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self._creating: asyncio.Task[None] | None = None
@@ -271,11 +278,17 @@ class GroupMetadataManager:
     async def call(self, request: Call) -> Any:
         """Run ``request(token, now)`` (a coordinator method taking a token) and wait for
         its answer: the response value, or None for a request Kafka never answers."""
-        token = next(self._tokens)
+        token = self._calling = next(self._tokens)
+        try:
+            self._dispatch(request(token, self._clock()))
+        finally:
+            self._calling = None
+            answer = self._answered.pop(token, _NO_ANSWER)
+        if answer is not _NO_ANSWER:  # answered inside the call (a commit appended at once): no future
+            return answer
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[token] = future
         try:
-            self._dispatch(request(token, self._clock()))
             return await future
         finally:
             self._waiting.pop(token, None)
@@ -287,9 +300,10 @@ class GroupMetadataManager:
         if appends:
             await asyncio.gather(*appends, return_exceptions=True)
 
-    def _dispatch(self, outputs: Iterable[Output]) -> list[asyncio.Task[None]]:
+    def _dispatch(self, outputs: Iterable[Output], *, reschedule: bool = True) -> list[asyncio.Task[None]]:
         """Act on the coordinator's outputs; returns the appends it started (those
-        written at once are acted on before it returns)."""
+        written at once are acted on before it returns, without ``reschedule``: the
+        call acting on them moves the timer once, after)."""
         appends: list[asyncio.Task[None] | None] = []
         for out in outputs:
             if isinstance(out, Reply):
@@ -303,12 +317,16 @@ class GroupMetadataManager:
                 stored = self._offsets_stored(out)
                 partition = self.partition_for(out.group_id)  # the topic's count, should a client have made it
                 appends.append(self._append(partition, out.records, stored, out.producer_id, out.producer_epoch))
-        self._reschedule()
+        if reschedule:
+            self._reschedule()
         return [task for task in appends if task is not None]
 
     def _resolve(self, token: Hashable, response: Any) -> None:
         future = self._waiting.pop(token, None)
-        if future is not None and not future.done():
+        if future is None:
+            if self._calling == token:
+                self._answered.setdefault(token, response)  # the first answer wins, as a future's
+        elif not future.done():
             future.set_result(response)
 
     def _group_stored(self, store: StoreGroup) -> Callable[[int, int], list[Any]]:
@@ -344,7 +362,7 @@ class GroupMetadataManager:
         if not self._queued.get(partition):
             result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin="coordinator")
             if result is not None:
-                self._dispatch(stored(result.error_code, result.base_offset))
+                self._dispatch(stored(result.error_code, result.base_offset), reschedule=False)
                 return None
         self._queued[partition] = self._queued.get(partition, 0) + 1
         task = asyncio.get_running_loop().create_task(self._write(partition, batch, stored))
@@ -353,23 +371,41 @@ class GroupMetadataManager:
         return task
 
     async def _write(self, partition: int, batch: bytearray, stored: Callable[[int, int], list[Any]]) -> None:
-        # tasks start in the order they were made, so the lock hands out appends in that order
+        # tasks start in the order they were made, so the lock hands out appends in that order;
+        # it is held for the append alone: the wait for the ISR (acks=all) is made without it,
+        # as Kafka's DelayedProduce, so one commit's replication holds no other group's append
         lock = self._append_locks.setdefault(partition, asyncio.Lock())
+        queued, held = True, False
+
+        def appended() -> None:  # in the log (or refused): the next append may go
+            nonlocal queued, held
+            if queued:
+                queued = False
+                self._queued[partition] -= 1
+            if held:
+                held = False
+                lock.release()
+
         try:
-            async with lock:
-                tp = (OFFSETS_TOPIC, partition)
-                try:
-                    # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
-                    results = await self.replicas.append_records(
-                        {tp: memoryview(batch)}, acks=-1, timeout_ms=self._commit_timeout_ms, origin="coordinator"
-                    )
-                    result = results[tp]
-                    error, base_offset = result.error_code, result.base_offset
-                except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
-                    log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
-                    error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
+            await lock.acquire()
+            held = True
+            tp = (OFFSETS_TOPIC, partition)
+            try:
+                # acks=all, as Kafka's coordinator appends: answered once the ISR has the records
+                results = await self.replicas.append_records(
+                    {tp: memoryview(batch)},
+                    acks=-1,
+                    timeout_ms=self._commit_timeout_ms,
+                    origin="coordinator",
+                    on_appended=appended,
+                )
+                result = results[tp]
+                error, base_offset = result.error_code, result.base_offset
+            except Exception as e:  # the pool shut down under us, ...: the caller is told, nothing hangs
+                log.warning("append to %s-%d failed: %s", OFFSETS_TOPIC, partition, e)
+                error, base_offset = ErrorCode.UNKNOWN_SERVER_ERROR, -1
         finally:
-            self._queued[partition] -= 1
+            appended()
         self._dispatch(stored(error, base_offset))
 
     # --- transactions' markers ------------------------------------------------------------------------

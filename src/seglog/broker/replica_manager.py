@@ -576,13 +576,17 @@ class ReplicaManager:
         acks: int = 1,
         timeout_ms: int = 30_000,
         origin: str = "client",
+        on_appended: Callable[[], None] | None = None,
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
         place); a partition's error is its own. ``origin`` "coordinator" (the coordinators'
         records): sequences unchecked. Fetches waiting on them are woken. With
         acks=-1 a partition whose ISR is smaller than min.insync.replicas is refused
         (NOT_ENOUGH_REPLICAS), and the answer waits until the ISR has the records or
-        ``timeout_ms`` passes (Kafka's DelayedProduce)."""
+        ``timeout_ms`` passes (Kafka's DelayedProduce). ``on_appended`` is called once
+        the batches are in the local logs (or refused), before that wait: a coordinator
+        serialising its appends lets the next one go then, as Kafka appends under the
+        partition's lock and waits in the purgatory without it."""
         self._loop = asyncio.get_running_loop()
         results: dict[TopicPartition, AppendResult] = {}
         waiting = batches
@@ -601,6 +605,8 @@ class ReplicaManager:
             partition = self._partitions.get(tp)
             if partition is not None:
                 self._after_leader_append(tp, partition, result)
+        if on_appended is not None:
+            on_appended()
         if acks == -1 and appended:
             codes = await self._wait_for_isr(appended, timeout_ms)
             for tp, code in codes.items():
@@ -625,9 +631,15 @@ class ReplicaManager:
             return None
         if acks == -1 and partition.maximal_isr != (self.broker.broker_id,):
             return None
-        result = self._append(tp, records, acks, wait=False, origin=origin)
-        if result is None or result.error_code != NONE:
+        try:  # the partition checks its role itself: no second lookup (``_append``'s)
+            info = partition.append_as_leader(records, acks, wait=False, origin=origin)
+        except Exception:
+            return None  # append_records tells the error
+        if info is None:
             return None
+        result = AppendResult(
+            NONE, info.first_offset, info.log_append_time, partition.log_start_offset, info.size, info.last_offset
+        )
         self._after_leader_append(tp, partition, result)
         return result
 

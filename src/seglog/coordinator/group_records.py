@@ -28,6 +28,7 @@ own expiry) and GroupMetadataValue v3; seglog writes the same by default.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 
 from ..errors import CorruptRecordError, InvalidRecordError
@@ -100,20 +101,28 @@ class GroupMetadataValue:
 # --- keys ----------------------------------------------------------------------------------------
 
 
+# every commit encodes a key and a value: packed whole, not through ``Writer`` field by field
+_I16 = struct.Struct(">h")
+_I16_I16 = struct.Struct(">hh")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I64_I64 = struct.Struct(">qq")
+_I16_I64 = struct.Struct(">hq")
+_I16_I64_I32 = struct.Struct(">hqi")
+
+
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
-    w = Writer()
-    w.int16(key.version)
+    group = key.group.encode("utf-8")
     if isinstance(key, OffsetCommitKey):
         if key.version not in OFFSET_COMMIT_KEY_VERSIONS:
             raise InvalidRecordError(f"OffsetCommitKey has no version {key.version}")
-        w.string(key.group, False)
-        w.string(key.topic, False)
-        w.int32(key.partition)
-    else:
-        if key.version != GROUP_METADATA_KEY_VERSION:
-            raise InvalidRecordError(f"GroupMetadataKey has no version {key.version}")
-        w.string(key.group, False)
-    return bytes(w.out)
+        topic = key.topic.encode("utf-8")
+        return b"".join(
+            (_I16_I16.pack(key.version, len(group)), group, _I16.pack(len(topic)), topic, _I32.pack(key.partition))
+        )
+    if key.version != GROUP_METADATA_KEY_VERSION:
+        raise InvalidRecordError(f"GroupMetadataKey has no version {key.version}")
+    return _I16_I16.pack(key.version, len(group)) + group
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> GroupKey:
@@ -135,19 +144,22 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     v = value.version
     if v not in OFFSET_COMMIT_VALUE_VERSIONS:
         raise InvalidRecordError(f"OffsetCommitValue has no version {v}")
-    flexible = v >= _FLEXIBLE
-    w = Writer()
-    w.int16(v)
-    w.int64(value.offset)
-    if v >= 3:
+    if v >= _FLEXIBLE:
+        w = Writer()
+        w.int16(v)
+        w.int64(value.offset)
         w.int32(value.leader_epoch)
-    w.string(value.metadata, flexible)
-    w.int64(value.commit_timestamp)
-    if v == 1:
-        w.int64(value.expire_timestamp)
-    if flexible:
+        w.string(value.metadata, True)
+        w.int64(value.commit_timestamp)
         w.tagged_fields({})
-    return bytes(w.out)
+        return bytes(w.out)
+    head = _I16_I64_I32.pack(v, value.offset, value.leader_epoch) if v == 3 else _I16_I64.pack(v, value.offset)
+    metadata = value.metadata.encode("utf-8")
+    if v == 1:
+        tail = _I64_I64.pack(value.commit_timestamp, value.expire_timestamp)
+    else:
+        tail = _I64.pack(value.commit_timestamp)
+    return b"".join((head, _I16.pack(len(metadata)), metadata, tail))
 
 
 def decode_offset_commit_value(data: bytes | bytearray | memoryview) -> OffsetCommitValue:

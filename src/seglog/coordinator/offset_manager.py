@@ -152,6 +152,8 @@ Output = Reply | StoreOffsets
 
 def metadata_length(metadata: str) -> int:
     """The length Kafka compares with offset.metadata.max.bytes: Java's String.length."""
+    if metadata.isascii():  # nearly always (empty, most often): one UTF-16 unit a character
+        return len(metadata)
     return len(metadata.encode("utf-16-le")) // 2
 
 

@@ -58,6 +58,8 @@ class Compression(enum.IntEnum):
 
     @classmethod
     def parse(cls, name: str | int | Compression) -> Compression:
+        if type(name) is cls:  # a member already (every batch built): no enum lookup
+            return name
         try:
             if isinstance(name, int) and not isinstance(name, bool):
                 return cls(name)
