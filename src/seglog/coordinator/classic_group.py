@@ -135,6 +135,15 @@ class ClassicGroup:
         return self.num_awaiting_join == len(self.members) and not self.pending_members
 
     @property
+    def next_deadline(self) -> int | None:
+        """The earliest of the group's timers (sessions, pending members' rejoin, the
+        join and sync waits); None when none runs."""
+        deadlines = [d for d in (self.join_deadline, self.sync_deadline) if d is not None]
+        deadlines += self.pending_members.values()
+        deadlines += (m.heartbeat_deadline for m in self.members.values() if m.heartbeat_deadline is not None)
+        return min(deadlines, default=None)
+
+    @property
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 

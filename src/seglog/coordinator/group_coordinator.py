@@ -20,7 +20,9 @@ first rebalance of an empty group waits ``group.initial.rebalance.delay.ms``, ag
 while new members keep coming, up to the rebalance timeout), the wait for every
 member's SyncGroup (the rebalance timeout again), and a pending member's time to
 rejoin with the id it was given (its session timeout). ``next_deadline()`` says when
-``tick`` is next due.
+``tick`` is next due. Each group's earliest timer is kept in a heap
+(``group_deadlines``), set again after every call that touched the group, so neither
+``next_deadline`` nor ``tick`` walks the groups whose timers are not due.
 
 Static members (``group.instance.id``, KIP-345) keep their place across restarts: one
 rejoining with an unknown member id takes over its old id, fencing the old one
@@ -39,6 +41,7 @@ from ..config import BrokerConfig
 from ..errors import InvalidConfigurationError, SeglogError
 from ..protocol import ErrorCode
 from .classic_group import ClassicGroup, Member, Protocols
+from .group_deadlines import GroupDeadlines
 from .group_loader import LoadedGroup
 from .group_records import GroupMetadataKey, encode_group_metadata_value, encode_key
 from .group_state import GroupState
@@ -200,7 +203,8 @@ class GroupCoordinator:
         self.groups: dict[str, ClassicGroup] = {}
         self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
         self._out: list[Output] = []
-        self._stores: dict[int, Callable[[int, int], None]] = {}  # store id -> (error, now) callback
+        self._stores: dict[int, tuple[str, Callable[[int, int], None]]] = {}  # store id -> group, callback
+        self._deadlines = GroupDeadlines()
         self._next_store = 0
 
     def _done(self) -> list[Output]:
@@ -241,12 +245,14 @@ class GroupCoordinator:
         for producer_id, slots in loaded.pending_offsets.items():
             group.offsets.pending_txn[producer_id] = dict(slots)
         self.groups[group.group_id] = group
+        self.update_deadline(group.group_id)
 
     def unload_group(self, group_id: str, now_ms: int) -> list[Output]:
         """This broker no longer coordinates the group (its partition's leadership moved,
         Kafka's ``onGroupUnloaded``): it dies here, and its members' waiting JoinGroup and
         SyncGroup are answered NOT_COORDINATOR so that they find the new coordinator."""
         group = self.groups.pop(group_id, None)
+        self._deadlines.set(group_id, None)
         if group is None:
             return []
         group.transition_to(_S.DEAD, now_ms)
@@ -261,6 +267,7 @@ class GroupCoordinator:
 
     def join_group(self, token: Hashable, request: JoinGroupRequest, now_ms: int) -> list[Output]:
         self._join(token, request, now_ms)
+        self.update_deadline(request.group_id)
         return self._done()
 
     def _join(self, token: Hashable, req: JoinGroupRequest, now: int) -> None:
@@ -495,6 +502,7 @@ class GroupCoordinator:
 
     def sync_group(self, token: Hashable, request: SyncGroupRequest, now_ms: int) -> list[Output]:
         self._sync(token, request, now_ms)
+        self.update_deadline(request.group_id)
         return self._done()
 
     def _sync(self, token: Hashable, req: SyncGroupRequest, now: int) -> None:
@@ -588,6 +596,7 @@ class GroupCoordinator:
 
     def heartbeat(self, token: Hashable, request: HeartbeatRequest, now_ms: int) -> list[Output]:
         self._reply(token, HeartbeatResponse(self._heartbeat(request, now_ms)))
+        self.update_deadline(request.group_id)
         return self._done()
 
     def _heartbeat(self, req: HeartbeatRequest, now: int) -> int:
@@ -625,6 +634,7 @@ class GroupCoordinator:
             results = tuple((m, self._leave(group, m, now_ms)) for m in request.members)
             response = LeaveGroupResponse(ErrorCode.NONE, results)
         self._reply(token, response)
+        self.update_deadline(request.group_id)
         return self._done()
 
     def _leave(self, group: ClassicGroup, who: MemberIdentity, now: int) -> int:
@@ -671,60 +681,75 @@ class GroupCoordinator:
 
     def tick(self, now_ms: int) -> list[Output]:
         """Run every timer due at ``now_ms``: expired sessions, pending members that never
-        rejoined, rebalances whose wait ended, members that never sent SyncGroup. A timer
-        may set another already due (a zero delay): passes repeat while one is, a bounded
-        number of times (a group whose timeouts are all zero would spin, as in Kafka)."""
+        rejoined, rebalances whose wait ended, members that never sent SyncGroup. Only the
+        groups with a timer due are visited. A timer may set another already due (a zero
+        delay): passes repeat while one is, a bounded number of times (a group whose
+        timeouts are all zero would spin, as in Kafka)."""
         for _ in range(_MAX_PASSES):
-            self._tick_once(now_ms)
-            due = self.next_deadline()
-            if due is None or due > now_ms:
+            due = self._deadlines.pop_due(now_ms)
+            if not due:
                 break
+            try:
+                for group_id in due:
+                    group = self.groups.get(group_id)
+                    if group is not None:
+                        self._run_timers(group, now_ms)
+            finally:  # rearmed even when a timer fails: no group loses its wake-up
+                for group_id in due:
+                    self.update_deadline(group_id)
         return self._done()
 
-    def _tick_once(self, now_ms: int) -> None:
-        for group in list(self.groups.values()):
-            for member_id, deadline in list(group.pending_members.items()):
-                if deadline <= now_ms:
-                    self._remove_pending_member_and_update_group(group, member_id, now_ms)
-            for member in list(group.members.values()):
-                if member.heartbeat_deadline is None or member.heartbeat_deadline > now_ms:
-                    continue
-                if member.member_id not in group.members:
-                    continue  # removed by an earlier expiry of this pass
-                member.heartbeat_deadline = None
-                # a member waiting for a rebalance to answer it cannot heartbeat: it does not expire,
-                # unless it never got an answer at all (a new member)
-                if member.is_new or not (member.awaiting_join or member.awaiting_sync):
-                    self._remove_member_and_update_group(group, member, now_ms)
-            if group.join_deadline is not None and group.join_deadline <= now_ms:
-                self._join_deadline_passed(group, now_ms)
-            if group.sync_deadline is not None and group.sync_deadline <= now_ms:
-                self._sync_deadline_passed(group, now_ms)
+    def _run_timers(self, group: ClassicGroup, now_ms: int) -> None:
+        for member_id, deadline in list(group.pending_members.items()):
+            if deadline <= now_ms:
+                self._remove_pending_member_and_update_group(group, member_id, now_ms)
+        for member in list(group.members.values()):
+            if member.heartbeat_deadline is None or member.heartbeat_deadline > now_ms:
+                continue
+            if member.member_id not in group.members:
+                continue  # removed by an earlier expiry of this pass
+            member.heartbeat_deadline = None
+            # a member waiting for a rebalance to answer it cannot heartbeat: it does not expire,
+            # unless it never got an answer at all (a new member)
+            if member.is_new or not (member.awaiting_join or member.awaiting_sync):
+                self._remove_member_and_update_group(group, member, now_ms)
+        if group.join_deadline is not None and group.join_deadline <= now_ms:
+            self._join_deadline_passed(group, now_ms)
+        if group.sync_deadline is not None and group.sync_deadline <= now_ms:
+            self._sync_deadline_passed(group, now_ms)
 
     def next_deadline(self) -> int | None:
         """When ``tick`` is next due; None when no timer runs."""
-        deadlines: list[int] = []
-        for group in self.groups.values():
-            deadlines += group.pending_members.values()
-            deadlines += (m.heartbeat_deadline for m in group.members.values() if m.heartbeat_deadline is not None)
-            deadlines += (d for d in (group.join_deadline, group.sync_deadline) if d is not None)
-        return min(deadlines, default=None)
+        return self._deadlines.earliest()
+
+    def update_deadline(self, group_id: str) -> None:
+        """Take the group's timers as they are now (after a call that may have moved them,
+        or removed the group) into the next deadline."""
+        group = self.groups.get(group_id)
+        self._deadlines.set(group_id, None if group is None else group.next_deadline)
+
+    def remove_group(self, group_id: str) -> None:
+        """Forget a group that died (its offsets expired or deleted), with its timers."""
+        self.groups.pop(group_id, None)
+        self._deadlines.set(group_id, None)
 
     # --- storing ---------------------------------------------------------------------------------
 
     def _store(self, group: ClassicGroup, assignment: dict[str, bytes], stored: Callable[[int, int], None]) -> None:
         self._next_store += 1
-        self._stores[self._next_store] = stored
+        self._stores[self._next_store] = (group.group_id, stored)
         key = encode_key(GroupMetadataKey(group.group_id))
         value = encode_group_metadata_value(group.record_value(assignment))
         self._out.append(StoreGroup(self._next_store, group.group_id, key, value))
 
     def complete_store(self, store_id: int, error_code: int, now_ms: int) -> list[Output]:
         """The append of a ``StoreGroup`` record ended with ``error_code`` (0: written)."""
-        stored = self._stores.pop(store_id, None)
-        if stored is None:
+        pending = self._stores.pop(store_id, None)
+        if pending is None:
             raise SeglogError(f"no group metadata store {store_id} is pending")
+        group_id, stored = pending
         stored(error_code, now_ms)
+        self.update_deadline(group_id)
         return self._done()
 
     # --- small pieces ----------------------------------------------------------------------------

@@ -229,6 +229,7 @@ class OffsetManager:
             # a commit is a sign of life: the member's session restarts
             member = group.members[req.member_id]
             member.heartbeat_deadline = now_ms + member.session_timeout_ms
+            self.coordinator.update_deadline(group.group_id)
         self._store(token, group, req.offsets, req.retention_time_ms, now_ms)
         return self._done()
 
@@ -437,7 +438,7 @@ class OffsetManager:
         if group.state is _S.EMPTY and not group.offsets.has_offsets:
             group.transition_to(_S.DEAD, now)
         if group.state is _S.DEAD:
-            self.coordinator.groups.pop(group.group_id, None)
+            self.coordinator.remove_group(group.group_id)
             if group.generation_id > 0:  # a group that only stored offsets never wrote its metadata
                 records.append((encode_key(GroupMetadataKey(group.group_id)), None))
         if records:
