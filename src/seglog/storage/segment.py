@@ -54,7 +54,7 @@ from ..errors import (
 from ..records import LegacyBatch
 from ..records.batches import peek_frame
 from ..records.compression import decompress
-from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET
+from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
 from . import _scan, file_records, fileio
 from .file_records import (
     _V2_PEEK,
@@ -636,9 +636,10 @@ class LogSegment:
             # (a v2 holder's max timestamp unpacked here: header_at_position's calls were a
             # tenth of a lookup)
             head = handle.pread(_V2_PEEK.size, span[0])
-            if len(head) == _V2_PEEK.size and head[MAGIC_OFFSET] == 2:
-                holder_ts = _V2_PEEK.unpack_from(head)[3]
-            else:
+            fields = _V2_PEEK.unpack_from(head) if len(head) == _V2_PEEK.size and head[MAGIC_OFFSET] == 2 else None
+            if fields is not None and fields[1] >= MIN_BATCH_LENGTH:
+                holder_ts = fields[3]
+            else:  # no whole v2 header there: header_at_position's rules
                 holder = header_at_position(handle, span[0])
                 holder_ts = NO_TIMESTAMP if holder is None else holder.max_timestamp
             if holder_ts != ts:
