@@ -53,6 +53,10 @@ def _unchanged(log, end: int = 5) -> None:
         lambda log: log.read(0, max_bytes=2**31),
         lambda log: log.read(2**63),
         lambda log: log.read(1.0),
+        lambda log: log.read(True),
+        lambda log: log.read(0, max_bytes=True),
+        lambda log: log.read(0, max_bytes=1.5),
+        lambda log: log.read(-(2**63) - 1),
         lambda log: list(log.records(-(2**70))),
         lambda log: list(log.records(0, 2**63)),
         lambda log: list(log.batches(0, None, max_bytes=-5)),
@@ -120,6 +124,8 @@ def test_a_timestamp_past_int64_is_an_invalid_timestamp(log_with_records, timest
     assert e.value.error_code == 32 and str(timestamp) in str(e.value)
     with pytest.raises(InvalidTimestampError):
         log.offset_for_timestamp(timestamp)
+    with pytest.raises(InvalidTimestampError):
+        log.offset_for_timestamp(bool(timestamp))
     _unchanged(log)
 
 

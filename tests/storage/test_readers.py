@@ -3,13 +3,14 @@ file slices that stay readable while the log truncates or deletes under them."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import threading
 
 import pytest
 
-from seglog.errors import CorruptRecordError, OffsetOutOfRangeError
+from seglog.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from seglog.records import BatchIterator
 from seglog.storage import fileio
 
@@ -110,6 +111,24 @@ def test_a_file_slice_taken_before_a_truncation_still_reads_its_bytes(tmp_path, 
         assert fetch_slice.read() == data
         assert [b.base_offset for b in fetch_slice.batches()] == [b.base_offset for b in BatchIterator(data)]
         os.fstat(fetch_slice.handle.fd)  # a real fd still: sendfile can take it
+    manager.close()
+
+
+@pytest.mark.parametrize("error", [errno.ENOENT, errno.EIO])
+def test_a_read_failing_on_a_file_its_log_still_lists_raises_without_a_second_attempt(tmp_path, error):
+    """A file gone (ENOENT) while the log's segment list has not changed went behind the
+    log's back, and any other error is no race with retention: either is raised from the
+    first attempt (which runs outside the retry loop), not read again."""
+    manager, log = new_log(tmp_path)
+    log.append(records(5))
+    fileio.faults.inject("read", error, path=".log", times=1)
+    try:
+        with pytest.raises(KafkaStorageError) as e:
+            log.read(2, 1, min_one_message=False)
+        assert e.value.errno == error
+        assert log.read(2, 1, min_one_message=False).slice is not None
+    finally:
+        fileio.faults.clear()
     manager.close()
 
 

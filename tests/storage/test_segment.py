@@ -305,6 +305,26 @@ def test_a_zeroed_one_entry_time_index_is_caught_by_its_last_entry(tmp_path, cap
     assert time_index_file_entries(seg.time_index_path) == [(MS + 2, 2)]  # rebuilt, trimmed
 
 
+def test_a_lookup_by_time_through_the_next_batchs_span_checks_the_entrys_batch(tmp_path, caplog):
+    """The one-read path (the batch after the entry's lies between the next two offset
+    index entries) still checks the entry against its batch's max timestamp: an entry
+    whose timestamp is below it (damaged, still in order) would skip that batch's records."""
+    seg = segment(tmp_path, index_interval_bytes=0)
+    for base in range(0, 15, 3):
+        append(seg, batch(base, n=3, ts=MS + base))
+    seg.close()
+    entries = time_index_file_entries(seg.time_index_path)
+    assert entries[:3] == [(MS + 5, 5), (MS + 8, 8), (MS + 11, 11)]
+    with open(seg.time_index_path, "r+b") as f:
+        f.write((MS + 4).to_bytes(8, "big"))  # the entry for offset 5 says MS + 4
+    again = reopen(seg)
+    with caplog.at_level(logging.WARNING):
+        assert again.find_offset_by_timestamp(MS + 5, 0) == (MS + 5, 5)
+    assert "is not the max timestamp of its batch" in caplog.text
+    assert again.find_offset_by_timestamp(MS + 9, 0) == (MS + 9, 9)
+    again.close()
+
+
 def test_recovery_leaves_trimmed_indexes_with_the_max_timestamp_entry(tmp_path):
     seg = segment(tmp_path, index_interval_bytes=0, max_index_size=4000)
     for i in range(5):

@@ -94,7 +94,7 @@ from .producer_state import PRODUCER_ID_EXPIRATION_MS
 from .producer_state_manager import ProducerStateManager
 from .segment import LogSegment, random_jitter
 from .validator import LogValidator
-from .vanishing import retry_while_vanishing
+from .vanishing import retry_while_vanishing, vanished
 
 log = logging.getLogger(__name__)
 
@@ -752,12 +752,30 @@ class PartitionLog:
         file.delete.delay.ms too short for this reader) is not a storage error: the read
         looks again at the segments there now, or raises OffsetOutOfRangeError when the
         offset fell below the log start (or past the end) meanwhile."""
-        self._check_offset_arg("offset", offset, INT64_MIN)
-        check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
+        # The usual arguments pass an inline test, and the first attempt runs outside the
+        # retry loop: check_int's calls and the loop's generator and context manager cost
+        # a fifth of a one-batch lookup (bench/storage.py lookups).
+        if not (
+            type(offset) is int
+            and type(max_bytes) is int
+            and INT64_MIN <= offset <= INT64_MAX
+            and 0 <= max_bytes <= INT32_MAX
+        ):
+            self._check_offset_arg("offset", offset, INT64_MIN)
+            check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
         if upper_bound is not None:
             self._check_offset_arg("upper_bound", upper_bound, INT64_MIN)
         self._check_range(offset)
-        for attempt in retry_while_vanishing(_READ_ATTEMPTS):
+        segments, bases = self._view
+        try:
+            return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
+        except KafkaStorageError as e:
+            if not vanished(e):
+                raise
+            self._check_range(offset)
+            if self._view[0] is segments:
+                raise  # the log still lists it: a file went behind its back
+        for attempt in retry_while_vanishing(_READ_ATTEMPTS - 1):
             segments, bases = self._view
             with attempt:
                 return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
@@ -951,7 +969,8 @@ class PartitionLog:
         is >= ``timestamp``; None if there is none. Special targets: -2 earliest (the log
         start offset), -1 latest (the high watermark), -3 the record with the largest
         timestamp. The special ones answer with timestamp -1 (-3: the largest timestamp)."""
-        check_int("target timestamp", timestamp, MAX_TIMESTAMP, INT64_MAX, InvalidTimestampError, file=self.dir)
+        if type(timestamp) is not int or not MAX_TIMESTAMP <= timestamp <= INT64_MAX:  # (inline: see read)
+            check_int("target timestamp", timestamp, MAX_TIMESTAMP, INT64_MAX, InvalidTimestampError, file=self.dir)
         if timestamp == EARLIEST_TIMESTAMP:
             return self.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:

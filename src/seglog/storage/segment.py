@@ -54,7 +54,7 @@ from ..errors import (
 from ..records import LegacyBatch
 from ..records.batches import peek_frame
 from ..records.compression import decompress
-from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET
+from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
 from . import _scan, file_records, fileio
 from .file_records import (
     _V2_PEEK,
@@ -526,7 +526,8 @@ class LogSegment:
         and its header is read alone."""
         entry_offset, position, following = self.offset_index.lookup_position(offset)
         first_read = file_records.first_read_for(following - position)
-        return entry_offset, position, self.scan_headers(position, first_read=first_read)
+        headers = file_records.scan_headers(self._handle or self.handle, position, self.size, first_read)
+        return entry_offset, position, headers
 
     def translate_offset(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset >= ``offset``, found through the index.
@@ -631,10 +632,19 @@ class LogSegment:
         # next two entries' positions: one read, taken if it starts at ts_offset + 1 and
         # fills the span (else the scan below, from the index entry, as ever).
         if span is not None and 0 < span[2] - span[1] <= _TIME_SEARCH_READ:
-            holder = header_at_position(self._handle or self.handle, span[0])
-            if holder is None or holder.max_timestamp != ts:
+            handle = self._handle or self.handle
+            # (a v2 holder's max timestamp unpacked here: header_at_position's calls were a
+            # tenth of a lookup)
+            head = handle.pread(_V2_PEEK.size, span[0])
+            fields = _V2_PEEK.unpack_from(head) if len(head) == _V2_PEEK.size and head[MAGIC_OFFSET] == 2 else None
+            if fields is not None and fields[1] >= MIN_BATCH_LENGTH:
+                holder_ts = fields[3]
+            else:  # no whole v2 header there: header_at_position's rules
+                holder = header_at_position(handle, span[0])
+                holder_ts = NO_TIMESTAMP if holder is None else holder.max_timestamp
+            if holder_ts != ts:
                 return self._search_time_afresh(timestamp, starting_offset, ts_offset)
-            data = (self._handle or self.handle).pread(span[2] - span[1], span[1])
+            data = handle.pread(span[2] - span[1], span[1])
             if len(data) >= _V2_PEEK.size and data[MAGIC_OFFSET] == 2:  # else the scan below finds out what it is
                 first, size, _, max_ts = _V2_PEEK.unpack_from(data)
                 if first == ts_offset + 1 and size + LOG_OVERHEAD == len(data):
