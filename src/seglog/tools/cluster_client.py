@@ -17,8 +17,7 @@ from ..errors import BrokerNotAvailableError, SeglogError
 from ..protocol import ApiKey, ErrorCode
 from .broker_client import BrokerClient
 
-LEADER_NOT_AVAILABLE = 5
-RETRIABLE_LEADER = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), LEADER_NOT_AVAILABLE})
+RETRIABLE_LEADER = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.LEADER_NOT_AVAILABLE)})
 RETRIABLE_COORDINATOR = frozenset(
     {
         int(ErrorCode.NOT_COORDINATOR),
@@ -50,9 +49,10 @@ class RetriableError(SeglogError):
 
 
 def _name(code: int) -> str:
-    if code == LEADER_NOT_AVAILABLE:
-        return "LEADER_NOT_AVAILABLE"
-    return ErrorCode(code).name if code in ErrorCode._value2member_map_ else f"Kafka error code {code}"
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"Kafka error code {code}"
 
 
 class ClusterClient:
@@ -173,7 +173,7 @@ class ClusterClient:
                 if tp not in leaders:
                     results[tp] = _error(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "the cluster does not know it")
                 elif leaders[tp] < 0:
-                    results[tp] = _error(LEADER_NOT_AVAILABLE, "it has no leader")
+                    results[tp] = _error(ErrorCode.LEADER_NOT_AVAILABLE, "it has no leader")
                     retry.append(tp)
                 else:
                     by_leader.setdefault(leaders[tp], []).append(tp)
@@ -202,7 +202,7 @@ class ClusterClient:
         except BrokerNotAvailableError as e:  # a leader just stopped: Metadata will name the next one
             self._forget(node)
             for tp in tps:
-                results[tp] = _error(LEADER_NOT_AVAILABLE, f"its leader, broker {node}, is unreachable ({e})")
+                results[tp] = _error(ErrorCode.LEADER_NOT_AVAILABLE, f"its leader, broker {node}, is unreachable ({e})")
             return tps
         retry = []
         for tp in tps:
