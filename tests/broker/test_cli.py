@@ -79,6 +79,13 @@ def test_topics_produce_consume_offsets_configs_delete_records(seglog_broker, ca
     assert code == 1 and "error:" in err
 
 
+def test_an_unknown_topic_is_named_by_its_error(seglog_broker, capsys, monkeypatch) -> None:
+    code, _, err = _run(
+        capsys, monkeypatch, "get-offsets", "--bootstrap-server", seglog_broker.bootstrap_servers, "--topic", "nope"
+    )
+    assert code == 1 and err.strip() == "error: topic nope: UNKNOWN_TOPIC_OR_PARTITION"
+
+
 def test_unreachable_broker_is_one_line(capsys, monkeypatch) -> None:
     code, _, err = _run(capsys, monkeypatch, "topics", "--bootstrap-server", "127.0.0.1:1", "--list")
     assert code == 1 and err.startswith("error: cannot connect to 127.0.0.1:1") and "Traceback" not in err

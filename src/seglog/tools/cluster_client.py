@@ -36,7 +36,7 @@ class BrokerError(SeglogError):
     """An error a broker answered with: its Kafka code and message."""
 
     def __init__(self, code: int, message: str | None, what: str) -> None:
-        super().__init__(f"{what}: {message or f'Kafka error code {code}'}")
+        super().__init__(f"{what}: {message or _name(code)}")
         self.error_code = code
 
 
