@@ -5,6 +5,12 @@ A message is a `Struct` of `Field`s; a field's type is a primitive name (``INT32
 Kafka's specs write them: ``"3+"``, ``"0-12"``, ``"5"``, ``"none"``. An `Api` pairs a request
 and a response struct with the API key, its valid versions and its first flexible version.
 
+Every nested struct (an array's item or a field's type) carries the name Kafka's spec gives it
+(``"type": "[]TopicProduceData"`` names the item ``TopicProduceData``), the name of the class
+generated for it, as Kafka generates ``ProduceRequestData.TopicProduceData``. A request's or a
+response's own struct is unnamed: its class is ``<Api>RequestData`` or ``<Api>ResponseData``.
+Within one message a name denotes one struct, wherever it appears (Kafka's ``commonStructs``).
+
 What the specs say about the wire, kept here in one place:
 
 - flexible versions (KIP-482) write strings, bytes, records and arrays in compact form (an
@@ -17,6 +23,7 @@ What the specs say about the wire, kept here in one place:
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -96,15 +103,24 @@ class Array:
     item: FieldType
 
 
+_STRUCT_NAME = re.compile(r"[A-Z][A-Za-z0-9]*")
+
+
 @dataclass(frozen=True, init=False)
 class Struct:
-    fields: tuple[Field, ...]
+    """Fields in wire order; ``name`` is the spec's name of a nested struct ("" at the top)."""
 
-    def __init__(self, *fields: Field) -> None:
+    fields: tuple[Field, ...]
+    name: str = ""
+
+    def __init__(self, *fields: Field, name: str = "") -> None:
         names = [f.name for f in fields]
         if len(set(names)) != len(names):
             raise ValueError(f"duplicate field names in {names}")
+        if name and not _STRUCT_NAME.fullmatch(name):
+            raise ValueError(f"struct name {name!r} is not CamelCase")
         object.__setattr__(self, "fields", fields)
+        object.__setattr__(self, "name", name)
 
 
 FieldType = str | Array | Struct
@@ -135,6 +151,9 @@ class Field:
     ) -> None:
         if isinstance(type, str) and type not in _TYPE_DEFAULTS:
             raise ValueError(f"unknown type {type!r} of field {name}")
+        nested = type.item if isinstance(type, Array) else type
+        if isinstance(nested, Struct) and not nested.name:
+            raise ValueError(f"the struct of field {name} has no name")
         if default is ...:
             default = _TYPE_DEFAULTS.get(type) if isinstance(type, str) else None
         object.__setattr__(self, "name", name)
@@ -168,6 +187,8 @@ class Api:
     response: Struct
 
     def __init__(self, key: ApiKey, versions: str, *, flexible: str, request: Struct, response: Struct) -> None:
+        if request.name or response.name:
+            raise ValueError(f"{key.name}: request and response structs are unnamed (named after the API)")
         object.__setattr__(self, "key", key)
         object.__setattr__(self, "versions", Versions.parse(versions))
         object.__setattr__(self, "flexible", Versions.parse(flexible))
@@ -186,11 +207,21 @@ class Api:
         return 1 if version in self.flexible and self.key != ApiKey.API_VERSIONS else 0
 
 
-def array_of(*fields: Field) -> Array:
-    """An array of structs, the specs' ``"type": "[]Name"`` with ``"fields"``."""
-    return Array(Struct(*fields))
+def array_of(name: str, *fields: Field) -> Array:
+    """An array of structs, the specs' ``"type": "[]Name"`` with ``"fields"``: ``Name`` first."""
+    if not isinstance(name, str):
+        raise TypeError(f"array_of takes the item struct's name first, not {name!r}")
+    return Array(Struct(*fields, name=name))
 
 
-def by_topic(*partition_fields: Field, topic: str = "name", field: str = "topics") -> Field:
-    """The specs' usual nesting: an array of topics, each a name and an array of partitions."""
-    return Field(field, array_of(Field(topic, STRING), Field("partitions", array_of(*partition_fields))))
+def by_topic(
+    topic_struct: str, partition_struct: str, *partition_fields: Field, topic: str = "name", field: str = "topics"
+) -> Field:
+    """The specs' usual nesting: an array of topics (``topic_struct``), each a name and an array
+    of partitions (``partition_struct``)."""
+    return Field(
+        field,
+        array_of(
+            topic_struct, Field(topic, STRING), Field("partitions", array_of(partition_struct, *partition_fields))
+        ),
+    )

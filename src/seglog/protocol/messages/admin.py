@@ -22,17 +22,23 @@ from seglog.protocol.schema import (
 
 def _configs(*extra: Field) -> Field:
     """Names and nullable values (null: back to the default), as Alter* requests carry them."""
-    return Field("configs", array_of(Field("name", STRING), *extra, Field("value", STRING, null="0+")))
+    return Field(
+        "configs", array_of("AlterableConfig", Field("name", STRING), *extra, Field("value", STRING, null="0+"))
+    )
 
 
 def _resources(configs: Field) -> Field:
-    return Field("resources", array_of(Field("resource_type", INT8), Field("resource_name", STRING), configs))
+    return Field(
+        "resources",
+        array_of("AlterConfigsResource", Field("resource_type", INT8), Field("resource_name", STRING), configs),
+    )
 
 
 def _resource_responses() -> Field:
     return Field(
         "responses",
         array_of(
+            "AlterConfigsResourceResponse",
             Field("error_code", INT16),
             Field("error_message", STRING, null="0+"),
             Field("resource_type", INT8),  # 2 topic, 4 broker, 8 broker logger
@@ -53,11 +59,20 @@ CREATE_TOPICS = Api(
         Field(
             "topics",
             array_of(
+                "CreatableTopic",
                 Field("name", STRING),
                 Field("num_partitions", INT32),  # -1: num.partitions (v4+)
                 Field("replication_factor", INT16),  # -1: default.replication.factor (v4+)
-                Field("assignments", array_of(Field("partition_index", INT32), Field("broker_ids", Array(INT32)))),
-                Field("configs", array_of(Field("name", STRING), Field("value", STRING, null="0+"))),
+                Field(
+                    "assignments",
+                    array_of(
+                        "CreatableReplicaAssignment", Field("partition_index", INT32), Field("broker_ids", Array(INT32))
+                    ),
+                ),
+                Field(
+                    "configs",
+                    array_of("CreatableTopicConfig", Field("name", STRING), Field("value", STRING, null="0+")),
+                ),
             ),
         ),
         Field("timeout_ms", INT32, default=60000),
@@ -68,6 +83,7 @@ CREATE_TOPICS = Api(
         Field(
             "topics",
             array_of(
+                "CreatableTopicResult",
                 Field("name", STRING),
                 Field("topic_id", UUID, "7+"),
                 Field("error_code", INT16),
@@ -78,6 +94,7 @@ CREATE_TOPICS = Api(
                 Field(
                     "configs",
                     array_of(
+                        "CreatableTopicConfigs",
                         Field("name", STRING),
                         Field("value", STRING, null="0+"),
                         Field("read_only", BOOL),
@@ -97,7 +114,11 @@ DELETE_TOPICS = Api(
     "0-6",
     flexible="4+",
     request=Struct(
-        Field("topics", array_of(Field("name", STRING, null="0+", default=None), Field("topic_id", UUID)), "6+"),
+        Field(
+            "topics",
+            array_of("DeleteTopicState", Field("name", STRING, null="0+", default=None), Field("topic_id", UUID)),
+            "6+",
+        ),
         Field("topic_names", Array(STRING), "0-5"),
         Field("timeout_ms", INT32),
     ),
@@ -106,6 +127,7 @@ DELETE_TOPICS = Api(
         Field(
             "responses",
             array_of(
+                "DeletableTopicResult",
                 Field("name", STRING, null="6+"),
                 Field("topic_id", UUID, "6+"),
                 Field("error_code", INT16),
@@ -123,9 +145,14 @@ CREATE_PARTITIONS = Api(
         Field(
             "topics",
             array_of(
+                "CreatePartitionsTopic",
                 Field("name", STRING),
                 Field("count", INT32),  # the partition count wanted, not the number added
-                Field("assignments", array_of(Field("broker_ids", Array(INT32))), null="0+"),
+                Field(
+                    "assignments",
+                    array_of("CreatePartitionsAssignment", Field("broker_ids", Array(INT32))),
+                    null="0+",
+                ),
             ),
         ),
         Field("timeout_ms", INT32),
@@ -133,7 +160,12 @@ CREATE_PARTITIONS = Api(
     ),
     response=Struct(
         Field("throttle_time_ms", INT32),
-        Field("results", array_of(Field("name", STRING), Field("error_code", INT16), _error_message())),
+        Field(
+            "results",
+            array_of(
+                "CreatePartitionsTopicResult", Field("name", STRING), Field("error_code", INT16), _error_message()
+            ),
+        ),
     ),
 )
 
@@ -142,12 +174,23 @@ DELETE_RECORDS = Api(
     "0-2",
     flexible="2+",
     request=Struct(
-        by_topic(Field("partition_index", INT32), Field("offset", INT64)),  # offset -1: the high watermark
+        by_topic(
+            "DeleteRecordsTopic",
+            "DeleteRecordsPartition",
+            Field("partition_index", INT32),
+            Field("offset", INT64),  # -1: the high watermark
+        ),
         Field("timeout_ms", INT32),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32),
-        by_topic(Field("partition_index", INT32), Field("low_watermark", INT64), Field("error_code", INT16)),
+        by_topic(
+            "DeleteRecordsTopicResult",
+            "DeleteRecordsPartitionResult",
+            Field("partition_index", INT32),
+            Field("low_watermark", INT64),
+            Field("error_code", INT16),
+        ),
     ),
 )
 
@@ -159,6 +202,7 @@ DESCRIBE_CONFIGS = Api(
         Field(
             "resources",
             array_of(
+                "DescribeConfigsResource",
                 Field("resource_type", INT8),
                 Field("resource_name", STRING),
                 Field("configuration_keys", Array(STRING), null="0+"),  # null: every key
@@ -172,6 +216,7 @@ DESCRIBE_CONFIGS = Api(
         Field(
             "results",
             array_of(
+                "DescribeConfigsResult",
                 Field("error_code", INT16),
                 Field("error_message", STRING, null="0+"),
                 Field("resource_type", INT8),
@@ -179,6 +224,7 @@ DESCRIBE_CONFIGS = Api(
                 Field(
                     "configs",
                     array_of(
+                        "DescribeConfigsResourceResult",
                         Field("name", STRING),
                         Field("value", STRING, null="0+"),
                         Field("read_only", BOOL),
@@ -189,7 +235,12 @@ DESCRIBE_CONFIGS = Api(
                         Field("is_sensitive", BOOL),
                         Field(
                             "synonyms",
-                            array_of(Field("name", STRING), Field("value", STRING, null="0+"), Field("source", INT8)),
+                            array_of(
+                                "DescribeConfigsSynonym",
+                                Field("name", STRING),
+                                Field("value", STRING, null="0+"),
+                                Field("source", INT8),
+                            ),
                             "1+",
                         ),
                         Field("config_type", INT8, "3+"),
@@ -224,7 +275,11 @@ DESCRIBE_LOG_DIRS = Api(
     flexible="2+",
     request=Struct(
         # null: every partition of every log dir
-        Field("topics", array_of(Field("topic", STRING), Field("partitions", Array(INT32))), null="0+"),
+        Field(
+            "topics",
+            array_of("DescribableLogDirTopic", Field("topic", STRING), Field("partitions", Array(INT32))),
+            null="0+",
+        ),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32),
@@ -232,15 +287,18 @@ DESCRIBE_LOG_DIRS = Api(
         Field(
             "results",
             array_of(
+                "DescribeLogDirsResult",
                 Field("error_code", INT16),
                 Field("log_dir", STRING),
                 Field(
                     "topics",
                     array_of(
+                        "DescribeLogDirsTopic",
                         Field("name", STRING),
                         Field(
                             "partitions",
                             array_of(
+                                "DescribeLogDirsPartition",
                                 Field("partition_index", INT32),
                                 Field("partition_size", INT64),
                                 Field("offset_lag", INT64),

@@ -17,19 +17,26 @@ API_VERSIONS = Api(
         Field("error_code", INT16),
         Field(
             "api_keys",
-            array_of(Field("api_key", INT16), Field("min_version", INT16), Field("max_version", INT16)),
+            array_of("ApiVersion", Field("api_key", INT16), Field("min_version", INT16), Field("max_version", INT16)),
         ),
         Field("throttle_time_ms", INT32, "1+"),
         Field(
             "supported_features",
-            array_of(Field("name", STRING), Field("min_version", INT16), Field("max_version", INT16)),
+            array_of(
+                "SupportedFeatureKey", Field("name", STRING), Field("min_version", INT16), Field("max_version", INT16)
+            ),
             "3+",
             tag=0,
         ),
         Field("finalized_features_epoch", INT64, "3+", tag=1, default=-1),
         Field(
             "finalized_features",
-            array_of(Field("name", STRING), Field("max_version_level", INT16), Field("min_version_level", INT16)),
+            array_of(
+                "FinalizedFeatureKey",
+                Field("name", STRING),
+                Field("max_version_level", INT16),
+                Field("min_version_level", INT16),
+            ),
             "3+",
             tag=2,
         ),
@@ -43,7 +50,11 @@ METADATA = Api(
     flexible="9+",
     request=Struct(
         # null (v1+) asks for every topic; an empty array for none
-        Field("topics", array_of(Field("topic_id", UUID, "10+"), Field("name", STRING, null="10+")), null="1+"),
+        Field(
+            "topics",
+            array_of("MetadataRequestTopic", Field("topic_id", UUID, "10+"), Field("name", STRING, null="10+")),
+            null="1+",
+        ),
         Field("allow_auto_topic_creation", BOOL, "4+", default=True),
         Field("include_cluster_authorized_operations", BOOL, "8-10"),
         Field("include_topic_authorized_operations", BOOL, "8+"),
@@ -53,6 +64,7 @@ METADATA = Api(
         Field(
             "brokers",
             array_of(
+                "MetadataResponseBroker",
                 Field("node_id", INT32),
                 Field("host", STRING),
                 Field("port", INT32),
@@ -64,6 +76,7 @@ METADATA = Api(
         Field(
             "topics",
             array_of(
+                "MetadataResponseTopic",
                 Field("error_code", INT16),
                 Field("name", STRING, null="12+"),
                 Field("topic_id", UUID, "10+"),
@@ -71,6 +84,7 @@ METADATA = Api(
                 Field(
                     "partitions",
                     array_of(
+                        "MetadataResponsePartition",
                         Field("error_code", INT16),
                         Field("partition_index", INT32),
                         Field("leader_id", INT32),
@@ -105,6 +119,7 @@ DESCRIBE_CLUSTER = Api(
         Field(
             "brokers",
             array_of(
+                "DescribeClusterBroker",
                 Field("broker_id", INT32),
                 Field("host", STRING),
                 Field("port", INT32),

@@ -14,7 +14,7 @@ ELECT_LEADERS = Api(
         Field("election_type", INT8, "1+"),
         Field(
             "topic_partitions",
-            array_of(Field("topic", STRING), Field("partitions", Array(INT32))),
+            array_of("TopicPartitions", Field("topic", STRING), Field("partitions", Array(INT32))),
             null="0+",
         ),
         Field("timeout_ms", INT32, default=60000),
@@ -25,10 +25,12 @@ ELECT_LEADERS = Api(
         Field(
             "replica_election_results",
             array_of(
+                "ReplicaElectionResult",
                 Field("topic", STRING),
                 Field(
                     "partition_result",
                     array_of(
+                        "PartitionResult",
                         Field("partition_id", INT32),
                         Field("error_code", INT16),
                         Field("error_message", STRING, null="0+"),
@@ -48,10 +50,12 @@ ALTER_PARTITION_REASSIGNMENTS = Api(
         Field(
             "topics",
             array_of(
+                "ReassignableTopic",
                 Field("name", STRING),
                 Field(
                     "partitions",
                     array_of(
+                        "ReassignablePartition",
                         Field("partition_index", INT32),
                         Field("replicas", Array(INT32), null="0+", default=None),  # null: cancel
                     ),
@@ -66,10 +70,12 @@ ALTER_PARTITION_REASSIGNMENTS = Api(
         Field(
             "responses",
             array_of(
+                "ReassignableTopicResponse",
                 Field("name", STRING),
                 Field(
                     "partitions",
                     array_of(
+                        "ReassignablePartitionResponse",
                         Field("partition_index", INT32),
                         Field("error_code", INT16),
                         Field("error_message", STRING, null="0+"),
@@ -88,7 +94,9 @@ LIST_PARTITION_REASSIGNMENTS = Api(
         Field("timeout_ms", INT32, default=60000),
         Field(
             "topics",
-            array_of(Field("name", STRING), Field("partition_indexes", Array(INT32))),
+            array_of(
+                "ListPartitionReassignmentsTopics", Field("name", STRING), Field("partition_indexes", Array(INT32))
+            ),
             null="0+",
             default=None,
         ),
@@ -100,10 +108,12 @@ LIST_PARTITION_REASSIGNMENTS = Api(
         Field(
             "topics",
             array_of(
+                "OngoingTopicReassignment",
                 Field("name", STRING),
                 Field(
                     "partitions",
                     array_of(
+                        "OngoingPartitionReassignment",
                         Field("partition_index", INT32),
                         Field("replicas", Array(INT32)),
                         Field("adding_replicas", Array(INT32)),

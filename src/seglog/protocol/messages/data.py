@@ -25,6 +25,7 @@ def node_endpoints(versions: str) -> Field:
     return Field(
         "node_endpoints",
         array_of(
+            "NodeEndpoint",
             Field("node_id", INT32),
             Field("host", STRING),
             Field("port", INT32),
@@ -38,7 +39,9 @@ def node_endpoints(versions: str) -> Field:
 def leader_id_and_epoch(versions: str, tag: int) -> Field:
     return Field(
         "current_leader",
-        Struct(Field("leader_id", INT32, default=-1), Field("leader_epoch", INT32, default=-1)),
+        Struct(
+            Field("leader_id", INT32, default=-1), Field("leader_epoch", INT32, default=-1), name="LeaderIdAndEpoch"
+        ),
         versions,
         tag=tag,
     )
@@ -55,8 +58,12 @@ PRODUCE = Api(
         Field(
             "topic_data",
             array_of(
+                "TopicProduceData",
                 Field("name", STRING),
-                Field("partition_data", array_of(Field("index", INT32), Field("records", RECORDS, null="0+"))),
+                Field(
+                    "partition_data",
+                    array_of("PartitionProduceData", Field("index", INT32), Field("records", RECORDS, null="0+")),
+                ),
             ),
         ),
     ),
@@ -64,10 +71,12 @@ PRODUCE = Api(
         Field(
             "responses",
             array_of(
+                "TopicProduceResponse",
                 Field("name", STRING),
                 Field(
                     "partition_responses",
                     array_of(
+                        "PartitionProduceResponse",
                         Field("index", INT32),
                         Field("error_code", INT16),
                         Field("base_offset", INT64),
@@ -76,6 +85,7 @@ PRODUCE = Api(
                         Field(
                             "record_errors",
                             array_of(
+                                "BatchIndexAndErrorMessage",
                                 Field("batch_index", INT32),
                                 Field("batch_index_error_message", STRING, null="0+", default=None),
                             ),
@@ -101,7 +111,9 @@ FETCH = Api(
         Field("replica_id", INT32, "0-14", default=-1),
         Field(
             "replica_state",
-            Struct(Field("replica_id", INT32, default=-1), Field("replica_epoch", INT64, default=-1)),
+            Struct(
+                Field("replica_id", INT32, default=-1), Field("replica_epoch", INT64, default=-1), name="ReplicaState"
+            ),
             "15+",
             tag=1,
         ),
@@ -114,11 +126,13 @@ FETCH = Api(
         Field(
             "topics",
             array_of(
+                "FetchTopic",
                 Field("topic", STRING, "0-12"),
                 Field("topic_id", UUID, "13+"),
                 Field(
                     "partitions",
                     array_of(
+                        "FetchPartition",
                         Field("partition", INT32),
                         Field("current_leader_epoch", INT32, "9+", default=-1),
                         Field("fetch_offset", INT64),
@@ -133,6 +147,7 @@ FETCH = Api(
         Field(
             "forgotten_topics_data",
             array_of(
+                "ForgottenTopic",
                 Field("topic", STRING, "7-12"),
                 Field("topic_id", UUID, "13+"),
                 Field("partitions", Array(INT32)),
@@ -148,11 +163,13 @@ FETCH = Api(
         Field(
             "responses",
             array_of(
+                "FetchableTopicResponse",
                 Field("topic", STRING, "0-12"),
                 Field("topic_id", UUID, "13+"),
                 Field(
                     "partitions",
                     array_of(
+                        "PartitionData",
                         Field("partition_index", INT32),
                         Field("error_code", INT16),
                         Field("high_watermark", INT64),
@@ -160,20 +177,28 @@ FETCH = Api(
                         Field("log_start_offset", INT64, "5+", default=-1),
                         Field(
                             "diverging_epoch",
-                            Struct(Field("epoch", INT32, default=-1), Field("end_offset", INT64, default=-1)),
+                            Struct(
+                                Field("epoch", INT32, default=-1),
+                                Field("end_offset", INT64, default=-1),
+                                name="EpochEndOffset",
+                            ),
                             "12+",
                             tag=0,
                         ),
                         leader_id_and_epoch("12+", tag=1),
                         Field(
                             "snapshot_id",
-                            Struct(Field("end_offset", INT64, default=-1), Field("epoch", INT32, default=-1)),
+                            Struct(
+                                Field("end_offset", INT64, default=-1),
+                                Field("epoch", INT32, default=-1),
+                                name="SnapshotId",
+                            ),
                             "12+",
                             tag=2,
                         ),
                         Field(
                             "aborted_transactions",
-                            array_of(Field("producer_id", INT64), Field("first_offset", INT64)),
+                            array_of("AbortedTransaction", Field("producer_id", INT64), Field("first_offset", INT64)),
                             "4+",
                             null="4+",
                         ),
@@ -195,6 +220,8 @@ LIST_OFFSETS = Api(
         Field("replica_id", INT32),
         Field("isolation_level", INT8, "2+"),
         by_topic(
+            "ListOffsetsTopic",
+            "ListOffsetsPartition",
             Field("partition_index", INT32),
             Field("current_leader_epoch", INT32, "4+", default=-1),
             # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+), -5 earliest tiered (v9+)
@@ -206,6 +233,8 @@ LIST_OFFSETS = Api(
     response=Struct(
         Field("throttle_time_ms", INT32, "2+"),
         by_topic(
+            "ListOffsetsTopicResponse",
+            "ListOffsetsPartitionResponse",
             Field("partition_index", INT32),
             Field("error_code", INT16),
             Field("old_style_offsets", Array(INT64), "0"),
@@ -223,6 +252,8 @@ OFFSET_FOR_LEADER_EPOCH = Api(
     request=Struct(
         Field("replica_id", INT32, "3+", default=-2),  # -2: a consumer (-1: a debugging replica)
         by_topic(
+            "OffsetForLeaderTopic",
+            "OffsetForLeaderPartition",
             Field("partition", INT32),
             Field("current_leader_epoch", INT32, "2+", default=-1),
             Field("leader_epoch", INT32),
@@ -232,6 +263,8 @@ OFFSET_FOR_LEADER_EPOCH = Api(
     response=Struct(
         Field("throttle_time_ms", INT32, "2+"),
         by_topic(
+            "OffsetForLeaderTopicResult",
+            "EpochEndOffset",
             Field("error_code", INT16),
             Field("partition", INT32),
             Field("leader_epoch", INT32, "1+", default=-1),

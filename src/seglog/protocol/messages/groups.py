@@ -63,6 +63,7 @@ FIND_COORDINATOR = Api(
         Field(
             "coordinators",
             array_of(
+                "Coordinator",
                 Field("key", STRING),
                 Field("node_id", INT32),
                 Field("host", STRING),
@@ -86,7 +87,7 @@ JOIN_GROUP = Api(
         Field("member_id", STRING),
         _group_instance_id("5+"),
         Field("protocol_type", STRING),
-        Field("protocols", array_of(Field("name", STRING), Field("metadata", BYTES))),
+        Field("protocols", array_of("JoinGroupRequestProtocol", Field("name", STRING), Field("metadata", BYTES))),
         _nullable("reason", "8+"),
     ),
     response=Struct(
@@ -100,7 +101,12 @@ JOIN_GROUP = Api(
         Field("member_id", STRING),
         Field(
             "members",
-            array_of(Field("member_id", STRING), _group_instance_id("5+"), Field("metadata", BYTES)),
+            array_of(
+                "JoinGroupResponseMember",
+                Field("member_id", STRING),
+                _group_instance_id("5+"),
+                Field("metadata", BYTES),
+            ),
         ),
     ),
 )
@@ -112,7 +118,10 @@ SYNC_GROUP = Api(
     request=Struct(
         *_member_of_generation(),
         *_protocol(),
-        Field("assignments", array_of(Field("member_id", STRING), Field("assignment", BYTES))),
+        Field(
+            "assignments",
+            array_of("SyncGroupRequestAssignment", Field("member_id", STRING), Field("assignment", BYTES)),
+        ),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "1+"),
@@ -141,7 +150,7 @@ LEAVE_GROUP = Api(
         Field("member_id", STRING, "0-2"),
         Field(
             "members",
-            array_of(Field("member_id", STRING), _group_instance_id("3+"), _nullable("reason", "5+")),
+            array_of("MemberIdentity", Field("member_id", STRING), _group_instance_id("3+"), _nullable("reason", "5+")),
             "3+",
         ),
     ),
@@ -151,6 +160,7 @@ LEAVE_GROUP = Api(
         Field(
             "members",
             array_of(
+                "MemberResponse",
                 Field("member_id", STRING),
                 Field("group_instance_id", STRING, null="3+"),
                 Field("error_code", INT16),
@@ -171,6 +181,8 @@ OFFSET_COMMIT = Api(
         _group_instance_id("7+"),
         Field("retention_time_ms", INT64, "2-4", default=-1),
         by_topic(
+            "OffsetCommitRequestTopic",
+            "OffsetCommitRequestPartition",
             Field("partition_index", INT32),
             Field("committed_offset", INT64),
             Field("committed_leader_epoch", INT32, "6+", default=-1),
@@ -180,15 +192,22 @@ OFFSET_COMMIT = Api(
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "3+"),
-        by_topic(Field("partition_index", INT32), Field("error_code", INT16)),
+        by_topic(
+            "OffsetCommitResponseTopic",
+            "OffsetCommitResponsePartition",
+            Field("partition_index", INT32),
+            Field("error_code", INT16),
+        ),
     ),
 )
 
 
-def _offset_fetch_partitions(versions: str) -> Field:
+def _offset_fetch_partitions(name: str, versions: str) -> Field:
+    """A topic's committed offsets: ``OffsetFetchResponsePartition`` by v7, ``...Partitions`` in a group."""
     return Field(
         "partitions",
         array_of(
+            name,
             Field("partition_index", INT32),
             Field("committed_offset", INT64),
             Field("committed_leader_epoch", INT32, "5+", default=-1),
@@ -206,16 +225,24 @@ OFFSET_FETCH = Api(
     request=Struct(
         Field("group_id", STRING, "0-7"),
         # null (v2+): every partition the group committed
-        Field("topics", array_of(Field("name", STRING), Field("partition_indexes", Array(INT32))), "0-7", null="2-7"),
+        Field(
+            "topics",
+            array_of("OffsetFetchRequestTopic", Field("name", STRING), Field("partition_indexes", Array(INT32))),
+            "0-7",
+            null="2-7",
+        ),
         Field(
             "groups",
             array_of(
+                "OffsetFetchRequestGroup",
                 Field("group_id", STRING),
                 _nullable("member_id", "9+"),
                 Field("member_epoch", INT32, "9+", default=-1),
                 Field(
                     "topics",
-                    array_of(Field("name", STRING), Field("partition_indexes", Array(INT32))),
+                    array_of(
+                        "OffsetFetchRequestTopics", Field("name", STRING), Field("partition_indexes", Array(INT32))
+                    ),
                     null="8+",
                 ),
             ),
@@ -225,13 +252,29 @@ OFFSET_FETCH = Api(
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "3+"),
-        Field("topics", array_of(Field("name", STRING), _offset_fetch_partitions("0+")), "0-7"),
+        Field(
+            "topics",
+            array_of(
+                "OffsetFetchResponseTopic",
+                Field("name", STRING),
+                _offset_fetch_partitions("OffsetFetchResponsePartition", "0+"),
+            ),
+            "0-7",
+        ),
         Field("error_code", INT16, "2-7"),
         Field(
             "groups",
             array_of(
+                "OffsetFetchResponseGroup",
                 Field("group_id", STRING),
-                Field("topics", array_of(Field("name", STRING), _offset_fetch_partitions("0+"))),
+                Field(
+                    "topics",
+                    array_of(
+                        "OffsetFetchResponseTopics",
+                        Field("name", STRING),
+                        _offset_fetch_partitions("OffsetFetchResponsePartitions", "0+"),
+                    ),
+                ),
                 Field("error_code", INT16),
             ),
             "8+",
@@ -250,6 +293,7 @@ LIST_GROUPS = Api(
         Field(
             "groups",
             array_of(
+                "ListedGroup",
                 Field("group_id", STRING),
                 Field("protocol_type", STRING),
                 Field("group_state", STRING, "4+"),
@@ -269,6 +313,7 @@ DESCRIBE_GROUPS = Api(
         Field(
             "groups",
             array_of(
+                "DescribedGroup",
                 Field("error_code", INT16),
                 Field("group_id", STRING),
                 Field("group_state", STRING),
@@ -277,6 +322,7 @@ DESCRIBE_GROUPS = Api(
                 Field(
                     "members",
                     array_of(
+                        "DescribedGroupMember",
                         Field("member_id", STRING),
                         _group_instance_id("4+"),
                         Field("client_id", STRING),
@@ -298,7 +344,7 @@ DELETE_GROUPS = Api(
     request=Struct(Field("groups_names", Array(STRING))),
     response=Struct(
         Field("throttle_time_ms", INT32),
-        Field("results", array_of(Field("group_id", STRING), Field("error_code", INT16))),
+        Field("results", array_of("DeletableGroupResult", Field("group_id", STRING), Field("error_code", INT16))),
     ),
 )
 
@@ -306,10 +352,18 @@ OFFSET_DELETE = Api(
     ApiKey.OFFSET_DELETE,
     "0",
     flexible="none",
-    request=Struct(Field("group_id", STRING), by_topic(Field("partition_index", INT32))),
+    request=Struct(
+        Field("group_id", STRING),
+        by_topic("OffsetDeleteRequestTopic", "OffsetDeleteRequestPartition", Field("partition_index", INT32)),
+    ),
     response=Struct(
         Field("error_code", INT16),
         Field("throttle_time_ms", INT32),
-        by_topic(Field("partition_index", INT32), Field("error_code", INT16)),
+        by_topic(
+            "OffsetDeleteResponseTopic",
+            "OffsetDeleteResponsePartition",
+            Field("partition_index", INT32),
+            Field("error_code", INT16),
+        ),
     ),
 )

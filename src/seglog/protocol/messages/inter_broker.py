@@ -38,13 +38,19 @@ def _leader_and_isr_partition_state() -> Struct:
         Field("removing_replicas", Array(INT32), "3+"),
         Field("is_new", BOOL, "1+"),
         Field("leader_recovery_state", INT8, "6+"),
+        name="LeaderAndIsrPartitionState",
     )
 
 
 def _partition_errors(versions: str) -> Field:
     return Field(
         "partition_errors",
-        array_of(Field("topic_name", STRING, "0-4"), Field("partition_index", INT32), Field("error_code", INT16)),
+        array_of(
+            "LeaderAndIsrPartitionError",
+            Field("topic_name", STRING, "0-4"),
+            Field("partition_index", INT32),
+            Field("error_code", INT16),
+        ),
         versions,
     )
 
@@ -60,18 +66,24 @@ LEADER_AND_ISR = Api(
         Field(
             "topic_states",
             array_of(
+                "LeaderAndIsrTopicState",
                 Field("topic_name", STRING),
                 Field("topic_id", UUID, "5+"),
                 Field("partition_states", Array(_leader_and_isr_partition_state())),
             ),
             "2+",
         ),
-        Field("live_leaders", array_of(Field("broker_id", INT32), Field("host_name", STRING), Field("port", INT32))),
+        Field(
+            "live_leaders",
+            array_of(
+                "LeaderAndIsrLiveLeader", Field("broker_id", INT32), Field("host_name", STRING), Field("port", INT32)
+            ),
+        ),
     ),
     response=Struct(
         Field("error_code", INT16),
         _partition_errors("0-4"),
-        Field("topics", array_of(Field("topic_id", UUID), _partition_errors("0+")), "5+"),
+        Field("topics", array_of("LeaderAndIsrTopicError", Field("topic_id", UUID), _partition_errors("0+")), "5+"),
     ),
 )
 
@@ -82,15 +94,25 @@ STOP_REPLICA = Api(
     request=Struct(
         *_controller(kraft="4+", broker_epoch="1+"),
         Field("delete_partitions", BOOL, "0-2"),
-        Field("ungrouped_partitions", array_of(Field("topic_name", STRING), Field("partition_index", INT32)), "0"),
-        Field("topics", array_of(Field("name", STRING), Field("partition_indexes", Array(INT32))), "1-2"),
+        Field(
+            "ungrouped_partitions",
+            array_of("StopReplicaPartitionV0", Field("topic_name", STRING), Field("partition_index", INT32)),
+            "0",
+        ),
+        Field(
+            "topics",
+            array_of("StopReplicaTopicV1", Field("name", STRING), Field("partition_indexes", Array(INT32))),
+            "1-2",
+        ),
         Field(
             "topic_states",
             array_of(
+                "StopReplicaTopicState",
                 Field("topic_name", STRING),
                 Field(
                     "partition_states",
                     array_of(
+                        "StopReplicaPartitionState",
                         Field("partition_index", INT32),
                         Field("leader_epoch", INT32, default=-1),
                         Field("delete_partition", BOOL),
@@ -104,7 +126,12 @@ STOP_REPLICA = Api(
         Field("error_code", INT16),
         Field(
             "partition_errors",
-            array_of(Field("topic_name", STRING), Field("partition_index", INT32), Field("error_code", INT16)),
+            array_of(
+                "StopReplicaPartitionError",
+                Field("topic_name", STRING),
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+            ),
         ),
     ),
 )
@@ -116,6 +143,7 @@ def _update_metadata_partition_state() -> Struct:
         Field("zk_version", INT32),
         Field("replicas", Array(INT32)),
         Field("offline_replicas", Array(INT32), "4+"),
+        name="UpdateMetadataPartitionState",
     )
 
 
@@ -130,6 +158,7 @@ UPDATE_METADATA = Api(
         Field(
             "topic_states",
             array_of(
+                "UpdateMetadataTopicState",
                 Field("topic_name", STRING),
                 Field("topic_id", UUID, "7+"),
                 Field("partition_states", Array(_update_metadata_partition_state())),
@@ -139,12 +168,14 @@ UPDATE_METADATA = Api(
         Field(
             "live_brokers",
             array_of(
+                "UpdateMetadataBroker",
                 Field("id", INT32),
                 Field("v0_host", STRING, "0"),
                 Field("v0_port", INT32, "0"),
                 Field(
                     "endpoints",
                     array_of(
+                        "UpdateMetadataEndpoint",
                         Field("port", INT32),
                         Field("host", STRING),
                         Field("listener", STRING, "3+"),
@@ -166,7 +197,10 @@ CONTROLLED_SHUTDOWN = Api(
     request=Struct(Field("broker_id", INT32), Field("broker_epoch", INT64, "2+", default=-1)),
     response=Struct(
         Field("error_code", INT16),
-        Field("remaining_partitions", array_of(Field("topic_name", STRING), Field("partition_index", INT32))),
+        Field(
+            "remaining_partitions",
+            array_of("RemainingPartition", Field("topic_name", STRING), Field("partition_index", INT32)),
+        ),
     ),
 )
 
@@ -180,17 +214,21 @@ ALTER_PARTITION = Api(
         Field(
             "topics",
             array_of(
+                "TopicData",
                 Field("topic_name", STRING, "0-1"),
                 Field("topic_id", UUID, "2+"),
                 Field(
                     "partitions",
                     array_of(
+                        "PartitionData",
                         Field("partition_index", INT32),
                         Field("leader_epoch", INT32),
                         Field("new_isr", Array(INT32), "0-2"),
                         Field(
                             "new_isr_with_epochs",
-                            array_of(Field("broker_id", INT32), Field("broker_epoch", INT64, default=-1)),
+                            array_of(
+                                "BrokerState", Field("broker_id", INT32), Field("broker_epoch", INT64, default=-1)
+                            ),
                             "3+",
                         ),
                         Field("leader_recovery_state", INT8, "1+"),
@@ -206,11 +244,13 @@ ALTER_PARTITION = Api(
         Field(
             "topics",
             array_of(
+                "TopicData",
                 Field("topic_name", STRING, "0-1"),
                 Field("topic_id", UUID, "2+"),
                 Field(
                     "partitions",
                     array_of(
+                        "PartitionData",
                         Field("partition_index", INT32),
                         Field("error_code", INT16),
                         Field("leader_id", INT32),

@@ -25,16 +25,24 @@ INIT_PRODUCER_ID = Api(
 
 
 def _topics(name: str, versions: str) -> Field:
-    return Field(name, array_of(Field("name", STRING), Field("partitions", Array(INT32))), versions)
+    return Field(
+        name, array_of("AddPartitionsToTxnTopic", Field("name", STRING), Field("partitions", Array(INT32))), versions
+    )
 
 
 def _topic_results(name: str, versions: str) -> Field:
     return Field(
         name,
         array_of(
+            "AddPartitionsToTxnTopicResult",
             Field("name", STRING),
             Field(
-                "results_by_partition", array_of(Field("partition_index", INT32), Field("partition_error_code", INT16))
+                "results_by_partition",
+                array_of(
+                    "AddPartitionsToTxnPartitionResult",
+                    Field("partition_index", INT32),
+                    Field("partition_error_code", INT16),
+                ),
             ),
         ),
         versions,
@@ -50,6 +58,7 @@ ADD_PARTITIONS_TO_TXN = Api(
         Field(
             "transactions",
             array_of(
+                "AddPartitionsToTxnTransaction",
                 Field("transactional_id", STRING),
                 Field("producer_id", INT64),
                 Field("producer_epoch", INT16),
@@ -68,7 +77,9 @@ ADD_PARTITIONS_TO_TXN = Api(
         Field("error_code", INT16, "4+"),
         Field(
             "results_by_transaction",
-            array_of(Field("transactional_id", STRING), _topic_results("topic_results", "0+")),
+            array_of(
+                "AddPartitionsToTxnResult", Field("transactional_id", STRING), _topic_results("topic_results", "0+")
+            ),
             "4+",
         ),
         _topic_results("results_by_topic_v3_and_below", "0-3"),
@@ -119,6 +130,8 @@ TXN_OFFSET_COMMIT = Api(
         Field("member_id", STRING, "3+"),
         Field("group_instance_id", STRING, "3+", null="3+", default=None),
         by_topic(
+            "TxnOffsetCommitRequestTopic",
+            "TxnOffsetCommitRequestPartition",
             Field("partition_index", INT32),
             Field("committed_offset", INT64),
             Field("committed_leader_epoch", INT32, "2+", default=-1),
@@ -127,7 +140,12 @@ TXN_OFFSET_COMMIT = Api(
     ),
     response=Struct(
         Field("throttle_time_ms", INT32),
-        by_topic(Field("partition_index", INT32), Field("error_code", INT16)),
+        by_topic(
+            "TxnOffsetCommitResponseTopic",
+            "TxnOffsetCommitResponsePartition",
+            Field("partition_index", INT32),
+            Field("error_code", INT16),
+        ),
     ),
 )
 
@@ -139,10 +157,14 @@ WRITE_TXN_MARKERS = Api(
         Field(
             "markers",
             array_of(
+                "WritableTxnMarker",
                 Field("producer_id", INT64),
                 Field("producer_epoch", INT16),
                 Field("transaction_result", BOOL),  # true: commit
-                Field("topics", array_of(Field("name", STRING), Field("partition_indexes", Array(INT32)))),
+                Field(
+                    "topics",
+                    array_of("WritableTxnMarkerTopic", Field("name", STRING), Field("partition_indexes", Array(INT32))),
+                ),
                 Field("coordinator_epoch", INT32),
             ),
         ),
@@ -151,8 +173,14 @@ WRITE_TXN_MARKERS = Api(
         Field(
             "markers",
             array_of(
+                "WritableTxnMarkerResult",
                 Field("producer_id", INT64),
-                by_topic(Field("partition_index", INT32), Field("error_code", INT16)),
+                by_topic(
+                    "WritableTxnMarkerTopicResult",
+                    "WritableTxnMarkerPartitionResult",
+                    Field("partition_index", INT32),
+                    Field("error_code", INT16),
+                ),
             ),
         ),
     ),
@@ -168,6 +196,7 @@ DESCRIBE_TRANSACTIONS = Api(
         Field(
             "transaction_states",
             array_of(
+                "TransactionState",
                 Field("error_code", INT16),
                 Field("transactional_id", STRING),
                 Field("transaction_state", STRING),
@@ -175,7 +204,7 @@ DESCRIBE_TRANSACTIONS = Api(
                 Field("transaction_start_time_ms", INT64),
                 Field("producer_id", INT64),
                 Field("producer_epoch", INT16),
-                Field("topics", array_of(Field("topic", STRING), Field("partitions", Array(INT32)))),
+                Field("topics", array_of("TopicData", Field("topic", STRING), Field("partitions", Array(INT32)))),
             ),
         ),
     ),
@@ -197,6 +226,7 @@ LIST_TRANSACTIONS = Api(
         Field(
             "transaction_states",
             array_of(
+                "TransactionState",
                 Field("transactional_id", STRING),
                 Field("producer_id", INT64),
                 Field("transaction_state", STRING),
