@@ -328,3 +328,13 @@ class NoReassignmentInProgressError(SeglogError):
     """A reassignment was cancelled for a partition that is not being reassigned."""
 
     error_code = 85  # NO_REASSIGNMENT_IN_PROGRESS
+
+
+class InvalidResponseError(SeglogError):
+    """Bytes a peer sent back that are not a valid response to the request they answer: cut
+    short, a length past the frame, a size beyond the limit, another correlation id."""
+
+
+class LocalProtocolError(SeglogError):
+    """This side used a connection against the protocol (a response out of order, bytes
+    after the end of the stream): seglog's own fault, not the peer's."""
