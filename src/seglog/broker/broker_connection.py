@@ -13,7 +13,7 @@ import asyncio
 import struct
 from typing import Any
 
-from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError, error_for
 from ..protocol import ApiKey, decode_response, encode_request, supported_versions
 
 _SIZE = struct.Struct(">i")
@@ -58,7 +58,7 @@ class BrokerConnection:
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         answer = await self._call(ApiKey.API_VERSIONS, 0, {})
         if answer["error_code"]:
-            raise BrokerNotAvailableError(f"{self.host}:{self.port} refused ApiVersions (error {answer['error_code']})")
+            raise error_for(answer["error_code"], what=f"{self.host}:{self.port} refused ApiVersions")
         self._versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
 
     def _version(self, api_key: ApiKey, max_version: int | None) -> int:

@@ -32,7 +32,7 @@ from ..cluster.controller_channel import (
     UpdateMetadataRequest,
 )
 from ..cluster.znodes import BrokerRegistration, TopicPartition
-from ..errors import BrokerNotAvailableError, InvalidResponseError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, error_name
 from ..protocol import ApiKey, decode_response, encode_request
 from .metadata_cache import ZERO_UUID, topic_uuid
 
@@ -260,7 +260,7 @@ class _Sender:
         on_response: ResponseHandler | None,
     ) -> None:
         if response["error_code"]:
-            log.warning("broker %d refused %s: error %d", self._id, api_key.name, response["error_code"])
+            log.warning("broker %d refused %s: %s", self._id, api_key.name, error_name(response["error_code"]))
         if isinstance(request, StopReplicaRequest) and on_response is not None:
             try:
                 on_response(self._id, decode_stop_replica_response(response))

@@ -8,7 +8,7 @@ import socket
 import struct
 from typing import Any
 
-from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError, error_for
 from ..protocol import ApiKey, decode_response, encode_request, supported_versions
 
 _SIZE = struct.Struct(">i")
@@ -32,7 +32,7 @@ class BrokerClient:
         self._correlation = 0
         versions = self._call(ApiKey.API_VERSIONS, 0, {})
         if versions["error_code"]:
-            raise SeglogError(f"{self.address} refused ApiVersions (error {versions['error_code']})")
+            raise error_for(versions["error_code"], what=f"{self.address} refused ApiVersions")
         self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]}
 
     def version(self, api_key: ApiKey) -> int:
