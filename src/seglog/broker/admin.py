@@ -30,7 +30,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from .metadata_cache import ZERO_UUID
-from .replica_manager import NONE, ReplicaManager
+from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from .cluster_member import ClusterMember
@@ -168,7 +168,7 @@ class AdminManager:
         entry: dict[str, Any] = {
             "name": name,
             "topic_id": found.topic_id if found and error is None else None,
-            "error_code": error.error_code if error else NONE,
+            "error_code": error.error_code if error else ErrorCode.NONE,
             "error_message": error.message if error else None,
             "num_partitions": count if error is None else -1,
             "replication_factor": factor if error is None else -1,
@@ -203,7 +203,12 @@ class AdminManager:
             if name is None and topic_id is not None:
                 found = self.metadata.topic_by_id(topic_id)
                 name = found.name if found else None
-            entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": NONE, "error_message": None}
+            entry: dict[str, Any] = {
+                "name": name,
+                "topic_id": topic_id,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
             try:
                 if name is None:
                     raise UnknownTopicIdError(f"no topic has id {topic_id}")
@@ -234,7 +239,7 @@ class AdminManager:
         results = []
         for topic in body["topics"]:
             name, count = topic["name"], topic["count"]
-            entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             try:
                 current = self.metadata.partition_count(name)
                 if current == 0:
@@ -294,7 +299,7 @@ class AdminManager:
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
             entry: dict[str, Any] = {
-                "error_code": NONE,
+                "error_code": ErrorCode.NONE,
                 "error_message": None,
                 "resource_type": kind,
                 "resource_name": name,
@@ -385,7 +390,7 @@ class AdminManager:
         results = []
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
-            entry = {"error_code": NONE, "error_message": None, "resource_type": kind, "resource_name": name}
+            entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind, "resource_name": name}
             try:
                 if kind == BROKER_RESOURCE:
                     self._check_broker(name)
@@ -463,14 +468,14 @@ class AdminManager:
             total, usable = _disk(path)
             results.append(
                 {
-                    "error_code": NONE,
+                    "error_code": ErrorCode.NONE,
                     "log_dir": path,
                     "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
                     "total_bytes": total,
                     "usable_bytes": usable,
                 }
             )
-        return {"throttle_time_ms": 0, "error_code": NONE, "results": results}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
 
 
 def _replace(configs: list[dict[str, Any]]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from typing import Any
 from ..config import BrokerConfig
 from ..errors import (
     CorruptRecordError,
+    ErrorCode,
     InvalidRequiredAcksError,
     InvalidTopicError,
     OffsetNotAvailableError,
@@ -43,7 +44,7 @@ from .replica_manager import (
 log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
-LEADER_NOT_AVAILABLE = 5
+LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # Produce v7 (Kafka 2.1, KIP-110) is the first that may carry zstd batches: the codec in bits
 # 0-2 of a v2 batch's attributes, an int16 at byte 21 (Kafka's ProduceRequest.validateRecords)
 ZSTD_PRODUCE_VERSION = 7
@@ -214,7 +215,8 @@ class KafkaApis:
             await (creator() if creator is not None else self.auto_create_topic(name))
         except SeglogError as e:
             if self.metadata.topic(name) is None:  # another connection may have made it meanwhile
-                return _topic_error(name, ZERO_UUID, e.error_code if e.error_code > 0 else LEADER_NOT_AVAILABLE)
+                code = e.error_code if e.error_code != ErrorCode.UNKNOWN_SERVER_ERROR else LEADER_NOT_AVAILABLE
+                return _topic_error(name, ZERO_UUID, code)
         created = self.metadata.topic(name)
         return self._topic_entry(created) if created else _topic_error(name, ZERO_UUID, LEADER_NOT_AVAILABLE)
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from ..errors import error_for
+from ..errors import ErrorCode, error_for
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
 from ..records import BatchIterator, Compression, Record
@@ -259,7 +259,7 @@ def _send(
         }
         if args.acks == 0:
             leader.send_only(ApiKey.PRODUCE, body)
-            return {tp: {"error_code": 0} for tp in tps}
+            return {tp: {"error_code": ErrorCode.NONE} for tp in tps}
         return {
             (t["name"], r["index"]): r
             for t in leader.request(ApiKey.PRODUCE, body)["responses"]
