@@ -454,8 +454,12 @@ class KafkaApis:
     # --- DescribeCluster -----------------------------------------------------------------------------------
 
     async def describe_cluster(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        endpoint_type = body.get("endpoint_type", 1)
-        error, message = (NONE, None) if endpoint_type == 1 else (124, f"endpoint type {endpoint_type} is not served")
+        endpoint_type = body.get("endpoint_type", 1)  # Kafka's EndpointType: 1 a broker, 2 a controller
+        error: int = NONE
+        message: str | None = None
+        if endpoint_type != 1:  # as Kafka's AuthHelper: a controller's is mismatched here, another unsupported
+            error = ErrorCode.MISMATCHED_ENDPOINT_TYPE if endpoint_type == 2 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"endpoint type {endpoint_type} is not served"
         return {
             "throttle_time_ms": 0,
             "error_code": error,
