@@ -521,13 +521,13 @@ class NoReassignmentInProgressError(SeglogError):
     error_code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
 
 
-# --- errors a peer answered ------------------------------------------------------
+# --- any other code ---------------------------------------------------------------
 
 
-class KafkaError(SeglogError):
-    """An error code a peer answered that has no class of its own here (REQUEST_TIMED_OUT,
-    POLICY_VIOLATION, ...): the code is the instance's (``error_for`` names it in the message when
-    the peer gave none)."""
+class ApiError(SeglogError):
+    """An error of a Kafka code that has no class of its own here (REQUEST_TIMED_OUT,
+    POLICY_VIOLATION, ...), raised or answered by a peer: the code is the instance's (``error_for``
+    names it in the message when the peer gave none). Kafka's ApiError, as an exception."""
 
     def __init__(self, code: ErrorCode, message: str, **place: Any) -> None:
         self.error_code = code
@@ -536,13 +536,13 @@ class KafkaError(SeglogError):
 
 def error_class(code: int) -> type[SeglogError]:
     """The class a peer's answer of ``code`` is raised as: the first class above that states the code
-    and is built from a message alone, else KafkaError."""
+    and is built from a message alone, else ApiError."""
     known = _known(code)
-    return _CLASSES.get(known, KafkaError) if known is not None else KafkaError
+    return _CLASSES.get(known, ApiError) if known is not None else ApiError
 
 
 def error_for(code: int, message: str | None = None, what: str | None = None) -> SeglogError:
-    """The exception a peer's answer of ``code`` stands for, of ``error_class(code)``; a KafkaError
+    """The exception a peer's answer of ``code`` stands for, of ``error_class(code)``; a ApiError
     carries the code (UNKNOWN_SERVER_ERROR for one Kafka 3.9 does not define, as Kafka's clients read
     it). Its message is ``message`` (the peer's), or the code's name without one, after ``what: ``
     (what was asked) when given. NONE is no error: it has no exception."""
@@ -552,7 +552,7 @@ def error_for(code: int, message: str | None = None, what: str | None = None) ->
     if what is not None:
         text = f"{what}: {text}"
     cls = error_class(code)
-    if cls is not KafkaError:
+    if cls is not ApiError:
         return cls(text)
     known = _known(code)
-    return KafkaError(known if known is not None else ErrorCode.UNKNOWN_SERVER_ERROR, text)
+    return ApiError(known if known is not None else ErrorCode.UNKNOWN_SERVER_ERROR, text)

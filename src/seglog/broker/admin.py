@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import BROKER_KEYS, SYNONYMS, TOPIC_KEYS, BrokerConfig
 from ..errors import (
+    ApiError,
     ErrorCode,
     InvalidConfigurationError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
-    KafkaError,
     SeglogError,
     TopicDeletionDisabledError,
     TopicExistsError,
@@ -74,7 +74,7 @@ class AdminManager:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while not done():
             if time.monotonic() >= deadline:
-                raise KafkaError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: not done within {timeout_ms} ms")
+                raise ApiError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: not done within {timeout_ms} ms")
             await asyncio.sleep(0.02)
 
     # --- CreateTopics ---------------------------------------------------------------------------------

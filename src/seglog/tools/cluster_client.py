@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import BrokerNotAvailableError, ErrorCode, KafkaError, error_for, error_name
+from ..errors import ApiError, BrokerNotAvailableError, ErrorCode, error_for, error_name
 from ..protocol import ApiKey
 from .broker_client import BrokerClient
 
@@ -32,7 +32,7 @@ Result = dict[str, Any]  # one partition's answer, with its "error_code"
 T = TypeVar("T")
 
 
-class RetriableError(KafkaError):
+class RetriableError(ApiError):
     """An answer to retry after fresh Metadata (a leader or coordinator that moved or loads)."""
 
     def __init__(self, code: int, what: str) -> None:

@@ -16,7 +16,7 @@ import argparse
 import time
 from typing import Any
 
-from ..errors import ErrorCode, KafkaError
+from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
 from .arguments import INT64_MAX, UsageError, int_between
 from .cluster_client import ClusterClient, raise_for
@@ -73,7 +73,7 @@ def _list(client: ClusterClient, duration: int | None) -> None:
         broker = client.broker(node)
         if duration is not None and broker.version(ApiKey.LIST_TRANSACTIONS) < 1:
             message = "cannot list transactions: the broker cannot filter transactions by duration"
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, message)
+            raise ApiError(ErrorCode.UNSUPPORTED_VERSION, message)
         answer = broker.request(ApiKey.LIST_TRANSACTIONS, body)
         raise_for(answer["error_code"], f"cannot list the transactions of broker {node}")
         rows += [
