@@ -7,6 +7,7 @@ of dicts; records are memoryview slices of the frame when decoded, and may be by
 any object with an int ``size`` (storage's FileSlice) when encoded.
 """
 
+from seglog.errors import ErrorCode
 from seglog.protocol.api_key import ApiKey
 from seglog.protocol.codec import (
     decode_request,
@@ -16,7 +17,6 @@ from seglog.protocol.codec import (
     frame_size,
     supported_versions,
 )
-from seglog.protocol.error_code import ErrorCode
 from seglog.protocol.header import Request, RequestHeader
 from seglog.protocol.messages import SCHEMAS
 
