@@ -26,14 +26,27 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``segl
    Packages on one layer may import each other (none does today).
 
    The broker, the tools and Spark reach other brokers through ``client``.
+
+3. No bare error-code integers: Kafka's error codes are named through ``seglog.errors.ErrorCode``,
+   whose rows are the one place their numbers stand. An integer literal is refused where it stands
+   for an error code: assigned to, compared with, or given as a name that holds one (``error_code``,
+   ``partition_error_code``, ``error``, ``member_error``, ``err``, ``code``, but not ``exit_code``;
+   ``errors[...]`` and ``codes[...]``; a dict's ``"error_code"`` key), as the default of such a
+   parameter, as the argument of a function or class of the package whose parameter at that place
+   is such a name, returned (first) by a function so named, passed to ``ErrorCode(...)``; and a
+   constant named after a Kafka error, in a module (``UNSUPPORTED_VERSION = 35``) or a class other
+   than the table (a second table; but ``NONE``, which other enums name too).
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
+import re
 from pathlib import Path
 
 import seglog
+from seglog.errors import ErrorCode
 
 SRC = Path(seglog.__file__).parent
 
@@ -169,4 +182,206 @@ def test_the_check_finds_what_it_forbids(tmp_path):
         "private seglog.records.batch._helper of package records",
         "private seglog.records._codec of package records",
         "storage (layer 2) imports spark (layer 4), a layer above it",
+    ]
+
+
+# --- 3. no bare error-code integers ---------------------------------------------------------------
+
+KAFKA_ERRORS = frozenset(ErrorCode.__members__)
+_CODE = re.compile(r"^((.*_)?(error_code|error)|err|code)$", re.IGNORECASE)  # a name holding one code
+_CODES = re.compile(r"(^|_)(errors|codes)$", re.IGNORECASE)  # a container of codes, by key
+
+
+def _int(node: ast.AST) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    return isinstance(node, ast.Constant) and type(node.value) is int
+
+
+def _ints(node: ast.AST) -> bool:
+    """An integer literal, or a tuple, list or set of them (the right side of ``in``)."""
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return bool(node.elts) and all(_int(e) for e in node.elts)
+    return _int(node)
+
+
+def _holds_code(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name):
+        return bool(_CODE.search(node.id))
+    if isinstance(node, ast.Attribute):
+        return bool(_CODE.search(node.attr))
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return bool(_CODE.search(key.value))
+        container = node.value
+        name = container.id if isinstance(container, ast.Name) else getattr(container, "attr", "")
+        return bool(_CODES.search(name))
+    return False
+
+
+def _kafka_named(node: ast.AST, but: str) -> bool:
+    """An assignment to a name of a Kafka error other than ``but``."""
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    names = [e for t in targets for e in (t.elts if isinstance(t, ast.Tuple) else [t])]
+    return any(isinstance(n, ast.Name) and n.id in KAFKA_ERRORS and n.id != but for n in names)
+
+
+def _callee(node: ast.Call) -> str | None:
+    return node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+
+
+def _pairs(target: ast.AST, value: ast.AST):
+    """(target, value) of an assignment, unpacked tuple by tuple, each branch of a conditional."""
+    if isinstance(value, ast.IfExp):
+        yield from _pairs(target, value.body)
+        yield from _pairs(target, value.orelse)
+    elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        for t, v in zip(target.elts, value.elts, strict=True):
+            yield from _pairs(t, v)
+    else:
+        yield target, value
+
+
+def _parameters(root: Path) -> dict[str, list[list[str]]]:
+    """Positional parameter names of every function and class of the package, by name (a
+    class's: its ``__init__``'s, else its annotated fields, as a dataclass takes them)."""
+    found: dict[str, list[list[str]]] = {}
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                names = [a.arg for a in node.args.posonlyargs + node.args.args]
+                found.setdefault(node.name, []).append(names[1:] if names[:1] in (["self"], ["cls"]) else names)
+            elif isinstance(node, ast.ClassDef):
+                init = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init__"), None)
+                if init is not None:
+                    names = [a.arg for a in init.args.posonlyargs + init.args.args][1:]
+                else:
+                    names = [
+                        s.target.id
+                        for s in node.body
+                        if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)
+                    ]
+                found.setdefault(node.name, []).append(names)
+    return found
+
+
+def _bare_codes_in(tree: ast.Module, parameters: dict[str, list[list[str]]], table: set[int]):
+    """(line, what) of each bare error code in one module; ``table``: the ids of the nodes of
+    ``ErrorCode``'s own rows, where the numbers belong."""
+    # where a constant named after a Kafka error restates its number: in the module, or in a class other
+    # than the table (but NONE, which another enum may name too: Compression.NONE)
+    restating = {id(n) for n in tree.body} | {
+        id(n) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for n in c.body if _kafka_named(n, "NONE")
+    }
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and node.value is not None:
+            if id(node) in table:
+                continue
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                for t, v in _pairs(target, node.value):
+                    constant = id(node) in restating and isinstance(t, ast.Name) and t.id in KAFKA_ERRORS
+                    if _int(v) and (_holds_code(t) or constant):
+                        yield node.lineno, f"{ast.unparse(t)} = {ast.unparse(v)}"
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for a, b in itertools.pairwise(operands):
+                if (_holds_code(a) and _ints(b)) or (_holds_code(b) and _ints(a)):
+                    yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values, strict=True):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str) and _CODE.search(k.value) and _int(v):
+                    yield node.lineno, f"{k.value!r}: {ast.unparse(v)}"
+        elif isinstance(node, ast.Call):
+            callee = _callee(node)
+            for kw in node.keywords:
+                if kw.arg and _CODE.search(kw.arg) and _int(kw.value):
+                    yield node.lineno, f"{ast.unparse(node.func)}({kw.arg}={ast.unparse(kw.value)})"
+            for names in parameters.get(callee or "", []):
+                for name, arg in zip(names, node.args, strict=False):
+                    if _CODE.search(name) and _int(arg):
+                        yield node.lineno, f"{callee}(..., {name}={ast.unparse(arg)}, ...)"
+            if callee == "ErrorCode" and node.args and _int(node.args[0]):
+                yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args.posonlyargs + node.args.args
+            defaults = [*zip(args[len(args) - len(node.args.defaults) :], node.args.defaults, strict=True)]
+            defaults += [(a, d) for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults, strict=True) if d]
+            for a, d in defaults:
+                if _CODE.search(a.arg) and _int(d):
+                    yield node.lineno, f"def {node.name}({a.arg}={ast.unparse(d)})"
+            if _CODE.search(node.name):
+                for r in ast.walk(node):
+                    value = r.value if isinstance(r, ast.Return) else None
+                    first = value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
+                    if first is not None and _int(first):
+                        yield r.lineno, f"{node.name} returns {ast.unparse(first)}"
+
+
+def bare_error_codes(root: Path) -> list[str]:
+    """Every integer under ``root`` (a package directory) that stands for a Kafka error code."""
+    parameters = _parameters(root)
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        table = {
+            id(row)
+            for c in tree.body
+            if isinstance(c, ast.ClassDef) and c.name == "ErrorCode" and path.name == "errors.py"
+            for row in c.body
+        }
+        where = path.relative_to(root.parent)
+        found += [f"{where}:{line}: {what}" for line, what in _bare_codes_in(tree, parameters, table)]
+    return sorted(set(found), key=lambda f: (f.split(":")[0], int(f.split(":")[1]), f))
+
+
+def test_no_bare_error_code_integers():
+    assert bare_error_codes(SRC) == []
+
+
+def test_the_bare_code_check_finds_what_it_forbids(tmp_path):
+    root = tmp_path / "seglog"
+    root.mkdir()
+    (root / "errors.py").write_text(
+        "class ErrorCode(IntEnum):\n    UNKNOWN_SERVER_ERROR = -1\n    NONE = 0\n"  # the table: where they stand
+    )
+    (root / "apis.py").write_text(
+        "UNSUPPORTED_VERSION = 35\n"
+        "LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER = 5, 6\n"
+        "NONE = ErrorCode.NONE\n"  # the table's, by another name: fine
+        "class Compression(IntEnum):\n    NONE = 0\n"  # not an error code
+        "class Codes:\n    UNKNOWN_SERVER_ERROR = -1\n    LEADER_NOT_AVAILABLE = 5\n"  # a second table
+        "@dataclass\nclass Result:\n    error_code: int = 0\n    offset: int = -1\n"
+        "def answer(code: int, why: str, error_code=-1) -> dict:\n"
+        "    if r.error_code == 0 or p['error_code'] != 0 or code in (3, 6):\n"
+        "        errors[tp] = 124\n"
+        "    error, message = (0, None) if ok else (ErrorCode.X, 'no')\n"
+        "    entry.update(error_code=3)\n"
+        "    Result(0, 5)\n"
+        "    ErrorCode(42)\n"
+        "    exit_code = 2\n"  # an exit code, a count, an offset: not error codes
+        "    errors = 0\n"
+        "    offset = -1\n"
+        "    return {'error_code': 0, 'offset': -1}\n"
+        "def _error(e):\n"
+        "    return -1, str(e)\n"
+    )
+    assert [v.split(": ", 1)[1] for v in bare_error_codes(root)] == [
+        "UNSUPPORTED_VERSION = 35",
+        "LEADER_NOT_AVAILABLE = 5",
+        "NOT_LEADER_OR_FOLLOWER = 6",
+        "UNKNOWN_SERVER_ERROR = -1",
+        "LEADER_NOT_AVAILABLE = 5",
+        "error_code = 0",
+        "def answer(error_code=-1)",
+        "code in (3, 6)",
+        "p['error_code'] != 0",
+        "r.error_code == 0",
+        "errors[tp] = 124",
+        "error = 0",
+        "entry.update(error_code=3)",
+        "Result(..., error_code=0, ...)",
+        "ErrorCode(42)",
+        "'error_code': 0",
+        "_error returns -1",
     ]

@@ -142,6 +142,21 @@ def test_describe_cluster_and_log_dirs(seglog_broker, admin: AdminClient) -> Non
     assert "d1" in text and str(seglog_broker.server.config.log_dirs[0]) in text
 
 
+def test_describe_cluster_for_another_endpoint_type(seglog_broker) -> None:
+    """As Kafka's AuthHelper.computeDescribeClusterResponse: a broker asked for a controller's view
+    (endpoint type 2) answers MISMATCHED_ENDPOINT_TYPE, for a type it does not know
+    UNSUPPORTED_ENDPOINT_TYPE."""
+    from seglog.errors import ErrorCode
+    from seglog.protocol import ApiKey
+    from seglog.tools.broker_client import BrokerClient
+
+    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+        codes = [
+            client.request(ApiKey.DESCRIBE_CLUSTER, {"endpoint_type": t}, version=1)["error_code"] for t in (1, 2, 7)
+        ]
+    assert codes == [ErrorCode.NONE, ErrorCode.MISMATCHED_ENDPOINT_TYPE, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE]
+
+
 def test_kafka_python_admin(seglog_broker) -> None:
     admin = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
     try:

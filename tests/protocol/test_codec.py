@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.errors import InvalidRequestError, SeglogError, UnsupportedVersionError
+from seglog.errors import InvalidRequestError, InvalidResponseError, SeglogError, UnsupportedVersionError
 from seglog.protocol import (
     ApiKey,
     decode_request,
@@ -136,7 +136,7 @@ def test_bad_bodies_are_refused_when_encoding() -> None:
 def test_a_frame_that_is_not_bytes_is_refused() -> None:
     with pytest.raises(InvalidRequestError, match="bytes-like, not str"):
         decode_request("not bytes")  # type: ignore[arg-type]
-    with pytest.raises(InvalidRequestError, match="bytes-like, not NoneType"):
+    with pytest.raises(InvalidResponseError, match="bytes-like, not NoneType"):
         decode_response(ApiKey.FETCH, 4, None)  # type: ignore[arg-type]
 
 

@@ -1,6 +1,7 @@
 """Hostile frames: cut short, lengths and counts past the frame, negative and huge counts,
 unknown API keys and versions, oversized size prefixes. Only InvalidRequestError and
-UnsupportedVersionError come out, with the byte position, and memory stays bounded."""
+UnsupportedVersionError come out, with the byte position, and memory stays bounded; a malformed
+response raises InvalidResponseError, the peer's fault, never the request's."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.errors import InvalidRequestError, UnsupportedVersionError
+from seglog.errors import InvalidRequestError, InvalidResponseError, UnsupportedVersionError
 from seglog.protocol import ApiKey, decode_request, decode_response, encode_request, frame_size
 
 MAX = 100 * 1024 * 1024  # socket.request.max.bytes
@@ -147,7 +148,8 @@ def test_size_prefix_within_the_limit() -> None:
     assert frame_size(memoryview(b"\x00\x00\x01\x00rest"), MAX) == 256
 
 
-def test_malformed_responses_raise_invalid_request() -> None:
-    for cut in (b"", b"\0\0", b"\0\0\0\0", b"\0\0\0\0\0\0\0\0\x7f\xff\xff\xff"):
-        with pytest.raises(InvalidRequestError):
+def test_malformed_responses_raise_invalid_response() -> None:
+    for cut, position in ((b"", 0), (b"\0\0", 0), (b"\0\0\0\0", 4), (b"\0\0\0\0\0\0\0\0\x7f\xff\xff\xff", 8)):
+        with pytest.raises(InvalidResponseError, match="malformed FETCH v4 response") as info:
             decode_response(ApiKey.FETCH, 4, cut)
+        assert info.value.position == position and not isinstance(info.value, InvalidRequestError)

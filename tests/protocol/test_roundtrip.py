@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seglog.errors import InvalidRequestError, UnsupportedVersionError
+from seglog.errors import InvalidRequestError, InvalidResponseError, UnsupportedVersionError
 from seglog.protocol import SCHEMAS, ApiKey, decode_request, decode_response, encode_request, encode_response
 
 from .strategies import body_of, expected, plain
@@ -44,6 +44,13 @@ def test_round_trip(api_key: ApiKey, version: int, data: st.DataObject) -> None:
     assert int.from_bytes(frame[:4], "big") == len(frame) - 4
     assert frame[4:8] == (77).to_bytes(4, "big")
     assert plain(decode_response(api_key, version, frame[4:])) == expected(api.response, response, version, flexible)
+    # a response cut short, or with a byte changed, is the peer's fault: InvalidResponseError, nothing else
+    with pytest.raises(InvalidResponseError):
+        decode_response(api_key, version, frame[4 : data.draw(st.integers(4, len(frame) - 1))])
+    mutated = bytearray(frame[4:])
+    mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
+    with contextlib.suppress(InvalidResponseError):
+        decode_response(api_key, version, bytes(mutated))
 
 
 def _hostile_variants_raise_only_protocol_errors(frame: bytes, data: st.DataObject) -> None:

@@ -16,8 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import BROKER_KEYS, SYNONYMS, TOPIC_KEYS, BrokerConfig
 from ..errors import (
+    ApiError,
+    ErrorCode,
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
     SeglogError,
     TopicDeletionDisabledError,
     TopicExistsError,
@@ -25,16 +30,12 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from .metadata_cache import ZERO_UUID
-from .replica_manager import NONE, ReplicaManager
+from .replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from .cluster_member import ClusterMember
 
-INVALID_REPLICATION_FACTOR = 38
-INVALID_REPLICA_ASSIGNMENT = 39
-INVALID_REQUEST = 42
 INTERNAL_TOPIC_TIMEOUT_MS = 30_000  # how long a coordinator waits for its topic to reach the metadata
-REQUEST_TIMED_OUT = 7
 
 # DescribeConfigs' resource types and config sources (Kafka's ConfigResource.Type, ConfigSource)
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -43,14 +44,6 @@ TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # DescribeConfigs' config types
 _TYPES = {"bool": 1, "str": 2, "int": 5, "float": 6, "list": 7}
-
-
-class RequestFault(SeglogError):
-    """An admin request's fault whose Kafka code has no error class of its own."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.error_code = code
 
 
 def config_string(value: Any) -> str | None:
@@ -81,7 +74,7 @@ class AdminManager:
         deadline = time.monotonic() + max(timeout_ms, 0) / 1000
         while not done():
             if time.monotonic() >= deadline:
-                raise RequestFault(REQUEST_TIMED_OUT, f"{what}: not done within {timeout_ms} ms")
+                raise ApiError(ErrorCode.REQUEST_TIMED_OUT, f"{what}: not done within {timeout_ms} ms")
             await asyncio.sleep(0.02)
 
     # --- CreateTopics ---------------------------------------------------------------------------------
@@ -91,7 +84,7 @@ class AdminManager:
         results = []
         for topic in body["topics"]:
             if names.count(topic["name"]) > 1:
-                fault = RequestFault(INVALID_REQUEST, f"topic {topic['name']!r} appears more than once in the request")
+                fault = InvalidRequestError(f"topic {topic['name']!r} appears more than once in the request")
                 results.append(self._created(topic["name"], fault))
                 continue
             try:
@@ -137,16 +130,14 @@ class AdminManager:
         me = self.replicas.broker.broker_id
         if assignments:
             if count != -1 or factor != -1:
-                raise RequestFault(
-                    INVALID_REQUEST, "Both numPartitions or replicationFactor and replicasAssignments were set."
-                )
+                raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
             indexes = sorted(a["partition_index"] for a in assignments)
             if indexes != list(range(len(indexes))):
-                raise RequestFault(INVALID_REPLICA_ASSIGNMENT, f"partitions must be numbered from 0: {indexes}")
+                raise InvalidReplicaAssignmentError(f"partitions must be numbered from 0: {indexes}")
             for a in assignments:
                 if self.cluster is None and a["broker_ids"] != [me]:
-                    raise RequestFault(
-                        INVALID_REPLICA_ASSIGNMENT, f"replicas {a['broker_ids']} name brokers other than broker {me}"
+                    raise InvalidReplicaAssignmentError(
+                        f"replicas {a['broker_ids']} name brokers other than broker {me}"
                     )
             count = len(indexes)
         else:
@@ -155,11 +146,10 @@ class AdminManager:
             if count <= 0:
                 raise InvalidPartitionsError("Number of partitions must be larger than 0.")
             if factor <= 0:
-                raise RequestFault(INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0.")
+                raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
             brokers = len(self.metadata.brokers())
             if factor > brokers:
-                raise RequestFault(
-                    INVALID_REPLICATION_FACTOR,
+                raise InvalidReplicationFactorError(
                     f"Replication factor: {factor} larger than available brokers: {brokers}.",
                 )
         overrides = {c["name"]: c["value"] for c in topic.get("configs") or [] if c["value"] is not None}
@@ -178,7 +168,7 @@ class AdminManager:
         entry: dict[str, Any] = {
             "name": name,
             "topic_id": found.topic_id if found and error is None else None,
-            "error_code": error.error_code if error else NONE,
+            "error_code": error.error_code if error else ErrorCode.NONE,
             "error_message": error.message if error else None,
             "num_partitions": count if error is None else -1,
             "replication_factor": factor if error is None else -1,
@@ -213,7 +203,12 @@ class AdminManager:
             if name is None and topic_id is not None:
                 found = self.metadata.topic_by_id(topic_id)
                 name = found.name if found else None
-            entry: dict[str, Any] = {"name": name, "topic_id": topic_id, "error_code": NONE, "error_message": None}
+            entry: dict[str, Any] = {
+                "name": name,
+                "topic_id": topic_id,
+                "error_code": ErrorCode.NONE,
+                "error_message": None,
+            }
             try:
                 if name is None:
                     raise UnknownTopicIdError(f"no topic has id {topic_id}")
@@ -244,7 +239,7 @@ class AdminManager:
         results = []
         for topic in body["topics"]:
             name, count = topic["name"], topic["count"]
-            entry: dict[str, Any] = {"name": name, "error_code": NONE, "error_message": None}
+            entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
             try:
                 current = self.metadata.partition_count(name)
                 if current == 0:
@@ -258,18 +253,15 @@ class AdminManager:
                 assignments = topic.get("assignments")
                 if assignments is not None:
                     if len(assignments) != count - current:
-                        raise RequestFault(
-                            INVALID_REPLICA_ASSIGNMENT,
+                        raise InvalidReplicaAssignmentError(
                             f"Increasing the number of partitions by {count - current} but "
                             f"{len(assignments)} assignments provided.",
                         )
                     me = self.replicas.broker.broker_id
                     if self.cluster is not None:
-                        raise RequestFault(
-                            INVALID_REPLICA_ASSIGNMENT, "new partitions are assigned by the controller in seglog"
-                        )
+                        raise InvalidReplicaAssignmentError("new partitions are assigned by the controller in seglog")
                     if any(a["broker_ids"] != [me] for a in assignments):
-                        raise RequestFault(INVALID_REPLICA_ASSIGNMENT, f"replicas name brokers other than broker {me}")
+                        raise InvalidReplicaAssignmentError(f"replicas name brokers other than broker {me}")
                 if not body.get("validate_only", False):
                     await self._create_partitions(name, count, body.get("timeout_ms", 30_000))
             except SeglogError as e:
@@ -307,7 +299,7 @@ class AdminManager:
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
             entry: dict[str, Any] = {
-                "error_code": NONE,
+                "error_code": ErrorCode.NONE,
                 "error_message": None,
                 "resource_type": kind,
                 "resource_name": name,
@@ -331,11 +323,11 @@ class AdminManager:
         if kind == BROKER_RESOURCE:
             self._check_broker(name)
             return [self._broker_entry(key, synonyms, docs) for key in sorted(BROKER_KEYS)]
-        raise RequestFault(INVALID_REQUEST, f"resource type {kind} is not served (topics 2 and brokers 4 are)")
+        raise InvalidRequestError(f"resource type {kind} is not served (topics 2 and brokers 4 are)")
 
     def _check_broker(self, name: str) -> None:
         if name not in ("", str(self.replicas.broker.broker_id)):
-            raise RequestFault(INVALID_REQUEST, f"this is broker {self.replicas.broker.broker_id}, not {name!r}")
+            raise InvalidRequestError(f"this is broker {self.replicas.broker.broker_id}, not {name!r}")
 
     def _topic_source(self, key: str, overrides: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
         """The source of a topic key's value and its synonyms in precedence order."""
@@ -398,7 +390,7 @@ class AdminManager:
         results = []
         for resource in body["resources"]:
             kind, name = resource["resource_type"], resource["resource_name"]
-            entry = {"error_code": NONE, "error_message": None, "resource_type": kind, "resource_name": name}
+            entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind, "resource_name": name}
             try:
                 if kind == BROKER_RESOURCE:
                     self._check_broker(name)
@@ -406,7 +398,7 @@ class AdminManager:
                         "broker configs are static in seglog: set them in server.properties or --override"
                     )
                 if kind != TOPIC_RESOURCE:
-                    raise RequestFault(INVALID_REQUEST, f"resource type {kind} cannot be altered")
+                    raise InvalidRequestError(f"resource type {kind} cannot be altered")
                 if self.metadata.topic(name) is None:
                     raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
                 resolved = self.replicas.topic_config(name) if self.cluster is None else self.cluster.topic_config(name)
@@ -450,7 +442,7 @@ class AdminManager:
                     items = [v for v in items if v not in given]
                 out[key] = ",".join(items)
             else:
-                raise RequestFault(INVALID_REQUEST, f"unknown config operation {op}")
+                raise InvalidRequestError(f"unknown config operation {op}")
         return out
 
     # --- DescribeLogDirs -----------------------------------------------------------------------------------
@@ -476,14 +468,14 @@ class AdminManager:
             total, usable = _disk(path)
             results.append(
                 {
-                    "error_code": NONE,
+                    "error_code": ErrorCode.NONE,
                     "log_dir": path,
                     "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
                     "total_bytes": total,
                     "usable_bytes": usable,
                 }
             )
-        return {"throttle_time_ms": 0, "error_code": NONE, "results": results}
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
 
 
 def _replace(configs: list[dict[str, Any]]) -> dict[str, Any]:

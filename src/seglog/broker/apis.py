@@ -17,6 +17,7 @@ from typing import Any
 from ..config import BrokerConfig
 from ..errors import (
     CorruptRecordError,
+    ErrorCode,
     InvalidRequiredAcksError,
     InvalidTopicError,
     OffsetNotAvailableError,
@@ -43,7 +44,7 @@ from .replica_manager import (
 log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
-LEADER_NOT_AVAILABLE = 5
+LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # Produce v7 (Kafka 2.1, KIP-110) is the first that may carry zstd batches: the codec in bits
 # 0-2 of a v2 batch's attributes, an int16 at byte 21 (Kafka's ProduceRequest.validateRecords)
 ZSTD_PRODUCE_VERSION = 7
@@ -214,7 +215,8 @@ class KafkaApis:
             await (creator() if creator is not None else self.auto_create_topic(name))
         except SeglogError as e:
             if self.metadata.topic(name) is None:  # another connection may have made it meanwhile
-                return _topic_error(name, ZERO_UUID, e.error_code if e.error_code > 0 else LEADER_NOT_AVAILABLE)
+                code = e.error_code if e.error_code != ErrorCode.UNKNOWN_SERVER_ERROR else LEADER_NOT_AVAILABLE
+                return _topic_error(name, ZERO_UUID, code)
         created = self.metadata.topic(name)
         return self._topic_entry(created) if created else _topic_error(name, ZERO_UUID, LEADER_NOT_AVAILABLE)
 
@@ -452,8 +454,12 @@ class KafkaApis:
     # --- DescribeCluster -----------------------------------------------------------------------------------
 
     async def describe_cluster(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        endpoint_type = body.get("endpoint_type", 1)
-        error, message = (NONE, None) if endpoint_type == 1 else (124, f"endpoint type {endpoint_type} is not served")
+        endpoint_type = body.get("endpoint_type", 1)  # Kafka's EndpointType: 1 a broker, 2 a controller
+        error: int = NONE
+        message: str | None = None
+        if endpoint_type != 1:  # as Kafka's AuthHelper: a controller's is mismatched here, another unsupported
+            error = ErrorCode.MISMATCHED_ENDPOINT_TYPE if endpoint_type == 2 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+            message = f"endpoint type {endpoint_type} is not served"
         return {
             "throttle_time_ms": 0,
             "error_code": error,

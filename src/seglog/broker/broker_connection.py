@@ -13,7 +13,7 @@ import asyncio
 import struct
 from typing import Any
 
-from ..errors import BrokerNotAvailableError, SeglogError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError, error_for
 from ..protocol import ApiKey, decode_response, encode_request, supported_versions
 
 _SIZE = struct.Struct(">i")
@@ -58,7 +58,7 @@ class BrokerConnection:
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         answer = await self._call(ApiKey.API_VERSIONS, 0, {})
         if answer["error_code"]:
-            raise BrokerNotAvailableError(f"{self.host}:{self.port} refused ApiVersions (error {answer['error_code']})")
+            raise error_for(answer["error_code"], what=f"{self.host}:{self.port} refused ApiVersions")
         self._versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]}
 
     def _version(self, api_key: ApiKey, max_version: int | None) -> int:
@@ -79,8 +79,8 @@ class BrokerConnection:
         await self._writer.drain()
         size = _SIZE.unpack(await self._reader.readexactly(4))[0]
         if not 4 <= size <= _MAX_RESPONSE:
-            raise BrokerNotAvailableError(f"response size {size} from {self.host}:{self.port} is out of range")
+            raise InvalidResponseError(f"response size {size} from {self.host}:{self.port} is out of range")
         frame = await self._reader.readexactly(size)
         if _SIZE.unpack_from(frame)[0] != self._correlation:
-            raise BrokerNotAvailableError(f"{self.host}:{self.port} answered another request than {api_key.name}")
+            raise InvalidResponseError(f"{self.host}:{self.port} answered another request than {api_key.name}")
         return decode_response(api_key, version, frame)

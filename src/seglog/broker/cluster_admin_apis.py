@@ -11,11 +11,10 @@ from typing import Any
 
 from ..cluster.controller import KafkaController
 from ..cluster.znodes import TopicPartition
-from ..errors import InvalidRequestError, NotControllerError, SeglogError
+from ..errors import ErrorCode, InvalidRequestError, NotControllerError, SeglogError
 from ..protocol import ApiKey
 from .metadata_cache import MetadataCache
 
-NONE = 0
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election_type
 
 
@@ -63,13 +62,13 @@ class ClusterAdminApis:
                 results = dict.fromkeys(partitions, e)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for tp, result in sorted(results.items()):
-            entry: dict[str, Any] = {"partition_id": tp.partition, "error_code": NONE, "error_message": None}
+            entry: dict[str, Any] = {"partition_id": tp.partition, "error_code": ErrorCode.NONE, "error_message": None}
             if isinstance(result, SeglogError):
                 entry.update(error_code=result.error_code, error_message=result.message)
             by_topic.setdefault(tp.topic, []).append(entry)
         return {
             "throttle_time_ms": 0,
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()],
         }
 
@@ -90,13 +89,13 @@ class ClusterAdminApis:
             by_topic.setdefault(tp.topic, []).append(
                 {
                     "partition_index": tp.partition,
-                    "error_code": NONE if error is None else error.error_code,
+                    "error_code": ErrorCode.NONE if error is None else error.error_code,
                     "error_message": None if error is None else error.message,
                 }
             )
         return {
             "throttle_time_ms": 0,
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "error_message": None,
             "responses": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
         }
@@ -121,7 +120,7 @@ class ClusterAdminApis:
             )
         return {
             "throttle_time_ms": 0,
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "error_message": None,
             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
         }

@@ -28,15 +28,17 @@ from ..cluster.zk_client import ZkClient, generate_cluster_id
 from ..config import BrokerConfig, LogConfig, validate_topic_config
 from ..errors import (
     BrokerNotAvailableError,
+    ErrorCode,
     SeglogError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
     ZooKeeperError,
+    error_for,
 )
 from ..protocol import ApiKey
 from .controller_channel_manager import BlockingConnection, ControllerChannelManager, endpoint_of
 from .metadata_cache import BrokerInfo
-from .replica_manager import NONE, ReplicaManager
+from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +132,9 @@ class ClusterMember:
             answer = conn.call(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, body)
         finally:
             conn.close()
-        if answer["error_code"] != NONE:
-            raise SeglogError(f"the controller (broker {controller_id}) answered error {answer['error_code']}")
+        if answer["error_code"] != ErrorCode.NONE:
+            what = f"the controller (broker {controller_id}) refused ControlledShutdown"
+            raise error_for(answer["error_code"], what=what)
         return [(p["topic_name"], p["partition_index"]) for p in answer["remaining_partitions"]]
 
     # --- admin, through ZooKeeper ----------------------------------------------------------------

@@ -17,10 +17,17 @@ from typing import Any
 
 from ..cluster import znodes
 from ..cluster.controller import KafkaController
-from ..errors import ControllerMovedError, NotControllerError, SeglogError, StaleBrokerEpochError, UnknownTopicIdError
+from ..errors import (
+    ControllerMovedError,
+    ErrorCode,
+    NotControllerError,
+    SeglogError,
+    StaleBrokerEpochError,
+    UnknownTopicIdError,
+)
 from ..protocol import ApiKey, supported_versions
 from .metadata_cache import ZERO_UUID, BrokerInfo, PartitionState
-from .replica_manager import NONE, ReplicaManager
+from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +87,7 @@ class ControllerApis:
         if broker_epoch != -1 and broker_epoch < self._broker_epoch():
             log.warning("%s for broker epoch %d refused: this broker's is %d", what, broker_epoch, self._broker_epoch())
             return StaleBrokerEpochError.error_code
-        return NONE
+        return ErrorCode.NONE
 
     # --- LeaderAndIsr --------------------------------------------------------------------------
 
@@ -144,7 +151,7 @@ class ControllerApis:
             self.joined.set()
         if deleted:
             self.replicas.partitions_deleted(sorted(deleted))
-        return {"error_code": NONE}
+        return {"error_code": ErrorCode.NONE}
 
     def _broker_info(self, broker: dict[str, Any]) -> BrokerInfo:
         endpoints = broker["endpoints"]
@@ -188,7 +195,7 @@ class ControllerApis:
         except SeglogError as e:
             return {"error_code": e.error_code, "remaining_partitions": []}
         return {
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "remaining_partitions": [
                 {"topic_name": tp.topic, "partition_index": tp.partition} for tp in sorted(remaining)
             ],
@@ -232,7 +239,7 @@ class ControllerApis:
         for tp, result in results.items():
             entry = {
                 "partition_index": tp.partition,
-                "error_code": NONE,
+                "error_code": ErrorCode.NONE,
                 "leader_id": -1,
                 "leader_epoch": -1,
                 "isr": [],
@@ -265,6 +272,6 @@ class ControllerApis:
         key = "topic_id" if version >= 2 else "topic_name"
         return {
             "throttle_time_ms": 0,
-            "error_code": NONE,
+            "error_code": ErrorCode.NONE,
             "topics": [{key: t, "partitions": parts} for t, parts in by_topic.items()],
         }

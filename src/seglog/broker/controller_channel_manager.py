@@ -32,7 +32,7 @@ from ..cluster.controller_channel import (
     UpdateMetadataRequest,
 )
 from ..cluster.znodes import BrokerRegistration, TopicPartition
-from ..errors import BrokerNotAvailableError, InvalidRequestError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, error_name
 from ..protocol import ApiKey, decode_response, encode_request
 from .metadata_cache import ZERO_UUID, topic_uuid
 
@@ -72,12 +72,12 @@ class BlockingConnection:
             self._sock.sendall(b"".join(bytes(p) for p in parts))
             size = _SIZE.unpack(self._read(4))[0]
             if not 4 <= size <= _MAX_RESPONSE:
-                raise InvalidRequestError(f"response size {size} from {self.address} is out of range")
+                raise InvalidResponseError(f"response size {size} from {self.address} is out of range")
             frame = self._read(size)
         except OSError as e:
             raise BrokerNotAvailableError(f"lost the connection to {self.address}: {e.strerror or e}") from None
         if _SIZE.unpack_from(frame)[0] != self._correlation:
-            raise InvalidRequestError(f"{self.address} answered another request than {api_key.name}")
+            raise InvalidResponseError(f"{self.address} answered another request than {api_key.name}")
         return decode_response(api_key, version, frame)
 
     def _read(self, n: int) -> bytes:
@@ -244,7 +244,7 @@ class _Sender:
                     host, port = endpoint_of(self.broker)
                     self._conn = BlockingConnection(host, port, "seglog-controller")
                 return self._conn.call(api_key, version, body)
-            except (BrokerNotAvailableError, InvalidRequestError) as e:
+            except (BrokerNotAvailableError, InvalidResponseError) as e:
                 log.info("controller request %s to broker %d failed (%s); retrying", api_key.name, self._id, e)
                 if self._conn is not None:
                     self._conn.close()
@@ -260,7 +260,7 @@ class _Sender:
         on_response: ResponseHandler | None,
     ) -> None:
         if response["error_code"]:
-            log.warning("broker %d refused %s: error %d", self._id, api_key.name, response["error_code"])
+            log.warning("broker %d refused %s: %s", self._id, api_key.name, error_name(response["error_code"]))
         if isinstance(request, StopReplicaRequest) and on_response is not None:
             try:
                 on_response(self._id, decode_stop_replica_response(response))

@@ -83,7 +83,14 @@ class GroupApis:
         return {"throttle_time_ms": 0, **{k: v for k, v in found[0].items() if k != "key"}}
 
     async def _find(self, key_type: int, key: str) -> Body:
-        answer: Body = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": 0, "error_message": None}
+        answer: Body = {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+        }
         lookup = self.coordinator_lookups.get(key_type)
         if lookup is None:
             return {**answer, "error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown key type {key_type}"}

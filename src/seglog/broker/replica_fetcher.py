@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from ..config import BrokerConfig
 from ..coordinator.partitioning import java_string_hash
-from ..errors import BrokerNotAvailableError, OffsetOutOfRangeError, SeglogError
+from ..errors import BrokerNotAvailableError, OffsetOutOfRangeError, SeglogError, error_name
 from ..protocol import ApiKey
 from .broker_connection import BrokerConnection
 from .partition import ZERO_UUID, Partition
@@ -207,7 +207,7 @@ class ReplicaFetcher:
                     continue
                 st = asks[tp][0]
                 if part["error_code"]:
-                    self._delay(tp, st, f"OffsetForLeaderEpoch error {part['error_code']}")
+                    self._delay(tp, st, f"OffsetForLeaderEpoch error {error_name(part['error_code'])}")
                     continue
                 offset, done = truncation_offset(st.partition, part["leader_epoch"], part["end_offset"])
                 before = st.partition.log_end_offset
@@ -264,7 +264,7 @@ class ReplicaFetcher:
         names = {i: t for t, i in ids.items()}
         if response["error_code"]:
             for tp, st in states.items():
-                self._delay(tp, st, f"Fetch error {response['error_code']}")
+                self._delay(tp, st, f"Fetch error {error_name(response['error_code'])}")
             return
         for topic in response["responses"]:
             name = topic["topic"] if version < 13 else names.get(topic["topic_id"])
@@ -286,7 +286,7 @@ class ReplicaFetcher:
                 st.truncating = True
             return
         if code:
-            self._delay(tp, st, f"Fetch error {code}")
+            self._delay(tp, st, f"Fetch error {error_name(code)}")
             return
         records = part["records"] if part["records"] is not None else b""
         try:

@@ -68,11 +68,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
-NONE = 0
+NONE: int = ErrorCode.NONE  # no error (an int, as every error code this module hands on)
 STALE_CONTROLLER_EPOCH = ControllerMovedError.error_code
 # StopReplica's leader epochs that stop a replica whatever its epoch (``LeaderAndIsr.EpochDuringDelete``, ``NoEpoch``)
 EPOCH_DURING_DELETE, NO_EPOCH = -2, -1
-INVALID_UPDATE_VERSION = 95  # AlterPartition from a partition epoch the controller has moved past
 # a produce request's appends at most this large run on the event loop when the log can
 # take them without waiting (its lock free, no roll, no fsync due): a hop to an I/O thread
 # and back costs more than validating and writing them to the page cache. A transaction's
@@ -155,7 +154,7 @@ def _error(e: BaseException) -> tuple[int, str]:
     if isinstance(e, SeglogError):
         return e.error_code, e.message
     log.exception("unexpected error in a storage call")
-    return -1, f"{type(e).__name__}: {e}"  # UNKNOWN_SERVER_ERROR
+    return ErrorCode.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}"
 
 
 def fetch_key(tp: TopicPartition, replica_id: int) -> Hashable:
@@ -527,7 +526,7 @@ class ReplicaManager:
                 self.produce_purgatory.check_and_complete((partition.topic, partition.index))
             return
         log.warning("%s-%d: AlterPartition refused (error %d)", partition.topic, partition.index, result.error_code)
-        if result.error_code not in (FencedLeaderEpochError.error_code, INVALID_UPDATE_VERSION):
+        if result.error_code not in (FencedLeaderEpochError.error_code, ErrorCode.INVALID_UPDATE_VERSION):
             partition.pending_isr = None  # proposed again at the next check; else a LeaderAndIsr comes
 
     async def _shrink_isr_periodically(self) -> None:

@@ -34,7 +34,6 @@ from .txn_apis import TRANSACTION_STATE, TxnApis
 
 log = logging.getLogger("seglog.broker")
 
-UNSUPPORTED_VERSION = 35
 # The APIs a connection's reader may answer in the loop's turn that received them, when
 # nothing is ahead (network.py): their handlers await only futures (an I/O thread, a
 # purgatory), never a task of their own, so their first step may run outside any task.
@@ -231,9 +230,8 @@ class KafkaServer:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
             if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:  # answered at v0 (KIP-511)
-                return encode_response(
-                    ApiKey.API_VERSIONS, 0, e.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION)
-                )
+                versions = self.apis.api_versions_body(UnsupportedVersionError.error_code)
+                return encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, versions)
             raise
         header = request.header
         key = header.api_key
@@ -241,7 +239,8 @@ class KafkaServer:
         handler = self._handlers.get(key)
         if handler is None or served is None or not served[0] <= header.api_version <= served[1]:
             if key == ApiKey.API_VERSIONS:
-                return encode_response(key, 0, header.correlation_id, self.apis.api_versions_body(UNSUPPORTED_VERSION))
+                versions = self.apis.api_versions_body(UnsupportedVersionError.error_code)
+                return encode_response(key, 0, header.correlation_id, versions)
             raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
         context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
         if context is None or context.client_id != (header.client_id or ""):

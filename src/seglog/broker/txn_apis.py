@@ -73,8 +73,6 @@ from .txn_marker_channel_manager import TopicPartition, TransactionMarkerChannel
 log = logging.getLogger(__name__)
 
 TRANSACTION_STATE = "__transaction_state"
-OPERATION_NOT_ATTEMPTED = 55
-TRANSACTIONAL_ID_NOT_FOUND = 105
 _MARKER_RETRY_S = 0.1
 _E = ErrorCode
 # how long a __transaction_state append waits for the ISR: Kafka's request.timeout.ms default
@@ -468,7 +466,9 @@ class TxnApis:
         asked = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
         unknown = {tp for tp in asked if not self._exists(tp)}
         if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
-            errors = {tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED for tp in asked}
+            errors: dict[TopicPartition, int] = {
+                tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else _E.OPERATION_NOT_ATTEMPTED for tp in asked
+            }
         elif error := self._not_here(txn_id):
             errors = dict.fromkeys(asked, error)
         else:
@@ -543,7 +543,7 @@ class TxnApis:
         for txn_id in body["transactional_ids"]:
             txn = self.coordinator.transactions.get(txn_id)
             if txn is None:
-                states.append(_describe_error(txn_id, TRANSACTIONAL_ID_NOT_FOUND))
+                states.append(_describe_error(txn_id, _E.TRANSACTIONAL_ID_NOT_FOUND))
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, p in sorted(txn.partitions):

@@ -52,8 +52,6 @@ TopicPartition = tuple[str, int]
 LocalWrite = Callable[[WriteTxnMarkers, list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
 
 _E = ErrorCode
-UNSUPPORTED_VERSION, UNSUPPORTED_FOR_MESSAGE_FORMAT = 35, 43
-INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED = 47, 52
 RETRIABLE = frozenset(
     {
         _E.UNKNOWN_TOPIC_OR_PARTITION,
@@ -65,8 +63,8 @@ RETRIABLE = frozenset(
     }
 )
 # the partition will never take the marker, and needs none: its producer could not write to it
-SKIPPED = frozenset({UNSUPPORTED_FOR_MESSAGE_FORMAT, UNSUPPORTED_VERSION})
-FENCED = frozenset({INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED})
+SKIPPED = frozenset({_E.UNSUPPORTED_FOR_MESSAGE_FORMAT, _E.UNSUPPORTED_VERSION})
+FENCED = frozenset({_E.INVALID_PRODUCER_EPOCH, _E.TRANSACTION_COORDINATOR_FENCED})
 NO_LEADER = -1  # a broker id no request can go to: the partition's leader is not known
 RETRY_BACKOFF_S = 0.1
 

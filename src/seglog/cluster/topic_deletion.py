@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from ..errors import ErrorCode
 from .controller_channel import StopReplicaResponse
 from .controller_context import ControllerContext
 from .partition_state_machine import PartitionStateMachine
@@ -75,7 +76,7 @@ class TopicDeletionManager:
 
     def on_stop_replica_response(self, broker_id: int, response: StopReplicaResponse) -> None:
         errors: Mapping[TopicPartition, int] = response.partition_errors
-        failed = [tp for tp, code in errors.items() if response.error_code != 0 or code != 0]
+        failed = [tp for tp, code in errors.items() if response.error_code != ErrorCode.NONE or code != ErrorCode.NONE]
         deleted = [(tp, broker_id) for tp in errors if tp not in failed]
         deleted = [(tp, r) for tp, r in deleted if self.ctx.replica_state(tp, r) is ReplicaState.DELETION_STARTED]
         if failed:

@@ -10,6 +10,7 @@ when encoded. A connection (connection.py) frames, correlates and negotiates ver
 server and for a client.
 """
 
+from seglog.errors import ErrorCode
 from seglog.protocol.api_key import ApiKey
 from seglog.protocol.codec import (
     decode_request,
@@ -20,7 +21,6 @@ from seglog.protocol.codec import (
     supported_versions,
 )
 from seglog.protocol.connection import CLOSED, NEED_DATA, ClientConnection, Response, ServerConnection
-from seglog.protocol.error_code import ErrorCode
 from seglog.protocol.header import Request, RequestHeader
 from seglog.protocol.message import Message
 from seglog.protocol.messages import SCHEMAS

@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from seglog.errors import InvalidRequestError, SeglogError, UnsupportedVersionError
+from seglog.errors import InvalidRequestError, InvalidResponseError, SeglogError, UnsupportedVersionError
 from seglog.protocol import message_data, primitives
 from seglog.protocol.api_key import ApiKey
 from seglog.protocol.compiler import (
@@ -278,7 +278,17 @@ def encode_request(
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> Any:
-    """The body of a response frame (the bytes after the size prefix: correlation id first)."""
+    """The body of a response frame (the bytes after the size prefix: correlation id first);
+    InvalidResponseError, with the byte position, for anything malformed: the peer's bytes are at
+    fault, not a request (the decoders' primitives raise InvalidRequestError whichever way they read)."""
+    try:
+        return _decode_response(api_key, api_version, frame)
+    except InvalidRequestError as exc:
+        what = f"{SCHEMAS[api_key].key.name} v{api_version}"
+        raise InvalidResponseError(f"malformed {what} response: {exc.message}", position=exc.position) from exc
+
+
+def _decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> Any:
     decode: Decoder = _codecs.get((api_key, api_version, _DECODE_RESPONSE)) or _codec(
         api_key, api_version, _DECODE_RESPONSE
     )
@@ -293,5 +303,5 @@ def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | m
     try:
         body, _ = decode(b, p, end)
     except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:
-        raise InvalidRequestError(f"malformed {api.key.name} v{api_version} response: {exc}") from exc
+        raise InvalidResponseError(f"malformed {api.key.name} v{api_version} response: {exc}") from exc
     return body

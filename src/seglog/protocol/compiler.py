@@ -24,7 +24,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from seglog.errors import SeglogError
+from seglog.errors import ErrorCode, SeglogError
 from seglog.protocol import primitives
 from seglog.protocol.schema import (
     BOOL,
@@ -572,6 +572,8 @@ def _default_source(f: Field) -> str:
         return "UNSET"
     if f.type == UUID:
         return "ZERO_UUID" if f.default == ZERO_UUID else f'uuid.UUID("{f.default}")'
+    if f.type == INT16 and f.name.endswith("error_code"):  # Kafka's codes, by their names (seglog.errors)
+        return f"ErrorCode.{ErrorCode(f.default).name}"
     if isinstance(f.default, str):
         return '"' + f.default.replace("\\", "\\\\").replace('"', '\\"') + '"'
     return repr(f.default)
@@ -628,6 +630,7 @@ def message_data_source(schemas: dict[int, Api]) -> str:
         "from typing import Any",
         "",
         "from seglog.common import ZERO_UUID",
+        "from seglog.errors import ErrorCode",
         "from seglog.protocol.message import UNSET, Message",
         "",
         '__all__ = ["UNSET", "Message", "ZERO_UUID", "uuid"]',

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from seglog.errors import (
+    ErrorCode,
     InvalidRequestError,
     InvalidResponseError,
     LocalProtocolError,
@@ -63,7 +64,6 @@ from seglog.protocol.codec import (
     frame_size,
     supported_versions,
 )
-from seglog.protocol.error_code import ErrorCode
 from seglog.protocol.header import Request, RequestHeader
 from seglog.protocol.message_data import ApiVersionsRequestData, ApiVersionsResponseData
 

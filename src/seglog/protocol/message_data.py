@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from seglog.common import ZERO_UUID
+from seglog.errors import ErrorCode
 from seglog.protocol.message import UNSET, Message
 
 __all__ = [
@@ -221,7 +222,7 @@ class ProduceResponseData(Message):
         def __init__(
             self,
             index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             base_offset: int = 0,
             log_append_time_ms: int = -1,
             log_start_offset: int = -1,
@@ -460,7 +461,7 @@ class FetchResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         session_id: int = 0,
         responses: list[FetchResponseData.FetchableTopicResponse] = UNSET,
         node_endpoints: list[FetchResponseData.NodeEndpoint] = UNSET,
@@ -522,7 +523,7 @@ class FetchResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             high_watermark: int = 0,
             last_stable_offset: int = -1,
             log_start_offset: int = -1,
@@ -740,7 +741,7 @@ class ListOffsetsResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             old_style_offsets: list[int] = UNSET,
             timestamp: int = -1,
             offset: int = -1,
@@ -869,7 +870,7 @@ class MetadataResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             name: str | None = "",
             topic_id: uuid.UUID = ZERO_UUID,
             is_internal: bool = False,
@@ -906,7 +907,7 @@ class MetadataResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             partition_index: int = 0,
             leader_id: int = 0,
             leader_epoch: int = -1,
@@ -1075,7 +1076,7 @@ class LeaderAndIsrResponseData(Message):
 
     def __init__(
         self,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         partition_errors: list[LeaderAndIsrResponseData.LeaderAndIsrPartitionError] = UNSET,
         topics: list[LeaderAndIsrResponseData.LeaderAndIsrTopicError] = UNSET,
     ) -> None:
@@ -1096,7 +1097,7 @@ class LeaderAndIsrResponseData(Message):
             self,
             topic_name: str = "",
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
@@ -1240,7 +1241,7 @@ class StopReplicaResponseData(Message):
 
     def __init__(
         self,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         partition_errors: list[StopReplicaResponseData.StopReplicaPartitionError] = UNSET,
     ) -> None:
         self.error_code = error_code
@@ -1259,7 +1260,7 @@ class StopReplicaResponseData(Message):
             self,
             topic_name: str = "",
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.topic_name = topic_name
             self.partition_index = partition_index
@@ -1432,7 +1433,7 @@ class UpdateMetadataResponseData(Message):
 
     def __init__(
         self,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
     ) -> None:
         self.error_code = error_code
 
@@ -1464,7 +1465,7 @@ class ControlledShutdownResponseData(Message):
 
     def __init__(
         self,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         remaining_partitions: list[ControlledShutdownResponseData.RemainingPartition] = UNSET,
     ) -> None:
         self.error_code = error_code
@@ -1613,7 +1614,7 @@ class OffsetCommitResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
@@ -1710,7 +1711,7 @@ class OffsetFetchResponseData(Message):
         self,
         throttle_time_ms: int = 0,
         topics: list[OffsetFetchResponseData.OffsetFetchResponseTopic] = UNSET,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         groups: list[OffsetFetchResponseData.OffsetFetchResponseGroup] = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -1751,7 +1752,7 @@ class OffsetFetchResponseData(Message):
             committed_offset: int = 0,
             committed_leader_epoch: int = -1,
             metadata: str | None = "",
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.committed_offset = committed_offset
@@ -1772,7 +1773,7 @@ class OffsetFetchResponseData(Message):
             self,
             group_id: str = "",
             topics: list[OffsetFetchResponseData.OffsetFetchResponseTopics] = UNSET,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.group_id = group_id
             self.topics = [] if topics is UNSET else topics
@@ -1811,7 +1812,7 @@ class OffsetFetchResponseData(Message):
             committed_offset: int = 0,
             committed_leader_epoch: int = -1,
             metadata: str | None = "",
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.committed_offset = committed_offset
@@ -1856,7 +1857,7 @@ class FindCoordinatorResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         error_message: str | None = "",
         node_id: int = 0,
         host: str = "",
@@ -1889,7 +1890,7 @@ class FindCoordinatorResponseData(Message):
             node_id: int = 0,
             host: str = "",
             port: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
         ) -> None:
             self.key = key
@@ -1988,7 +1989,7 @@ class JoinGroupResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         generation_id: int = -1,
         protocol_type: str | None = None,
         protocol_name: str | None = "",
@@ -2061,7 +2062,7 @@ class HeartbeatResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
@@ -2118,7 +2119,7 @@ class LeaveGroupResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         members: list[LeaveGroupResponseData.MemberResponse] = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -2138,7 +2139,7 @@ class LeaveGroupResponseData(Message):
             self,
             member_id: str = "",
             group_instance_id: str | None = "",
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.member_id = member_id
             self.group_instance_id = group_instance_id
@@ -2215,7 +2216,7 @@ class SyncGroupResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         protocol_type: str | None = None,
         protocol_name: str | None = None,
         assignment: bytes = b"",
@@ -2283,7 +2284,7 @@ class DescribeGroupsResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             group_id: str = "",
             group_state: str = "",
             protocol_type: str = "",
@@ -2364,7 +2365,7 @@ class ListGroupsResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         groups: list[ListGroupsResponseData.ListedGroup] = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -2434,7 +2435,7 @@ class ApiVersionsResponseData(Message):
 
     def __init__(
         self,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         api_keys: list[ApiVersionsResponseData.ApiVersion] = UNSET,
         throttle_time_ms: int = 0,
         supported_features: list[ApiVersionsResponseData.SupportedFeatureKey] = UNSET,
@@ -2628,9 +2629,9 @@ class CreateTopicsResponseData(Message):
             self,
             name: str = "",
             topic_id: uuid.UUID = ZERO_UUID,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
-            topic_config_error_code: int = 0,
+            topic_config_error_code: int = ErrorCode.NONE,
             num_partitions: int = -1,
             replication_factor: int = -1,
             configs: list[CreateTopicsResponseData.CreatableTopicConfigs] | None = UNSET,
@@ -2736,7 +2737,7 @@ class DeleteTopicsResponseData(Message):
             self,
             name: str | None = "",
             topic_id: uuid.UUID = ZERO_UUID,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = None,
         ) -> None:
             self.name = name
@@ -2839,7 +2840,7 @@ class DeleteRecordsResponseData(Message):
             self,
             partition_index: int = 0,
             low_watermark: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.low_watermark = low_watermark
@@ -2882,7 +2883,7 @@ class InitProducerIdResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         producer_id: int = -1,
         producer_epoch: int = 0,
     ) -> None:
@@ -2988,7 +2989,7 @@ class OffsetForLeaderEpochResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             partition: int = 0,
             leader_epoch: int = -1,
             end_offset: int = -1,
@@ -3085,7 +3086,7 @@ class AddPartitionsToTxnResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         results_by_transaction: list[AddPartitionsToTxnResponseData.AddPartitionsToTxnResult] = UNSET,
         results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseData.AddPartitionsToTxnTopicResult] = UNSET,
     ) -> None:
@@ -3139,7 +3140,7 @@ class AddPartitionsToTxnResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            partition_error_code: int = 0,
+            partition_error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.partition_error_code = partition_error_code
@@ -3179,7 +3180,7 @@ class AddOffsetsToTxnResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
@@ -3221,7 +3222,7 @@ class EndTxnResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         producer_id: int = -1,
         producer_epoch: int = -1,
     ) -> None:
@@ -3342,7 +3343,7 @@ class WriteTxnMarkersResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
@@ -3473,7 +3474,7 @@ class TxnOffsetCommitResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
@@ -3547,7 +3548,7 @@ class DescribeConfigsResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
             resource_type: int = 0,
             resource_name: str = "",
@@ -3706,7 +3707,7 @@ class AlterConfigsResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
             resource_type: int = 0,
             resource_name: str = "",
@@ -3759,7 +3760,7 @@ class DescribeLogDirsResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         results: list[DescribeLogDirsResponseData.DescribeLogDirsResult] = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -3779,7 +3780,7 @@ class DescribeLogDirsResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             log_dir: str = "",
             topics: list[DescribeLogDirsResponseData.DescribeLogDirsTopic] = UNSET,
             total_bytes: int = -1,
@@ -3910,7 +3911,7 @@ class CreatePartitionsResponseData(Message):
         def __init__(
             self,
             name: str = "",
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = None,
         ) -> None:
             self.name = name
@@ -3959,7 +3960,7 @@ class DeleteGroupsResponseData(Message):
         def __init__(
             self,
             group_id: str = "",
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.group_id = group_id
             self.error_code = error_code
@@ -4013,7 +4014,7 @@ class ElectLeadersResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         replica_election_results: list[ElectLeadersResponseData.ReplicaElectionResult] = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -4048,7 +4049,7 @@ class ElectLeadersResponseData(Message):
         def __init__(
             self,
             partition_id: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
         ) -> None:
             self.partition_id = partition_id
@@ -4139,7 +4140,7 @@ class IncrementalAlterConfigsResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
             resource_type: int = 0,
             resource_name: str = "",
@@ -4212,7 +4213,7 @@ class AlterPartitionReassignmentsResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         error_message: str | None = "",
         responses: list[AlterPartitionReassignmentsResponseData.ReassignableTopicResponse] = UNSET,
     ) -> None:
@@ -4249,7 +4250,7 @@ class AlterPartitionReassignmentsResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             error_message: str | None = "",
         ) -> None:
             self.partition_index = partition_index
@@ -4303,7 +4304,7 @@ class ListPartitionReassignmentsResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         error_message: str | None = "",
         topics: list[ListPartitionReassignmentsResponseData.OngoingTopicReassignment] = UNSET,
     ) -> None:
@@ -4408,7 +4409,7 @@ class OffsetDeleteResponseData(Message):
 
     def __init__(
         self,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         throttle_time_ms: int = 0,
         topics: list[OffsetDeleteResponseData.OffsetDeleteResponseTopic] = UNSET,
     ) -> None:
@@ -4443,7 +4444,7 @@ class OffsetDeleteResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
@@ -4551,7 +4552,7 @@ class AlterPartitionResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         topics: list[AlterPartitionResponseData.TopicData] = UNSET,
     ) -> None:
         self.throttle_time_ms = throttle_time_ms
@@ -4601,7 +4602,7 @@ class AlterPartitionResponseData(Message):
         def __init__(
             self,
             partition_index: int = 0,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             leader_id: int = 0,
             leader_epoch: int = 0,
             isr: list[int] = UNSET,
@@ -4660,7 +4661,7 @@ class DescribeClusterResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         error_message: str | None = None,
         endpoint_type: int = 1,
         cluster_id: str = "",
@@ -4755,7 +4756,7 @@ class DescribeTransactionsResponseData(Message):
 
         def __init__(
             self,
-            error_code: int = 0,
+            error_code: int = ErrorCode.NONE,
             transactional_id: str = "",
             transaction_state: str = "",
             transaction_timeout_ms: int = 0,
@@ -4823,7 +4824,7 @@ class ListTransactionsResponseData(Message):
     def __init__(
         self,
         throttle_time_ms: int = 0,
-        error_code: int = 0,
+        error_code: int = ErrorCode.NONE,
         unknown_state_filters: list[str] = UNSET,
         transaction_states: list[ListTransactionsResponseData.TransactionState] = UNSET,
     ) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SeglogError
+from ..errors import ErrorCode, SeglogError
 from ..records import Compression
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ TopicPartition = tuple[str, int]
 class OptionError(SeglogError, ValueError):
     """A source or sink option that is missing, conflicting or malformed."""
 
-    error_code = 42  # INVALID_REQUEST
+    error_code = ErrorCode.INVALID_REQUEST
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import socket
 import struct
 from typing import Any
 
-from ..errors import BrokerNotAvailableError, InvalidRequestError, SeglogError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError, error_for
 from ..protocol import ApiKey, decode_response, encode_request, supported_versions
 
 _SIZE = struct.Struct(">i")
@@ -32,7 +32,7 @@ class BrokerClient:
         self._correlation = 0
         versions = self._call(ApiKey.API_VERSIONS, 0, {})
         if versions["error_code"]:
-            raise SeglogError(f"{self.address} refused ApiVersions (error {versions['error_code']})")
+            raise error_for(versions["error_code"], what=f"{self.address} refused ApiVersions")
         self.versions = {k["api_key"]: (k["min_version"], k["max_version"]) for k in versions["api_keys"]}
 
     def version(self, api_key: ApiKey) -> int:
@@ -65,10 +65,10 @@ class BrokerClient:
         correlation = self._send(api_key, version, body)
         size = _SIZE.unpack(self._read(4))[0]
         if not 4 <= size <= _MAX_RESPONSE:
-            raise InvalidRequestError(f"response size {size} from {self.address} is out of range")
+            raise InvalidResponseError(f"response size {size} from {self.address} is out of range")
         frame = self._read(size)
         if _SIZE.unpack_from(frame)[0] != correlation:
-            raise InvalidRequestError(f"{self.address} answered another request than {api_key.name}")
+            raise InvalidResponseError(f"{self.address} answered another request than {api_key.name}")
         return decode_response(api_key, version, frame)
 
     def _read(self, n: int) -> bytes:

@@ -13,8 +13,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..errors import BrokerNotAvailableError, SeglogError
-from ..protocol import ApiKey, ErrorCode
+from ..errors import ApiError, BrokerNotAvailableError, ErrorCode, error_for, error_name
+from ..protocol import ApiKey
 from .broker_client import BrokerClient
 
 RETRIABLE_LEADER = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.LEADER_NOT_AVAILABLE)})
@@ -32,27 +32,11 @@ Result = dict[str, Any]  # one partition's answer, with its "error_code"
 T = TypeVar("T")
 
 
-class BrokerError(SeglogError):
-    """An error a broker answered with: its Kafka code and message."""
-
-    def __init__(self, code: int, message: str | None, what: str) -> None:
-        super().__init__(f"{what}: {message or _name(code)}")
-        self.error_code = code
-
-
-class RetriableError(SeglogError):
+class RetriableError(ApiError):
     """An answer to retry after fresh Metadata (a leader or coordinator that moved or loads)."""
 
     def __init__(self, code: int, what: str) -> None:
-        super().__init__(f"{what}: {_name(code)}")
-        self.error_code = code
-
-
-def _name(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"Kafka error code {code}"
+        super().__init__(ErrorCode(code), f"{what}: {error_name(code)}")
 
 
 class ClusterClient:
@@ -136,7 +120,7 @@ class ClusterClient:
         if found["error_code"] in RETRIABLE_COORDINATOR:
             raise RetriableError(found["error_code"], what)
         if found["error_code"]:
-            raise SeglogError(f"{what}: {found.get('error_message') or _name(found['error_code'])}")
+            raise error_for(found["error_code"], found.get("error_message"), what)
         node = int(found["node_id"])
         if node not in self._brokers:
             self._brokers[node] = BrokerClient(f"{found['host']}:{found['port']}", timeout=self._socket_timeout)
@@ -206,7 +190,7 @@ class ClusterClient:
             return tps
         retry = []
         for tp in tps:
-            result = answered.get(tp, _error(-1, f"broker {node} did not answer for it"))
+            result = answered.get(tp, _error(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
             results[tp] = result
             if result["error_code"] in RETRIABLE_LEADER:
                 retry.append(tp)
@@ -230,13 +214,13 @@ class ClusterClient:
 
 
 def raise_for(code: int, what: str) -> None:
-    """A coordinator's answer: a RetriableError while it moves or loads, a BrokerError naming its
-    code for any other error."""
+    """A coordinator's answer: a RetriableError while it moves or loads, the error of its code
+    (``error_for``) for any other."""
     if code in RETRIABLE_COORDINATOR:
         raise RetriableError(code, what)
     if code:
-        raise BrokerError(code, _name(code), what)
+        raise error_for(code, what=what)
 
 
 def _error(code: int, why: str) -> Result:
-    return {"error_code": code, "error_message": f"{_name(code)}: {why}"}
+    return {"error_code": code, "error_message": f"{error_name(code)}: {why}"}

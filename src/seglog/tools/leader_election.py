@@ -15,13 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import SeglogError
+from ..errors import ErrorCode, SeglogError, error_for, error_name
 from ..protocol import ApiKey
 from .arguments import UsageError, int_between, partition_id
 from .controller_client import connect_to_controller
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
-ELECTION_NOT_NEEDED = 84
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -90,17 +89,17 @@ def run(args: argparse.Namespace) -> int:
     with connect_to_controller(args.bootstrap_server, args.timeout_ms / 1000) as client:
         response = client.request(ApiKey.ELECT_LEADERS, body)
     if response.get("error_code"):
-        raise SeglogError(f"leader election refused: Kafka error code {response['error_code']}")
+        raise error_for(response["error_code"], response.get("error_message"), "leader election refused")
     succeeded, noop, failed = [], [], []
     for topic in response["replica_election_results"]:
         for r in topic["partition_result"]:
             name = f"{topic['topic']}-{r['partition_id']}"
-            if r["error_code"] == 0:
+            if r["error_code"] == ErrorCode.NONE:
                 succeeded.append(name)
-            elif r["error_code"] == ELECTION_NOT_NEEDED:
+            elif r["error_code"] == ErrorCode.ELECTION_NOT_NEEDED:
                 noop.append(name)
             else:
-                failed.append((name, r["error_message"] or f"Kafka error code {r['error_code']}"))
+                failed.append((name, r["error_message"] or error_name(r["error_code"])))
     if succeeded:
         print(f"Successfully completed leader election ({args.election_type}) for partitions {', '.join(succeeded)}")
     if noop:

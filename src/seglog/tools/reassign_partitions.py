@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
-from ..errors import SeglogError
+from ..errors import SeglogError, error_for, error_name
 from ..protocol import ApiKey
 from .arguments import UsageError, int_between
 from .broker_client import BrokerClient
@@ -176,7 +176,7 @@ def generate(
         raise SeglogError(f"Unknown broker id {unknown[0]}")
     for t in metadata["topics"]:
         if t["error_code"]:
-            raise SeglogError(f"Topic {t['name']} not found (Kafka error code {t['error_code']})")
+            raise error_for(t["error_code"], f"Topic {t['name']} not found ({error_name(t['error_code'])})")
     current = _current_assignment(metadata)
     proposed: dict[Partition, tuple[int, ...]] = {}
     for topic in topics:
@@ -200,7 +200,7 @@ def list_reassignments(
     }
     response = controller.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
     if response["error_code"]:
-        raise SeglogError(f"cannot list reassignments: {response['error_message'] or response['error_code']}")
+        raise error_for(response["error_code"], response["error_message"], "cannot list reassignments")
     return {(t["name"], p["partition_index"]): p for t in response["topics"] for p in t["partitions"]}
 
 
@@ -227,9 +227,9 @@ def _alter(
     body = {"timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
     response = controller.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
     if response["error_code"]:
-        raise SeglogError(f"reassignment refused: {response['error_message'] or response['error_code']}")
+        raise error_for(response["error_code"], response["error_message"], "reassignment refused")
     return {
-        (t["name"], p["partition_index"]): p["error_message"] or f"Kafka error code {p['error_code']}"
+        (t["name"], p["partition_index"]): p["error_message"] or error_name(p["error_code"])
         for t in response["responses"]
         for p in t["partitions"]
         if p["error_code"]

@@ -27,13 +27,14 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+from ..errors import ErrorCode, error_for
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
 from .arguments import CommandParser, parse_configs, partition_list
 from .broker_client import BrokerClient
-from .cluster_client import BrokerError, ClusterClient, TopicPartition
+from .cluster_client import ClusterClient, TopicPartition
 from .controller_client import cluster_metadata
 from .logdir import record_json
 
@@ -46,7 +47,7 @@ _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BR
 
 def _check(code: int, message: str | None, what: str) -> None:
     if code:
-        raise BrokerError(code, message, what)
+        raise error_for(code, message, what)
 
 
 def wants_broker(argv: list[str]) -> bool:
@@ -258,7 +259,7 @@ def _send(
         }
         if args.acks == 0:
             leader.send_only(ApiKey.PRODUCE, body)
-            return {tp: {"error_code": 0} for tp in tps}
+            return {tp: {"error_code": ErrorCode.NONE} for tp in tps}
         return {
             (t["name"], r["index"]): r
             for t in leader.request(ApiKey.PRODUCE, body)["responses"]

@@ -16,9 +16,10 @@ import argparse
 import time
 from typing import Any
 
+from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
 from .arguments import INT64_MAX, UsageError, int_between
-from .cluster_client import BrokerError, ClusterClient, raise_for
+from .cluster_client import ClusterClient, raise_for
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = (
@@ -71,7 +72,8 @@ def _list(client: ClusterClient, duration: int | None) -> None:
     for node in client.node_ids():
         broker = client.broker(node)
         if duration is not None and broker.version(ApiKey.LIST_TRANSACTIONS) < 1:
-            raise BrokerError(35, "the broker cannot filter transactions by duration", "cannot list transactions")
+            message = "cannot list transactions: the broker cannot filter transactions by duration"
+            raise ApiError(ErrorCode.UNSUPPORTED_VERSION, message)
         answer = broker.request(ApiKey.LIST_TRANSACTIONS, body)
         raise_for(answer["error_code"], f"cannot list the transactions of broker {node}")
         rows += [
