@@ -70,7 +70,9 @@ def fetch_response() -> FetchResponseData:
         )
         for p in range(6)
     ]
-    return FetchResponseData(responses=[FetchResponseData.FetchableTopicResponse(topic="events", partitions=partitions)])
+    return FetchResponseData(
+        responses=[FetchResponseData.FetchableTopicResponse(topic="events", partitions=partitions)]
+    )
 
 
 def produce_response() -> ProduceResponseData:

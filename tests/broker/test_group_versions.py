@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from seglog.broker.apis import IMPLEMENTED
+from seglog.client import connect
 from seglog.protocol import ApiKey, ErrorCode
-from seglog.tools.broker_client import BrokerClient
 
 from .test_groups import GROUP_BROKER, create_topic
 
@@ -30,7 +30,7 @@ def versions(key: ApiKey) -> range:
 
 def test_a_member_at_every_version(seglog_broker) -> None:
     create_topic(seglog_broker.bootstrap_servers, "vers", 1)
-    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+    with connect(seglog_broker.bootstrap_servers) as client:
         for v in versions(ApiKey.FIND_COORDINATOR):
             body = {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}
             answer = client.request(ApiKey.FIND_COORDINATOR, body, v)
@@ -111,7 +111,7 @@ def test_a_member_at_every_version(seglog_broker) -> None:
 
 def test_the_administrative_apis_at_every_version(seglog_broker) -> None:
     create_topic(seglog_broker.bootstrap_servers, "admin-vers", 1)
-    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+    with connect(seglog_broker.bootstrap_servers) as client:
         for v in range(3):  # three standalone groups with an offset each
             commit = {
                 "group_id": f"standalone-{v}",

@@ -4,6 +4,6 @@ Layering: uses ``protocol`` and ``errors``; the broker (its inter-broker channel
 command-line tools and Spark use it.
 """
 
-from seglog.client.connection import AsyncConnection, BlockingConnection, parse_address
+from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
 
-__all__ = ["AsyncConnection", "BlockingConnection", "parse_address"]
+__all__ = ["AsyncConnection", "BlockingConnection", "connect", "parse_address"]

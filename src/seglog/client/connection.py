@@ -34,6 +34,15 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def connect(
+    bootstrap: str, *, client_id: str = "seglog", timeout: float = 30.0, source_host: str | None = None
+) -> BlockingConnection:
+    """A blocking connection to the first broker of a ``--bootstrap-server`` list (``h:p,h:p``)."""
+    first = bootstrap.split(",")[0]
+    host, port = parse_address(first)
+    return BlockingConnection(host, port, client_id, timeout=timeout, source_host=source_host)
+
+
 def _bytes(parts: list[Any]) -> list[bytes | bytearray | memoryview]:
     # a request's parts are bytes-like (records may be memoryviews of the caller's buffers)
     return [p if isinstance(p, bytes | bytearray | memoryview) else memoryview(p) for p in parts]
