@@ -10,6 +10,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 import seglog
+from seglog.broker.routes import Route
 from seglog.client import BlockingConnection, connect
 from seglog.protocol import ApiKey
 from seglog.records import build_batch
@@ -26,7 +27,8 @@ def cut_connections_after_every(broker: Any, nth: int) -> list[int]:
     request is appended, before its response goes: the producer must retry what was
     written (a fault injected into the broker's socket layer, not a stand-in for it)."""
     server = broker.server
-    produce = server._handlers[ApiKey.PRODUCE]
+    route = server.routes[ApiKey.PRODUCE]
+    produce = route.handler
     count = [0]
 
     async def cutting(version: int, body: dict[str, Any]) -> Any:
@@ -37,7 +39,7 @@ def cut_connections_after_every(broker: Any, nth: int) -> list[int]:
                 conn.sock.shutdown(socket.SHUT_RDWR)
         return response
 
-    server._handlers[ApiKey.PRODUCE] = cutting
+    server.routes[ApiKey.PRODUCE] = Route(cutting, route.versions)
     return count
 
 
