@@ -182,10 +182,8 @@ def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
 
 
 def _last_stable_offset(plog: PartitionLog) -> int:
-    """The first offset of the earliest undecided transaction, or the high watermark."""
-    undecided = plog.producer_state.first_unstable_offset
-    hw = plog.high_watermark
-    return hw if undecided is None else min(undecided, hw)
+    """The log's (Kafka's ``lastStableOffset``, from its producer state)."""
+    return plog.last_stable_offset
 
 
 def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ from ..records.batches import AnyBatch
 from .log import PartitionLog
 from .producer_state import ABORT, control_type, producer_state
 from .segment import LogSegment
-from .txn_index import AbortedTxn, exists, read_txn_index, txn_index_path
+from .txn_index import AbortedTxn, read_txn_index, txn_index_path
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +78,7 @@ def _indexed_aborts(segments: Sequence[LogSegment]) -> dict[int, list[AbortedTxn
     one is passed over, and that segment's markers are read instead."""
     out = {}
     for segment in segments:
-        if not exists(segment.log_path):
+        if not os.path.exists(txn_index_path(segment.log_path)):
             continue
         try:
             out[segment.base_offset] = read_txn_index(txn_index_path(segment.log_path))
