@@ -36,7 +36,6 @@ import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
+from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
@@ -164,38 +163,6 @@ def fetch_key(tp: TopicPartition, replica_id: int) -> Hashable:
     return (tp, "log end") if replica_id >= 0 else tp
 
 
-# a log's transactions as of (log end, high watermark, segments): consumers polling a log
-# that did not change since their last fetch do not walk it again
-_TRANSACTIONS: weakref.WeakKeyDictionary[PartitionLog, tuple[tuple[Any, ...], isolation.TransactionState]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
-    key = (plog.log_end_offset, plog.high_watermark, plog.segments)
-    cached = _TRANSACTIONS.get(plog)
-    if cached is not None and cached[0][:2] == key[:2] and cached[0][2] is key[2]:
-        return cached[1]
-    state = isolation.transaction_state(plog)
-    _TRANSACTIONS[plog] = (key, state)
-    return state
-
-
-def _last_stable_offset(plog: PartitionLog) -> int:
-    """The log's (Kafka's ``lastStableOffset``, from its producer state)."""
-    return plog.last_stable_offset
-
-
-def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
-    """The last stable offset, and for read_committed the aborted transactions from the
-    fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
-    if not read_committed:
-        return _last_stable_offset(plog), None
-    state = _transaction_state(plog)
-    lso = state.last_stable_offset
-    return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
-
-
 def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: bool | None) -> OffsetResult:
     """Kafka's ``Partition.fetchOffsetForTimestamp``: a consumer (``read_committed`` not None) sees
     offsets below the high watermark (read_committed: the last stable offset), a replica below the log
@@ -205,7 +172,7 @@ def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: 
     if read_committed is None:
         last_fetchable = plog.log_end_offset
     elif read_committed:
-        last_fetchable = _stable_view(plog, 0, False)[0]
+        last_fetchable = plog.last_stable_offset
     else:
         last_fetchable = plog.high_watermark
     not_available = None
@@ -702,11 +669,13 @@ class ReplicaManager:
         *,
         replica_id: int = -1,
     ) -> list[FetchResult]:
-        """Read for a fetch. A follower's (``replica_id`` >= 0) reads up to the log end and
-        tells its leader how far it has come: its log end offset, which may move the high
-        watermark and add it back to the ISR."""
+        """Read for a fetch (Kafka's ``readFromLog``). A follower's (``replica_id`` >= 0) reads up
+        to the log end and tells its leader how far it has come: its log end offset, which may
+        move the high watermark and add it back to the ISR. A consumer's reads to the high
+        watermark, or with ``read_committed`` to the last stable offset, with the aborted
+        transactions of what it read (the log's ``.txnindex``, Kafka's way)."""
         self._loop = asyncio.get_running_loop()
-        if not read_committed and self._tail_reads(requests):
+        if self._tail_reads(requests):
             results = self._read_all(requests, max_bytes, read_committed, replica_id)
         else:
             results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
@@ -721,10 +690,11 @@ class ReplicaManager:
     def _tail_reads(self, requests: list[FetchRequestPartition]) -> bool:
         """Whether every read is of its partition's active segment, whose index and batch
         headers the appends just wrote to the page cache: such a read (an index lookup and
-        a header or two read; the records go later, by sendfile) runs on the loop, which is
-        quicker than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads
-        further back may meet the disk and go to the I/O threads, as Kafka's do, and so do
-        fetches of many partitions (their reads together would hold the loop up)."""
+        a header or two read; the records go later, by sendfile; read_committed, the active
+        segment's transaction index too, kept in memory) runs on the loop, which is quicker
+        than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads further
+        back may meet the disk and go to the I/O threads, as Kafka's do, and so do fetches
+        of many partitions (their reads together would hold the loop up)."""
         if len(requests) > LOOP_READS:
             return False
         for req in requests:
@@ -747,19 +717,25 @@ class ReplicaManager:
             try:
                 partition = self.leader_partition(req.topic, req.partition, req.current_leader_epoch)
                 hw = partition.high_watermark
-                lso, aborted = _stable_view(partition.log, req.fetch_offset, read_committed)
+                # (Kafka's initialLastStableOffset: taken before the read, which stops there)
+                lso = partition.last_stable_offset
                 limit = min(req.max_bytes, remaining)
                 first = remaining == max_bytes
-                data, leo = partition.read(
+                read, leo = partition.read(
                     req.fetch_offset,
                     max(limit, 0),
                     for_replica=replica_id >= 0,
                     upper_bound=lso if read_committed else None,
                     min_one_message=first,
+                    read_committed=read_committed,
                 )
+                data = read.records
                 found = data if data is not None and (limit > 0 or first) else None
                 if found is not None:
                     remaining = max(0, remaining - found.size)
+                aborted = None
+                if read_committed and replica_id < 0:
+                    aborted = [(t.producer_id, t.first_offset) for t in read.aborted_transactions or ()]
                 results.append(
                     FetchResult(
                         NONE,
@@ -789,7 +765,7 @@ class ReplicaManager:
             if partition is None or partition.role != LEADER:
                 return limit
             try:
-                lso = _last_stable_offset(partition.log)
+                lso = partition.last_stable_offset
                 if lso <= req.fetch_offset:
                     continue
                 data, _ = partition.read(
@@ -797,7 +773,7 @@ class ReplicaManager:
                 )
             except SeglogError:
                 return limit
-            total += data.size if data is not None else 0
+            total += data.size
             if total >= limit:
                 break
         return total
