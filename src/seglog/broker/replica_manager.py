@@ -38,6 +38,7 @@ import time
 import uuid
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -56,10 +57,11 @@ from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
+from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
 from .partition import LEADER, Partition, check_leader_epoch
-from .purgatory import Purgatory
+from .purgatory import DelayedOperation, Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
@@ -161,6 +163,10 @@ def fetch_key(tp: TopicPartition, replica_id: int) -> Hashable:
     """What a waiting fetch watches in the fetch purgatory: a follower's (``replica_id`` >= 0)
     is woken by appends, a consumer's by the high watermark moving."""
     return (tp, "log end") if replica_id >= 0 else tp
+
+
+def _unwatched(op: DelayedOperation[Any]) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
 
 
 def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: bool | None) -> OffsetResult:
@@ -660,6 +666,40 @@ class ReplicaManager:
             return AppendResult(code, message=message)
 
     # --- fetch ------------------------------------------------------------------------------------
+
+    async def fetch_messages(
+        self,
+        requests: list[FetchRequestPartition],
+        *,
+        max_bytes: int,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        read_committed: bool = False,
+        replica_id: int = -1,
+        while_parked: Callable[[DelayedOperation[Any]], AbstractContextManager[object]] = _unwatched,
+    ) -> list[FetchResult]:
+        """A fetch: Kafka's ``fetchMessages``. Read (``read``); answer with that when the fetch
+        will not wait (``max_wait_ms`` 0), asks for nothing, has ``min_bytes`` or met an error.
+        Else park a ``DelayedFetch`` in the fetch purgatory under its partitions' keys
+        (``fetch_key``: a follower's woken by appends, a consumer's by its high watermark
+        moving; a read_committed one counts the bytes below the last stable offset only)
+        until it has them or ``max_wait_ms`` passes, and read again. The first read's slices
+        are let go before the wait: a parked fetch holds no segment file open.
+
+        ``while_parked(op)``: the context the wait runs in, which may abandon ``op`` (the
+        request handler's ends it when its client disconnects). A fetch answered at once
+        never leaves the caller's turn of the loop when its reads are of its partitions'
+        tails (see ``read``)."""
+        results = await self.read(requests, max_bytes, read_committed, replica_id=replica_id)
+        have = sum(r.size for r in results)
+        if max_wait_ms <= 0 or not requests or have >= min_bytes or any(r.error_code != NONE for r in results):
+            return results
+        del results  # the slices read go: a parked fetch holds no segment file open, and reads again
+        stable = (lambda: self.stable_bytes(requests, min_bytes)) if read_committed else None
+        op = DelayedFetch(max_wait_ms, min_bytes, have, stable)
+        with while_parked(op):
+            await self.fetch_purgatory.wait(op, [fetch_key((r.topic, r.partition), replica_id) for r in requests])
+        return await self.read(requests, max_bytes, read_committed, replica_id=replica_id)
 
     async def read(
         self,
