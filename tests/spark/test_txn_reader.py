@@ -10,12 +10,9 @@ import random
 from pathlib import Path
 
 import seglog
-from seglog.records import build_batch
-from seglog.records.control import end_transaction_marker
 from seglog.spark.source import SeglogBatchReader, read_partition
 
-from ..storage.txn_walk import committed_by_walk
-from .conftest import MS
+from ..storage.txn_walk import Writer, committed_by_walk
 
 
 def test_a_plan_beside_a_live_owner_drops_what_the_walk_drops(tmp_path) -> None:
@@ -23,33 +20,9 @@ def test_a_plan_beside_a_live_owner_drops_what_the_walk_drops(tmp_path) -> None:
     try:
         owner.create_topic("txn", 1, {"segment.bytes": 400})
         log = owner.partition("txn", 0)
-        rng = random.Random(3)
-        sequence = {pid: 0 for pid in (1, 2, 3)}
-        open_txns: set[int] = set()
-        for i in range(60):
-            pid = rng.choice(sorted(sequence))
-            if pid in open_txns and rng.random() < 0.35:
-                marker = build_batch(
-                    [end_transaction_marker(rng.random() < 0.5, timestamp=MS)],
-                    producer_id=pid,
-                    producer_epoch=0,
-                    transactional=True,
-                    control=True,
-                )
-                log.append_batches(marker, origin="coordinator")
-                open_txns.discard(pid)
-            elif rng.random() < 0.8:
-                log.append(
-                    [seglog.Record(None, b"%d-%d" % (pid, i), MS)],
-                    producer_id=pid,
-                    producer_epoch=0,
-                    base_sequence=sequence[pid],
-                    transactional=True,
-                )
-                sequence[pid] += 1
-                open_txns.add(pid)
-            else:
-                log.append([seglog.Record(None, b"plain-%d" % i, MS)])
+        writer, rng = Writer(log), random.Random(3)
+        for _ in range(60):
+            writer.step(rng)
         assert len(log.segments) > 3
         # as if the plan came between the owner's last marker and its entry
         Path(log.active_segment.txn_index_path).unlink(missing_ok=True)

@@ -29,60 +29,16 @@ from hypothesis import strategies as st
 
 import seglog
 from seglog.config import BrokerConfig
-from seglog.records import build_batch
-from seglog.records.control import end_transaction_marker
 from seglog.storage import LogManager, PartitionLog
 from seglog.storage.producer_state_manager import aborted_txns_rebuilt
 from seglog.storage.txn_index import read_txn_index
 
 from ..conftest import KAFKA_DATA
-from .conftest import MS, crash, open_logs, records
+from .conftest import MS, crash, open_logs
 from .test_real_dirs import DIRS, copy_writable
-from .txn_walk import committed_by_fetches, committed_by_walk, walk
+from .txn_walk import PIDS, Writer, committed_by_fetches, committed_by_walk, walk
 
-PIDS = (100, 101, 102)
 SMALL = {"segment.bytes": 400, "index.interval.bytes": 60}
-
-
-class Writer:
-    """Appends as transactional producers and their coordinator do (and a plain producer)."""
-
-    def __init__(self, log: PartitionLog) -> None:
-        self.log = log
-        self.sequence = dict.fromkeys(PIDS, 0)
-        self.open: set[int] = set()
-
-    def send(self, pid: int, n: int) -> None:
-        self.log.append(
-            records(n, start=self.log.log_end_offset, ts=MS),
-            producer_id=pid,
-            producer_epoch=0,
-            base_sequence=self.sequence[pid],
-            transactional=True,
-        )
-        self.sequence[pid] += n
-        self.open.add(pid)
-
-    def end(self, pid: int, commit: bool) -> None:
-        marker = build_batch(
-            [end_transaction_marker(commit, 1, MS)], producer_id=pid, producer_epoch=0, transactional=True, control=True
-        )
-        self.log.append_batches(marker, origin="coordinator")
-        self.open.discard(pid)
-
-    def plain(self, n: int) -> None:
-        self.log.append(records(n, start=self.log.log_end_offset, ts=MS))
-
-    def run(self, ops: list[tuple]) -> None:
-        for op in ops:
-            if op[0] == "send":
-                self.send(op[1], op[2])
-            elif op[0] == "end":
-                self.end(op[1], op[2])
-            elif op[0] == "plain":
-                self.plain(op[1])
-            else:
-                self.log.roll()
 
 
 OPS = st.lists(
@@ -329,13 +285,7 @@ def test_the_cleaner_keeps_the_index_of_the_markers_it_keeps(tmp_path) -> None:
         w = Writer(log)
         rng = random.Random(7)
         for _ in range(80):
-            pid = rng.choice(PIDS)
-            if pid in w.open and rng.random() < 0.4:
-                w.end(pid, commit=rng.random() < 0.5)
-            elif rng.random() < 0.8:
-                w.send(pid, rng.randint(1, 2))
-            else:
-                w.plain(1)
+            w.step(rng)
         for pid in sorted(w.open):
             w.end(pid, commit=False)
         w.plain(1)

@@ -1,16 +1,80 @@
-"""The referee of the read_committed tests: a log's transactions as the header walk finds
-them (``producer_state.producer_state``, the cleaner's walk over every batch header and
-marker of the log), against which the Kafka way (the producer state's first unstable
-offset, the segments' ``.txnindex``) is held."""
+"""The read_committed tests' writer and referee. ``Writer`` appends as transactional
+producers and their coordinator do; ``walk`` is a log's transactions as the header walk
+finds them (``producer_state.producer_state``, the cleaner's walk over every batch header
+and marker of the log), against which the Kafka way (the producer state's first unstable
+offset, the segments' ``.txnindex``) is held. (Imports seglog only: the crash child, a
+process of its own, uses the writer too.)"""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from seglog.records import Record, build_batch
+from seglog.records.control import end_transaction_marker
 from seglog.storage import PartitionLog
 from seglog.storage.isolation import committed_batches
 from seglog.storage.producer_state import producer_state
 from seglog.storage.segment import LogSegment
+
+PIDS = (100, 101, 102)
+MS = 1_700_000_000_000
+
+
+class Writer:
+    """Appends as transactional producers and their coordinator do, and a plain producer
+    between them; every record's key is its offset (so compaction keeps every committed one)."""
+
+    def __init__(self, log: PartitionLog, pids: Sequence[int] = PIDS) -> None:
+        self.log = log
+        self.pids = tuple(pids)
+        self.sequence = dict.fromkeys(self.pids, 0)
+        self.open: set[int] = set()
+
+    def _records(self, n: int) -> list[Record]:
+        start = self.log.log_end_offset
+        return [Record(b"k%d" % i, b"v%d" % i, MS) for i in range(start, start + n)]
+
+    def send(self, pid: int, n: int) -> None:
+        self.log.append(
+            self._records(n), producer_id=pid, producer_epoch=0, base_sequence=self.sequence[pid], transactional=True
+        )
+        self.sequence[pid] += n
+        self.open.add(pid)
+
+    def end(self, pid: int, commit: bool) -> None:
+        marker = build_batch(
+            [end_transaction_marker(commit, 1, MS)], producer_id=pid, producer_epoch=0, transactional=True, control=True
+        )
+        self.log.append_batches(marker, origin="coordinator")
+        self.open.discard(pid)
+
+    def plain(self, n: int) -> None:
+        self.log.append(self._records(n))
+
+    def run(self, ops: Sequence[tuple]) -> None:
+        """("send", pid, n), ("end", pid, commit), ("plain", n) or ("roll",), in turn."""
+        for op in ops:
+            if op[0] == "send":
+                self.send(op[1], op[2])
+            elif op[0] == "end":
+                self.end(op[1], op[2])
+            elif op[0] == "plain":
+                self.plain(op[1])
+            else:
+                self.log.roll()
+
+    def step(self, rng: random.Random) -> None:
+        """One random step: a producer's open transaction ended (committed or aborted, even
+        odds) a time in three, else a batch of one or two records to it, or a plain one."""
+        pid = rng.choice(self.pids)
+        if pid in self.open and rng.random() < 0.35:
+            self.end(pid, commit=rng.random() < 0.5)
+        elif rng.random() < 0.8:
+            self.send(pid, rng.randint(1, 2))
+        else:
+            self.plain(1)
 
 
 @dataclass(frozen=True)
