@@ -351,3 +351,46 @@ def test_dirs_kafka_wrote(name, tmp_path) -> None:
                 end = log.log_end_offset
                 assert log.read(log.log_start_offset, 1 << 16, read_committed=True).aborted_transactions in ([], None)
                 assert log.collect_aborted_transactions(log.log_start_offset, end) == []
+
+
+def test_a_corrupt_index_is_made_again_from_the_markers(tmp_path) -> None:
+    """A .txnindex that does not read (another version, here) is made again from the
+    segment's markers: the active segment's when the owner opens the log (an ABORT
+    marker's append adds to it), a sealed one's when a truncation cuts it (once the log is
+    cut) or a read meets it."""
+
+    def corrupt(path: str) -> None:
+        with open(path, "r+b") as f:
+            f.write(b"\x00\x07")
+
+    def three_segments_with_aborts(path: Path) -> tuple[list[str], list[tuple[int, int, int, int]]]:
+        with open_logs(path) as manager:
+            manager.create_topic("t", 1, SMALL)
+            log = manager.partition("t", 0)
+            w = Writer(log)
+            w.run([("send", 100, 2), ("send", 101, 1), ("end", 100, False), ("roll",)])
+            w.run([("end", 101, False), ("plain", 1), ("roll",)])
+            w.run([("send", 102, 1), ("end", 102, False)])
+            paths = [s.txn_index_path for s in log.segments]
+            assert all(os.path.exists(p) for p in paths)
+            written = entries(log)
+        for p in paths:
+            corrupt(p)
+        return paths, written
+
+    paths, written = three_segments_with_aborts(tmp_path / "read")
+    with open_logs(tmp_path / "read") as manager:
+        log = manager.partition("t", 0)
+        assert [e.last_offset for e in read_txn_index(paths[-1])] == [7]  # the active segment's, at the open
+        check(log)  # the sealed ones, as the reads meet them
+        assert entries(log) == written
+
+    paths, written = three_segments_with_aborts(tmp_path / "truncated")
+    with open_logs(tmp_path / "truncated") as manager:
+        log = manager.partition("t", 0)
+        marker = written[1][2]  # the second segment's marker
+        log.truncate_to(marker)
+        assert len(log.segments) == 2
+        assert not os.path.exists(paths[1])  # made again without the marker cut: no entry, no file
+        check(log)
+        assert entries(log) == written[:1]

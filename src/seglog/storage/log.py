@@ -58,6 +58,7 @@ none): a log without a broker leads itself.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import logging
 import os
@@ -94,7 +95,7 @@ from .producer_entry import AppendOrigin
 from .producer_state import PRODUCER_ID_EXPIRATION_MS
 from .producer_state_manager import ProducerStateManager, aborted_txns_rebuilt, first_unstable
 from .segment import LogSegment, random_jitter
-from .txn_index import AbortedTxn, TxnIndexSearchResult, search_aborted_txns
+from .txn_index import AbortedTxn, search_aborted_txns
 from .validator import LogValidator
 from .vanishing import retry_while_vanishing, vanished
 
@@ -215,6 +216,9 @@ class PartitionLog:
         self._high_watermark = self.log_end_offset
         if not read_only:
             self._load_producer_state(had_clean_shutdown, rebuild_txn_index=not had_clean_shutdown, snapshots=snapshots)
+            # the index an ABORT marker's append adds to: one that does not read is made again now
+            # (a sealed segment's, when a read meets it)
+            self._txn_index_entries(self.segments, self.active_segment)
         if high_watermark is not None and not standalone and not read_only:
             self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
         self.producer_state.on_high_watermark_updated(self._high_watermark)
@@ -897,8 +901,8 @@ class PartitionLog:
                 break
             try:
                 result = segment.collect_aborted_txns(start, upper_bound)
-            except CorruptIndexError as e:
-                result = self._search_rebuilt(segments, segment, start, upper_bound, e)
+            except CorruptIndexError:
+                result = search_aborted_txns(self._txn_index_entries(segments, segment), start, upper_bound)
             found.extend(result.aborted_transactions)
             if result.is_complete:
                 break
@@ -907,15 +911,16 @@ class PartitionLog:
             found += [t for t in replayed if t.last_offset >= start and t.first_offset < upper_bound]
         return found
 
-    def _search_rebuilt(
-        self, segments: tuple[LogSegment, ...], segment: LogSegment, start: int, upper_bound: int, error: Exception
-    ) -> TxnIndexSearchResult:
-        """A corrupt ``.txnindex`` is made again from the segment's markers (Kafka recovers
-        a segment whose index fails its checks), with the producer state as of the
-        segment's start: the latest snapshot at or before it, and the batch headers after.
-        The owner writes it out (under the log's lock, unless a writer mended it first);
-        a reader keeps what it found to itself."""
-        log.warning("%s: %s; making it again from the segment's markers", self.name, error)
+    def _txn_index_entries(self, segments: tuple[LogSegment, ...], segment: LogSegment) -> list[AbortedTxn]:
+        """The entries of ``segment``'s ``.txnindex``; a corrupt one is made again from the
+        segment's markers (Kafka recovers a segment whose index fails its checks), with the
+        producer state as of the segment's start: the latest snapshot at or before it, and
+        the batch headers after. The owner writes it out (under the log's lock, unless a
+        writer mended it first); a reader keeps what it found to itself."""
+        try:
+            return segment.txn_index.entries()
+        except CorruptIndexError as e:
+            log.warning("%s: %s; making it again from the segment's markers", self.name, e)
         entries = aborted_txns_rebuilt(
             self.dir, segments, segment, self.log_start_offset, self._next_offset, self._clock(),
             self.producer_state.producer_id_expiration_ms,
@@ -923,10 +928,10 @@ class PartitionLog:
         if not self._reader:
             with self._lock:
                 try:
-                    segment.txn_index.entries()
+                    return segment.txn_index.entries()
                 except CorruptIndexError:
                     segment.txn_index.write(entries)
-        return search_aborted_txns(entries, start, upper_bound)
+        return entries
 
     def _producers_for_readers(self) -> ProducerStateManager:
         """The producer state that answers readers: the owner's, kept by its appends; a
@@ -1170,10 +1175,13 @@ class PartitionLog:
             self._set_segments(self._segments[: keep + 1])
             self._remove_segments(removed)  # before the cut: a crash between leaves no gap
             segment = self._segments[keep]
-            segment.truncate_to(offset)
+            # a corrupt .txnindex raises once the log is cut: made again below from the markers left
+            with contextlib.suppress(CorruptIndexError):
+                segment.truncate_to(offset)
             segment.active = True
             self._next_offset = segment.read_next_offset()
             self._after_truncation()
+            self._txn_index_entries(self._segments, segment)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -839,23 +839,25 @@ class LogSegment:
 
     def truncate_to(self, offset: int) -> int:
         """Drop every batch whose offsets reach ``offset`` or beyond, and the transaction
-        index entries of the markers among them; returns bytes removed."""
-        self.txn_index.truncate_to(offset)
+        index entries of the markers among them; returns bytes removed. The transaction
+        index goes last: a corrupt one raises CorruptIndexError once the log is cut (its
+        owner makes it again from the markers left)."""
         header = self.translate_offset(offset)
-        if header is None:
-            return 0
-        position = header.position
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        self.offset_index.resize(self.max_index_size)
-        self.time_index.resize(self.max_index_size)
-        removed = self.size - position
-        self.handle.truncate(position)
-        self._size = position
-        self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
-        self._max_ts_and_offset = None
-        if position == 0:
-            self._rolling_based_timestamp, self._rolling_loaded = None, True
+        removed = 0
+        if header is not None:
+            position = header.position
+            self.offset_index.truncate_to(offset)
+            self.time_index.truncate_to(offset)
+            self.offset_index.resize(self.max_index_size)
+            self.time_index.resize(self.max_index_size)
+            removed = self.size - position
+            self.handle.truncate(position)
+            self._size = position
+            self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
+            self._max_ts_and_offset = None
+            if position == 0:
+                self._rolling_based_timestamp, self._rolling_loaded = None, True
+        self.txn_index.truncate_to(offset)
         return removed
 
     # --- lifecycle ------------------------------------------------------------------------------
