@@ -14,7 +14,6 @@ from seglog.broker.routes import Route
 from seglog.client import BlockingConnection, connect
 from seglog.protocol import ApiKey
 from seglog.records import build_batch
-from seglog.storage import isolation
 
 from .conftest import PRODUCER
 from .subprocess_broker import BrokerProcess
@@ -140,7 +139,8 @@ def test_write_txn_markers_ends_a_transaction_written_by_another_coordinator(seg
     broker.stop()
     with seglog.open(str(tmp_path / "data"), background=False) as logs:
         plog = logs.partition("events", 0)
-        assert [(t.producer_id, t.first_offset) for t in isolation.transaction_state(plog).aborted] == [(pid, 0)]
+        aborted = plog.collect_aborted_transactions(0, plog.log_end_offset)
+        assert [(t.producer_id, t.first_offset) for t in aborted] == [(pid, 0)]
 
 
 def latest(client: BlockingConnection, *, read_committed: bool) -> int:

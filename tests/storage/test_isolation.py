@@ -1,6 +1,6 @@
-"""What a read_committed reader needs of a log: the last stable offset, the aborted
-transactions of a range (from control batches, and from Kafka's .txnindex where one is
-left), and the consumer's rule that drops aborted records."""
+"""What a read_committed reader needs of a log: the last stable offset (the producer
+state's), the aborted transactions of a range (Kafka's .txnindex), and the consumer's rule
+that drops aborted records; held to the header walk (``txn_walk``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ import pytest
 import seglog
 from seglog.records import build_batch
 from seglog.records.control import end_transaction_marker
-from seglog.storage.isolation import committed_batches, transaction_state
+from seglog.storage.isolation import committed_batches
 from seglog.storage.txn_index import AbortedTxn, read_txn_index, txn_index_path
+
+from .txn_walk import committed_by_fetches, committed_by_walk, walk
 
 MS = 1_700_000_000_000
 
@@ -46,9 +48,8 @@ class Producer:
 
 
 def committed_values(log, start=0, end=None):
-    state = transaction_state(log)
-    end = state.last_stable_offset if end is None else end
-    aborted = [(t.producer_id, t.first_offset) for t in state.aborted_transactions(start, end)]
+    end = log.last_stable_offset if end is None else end
+    aborted = [(t.producer_id, t.first_offset) for t in log.collect_aborted_transactions(start, end)]
     return [
         r.value
         for b in committed_batches(log.batches(start, end), aborted)
@@ -85,11 +86,15 @@ def interleaved(tmp_path):
 
 def test_aborted_records_are_dropped_and_reads_stop_at_the_last_stable_offset(interleaved):
     log, open_at = interleaved
-    state = transaction_state(log)
-    assert state.last_stable_offset == open_at < log.high_watermark
+    assert log.last_stable_offset == open_at < log.high_watermark
     # a's first transaction and b's second (b's first was committed)
-    assert [(t.producer_id, t.first_offset) for t in state.aborted] == [(10, 0), (11, open_at + 1)]
+    aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert [(t.producer_id, t.first_offset) for t in aborted] == [(10, 0), (11, open_at + 1)]
+    assert [(pid, first) for first, _, pid in walk(log).aborted] == [(10, 0), (11, open_at + 1)]
+    assert walk(log).last_stable_offset == open_at
     assert committed_values(log) == [b"b1", b"plain1", b"b2", b"a4"]
+    assert committed_by_fetches(log) == committed_by_walk(log)
+    assert [v for _, v in committed_by_fetches(log, max_bytes=1)] == [b"b1", b"plain1", b"b2", b"a4"]
     # a range starting inside a's aborted transaction still drops its records
     assert committed_values(log, start=3) == [b"b2", b"a4"]
     # a read_uncommitted reader sees everything up to the high watermark
@@ -98,11 +103,11 @@ def test_aborted_records_are_dropped_and_reads_stop_at_the_last_stable_offset(in
 
 def test_aborted_transactions_overlapping_a_range(interleaved):
     log, _ = interleaved
-    state = transaction_state(log)
-    b_abort = next(t for t in state.aborted if t.producer_id == 11)
-    assert state.aborted_transactions(0, 1) == [state.aborted[0]]  # a's begins at 0
-    assert state.aborted_transactions(b_abort.last_offset + 1, log.high_watermark) == []
-    assert b_abort in state.aborted_transactions(b_abort.last_offset, b_abort.last_offset + 1)
+    aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+    b_abort = next(t for t in aborted if t.producer_id == 11)
+    assert log.collect_aborted_transactions(0, 1) == [aborted[0]]  # a's begins at 0
+    assert log.collect_aborted_transactions(b_abort.last_offset + 1, log.high_watermark) == []
+    assert b_abort in log.collect_aborted_transactions(b_abort.last_offset, b_abort.last_offset + 1)
 
 
 @pytest.fixture
@@ -116,9 +121,9 @@ def test_committed_and_open_transactions_only(log):
     p = Producer(log, 5)
     p.send(b"x")
     p.end(commit=True)
-    assert transaction_state(log).last_stable_offset == log.high_watermark
+    assert log.last_stable_offset == log.high_watermark
     p.send(b"y")
-    assert transaction_state(log).last_stable_offset == 2
+    assert log.last_stable_offset == 2
     assert committed_values(log) == [b"x"]
 
 
@@ -129,20 +134,34 @@ def write_txn_index(log_path: str, entries: list[AbortedTxn]) -> None:
             f.write(struct.pack(">hqqqq", 0, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset))
 
 
-def test_a_txnindex_left_by_kafka_is_read(log):
-    p = Producer(log, 3)
-    p.send(b"gone1")
-    p.send(b"gone2")
-    marker = p.end(commit=False)
-    log.append([seglog.Record(None, b"kept", MS)])
-    segment = log.segments[0]
-    # the index (not the marker) is where the transaction's first offset comes from
-    write_txn_index(segment.log_path, [AbortedTxn(1, marker, 3, marker)])
-    assert read_txn_index(txn_index_path(segment.log_path)) == [AbortedTxn(1, marker, 3, marker)]
-    assert [(t.producer_id, t.first_offset) for t in transaction_state(log).aborted] == [(3, 1)]
-    assert committed_values(log) == [b"gone1", b"kept"]  # offset 0 was before the indexed txn
-    # a corrupt index (another version) is passed over: the markers decide
-    with open(txn_index_path(segment.log_path), "r+b") as f:
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_txnindex_left_by_kafka_is_read(tmp_path, read_only):
+    with seglog.open(str(tmp_path), background=False) as logs:
+        logs.create_topic("t", 1)
+        log = logs.partition("t", 0)
+        p = Producer(log, 3)
+        p.send(b"gone1")
+        p.send(b"gone2")
+        marker = p.end(commit=False)
+        log.append([seglog.Record(None, b"kept", MS)])
+        path = txn_index_path(log.segments[0].log_path)
+    # closed: a snapshot at the log end, so a reopening replays no marker. The index (not
+    # the marker) is where the transaction's first offset comes from
+    write_txn_index(path[: -len(".txnindex")] + ".log", [AbortedTxn(1, marker, 3, marker)])
+    assert read_txn_index(path) == [AbortedTxn(1, marker, 3, marker)]
+    with seglog.open(str(tmp_path), background=False, read_only=read_only) as logs:
+        log = logs.partition("t", 0)
+        assert [(t.producer_id, t.first_offset) for t in log.collect_aborted_transactions(0, 9)] == [(3, 1)]
+        assert committed_values(log) == [b"gone1", b"kept"]  # offset 0 was before the indexed txn
+    # a corrupt index (another version) is made again from the markers (by the owner, on disk)
+    with open(path, "r+b") as f:
         f.write(struct.pack(">h", 7))
-    assert [(t.producer_id, t.first_offset) for t in transaction_state(log).aborted] == [(3, 0)]
-    assert committed_values(log) == [b"kept"]
+    with seglog.open(str(tmp_path), background=False, read_only=read_only) as logs:
+        log = logs.partition("t", 0)
+        assert [(t.producer_id, t.first_offset) for t in log.collect_aborted_transactions(0, 9)] == [(3, 0)]
+        assert committed_values(log) == [b"kept"]
+    if read_only:
+        with pytest.raises(seglog.errors.CorruptIndexError):
+            read_txn_index(path)
+    else:
+        assert read_txn_index(path) == [AbortedTxn(0, marker, 3, marker + 1)]

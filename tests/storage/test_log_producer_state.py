@@ -11,7 +11,6 @@ import pytest
 from seglog.errors import InvalidProducerEpochError, OutOfOrderSequenceError
 from seglog.records import build_batch
 from seglog.records.control import end_transaction_marker
-from seglog.storage import isolation
 from seglog.storage.producer_snapshot import read as read_snapshot
 from seglog.storage.producer_snapshot import snapshot_offsets
 from seglog.storage.txn_index import read_txn_index
@@ -105,14 +104,15 @@ def test_an_abort_marker_writes_the_transaction_index_that_read_committed_reader
     manager, log = new_log(tmp_path)
     log.append(records(2, ts=None), producer_id=PID, producer_epoch=0, base_sequence=0, transactional=True)
     log.append(records(1, start=2))  # a plain record in between
-    assert log.producer_state.first_unstable_offset == 0
+    assert log.producer_state.first_unstable_offset(log.high_watermark) == 0 == log.last_stable_offset
     marker(log, commit=False)
-    assert log.producer_state.first_unstable_offset is None
+    assert log.producer_state.first_unstable_offset(log.high_watermark) is None
+    assert log.last_stable_offset == log.high_watermark == 4
     path = log.active_segment.txn_index_path
     (entry,) = read_txn_index(path)
     assert (entry.producer_id, entry.first_offset, entry.last_offset, entry.last_stable_offset) == (PID, 0, 3, 4)
-    state = isolation.transaction_state(log)
-    assert [(t.producer_id, t.first_offset) for t in state.aborted] == [(PID, 0)]
+    aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert [(t.producer_id, t.first_offset) for t in aborted] == [(PID, 0)]
     log.truncate_to(3)  # the marker goes, and its entry with it
     assert not os.path.exists(path)
     manager.close()

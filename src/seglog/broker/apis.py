@@ -29,7 +29,6 @@ from ..errors import (
 from ..protocol import ApiKey
 from .metadata_cache import ZERO_UUID, TopicMetadata
 from .network import abandoned_on_disconnect
-from .purgatory import DelayedOperation
 from .replica_manager import (
     NONE,
     AppendResult,
@@ -38,7 +37,6 @@ from .replica_manager import (
     ListOffsetsPartition,
     ReplicaManager,
     TopicPartition,
-    fetch_key,
 )
 from .routes import Route, Routes
 
@@ -56,29 +54,6 @@ ATTRIBUTES_AT = 21
 
 class AcksZeroProduceError(SeglogError):
     """An acks=0 produce that failed: the broker closes the connection, the only way to tell."""
-
-
-class DelayedFetch(DelayedOperation[None]):
-    """A fetch that found fewer than ``min_bytes``: it completes when appends to its
-    partitions have brought that many, or at ``max_wait_ms``. A read_committed fetch
-    counts only what lies below the last stable offset (``stable_bytes``, asked again at
-    each event): the bytes an event exposes may belong to a transaction still open."""
-
-    def __init__(self, delay_ms: int, min_bytes: int, have: int, stable_bytes: Callable[[], int] | None = None) -> None:
-        super().__init__(delay_ms)
-        self.min_bytes = min_bytes
-        self.have = have
-        self.stable_bytes = stable_bytes
-
-    def try_complete(self, event: Any) -> bool:
-        if self.stable_bytes is not None:
-            self.have = self.stable_bytes()
-        else:
-            self.have += int(event or 0)
-        return self.have >= self.min_bytes and self.force_complete()
-
-    def on_complete(self, expired: bool) -> None:
-        return None
 
 
 Handler = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any] | None]]
@@ -260,27 +235,15 @@ class KafkaApis:
                             part.get("log_start_offset", -1),
                         )
                     )
-        max_bytes = body.get("max_bytes", 0x7FFFFFFF)
-        read_committed = body.get("isolation_level", 0) == READ_COMMITTED
-        results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
-        total = sum(r.size for r in results)
-        max_wait, min_bytes = body["max_wait_ms"], body["min_bytes"]
-        if (
-            max_wait > 0
-            and total < min_bytes
-            and requests
-            and not errors
-            and all(r.error_code == NONE for r in results)
-        ):
-            # the slices read go: a waiting fetch holds no segment file open, and reads again
-            results = []
-            stable = (lambda: self.replicas.stable_bytes(requests, min_bytes)) if read_committed else None
-            op = DelayedFetch(max_wait, min_bytes, total, stable)
-            with abandoned_on_disconnect(op):
-                await self.replicas.fetch_purgatory.wait(
-                    op, [fetch_key((r.topic, r.partition), replica_id) for r in requests]
-                )
-            results = await self.replicas.read(requests, max_bytes, read_committed, replica_id=replica_id)
+        results = await self.replicas.fetch_messages(
+            requests,
+            max_bytes=body.get("max_bytes", 0x7FFFFFFF),
+            max_wait_ms=0 if errors else body["max_wait_ms"],  # a partition in error: answered at once
+            min_bytes=body["min_bytes"],
+            read_committed=body.get("isolation_level", 0) == READ_COMMITTED,
+            replica_id=replica_id,
+            while_parked=abandoned_on_disconnect,  # a long poll ends when its client goes
+        )
         return self._fetch_response(version, body, slots, errors, results)
 
     def _fetch_topic(self, version: int, topic: dict[str, Any]) -> tuple[str | None, uuid.UUID, int]:

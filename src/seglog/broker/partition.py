@@ -43,7 +43,7 @@ from ..errors import (
     UnknownLeaderEpochError,
 )
 from ..protocol import ErrorCode
-from ..storage import AppendInfo, FileSlice, PartitionLog
+from ..storage import AppendInfo, FetchDataInfo, PartitionLog
 
 LEADER = "leader"
 FOLLOWER = "follower"
@@ -279,15 +279,30 @@ class Partition:
     # --- followers' fetches, as their leader sees them ---------------------------------------------------
 
     def read(
-        self, offset: int, max_bytes: int, *, for_replica: bool, upper_bound: int | None, min_one_message: bool
-    ) -> tuple[FileSlice | None, int]:
+        self,
+        offset: int,
+        max_bytes: int,
+        *,
+        for_replica: bool,
+        upper_bound: int | None,
+        min_one_message: bool,
+        read_committed: bool = False,
+    ) -> tuple[FetchDataInfo, int]:
         """Whole batches from ``offset``: up to the log end for a replica, ``upper_bound`` (the
-        high watermark when None) for a consumer; with the log end offset the read saw."""
+        high watermark when None) for a consumer, with the aborted transactions of what was
+        read when ``read_committed``; with the log end offset the read saw."""
         leo = self.log.log_end_offset
+        if for_replica:
+            return self.log.read(offset, max_bytes, upper_bound=leo, min_one_message=min_one_message), leo
         data = self.log.read(
-            offset, max_bytes, upper_bound=leo if for_replica else upper_bound, min_one_message=min_one_message
+            offset, max_bytes, upper_bound=upper_bound, min_one_message=min_one_message, read_committed=read_committed
         )
-        return data.records, leo
+        return data, leo
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where a read_committed consumer's reads end (the log's, Kafka's)."""
+        return self.log.last_stable_offset
 
     def update_follower_fetch_state(
         self, replica_id: int, fetch_offset: int, leader_leo: int, now: int, log_start_offset: int = -1

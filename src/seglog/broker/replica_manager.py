@@ -36,9 +36,9 @@ import os
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
@@ -53,14 +53,15 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import FileSlice, LogConfig, LogManager, PartitionLog, isolation
+from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
+from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
 from .partition import LEADER, Partition, check_leader_epoch
-from .purgatory import Purgatory
+from .purgatory import DelayedOperation, Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
@@ -163,38 +164,8 @@ def fetch_key(tp: TopicPartition, replica_id: int) -> Hashable:
     return (tp, "log end") if replica_id >= 0 else tp
 
 
-# a log's transactions as of (log end, high watermark, segments): consumers polling a log
-# that did not change since their last fetch do not walk it again
-_TRANSACTIONS: weakref.WeakKeyDictionary[PartitionLog, tuple[tuple[Any, ...], isolation.TransactionState]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _transaction_state(plog: PartitionLog) -> isolation.TransactionState:
-    key = (plog.log_end_offset, plog.high_watermark, plog.segments)
-    cached = _TRANSACTIONS.get(plog)
-    if cached is not None and cached[0][:2] == key[:2] and cached[0][2] is key[2]:
-        return cached[1]
-    state = isolation.transaction_state(plog)
-    _TRANSACTIONS[plog] = (key, state)
-    return state
-
-
-def _last_stable_offset(plog: PartitionLog) -> int:
-    """The first offset of the earliest undecided transaction, or the high watermark."""
-    undecided = plog.producer_state.first_unstable_offset
-    hw = plog.high_watermark
-    return hw if undecided is None else min(undecided, hw)
-
-
-def _stable_view(plog: PartitionLog, fetch_offset: int, read_committed: bool) -> tuple[int, list | None]:
-    """The last stable offset, and for read_committed the aborted transactions from the
-    fetch offset on, as the Spark reader sees them (``storage.isolation``)."""
-    if not read_committed:
-        return _last_stable_offset(plog), None
-    state = _transaction_state(plog)
-    lso = state.last_stable_offset
-    return lso, [(t.producer_id, t.first_offset) for t in state.aborted_transactions(fetch_offset, lso)]
+def _unwatched(op: DelayedOperation[Any]) -> AbstractContextManager[object]:
+    return contextlib.nullcontext()
 
 
 def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: bool | None) -> OffsetResult:
@@ -206,7 +177,7 @@ def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: 
     if read_committed is None:
         last_fetchable = plog.log_end_offset
     elif read_committed:
-        last_fetchable = _stable_view(plog, 0, False)[0]
+        last_fetchable = plog.last_stable_offset
     else:
         last_fetchable = plog.high_watermark
     not_available = None
@@ -695,6 +666,40 @@ class ReplicaManager:
 
     # --- fetch ------------------------------------------------------------------------------------
 
+    async def fetch_messages(
+        self,
+        requests: list[FetchRequestPartition],
+        *,
+        max_bytes: int,
+        max_wait_ms: int = 0,
+        min_bytes: int = 1,
+        read_committed: bool = False,
+        replica_id: int = -1,
+        while_parked: Callable[[DelayedOperation[Any]], AbstractContextManager[object]] = _unwatched,
+    ) -> list[FetchResult]:
+        """A fetch: Kafka's ``fetchMessages``. Read (``read``); answer with that when the fetch
+        will not wait (``max_wait_ms`` 0), asks for nothing, has ``min_bytes`` or met an error.
+        Else park a ``DelayedFetch`` in the fetch purgatory under its partitions' keys
+        (``fetch_key``: a follower's woken by appends, a consumer's by its high watermark
+        moving; a read_committed one counts the bytes below the last stable offset only)
+        until it has them or ``max_wait_ms`` passes, and read again. The first read's slices
+        are let go before the wait: a parked fetch holds no segment file open.
+
+        ``while_parked(op)``: the context the wait runs in, which may abandon ``op`` (the
+        request handler's ends it when its client disconnects). A fetch answered at once
+        never leaves the caller's turn of the loop when its reads are of its partitions'
+        tails (see ``read``)."""
+        results = await self.read(requests, max_bytes, read_committed, replica_id=replica_id)
+        have = sum(r.size for r in results)
+        if max_wait_ms <= 0 or not requests or have >= min_bytes or any(r.error_code != NONE for r in results):
+            return results
+        del results  # the slices read go: a parked fetch holds no segment file open, and reads again
+        stable = (lambda: self.stable_bytes(requests, min_bytes)) if read_committed else None
+        op = DelayedFetch(max_wait_ms, min_bytes, have, stable)
+        with while_parked(op):
+            await self.fetch_purgatory.wait(op, [fetch_key((r.topic, r.partition), replica_id) for r in requests])
+        return await self.read(requests, max_bytes, read_committed, replica_id=replica_id)
+
     async def read(
         self,
         requests: list[FetchRequestPartition],
@@ -703,11 +708,13 @@ class ReplicaManager:
         *,
         replica_id: int = -1,
     ) -> list[FetchResult]:
-        """Read for a fetch. A follower's (``replica_id`` >= 0) reads up to the log end and
-        tells its leader how far it has come: its log end offset, which may move the high
-        watermark and add it back to the ISR."""
+        """Read for a fetch (Kafka's ``readFromLog``). A follower's (``replica_id`` >= 0) reads up
+        to the log end and tells its leader how far it has come: its log end offset, which may
+        move the high watermark and add it back to the ISR. A consumer's reads to the high
+        watermark, or with ``read_committed`` to the last stable offset, with the aborted
+        transactions of what it read (the log's ``.txnindex``, Kafka's way)."""
         self._loop = asyncio.get_running_loop()
-        if not read_committed and self._tail_reads(requests):
+        if self._tail_reads(requests):
             results = self._read_all(requests, max_bytes, read_committed, replica_id)
         else:
             results = await self._run(self._read_all, requests, max_bytes, read_committed, replica_id)
@@ -722,10 +729,11 @@ class ReplicaManager:
     def _tail_reads(self, requests: list[FetchRequestPartition]) -> bool:
         """Whether every read is of its partition's active segment, whose index and batch
         headers the appends just wrote to the page cache: such a read (an index lookup and
-        a header or two read; the records go later, by sendfile) runs on the loop, which is
-        quicker than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads
-        further back may meet the disk and go to the I/O threads, as Kafka's do, and so do
-        fetches of many partitions (their reads together would hold the loop up)."""
+        a header or two read; the records go later, by sendfile; read_committed, the active
+        segment's transaction index too, kept in memory) runs on the loop, which is quicker
+        than a hop to an I/O thread and back (two thread wake-ups a fetch). Reads further
+        back may meet the disk and go to the I/O threads, as Kafka's do, and so do fetches
+        of many partitions (their reads together would hold the loop up)."""
         if len(requests) > LOOP_READS:
             return False
         for req in requests:
@@ -748,19 +756,25 @@ class ReplicaManager:
             try:
                 partition = self.leader_partition(req.topic, req.partition, req.current_leader_epoch)
                 hw = partition.high_watermark
-                lso, aborted = _stable_view(partition.log, req.fetch_offset, read_committed)
+                # (Kafka's initialLastStableOffset: taken before the read, which stops there)
+                lso = partition.last_stable_offset
                 limit = min(req.max_bytes, remaining)
                 first = remaining == max_bytes
-                data, leo = partition.read(
+                read, leo = partition.read(
                     req.fetch_offset,
                     max(limit, 0),
                     for_replica=replica_id >= 0,
                     upper_bound=lso if read_committed else None,
                     min_one_message=first,
+                    read_committed=read_committed,
                 )
+                data = read.records
                 found = data if data is not None and (limit > 0 or first) else None
                 if found is not None:
                     remaining = max(0, remaining - found.size)
+                aborted = None
+                if read_committed and replica_id < 0:
+                    aborted = [(t.producer_id, t.first_offset) for t in read.aborted_transactions or ()]
                 results.append(
                     FetchResult(
                         NONE,
@@ -790,7 +804,7 @@ class ReplicaManager:
             if partition is None or partition.role != LEADER:
                 return limit
             try:
-                lso = _last_stable_offset(partition.log)
+                lso = partition.last_stable_offset
                 if lso <= req.fetch_offset:
                     continue
                 data, _ = partition.read(
@@ -798,7 +812,7 @@ class ReplicaManager:
                 )
             except SeglogError:
                 return limit
-            total += data.size if data is not None else 0
+            total += data.size
             if total >= limit:
                 break
         return total

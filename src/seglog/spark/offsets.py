@@ -15,7 +15,6 @@ from typing import TypeVar
 
 from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from ..storage import LogManager, PartitionLog, open, retry_while_vanishing
-from ..storage.isolation import transaction_state
 from .options import EARLIEST, LATEST, READ_COMMITTED, OffsetSpec, OptionError, Subscription, TopicPartition
 
 log = logging.getLogger(__name__)
@@ -91,8 +90,10 @@ def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition
 
 def readable_end(pl: PartitionLog, isolation: str) -> int:
     """Where a consumer's reads end: the high watermark, or with read_committed the last
-    stable offset (what Kafka's ListOffsets gives each as "latest")."""
-    return transaction_state(pl).last_stable_offset if isolation == READ_COMMITTED else pl.high_watermark
+    stable offset (what Kafka's ListOffsets gives each as "latest"). A read-only log's
+    comes from its producer state as its owner keeps it: the owner's latest snapshot and
+    the batch headers after it (``PartitionLog.last_stable_offset``)."""
+    return pl.last_stable_offset if isolation == READ_COMMITTED else pl.high_watermark
 
 
 def resolve(

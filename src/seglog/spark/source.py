@@ -45,7 +45,7 @@ from pyspark.sql.types import StructType
 from ..config import LogConfig
 from ..errors import UnknownTopicOrPartitionError
 from ..storage import LogManager, PartitionLog, retry_while_vanishing
-from ..storage.isolation import committed_batches, transaction_state
+from ..storage.isolation import committed_batches
 from . import options as opt
 from .arrow import ArrowAssembler, spark_schema_ddl
 from .offsets import (
@@ -254,11 +254,13 @@ class _Common:
         for r in live:
             pl = logs.partition(r.topic, r.partition)
             pieces = max(1, round(wanted * r.size / total)) if wanted > len(live) else 1
-            txns = transaction_state(pl) if self.isolation == opt.READ_COMMITTED else None
             for start, end in split(r.start, r.end, pieces):
                 aborted = None
-                if txns is not None:
-                    aborted = tuple((t.producer_id, t.first_offset) for t in txns.aborted_transactions(start, end))
+                if self.isolation == opt.READ_COMMITTED:
+                    # the .txnindex of the range's segments, and the markers the log's producer
+                    # state replayed since its owner's last snapshot (collect_aborted_transactions)
+                    txns = pl.collect_aborted_transactions(start, end)
+                    aborted = tuple((t.producer_id, t.first_offset) for t in txns)
                 out.append(
                     SeglogPartition(
                         r.topic,

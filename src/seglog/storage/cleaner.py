@@ -60,7 +60,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from ..errors import CorruptRecordError, KafkaStorageError, SeglogError
+from ..errors import CorruptIndexError, CorruptRecordError, KafkaStorageError, SeglogError
 from ..records import (
     NO_TIMESTAMP,
     AnyBatch,
@@ -96,6 +96,7 @@ from .offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
 from .producer_state import ABORT, COMMIT, LastBatch, ProducerState, control_type, producer_state
 from .segment import LogSegment
 from .throttler import Throttler
+from .txn_index import AbortedTxn
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +174,9 @@ class _TransactionTracker:
         self._next = 0
         self._aborted: dict[int, bool] = {}  # pid -> a batch of the aborted transaction was seen
         self._committed: set[int] = set()
+        # the ABORT markers kept because a batch of their transaction was seen: Kafka's
+        # cleaner indexes them in the cleaned segment's .txnindex (CleanedTransactionMetadata)
+        self.kept_aborts: list[int] = []
 
     def _consume_up_to(self, offset: int) -> None:
         pending = self._pending
@@ -189,6 +193,8 @@ class _TransactionTracker:
         pid = batch.producer_id
         if kind == ABORT:
             seen = self._aborted.pop(pid, None)
+            if seen:
+                self.kept_aborts.append(batch.last_offset)
             return not seen  # kept while a batch of the transaction remains
         if kind == COMMIT:
             if pid in self._committed:
@@ -652,6 +658,7 @@ class Cleaner:
         )
         swapped = False
         sync = _BackgroundSync(dest.handle)
+        kept_aborts = len(tracker.kept_aborts)
         try:
             changed = False
             output = _Output(self, dest, sync, stats)
@@ -701,6 +708,7 @@ class Cleaner:
             output.flush()
             if not changed and len(group) == 1:
                 return  # the segment is already clean: nothing to swap
+            self._index_kept_aborts(log_, group, dest, tracker.kept_aborts[kept_aborts:])
             sync.wait()
             dest.on_become_inactive()
             dest.flush()
@@ -726,6 +734,30 @@ class Cleaner:
         dest.append(out, entries)
         stats.bytes_written += len(out)
         self.throttler.maybe_throttle(len(out))
+
+    @staticmethod
+    def _index_kept_aborts(log_: PartitionLog, group: list[LogSegment], dest: LogSegment, markers: list[int]) -> None:
+        """The cleaned segment's ``.txnindex``: the entries of the group's old indexes whose
+        ABORT markers stay because batches of their transactions were seen (Kafka's
+        ``CleanedTransactionMetadata.onControlBatchRead`` appends the entry it read from
+        them). Without them a read_committed fetch would take the aborted records kept
+        (empty batches, or the records of a transaction whose marker is beyond this round)
+        for committed ones."""
+        if not markers:
+            return
+        entries: dict[int, AbortedTxn] = {}
+        for k, segment in enumerate(group):
+            try:
+                found = segment.txn_index.entries()
+            except CorruptIndexError:  # the log's search makes it again from the markers
+                end = group[k + 1].base_offset if k + 1 < len(group) else _next_base(log_, segment)
+                found = [
+                    t
+                    for t in log_.collect_aborted_transactions(segment.base_offset, end)
+                    if segment.base_offset <= t.last_offset < end
+                ]
+            entries.update((t.last_offset, t) for t in found)
+        dest.txn_index.write([entries[m] for m in markers if m in entries])
 
     def _clean_batch(
         self,
@@ -863,3 +895,12 @@ def _floor_base(segments: Sequence[LogSegment], offset: int) -> int:
             break
         base = s.base_offset
     return base
+
+
+def _next_base(log_: PartitionLog, segment: LogSegment) -> int:
+    """The base offset of the segment after ``segment`` in the log (the log end: none)."""
+    segments = log_.segments
+    for i, s in enumerate(segments):
+        if s is segment and i + 1 < len(segments):
+            return segments[i + 1].base_offset
+    return log_.log_end_offset

@@ -28,6 +28,7 @@ from ..records.compression import decompress
 from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
 from . import _scan, fileio
 from .index import NO_TIMESTAMP
+from .txn_index import AbortedTxn
 
 # baseOffset, batchLength, then (skipping epoch, magic, crc, attributes) lastOffsetDelta,
 # and (skipping baseTimestamp) maxTimestamp: what a scan needs of a v2 header
@@ -92,11 +93,14 @@ class LogOffsetMetadata(NamedTuple):
 class FetchDataInfo(NamedTuple):
     """A read's answer (Kafka's ``FetchDataInfo``): where it starts in the log, and the
     bytes (``records``; ``None``: nothing to read). ``first_entry_incomplete``: the
-    slice ends inside its first batch (max_bytes smaller than it, no min_one_message)."""
+    slice ends inside its first batch (max_bytes smaller than it, no min_one_message).
+    ``aborted_transactions``: a read_committed read's, the aborted transactions that
+    overlap what it read (None for other reads)."""
 
     fetch_offset_metadata: LogOffsetMetadata
     records: FileSlice | None
     first_entry_incomplete: bool = False
+    aborted_transactions: list[AbortedTxn] | None = None
 
     @property
     def offset(self) -> int:

@@ -408,6 +408,24 @@ class OffsetIndex(_Index):
             (found, position, _, following), after = _TWO_ENTRIES.unpack_from(mm, slot * 8), -1
         return (position, following, after) if found == rel else None
 
+    def fetch_upper_bound_offset(self, position: int) -> int | None:
+        """Kafka's ``fetchUpperBoundOffset``: the offset of the first entry whose batch starts
+        at or after byte ``position`` (its last offset: every offset of the bytes before
+        ``position`` lies below it), or None when no entry does. Entries' positions grow
+        with their offsets: a binary search, from the last entry (a read that ends at the
+        segment's end, the usual one, has none after it)."""
+        n, mm = self.entries, self._mmap
+        if mm is None or n == 0 or _I32.unpack_from(mm, n * 8 - 4)[0] < position:
+            return None
+        lo, hi = 0, n - 1  # the answer's slot lies in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _I32.unpack_from(mm, mid * 8 + 4)[0] >= position:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.base_offset + _I32.unpack_from(mm, lo * 8)[0]
+
     def append(self, offset: int, position: int) -> None:
         """One entry (an append of one batch writes one at the most): the checks of
         ``append_entries``, unrolled."""

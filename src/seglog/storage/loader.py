@@ -134,9 +134,10 @@ class LogLoader:
         ``.deleted`` files were on their way out; ``.cleaned`` files are a cleaning that
         did not finish; ``.swap`` files are a cleaning that finished writing: a log swap
         replaces the segments whose offsets it covers (unless a ``.cleaned`` file at or
-        below it shows that the cleaning that made it was itself unfinished); index
-        swaps are rebuilt. Index files (``.index``, ``.timeindex``, ``.txnindex``) without
-        a log are orphans.
+        below it shows that the cleaning that made it was itself unfinished), with its
+        transaction index (renamed before the log: ``LogSegment.change_suffix``); the
+        offset and time index swaps are rebuilt. Index files (``.index``, ``.timeindex``,
+        ``.txnindex``) without a log are orphans.
 
         A dir may hold tens of thousands of files: the names are sorted out by suffix
         (C string calls), and only the few of a crash parsed one by one.
@@ -144,17 +145,22 @@ class LogLoader:
         files = [(n, *p) for n in names if n.endswith(_LEFTOVERS) and (p := parse_offset_file(n)) is not None]
         cleaned = [b for _, b, s in files if s.endswith(CLEANED_SUFFIX)]
         min_cleaned = min(cleaned, default=None)
-        swaps: list[int] = []
+        swaps = [
+            b
+            for _, b, s in files
+            if s == LOG_SUFFIX + SWAP_SUFFIX and not (min_cleaned is not None and b >= min_cleaned)
+        ]
         for name, base, suffix in files:
             path = os.path.join(self.dir, name)
             if suffix.endswith((DELETED_SUFFIX, CLEANED_SUFFIX)):
                 log.info("%s: removing leftover %s", self.name, name)
                 fileio.unlink(path)
             elif suffix.endswith(SWAP_SUFFIX):
-                if suffix != LOG_SUFFIX + SWAP_SUFFIX or (min_cleaned is not None and base >= min_cleaned):
-                    fileio.unlink(path)
-                else:
-                    swaps.append(base)
+                if suffix == LOG_SUFFIX + SWAP_SUFFIX and base in swaps:
+                    continue
+                if suffix == TXN_INDEX_SUFFIX + SWAP_SUFFIX and base in swaps:
+                    continue  # goes with its log (or, the swap discarded, with it)
+                fileio.unlink(path)
         stems = {n[:20] for n in names if n.endswith(LOG_SUFFIX) and len(n) == 24 and n[:20].isdigit()}
         logs = {int(stem) for stem in stems}
         for base in sorted(swaps):

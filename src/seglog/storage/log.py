@@ -58,6 +58,7 @@ none): a log without a broker leads itself.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import enum
 import logging
 import os
@@ -68,6 +69,7 @@ from typing import NamedTuple
 
 from ..config import LogConfig
 from ..errors import (
+    CorruptIndexError,
     CorruptRecordError,
     FencedLeaderEpochError,
     IllegalStateTransitionError,
@@ -91,8 +93,9 @@ from .loader import LogLoader
 from .naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, parse_offset_file
 from .producer_entry import AppendOrigin
 from .producer_state import PRODUCER_ID_EXPIRATION_MS
-from .producer_state_manager import ProducerStateManager
+from .producer_state_manager import ProducerStateManager, aborted_txns_rebuilt, first_unstable
 from .segment import LogSegment, random_jitter
+from .txn_index import AbortedTxn, search_aborted_txns
 from .validator import LogValidator
 from .vanishing import retry_while_vanishing, vanished
 
@@ -203,14 +206,22 @@ class PartitionLog:
         self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
         self._hw_metadata: tuple[int, tuple[LogSegment, ...], LogOffsetMetadata] | None = None
         self._followed_tail: tuple[LogSegment, int] | None = None  # refresh(): the active segment, its end
-        # idempotence and transactions: each producer's last batches, open transactions
-        self.producer_state = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms)
+        # idempotence and transactions: each producer's last batches, open transactions (a
+        # read-only log's loaded when first asked, and again once the log moved: _reader_key)
+        self.producer_state = ProducerStateManager(
+            dir, producer_id_expiration_ms=producer_id_expiration_ms, read_only=read_only
+        )
+        self._reader_key: tuple[tuple[LogSegment, ...], int, int] | None = None
         snapshots = self._load(recovery_point, log_start_offset, had_clean_shutdown)
         self._high_watermark = self.log_end_offset
         if not read_only:
             self._load_producer_state(had_clean_shutdown, rebuild_txn_index=not had_clean_shutdown, snapshots=snapshots)
+            # the index an ABORT marker's append adds to: one that does not read is made again now
+            # (a sealed segment's, when a read meets it)
+            self._txn_index_entries(self.segments, self.active_segment)
         if high_watermark is not None and not standalone and not read_only:
             self._high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     @property
     def config(self) -> LogConfig:
@@ -392,6 +403,7 @@ class PartitionLog:
         high watermark (a follower). A standalone log's moves with its log end."""
         check_int("high watermark", offset, 0, INT64_MAX, file=self.dir)
         self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         return self._high_watermark
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
@@ -406,7 +418,8 @@ class PartitionLog:
             if target <= self._high_watermark:
                 return False
             self._high_watermark = target
-            return True
+        self.producer_state.on_high_watermark_updated(target)
+        return True
 
     @property
     def size_in_bytes(self) -> int:
@@ -510,7 +523,7 @@ class PartitionLog:
         if not may_roll and self._segments[-1].should_roll(len(buffer), max_ts, last, c.segment_bytes, c.segment_ms):
             return None
         self._append_locked(buffer, entries, first, last, max_ts, ((self._leader_epoch, first),))
-        producers.on_append(check, last + 1, self._segments[-1])
+        producers.on_append(check, last + 1, self._segments[-1], self._high_watermark)
         # (tuple.__new__: the named tuple's own constructor costs as much again, on every append)
         return _new(AppendInfo, (first, last, max_ts, count, len(buffer), -1 if stamp is None else stamp))
 
@@ -556,7 +569,7 @@ class PartitionLog:
             segment.adopt(path, entries)  # an empty active segment at the log end takes the file
             log.debug("%s: %s became the segment at offset %d", self.name, path, first)
             self._advance(last)
-            self.producer_state.on_append(check, self._next_offset, self._segments[-1])
+            self.producer_state.on_append(check, self._next_offset, self._segments[-1], self._high_watermark)
             return AppendInfo(first, last, max_ts, count, size, -1 if stamp is None else stamp)
 
     def _leader_append_rules(self) -> tuple[tuple[int, int] | None, int | None, tuple[int, int, int | None, int]]:
@@ -592,7 +605,7 @@ class PartitionLog:
             last, max_ts = entries[-1][2], max(e[3] for e in entries)
             check = self.producer_state.analyze_append(buffer, entries, AppendOrigin.REPLICATION)
             self._append_locked(buffer, entries, first, last, max_ts, [(b[5], b[6]) for b in batches])
-            self.producer_state.on_append(check, self._next_offset, self._segments[-1])
+            self.producer_state.on_append(check, self._next_offset, self._segments[-1], self._high_watermark)
             return AppendInfo(first, last, max_ts, sum(b[2] for b in batches), size)
 
     def _check_open(self) -> None:
@@ -740,6 +753,7 @@ class PartitionLog:
         *,
         upper_bound: int | None = None,
         min_one_message: bool = True,
+        read_committed: bool = False,
     ) -> FetchDataInfo:
         """Bytes of whole batches from the batch holding ``offset``, below ``upper_bound``
         (default: the high watermark). The slice (``records``) starts at a batch boundary
@@ -747,6 +761,12 @@ class PartitionLog:
         ``fetch_offset_metadata`` says where it starts (segment, position). A read with
         nothing to return has no slice, and the metadata of the log end when it asked
         for the log end offset, else the offset alone.
+
+        ``read_committed`` (Kafka's ``FetchIsolation.TXN_COMMITTED``): the bound defaults to
+        the last stable offset, and the answer's ``aborted_transactions`` are those that
+        overlap what was read (Kafka's ``LocalLog.addAbortedTransactions``: from the
+        ``.txnindex`` of the segment read on, up to an offset the segment's offset index
+        puts past the bytes read, else the next segment's base offset or the log end).
 
         A segment deleted under the read (retention, a truncation, a cleaner's swap, with
         file.delete.delay.ms too short for this reader) is not a storage error: the read
@@ -765,10 +785,12 @@ class PartitionLog:
             check_int("max_bytes", max_bytes, 0, INT32_MAX, file=self.dir)
         if upper_bound is not None:
             self._check_offset_arg("upper_bound", upper_bound, INT64_MIN)
+        elif read_committed:
+            upper_bound = self.last_stable_offset
         self._check_range(offset)
         segments, bases = self._view
         try:
-            return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
+            return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message, read_committed)
         except KafkaStorageError as e:
             if not vanished(e):
                 raise
@@ -778,7 +800,7 @@ class PartitionLog:
         for attempt in retry_while_vanishing(_READ_ATTEMPTS - 1):
             segments, bases = self._view
             with attempt:
-                return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message)
+                return self._read_from(segments, bases, offset, max_bytes, upper_bound, min_one_message, read_committed)
             self._check_range(offset)
             if self._view[0] is segments and attempt.error is not None:
                 raise attempt.error  # the log still lists it: a file went behind its back
@@ -792,10 +814,11 @@ class PartitionLog:
         max_bytes: int,
         upper_bound: int | None,
         min_one_message: bool,
+        read_committed: bool = False,
     ) -> FetchDataInfo:
         end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
         if offset >= end:
-            return self._nothing_at(offset)
+            return self._nothing_at(offset, read_committed)
         i = max(0, bisect.bisect_right(bases, offset) - 1)
         end_segment = max(0, bisect.bisect_right(bases, end - 1) - 1)
         while i <= end_segment:
@@ -803,13 +826,131 @@ class PartitionLog:
             max_position = self._position_of(segment, end) if i == end_segment else segment.size
             fetch = segment.read(offset, max_bytes, max_position, min_one_message)
             if fetch is not None:
+                if read_committed:
+                    return self._with_aborted_transactions(segments, i, offset, fetch)
                 return fetch
             i += 1
-        return self._nothing_at(offset)
+        return self._nothing_at(offset, read_committed)
 
-    def _nothing_at(self, offset: int) -> FetchDataInfo:
+    def _nothing_at(self, offset: int, read_committed: bool = False) -> FetchDataInfo:
         end = self._end_metadata
-        return FetchDataInfo(end if end.message_offset == offset else LogOffsetMetadata(offset), None)
+        return FetchDataInfo(
+            end if end.message_offset == offset else LogOffsetMetadata(offset),
+            None,
+            False,
+            [] if read_committed else None,
+        )
+
+    def _with_aborted_transactions(
+        self, segments: tuple[LogSegment, ...], i: int, offset: int, fetch: FetchDataInfo
+    ) -> FetchDataInfo:
+        """``fetch``, read from ``segments[i]``, with the aborted transactions of its range
+        (Kafka's ``addAbortedTransactions``). The bound is coarse, as Kafka's: a consumer
+        drops records by the aborted transactions it is told, so one more is harmless."""
+        segment, records = segments[i], fetch.records
+        assert records is not None
+        upper = segment.fetch_upper_bound_offset(records.position, records.size)
+        if upper is None:
+            upper = segments[i + 1].base_offset if i + 1 < len(segments) else self._next_offset
+        return fetch._replace(aborted_transactions=self._collect_aborted(segments, i, offset, upper))
+
+    # --- transactions (read_committed readers) ----------------------------------------------------
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's ``UnifiedLog.lastStableOffset``: where a read_committed reader stops. The
+        first offset of the earliest transaction not yet decided, or decided by a marker the
+        high watermark has not passed (the producer state's ``first_unstable_offset``, at the
+        log start offset at the least), when that is below the high watermark; else the high
+        watermark. Taken without the log's lock: the producer state's transactions first,
+        then the high watermark (see ``ProducerStateManager.unstable``)."""
+        unstable = self._producers_for_readers().unstable
+        hw = self._high_watermark
+        first = first_unstable(unstable, hw)
+        if first is None or first >= hw:
+            return hw
+        return max(first, self.log_start_offset)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions that overlap [``start_offset``, ``upper_bound_offset``):
+        ABORT marker at or after the start, first offset below the bound (Kafka's
+        ``LocalLog.collectAbortedTransactions``, the fetch's form), in marker order. Read
+        from the ``.txnindex`` of the segment holding ``start_offset`` and of those after
+        it, until an entry's last stable offset reaches the bound (``txn_index.py``)."""
+        self._check_offset_args(start_offset, upper_bound_offset)
+        segments, bases = self._view
+        return self._collect_aborted(
+            segments, max(0, bisect.bisect_right(bases, start_offset) - 1), start_offset, upper_bound_offset
+        )
+
+    def _collect_aborted(
+        self, segments: tuple[LogSegment, ...], i: int, start: int, upper_bound: int
+    ) -> list[AbortedTxn]:
+        """``collect_aborted_transactions`` from ``segments[i]`` on. A read-only log's
+        producer state replayed the markers from its snapshot on (``replayed_from``): those
+        it met are taken from the replay, not from the indexes, which the owner writes just
+        after the markers (a reader between the two, or after a crash between them, would
+        miss the entry)."""
+        replayed_from = None
+        if self._reader:
+            producers = self._producers_for_readers()
+            replayed_from, replayed = producers.replayed_from, producers.replayed_aborts
+        found: list[AbortedTxn] = []
+        for segment in segments[i:]:
+            if replayed_from is not None and segment.base_offset >= replayed_from:
+                break
+            try:
+                result = segment.collect_aborted_txns(start, upper_bound)
+            except CorruptIndexError:
+                result = search_aborted_txns(self._txn_index_entries(segments, segment), start, upper_bound)
+            found.extend(result.aborted_transactions)
+            if result.is_complete:
+                break
+        if replayed_from is not None:
+            found = [t for t in found if t.last_offset < replayed_from]
+            found += [t for t in replayed if t.last_offset >= start and t.first_offset < upper_bound]
+        return found
+
+    def _txn_index_entries(self, segments: tuple[LogSegment, ...], segment: LogSegment) -> list[AbortedTxn]:
+        """The entries of ``segment``'s ``.txnindex``; a corrupt one is made again from the
+        segment's markers (Kafka recovers a segment whose index fails its checks), with the
+        producer state as of the segment's start: the latest snapshot at or before it, and
+        the batch headers after. The owner writes it out (under the log's lock, unless a
+        writer mended it first); a reader keeps what it found to itself."""
+        try:
+            return segment.txn_index.entries()
+        except CorruptIndexError as e:
+            log.warning("%s: %s; making it again from the segment's markers", self.name, e)
+        entries = aborted_txns_rebuilt(
+            self.dir, segments, segment, self.log_start_offset, self._next_offset, self._clock(),
+            self.producer_state.producer_id_expiration_ms,
+        )  # fmt: skip
+        if not self._reader:
+            with self._lock:
+                try:
+                    return segment.txn_index.entries()
+                except CorruptIndexError:
+                    segment.txn_index.write(entries)
+        return entries
+
+    def _producers_for_readers(self) -> ProducerStateManager:
+        """The producer state that answers readers: the owner's, kept by its appends; a
+        read-only log's loaded on first use and again when its segments or its end moved
+        (``refresh``): the latest snapshot its owner wrote at or before the log end, and
+        the batch headers after it, as the owner loads it (Kafka's way, not a walk of the
+        whole log)."""
+        producers = self.producer_state
+        if not self._reader:
+            return producers
+        key = self._reader_key
+        if key is None or key[0] is not self._segments or key[1:] != (self._next_offset, self.log_start_offset):
+            with self._lock:
+                segments, end, start = self._segments, self._next_offset, self.log_start_offset
+                key = self._reader_key
+                if key is None or key[0] is not segments or key[1:] != (end, start):
+                    producers.load(segments, start, end, self._clock())
+                    self._reader_key = (segments, end, start)
+        return producers
 
     def _position_of(self, segment: LogSegment, end: int) -> int:
         """The byte position in ``segment`` after the last batch holding offsets below
@@ -1034,10 +1175,13 @@ class PartitionLog:
             self._set_segments(self._segments[: keep + 1])
             self._remove_segments(removed)  # before the cut: a crash between leaves no gap
             segment = self._segments[keep]
-            segment.truncate_to(offset)
+            # a corrupt .txnindex raises once the log is cut: made again below from the markers left
+            with contextlib.suppress(CorruptIndexError):
+                segment.truncate_to(offset)
             segment.active = True
             self._next_offset = segment.read_next_offset()
             self._after_truncation()
+            self._txn_index_entries(self._segments, segment)
             return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -1066,8 +1210,8 @@ class PartitionLog:
         if self.standalone:
             self._high_watermark = self._next_offset
         self.leader_epoch_cache.truncate_from_end(self._next_offset)
-        self.producer_state.truncate_txn_index(self._segments[-1], self._next_offset)
         self._load_producer_state(False)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def _load_producer_state(
         self, clean: bool, *, rebuild_txn_index: bool = False, snapshots: list[int] | None = None

@@ -9,13 +9,24 @@ it (the same header walk the cleaner uses, ``producer_state.producer_batches``).
 ``PartitionLog`` calls it under the partition's lock, as Kafka's ``UnifiedLog`` does:
 ``analyze_append`` once a leader's batches have their offsets (a duplicate is
 acknowledged with ``check.duplicate``'s offsets and nothing is written; a refused batch
-raises and the state is unchanged), ``on_append`` once they are written (the state
-taken over, an ABORT marker's entry added to its segment's ``.txnindex``), ``on_roll``
-and ``on_close`` (a snapshot), ``load_log`` when the log opens or is truncated; the log
-manager calls ``remove_expired`` every producer.id.expiration.check.interval.ms.
+raises and the state is unchanged), ``on_append`` once they are written (an ABORT
+marker's entry added to its segment's ``.txnindex``, then the state taken over),
+``on_roll`` and ``on_close`` (a snapshot), ``load_log`` when the log opens or is
+truncated; the log manager calls ``remove_expired`` every
+producer.id.expiration.check.interval.ms.
+
+Transactions, as Kafka's ``ongoingTxns`` and ``unreplicatedTxns``: a transaction is
+undecided until its marker is in the log, then unreplicated until the high watermark
+passes the marker (``on_high_watermark_updated``). ``first_unstable_offset(hw)`` is the
+first offset of the earliest of either, which the log's readers take without its lock
+(the log's last stable offset: ``PartitionLog.last_stable_offset``).
 
 ``map_end_offset`` is the offset up to which the state holds the log; a snapshot
 is named after it.
+
+A read-only log (a reader beside the process owning the dir) loads its state the same
+way, the latest snapshot and the batch headers after it, deleting no snapshot
+(``read_only``).
 """
 
 from __future__ import annotations
@@ -25,6 +36,7 @@ import logging
 import mmap
 import os
 import struct
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -44,7 +56,7 @@ from .producer_entry import (
 )
 from .producer_state import PRODUCER_ID_EXPIRATION_MS, producer_batches
 from .segment import LogSegment
-from .txn_index import AbortedTxn, append_txn_index, read_txn_index, truncate_txn_index, write_txn_index
+from .txn_index import AbortedTxn
 
 _READ_BUFFER = 256 * 1024
 _V2 = 2
@@ -64,22 +76,51 @@ class ProducerAppendCheck:
 
 
 _NO_PRODUCERS = ProducerAppendCheck()
+# (first undecided offset, ((first offset, marker offset) of each decided transaction not yet
+# known to be replicated, by first offset)): see ProducerStateManager._unstable
+Unstable = tuple[int | None, tuple[tuple[int, int], ...]]
+
+
+def first_unstable(unstable: Unstable, high_watermark: int) -> int | None:
+    """The first offset of the earliest transaction of ``unstable`` (a producer state's,
+    taken whole) that is undecided, or whose marker lies at or past ``high_watermark``."""
+    undecided, unreplicated = unstable
+    for first, last in unreplicated:
+        if undecided is not None and first >= undecided:
+            break
+        if last >= high_watermark:
+            return first
+    return undecided
+
+
 log = logging.getLogger(__name__)
 
 
 class ProducerStateManager:
-    def __init__(self, dir: str, *, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> None:
+    def __init__(
+        self, dir: str, *, producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS, read_only: bool = False
+    ) -> None:
         if producer_id_expiration_ms < 1:
             raise InvalidConfigurationError(
                 f"producer.id.expiration.ms must be at least 1, not {producer_id_expiration_ms}", file=dir
             )
         self.dir = dir
+        self.read_only = read_only
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         self.last_snapshot_offset: int | None = None
-        # first_undecided_offset as of the last append: readers take it without the log's lock
-        self.first_unstable_offset: int | None = None
+        # What readers take without the log's lock, replaced whole: the first offset of the
+        # earliest undecided transaction (None: none), and the transactions decided by a
+        # marker the high watermark may not have passed yet, as (first offset, marker offset)
+        # sorted by first offset (Kafka's ongoingTxns and unreplicatedTxns). Replaced under
+        # ``_unstable_lock``: an append (the log's lock) and a high watermark's move (not
+        # under it) may both replace it.
+        self._unstable: Unstable = (None, ())
+        self._unstable_lock = threading.Lock()
+        # a load's replay: where it began, and the entries of the ABORT markers it met
+        self.replayed_from = 0
+        self.replayed_aborts: list[AbortedTxn] = []
 
     # --- the append path ---------------------------------------------------------------------
 
@@ -129,22 +170,47 @@ class ProducerStateManager:
         view = memoryview(buffer)
         return self.analyze([RecordBatch(view[at : at + size], at) for at, size in batches], AppendOrigin(origin))
 
-    def on_append(self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment) -> None:
-        """The append ``check`` analysed is in ``segment``: take its state over, and index
-        the transactions its ABORT markers ended (Kafka's ``updateTxnIndex``, with the LSO
-        once the transaction is done: the next undecided transaction's start, else past
-        the marker)."""
+    def on_append(
+        self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment, high_watermark: int | None = None
+    ) -> None:
+        """The append ``check`` analysed is in ``segment``: index the transactions its ABORT
+        markers ended (Kafka's ``updateTxnIndex``), then take its state over. The entries go
+        first, as Kafka completes a transaction only once its entry is written: a reader that
+        finds the transaction decided finds its entry too. ``high_watermark``: the log's
+        now, which the transactions decided before may have passed."""
         if check is _NO_PRODUCERS:
             self.map_end_offset = log_end_offset
             return
-        self.update(check, log_end_offset)
+        if check.completed:
+            for entry in self._aborted_entries(check):
+                segment.txn_index.append(entry)
+        self.update(check, log_end_offset, high_watermark)
+
+    def _aborted_entries(self, check: ProducerAppendCheck) -> list[AbortedTxn]:
+        """The ``.txnindex`` entries of the aborted transactions an append ended, with
+        Kafka's LSO (``UnifiedLog.append``: every producer's update of the append applied,
+        then for each completed transaction in turn ``lastStableOffset`` and
+        ``completeTxn``): the first offset of the earliest transaction of another producer
+        open then (one the append began counts, and one a later marker of the same append
+        ends), else past the marker. A follower's append may end several."""
+        ongoing = {
+            e.current_txn_first_offset: pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset is not None
+        }
+        for pid, info in check.updated.items():
+            for first in info.started_transactions:
+                ongoing[first] = pid
+        entries = []
         for txn in check.completed:
             if txn.is_aborted:
-                undecided = self.first_undecided_offset
-                lso = txn.last_offset + 1 if undecided is None else undecided
-                append_txn_index(segment.log_path, AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso))
+                others = (first for first, pid in ongoing.items() if pid != txn.producer_id)
+                lso = min(others, default=txn.last_offset + 1)
+                entries.append(AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso))
+            ongoing.pop(txn.first_offset, None)
+        return entries
 
-    def update(self, check: ProducerAppendCheck, log_end_offset: int) -> None:
+    def update(self, check: ProducerAppendCheck, log_end_offset: int, high_watermark: int | None = None) -> None:
         """Take over an append's state once its batches are in the log."""
         for pid, info in check.updated.items():
             current = self.producers.get(pid)
@@ -154,7 +220,43 @@ class ProducerStateManager:
                 current.update(info.entry)
         self.map_end_offset = log_end_offset
         if check.completed or any(info.started_transactions for info in check.updated.values()):
-            self.first_unstable_offset = self.first_undecided_offset  # (a walk of every producer)
+            self._publish(check.completed, high_watermark)
+
+    def _publish(self, completed: Sequence[CompletedTxn], high_watermark: int | None) -> None:
+        """The transactions' state for readers, after the producers' changed: the first
+        undecided offset again (a walk of every producer), the completed transactions added
+        to those not yet replicated, the ones the high watermark passed dropped."""
+        undecided = self.first_undecided_offset
+        with self._unstable_lock:
+            unreplicated = [t for t in self._unstable[1] if high_watermark is None or t[1] >= high_watermark]
+            unreplicated += [(t.first_offset, t.last_offset) for t in completed]
+            unreplicated.sort()
+            self._unstable = (undecided, tuple(unreplicated))
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Kafka's: the decided transactions whose markers lie below the high watermark are
+        replicated (stable). Any thread: the log's owner moves its high watermark without
+        the log's lock."""
+        if not self._unstable[1]:
+            return
+        with self._unstable_lock:
+            undecided, unreplicated = self._unstable
+            kept = tuple(t for t in unreplicated if t[1] >= high_watermark)
+            if len(kept) != len(unreplicated):
+                self._unstable = (undecided, kept)
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """Kafka's ``firstUnstableOffset``: the first offset of the earliest transaction
+        undecided, or decided by a marker at or past ``high_watermark`` (not known to be on
+        every replica yet); None when there is none."""
+        return first_unstable(self._unstable, high_watermark)
+
+    @property
+    def unstable(self) -> Unstable:
+        """The transactions' state as readers take it without the log's lock: whole, and
+        before they read the high watermark they pass to ``first_unstable_offset`` (a
+        transaction dropped from it meanwhile had its marker below that)."""
+        return self._unstable
 
     def _append(
         self, check: ProducerAppendCheck, header: tuple, marker: tuple[bool, int, int] | None, origin: AppendOrigin
@@ -241,18 +343,16 @@ class ProducerStateManager:
         the snapshots in the dir, when the caller has just listed it (else listed here)."""
         if snapshot_offsets is None:
             snapshot_offsets = producer_snapshot.snapshot_offsets(self.dir)
-        if clean_shutdown and not snapshot_offsets:
+        if clean_shutdown and not snapshot_offsets and not self.read_only:
             self.producers.clear()
             self.map_end_offset = log_end_offset
-            self.first_unstable_offset = None
+            with self._unstable_lock:
+                self._unstable = (None, ())
+            self.replayed_from, self.replayed_aborts = log_end_offset, []
             return
         start, aborted = self.load(segments, log_start_offset, log_end_offset, now_ms, snapshot_offsets)
-        if rebuild_txn_index:
+        if rebuild_txn_index and not self.read_only:
             _reindex_aborts(segments, start, aborted)
-
-    @staticmethod
-    def truncate_txn_index(segment: LogSegment, offset: int) -> None:
-        truncate_txn_index(segment.log_path, offset)
 
     def load(
         self,
@@ -266,27 +366,42 @@ class ProducerStateManager:
         (log start, log end], load the latest one that reads (a corrupt one is deleted and
         the one before it tried), then replay the batch headers from its offset to the log end.
         Returns where the replay started and the transactions its ABORT markers ended,
-        as their ``.txnindex`` entries."""
+        as their ``.txnindex`` entries (kept as ``replayed_from`` and ``replayed_aborts``).
+        The transactions the replay saw decided are unreplicated until the owner says where
+        its high watermark is (``on_high_watermark_updated``).
+
+        Read-only, no file is deleted: snapshots outside the range are passed over, and so
+        is one that is corrupt or that its owner deleted since it was listed."""
         self.producers.clear()
         self.map_end_offset = log_start_offset
         self.last_snapshot_offset = None
+        with self._unstable_lock:
+            self._unstable = (None, ())
         if snapshot_offsets is None:
             snapshot_offsets = producer_snapshot.snapshot_offsets(self.dir)
         for offset in reversed(snapshot_offsets):
             path = os.path.join(self.dir, offset_file_name(offset, SNAPSHOT_SUFFIX))
             if offset > log_end_offset or offset <= log_start_offset:
-                fileio.unlink(path)
+                if not self.read_only:
+                    fileio.unlink(path)
             elif self.last_snapshot_offset is None:
                 try:
                     entries = producer_snapshot.read(path)
                 except CorruptSnapshotError:
-                    fileio.unlink(path)
+                    if not self.read_only:
+                        fileio.unlink(path)
                     continue
+                except KafkaStorageError as e:
+                    if not self.read_only or getattr(e, "errno", None) != errno.ENOENT:
+                        raise
+                    continue  # its owner deleted it since the listing: an older one will do
                 self.producers = {e.producer_id: e for e in entries if not self.is_expired(e, now_ms)}
                 self.map_end_offset = self.last_snapshot_offset = offset
         start = self.map_end_offset
         aborted = self._replay(segments, log_end_offset)
-        self.first_unstable_offset = self.first_undecided_offset
+        with self._unstable_lock:  # (the snapshot's open transactions too, when the replay began or ended none)
+            self._unstable = (self.first_undecided_offset, self._unstable[1])
+        self.replayed_from, self.replayed_aborts = start, aborted
         return start, aborted
 
     def _replay(self, segments: Sequence[LogSegment], log_end_offset: int) -> list[AbortedTxn]:
@@ -325,6 +440,27 @@ class ProducerStateManager:
         return AbortedTxn(txn.first_offset, txn.last_offset, txn.producer_id, lso)
 
 
+def aborted_txns_rebuilt(
+    dir: str,
+    segments: Sequence[LogSegment],
+    segment: LogSegment,
+    log_start_offset: int,
+    log_end_offset: int,
+    now_ms: int,
+    producer_id_expiration_ms: int = PRODUCER_ID_EXPIRATION_MS,
+) -> list[AbortedTxn]:
+    """The ``.txnindex`` entries of ``segment`` (one of ``segments``) made again from its
+    ABORT markers, with the producer state as of its start: the latest snapshot at or
+    before its base offset and the batch headers after it, as Kafka's recovery of a
+    segment rebuilds its index (``LogLoader.recoverSegment``). No file is touched."""
+    i = next(k for k, s in enumerate(segments) if s is segment)
+    end = segments[i + 1].base_offset if i + 1 < len(segments) else log_end_offset
+    state = ProducerStateManager(dir, producer_id_expiration_ms=producer_id_expiration_ms, read_only=True)
+    before = [o for o in producer_snapshot.snapshot_offsets(dir) if o <= segment.base_offset]
+    _, aborted = state.load(segments[: i + 1], log_start_offset, end, now_ms, before)
+    return [t for t in aborted if t.last_offset >= segment.base_offset]
+
+
 def _reindex_aborts(segments: Sequence[LogSegment], start: int, aborted: list[AbortedTxn]) -> None:
     """Write the ``.txnindex`` of the segments holding offsets from ``start`` on again: their
     entries from before ``start`` kept, the ABORT markers found from ``start`` on added."""
@@ -333,14 +469,13 @@ def _reindex_aborts(segments: Sequence[LogSegment], start: int, aborted: list[Ab
         if end is not None and end <= start:
             continue
         try:
-            kept = [e for e in read_txn_index(segment.txn_index_path) if e.last_offset < start]
-        except (KafkaStorageError, CorruptIndexError) as e:  # missing, or not whole: made again below
+            kept = [e for e in segment.txn_index.entries() if e.last_offset < start]
+        except (KafkaStorageError, CorruptIndexError) as e:  # not whole: made again below
             kept = []
-            if getattr(e, "errno", None) != errno.ENOENT:
-                log.warning("%s; writing it again from the markers", e)
+            log.warning("%s; writing it again from the markers", e)
         first = max(start, segment.base_offset)
         found = [t for t in aborted if t.last_offset >= first and (end is None or t.last_offset < end)]
-        write_txn_index(segment.log_path, kept + found)
+        segment.txn_index.write(kept + found)
 
 
 def _read(segment: LogSegment, buffer: bytearray, position: int, size: int) -> int:

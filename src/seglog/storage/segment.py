@@ -1,4 +1,5 @@
-"""A log segment: one ``.log`` of batches with its sparse ``.index`` and ``.timeindex``.
+"""A log segment: one ``.log`` of batches with its sparse ``.index`` and ``.timeindex``,
+and the ``.txnindex`` of the aborted transactions whose markers it holds (``txn_index.py``).
 
 The segment is named after its base offset, the first offset it holds or could
 hold. Batches are only appended. Every time more than ``index.interval.bytes``
@@ -41,6 +42,7 @@ import itertools
 import logging
 import os
 import random
+import threading
 from collections.abc import Callable, Iterator
 
 from ..errors import (
@@ -66,6 +68,7 @@ from .file_records import (
 )
 from .index import MAX_RELATIVE_OFFSET, NO_TIMESTAMP, OffsetIndex, TimeIndex
 from .naming import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_file_name
+from .txn_index import TransactionIndex, TxnIndexSearchResult
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +95,7 @@ _TIME_SEARCH_READ = 1024 * 1024  # the most a lookup by time reads of a batch it
 
 # what a recovery walk carries from chunk to chunk (see _scan_and_index)
 _WalkState = tuple[int, int | None, int, int, int, int]
+_TXN_INDEX_MADE = threading.Lock()  # a segment's transaction index is made once, whichever thread asks first
 
 
 class _MisleadingEntry(Exception):
@@ -127,6 +131,7 @@ class LogSegment:
         self._size: int | None = 0 if created else None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
+        self._txn_index: TransactionIndex | None = None
         self._max_ts_and_offset: tuple[int, int] | None = (NO_TIMESTAMP, base_offset) if created else None
         self._rolling_based_timestamp: int | None = None
         self._rolling_loaded = created
@@ -139,6 +144,7 @@ class LogSegment:
                 self._handle = fileio.open_file(self.log_path, create=True)
                 self._handle.truncate(0)
                 self._reset_indexes()
+                fileio.unlink(self.txn_index_path)  # a stale one's entries are not this segment's (Kafka's roll)
             except BaseException:
                 self.close_handlers()  # (delete drops its files for readers; none has this one)
                 self.delete()  # a failed create (a full disk) leaves no file open, nor behind
@@ -237,6 +243,19 @@ class LogSegment:
             self._load_indexes()
         assert self._time_index is not None
         return self._time_index
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        """The segment's ``.txnindex`` (its file may not exist: no aborted transaction)."""
+        index = self._txn_index
+        if index is None:
+            with _TXN_INDEX_MADE:
+                index = self._txn_index
+                if index is None:
+                    index = self._txn_index = TransactionIndex(
+                        self.txn_index_path, self.base_offset, read_only=self.read_only
+                    )
+        return index
 
     @property
     def indexes_loaded(self) -> bool:
@@ -610,8 +629,20 @@ class LogSegment:
                 _new(LogOffsetMetadata, (start_offset, self.base_offset, header.position)),
                 _new(FileSlice, (handle, header.position, size)),
                 wanted < header.size,
+                None,
             ),
         )
+
+    def fetch_upper_bound_offset(self, position: int, fetch_size: int) -> int | None:
+        """Kafka's ``fetchUpperBoundOffset``: an offset above every offset of the
+        ``fetch_size`` bytes read from byte ``position`` (the first batch the offset index
+        names at or past their end), or None when the index names none there."""
+        return (self._offset_index or self.offset_index).fetch_upper_bound_offset(position + fetch_size)
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> TxnIndexSearchResult:
+        """The aborted transactions of this segment's ``.txnindex`` that overlap
+        [``fetch_offset``, ``upper_bound_offset``) (Kafka's ``collectAbortedTxns``)."""
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record with timestamp >= ``timestamp`` and
@@ -807,22 +838,26 @@ class LogSegment:
         )
 
     def truncate_to(self, offset: int) -> int:
-        """Drop every batch whose offsets reach ``offset`` or beyond; returns bytes removed."""
+        """Drop every batch whose offsets reach ``offset`` or beyond, and the transaction
+        index entries of the markers among them; returns bytes removed. The transaction
+        index goes last: a corrupt one raises CorruptIndexError once the log is cut (its
+        owner makes it again from the markers left)."""
         header = self.translate_offset(offset)
-        if header is None:
-            return 0
-        position = header.position
-        self.offset_index.truncate_to(offset)
-        self.time_index.truncate_to(offset)
-        self.offset_index.resize(self.max_index_size)
-        self.time_index.resize(self.max_index_size)
-        removed = self.size - position
-        self.handle.truncate(position)
-        self._size = position
-        self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
-        self._max_ts_and_offset = None
-        if position == 0:
-            self._rolling_based_timestamp, self._rolling_loaded = None, True
+        removed = 0
+        if header is not None:
+            position = header.position
+            self.offset_index.truncate_to(offset)
+            self.time_index.truncate_to(offset)
+            self.offset_index.resize(self.max_index_size)
+            self.time_index.resize(self.max_index_size)
+            removed = self.size - position
+            self.handle.truncate(position)
+            self._size = position
+            self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
+            self._max_ts_and_offset = None
+            if position == 0:
+                self._rolling_based_timestamp, self._rolling_loaded = None, True
+        self.txn_index.truncate_to(offset)
         return removed
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -846,6 +881,7 @@ class LogSegment:
             self._offset_index.flush()
         if self._time_index is not None:
             self._time_index.flush()
+        self.txn_index.flush()  # (Kafka's: the entries as durable as the markers)
 
     def close(self) -> None:
         if self._offset_index is not None:
@@ -865,18 +901,21 @@ class LogSegment:
             self._handle = None
 
     def change_suffix(self, new_suffix: str) -> None:
-        """Rename the segment's files from its current suffix to ``new_suffix``."""
-        old = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
+        """Rename the segment's files from its current suffix to ``new_suffix``. The
+        ``.txnindex`` goes first: the loader keeps a ``.txnindex.swap`` only beside a
+        ``.log.swap`` (the offset and time indexes it rebuilds from the log), so a crash
+        between renames must not leave the log renamed and its transaction index behind."""
+        old = [self.txn_index_path, self.log_path, self.index_path, self.time_index_path]
         self.suffix = new_suffix
-        new = [self.log_path, self.index_path, self.time_index_path, self.txn_index_path]
+        new = [self.txn_index_path, self.log_path, self.index_path, self.time_index_path]
         for src, dst in zip(old, new, strict=True):
             if os.path.exists(src):
                 fileio.rename(src, dst)
-        for index, path in ((self._offset_index, new[1]), (self._time_index, new[2])):
+        for index, path in ((self._offset_index, new[2]), (self._time_index, new[3]), (self._txn_index, new[0])):
             if index is not None:
                 index.path = path
         if self._handle is not None:
-            self._handle.path = new[0]
+            self._handle.path = new[1]
 
     def delete(self) -> None:
         """Unlink the segment's files. Its open file and index maps are dropped, not
