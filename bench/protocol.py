@@ -20,6 +20,13 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from seglog.protocol import ApiKey, decode_request, encode_request, encode_response
+from seglog.protocol.message_data import (
+    FetchRequestData,
+    FetchResponseData,
+    MetadataResponseData,
+    ProduceRequestData,
+    ProduceResponseData,
+)
 
 REPEATS = 5
 
@@ -34,48 +41,63 @@ def joined(parts: list) -> bytes:
     return b"".join(bytes(p) for p in parts)
 
 
-def produce_request() -> dict:
-    partitions = [{"index": 0, "records": b"r" * 16384}]
-    return {"acks": -1, "timeout_ms": 30000, "topic_data": [{"name": "events", "partition_data": partitions}]}
+def produce_request() -> ProduceRequestData:
+    partitions = [ProduceRequestData.PartitionProduceData(index=0, records=b"r" * 16384)]
+    return ProduceRequestData(
+        acks=-1,
+        timeout_ms=30000,
+        topic_data=[ProduceRequestData.TopicProduceData(name="events", partition_data=partitions)],
+    )
 
 
-def fetch_request() -> dict:
-    partitions = [{"partition": p, "fetch_offset": 1000 * p, "partition_max_bytes": 1 << 20} for p in range(6)]
-    return {
-        "max_wait_ms": 500,
-        "min_bytes": 1,
-        "max_bytes": 50 << 20,
-        "topics": [{"topic": "events", "partitions": partitions}],
-    }
-
-
-def fetch_response() -> dict:
+def fetch_request() -> FetchRequestData:
     partitions = [
-        {"partition_index": p, "high_watermark": 10**6, "last_stable_offset": 10**6, "records": b"b" * 65536}
+        FetchRequestData.FetchPartition(partition=p, fetch_offset=1000 * p, partition_max_bytes=1 << 20)
         for p in range(6)
     ]
-    return {"responses": [{"topic": "events", "partitions": partitions}]}
+    return FetchRequestData(
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=50 << 20,
+        topics=[FetchRequestData.FetchTopic(topic="events", partitions=partitions)],
+    )
 
 
-def produce_response() -> dict:
-    partitions = [{"index": 0, "base_offset": 12345, "log_start_offset": 0}]
-    return {"responses": [{"name": "events", "partition_responses": partitions}]}
+def fetch_response() -> FetchResponseData:
+    partitions = [
+        FetchResponseData.PartitionData(
+            partition_index=p, high_watermark=10**6, last_stable_offset=10**6, records=b"b" * 65536
+        )
+        for p in range(6)
+    ]
+    return FetchResponseData(
+        responses=[FetchResponseData.FetchableTopicResponse(topic="events", partitions=partitions)]
+    )
 
 
-def metadata_response() -> dict:
-    brokers = [{"node_id": 1, "host": "localhost", "port": 9092}]
+def produce_response() -> ProduceResponseData:
+    partitions = [ProduceResponseData.PartitionProduceResponse(index=0, base_offset=12345, log_start_offset=0)]
+    return ProduceResponseData(
+        responses=[ProduceResponseData.TopicProduceResponse(name="events", partition_responses=partitions)]
+    )
+
+
+def metadata_response() -> MetadataResponseData:
+    brokers = [MetadataResponseData.MetadataResponseBroker(node_id=1, host="localhost", port=9092)]
     topics = [
-        {
-            "name": f"topic-{t}",
-            "topic_id": uuid.UUID(int=t + 1),
-            "partitions": [
-                {"partition_index": p, "leader_id": 1, "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1]}
+        MetadataResponseData.MetadataResponseTopic(
+            name=f"topic-{t}",
+            topic_id=uuid.UUID(int=t + 1),
+            partitions=[
+                MetadataResponseData.MetadataResponsePartition(
+                    partition_index=p, leader_id=1, leader_epoch=0, replica_nodes=[1], isr_nodes=[1]
+                )
                 for p in range(6)
             ],
-        }
+        )
         for t in range(20)
     ]
-    return {"brokers": brokers, "cluster_id": "seglog", "controller_id": 1, "topics": topics}
+    return MetadataResponseData(brokers=brokers, cluster_id="seglog", controller_id=1, topics=topics)
 
 
 def kio_writer(cls: type) -> Callable[[object], bytes]:

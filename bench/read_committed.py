@@ -8,7 +8,7 @@ aborted, a plain record between transactions; then:
    read_uncommitted (the reference), ROUNDS rounds in turn, medians: records/s and the
    broker's CPU per record (user + system of its threads, ``/proc/PID/task/*/schedstat``);
 2. raw fetches: the whole topic read by Fetch requests of FETCH_BYTES (the bench's own
-   client, ``seglog.tools.broker_client``), one at a time, each from where the last one
+   client, ``seglog.client``), one at a time, each from where the last one
    ended, at both isolation levels, ROUNDS rounds: the broker's CPU per fetch (the
    client's decoding does not count), medians;
 3. tail: a read_committed consumer at the log end while the producer commits TAIL_TXNS
@@ -37,9 +37,9 @@ import time
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from seglog.client import connect
 from seglog.protocol import ApiKey
 from seglog.records import BatchIterator
-from seglog.tools.broker_client import BrokerClient
 
 TOPIC = "txn"
 SEGMENT_BYTES = 256 * 1024
@@ -157,7 +157,7 @@ def catch_up(pid: int, bootstrap: str, kept: int, total: int) -> dict[str, tuple
 
 def raw_fetches(pid: int, bootstrap: str, isolation: int) -> tuple[int, float]:
     """(fetches, the broker's CPU µs per fetch) of reading the topic from 0 to its end."""
-    with BrokerClient(bootstrap) as client:
+    with connect(bootstrap) as client:
         offset, fetches, used = 0, 0, 0.0
         while True:
             partition = {

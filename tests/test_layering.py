@@ -1,7 +1,7 @@
 """The package's layers, checked on every module's imports (their AST, so imports inside
 functions and ``TYPE_CHECKING`` blocks count too).
 
-A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``,
+A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``seglog.client``,
 ``seglog.coordinator``, ``seglog.cluster``, ``seglog.broker``, ``seglog.spark``,
 ``seglog.tools``, ``seglog.demo``, or the top level (the modules directly in
 ``seglog/``: ``errors``, ``config``, ``partitioner``, ``cli``, ...).
@@ -11,10 +11,11 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``,
 2. No module imports a layer above its own. The layers, bottom to top, as
    docs/architecture.md draws them:
 
-   0. ``errors``, ``config``, ``partitioner``: imported by everyone, importing nothing
-      of seglog but each other;
+   0. ``errors``, ``common``, ``config``, ``partitioner``: imported by everyone, importing
+      nothing of seglog but each other;
    1. ``records``, ``protocol``: the sans-IO formats (bytes in, values out);
-   2. ``storage``: the log engine, on records;
+   2. ``storage``: the log engine, on records; ``client``: connections to brokers, on
+      protocol's sans-IO connection;
    3. ``coordinator`` (the coordinators' state, on storage's logs and records),
       ``cluster`` (ZooKeeper and the controller, on storage), and the top-level
       ``seglog`` package itself (``seglog.open``: a front door to storage);
@@ -23,6 +24,8 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``,
    5. ``tools``, ``cli``, ``__main__``, ``demo``: the command line and the demo.
 
    Packages on one layer may import each other (none does today).
+
+   The broker, the tools and Spark reach other brokers through ``client``.
 
 3. No bare error-code integers: Kafka's error codes are named through ``seglog.errors.ErrorCode``,
    whose rows are the one place their numbers stand. An integer literal is refused where it stands
@@ -49,12 +52,14 @@ SRC = Path(seglog.__file__).parent
 
 LAYERS = {
     "errors": 0,
+    "common": 0,
     "config": 0,
     "partitioner": 0,
     "_partitioner": 0,  # partitioner.py's C
     "records": 1,
     "protocol": 1,
     "storage": 2,
+    "client": 2,
     "coordinator": 3,
     "cluster": 3,
     "seglog": 3,  # seglog/__init__.py

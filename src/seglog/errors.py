@@ -318,6 +318,11 @@ class InvalidResponseError(SeglogError):
     ``SchemaException``."""
 
 
+class LocalProtocolError(SeglogError):
+    """This side used a connection against the protocol (a response out of order, bytes after
+    the end of the stream): seglog's own fault, not the peer's."""
+
+
 class UnsupportedVersionError(SeglogError):
     """An API key that is not declared, or a version outside its declared range. The header's
     fields are kept so the broker can answer (ApiVersions) or close the connection (the rest)."""

@@ -146,11 +146,11 @@ def test_describe_cluster_for_another_endpoint_type(seglog_broker) -> None:
     """As Kafka's AuthHelper.computeDescribeClusterResponse: a broker asked for a controller's view
     (endpoint type 2) answers MISMATCHED_ENDPOINT_TYPE, for a type it does not know
     UNSUPPORTED_ENDPOINT_TYPE."""
+    from seglog.client import connect
     from seglog.errors import ErrorCode
     from seglog.protocol import ApiKey
-    from seglog.tools.broker_client import BrokerClient
 
-    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+    with connect(seglog_broker.bootstrap_servers) as client:
         codes = [
             client.request(ApiKey.DESCRIBE_CLUSTER, {"endpoint_type": t}, version=1)["error_code"] for t in (1, 2, 7)
         ]
@@ -180,15 +180,15 @@ def test_kafka_python_admin(seglog_broker) -> None:
 
 def test_offset_for_leader_epoch(seglog_broker, admin: AdminClient) -> None:
     """No client here asks it on one broker; the command line's client does, raw."""
+    from seglog.client import connect
     from seglog.protocol import ApiKey
-    from seglog.tools.broker_client import BrokerClient
 
     _result(admin.create_topics([NewTopic("e1", 1, 1)]), "e1")
     producer = Producer({"bootstrap.servers": seglog_broker.bootstrap_servers, **PRODUCER})
     for _i in range(5):
         producer.produce("e1", b"x", partition=0)
     assert producer.flush(30) == 0
-    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+    with connect(seglog_broker.bootstrap_servers) as client:
         body = {
             "replica_id": -1,
             "topics": [

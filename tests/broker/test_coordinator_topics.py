@@ -15,8 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog.broker
+from seglog.client import connect
 from seglog.protocol import ApiKey
-from seglog.tools.broker_client import BrokerClient
 
 CONFIG = {"num.partitions": 2, "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 5}
 NO_OFFSET = -1001  # confluent-kafka's OFFSET_INVALID: nothing committed
@@ -24,7 +24,7 @@ NO_OFFSET = -1001  # confluent-kafka's OFFSET_INVALID: nothing committed
 
 @pytest.mark.parametrize(("topic", "partitions"), [("__consumer_offsets", 3), ("__transaction_state", 5)])
 def test_metadata_makes_an_internal_topic_as_its_coordinator_does(tmp_path: Path, topic: str, partitions: int) -> None:
-    with seglog.broker.start(str(tmp_path), config=CONFIG) as broker, BrokerClient(broker.bootstrap_servers) as client:
+    with seglog.broker.start(str(tmp_path), config=CONFIG) as broker, connect(broker.bootstrap_servers) as client:
         asked = {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": True}
         (found,) = client.request(ApiKey.METADATA, asked)["topics"]
         assert (found["error_code"], found["is_internal"], len(found["partitions"])) == (0, True, partitions)

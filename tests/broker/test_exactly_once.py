@@ -15,8 +15,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from seglog.client import connect
 from seglog.protocol import ApiKey, ErrorCode
-from seglog.tools.broker_client import BrokerClient
 
 from .conftest import CONSUMER, PRODUCER, wait_for
 from .subprocess_broker import BrokerProcess
@@ -62,7 +62,7 @@ def fetch_offset(bootstrap: str, group: str, *, require_stable: bool = False) ->
     partition is loaded; UNSTABLE_OFFSET_COMMIT answered as -2."""
 
     def fetch() -> int | None:
-        with BrokerClient(bootstrap) as client:
+        with connect(bootstrap) as client:
             body = {
                 "groups": [{"group_id": group, "topics": [{"name": "in", "partition_indexes": [0]}]}],
                 "require_stable": require_stable,
@@ -197,7 +197,7 @@ def test_a_pipeline_killed_at_random_points_writes_each_record_once(seglog_broke
         want = [(p, sum(1 for i in range(len(inputs)) if i % 2 == p)) for p in (0, 1)]
 
         def consumed_all() -> bool:
-            with BrokerClient(bootstrap) as client:
+            with connect(bootstrap) as client:
                 topics = [{"name": "in", "partition_indexes": [0, 1]}]
                 body = {"groups": [{"group_id": "pipeline-group", "topics": topics}], "require_stable": True}
                 (answer,) = client.request(ApiKey.OFFSET_FETCH, body)["groups"]

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from seglog.broker.apis import IMPLEMENTED
+from seglog.client import BlockingConnection, connect
 from seglog.protocol import ApiKey, ErrorCode
-from seglog.tools.broker_client import BrokerClient
 
 from .test_groups import GROUP_BROKER, create_topic
 
@@ -23,15 +22,16 @@ def seglog_broker_config() -> dict[str, Any]:
     return GROUP_BROKER
 
 
-def versions(key: ApiKey) -> range:
-    low, high = IMPLEMENTED[key]
+def versions(client: BlockingConnection, key: ApiKey) -> range:
+    """The versions the broker advertises."""
+    low, high = client.versions[key]
     return range(low, high + 1)
 
 
 def test_a_member_at_every_version(seglog_broker) -> None:
     create_topic(seglog_broker.bootstrap_servers, "vers", 1)
-    with BrokerClient(seglog_broker.bootstrap_servers) as client:
-        for v in versions(ApiKey.FIND_COORDINATOR):
+    with connect(seglog_broker.bootstrap_servers) as client:
+        for v in versions(client, ApiKey.FIND_COORDINATOR):
             body = {"key": "g", "key_type": 0, "coordinator_keys": ["g"]}
             answer = client.request(ApiKey.FIND_COORDINATOR, body, v)
             found = answer["coordinators"][0] if v >= 4 else answer
@@ -39,7 +39,7 @@ def test_a_member_at_every_version(seglog_broker) -> None:
         empty = {"key": "", "key_type": 1, "coordinator_keys": [""]}  # no transactional id: Kafka's INVALID_REQUEST
         answer = client.request(ApiKey.FIND_COORDINATOR, empty, 4)
         assert answer["coordinators"][0]["error_code"] == ErrorCode.INVALID_REQUEST
-        for v in versions(ApiKey.JOIN_GROUP):
+        for v in versions(client, ApiKey.JOIN_GROUP):
             group = f"group-v{v}"
             join = {
                 "group_id": group,
@@ -111,7 +111,7 @@ def test_a_member_at_every_version(seglog_broker) -> None:
 
 def test_the_administrative_apis_at_every_version(seglog_broker) -> None:
     create_topic(seglog_broker.bootstrap_servers, "admin-vers", 1)
-    with BrokerClient(seglog_broker.bootstrap_servers) as client:
+    with connect(seglog_broker.bootstrap_servers) as client:
         for v in range(3):  # three standalone groups with an offset each
             commit = {
                 "group_id": f"standalone-{v}",
@@ -123,14 +123,14 @@ def test_the_administrative_apis_at_every_version(seglog_broker) -> None:
                 ],
             }
             assert client.request(ApiKey.OFFSET_COMMIT, commit, 2)["topics"][0]["partitions"][0]["error_code"] == 0
-        for v in versions(ApiKey.LIST_GROUPS):
+        for v in versions(client, ApiKey.LIST_GROUPS):
             body = {"states_filter": ["Empty"], "types_filter": []}
             answer = client.request(ApiKey.LIST_GROUPS, body, v)
             listed = {g["group_id"]: g for g in answer["groups"]}
             assert answer["error_code"] == 0 and {f"standalone-{i}" for i in range(3)} <= set(listed), v
             if v >= 4:
                 assert listed["standalone-0"]["group_state"] == "Empty"
-        for v in versions(ApiKey.DESCRIBE_GROUPS):
+        for v in versions(client, ApiKey.DESCRIBE_GROUPS):
             body = {"groups": ["standalone-0", "nobody"], "include_authorized_operations": False}
             found = client.request(ApiKey.DESCRIBE_GROUPS, body, v)["groups"]
             assert [(g["group_id"], g["group_state"], g["error_code"]) for g in found] == [
@@ -143,7 +143,7 @@ def test_the_administrative_apis_at_every_version(seglog_broker) -> None:
         }
         answer = client.request(ApiKey.OFFSET_DELETE, offset_delete, 0)
         assert answer["error_code"] == 0 and answer["topics"][0]["partitions"][0]["error_code"] == 0
-        for v in versions(ApiKey.DELETE_GROUPS):
+        for v in versions(client, ApiKey.DELETE_GROUPS):
             answer = client.request(ApiKey.DELETE_GROUPS, {"groups_names": [f"standalone-{v}"]}, v)
             # standalone-0 died with its last offset: nothing is left to delete
             assert answer["results"] == [{"group_id": f"standalone-{v}", "error_code": 69 if v == 0 else 0}], v

@@ -10,9 +10,10 @@ from typing import Any
 from confluent_kafka import Producer
 
 import seglog
+from seglog.broker.routes import Route
+from seglog.client import BlockingConnection, connect
 from seglog.protocol import ApiKey
 from seglog.records import build_batch
-from seglog.tools.broker_client import BrokerClient
 
 from .conftest import PRODUCER
 from .subprocess_broker import BrokerProcess
@@ -25,7 +26,8 @@ def cut_connections_after_every(broker: Any, nth: int) -> list[int]:
     request is appended, before its response goes: the producer must retry what was
     written (a fault injected into the broker's socket layer, not a stand-in for it)."""
     server = broker.server
-    produce = server._handlers[ApiKey.PRODUCE]
+    route = server.routes[ApiKey.PRODUCE]
+    produce = route.handler
     count = [0]
 
     async def cutting(version: int, body: dict[str, Any]) -> Any:
@@ -36,7 +38,7 @@ def cut_connections_after_every(broker: Any, nth: int) -> list[int]:
                 conn.sock.shutdown(socket.SHUT_RDWR)
         return response
 
-    server._handlers[ApiKey.PRODUCE] = cutting
+    server.routes[ApiKey.PRODUCE] = Route(cutting, route.versions)
     return count
 
 
@@ -66,7 +68,7 @@ def test_a_producer_cut_off_mid_stream_writes_each_record_once_in_order(seglog_b
     assert values == [b"%d" % i for i in range(count)]  # no duplicate, no gap, in order
 
 
-def produce(client: BrokerClient, batch: bytes) -> tuple[int, int]:
+def produce(client: BlockingConnection, batch: bytes) -> tuple[int, int]:
     """(error code, base offset) of an acks=all produce of one batch to events-0."""
     body = {
         "transactional_id": None,
@@ -92,7 +94,7 @@ def idempotent_batch(pid: int, epoch: int, sequence: int, n: int) -> bytes:
 def test_sequence_state_survives_sigkill(tmp_path) -> None:
     data = tmp_path / "data"
     with BrokerProcess(data, "num.partitions=1") as broker:
-        with BrokerClient(broker.bootstrap_servers) as client:
+        with connect(broker.bootstrap_servers) as client:
             init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
             assert init["error_code"] == 0
             pid, epoch = init["producer_id"], init["producer_epoch"]
@@ -102,7 +104,7 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
             assert produce(client, second) == (0, 3)
             assert produce(client, second) == (0, 3)  # a retry: acknowledged, not appended
         broker.kill()
-    with BrokerProcess(data) as broker, BrokerClient(broker.bootstrap_servers) as client:
+    with BrokerProcess(data) as broker, connect(broker.bootstrap_servers) as client:
         assert produce(client, second) == (0, 3)  # the state came back from the log
         again = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
         assert again["producer_id"] > pid  # a new block of ids: none is handed out twice
@@ -117,7 +119,7 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
 
 def test_write_txn_markers_ends_a_transaction_written_by_another_coordinator(seglog_broker_factory, tmp_path) -> None:
     broker = seglog_broker_factory(str(tmp_path / "data"), config={"num.partitions": 1})
-    with BrokerClient(broker.bootstrap_servers) as client:
+    with connect(broker.bootstrap_servers) as client:
         init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
         pid, epoch = init["producer_id"], init["producer_epoch"]
         client.request(ApiKey.METADATA, {"topics": [{"name": "events"}], "allow_auto_topic_creation": True})
@@ -141,7 +143,7 @@ def test_write_txn_markers_ends_a_transaction_written_by_another_coordinator(seg
         assert [(t.producer_id, t.first_offset) for t in aborted] == [(pid, 0)]
 
 
-def latest(client: BrokerClient, *, read_committed: bool) -> int:
+def latest(client: BlockingConnection, *, read_committed: bool) -> int:
     partitions = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]
     body = {
         "replica_id": -1,

@@ -1,5 +1,6 @@
 """A peer's bad response is the peer's fault: each of seglog's connections to another broker (the
-controller's BlockingConnection, the event loop's BrokerConnection, the tools' BrokerClient) raises
+controller's BlockingConnection, the event loop's BrokerConnection; seglog.client's connections are
+tested in tests/client) raises
 InvalidResponseError for a size prefix out of range, another request's correlation id or a body cut
 short, never InvalidRequestError (which blames a request)."""
 
@@ -17,7 +18,6 @@ from seglog.broker.broker_connection import BrokerConnection
 from seglog.broker.controller_channel_manager import BlockingConnection
 from seglog.errors import BrokerNotAvailableError, InvalidRequestError, InvalidResponseError
 from seglog.protocol import ApiKey, encode_response, supported_versions
-from seglog.tools.broker_client import BrokerClient
 
 Answer = Callable[[int], bytes]  # a request's correlation id -> the bytes the peer sends back
 
@@ -86,19 +86,6 @@ def test_blocking_connection(fault: str) -> None:
         assert not isinstance(info.value, InvalidRequestError)
     finally:
         conn.close()
-        peer.close()
-
-
-@pytest.mark.parametrize("fault", sorted(BAD_ANSWERS))
-def test_tools_broker_client(fault: str) -> None:
-    answer, message = BAD_ANSWERS[fault]
-    peer = _Peer([_api_versions, answer])
-    try:
-        with BrokerClient(f"127.0.0.1:{peer.port}", timeout=5) as client:
-            with pytest.raises(InvalidResponseError, match=message) as info:
-                client.request(ApiKey.METADATA, {"topics": []}, version=1)
-            assert not isinstance(info.value, InvalidRequestError)
-    finally:
         peer.close()
 
 

@@ -6,15 +6,15 @@ from typing import Any
 
 import pytest
 
+from seglog.client import BlockingConnection, connect
 from seglog.errors import BrokerNotAvailableError
 from seglog.protocol import ApiKey
 from seglog.records import Compression, Record
 from seglog.records.batch import build_batch
-from seglog.tools.broker_client import BrokerClient
 
 
 def _produce(
-    client: BrokerClient, parts: dict[tuple[str, int], bytes], acks: int = 1, version: int | None = None
+    client: BlockingConnection, parts: dict[tuple[str, int], bytes], acks: int = 1, version: int | None = None
 ) -> dict[tuple[str, int], Any]:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), records in parts.items():
@@ -29,7 +29,7 @@ def _produce(
     return {(t["name"], r["index"]): r for t in answer["responses"] for r in t["partition_responses"]}
 
 
-def _end(client: BrokerClient, topic: str) -> int:
+def _end(client: BlockingConnection, topic: str) -> int:
     body = {
         "replica_id": -1,
         "isolation_level": 0,
@@ -42,7 +42,7 @@ def _end(client: BrokerClient, topic: str) -> int:
 
 @pytest.fixture(scope="module")
 def client(seglog_broker):
-    with BrokerClient(seglog_broker.bootstrap_servers) as c:
+    with connect(seglog_broker.bootstrap_servers) as c:
         for topic in ("ok", "small"):
             configs = [{"name": "max.message.bytes", "value": "200"}] if topic == "small" else []
             body = {
@@ -56,7 +56,7 @@ def client(seglog_broker):
         yield c
 
 
-def test_a_corrupt_batch_appends_nothing(client: BrokerClient) -> None:
+def test_a_corrupt_batch_appends_nothing(client: BlockingConnection) -> None:
     good = build_batch([Record(None, b"a")])
     bad = bytearray(build_batch([Record(None, b"b")]))
     bad[-1] ^= 0xFF  # the CRC no longer matches
@@ -66,7 +66,7 @@ def test_a_corrupt_batch_appends_nothing(client: BrokerClient) -> None:
     assert _end(client, "ok") == before  # not even the good batch before it
 
 
-def test_errors_are_per_partition(client: BrokerClient) -> None:
+def test_errors_are_per_partition(client: BlockingConnection) -> None:
     big = build_batch([Record(None, b"x" * 500)])
     answer = _produce(
         client,
@@ -78,7 +78,7 @@ def test_errors_are_per_partition(client: BrokerClient) -> None:
     assert answer[("nope", 0)]["error_code"] == 3
 
 
-def test_bad_acks_and_timestamps(client: BrokerClient) -> None:
+def test_bad_acks_and_timestamps(client: BlockingConnection) -> None:
     answer = _produce(client, {("ok", 0): build_batch([Record(None, b"v")])}, acks=2)
     assert answer[("ok", 0)]["error_code"] == 21  # INVALID_REQUIRED_ACKS
     future = build_batch([Record(None, b"v", 10**13 * 4)])  # year 3237: past message.timestamp.after.max.ms
@@ -86,7 +86,7 @@ def test_bad_acks_and_timestamps(client: BrokerClient) -> None:
 
 
 def test_a_failed_acks_0_produce_closes_the_connection(seglog_broker) -> None:
-    with BrokerClient(seglog_broker.bootstrap_servers) as c:
+    with connect(seglog_broker.bootstrap_servers) as c:
         body = {
             "transactional_id": None,
             "acks": 0,
@@ -100,7 +100,7 @@ def test_a_failed_acks_0_produce_closes_the_connection(seglog_broker) -> None:
             c.request(ApiKey.API_VERSIONS, {})
 
 
-def test_zstd_needs_produce_v7(client: BrokerClient) -> None:
+def test_zstd_needs_produce_v7(client: BlockingConnection) -> None:
     """Kafka refuses zstd batches in Produce v3-6 (clients older than KIP-110 cannot read them back
     either); Sarama 1.22 sends them at v3."""
     zstd = build_batch([Record(None, b"z")], compression=Compression.ZSTD)

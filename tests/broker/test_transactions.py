@@ -15,9 +15,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 import seglog
 from seglog.cli import main
+from seglog.client import connect
 from seglog.protocol import ApiKey
 from seglog.storage.txn_index import read_txn_index
-from seglog.tools.broker_client import BrokerClient
 
 from .conftest import CONSUMER, wait_for
 from .subprocess_broker import BrokerProcess
@@ -74,7 +74,7 @@ def cli(capsys: Any, *argv: str) -> str:
 
 
 def producer_id(txn_id: str, bootstrap: str) -> int:
-    with BrokerClient(bootstrap) as client:
+    with connect(bootstrap) as client:
         states = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})["transaction_states"]
     return int(states[0]["producer_id"])
 
@@ -109,7 +109,7 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
     with pytest.raises(KafkaException, match="fenced"):
         stale.commit_transaction(30)
 
-    with BrokerClient(bootstrap) as client:
+    with connect(bootstrap) as client:
         body = {"topics": [{"name": "__transaction_state", "topic_id": uuid.UUID(int=0)}]}
         (state_topic,) = client.request(ApiKey.METADATA, body)["topics"]
     assert state_topic["is_internal"] and len(state_topic["partitions"]) == 4
@@ -155,7 +155,7 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
 def latest_offsets(bootstrap: str) -> tuple[int, int]:
     """ListOffsets of orders-0 at "latest": read_uncommitted, then read_committed."""
     found = []
-    with BrokerClient(bootstrap) as client:
+    with connect(bootstrap) as client:
         for level in (0, 1):
             partitions = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]
             body = {

@@ -34,13 +34,13 @@ from kazoo.client import KazooClient
 
 import seglog.broker
 from seglog.broker.controller_channel_manager import ControllerChannelManager
+from seglog.client import connect
 from seglog.cluster import znodes
 from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
 from seglog.cluster.controller_channel import StopReplicaPartitionState, StopReplicaRequest, StopReplicaResponse
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
 from seglog.protocol import ApiKey
-from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import LocalCluster
 
 from .conftest import delivered, text, wait_until
@@ -82,7 +82,7 @@ def zk(cluster: LocalCluster) -> Iterator[ZkClient]:
 
 
 def metadata(address: str, topics: list[str] | None = None) -> dict[str, Any]:
-    with BrokerClient(address, timeout=10) as client:
+    with connect(address, timeout=10) as client:
         body = {
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False,
@@ -129,7 +129,7 @@ def fetch_error(address: str, topic: str, partition: int) -> int:
         "forgotten_topics_data": [],
         "rack_id": "",
     }
-    with BrokerClient(address, timeout=10) as client:
+    with connect(address, timeout=10) as client:
         return int(client.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"])
 
 
@@ -207,7 +207,7 @@ def test_a_request_of_an_older_controller_or_broker_epoch_is_refused(cluster: Lo
     broker = cluster.brokers[2]
     czxid = zk.get(znodes.broker_path(2))[1].czxid  # type: ignore[index]
     body = {"controller_id": 1, "topic_states": [], "live_brokers": []}
-    with BrokerClient(broker.address, timeout=10) as client:
+    with connect(broker.address, timeout=10) as client:
         older = {**body, "controller_epoch": epoch - 1, "broker_epoch": czxid}
         assert client.request(ApiKey.UPDATE_METADATA, older, version=7)["error_code"] == STALE_CONTROLLER_EPOCH
         stale = {**body, "controller_epoch": epoch, "broker_epoch": czxid - 1}
@@ -330,7 +330,7 @@ def test_topic_configs_and_partitions_change_through_zookeeper(cluster: LocalClu
 
 def test_metadata_creates_a_topic_through_the_controller(cluster: LocalCluster, zk: ZkClient) -> None:
     def created() -> bool:
-        with BrokerClient(cluster.brokers[2].address, timeout=10) as client:
+        with connect(cluster.brokers[2].address, timeout=10) as client:
             body = {"topics": [{"name": "auto"}], "allow_auto_topic_creation": True}
             topic = client.request(ApiKey.METADATA, body, version=12)["topics"][0]
         return topic["error_code"] == 0 and len(topic["partitions"]) == 1  # num.partitions

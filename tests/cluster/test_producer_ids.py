@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 import pytest
 
+from seglog.client import BlockingConnection, connect
 from seglog.cluster import znodes
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.coordinator.producer_id_manager import BLOCK_SIZE, ProducerIdBlocks
 from seglog.errors import InvalidZNodeError
 from seglog.protocol import ApiKey
-from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import LocalCluster
 
 from .test_replication import chrooted_cluster
@@ -91,7 +91,7 @@ def test_brokers_of_a_cluster_give_idempotent_producers_distinct_ids(cluster: Lo
     """InitProducerId without a transactional id is answered by whichever broker is asked."""
     given: dict[int, list[int]] = {}
     for broker_id, broker in cluster.brokers.items():
-        with BrokerClient(broker.address) as client:
+        with connect(broker.address) as client:
             for _ in range(2):
                 init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
                 assert init["error_code"] == 0, init
@@ -101,7 +101,7 @@ def test_brokers_of_a_cluster_give_idempotent_producers_distinct_ids(cluster: Lo
     assert all(pids[1] == pids[0] + 1 for pids in given.values())  # each broker's from its own block
 
 
-def init_producer_id(client: BrokerClient) -> int:
+def init_producer_id(client: BlockingConnection) -> int:
     init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
     assert init["error_code"] == 0, init
     return int(init["producer_id"])
@@ -114,10 +114,10 @@ def test_a_block_claimed_while_zookeeper_is_stopped_stalls_nothing_else(
     InitProducerId that needs a new block waits, and the broker answers other requests meanwhile."""
     others = []
     for broker_id in (2, 3):
-        with BrokerClient(cluster.brokers[broker_id].address) as client:
+        with connect(cluster.brokers[broker_id].address) as client:
             others.append(init_producer_id(client))
     broker = cluster.brokers[1]
-    with BrokerClient(broker.address) as waiting, BrokerClient(broker.address, timeout=10) as other:
+    with connect(broker.address) as waiting, connect(broker.address, timeout=10) as other:
         while init_producer_id(waiting) % BLOCK_SIZE != BLOCK_SIZE - 1:
             pass  # to the block's last id: the next request claims a block
         assert zookeeper.pid is not None

@@ -23,13 +23,13 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from seglog.cli import main
+from seglog.client import connect
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.protocol import ApiKey
 from seglog.records import Record
 from seglog.records.batch import build_batch
-from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
@@ -117,7 +117,7 @@ def produce(
             }
         ],
     }
-    with BrokerClient(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
+    with connect(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
         answer = client.request(ApiKey.PRODUCE, body)
     return answer["responses"][0]["partition_responses"][0]
 
@@ -139,7 +139,7 @@ def leader_epoch_errors(broker: BrokerProcess, topic: str, current_leader_epoch:
     latest = {"partition_index": 0, "current_leader_epoch": current_leader_epoch, "timestamp": -1}
     list_offsets = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [latest]}]}
     end_offsets = {"topics": [{"topic": topic, "partitions": [{**part, "leader_epoch": 0}]}]}
-    with BrokerClient(broker.address, timeout=10) as client:
+    with connect(broker.address, timeout=10) as client:
         fetched = client.request(ApiKey.FETCH, fetch, version=12)["responses"][0]["partitions"][0]
         listed = client.request(ApiKey.LIST_OFFSETS, list_offsets)["topics"][0]["partitions"][0]
         ended = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, end_offsets)["topics"][0]["partitions"][0]
@@ -211,7 +211,7 @@ def test_acks_all_waits_for_the_isr_which_shrinks_and_grows(patient: LocalCluste
 def delete_records(broker: BrokerProcess, topic: str, offset: int, timeout_ms: int) -> tuple[int, int]:
     """DeleteRecords of partition 0 before ``offset``: its (error code, low watermark)."""
     body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}]}
-    with BrokerClient(broker.address, timeout=timeout_ms / 1000 + 30) as client:
+    with connect(broker.address, timeout=timeout_ms / 1000 + 30) as client:
         answer = client.request(ApiKey.DELETE_RECORDS, {**body, "timeout_ms": timeout_ms})
     found = answer["topics"][0]["partitions"][0]
     return found["error_code"], found["low_watermark"]
@@ -221,7 +221,7 @@ def log_start_offset(broker: BrokerProcess, topic: str) -> int:
     """ListOffsets EARLIEST of partition 0 on any replica (the debugging replica id -2 may ask a follower)."""
     earliest = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}
     body = {"replica_id": -2, "isolation_level": 0, "topics": [{"name": topic, "partitions": [earliest]}]}
-    with BrokerClient(broker.address, timeout=10) as client:
+    with connect(broker.address, timeout=10) as client:
         found = client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]
     assert found["error_code"] == 0
     return found["offset"]

@@ -19,12 +19,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.broker.metadata_cache import ZERO_UUID, BrokerInfo, MetadataCache, PartitionState
 from seglog.broker.txn_marker_channel_manager import TransactionMarkerChannelManager
+from seglog.client import connect
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
 from seglog.coordinator.transaction_coordinator import WriteTxnMarkers
 from seglog.protocol import ApiKey
 from seglog.records import Record
 from seglog.records.batch import build_batch
-from seglog.tools.broker_client import BrokerClient
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
@@ -76,7 +76,7 @@ def live(cluster: LocalCluster) -> list[BrokerProcess]:
 
 
 def leader_of(cluster: LocalCluster, broker: BrokerProcess, topic: str, partition: int) -> int:
-    with BrokerClient(broker.address) as client:
+    with connect(broker.address) as client:
         answer = client.request(ApiKey.METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
     found = [p["leader_id"] for t in answer["topics"] for p in t["partitions"] if p["partition_index"] == partition]
     return found[0] if found else -1
@@ -92,7 +92,7 @@ def transactional(bootstrap: str, txn_id: str) -> Producer:
 def coordinator_of(cluster: LocalCluster, txn_id: str) -> int:
     """The broker that knows the transactional id: its coordinator."""
     for broker in live(cluster):
-        with BrokerClient(broker.address) as client:
+        with connect(broker.address) as client:
             found = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
         if found["transaction_states"][0]["error_code"] == NONE:
             return broker.broker_id
@@ -100,7 +100,7 @@ def coordinator_of(cluster: LocalCluster, txn_id: str) -> int:
 
 
 def transaction_state(cluster: LocalCluster, coordinator: int, txn_id: str) -> str:
-    with BrokerClient(cluster.brokers[coordinator].address) as client:
+    with connect(cluster.brokers[coordinator].address) as client:
         found = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
     return str(found["transaction_states"][0]["transaction_state"])
 
@@ -268,7 +268,7 @@ def produce_transactional(broker: BrokerProcess, topic: str, partition: int, pro
         "timeout_ms": 30_000,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
     }
-    with BrokerClient(broker.address) as client:
+    with connect(broker.address) as client:
         answer = client.request(ApiKey.PRODUCE, body)
     assert answer["responses"][0]["partition_responses"][0]["error_code"] == NONE
 
@@ -287,7 +287,7 @@ def write_markers(
         "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
         "coordinator_epoch": 0,
     }
-    with BrokerClient(broker.address) as client:
+    with connect(broker.address) as client:
         answer = client.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [marker]})
     (found,) = answer["markers"]
     assert found["producer_id"] == producer_id
@@ -297,7 +297,7 @@ def write_markers(
 def offsets(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int]:
     """ListOffsets latest of a partition from its leader: (read_uncommitted, read_committed)."""
     found = []
-    with BrokerClient(broker.address) as client:
+    with connect(broker.address) as client:
         for level in (0, 1):
             partitions = [{"partition_index": partition, "timestamp": -1, "current_leader_epoch": -1}]
             body = {"replica_id": -1, "isolation_level": level, "topics": [{"name": topic, "partitions": partitions}]}
@@ -336,7 +336,7 @@ def test_write_txn_markers_appends_with_acks_all_and_answers_per_partition(clust
 
 def metadata_of(cluster: LocalCluster, topic: str) -> tuple[list[BrokerInfo], list[PartitionState]]:
     """The live brokers and ``topic``'s partitions as a broker's Metadata answers them."""
-    with BrokerClient(live(cluster)[0].address) as client:
+    with connect(live(cluster)[0].address) as client:
         answer = client.request(ApiKey.METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
     brokers = [BrokerInfo(b["node_id"], b["host"], b["port"]) for b in answer["brokers"]]
     partitions = [

@@ -7,6 +7,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from seglog.protocol.message import Message
 from seglog.protocol.schema import (
     BOOL,
     BYTES,
@@ -89,9 +90,11 @@ def _expected_value(type_: FieldType, value: Any, version: int, flexible: bool) 
 
 
 def plain(value: Any) -> Any:
-    """A decoded value with its memoryviews made bytes, for comparing."""
+    """A decoded value as dicts and lists, its memoryviews made bytes, for comparing."""
     if isinstance(value, memoryview):
         return bytes(value)
+    if isinstance(value, Message):
+        return {name: plain(getattr(value, name)) for name in value.__slots__}
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -38,10 +38,11 @@ def _restrict(ours: object, theirs: object) -> object:
     return ours
 
 
-def _check(cls: type, ours: bytes, decoded: dict) -> None:
+def _check(cls: type, ours: bytes, message: object) -> None:
+    decoded = plain(message)
     entity = kio_read(cls, ours)
     theirs = plain(from_kio(entity, decoded))
-    assert theirs == _restrict(plain(decoded), theirs)
+    assert theirs == _restrict(decoded, theirs)
     assert kio_write(entity) == ours
     assert kio_write(to_kio(cls, decoded)) == ours
 

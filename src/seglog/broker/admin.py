@@ -29,8 +29,10 @@ from ..errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
 )
+from ..protocol import ApiKey
 from .metadata_cache import ZERO_UUID
 from .replica_manager import ReplicaManager
+from .routes import Route, Routes
 
 if TYPE_CHECKING:
     from .cluster_member import ClusterMember
@@ -78,6 +80,18 @@ class AdminManager:
             await asyncio.sleep(0.02)
 
     # --- CreateTopics ---------------------------------------------------------------------------------
+
+    def routes(self) -> Routes:
+        return {
+            ApiKey.CREATE_TOPICS: Route(self.create_topics, (0, 7)),
+            ApiKey.DELETE_TOPICS: Route(self.delete_topics, (0, 6)),
+            ApiKey.CREATE_PARTITIONS: Route(self.create_partitions, (0, 3)),
+            ApiKey.DELETE_RECORDS: Route(self.delete_records, (0, 2)),
+            ApiKey.DESCRIBE_CONFIGS: Route(self.describe_configs, (0, 4)),
+            ApiKey.ALTER_CONFIGS: Route(self.alter_configs, (0, 2)),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: Route(self.incremental_alter_configs, (0, 1)),
+            ApiKey.DESCRIBE_LOG_DIRS: Route(self.describe_log_dirs, (0, 4)),
+        }
 
     async def create_topics(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         names = [t["name"] for t in body["topics"]]

@@ -26,7 +26,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
 )
-from ..protocol import ApiKey, supported_versions
+from ..protocol import ApiKey
 from .metadata_cache import ZERO_UUID, TopicMetadata
 from .network import abandoned_on_disconnect
 from .replica_manager import (
@@ -38,6 +38,7 @@ from .replica_manager import (
     ReplicaManager,
     TopicPartition,
 )
+from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
 
@@ -49,62 +50,6 @@ ZSTD_PRODUCE_VERSION = 7
 ZSTD = 4
 MAGIC_AT = 16
 ATTRIBUTES_AT = 21
-
-# The versions this broker implements; ApiVersions advertises these, cut to what the
-# protocol package can decode and encode.
-IMPLEMENTED: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 16),
-    ApiKey.LIST_OFFSETS: (1, 8),
-    ApiKey.METADATA: (0, 12),
-    ApiKey.API_VERSIONS: (0, 4),
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: (0, 4),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    ApiKey.CREATE_TOPICS: (0, 7),
-    ApiKey.DELETE_TOPICS: (0, 6),
-    ApiKey.CREATE_PARTITIONS: (0, 3),
-    ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.DESCRIBE_CONFIGS: (0, 4),
-    ApiKey.ALTER_CONFIGS: (0, 2),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.DESCRIBE_LOG_DIRS: (0, 4),
-    # txn_apis.py: idempotent and transactional producers
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 3),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
-    ApiKey.WRITE_TXN_MARKERS: (0, 1),
-    ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
-    ApiKey.LIST_TRANSACTIONS: (0, 1),
-    # the group coordinator's (group_apis.py), at Kafka 3.6's versions; FindCoordinator's
-    # key type 1 is answered through txn_apis.py's lookup
-    ApiKey.FIND_COORDINATOR: (0, 4),
-    ApiKey.JOIN_GROUP: (0, 9),
-    ApiKey.SYNC_GROUP: (0, 5),
-    ApiKey.HEARTBEAT: (0, 4),
-    ApiKey.LEAVE_GROUP: (0, 5),
-    ApiKey.OFFSET_COMMIT: (0, 8),
-    ApiKey.OFFSET_FETCH: (0, 8),
-    ApiKey.LIST_GROUPS: (0, 4),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.DELETE_GROUPS: (0, 2),
-    ApiKey.OFFSET_DELETE: (0, 0),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),  # v4 is KIP-890's transaction verification
-}
-
-
-def advertised_versions() -> dict[ApiKey, tuple[int, int]]:
-    """What both this broker and the protocol package handle, by API key."""
-    out = {}
-    for key, (low, high) in IMPLEMENTED.items():
-        try:
-            p_low, p_high = supported_versions(key)
-        except (KeyError, ValueError, SeglogError):
-            continue  # the protocol package has no schema for it yet
-        low, high = max(low, p_low), min(high, p_high)
-        if low <= high:
-            out[key] = (low, high)
-    return out
 
 
 class AcksZeroProduceError(SeglogError):
@@ -120,7 +65,6 @@ class KafkaApis:
         self.replicas = replicas
         self.metadata = replicas.metadata
         self.advertised = advertised
-        self.versions = advertised_versions()
         # how Metadata creates a topic it is asked for (auto.create.topics.enable); a cluster's goes
         # through ZooKeeper, and the first answer is LEADER_NOT_AVAILABLE until the controller is done
         self.auto_create_topic: Callable[[str], Awaitable[None]] = lambda name: self.replicas.create_topic(
@@ -130,23 +74,15 @@ class KafkaApis:
         # replication factors and configs (Kafka's AutoTopicCreationManager.creatableTopic)
         self.internal_topic_creators: dict[str, Callable[[], Awaitable[object]]] = {}
 
-    # --- ApiVersions ---------------------------------------------------------------------------------
-
-    def api_versions_body(self, error_code: int = NONE) -> dict[str, Any]:
+    def routes(self) -> Routes:
         return {
-            "error_code": error_code,
-            "api_keys": [
-                {"api_key": int(k), "min_version": low, "max_version": high}
-                for k, (low, high) in sorted(self.versions.items())
-            ],
-            "throttle_time_ms": 0,
-            "supported_features": [],
-            "finalized_features_epoch": -1,
-            "finalized_features": [],
+            ApiKey.PRODUCE: Route(self.produce, (3, 11)),
+            ApiKey.FETCH: Route(self.fetch, (4, 16)),
+            ApiKey.LIST_OFFSETS: Route(self.list_offsets, (1, 8)),
+            ApiKey.METADATA: Route(self.metadata_request, (0, 12)),
+            ApiKey.OFFSET_FOR_LEADER_EPOCH: Route(self.offset_for_leader_epoch, (0, 4)),
+            ApiKey.DESCRIBE_CLUSTER: Route(self.describe_cluster, (0, 1)),
         }
-
-    async def api_versions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        return self.api_versions_body()
 
     # --- Metadata -------------------------------------------------------------------------------------
 

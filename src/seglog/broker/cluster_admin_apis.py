@@ -14,27 +14,22 @@ from ..cluster.znodes import TopicPartition
 from ..errors import ErrorCode, InvalidRequestError, NotControllerError, SeglogError
 from ..protocol import ApiKey
 from .metadata_cache import MetadataCache
+from .routes import Route, Routes
 
 PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election_type
 
 
 class ClusterAdminApis:
     # Kafka 3.6's versions; ApiVersions lists them in cluster mode only
-    VERSIONS: dict[ApiKey, tuple[int, int]] = {
-        ApiKey.ELECT_LEADERS: (0, 2),
-        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    }
-
     def __init__(self, controller: Callable[[], KafkaController | None], metadata: MetadataCache) -> None:
         self._controller = controller
         self.metadata = metadata
 
-    def handlers(self) -> dict[ApiKey, Callable[[int, dict[str, Any]], Any]]:
+    def routes(self) -> Routes:
         return {
-            ApiKey.ELECT_LEADERS: self.elect_leaders,
-            ApiKey.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
-            ApiKey.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            ApiKey.ELECT_LEADERS: Route(self.elect_leaders, (0, 2)),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: Route(self.alter_partition_reassignments, (0, 0)),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(self.list_partition_reassignments, (0, 0)),
         }
 
     async def _on_controller(self, call: Callable[[KafkaController], Any]) -> Any:

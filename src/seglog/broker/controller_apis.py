@@ -25,20 +25,14 @@ from ..errors import (
     StaleBrokerEpochError,
     UnknownTopicIdError,
 )
-from ..protocol import ApiKey, supported_versions
+from ..protocol import ApiKey
 from .metadata_cache import ZERO_UUID, BrokerInfo, PartitionState
 from .replica_manager import ReplicaManager
+from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
 
 # what a cluster's broker serves of the inter-broker APIs (ApiVersions lists them in cluster mode)
-VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.LEADER_AND_ISR: (5, 7),
-    ApiKey.UPDATE_METADATA: (7, 8),
-    ApiKey.STOP_REPLICA: (3, 4),
-    ApiKey.CONTROLLED_SHUTDOWN: (2, 3),
-    ApiKey.ALTER_PARTITION: (0, 3),
-}
 LEADER_DURING_DELETE = -2
 
 
@@ -60,14 +54,14 @@ class ControllerApis:
         # controller and the brokers (before it: no controller, and a client waits for its next refresh)
         self.joined = asyncio.Event()
 
-    @staticmethod
-    def served_versions() -> dict[ApiKey, tuple[int, int]]:
-        """``VERSIONS`` cut to what the protocol package handles."""
-        out = {}
-        for key, (low, high) in VERSIONS.items():
-            p_low, p_high = supported_versions(key)
-            out[key] = (max(low, p_low), min(high, p_high))
-        return out
+    def routes(self) -> Routes:
+        return {
+            ApiKey.LEADER_AND_ISR: Route(self.leader_and_isr, (5, 7)),
+            ApiKey.UPDATE_METADATA: Route(self.update_metadata, (7, 8)),
+            ApiKey.STOP_REPLICA: Route(self.stop_replica, (3, 4)),
+            ApiKey.CONTROLLED_SHUTDOWN: Route(self.controlled_shutdown, (2, 3)),
+            ApiKey.ALTER_PARTITION: Route(self.alter_partition, (0, 3)),
+        }
 
     def _check(self, what: str, body: dict[str, Any]) -> int:
         """NONE, or why a controller request is refused; a newer controller epoch is remembered."""

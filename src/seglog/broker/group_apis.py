@@ -39,6 +39,7 @@ from ..protocol import ApiKey, ErrorCode
 from .group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
 from .metadata_cache import MetadataCache
 from .request_context import current_request
+from .routes import Route, Routes
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
 NO_AUTHORIZED_OPERATIONS = -(2**31)
@@ -56,21 +57,22 @@ class GroupApis:
         # FindCoordinator's key types; the transaction coordinator adds TRANSACTION_KEY
         self.coordinator_lookups: dict[int, CoordinatorLookup] = {GROUP_KEY: self._group_partition}
 
-    def handlers(self) -> dict[ApiKey, Callable[[int, Body], Awaitable[Body | None]]]:
-        """The handlers by API key, for the server's table."""
+    def routes(self) -> Routes:
+        """At Kafka 3.6's versions; FindCoordinator's key type 1 is answered through the
+        transaction coordinator's lookup (``coordinator_lookups``)."""
         return {
-            ApiKey.FIND_COORDINATOR: self.find_coordinator,
-            ApiKey.JOIN_GROUP: self.join_group,
-            ApiKey.SYNC_GROUP: self.sync_group,
-            ApiKey.HEARTBEAT: self.heartbeat,
-            ApiKey.LEAVE_GROUP: self.leave_group,
-            ApiKey.OFFSET_COMMIT: self.offset_commit,
-            ApiKey.TXN_OFFSET_COMMIT: self.txn_offset_commit,
-            ApiKey.OFFSET_FETCH: self.offset_fetch,
-            ApiKey.LIST_GROUPS: self.list_groups,
-            ApiKey.DESCRIBE_GROUPS: self.describe_groups,
-            ApiKey.DELETE_GROUPS: self.delete_groups,
-            ApiKey.OFFSET_DELETE: self.offset_delete,
+            ApiKey.FIND_COORDINATOR: Route(self.find_coordinator, (0, 4)),
+            ApiKey.JOIN_GROUP: Route(self.join_group, (0, 9)),
+            ApiKey.SYNC_GROUP: Route(self.sync_group, (0, 5)),
+            ApiKey.HEARTBEAT: Route(self.heartbeat, (0, 4)),
+            ApiKey.LEAVE_GROUP: Route(self.leave_group, (0, 5)),
+            ApiKey.OFFSET_COMMIT: Route(self.offset_commit, (0, 8)),
+            ApiKey.TXN_OFFSET_COMMIT: Route(self.txn_offset_commit, (0, 3)),  # v4 is KIP-890's verification
+            ApiKey.OFFSET_FETCH: Route(self.offset_fetch, (0, 8)),
+            ApiKey.LIST_GROUPS: Route(self.list_groups, (0, 4)),
+            ApiKey.DESCRIBE_GROUPS: Route(self.describe_groups, (0, 5)),
+            ApiKey.DELETE_GROUPS: Route(self.delete_groups, (0, 2)),
+            ApiKey.OFFSET_DELETE: Route(self.offset_delete, (0, 0)),
         }
 
     # --- FindCoordinator ---------------------------------------------------------------------------

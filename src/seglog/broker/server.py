@@ -15,8 +15,9 @@ from typing import Any
 
 from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import BLOCK_SIZE
-from ..errors import InvalidRequestError, UnsupportedVersionError
+from ..errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
 from ..protocol import ApiKey, decode_request, encode_response, frame_size
+from ..protocol.message_data import ApiVersionsRequestData, ApiVersionsResponseData
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
@@ -30,6 +31,7 @@ from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
+from .routes import Route, Routes, routing_table, served_versions
 from .txn_apis import TRANSACTION_STATE, TxnApis
 
 log = logging.getLogger("seglog.broker")
@@ -67,7 +69,8 @@ class KafkaServer:
         self.txn: TxnApis | None = None
         self.socket_server: SocketServer | None = None
         self.groups: GroupMetadataManager | None = None
-        self._handlers: dict[ApiKey, Any] = {}
+        self.routes: Routes = {}  # the routing table: every API served, its handler and versions
+        self._modules: list[Routes] = []  # the handler modules' routes it is made of
         self.cluster: ClusterMember | None = None
         self.controller_apis: ControllerApis | None = None  # in a cluster
         self.started = asyncio.Event()
@@ -107,33 +110,10 @@ class KafkaServer:
             await self.socket_server.stop()
             await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
             raise
-        self._handlers = {
-            ApiKey.API_VERSIONS: apis.api_versions,
-            ApiKey.METADATA: apis.metadata_request,
-            ApiKey.PRODUCE: apis.produce,
-            ApiKey.FETCH: apis.fetch,
-            ApiKey.LIST_OFFSETS: apis.list_offsets,
-            ApiKey.OFFSET_FOR_LEADER_EPOCH: apis.offset_for_leader_epoch,
-            ApiKey.DESCRIBE_CLUSTER: apis.describe_cluster,
-            ApiKey.CREATE_TOPICS: admin.create_topics,
-            ApiKey.DELETE_TOPICS: admin.delete_topics,
-            ApiKey.CREATE_PARTITIONS: admin.create_partitions,
-            ApiKey.DELETE_RECORDS: admin.delete_records,
-            ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
-            ApiKey.ALTER_CONFIGS: admin.alter_configs,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: admin.incremental_alter_configs,
-            ApiKey.DESCRIBE_LOG_DIRS: admin.describe_log_dirs,
-            ApiKey.INIT_PRODUCER_ID: txn.init_producer_id,
-            ApiKey.ADD_PARTITIONS_TO_TXN: txn.add_partitions_to_txn,
-            ApiKey.ADD_OFFSETS_TO_TXN: txn.add_offsets_to_txn,
-            ApiKey.END_TXN: txn.end_txn,
-            ApiKey.WRITE_TXN_MARKERS: txn.write_txn_markers,
-            ApiKey.DESCRIBE_TRANSACTIONS: txn.describe_transactions,
-            ApiKey.LIST_TRANSACTIONS: txn.list_transactions,
-        }
         self.groups = GroupMetadataManager(self.config, self.replicas, admin.create_internal_topic)
         self.group_apis = GroupApis(self.groups, self.replicas.metadata)
-        self._handlers.update(self.group_apis.handlers())
+        self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
+        self.routes = routing_table(*self._modules)
         self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
         txn.on_markers_written = self.groups.complete_transaction
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
@@ -171,18 +151,9 @@ class KafkaServer:
         self.replicas.broker_epoch = lambda: cluster.broker_epoch  # AlterPartition carries it (KIP-380)
         controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
         self.controller_apis = controller_apis
-        self._handlers.update(
-            {
-                ApiKey.LEADER_AND_ISR: controller_apis.leader_and_isr,
-                ApiKey.UPDATE_METADATA: controller_apis.update_metadata,
-                ApiKey.STOP_REPLICA: controller_apis.stop_replica,
-                ApiKey.CONTROLLED_SHUTDOWN: controller_apis.controlled_shutdown,
-                ApiKey.ALTER_PARTITION: controller_apis.alter_partition,
-            }
-        )
-        self.apis.versions.update(controller_apis.served_versions())
-        self._handlers.update(ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata).handlers())
-        self.apis.versions.update(ClusterAdminApis.VERSIONS)
+        cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
+        self._modules += [controller_apis.routes(), cluster_admin.routes()]
+        self.routes = routing_table(*self._modules)
         admin.cluster = cluster
         if self.txn is not None:  # producer id blocks claimed in ZooKeeper, shared by the brokers
             broker_id = broker.broker_id
@@ -224,22 +195,37 @@ class KafkaServer:
 
     # --- one request -----------------------------------------------------------------------------
 
+    def _routes(self) -> Routes:
+        """The server's own API: ApiVersions, whose answer is the routing table."""
+        return {ApiKey.API_VERSIONS: Route(self._api_versions, (0, 4))}
+
+    async def _api_versions(self, version: int, body: ApiVersionsRequestData) -> ApiVersionsResponseData:
+        return self._api_versions_body(ErrorCode.NONE)
+
+    def _api_versions_body(self, error_code: ErrorCode) -> ApiVersionsResponseData:
+        return ApiVersionsResponseData(
+            error_code=error_code,
+            api_keys=[
+                ApiVersionsResponseData.ApiVersion(api_key=int(key), min_version=low, max_version=high)
+                for key, (low, high) in sorted(served_versions(self.routes).items())
+            ],
+        )
+
     async def _handle(self, frame: bytearray, conn: Connection) -> list[Any] | None:
         started = time.perf_counter()
         try:
             request = decode_request(frame)
         except UnsupportedVersionError as e:
             if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:  # answered at v0 (KIP-511)
-                versions = self.apis.api_versions_body(UnsupportedVersionError.error_code)
+                versions = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
                 return encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, versions)
             raise
         header = request.header
         key = header.api_key
-        served = self.apis.versions.get(key)
-        handler = self._handlers.get(key)
-        if handler is None or served is None or not served[0] <= header.api_version <= served[1]:
+        route = self.routes.get(key)
+        if route is None or not route.versions[0] <= header.api_version <= route.versions[1]:
             if key == ApiKey.API_VERSIONS:
-                versions = self.apis.api_versions_body(UnsupportedVersionError.error_code)
+                versions = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
                 return encode_response(key, 0, header.correlation_id, versions)
             raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
         context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
@@ -248,7 +234,7 @@ class KafkaServer:
         set_current_request(context)
         failed = True
         try:
-            body = await handler(header.api_version, request.body)
+            body = await route.handler(header.api_version, request.body)
             failed = False
         finally:
             self.metrics.request(key.name, time.perf_counter() - started, failed)

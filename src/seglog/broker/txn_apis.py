@@ -64,10 +64,11 @@ from ..coordinator.transaction_coordinator import (
 )
 from ..coordinator.transaction_state import TransactionState
 from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError
-from ..protocol import ErrorCode
+from ..protocol import ApiKey, ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
 from .replica_manager import ReplicaManager
+from .routes import Route, Routes
 from .txn_marker_channel_manager import TopicPartition, TransactionMarkerChannelManager
 
 log = logging.getLogger(__name__)
@@ -435,6 +436,17 @@ class TxnApis:
         return await future
 
     # --- handlers ----------------------------------------------------------------------------------
+
+    def routes(self) -> Routes:
+        return {
+            ApiKey.INIT_PRODUCER_ID: Route(self.init_producer_id, (0, 4)),
+            ApiKey.ADD_PARTITIONS_TO_TXN: Route(self.add_partitions_to_txn, (0, 3)),
+            ApiKey.ADD_OFFSETS_TO_TXN: Route(self.add_offsets_to_txn, (0, 3)),
+            ApiKey.END_TXN: Route(self.end_txn, (0, 3)),
+            ApiKey.WRITE_TXN_MARKERS: Route(self.write_txn_markers, (0, 1)),
+            ApiKey.DESCRIBE_TRANSACTIONS: Route(self.describe_transactions, (0, 0)),
+            ApiKey.LIST_TRANSACTIONS: Route(self.list_transactions, (0, 1)),
+        }
 
     async def init_producer_id(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         txn_id = body["transactional_id"]

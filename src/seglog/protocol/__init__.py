@@ -2,9 +2,12 @@
 
 Schemas are declared per API (messages/) in a small language (schema.py) written from
 Kafka's message specs, and compiled per (API, version) on first use into struct-based codecs
-(compiler.py). Bodies are dicts keyed by the spec's field names in snake_case; arrays are lists
-of dicts; records are memoryview slices of the frame when decoded, and may be bytes-like or
-any object with an int ``size`` (storage's FileSlice) when encoded.
+(compiler.py). Bodies are instances of the message data classes the compiler writes from the
+same declarations (message_data.py: ``ProduceRequestData`` ..., Kafka's generated ``*Data``
+classes), fields by the spec's names in snake_case; records are memoryview slices of the frame
+when decoded, and may be bytes-like or any object with an int ``size`` (storage's FileSlice)
+when encoded. A connection (connection.py) frames, correlates and negotiates versions, for a
+server and for a client.
 """
 
 from seglog.errors import ErrorCode
@@ -17,15 +20,23 @@ from seglog.protocol.codec import (
     frame_size,
     supported_versions,
 )
+from seglog.protocol.connection import CLOSED, NEED_DATA, ClientConnection, Response, ServerConnection
 from seglog.protocol.header import Request, RequestHeader
+from seglog.protocol.message import Message
 from seglog.protocol.messages import SCHEMAS
 
 __all__ = [
+    "CLOSED",
+    "NEED_DATA",
     "SCHEMAS",
     "ApiKey",
+    "ClientConnection",
     "ErrorCode",
+    "Message",
     "Request",
     "RequestHeader",
+    "Response",
+    "ServerConnection",
     "decode_request",
     "decode_response",
     "encode_request",

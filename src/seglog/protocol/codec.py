@@ -12,12 +12,21 @@ import struct
 from typing import Any
 
 from seglog.errors import InvalidRequestError, InvalidResponseError, SeglogError, UnsupportedVersionError
-from seglog.protocol import primitives
+from seglog.protocol import message_data, primitives
 from seglog.protocol.api_key import ApiKey
-from seglog.protocol.compiler import Decoder, Encoder, compile_decoder, compile_encoder
+from seglog.protocol.compiler import (
+    Classes,
+    Decoder,
+    Encoder,
+    class_name,
+    compile_decoder,
+    compile_encoder,
+    message_classes,
+)
 from seglog.protocol.header import Request, RequestHeader
+from seglog.protocol.message import Message
 from seglog.protocol.messages import SCHEMAS
-from seglog.protocol.schema import Api
+from seglog.protocol.schema import Api, Array, Struct
 
 _SIZE = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">hhi")
@@ -63,12 +72,34 @@ def _codec(api_key: int, api_version: int, kind: int, correlation_id: int | None
         flexible = api_version in api.flexible
         message = api.request if kind in (_DECODE_REQUEST, _ENCODE_REQUEST) else api.response
         name = f"{api.key.name.lower()}_{'request' if message is api.request else 'response'}_v{api_version}"
+        classes = _classes(api, message)
         if kind in (_DECODE_REQUEST, _DECODE_RESPONSE):
-            codec = compile_decoder(message, api_version, flexible, "decode_" + name)
+            codec = compile_decoder(message, api_version, flexible, "decode_" + name, classes)
         else:
-            codec = compile_encoder(message, api_version, flexible, "encode_" + name)
+            codec = compile_encoder(message, api_version, flexible, "encode_" + name, classes)
         _codecs[key] = codec
     return codec
+
+
+_message_classes: dict[int, Classes] = {}
+
+
+def _classes(api: Api, message: Struct) -> Classes:
+    classes = _message_classes.get(id(message))
+    if classes is None:
+        classes = _message_classes[id(message)] = message_classes(
+            api, message, getattr(message_data, class_name(api, message))
+        )
+    return classes
+
+
+def message_class(api_key: int, response: bool) -> type[Message]:
+    """The data class of an API's request or response (``ProduceRequestData`` ...)."""
+    api = SCHEMAS.get(api_key)
+    if api is None:
+        raise UnsupportedVersionError(f"API key {api_key} is not supported", api_key=api_key, api_version=-1)
+    cls: type[Message] = getattr(message_data, class_name(api, api.response if response else api.request))
+    return cls
 
 
 def frame_size(prefix: bytes | memoryview, max_size: int) -> int:
@@ -160,7 +191,31 @@ def _skip_tagged_fields(b: memoryview, p: int, end: int) -> int:
     return p
 
 
-def _encode(encode: Encoder, head: bytes, body: dict[str, Any], what: str) -> list[Any]:
+def _typed(api: Api, message: Struct, body: Any) -> Any:  # TRANSITION: dict bodies, until every caller is typed
+    if not isinstance(body, dict):
+        return body
+    return _from_dict(message, _classes(api, message), body)
+
+
+def _from_dict(struct_: Struct, classes: Classes, d: Any) -> Any:  # TRANSITION
+    if not isinstance(d, dict):
+        return d
+    out = classes[id(struct_)]()
+    for f in struct_.fields:
+        if f.name not in d:
+            continue
+        value = d[f.name]
+        inner = f.type.item if isinstance(f.type, Array) else f.type
+        if isinstance(inner, Struct) and value is not None:
+            if isinstance(f.type, Array):
+                value = [_from_dict(inner, classes, x) for x in value]
+            else:
+                value = _from_dict(inner, classes, value)
+        setattr(out, f.name, value)
+    return out
+
+
+def _encode(encode: Encoder, head: bytes, body: Any, what: str) -> list[Any]:
     parts: list[Any] = []
     o = bytearray(head)
     try:
@@ -176,7 +231,9 @@ def _encode(encode: Encoder, head: bytes, body: dict[str, Any], what: str) -> li
     return parts
 
 
-def encode_response(api_key: int, api_version: int, correlation_id: int, body: dict[str, Any]) -> list[Any]:
+def encode_response(
+    api_key: int, api_version: int, correlation_id: int, body: Message | dict[str, Any]
+) -> list[Any]:  # TRANSITION: dicts
     """The whole response frame, size prefix included, as parts to write in order: bytearrays
     and the records values too large to copy (bytes-like, or objects with an int ``size``,
     such as storage's FileSlice, for the broker to sendfile)."""
@@ -184,6 +241,7 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
         api_key, api_version, _ENCODE_RESPONSE
     )
     api = SCHEMAS[api_key]
+    body = _typed(api, api.response, body)
     if api.response_header_version(api_version) == 1:
         head = _SIZE.pack(0) + _SIZE.pack(correlation_id) + b"\x00"
     else:
@@ -192,13 +250,18 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: d
 
 
 def encode_request(
-    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+    api_key: int,
+    api_version: int,
+    correlation_id: int,
+    client_id: str | None,
+    body: Message | dict[str, Any],  # TRANSITION: dicts
 ) -> list[Any]:
     """The whole request frame, size prefix included, as parts to write in order."""
     encode: Encoder = _codecs.get((api_key, api_version, _ENCODE_REQUEST)) or _codec(
         api_key, api_version, _ENCODE_REQUEST
     )
     api = SCHEMAS[api_key]
+    body = _typed(api, api.request, body)
     header_version = api.request_header_version(api_version)
     head = _SIZE.pack(0) + _REQUEST_HEADER.pack(api_key, api_version, correlation_id)
     if header_version >= 1:
@@ -214,7 +277,7 @@ def encode_request(
     return _encode(encode, head, body, f"{api.key.name} v{api_version} request")
 
 
-def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> dict[str, Any]:
+def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> Any:
     """The body of a response frame (the bytes after the size prefix: correlation id first);
     InvalidResponseError, with the byte position, for anything malformed: the peer's bytes are at
     fault, not a request (the decoders' primitives raise InvalidRequestError whichever way they read)."""
@@ -225,7 +288,7 @@ def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | m
         raise InvalidResponseError(f"malformed {what} response: {exc.message}", position=exc.position) from exc
 
 
-def _decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> dict[str, Any]:
+def _decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> Any:
     decode: Decoder = _codecs.get((api_key, api_version, _DECODE_RESPONSE)) or _codec(
         api_key, api_version, _DECODE_RESPONSE
     )

@@ -19,29 +19,44 @@ itself, and a new bytearray is returned. Appending ``Struct.pack`` results measu
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 from typing import Any
 
-from seglog.errors import SeglogError
+from seglog.errors import ErrorCode, SeglogError
 from seglog.protocol import primitives
 from seglog.protocol.schema import (
+    BOOL,
     BYTES,
     FIXED_FORMATS,
+    FLOAT64,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    MAX_VERSION,
     RECORDS,
     STRING,
+    UINT16,
+    UINT32,
     UUID,
+    ZERO_UUID,
+    Api,
     Array,
     Field,
     FieldType,
     Struct,
+    Versions,
 )
 
 # records at most this large are copied into the frame's buffer rather than given their own part
 COPY_LIMIT = 4096
 
-Decoder = Callable[[memoryview, int, int], tuple[dict[str, Any], int]]
-Encoder = Callable[[dict[str, Any], bytearray, list[Any]], bytearray]
+Decoder = Callable[[memoryview, int, int], tuple[Any, int]]
+Encoder = Callable[[Any, bytearray, list[Any]], bytearray]
+# the message data class of each struct of one message, by the struct's id (message_data.py)
+Classes = dict[int, type]
 
 
 class _Source:
@@ -87,12 +102,12 @@ def _is_fixed(f: Field) -> bool:
     return isinstance(f.type, str) and f.type in FIXED_FORMATS
 
 
-def _default_expr(src: _Source, f: Field) -> str:
-    """Source of an expression making the default value (fresh lists and dicts each time)."""
+def _default_expr(src: _Source, f: Field, classes: Classes) -> str:
+    """Source of an expression making the default value (fresh lists and structs each time)."""
     if isinstance(f.type, Array):
         return "[]"
     if isinstance(f.type, Struct):
-        return "{" + ", ".join(f"{g.name!r}: {_default_expr(src, g)}" for g in f.type.fields) + "}"
+        return f"{src.const(classes[id(f.type)])}()"
     if isinstance(f.default, bool | int | float | str | bytes) or f.default is None:
         return repr(f.default)
     return src.const(f.default)
@@ -102,12 +117,14 @@ def _default_expr(src: _Source, f: Field) -> str:
 
 
 class _DecoderGen:
-    def __init__(self, version: int, flexible: bool) -> None:
+    def __init__(self, version: int, flexible: bool, classes: Classes) -> None:
         self.version = version
         self.flexible = flexible
+        self.classes = classes
         self.src = _Source()
         ns = self.src.namespace
         ns.update(
+            _new=object.__new__,
             _short=primitives.short,
             _count=primitives.bad_count,
             _null=primitives.not_nullable,
@@ -233,15 +250,16 @@ class _DecoderGen:
         if self.flexible:
             self.tagged_section(ind, tagged, names, depth)
         present = {f.name for f in regular} | {f.name for f in tagged}
-        items = ", ".join(
-            f"{f.name!r}: {names[f.name] if f.name in present else _default_expr(self.src, f)}" for f in struct_.fields
-        )
-        emit(ind, f"{var} = {{{items}}}")
+        # made without __init__: a store per slot costs less than the call (and than a dict)
+        emit(ind, f"{var} = _new({self.src.const(self.classes[id(struct_)])})")
+        for f in struct_.fields:
+            value = names[f.name] if f.name in present else _default_expr(self.src, f, self.classes)
+            emit(ind, f"{var}.{f.name} = {value}")
 
     def tagged_section(self, ind: int, tagged: list[Field], names: dict[str, str], depth: int) -> None:
         emit = self.src.emit
         for f in tagged:
-            emit(ind, f"{names[f.name]} = {_default_expr(self.src, f)}")
+            emit(ind, f"{names[f.name]} = {_default_expr(self.src, f, self.classes)}")
         t = f"t{depth}"
         emit(ind, "if p >= e: raise _short(p, 1, e)")
         emit(ind, f"{t} = b[p]")
@@ -265,8 +283,8 @@ class _DecoderGen:
         emit(ind + 1, f"p = q{depth}")  # unknown tags are skipped, as Kafka keeps them unread
 
 
-def compile_decoder(struct_: Struct, version: int, flexible: bool, name: str) -> Decoder:
-    gen = _DecoderGen(version, flexible)
+def compile_decoder(struct_: Struct, version: int, flexible: bool, name: str, classes: Classes) -> Decoder:
+    gen = _DecoderGen(version, flexible, classes)
     gen.struct(1, struct_, "d0", 0)
     gen.src.emit(1, "return d0, p")
     return gen.src.build(name, "b, p, e", gen.src.lines)
@@ -289,26 +307,40 @@ def _write_records(o: bytearray, parts: list[Any], records: Any, compact: bool) 
     return bytearray()
 
 
-def _differs(value: Any, f: Field) -> bool:
-    """Whether a tagged field's value differs from its default (then, and only then, Kafka
-    writes it)."""
-    if isinstance(f.type, Array):
-        return bool(value)
-    if isinstance(f.type, Struct):
-        return value is not None and any(_differs(value.get(g.name, g.default_value()), g) for g in f.type.fields)
-    return bool(value != f.default)
+def _differs_source(src: _Source, f: Field, type_: FieldType, value: str) -> str:
+    """Source of a test that ``value`` (not None) differs from the field's default: then, and only
+    then, Kafka writes a tagged field. Inline, field by field: a response carries its tagged
+    structs at their defaults nearly always, and a call per test cost more than the rest of a
+    fetch response's partition."""
+    if isinstance(type_, Array):
+        return f"bool({value})"
+    if isinstance(type_, Struct):
+        tests = [
+            f"{value}.{g.name} is not None and {_differs_source(src, g, g.type, f'{value}.{g.name}')}"
+            if isinstance(g.type, Array | Struct)
+            else f"{value}.{g.name} != {_literal(src, g.default)}"
+            for g in type_.fields
+        ]
+        return "(" + " or ".join(tests) + ")" if tests else "False"
+    return f"{value} != {_literal(src, f.default)}"
+
+
+def _literal(src: _Source, value: Any) -> str:
+    if isinstance(value, bool | int | float | str | bytes) or value is None:
+        return repr(value)
+    return src.const(value)
 
 
 class _EncoderGen:
-    def __init__(self, version: int, flexible: bool, where: str) -> None:
+    def __init__(self, version: int, flexible: bool, where: str, classes: Classes) -> None:
         self.version = version
         self.flexible = flexible
         self.where = where
+        self.classes = classes
         self.src = _Source()
         self.src.namespace.update(
             _uv=primitives.uvarint,
             _rec=_write_records,
-            _differs=_differs,
             _pack=struct.pack,
             _H=struct.Struct(">h").pack,
             _I=struct.Struct(">i").pack,
@@ -373,11 +405,10 @@ class _EncoderGen:
     def struct(self, ind: int, struct_: Struct, var: str, depth: int) -> None:
         emit = self.src.emit
         regular, tagged = _present(struct_, self.version)
-        get = f"{var}.get"
         run: list[Field] = []
 
         def arg(f: Field) -> str:
-            return f"{get}({f.name!r}, {_default_expr(self.src, f)})" + (".bytes" if f.type == UUID else "")
+            return f"{var}.{f.name}" + (".bytes" if f.type == UUID else "")
 
         def flush() -> None:
             if run:
@@ -391,8 +422,7 @@ class _EncoderGen:
                 continue
             flush()
             v = f"v{depth}"
-            default = "()" if isinstance(f.type, Array) else _default_expr(self.src, f)
-            emit(ind, f"{v} = {get}({f.name!r}, {default})")
+            emit(ind, f"{v} = {var}.{f.name}")
             self.value(ind, f, f.type, v, depth)
         flush()
         if self.flexible:
@@ -408,9 +438,8 @@ class _EncoderGen:
         for f in tagged:
             if _contains_records(f.type):
                 raise ValueError(f"records in tagged field {f.name}")
-            fname = self.src.const(f)
-            emit(ind, f"{v} = {var}.get({f.name!r})")
-            emit(ind, f"if {v} is not None and _differs({v}, {fname}):")
+            emit(ind, f"{v} = {var}.{f.name}")
+            emit(ind, f"if {v} is not None and {_differs_source(self.src, f, f.type, v)}:")
             emit(ind + 1, f"{saved} = o")
             emit(ind + 1, "o = bytearray()")
             self.value(ind + 1, f, f.type, v, depth + 1)
@@ -433,8 +462,218 @@ def _contains_records(type_: FieldType) -> bool:
     return type_ == RECORDS
 
 
-def compile_encoder(struct_: Struct, version: int, flexible: bool, name: str) -> Encoder:
-    gen = _EncoderGen(version, flexible, name)
+def compile_encoder(struct_: Struct, version: int, flexible: bool, name: str, classes: Classes) -> Encoder:
+    gen = _EncoderGen(version, flexible, name, classes)
     gen.struct(1, struct_, "d0", 0)
     gen.src.emit(1, "return o")
     return gen.src.build(name, "d0, o, parts", gen.src.lines)
+
+
+# --- message data classes -------------------------------------------------------------------------
+#
+# Kafka generates a ``*Data`` class per request and response from its specs at build time;
+# seglog writes the same classes from its declarations into ``message_data.py``
+# (``python -m seglog.protocol``; tests/protocol/test_message_data.py checks that
+# the file is current). A struct nested anywhere in a message is an inner class of the
+# message's class, by the name the spec gives it, as Kafka's are.
+
+MESSAGE_DATA_MODULE = "message_data.py"
+_ANNOTATIONS = {
+    BOOL: "bool",
+    INT8: "int",
+    INT16: "int",
+    INT32: "int",
+    INT64: "int",
+    UINT16: "int",
+    UINT32: "int",
+    FLOAT64: "float",
+    UUID: "uuid.UUID",
+    STRING: "str",
+    BYTES: "bytes",
+    RECORDS: "Any",  # bytes-like, or an object with an int size (a FileSlice) to encode
+}
+
+
+def class_name(api: Api, message: Struct) -> str:
+    """``ProduceRequestData``: Kafka's name for the class of an API's request or response."""
+    camel = "".join(part.capitalize() for part in api.key.name.split("_"))
+    return f"{camel}{'Request' if message is api.request else 'Response'}Data"
+
+
+def struct_name(struct_: Struct) -> str:
+    return struct_.name
+
+
+def nested_structs(message: Struct, top: str) -> list[tuple[Struct, str]]:
+    """The structs nested in a message, each name once, in the order of first appearance, with
+    where they first appear (``An item of ProduceRequestData.TopicProduceData.partition_data``);
+    ValueError when one name denotes two different structs."""
+    found: dict[str, Struct] = {}
+    where: dict[str, str] = {}
+
+    def visit(struct_: Struct, path: str) -> None:
+        for f in struct_.fields:
+            inner = f.type.item if isinstance(f.type, Array) else f.type
+            if not isinstance(inner, Struct):
+                continue
+            name = struct_name(inner)
+            if not name:
+                raise ValueError(f"the struct of field {f.name} has no name")
+            seen = found.setdefault(name, inner)
+            if seen != inner:
+                raise ValueError(f"two different structs named {name} in one message")
+            what = "An item of" if isinstance(f.type, Array) else "The value of"
+            where.setdefault(name, f"{what} {path}.{f.name}")
+            visit(inner, f"{top}.{name}")
+
+    visit(message, top)
+    return [(s, where[struct_name(s)]) for s in found.values()]
+
+
+def message_classes(api: Api, message: Struct, cls: type) -> Classes:
+    """The class of each struct of one message, by the struct's id, from the message's class."""
+    classes: Classes = {id(message): cls}
+
+    def visit(struct_: Struct) -> None:
+        for f in struct_.fields:
+            inner = f.type.item if isinstance(f.type, Array) else f.type
+            if isinstance(inner, Struct):
+                classes[id(inner)] = getattr(cls, struct_name(inner))
+                visit(inner)
+
+    visit(message)
+    return classes
+
+
+def _versions_text(versions: Versions) -> str:
+    if versions.lo > versions.hi:
+        return "none"
+    if versions.hi == MAX_VERSION:
+        return f"v{versions.lo}+"
+    return f"v{versions.lo}" if versions.lo == versions.hi else f"v{versions.lo}-{versions.hi}"
+
+
+def _annotation(type_: FieldType, top: str) -> str:
+    if isinstance(type_, Array):
+        return f"list[{_annotation(type_.item, top)}]"
+    if isinstance(type_, Struct):
+        return f"{top}.{struct_name(type_)}"
+    return _ANNOTATIONS[type_]
+
+
+def _field_annotation(f: Field, top: str) -> str:
+    text = _annotation(f.type, top)
+    nullable = f.null.lo <= f.null.hi
+    return f"{text} | None" if nullable and f.type != RECORDS else text
+
+
+def _default_source(f: Field) -> str:
+    if isinstance(f.type, Array | Struct):
+        return "UNSET"
+    if f.type == UUID:
+        return "ZERO_UUID" if f.default == ZERO_UUID else f'uuid.UUID("{f.default}")'
+    if f.type == INT16 and f.name.endswith("error_code"):  # Kafka's codes, by their names (seglog.errors)
+        return f"ErrorCode.{ErrorCode(f.default).name}"
+    if isinstance(f.default, str):
+        return '"' + f.default.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(f.default)
+
+
+def _class_lines(
+    struct_: Struct, name: str, top: str, doc: str, nested: list[tuple[Struct, str]], indent: int
+) -> list[str]:
+    pad = "    " * indent
+    out = [f"{pad}class {name}(Message):", f'{pad}    """{doc}"""', ""]
+    slots = ", ".join(f'"{f.name}"' for f in struct_.fields)
+    out.append(f"{pad}    __slots__ = ({slots}{',' if len(struct_.fields) == 1 else ''})")
+    out.append("")
+    for f in struct_.fields:
+        tag = f", tag {f.tag}" if f.tag is not None else ""
+        nullable = f", nullable {_versions_text(f.null)}" if f.null.lo <= f.null.hi else ""
+        out.append(f"{pad}    {f.name}: {_field_annotation(f, top)}  # {_versions_text(f.versions)}{tag}{nullable}")
+    if struct_.fields:
+        out += ["", f"{pad}    def __init__(", f"{pad}        self,"]
+        for f in struct_.fields:
+            out.append(f"{pad}        {f.name}: {_field_annotation(f, top)} = {_default_source(f)},")
+        out.append(f"{pad}    ) -> None:")
+        for f in struct_.fields:
+            if isinstance(f.type, Array):
+                value = f"[] if {f.name} is UNSET else {f.name}"
+            elif isinstance(f.type, Struct):
+                value = f"{top}.{struct_name(f.type)}() if {f.name} is UNSET else {f.name}"
+            else:
+                value = f.name
+            out.append(f"{pad}        self.{f.name} = {value}")
+    for inner, where in nested:
+        out.append("")
+        out.extend(_class_lines(inner, struct_name(inner), top, f"{where}.", [], indent + 1))
+    return out
+
+
+def message_data_source(schemas: dict[int, Api]) -> str:
+    """The source of ``message_data.py``."""
+    lines = [
+        '"""Kafka\'s message data classes (its generated ``*Data`` classes): one for each request and',
+        "response of every API declared in ``messages/``, with the structs nested in it as inner",
+        "classes by the names Kafka's specs give them. Every field of every version is a slot; a",
+        "version without a field leaves its default. The comment after a field gives the versions",
+        "that carry it.",
+        "",
+        "Generated by ``python -m seglog.protocol`` from the declarations: do not edit.",
+        '"""',
+        "",
+        "# ruff: noqa: RUF022, RUF023  (slots and names in the specs' order)",
+        "",
+        "from __future__ import annotations",
+        "",
+        "import uuid",
+        "from typing import Any",
+        "",
+        "from seglog.common import ZERO_UUID",
+        "from seglog.errors import ErrorCode",
+        "from seglog.protocol.message import UNSET, Message",
+        "",
+        '__all__ = ["UNSET", "Message", "ZERO_UUID", "uuid"]',
+    ]
+    names = []
+    for key in sorted(schemas):
+        api = schemas[key]
+        for message in (api.request, api.response):
+            top = class_name(api, message)
+            names.append(top)
+            side = "request" if message is api.request else "response"
+            flexible = f", flexible {_versions_text(api.flexible)}" if api.flexible.lo <= api.flexible.hi else ""
+            doc = f"{api.key.name} {side}: API key {int(api.key)}, {_versions_text(api.versions)}{flexible}."
+            lines += ["", ""]
+            lines.extend(_class_lines(message, top, top, doc, nested_structs(message, top), 0))
+    lines[lines.index('__all__ = ["UNSET", "Message", "ZERO_UUID", "uuid"]')] = (
+        "__all__ = [" + ", ".join(f'"{n}"' for n in names) + "]"
+    )
+    return _formatted("\n".join(lines) + "\n")
+
+
+def _formatted(source: str) -> str:
+    """The source as ``ruff format`` writes it (the project's formatter), so that the file
+    written and the source compared by the test are the same."""
+    import subprocess
+    import sys
+
+    ruff = os.path.join(os.path.dirname(sys.executable), "ruff")
+    done = subprocess.run(
+        [ruff, "format", "--line-length", "120", "--stdin-filename", MESSAGE_DATA_MODULE, "-"],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
+
+
+def main() -> None:
+    """Write ``message_data.py`` beside this module from the declarations."""
+    from seglog.protocol.messages import SCHEMAS
+
+    path = os.path.join(os.path.dirname(__file__), MESSAGE_DATA_MODULE)
+    with open(path, "w") as out:
+        out.write(message_data_source(SCHEMAS))
+    print(f"wrote {path}")

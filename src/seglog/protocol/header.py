@@ -27,4 +27,4 @@ class RequestHeader(NamedTuple):
 
 class Request(NamedTuple):
     header: RequestHeader
-    body: dict[str, Any]
+    body: Any  # the API's request data class (message_data.py)

@@ -24,10 +24,10 @@ What the specs say about the wire, kept here in one place:
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from seglog.common import ZERO_UUID
 from seglog.protocol.api_key import ApiKey
 
 # primitive types (names as the specs spell them)
@@ -56,7 +56,6 @@ FIXED_FORMATS = {
     UUID: "16s",
 }
 
-ZERO_UUID = uuid.UUID(int=0)
 
 _TYPE_DEFAULTS: dict[str, Any] = {
     BOOL: False,

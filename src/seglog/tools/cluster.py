@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..client import connect
 from ..cluster.zookeeper_server import ZooKeeperServer, free_port
 from ..errors import BrokerNotAvailableError, SeglogError
 from ..protocol import ApiKey
+from . import CLIENT_ID
 from .arguments import UsageError
-from .broker_client import BrokerClient
 
 DEFAULT_PORT = 9092
 PID_FILE = "cluster.pid"  # in --dir, while `cluster up` runs: what `cluster down` signals
@@ -205,7 +206,7 @@ class LocalCluster:
 def _metadata(address: str) -> dict[str, Any] | None:
     """The broker's Metadata answer (no topics), None when it does not answer."""
     try:
-        with BrokerClient(address, timeout=5) as client:
+        with connect(address, client_id=CLIENT_ID, timeout=5) as client:
             return client.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
     except SeglogError:
         return None

@@ -13,9 +13,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ..client import BlockingConnection, connect
 from ..errors import ApiError, BrokerNotAvailableError, ErrorCode, error_for, error_name
 from ..protocol import ApiKey
-from .broker_client import BrokerClient
+from . import CLIENT_ID
 
 RETRIABLE_LEADER = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.LEADER_NOT_AVAILABLE)})
 RETRIABLE_COORDINATOR = frozenset(
@@ -48,8 +49,8 @@ class ClusterClient:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self._socket_timeout = timeout + answer_margin
-        self.bootstrap = BrokerClient(bootstrap, timeout=self._socket_timeout)
-        self._brokers: dict[int, BrokerClient] = {}
+        self.bootstrap = connect(bootstrap, client_id=CLIENT_ID, timeout=self._socket_timeout)
+        self._brokers: dict[int, BlockingConnection] = {}
         self._metadata: dict[str, Any] | None = None
         self._topics_known: set[str] = set()
         self._leader_of: dict[TopicPartition, int] = {}
@@ -61,8 +62,8 @@ class ClusterClient:
         broker writes to ZooKeeper itself): to the bootstrap one."""
         return self.bootstrap.request(api_key, body, version)
 
-    def version(self, api_key: ApiKey) -> int:
-        return self.bootstrap.version(api_key)
+    def version_for(self, api_key: ApiKey) -> int:
+        return self.bootstrap.version_for(api_key)
 
     def metadata(self, topics: list[str] | None) -> dict[str, Any]:
         body = {
@@ -92,7 +93,7 @@ class ClusterClient:
 
     # --- connections ---------------------------------------------------------------------------------
 
-    def broker(self, node_id: int) -> BrokerClient:
+    def broker(self, node_id: int) -> BlockingConnection:
         """A connection to broker ``node_id`` (the bootstrap one's Metadata tells where it is)."""
         if node_id in self._brokers:
             return self._brokers[node_id]
@@ -102,7 +103,9 @@ class ClusterClient:
             found = next((b for b in self.metadata([])["brokers"] if b["node_id"] == node_id), None)
         if found is None:
             raise BrokerNotAvailableError(f"broker {node_id} is not among the live brokers of the cluster")
-        self._brokers[node_id] = BrokerClient(f"{found['host']}:{found['port']}", timeout=self._socket_timeout)
+        self._brokers[node_id] = BlockingConnection(
+            found["host"], found["port"], CLIENT_ID, timeout=self._socket_timeout
+        )
         return self._brokers[node_id]
 
     def _forget(self, node_id: int) -> None:
@@ -110,9 +113,9 @@ class ClusterClient:
         if client is not None:
             client.close()
 
-    def coordinator(self, key: str, key_type: int) -> tuple[int, BrokerClient]:
+    def coordinator(self, key: str, key_type: int) -> tuple[int, BlockingConnection]:
         """The coordinator of a group (key type 0) or transactional id (1): its id and a connection."""
-        version = self.version(ApiKey.FIND_COORDINATOR)
+        version = self.version_for(ApiKey.FIND_COORDINATOR)
         body = {"key": key, "key_type": key_type, "coordinator_keys": [key]}
         answer = self.request(ApiKey.FIND_COORDINATOR, body, version)
         found = answer["coordinators"][0] if version >= 4 else answer
@@ -123,7 +126,9 @@ class ClusterClient:
             raise error_for(found["error_code"], found.get("error_message"), what)
         node = int(found["node_id"])
         if node not in self._brokers:
-            self._brokers[node] = BrokerClient(f"{found['host']}:{found['port']}", timeout=self._socket_timeout)
+            self._brokers[node] = BlockingConnection(
+                found["host"], found["port"], CLIENT_ID, timeout=self._socket_timeout
+            )
         return node, self._brokers[node]
 
     # --- retries -------------------------------------------------------------------------------------
@@ -141,7 +146,9 @@ class ClusterClient:
             time.sleep(RETRY_BACKOFF_S)
 
     def to_leaders(
-        self, partitions: list[TopicPartition], send: Callable[[BrokerClient, list[TopicPartition]], dict[Any, Result]]
+        self,
+        partitions: list[TopicPartition],
+        send: Callable[[BlockingConnection, list[TopicPartition]], dict[Any, Result]],
     ) -> dict[TopicPartition, Result]:
         """Each partition's answer from its leader: ``send(leader, its partitions)`` once per leader,
         again for the partitions whose leader moved, until the timeout (then the last error stays in
@@ -177,7 +184,7 @@ class ClusterClient:
         self,
         node: int,
         tps: list[TopicPartition],
-        send: Callable[[BrokerClient, list[TopicPartition]], dict[Any, Result]],
+        send: Callable[[BlockingConnection, list[TopicPartition]], dict[Any, Result]],
         results: dict[TopicPartition, Result],
     ) -> list[TopicPartition]:
         """The answers of one leader into ``results``; the partitions to retry."""

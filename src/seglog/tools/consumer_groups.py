@@ -23,10 +23,10 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from ..client import BlockingConnection
 from ..errors import SeglogError
 from ..protocol import ApiKey
 from .arguments import UsageError, int_between
-from .broker_client import BrokerClient
 from .cluster_client import NO_TOPIC_ID, ClusterClient, raise_for
 from .remote import list_offsets
 
@@ -105,7 +105,7 @@ def _datetime_ms(text: str) -> int:
 # --- the coordinator's answers ---------------------------------------------------------------------------------
 
 
-def _describe_group(coordinator: BrokerClient, group: str) -> dict[str, Any]:
+def _describe_group(coordinator: BlockingConnection, group: str) -> dict[str, Any]:
     body = {"groups": [group], "include_authorized_operations": False}
     described = coordinator.request(ApiKey.DESCRIBE_GROUPS, body)["groups"][0]
     raise_for(described["error_code"], f"cannot describe group {group}")
@@ -114,7 +114,7 @@ def _describe_group(coordinator: BrokerClient, group: str) -> dict[str, Any]:
     return described
 
 
-def _committed(coordinator: BrokerClient, group: str) -> dict[TopicPartition, int]:
+def _committed(coordinator: BlockingConnection, group: str) -> dict[TopicPartition, int]:
     body = {"group_id": group, "topics": None, "groups": [{"group_id": group, "topics": None}], "require_stable": False}
     answer = coordinator.request(ApiKey.OFFSET_FETCH, body)
     if answer.get("groups"):
@@ -169,7 +169,7 @@ def _list(client: ClusterClient) -> int:
     return 0
 
 
-def _describe(client: ClusterClient, coordinator: BrokerClient, group: str) -> int:
+def _describe(client: ClusterClient, coordinator: BlockingConnection, group: str) -> int:
     described = _describe_group(coordinator, group)
     state = described["group_state"]
     committed = _committed(coordinator, group)
@@ -221,7 +221,7 @@ def _row(
     return (group, tp[0], str(tp[1]), current, MISSING if end is None else str(end), lag, *(who or (MISSING,) * 3))
 
 
-def _delete(coordinator: BrokerClient, group: str) -> int:
+def _delete(coordinator: BlockingConnection, group: str) -> int:
     result = coordinator.request(ApiKey.DELETE_GROUPS, {"groups_names": [group]})["results"][0]
     raise_for(result["error_code"], f"cannot delete group {group}")
     print(f"Deletion of requested consumer groups ('{group}') was successful.")
@@ -231,7 +231,7 @@ def _delete(coordinator: BrokerClient, group: str) -> int:
 # --- --reset-offsets ----------------------------------------------------------------------------------
 
 
-def _reset(client: ClusterClient, coordinator: BrokerClient, args: argparse.Namespace) -> int:
+def _reset(client: ClusterClient, coordinator: BlockingConnection, args: argparse.Namespace) -> int:
     group = args.group
     state = _describe_group(coordinator, group)["group_state"]
     if state not in INACTIVE_STATES:
@@ -297,7 +297,7 @@ def _new_offsets(
     return out
 
 
-def _commit(coordinator: BrokerClient, group: str, offsets: dict[TopicPartition, int]) -> None:
+def _commit(coordinator: BlockingConnection, group: str, offsets: dict[TopicPartition, int]) -> None:
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), offset in offsets.items():
         by_topic.setdefault(topic, []).append(

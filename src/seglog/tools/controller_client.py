@@ -6,12 +6,13 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from ..client import BlockingConnection, connect
 from ..errors import NotControllerError
 from ..protocol import ApiKey
-from .broker_client import BrokerClient
+from . import CLIENT_ID
 
 
-def cluster_metadata(client: BrokerClient, topics: list[str] | None = None) -> dict[str, Any]:
+def cluster_metadata(client: BlockingConnection, topics: list[str] | None = None) -> dict[str, Any]:
     """Metadata of ``topics`` (None: all) and the brokers, with the controller's id."""
     body = {
         "topics": None if topics is None else [{"name": t, "topic_id": uuid.UUID(int=0)} for t in topics],
@@ -21,12 +22,12 @@ def cluster_metadata(client: BrokerClient, topics: list[str] | None = None) -> d
     return client.request(ApiKey.METADATA, body)
 
 
-def connect_to_controller(bootstrap: str, timeout: float) -> BrokerClient:
+def connect_to_controller(bootstrap: str, timeout: float) -> BlockingConnection:
     """A client of the controller broker (from the bootstrap broker's Metadata)."""
-    with BrokerClient(bootstrap, timeout) as client:
+    with connect(bootstrap, client_id=CLIENT_ID, timeout=timeout) as client:
         metadata = cluster_metadata(client, [])
     brokers = {b["node_id"]: b for b in metadata["brokers"]}
     controller = brokers.get(metadata.get("controller_id", -1))
     if controller is None:
         raise NotControllerError(f"the broker at {bootstrap} knows of no controller (is it part of a cluster?)")
-    return BrokerClient(f"{controller['host']}:{controller['port']}", timeout)
+    return BlockingConnection(controller["host"], controller["port"], CLIENT_ID, timeout=timeout)

@@ -21,11 +21,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..client import BlockingConnection, connect
 from ..cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
 from ..errors import SeglogError, error_for, error_name
 from ..protocol import ApiKey
+from . import CLIENT_ID
 from .arguments import UsageError, int_between
-from .broker_client import BrokerClient
 from .controller_client import cluster_metadata, connect_to_controller
 
 Partition = tuple[str, int]
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     if action == "generate":
         topics = read_topics_to_move(Path(args.topics_to_move_json_file))
         brokers = parse_broker_list(args.broker_list)
-        with BrokerClient(args.bootstrap_server, timeout) as client:
+        with connect(args.bootstrap_server, client_id=CLIENT_ID, timeout=timeout) as client:
             metadata = cluster_metadata(client, topics)
         current, proposed = generate(metadata, topics, brokers)
         print(f"Current partition replica assignment\n{reassignment_json(current)}\n")
@@ -189,7 +190,7 @@ def generate(
 
 
 def list_reassignments(
-    controller: BrokerClient, partitions: Sequence[Partition] | None
+    controller: BlockingConnection, partitions: Sequence[Partition] | None
 ) -> dict[Partition, dict[str, list[int]]]:
     topics: dict[str, list[int]] = {}
     for t, p in partitions or ():
@@ -216,7 +217,7 @@ def _ongoing_text(ongoing: Mapping[Partition, Mapping[str, list[int]]]) -> str:
 
 
 def _alter(
-    controller: BrokerClient, targets: Mapping[Partition, Sequence[int] | None], timeout_ms: int
+    controller: BlockingConnection, targets: Mapping[Partition, Sequence[int] | None], timeout_ms: int
 ) -> dict[Partition, str]:
     """AlterPartitionReassignments; the partitions refused, with why."""
     topics: dict[str, list[dict[str, Any]]] = {}
@@ -240,7 +241,7 @@ def _names(partitions: Sequence[Partition]) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(partitions))
 
 
-def _execute(controller: BrokerClient, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:
+def _execute(controller: BlockingConnection, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:
     if list_reassignments(controller, None):
         raise SeglogError(
             "Cannot execute because there is an existing partition assignment.  Use --additional to override "
@@ -264,7 +265,7 @@ def _execute(controller: BrokerClient, targets: Mapping[Partition, list[int]], t
     print(f"Successfully started partition reassignment{plural} for {_names(list(targets))}")
 
 
-def _verify(controller: BrokerClient, targets: Mapping[Partition, list[int]]) -> int:
+def _verify(controller: BlockingConnection, targets: Mapping[Partition, list[int]]) -> int:
     """Kafka's ``verifyPartitionAssignments``: a partition is still in progress while a
     reassignment of it is listed; once none is, it is completed when its replicas (Metadata's)
     are the target's, else its replica set is told. The exit code is 0 whatever the states, as
@@ -287,7 +288,7 @@ def _verify(controller: BrokerClient, targets: Mapping[Partition, list[int]]) ->
     return 0
 
 
-def _cancel(controller: BrokerClient, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:
+def _cancel(controller: BlockingConnection, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:
     ongoing = list_reassignments(controller, list(targets))
     if not ongoing:
         print("None of the specified partition reassignments are active.")

@@ -1,5 +1,5 @@
 """The ``--bootstrap-server`` forms of the command line: the same commands against a
-running broker (``seglog broker`` or Kafka), through ``BrokerClient``.
+running broker (``seglog broker`` or Kafka), through ``BlockingConnection``.
 
     seglog topics       --bootstrap-server H:P --create --topic T [--partitions N] [--replication-factor R]
                         [--config k=v] | --list | --describe [--topic T] | --delete --topic T
@@ -27,13 +27,13 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+from ..client import BlockingConnection
 from ..errors import ErrorCode, error_for
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
 from .arguments import CommandParser, parse_configs, partition_list
-from .broker_client import BrokerClient
 from .cluster_client import ClusterClient, TopicPartition
 from .controller_client import cluster_metadata
 from .logdir import record_json
@@ -112,7 +112,7 @@ def topics(args: argparse.Namespace) -> int:
             _check(r["error_code"], r.get("error_message"), f"cannot create topic {args.topic}")
             print(f"Created topic {args.topic}.")
         elif args.delete:
-            version = client.version(ApiKey.DELETE_TOPICS)
+            version = client.version_for(ApiKey.DELETE_TOPICS)
             body = (
                 {"topics": [{"name": args.topic}], "timeout_ms": args.timeout_ms}
                 if version >= 6
@@ -248,7 +248,7 @@ def _send(
 ) -> None:
     built = {(args.topic, p): build_batch(records, compression=codec) for p, records in batches.items()}
 
-    def send(leader: BrokerClient, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
+    def send(leader: BlockingConnection, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
         body = {
             "transactional_id": None,
             "acks": args.acks,
@@ -341,7 +341,7 @@ def _fetch(client: ClusterClient, topic: dict[str, Any], partition: int, offset:
 
 
 def _fetch_once(
-    topic: dict[str, Any], partition: int, offset: int, leader: BrokerClient, _: list[TopicPartition]
+    topic: dict[str, Any], partition: int, offset: int, leader: BlockingConnection, _: list[TopicPartition]
 ) -> dict[Any, dict[str, Any]]:
     body = {
         "replica_id": -1,
@@ -405,7 +405,7 @@ def get_offsets(args: argparse.Namespace) -> int:
 def list_offsets(client: ClusterClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
     """Each partition's offset at ``time``, from its leader (in the order of ``partitions``)."""
 
-    def send(leader: BrokerClient, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
+    def send(leader: BlockingConnection, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
         wanted = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": time} for _, p in tps]
         body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": wanted}]}
         answer = leader.request(ApiKey.LIST_OFFSETS, body)
@@ -440,7 +440,7 @@ def delete_records(args: argparse.Namespace) -> int:
     # the leader answers by timeout_ms (REQUEST_TIMED_OUT for a partition whose replicas have not
     # all deleted the records by then, Kafka's DelayedDeleteRecords): wait for that answer
 
-    def send(leader: BrokerClient, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
+    def send(leader: BlockingConnection, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
         by_topic: dict[str, list[dict[str, int]]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append({"partition_index": p, "offset": offsets[(t, p)]})
@@ -515,7 +515,7 @@ def configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_configs(client: BrokerClient | ClusterClient, kind: int, name: str) -> list[dict[str, Any]]:
+def _describe_configs(client: BlockingConnection | ClusterClient, kind: int, name: str) -> list[dict[str, Any]]:
     body = {
         "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
         "include_synonyms": True,

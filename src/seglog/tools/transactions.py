@@ -71,7 +71,7 @@ def _list(client: ClusterClient, duration: int | None) -> None:
     rows = []
     for node in client.node_ids():
         broker = client.broker(node)
-        if duration is not None and broker.version(ApiKey.LIST_TRANSACTIONS) < 1:
+        if duration is not None and broker.version_for(ApiKey.LIST_TRANSACTIONS) < 1:
             message = "cannot list transactions: the broker cannot filter transactions by duration"
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, message)
         answer = broker.request(ApiKey.LIST_TRANSACTIONS, body)
