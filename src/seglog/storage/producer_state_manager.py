@@ -43,7 +43,14 @@ from dataclasses import dataclass, field
 from ..errors import CorruptIndexError, CorruptSnapshotError, InvalidConfigurationError, KafkaStorageError
 from ..records import RecordBatch
 from ..records.control import ControlRecordType, EndTransactionMarker, parse_control_record
-from ..records.layout import CONTROL_FLAG_MASK, HEADER, TRANSACTIONAL_FLAG_MASK
+from ..records.layout import (
+    CONTROL_FLAG_MASK,
+    HEADER,
+    MAGIC,
+    MAGIC_OFFSET,
+    PRODUCER_ID_OFFSET,
+    TRANSACTIONAL_FLAG_MASK,
+)
 from . import fileio, producer_snapshot
 from .naming import SNAPSHOT_SUFFIX, offset_file_name
 from .producer_entry import (
@@ -59,10 +66,7 @@ from .segment import LogSegment
 from .txn_index import AbortedTxn
 
 _READ_BUFFER = 256 * 1024
-_V2 = 2
-_MAGIC_AT = 16  # a batch's magic byte: legacy batches carry no producer
 _PRODUCER_ID = struct.Struct(">q")
-_PRODUCER_ID_AT = 43  # in a v2 batch header
 
 
 @dataclass
@@ -158,12 +162,12 @@ class ProducerStateManager:
         # most appends carry no producer id: nothing made for them (this runs on every append)
         if len(spans) == 1:  # (a producer's usual append: one batch, looked at without a loop)
             at = spans[0][0]
-            if buffer[at + _MAGIC_AT] != _V2 or _PRODUCER_ID.unpack_from(buffer, at + _PRODUCER_ID_AT)[0] < 0:
+            if buffer[at + MAGIC_OFFSET] != MAGIC or _PRODUCER_ID.unpack_from(buffer, at + PRODUCER_ID_OFFSET)[0] < 0:
                 return _NO_PRODUCERS
         batches = [
             (at, size)
             for at, size, *_ in spans
-            if buffer[at + _MAGIC_AT] == _V2 and _PRODUCER_ID.unpack_from(buffer, at + _PRODUCER_ID_AT)[0] >= 0
+            if buffer[at + MAGIC_OFFSET] == MAGIC and _PRODUCER_ID.unpack_from(buffer, at + PRODUCER_ID_OFFSET)[0] >= 0
         ]
         if not batches:
             return _NO_PRODUCERS  # one shared empty check, which nothing changes
