@@ -629,14 +629,17 @@ class ReplicaManager:
         self, appended: Mapping[TopicPartition, AppendResult], timeout_ms: int
     ) -> dict[TopicPartition, int]:
         waiting = {}
+        gone: dict[TopicPartition, int] = {}
         for tp, result in appended.items():
             partition = self._partitions.get(tp)
-            if partition is not None:
+            if partition is None:  # stopped since its append (StopReplica): the ISR may never have it
+                gone[tp] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            else:
                 waiting[tp] = (partition, result.last_offset + 1)
         op = DelayedProduce(timeout_ms, waiting)
         if op.check():  # no other replica to wait for (one broker), or they have it already
-            return op.codes
-        return await self.produce_purgatory.wait(op, list(waiting))
+            return {**op.codes, **gone}
+        return {**await self.produce_purgatory.wait(op, list(waiting)), **gone}
 
     def _append_all(
         self, batches: Mapping[TopicPartition, memoryview], acks: int, origin: str = "client"
