@@ -13,6 +13,7 @@ import pytest
 from seglog.config import BrokerConfig, LogConfig
 from seglog.errors import (
     CorruptRecordError,
+    ErrorCode,
     InvalidRecordError,
     InvalidRequestError,
     InvalidTimestampError,
@@ -747,3 +748,29 @@ def test_batches_and_records_between_offsets(tmp_path, clock):
     assert check_log(log)[-1][1] == 59
     assert sum(1 for _ in BatchIterator(Path(log.segments[0].log_path).read_bytes())) >= 1
     manager.close()
+
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize("count", [4, 5, 100])
+def test_an_append_past_the_last_int64_offset_is_refused_and_loses_nothing(tmp_path, count):
+    """Offsets are int64 and so is the log end offset a fetch asks for: the last record a partition can
+    take is at INT64_MAX - 1. An append that would pass it is refused with Kafka's INVALID_RECORD, the
+    log untouched (not an OverflowError from the C walk, nor a log end offset no protocol can carry)."""
+    log = direct_log(tmp_path / "t-0")
+    log.truncate_fully_and_start_at(INT64_MAX - 3)
+    before = file_state(log)
+    with pytest.raises(InvalidRecordError, match="offsets are used up") as refused:
+        log.append(records(count))
+    assert refused.value.error_code == ErrorCode.INVALID_RECORD
+    assert refused.value.offset == INT64_MAX - 3 and refused.value.file == log.dir
+    assert log.log_end_offset == INT64_MAX - 3 and file_state(log) == before
+    assert log.append(records(2)) == (INT64_MAX - 3, INT64_MAX - 2)
+    with pytest.raises(InvalidRecordError):
+        log.append(records(2, start=2))
+    assert log.append(records(1, start=2)) == (INT64_MAX - 1, INT64_MAX - 1)
+    assert log.log_end_offset == INT64_MAX
+    with pytest.raises(InvalidRecordError):
+        log.append(records(1, start=3))
+    assert [r.key for r in log.records(INT64_MAX - 3)] == [b"k0", b"k1", b"k2"]

@@ -585,7 +585,7 @@ fail:
  * them: (entries, first offset, last offset, max timestamp, record count). */
 static PyObject *
 assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t next_offset, int32_t epoch,
-       int stamping, int64_t append_time, int create_time)
+       int stamping, int64_t append_time, int create_time, PyObject *file)
 {
     i128 offset = next_offset;
     for (Py_ssize_t i = 0; i < n; i++) { /* every offset first: nothing is written unless all fit */
@@ -595,8 +595,13 @@ assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t 
             return NULL;
         }
         offset += (i128)f->delta + 1;
-        if (offset - 1 > INT64_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "offsets past the largest int64");
+        /* the log end offset (the next offset, what a fetch asks for) must be an int64 too */
+        if (offset > INT64_MAX) {
+            char next[48];
+            RAISE(InvalidRecordError, file, -1, 1, next_offset,
+                  "the partition's offsets are used up: this append would take the log end offset to %s, past "
+                  "the largest int64",
+                  i128_text(offset, next));
             return NULL;
         }
     }
@@ -750,7 +755,7 @@ check(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds
                   buf.len, a.segment_bytes);
         else
             result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time,
-                            rules->check_ts);
+                            rules->check_ts, rules->file);
     }
     else if (n >= 0 && (result = PyList_New(n)) != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
