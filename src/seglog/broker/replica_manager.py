@@ -639,7 +639,8 @@ class ReplicaManager:
         op = DelayedProduce(timeout_ms, waiting)
         if op.check():  # no other replica to wait for (one broker), or they have it already
             return {**op.codes, **gone}
-        return {**await self.produce_purgatory.wait(op, list(waiting)), **gone}
+        codes: dict[TopicPartition, int] = await self.produce_purgatory.wait(op, list(waiting))
+        return {**codes, **gone}
 
     def _append_all(
         self, batches: Mapping[TopicPartition, memoryview], acks: int, origin: str = "client"
