@@ -40,7 +40,10 @@ from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
 from seglog.cluster.controller_channel import StopReplicaPartitionState, StopReplicaRequest, StopReplicaResponse
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
+from seglog.common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
+from seglog.errors import ErrorCode
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import MetadataRequestData
 from seglog.tools.cluster import LocalCluster
 
 from .conftest import delivered, text, wait_until
@@ -337,6 +340,27 @@ def test_metadata_creates_a_topic_through_the_controller(cluster: LocalCluster, 
 
     wait_until(created, what="the topic made on demand")
     assert zk.get_topic("auto") is not None
+
+
+def test_every_broker_marks_the_internal_topics_internal(cluster: LocalCluster, zk: ZkClient) -> None:
+    """Kafka's Topic.isInternal is a fact of the name: each broker of a cluster answers it for the
+    coordinators' topics, whose metadata it learned from the controller's UpdateMetadata (before,
+    only a broker alone said so, and clients listed __consumer_offsets as a user topic)."""
+    names = [GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC, "auto"]
+    request = MetadataRequestData(
+        topics=[MetadataRequestData.MetadataRequestTopic(name=n) for n in names], allow_auto_topic_creation=True
+    )
+
+    def internal(address: str) -> dict[str | None, bool] | None:
+        with connect(address, timeout=10) as client:
+            topics = client.request(ApiKey.METADATA, request, version=12).topics
+        if any(t.error_code != ErrorCode.NONE or not t.partitions for t in topics):
+            return None  # still being created
+        return {t.name: t.is_internal for t in topics}
+
+    for address in [b.address for b in cluster.brokers.values()]:
+        wait_until(functools.partial(internal, address), what=f"the topics' metadata from {address}")
+        assert internal(address) == {GROUP_METADATA_TOPIC: True, TRANSACTION_STATE_TOPIC: True, "auto": False}
 
 
 def test_a_stopping_broker_moves_its_leaders_off_first(cluster: LocalCluster, zk: ZkClient) -> None:

@@ -12,6 +12,8 @@ import base64
 import uuid
 from dataclasses import dataclass, field
 
+from ..common import INTERNAL_TOPICS
+
 ZERO_UUID = uuid.UUID(int=0)  # "no topic id": what a client sends by name, and gets for an unknown topic
 
 
@@ -38,7 +40,12 @@ class TopicMetadata:
     name: str
     topic_id: uuid.UUID
     partitions: tuple[PartitionState, ...]
-    internal: bool = False
+
+    @property
+    def internal(self) -> bool:
+        """Kafka's ``Topic.isInternal``: a fact of the name, whoever built the metadata (a broker
+        alone, or the controller's UpdateMetadata in a cluster)."""
+        return self.name in INTERNAL_TOPICS
 
 
 def topic_uuid(text: str) -> uuid.UUID:
