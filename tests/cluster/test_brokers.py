@@ -467,3 +467,27 @@ def test_the_channel_resends_until_a_broker_answers(chroot: str, tmp_path: Path)
         (1, [znodes.TopicPartition("gone", 0)]),
         (1, [znodes.TopicPartition("gone", 1)]),
     ]
+
+
+def test_cluster_up_starts_its_zookeeper_on_the_port_given(tmp_path: Path) -> None:
+    """A user who must stay in a port range gives ZooKeeper's port too (issue 25 item 6)."""
+    zookeeper_port = free_port()
+    cli = [sys.executable, "-m", "seglog.cli", "cluster"]
+    up = [*cli, "up", "--brokers", "1", "--dir", str(tmp_path), "--port", "0"]
+    for wrong, said in (
+        (["--zookeeper-port", "70000"], "--zookeeper-port must be a port number"),
+        (["--zookeeper-port", str(zookeeper_port), "--zookeeper", "127.0.0.1:2181"], "not with --zookeeper"),
+    ):
+        refused = subprocess.run([*up, *wrong], capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and said in refused.stderr, refused.stderr
+    proc = subprocess.Popen([*up, "--zookeeper-port", str(zookeeper_port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == f"zookeeper.connect=127.0.0.1:{zookeeper_port}"
+        assert proc.stdout.readline().startswith("bootstrap servers: 127.0.0.1:")
+        subprocess.run([*cli, "down", "--dir", str(tmp_path)], check=True, capture_output=True, timeout=120)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

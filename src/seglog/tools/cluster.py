@@ -1,11 +1,13 @@
 """``seglog cluster up``: a ZooKeeper and N brokers on this machine, the way to try a cluster in one command.
 
-    seglog cluster up --brokers 3 --dir D [--zookeeper HOST:PORT] [--port 9092] [--override KEY=VALUE ...]
+    seglog cluster up --brokers 3 --dir D [--zookeeper HOST:PORT | --zookeeper-port P] [--port 9092]
+                      [--override KEY=VALUE ...]
     seglog cluster down --dir D
 
 Broker i (from 1) is ``broker.id=i`` on 127.0.0.i (Linux answers on all of 127/8 without setup),
 its log dir ``D/broker-i``, its output in ``D/broker-i.log``. ZooKeeper (Debian's package, unless
-``--zookeeper`` names a running one) keeps its data in ``D/zookeeper``. The bootstrap servers are
+``--zookeeper`` names a running one) keeps its data in ``D/zookeeper`` and listens on 127.0.0.1 at
+``--zookeeper-port`` (default: a free port). The bootstrap servers are
 printed once every broker serves; SIGINT or SIGTERM stops the brokers (each moves its leaders off
 first: controlled shutdown) and then ZooKeeper; so does ``cluster down``, through the pid file
 ``D/cluster.pid``. ``LocalCluster`` is the same for programs and tests.
@@ -128,17 +130,24 @@ class LocalCluster:
         brokers: int,
         *,
         zookeeper: str | None = None,
+        zookeeper_port: int | None = None,
         port: int | None = DEFAULT_PORT,
         overrides: list[str] | None = None,
         zookeeper_tick_ms: int = 200,
     ) -> None:
         if not 1 <= brokers <= 254:
             raise UsageError(f"--brokers must be between 1 and 254, not {brokers}")
+        if zookeeper_port is not None and not 0 < zookeeper_port < 65536:
+            raise UsageError(f"--zookeeper-port must be a port number (1-65535), not {zookeeper_port}")
+        if zookeeper_port is not None and zookeeper is not None:
+            raise UsageError("--zookeeper-port is the port of the ZooKeeper this starts: not with --zookeeper")
         self.directory = Path(directory)
         self._zookeeper_given = zookeeper
         self.zookeeper: ZooKeeperServer | None = None
         if zookeeper is None:
-            self.zookeeper = ZooKeeperServer(self.directory / "zookeeper", tick_time_ms=zookeeper_tick_ms)
+            self.zookeeper = ZooKeeperServer(
+                self.directory / "zookeeper", port=zookeeper_port, tick_time_ms=zookeeper_tick_ms
+            )
         self.brokers: dict[int, BrokerProcess] = {}
         for i in range(1, brokers + 1):
             host = f"127.0.0.{i}"
@@ -232,6 +241,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--brokers", type=int, default=3, help="how many brokers (default 3)")
     up.add_argument("--dir", required=True, help="where their log dirs, ZooKeeper's data and their output go")
     up.add_argument("--zookeeper", metavar="HOST:PORT", help="a running ZooKeeper to use instead of starting one")
+    up.add_argument(
+        "--zookeeper-port", type=int, metavar="PORT", help="the port of the ZooKeeper it starts (default: a free one)"
+    )
     up.add_argument("--port", type=int, default=DEFAULT_PORT, help="each broker's port on its address (0: any)")
     up.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a broker config for every broker"
@@ -250,7 +262,12 @@ def run_up(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     cluster = LocalCluster(
-        args.dir, args.brokers, zookeeper=args.zookeeper, port=args.port or None, overrides=args.override
+        args.dir,
+        args.brokers,
+        zookeeper=args.zookeeper,
+        zookeeper_port=args.zookeeper_port,
+        port=args.port or None,
+        overrides=args.override,
     )
     cluster.start()
     pid_file = Path(args.dir) / PID_FILE
