@@ -147,8 +147,10 @@ class BlockingConnection:
 
 class AsyncConnection:
     """A connection to one broker on the event loop: one request at a time, each answered within
-    ``timeout_s``. It connects on first use; any failure closes it and raises
-    BrokerNotAvailableError, and the next request connects again."""
+    ``timeout_s``. It connects on first use; any failure closes it, and the next request connects
+    again. A response the protocol refuses raises InvalidResponseError (the peer's fault, not the
+    request's); anything else (unreachable, closed, no answer in time, no version in common)
+    raises BrokerNotAvailableError. Both name the broker's address."""
 
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
         self.host = host
@@ -177,7 +179,17 @@ class AsyncConnection:
                 assert self._protocol is not None
                 version = self._protocol.version_for(api_key, highest)
                 return await asyncio.wait_for(self._call(api_key, make_body(version), version), self.timeout_s)
-            except (TimeoutError, OSError, asyncio.IncompleteReadError, SeglogError) as e:
+            except InvalidResponseError as e:
+                self.close()
+                raise InvalidResponseError(
+                    f"{api_key.name} to {self.host}:{self.port}: {e.message}", position=e.position
+                ) from None
+            except TimeoutError:
+                self.close()
+                raise BrokerNotAvailableError(
+                    f"request {api_key.name} to {self.host}:{self.port} failed: no answer within {self.timeout_s:g} s"
+                ) from None
+            except (OSError, asyncio.IncompleteReadError, SeglogError) as e:
                 self.close()
                 raise BrokerNotAvailableError(
                     f"request {api_key.name} to {self.host}:{self.port} failed: {e}"
