@@ -20,15 +20,18 @@ import logging
 import queue
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from ..client import BlockingConnection
 from ..cluster.controller_channel import (
     ControllerRequest,
+    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
+    StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
 from ..cluster.znodes import SECURITY_PROTOCOLS, BrokerRegistration, EndPoint, TopicPartition
@@ -76,24 +79,42 @@ def controller_request_data(request: ControllerRequest) -> tuple[ApiKey, int, Co
     return ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, _stop_replica(request)
 
 
+_State = TypeVar("_State", LeaderAndIsrPartitionState, UpdateMetadataPartitionState, StopReplicaPartitionState)
+_Message = TypeVar("_Message")
+
+
+def _by_topic(states: Iterable[_State], message: Callable[[_State], _Message]) -> dict[str, list[_Message]]:
+    """The partition states as their messages, by topic: from v5 (StopReplica v3) the requests group them so."""
+    topics: dict[str, list[_Message]] = {}
+    for s in states:
+        topics.setdefault(s.topic, []).append(message(s))
+    return topics
+
+
+def _leadership(s: LeaderAndIsrPartitionState | UpdateMetadataPartitionState) -> dict[str, Any]:
+    """The fields LeaderAndIsr's and UpdateMetadata's partition states share, by the same names."""
+    return {
+        "partition_index": s.partition,
+        "controller_epoch": s.controller_epoch,
+        "leader": s.leader,
+        "leader_epoch": s.leader_epoch,
+        "isr": list(s.isr),
+        "replicas": list(s.replicas),
+    }
+
+
 def _leader_and_isr(request: LeaderAndIsrRequest) -> LeaderAndIsrRequestData:
-    topics: dict[str, list[LeaderAndIsrRequestData.LeaderAndIsrPartitionState]] = {}
-    for s in request.partition_states:
-        topics.setdefault(s.topic, []).append(
-            LeaderAndIsrRequestData.LeaderAndIsrPartitionState(
-                partition_index=s.partition,
-                controller_epoch=s.controller_epoch,
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=list(s.isr),
-                partition_epoch=s.partition_epoch,
-                replicas=list(s.replicas),
-                adding_replicas=list(s.adding_replicas),
-                removing_replicas=list(s.removing_replicas),
-                is_new=s.is_new,
-                leader_recovery_state=s.leader_recovery_state,
-            )
-        )
+    topics = _by_topic(
+        request.partition_states,
+        lambda s: LeaderAndIsrRequestData.LeaderAndIsrPartitionState(
+            **_leadership(s),
+            partition_epoch=s.partition_epoch,
+            adding_replicas=list(s.adding_replicas),
+            removing_replicas=list(s.removing_replicas),
+            is_new=s.is_new,
+            leader_recovery_state=s.leader_recovery_state,
+        ),
+    )
     return LeaderAndIsrRequestData(
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
@@ -113,20 +134,14 @@ def _leader_and_isr(request: LeaderAndIsrRequest) -> LeaderAndIsrRequestData:
 
 
 def _update_metadata(request: UpdateMetadataRequest) -> UpdateMetadataRequestData:
-    topics: dict[str, list[UpdateMetadataRequestData.UpdateMetadataPartitionState]] = {}
-    for s in request.partition_states:
-        topics.setdefault(s.topic, []).append(
-            UpdateMetadataRequestData.UpdateMetadataPartitionState(
-                partition_index=s.partition,
-                controller_epoch=s.controller_epoch,
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=list(s.isr),
-                zk_version=s.partition_epoch,
-                replicas=list(s.replicas),
-                offline_replicas=list(s.offline_replicas),
-            )
-        )
+    topics = _by_topic(
+        request.partition_states,
+        lambda s: UpdateMetadataRequestData.UpdateMetadataPartitionState(
+            **_leadership(s),
+            zk_version=s.partition_epoch,
+            offline_replicas=list(s.offline_replicas),
+        ),
+    )
     return UpdateMetadataRequestData(
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
@@ -158,13 +173,12 @@ def _endpoint(endpoint: EndPoint) -> UpdateMetadataRequestData.UpdateMetadataEnd
 
 
 def _stop_replica(request: StopReplicaRequest) -> StopReplicaRequestData:
-    topics: dict[str, list[StopReplicaRequestData.StopReplicaPartitionState]] = {}
-    for s in request.partition_states:
-        topics.setdefault(s.topic, []).append(
-            StopReplicaRequestData.StopReplicaPartitionState(
-                partition_index=s.partition, leader_epoch=s.leader_epoch, delete_partition=s.delete_partition
-            )
-        )
+    topics = _by_topic(
+        request.partition_states,
+        lambda s: StopReplicaRequestData.StopReplicaPartitionState(
+            partition_index=s.partition, leader_epoch=s.leader_epoch, delete_partition=s.delete_partition
+        ),
+    )
     return StopReplicaRequestData(
         controller_id=request.controller_id,
         controller_epoch=request.controller_epoch,
