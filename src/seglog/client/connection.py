@@ -11,7 +11,7 @@ Two shapes, for the two kinds of callers:
 Both learn the broker's versions with ApiVersions as they connect, and send each request at
 the highest version both sides speak unless told otherwise. What the protocol refuses (a
 response that does not decode, another correlation id) is InvalidResponseError; a broker
-that cannot be reached, closes the connection or does not answer in time is
+that cannot be reached, closes the connection or does not answer in time ("no answer within N s") is
 BrokerNotAvailableError, naming its address. Either way the connection is closed after.
 """
 
@@ -62,6 +62,7 @@ class BlockingConnection:
         max_response_size: int = DEFAULT_MAX_RESPONSE,
     ) -> None:
         self.address = f"{host}:{port}"
+        self._timeout = timeout
         self._protocol = ClientConnection(client_id, max_response_size)
         try:
             source = (source_host, 0) if source_host is not None else None  # a test cuts others, not this one
@@ -128,6 +129,9 @@ class BlockingConnection:
                         protocol.frame_received(n)
                     else:
                         protocol.receive_data(b"")
+        except TimeoutError:  # the socket's timeout (an OSError too)
+            self.close()
+            raise BrokerNotAvailableError(f"{self.address}: no answer within {self._timeout:g} s") from None
         except OSError as e:
             self.close()
             raise BrokerNotAvailableError(f"lost the connection to {self.address}: {e.strerror or e}") from None
