@@ -45,9 +45,6 @@ from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
 
-# what a cluster's broker serves of the inter-broker APIs (ApiVersions lists them in cluster mode)
-LEADER_DURING_DELETE = -2
-
 ControllerRequestData = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
 
 
@@ -150,7 +147,7 @@ class ControllerApis:
         for topic in body.topic_states:
             name = topic.topic_name
             for s in topic.partition_states:
-                if s.leader == LEADER_DURING_DELETE:
+                if s.leader == znodes.LEADER_DURING_DELETE:  # the topic is being deleted
                     deleted.add((name, s.partition_index))
                     continue
                 state = PartitionState(
