@@ -22,6 +22,7 @@ from seglog.broker.txn_apis import TRANSACTION_STATE, TxnApis
 from seglog.coordinator.group_coordinator import JoinGroupRequest
 from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
 from seglog.protocol import ErrorCode
+from seglog.protocol.message_data import UpdateMetadataRequestData
 
 IDS = {OFFSETS_TOPIC: uuid.uuid4(), TRANSACTION_STATE: uuid.uuid4()}
 
@@ -171,10 +172,17 @@ def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
             await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
             commit = OffsetCommitRequest("g", {("gone", 0): PartitionCommit(3), ("kept", 0): PartitionCommit(4)})
             await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
-            deleting = {"topic_name": "gone", "partition_states": [{**state("gone", -2, 1), "offline_replicas": []}]}
-            body = {"controller_id": 0, "controller_epoch": 1, "broker_epoch": -1, "live_brokers": []}
-            answer = await controller.update_metadata(7, {**body, "topic_states": [deleting]})
-            assert answer["error_code"] == ErrorCode.NONE
+            deleting = UpdateMetadataRequestData.UpdateMetadataTopicState(
+                topic_name="gone",
+                partition_states=[
+                    UpdateMetadataRequestData.UpdateMetadataPartitionState(
+                        controller_epoch=1, leader=-2, leader_epoch=1, isr=[-2], zk_version=1, replicas=[0, 1]
+                    )
+                ],
+            )
+            body = UpdateMetadataRequestData(controller_id=0, controller_epoch=1, topic_states=[deleting])
+            answer = await controller.update_metadata(7, body)
+            assert answer.error_code == ErrorCode.NONE
             fetched = groups.offsets.fetch_offsets(OffsetFetchRequest("g", None))
             assert {tp: f.offset for tp, f in fetched.partitions.items()} == {("kept", 0): 4}
         finally:

@@ -1,8 +1,8 @@
-"""A peer's bad response is the peer's fault: each of seglog's connections to another broker (the
-controller's BlockingConnection, the event loop's BrokerConnection; seglog.client's connections are
-tested in tests/client) raises
-InvalidResponseError for a size prefix out of range, another request's correlation id or a body cut
-short, never InvalidRequestError (which blames a request)."""
+"""A peer's bad response is the peer's fault: both connections a broker opens to another (the
+controller's sender threads' BlockingConnection, the event loop's AsyncConnection of the replica
+fetchers, AlterPartition and the transaction markers) raise InvalidResponseError for a size prefix
+out of range, another request's correlation id or a body cut short in the answer to a request after
+ApiVersions, never InvalidRequestError (which blames a request) nor BrokerNotAvailableError."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import pytest
 
-from seglog.broker.broker_connection import BrokerConnection
-from seglog.broker.controller_channel_manager import BlockingConnection
-from seglog.errors import BrokerNotAvailableError, InvalidRequestError, InvalidResponseError
+from seglog.client import AsyncConnection, BlockingConnection
+from seglog.errors import InvalidRequestError, InvalidResponseError
 from seglog.protocol import ApiKey, encode_response, supported_versions
+from seglog.protocol.connection import API_VERSIONS_VERSION
+from seglog.protocol.message_data import MetadataRequestData
 
 Answer = Callable[[int], bytes]  # a request's correlation id -> the bytes the peer sends back
 
@@ -29,7 +30,7 @@ def _frame(api_key: ApiKey, version: int, correlation_id: int, body: dict) -> by
 def _api_versions(correlation_id: int) -> bytes:
     keys = [ApiKey.API_VERSIONS, ApiKey.METADATA]
     ranges = [{"api_key": k, "min_version": 0, "max_version": supported_versions(k)[1]} for k in keys]
-    return _frame(ApiKey.API_VERSIONS, 0, correlation_id, {"error_code": 0, "api_keys": ranges})
+    return _frame(ApiKey.API_VERSIONS, API_VERSIONS_VERSION, correlation_id, {"error_code": 0, "api_keys": ranges})
 
 
 def _cut_short(correlation_id: int) -> bytes:
@@ -38,9 +39,9 @@ def _cut_short(correlation_id: int) -> bytes:
 
 
 BAD_ANSWERS: dict[str, tuple[Answer, str]] = {
-    "size": (lambda _: struct.pack(">i", 2), "response size 2"),
-    "correlation": (lambda c: _frame(ApiKey.METADATA, 1, c + 1, {}), "answered another request than METADATA"),
-    "cut short": (_cut_short, "malformed METADATA v1 response"),
+    "size": (lambda _: struct.pack(">i", -5), "invalid frame size"),
+    "correlation": (lambda c: _frame(ApiKey.METADATA, 1, c + 1, {}), "response to METADATA .* came with"),
+    "cut short": (_cut_short, "METADATA v1 response"),
 }
 
 
@@ -78,11 +79,11 @@ def _read(conn: socket.socket, n: int) -> bytes:
 @pytest.mark.parametrize("fault", sorted(BAD_ANSWERS))
 def test_blocking_connection(fault: str) -> None:
     answer, message = BAD_ANSWERS[fault]
-    peer = _Peer([answer])
+    peer = _Peer([_api_versions, answer])
     conn = BlockingConnection("127.0.0.1", peer.port, "test", timeout=5)
     try:
         with pytest.raises(InvalidResponseError, match=message) as info:
-            conn.call(ApiKey.METADATA, 1, {"topics": []})
+            conn.call(ApiKey.METADATA, MetadataRequestData(topics=[]), 1)
         assert not isinstance(info.value, InvalidRequestError)
     finally:
         conn.close()
@@ -90,20 +91,21 @@ def test_blocking_connection(fault: str) -> None:
 
 
 @pytest.mark.parametrize("fault", sorted(BAD_ANSWERS))
-def test_broker_connection(fault: str) -> None:
-    """The event loop's connection closes on any failure and says why in a BrokerNotAvailableError."""
+def test_async_connection(fault: str) -> None:
+    """The event loop's connection closes on any failure and names the peer in the error."""
     answer, message = BAD_ANSWERS[fault]
     peer = _Peer([_api_versions, answer])
 
     async def ask() -> None:
-        conn = BrokerConnection("127.0.0.1", peer.port, "test", timeout_s=5)
+        conn = AsyncConnection("127.0.0.1", peer.port, "test", timeout_s=5)
         try:
-            await conn.request(ApiKey.METADATA, {"topics": []}, max_version=1)
+            await conn.request(ApiKey.METADATA, MetadataRequestData(topics=[]), highest=1)
         finally:
             conn.close()
 
     try:
-        with pytest.raises(BrokerNotAvailableError, match=message):
+        with pytest.raises(InvalidResponseError, match=message) as info:
             asyncio.run(ask())
+        assert f"127.0.0.1:{peer.port}" in str(info.value)
     finally:
         peer.close()

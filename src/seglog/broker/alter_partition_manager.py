@@ -7,8 +7,8 @@ only then counts (``Partition.commit_isr``). The controller stays the one writer
 partition state, as in Kafka 2.7+; leaders never write ``/isr_change_notification``.
 
 ``AlterPartitionChannel`` is how a change reaches the controller; ``WireAlterPartitionChannel``
-sends AlterPartition over ``seglog.protocol`` to the controller's endpoint, and a test may
-put any other channel in its place to receive the changes itself.
+sends AlterPartition on a ``seglog.client.AsyncConnection`` to the controller's endpoint, and a
+test may put any other channel in its place to receive the changes itself.
 """
 
 from __future__ import annotations
@@ -17,15 +17,16 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from ..errors import BrokerNotAvailableError, NotControllerError
+from ..client import AsyncConnection
+from ..common import ZERO_UUID
+from ..errors import BrokerNotAvailableError, InvalidResponseError, NotControllerError
 from ..protocol import ApiKey
-from .broker_connection import BrokerConnection
+from ..protocol.message_data import AlterPartitionRequestData, AlterPartitionResponseData
 
 log = logging.getLogger(__name__)
 
-ZERO_UUID = uuid.UUID(int=0)
 MAX_VERSION = 3
 
 
@@ -61,7 +62,7 @@ class WireAlterPartitionChannel:
     def __init__(self, controller: Callable[[], tuple[int, str, int] | None], timeout_s: float) -> None:
         self._controller = controller
         self._timeout_s = timeout_s
-        self._connection: tuple[tuple[int, str, int], BrokerConnection] | None = None
+        self._connection: tuple[tuple[int, str, int], AsyncConnection] | None = None
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange) -> IsrChangeResult:
         node = self._controller()
@@ -71,29 +72,33 @@ class WireAlterPartitionChannel:
             self.close()
             self._connection = (
                 node,
-                BrokerConnection(node[1], node[2], f"broker-{broker_id}-alter-partition", self._timeout_s),
+                AsyncConnection(node[1], node[2], f"broker-{broker_id}-alter-partition", self._timeout_s),
             )
         connection = self._connection[1]
         by_id = change.topic_id != ZERO_UUID
-        partition = {
-            "partition_index": change.partition,
-            "leader_epoch": change.leader_epoch,
-            "new_isr": list(change.new_isr),
-            "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in change.new_isr],
-            "leader_recovery_state": 0,
-            "partition_epoch": change.partition_epoch,
-        }
-        body = {
-            "broker_id": broker_id,
-            "broker_epoch": broker_epoch,
-            "topics": [{"topic_name": change.topic, "topic_id": change.topic_id, "partitions": [partition]}],
-        }
+        partition = AlterPartitionRequestData.PartitionData(
+            partition_index=change.partition,
+            leader_epoch=change.leader_epoch,
+            new_isr=list(change.new_isr),
+            new_isr_with_epochs=[AlterPartitionRequestData.BrokerState(broker_id=b) for b in change.new_isr],
+            partition_epoch=change.partition_epoch,
+        )
+        body = AlterPartitionRequestData(
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            topics=[
+                AlterPartitionRequestData.TopicData(
+                    topic_name=change.topic, topic_id=change.topic_id, partitions=[partition]
+                )
+            ],
+        )
         try:
-            _, response = await connection.request(ApiKey.ALTER_PARTITION, body, MAX_VERSION if by_id else 1)
-        except BrokerNotAvailableError as e:
-            log.warning("AlterPartition of %s-%d not sent: %s", change.topic, change.partition, e)
+            # v2 names topics by id: a topic without one (made before topic ids) goes by name, at v1
+            answer = await connection.request(ApiKey.ALTER_PARTITION, body, MAX_VERSION if by_id else 1)
+        except (BrokerNotAvailableError, InvalidResponseError) as e:
+            log.warning("AlterPartition of %s-%d failed: %s", change.topic, change.partition, e)
             return IsrChangeResult(e.error_code)
-        return _result(response)
+        return _result(answer.body)
 
     def close(self) -> None:
         if self._connection is not None:
@@ -101,12 +106,10 @@ class WireAlterPartitionChannel:
             self._connection = None
 
 
-def _result(response: dict[str, Any]) -> IsrChangeResult:
-    if response["error_code"]:
-        return IsrChangeResult(response["error_code"])
-    for topic in response["topics"]:
-        for p in topic["partitions"]:
-            return IsrChangeResult(
-                p["error_code"], p["leader_id"], p["leader_epoch"], tuple(p["isr"]), p["partition_epoch"]
-            )
+def _result(response: AlterPartitionResponseData) -> IsrChangeResult:
+    if response.error_code:
+        return IsrChangeResult(response.error_code)
+    for topic in response.topics:
+        for p in topic.partitions:
+            return IsrChangeResult(p.error_code, p.leader_id, p.leader_epoch, tuple(p.isr), p.partition_epoch)
     return IsrChangeResult(BrokerNotAvailableError.error_code)

@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ..client import BlockingConnection
 from ..cluster import admin_zk_client, znodes
 from ..cluster.controller import KafkaController
 from ..cluster.zk_client import ZkClient, generate_cluster_id
@@ -36,7 +37,8 @@ from ..errors import (
     error_for,
 )
 from ..protocol import ApiKey
-from .controller_channel_manager import BlockingConnection, ControllerChannelManager, endpoint_of
+from ..protocol.message_data import ControlledShutdownRequestData
+from .controller_channel_manager import SOCKET_TIMEOUT_S, ControllerChannelManager, endpoint_of
 from .metadata_cache import BrokerInfo
 from .replica_manager import ReplicaManager
 
@@ -126,16 +128,14 @@ class ClusterMember:
         registration = None if controller_id is None else self.zk.get_broker(controller_id)
         if registration is None:
             raise BrokerNotAvailableError("no controller is registered")
-        conn = BlockingConnection(*endpoint_of(registration), f"broker-{self.broker.broker_id}")
-        try:
-            body = {"broker_id": self.broker.broker_id, "broker_epoch": self.broker_epoch}
-            answer = conn.call(ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION, body)
-        finally:
-            conn.close()
-        if answer["error_code"] != ErrorCode.NONE:
+        host, port = endpoint_of(registration)
+        with BlockingConnection(host, port, f"broker-{self.broker.broker_id}", timeout=SOCKET_TIMEOUT_S) as conn:
+            body = ControlledShutdownRequestData(broker_id=self.broker.broker_id, broker_epoch=self.broker_epoch)
+            answer = conn.request(ApiKey.CONTROLLED_SHUTDOWN, body, CONTROLLED_SHUTDOWN_VERSION)
+        if answer.error_code != ErrorCode.NONE:
             what = f"the controller (broker {controller_id}) refused ControlledShutdown"
-            raise error_for(answer["error_code"], what=what)
-        return [(p["topic_name"], p["partition_index"]) for p in answer["remaining_partitions"]]
+            raise error_for(answer.error_code, what=what)
+        return [(p.topic_name, p.partition_index) for p in answer.remaining_partitions]
 
     # --- admin, through ZooKeeper ----------------------------------------------------------------
 

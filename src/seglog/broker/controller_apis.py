@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import uuid
 from collections.abc import Callable
-from typing import Any
 
 from ..cluster import znodes
 from ..cluster.controller import KafkaController
+from ..common import ZERO_UUID
 from ..errors import (
     ControllerMovedError,
     ErrorCode,
@@ -26,14 +27,25 @@ from ..errors import (
     UnknownTopicIdError,
 )
 from ..protocol import ApiKey
-from .metadata_cache import ZERO_UUID, BrokerInfo, PartitionState
+from ..protocol.message_data import (
+    AlterPartitionRequestData,
+    AlterPartitionResponseData,
+    ControlledShutdownRequestData,
+    ControlledShutdownResponseData,
+    LeaderAndIsrRequestData,
+    LeaderAndIsrResponseData,
+    StopReplicaRequestData,
+    StopReplicaResponseData,
+    UpdateMetadataRequestData,
+    UpdateMetadataResponseData,
+)
+from .metadata_cache import BrokerInfo, PartitionState
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
 
-# what a cluster's broker serves of the inter-broker APIs (ApiVersions lists them in cluster mode)
-LEADER_DURING_DELETE = -2
+ControllerRequestData = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
 
 
 class ControllerApis:
@@ -63,21 +75,21 @@ class ControllerApis:
             ApiKey.ALTER_PARTITION: Route(self.alter_partition, (0, 3)),
         }
 
-    def _check(self, what: str, body: dict[str, Any]) -> int:
+    def _check(self, what: str, body: ControllerRequestData) -> ErrorCode:
         """NONE, or why a controller request is refused; a newer controller epoch is remembered."""
-        epoch = body["controller_epoch"]
+        epoch = body.controller_epoch
         with self._lock:
             if epoch < self.controller_epoch:
                 log.warning(
                     "%s from controller %d with epoch %d refused: the controller epoch is %d",
                     what,
-                    body["controller_id"],
+                    body.controller_id,
                     epoch,
                     self.controller_epoch,
                 )
                 return ControllerMovedError.error_code
             self.controller_epoch = epoch
-        broker_epoch = body.get("broker_epoch", -1)
+        broker_epoch = body.broker_epoch
         if broker_epoch != -1 and broker_epoch < self._broker_epoch():
             log.warning("%s for broker epoch %d refused: this broker's is %d", what, broker_epoch, self._broker_epoch())
             return StaleBrokerEpochError.error_code
@@ -85,187 +97,185 @@ class ControllerApis:
 
     # --- LeaderAndIsr --------------------------------------------------------------------------
 
-    async def leader_and_isr(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def leader_and_isr(self, version: int, body: LeaderAndIsrRequestData) -> LeaderAndIsrResponseData:
+        # the replica manager takes each partition's state with its topic's name in it (as v0-1 sent it)
         states = [
-            {**state, "topic_name": topic["topic_name"]}
-            for topic in body["topic_states"]
-            for state in topic["partition_states"]
+            {**state.as_dict(), "topic_name": topic.topic_name}
+            for topic in body.topic_states
+            for state in topic.partition_states
         ]
-        topic_ids = {t["topic_name"]: t["topic_id"] for t in body["topic_states"]}
+        topic_ids = {t.topic_name: t.topic_id for t in body.topic_states}
         error = self._check("LeaderAndIsr", body)
         if error:
-            errors = {(s["topic_name"], s["partition_index"]): error for s in states}
+            errors: dict[tuple[str, int], int] = {(s["topic_name"], s["partition_index"]): error for s in states}
         else:
             errors = await asyncio.get_running_loop().run_in_executor(
                 None,
                 self.replicas.become_leader_or_follower,
-                body["controller_id"],
-                body["controller_epoch"],
+                body.controller_id,
+                body.controller_epoch,
                 states,
                 topic_ids,
             )
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[LeaderAndIsrResponseData.LeaderAndIsrPartitionError]] = {}
         for (topic, index), code in errors.items():
-            by_topic.setdefault(topic, []).append({"topic_name": topic, "partition_index": index, "error_code": code})
-        return {
-            "error_code": error,
-            "partition_errors": [e for entries in by_topic.values() for e in entries],
-            "topics": [
-                {"topic_id": topic_ids.get(t, ZERO_UUID), "partition_errors": entries}
+            by_topic.setdefault(topic, []).append(
+                LeaderAndIsrResponseData.LeaderAndIsrPartitionError(
+                    topic_name=topic, partition_index=index, error_code=code
+                )
+            )
+        return LeaderAndIsrResponseData(
+            error_code=error,
+            partition_errors=[e for entries in by_topic.values() for e in entries],
+            topics=[
+                LeaderAndIsrResponseData.LeaderAndIsrTopicError(
+                    topic_id=topic_ids.get(t, ZERO_UUID), partition_errors=entries
+                )
                 for t, entries in by_topic.items()
             ],
-        }
+        )
 
     # --- UpdateMetadata --------------------------------------------------------------------------
 
-    async def update_metadata(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def update_metadata(self, version: int, body: UpdateMetadataRequestData) -> UpdateMetadataResponseData:
         error = self._check("UpdateMetadata", body)
         if error:
-            return {"error_code": error}
-        brokers = [self._broker_info(b) for b in body["live_brokers"]]
+            return UpdateMetadataResponseData(error_code=error)
+        brokers = [self._broker_info(b) for b in body.live_brokers]
         partitions = []
         deleted = set()
-        for topic in body["topic_states"]:
-            name, topic_id = topic["topic_name"], topic.get("topic_id") or ZERO_UUID
-            for s in topic["partition_states"]:
-                if s["leader"] == LEADER_DURING_DELETE:
-                    deleted.add((name, s["partition_index"]))
+        for topic in body.topic_states:
+            name = topic.topic_name
+            for s in topic.partition_states:
+                if s.leader == znodes.LEADER_DURING_DELETE:  # the topic is being deleted
+                    deleted.add((name, s.partition_index))
                     continue
                 state = PartitionState(
-                    s["partition_index"],
-                    s["leader"],
-                    s["leader_epoch"],
-                    tuple(s["replicas"]),
-                    tuple(s["isr"]),
-                    tuple(s.get("offline_replicas") or ()),
+                    s.partition_index,
+                    s.leader,
+                    s.leader_epoch,
+                    tuple(s.replicas),
+                    tuple(s.isr),
+                    tuple(s.offline_replicas),
                 )
-                partitions.append((name, topic_id, state))
-        self.replicas.metadata.update_metadata(brokers, body["controller_id"], partitions, deleted)
+                partitions.append((name, topic.topic_id, state))
+        self.replicas.metadata.update_metadata(brokers, body.controller_id, partitions, deleted)
         if any(b.broker_id == self.replicas.broker.broker_id for b in brokers):
             self.joined.set()
         if deleted:
             self.replicas.partitions_deleted(sorted(deleted))
-        return {"error_code": ErrorCode.NONE}
+        return UpdateMetadataResponseData(error_code=ErrorCode.NONE)
 
-    def _broker_info(self, broker: dict[str, Any]) -> BrokerInfo:
-        endpoints = broker["endpoints"]
-        chosen = next((e for e in endpoints if e["listener"] == self._listener), endpoints[0] if endpoints else None)
+    def _broker_info(self, broker: UpdateMetadataRequestData.UpdateMetadataBroker) -> BrokerInfo:
+        endpoints = broker.endpoints
+        chosen = next((e for e in endpoints if e.listener == self._listener), endpoints[0] if endpoints else None)
         if chosen is None:
-            return BrokerInfo(broker["id"], "", -1, broker.get("rack"))
-        return BrokerInfo(broker["id"], chosen["host"], chosen["port"], broker.get("rack"))
+            return BrokerInfo(broker.id, "", -1, broker.rack)
+        return BrokerInfo(broker.id, chosen.host, chosen.port, broker.rack)
 
     # --- StopReplica -----------------------------------------------------------------------------
 
-    async def stop_replica(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def stop_replica(self, version: int, body: StopReplicaRequestData) -> StopReplicaResponseData:
         partitions = [
-            (topic["topic_name"], s["partition_index"], s["delete_partition"], s["leader_epoch"])
-            for topic in body["topic_states"]
-            for s in topic["partition_states"]
+            (topic.topic_name, s.partition_index, s.delete_partition, s.leader_epoch)
+            for topic in body.topic_states
+            for s in topic.partition_states
         ]
         error = self._check("StopReplica", body)
         if error:
-            errors = {(t, p): error for t, p, _, _ in partitions}
+            errors: dict[tuple[str, int], int] = {(t, p): error for t, p, _, _ in partitions}
         else:
             errors = await asyncio.get_running_loop().run_in_executor(
-                None, self.replicas.stop_replicas, body["controller_id"], body["controller_epoch"], partitions
+                None, self.replicas.stop_replicas, body.controller_id, body.controller_epoch, partitions
             )
-        return {
-            "error_code": error,
-            "partition_errors": [
-                {"topic_name": t, "partition_index": p, "error_code": code} for (t, p), code in errors.items()
+        return StopReplicaResponseData(
+            error_code=error,
+            partition_errors=[
+                StopReplicaResponseData.StopReplicaPartitionError(topic_name=t, partition_index=p, error_code=code)
+                for (t, p), code in errors.items()
             ],
-        }
+        )
 
     # --- ControlledShutdown (on the controller) ---------------------------------------------------------
 
-    async def controlled_shutdown(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def controlled_shutdown(
+        self, version: int, body: ControlledShutdownRequestData
+    ) -> ControlledShutdownResponseData:
         controller = self._controller()
         try:
             if controller is None or not controller.is_active:
                 raise NotControllerError("this broker is not the controller")
             remaining = await asyncio.get_running_loop().run_in_executor(
-                None, controller.controlled_shutdown, body["broker_id"], body.get("broker_epoch", -1)
+                None, controller.controlled_shutdown, body.broker_id, body.broker_epoch
             )
         except SeglogError as e:
-            return {"error_code": e.error_code, "remaining_partitions": []}
-        return {
-            "error_code": ErrorCode.NONE,
-            "remaining_partitions": [
-                {"topic_name": tp.topic, "partition_index": tp.partition} for tp in sorted(remaining)
+            return ControlledShutdownResponseData(error_code=e.error_code)
+        return ControlledShutdownResponseData(
+            error_code=ErrorCode.NONE,
+            remaining_partitions=[
+                ControlledShutdownResponseData.RemainingPartition(topic_name=tp.topic, partition_index=tp.partition)
+                for tp in sorted(remaining)
             ],
-        }
+        )
 
     # --- AlterPartition (on the controller, KIP-497) -------------------------------------------------
 
-    async def alter_partition(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def alter_partition(self, version: int, body: AlterPartitionRequestData) -> AlterPartitionResponseData:
         """A leader's ISR changes, checked and written by the controller (``KafkaController.alter_partition``)."""
         changes: dict[znodes.TopicPartition, znodes.LeaderAndIsr] = {}
-        names: dict[str, Any] = {}  # topic name -> how the request named it (name, or id from v2)
-        unknown: list[tuple[Any, int]] = []
-        for topic in body["topics"]:
-            name = topic.get("topic_name")
+        topic_ids: dict[str, uuid.UUID] = {}  # from v2 topics are named by id, and answered so
+        unknown: list[tuple[uuid.UUID, int]] = []
+        for topic in body.topics:
+            name: str | None = topic.topic_name
             if version >= 2:
-                found = self.replicas.metadata.topic_by_id(topic["topic_id"])
+                found = self.replicas.metadata.topic_by_id(topic.topic_id)
                 name = found.name if found else None
-            for p in topic["partitions"]:
+            for p in topic.partitions:
                 if name is None:
-                    unknown.append((topic["topic_id"], p["partition_index"]))
+                    unknown.append((topic.topic_id, p.partition_index))
                     continue
-                names[name] = topic["topic_id"] if version >= 2 else name
-                isr = [b["broker_id"] for b in p["new_isr_with_epochs"]] if version >= 3 else p["new_isr"]
-                changes[znodes.TopicPartition(name, p["partition_index"])] = znodes.LeaderAndIsr(
-                    body["broker_id"],
-                    p["leader_epoch"],
-                    tuple(isr),
-                    p.get("leader_recovery_state", 0),
-                    p["partition_epoch"],
+                topic_ids[name] = topic.topic_id
+                isr = [b.broker_id for b in p.new_isr_with_epochs] if version >= 3 else p.new_isr
+                changes[znodes.TopicPartition(name, p.partition_index)] = znodes.LeaderAndIsr(
+                    body.broker_id, p.leader_epoch, tuple(isr), p.leader_recovery_state, p.partition_epoch
                 )
         controller = self._controller()
         try:
             if controller is None or not controller.is_active:
                 raise NotControllerError("this broker is not the controller")
             results = await asyncio.get_running_loop().run_in_executor(
-                None, controller.alter_partition, body["broker_id"], body.get("broker_epoch", -1), changes
+                None, controller.alter_partition, body.broker_id, body.broker_epoch, changes
             )
         except SeglogError as e:
-            return {"throttle_time_ms": 0, "error_code": e.error_code, "topics": []}
-        by_topic: dict[Any, list[dict[str, Any]]] = {}
+            return AlterPartitionResponseData(error_code=e.error_code)
+        by_topic: dict[tuple[str, uuid.UUID], list[AlterPartitionResponseData.PartitionData]] = {}
         for tp, result in results.items():
-            entry = {
-                "partition_index": tp.partition,
-                "error_code": ErrorCode.NONE,
-                "leader_id": -1,
-                "leader_epoch": -1,
-                "isr": [],
-                "leader_recovery_state": 0,
-                "partition_epoch": -1,
-            }
-            if isinstance(result, SeglogError):
-                entry["error_code"] = result.error_code
-            else:
-                entry.update(
-                    leader_id=result.leader,
-                    leader_epoch=result.leader_epoch,
-                    isr=list(result.isr),
-                    leader_recovery_state=result.leader_recovery_state,
-                    partition_epoch=result.partition_epoch,
-                )
-            by_topic.setdefault(names[tp.topic], []).append(entry)
-        for topic_id, index in unknown:
-            by_topic.setdefault(topic_id, []).append(
-                {
-                    "partition_index": index,
-                    "error_code": UnknownTopicIdError.error_code,
-                    "leader_id": -1,
-                    "leader_epoch": -1,
-                    "isr": [],
-                    "leader_recovery_state": 0,
-                    "partition_epoch": -1,
-                }
+            entry = AlterPartitionResponseData.PartitionData(
+                partition_index=tp.partition, leader_id=-1, leader_epoch=-1, partition_epoch=-1
             )
-        key = "topic_id" if version >= 2 else "topic_name"
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.NONE,
-            "topics": [{key: t, "partitions": parts} for t, parts in by_topic.items()],
-        }
+            if isinstance(result, SeglogError):
+                entry.error_code = result.error_code
+            else:
+                entry.leader_id = result.leader
+                entry.leader_epoch = result.leader_epoch
+                entry.isr = list(result.isr)
+                entry.leader_recovery_state = result.leader_recovery_state
+                entry.partition_epoch = result.partition_epoch
+            by_topic.setdefault((tp.topic, topic_ids[tp.topic]), []).append(entry)
+        for topic_id, index in unknown:
+            by_topic.setdefault(("", topic_id), []).append(
+                AlterPartitionResponseData.PartitionData(
+                    partition_index=index,
+                    error_code=UnknownTopicIdError.error_code,
+                    leader_id=-1,
+                    leader_epoch=-1,
+                    partition_epoch=-1,
+                )
+            )
+        return AlterPartitionResponseData(
+            error_code=ErrorCode.NONE,
+            topics=[
+                AlterPartitionResponseData.TopicData(topic_name=name, topic_id=topic_id, partitions=parts)
+                for (name, topic_id), parts in by_topic.items()
+            ],
+        )

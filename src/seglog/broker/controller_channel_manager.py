@@ -2,8 +2,9 @@
 
 ``cluster/controller.py`` hands its LeaderAndIsr, UpdateMetadata and StopReplica
 requests as values to a ``ControllerChannel``; this is the one brokers use. Each
-live broker has a queue and a sender thread with one connection: its requests go
-out one at a time, in order, each waiting for its answer. A request that fails
+request goes out as its message (``LeaderAndIsrRequestData`` ...). Each live broker
+has a queue and a sender thread with one ``seglog.client.BlockingConnection``: its
+requests go out one at a time, in order, each waiting for its answer. A request that fails
 (the broker is restarting, the connection broke) is sent again on a new
 connection until it is answered or the broker is removed, as Kafka's
 ``RequestSendThread`` does; a removed broker's queue is dropped.
@@ -17,80 +18,45 @@ from __future__ import annotations
 
 import logging
 import queue
-import socket
-import struct
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
+from ..client import BlockingConnection
 from ..cluster.controller_channel import (
     ControllerRequest,
+    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
+    StopReplicaPartitionState,
     StopReplicaRequest,
     StopReplicaResponse,
+    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from ..cluster.znodes import BrokerRegistration, TopicPartition
-from ..errors import BrokerNotAvailableError, InvalidResponseError, error_name
-from ..protocol import ApiKey, decode_response, encode_request
-from .metadata_cache import ZERO_UUID, topic_uuid
+from ..cluster.znodes import SECURITY_PROTOCOLS, BrokerRegistration, EndPoint, TopicPartition
+from ..common import ZERO_UUID
+from ..errors import BrokerNotAvailableError, SeglogError, error_name
+from ..protocol import ApiKey
+from ..protocol.message_data import (
+    LeaderAndIsrRequestData,
+    StopReplicaRequestData,
+    StopReplicaResponseData,
+    UpdateMetadataRequestData,
+)
+from .metadata_cache import topic_uuid
 
 log = logging.getLogger(__name__)
 
 LEADER_AND_ISR_VERSION = 6
 UPDATE_METADATA_VERSION = 7
 STOP_REPLICA_VERSION = 3
-SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 # Kafka's controller.socket.timeout.ms and the sender's back-off before a reconnect
 SOCKET_TIMEOUT_S = 30.0
 RETRY_BACKOFF_S = 0.1
 
-_SIZE = struct.Struct(">i")
-_MAX_RESPONSE = 1 << 30
-
 ResponseHandler = Callable[[int, StopReplicaResponse], None]
-
-
-class BlockingConnection:
-    """One blocking connection to a broker, a request at a time: the controller's sender threads and
-    a stopping broker's ControlledShutdown use it."""
-
-    def __init__(self, host: str, port: int, client_id: str, timeout: float = SOCKET_TIMEOUT_S) -> None:
-        self.address = f"{host}:{port}"
-        self._client_id = client_id
-        self._correlation = 0
-        try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as e:
-            raise BrokerNotAvailableError(f"cannot connect to {self.address}: {e.strerror or e}") from None
-
-    def call(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        self._correlation += 1
-        parts = encode_request(api_key, version, self._correlation, self._client_id, body)
-        try:
-            self._sock.sendall(b"".join(bytes(p) for p in parts))
-            size = _SIZE.unpack(self._read(4))[0]
-            if not 4 <= size <= _MAX_RESPONSE:
-                raise InvalidResponseError(f"response size {size} from {self.address} is out of range")
-            frame = self._read(size)
-        except OSError as e:
-            raise BrokerNotAvailableError(f"lost the connection to {self.address}: {e.strerror or e}") from None
-        if _SIZE.unpack_from(frame)[0] != self._correlation:
-            raise InvalidResponseError(f"{self.address} answered another request than {api_key.name}")
-        return decode_response(api_key, version, frame)
-
-    def _read(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self._sock.recv(n - len(out))
-            if not chunk:
-                raise BrokerNotAvailableError(f"{self.address} closed the connection")
-            out += chunk
-        return bytes(out)
-
-    def close(self) -> None:
-        self._sock.close()
+ControllerRequestData = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
 
 
 def endpoint_of(broker: BrokerRegistration, listener: str = "PLAINTEXT") -> tuple[str, int]:
@@ -104,108 +70,133 @@ def endpoint_of(broker: BrokerRegistration, listener: str = "PLAINTEXT") -> tupl
 # --- the requests as wire bodies -----------------------------------------------------------------
 
 
-def encode_controller_request(request: ControllerRequest) -> tuple[ApiKey, int, dict[str, Any]]:
-    head = {
-        "controller_id": request.controller_id,
-        "is_k_raft_controller": False,
-        "controller_epoch": request.controller_epoch,
-        "broker_epoch": request.broker_epoch,
-    }
+def controller_request_data(request: ControllerRequest) -> tuple[ApiKey, int, ControllerRequestData]:
+    """The controller's request as the message it goes out as, with its API key and version."""
     if isinstance(request, LeaderAndIsrRequest):
-        return ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, {**head, **_leader_and_isr(request)}
+        return ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION, _leader_and_isr(request)
     if isinstance(request, UpdateMetadataRequest):
-        return ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, {**head, **_update_metadata(request)}
-    return ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, {**head, **_stop_replica(request)}
+        return ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION, _update_metadata(request)
+    return ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION, _stop_replica(request)
 
 
-def _leader_and_isr(request: LeaderAndIsrRequest) -> dict[str, Any]:
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for s in request.partition_states:
-        topics.setdefault(s.topic, []).append(
-            {
-                "topic_name": s.topic,
-                "partition_index": s.partition,
-                "controller_epoch": s.controller_epoch,
-                "leader": s.leader,
-                "leader_epoch": s.leader_epoch,
-                "isr": list(s.isr),
-                "partition_epoch": s.partition_epoch,
-                "replicas": list(s.replicas),
-                "adding_replicas": list(s.adding_replicas),
-                "removing_replicas": list(s.removing_replicas),
-                "is_new": s.is_new,
-                "leader_recovery_state": s.leader_recovery_state,
-            }
-        )
+_State = TypeVar("_State", LeaderAndIsrPartitionState, UpdateMetadataPartitionState, StopReplicaPartitionState)
+_Message = TypeVar("_Message")
+
+
+def _by_topic(states: Iterable[_State], message: Callable[[_State], _Message]) -> dict[str, list[_Message]]:
+    """The partition states as their messages, by topic: from v5 (StopReplica v3) the requests group them so."""
+    topics: dict[str, list[_Message]] = {}
+    for s in states:
+        topics.setdefault(s.topic, []).append(message(s))
+    return topics
+
+
+def _leadership(s: LeaderAndIsrPartitionState | UpdateMetadataPartitionState) -> dict[str, Any]:
+    """The fields LeaderAndIsr's and UpdateMetadata's partition states share, by the same names."""
     return {
-        "type": 0,
-        "topic_states": [
-            {"topic_name": t, "topic_id": _topic_id(request.topic_ids.get(t)), "partition_states": states}
-            for t, states in topics.items()
-        ],
-        "live_leaders": [
-            {"broker_id": b.broker_id, "host_name": endpoint_of(b)[0], "port": endpoint_of(b)[1]}
-            for b in request.live_leaders
-        ],
+        "partition_index": s.partition,
+        "controller_epoch": s.controller_epoch,
+        "leader": s.leader,
+        "leader_epoch": s.leader_epoch,
+        "isr": list(s.isr),
+        "replicas": list(s.replicas),
     }
 
 
-def _update_metadata(request: UpdateMetadataRequest) -> dict[str, Any]:
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for s in request.partition_states:
-        topics.setdefault(s.topic, []).append(
-            {
-                "topic_name": s.topic,
-                "partition_index": s.partition,
-                "controller_epoch": s.controller_epoch,
-                "leader": s.leader,
-                "leader_epoch": s.leader_epoch,
-                "isr": list(s.isr),
-                "zk_version": s.partition_epoch,
-                "replicas": list(s.replicas),
-                "offline_replicas": list(s.offline_replicas),
-            }
-        )
-    return {
-        "topic_states": [
-            {"topic_name": t, "topic_id": _topic_id(request.topic_ids.get(t)), "partition_states": states}
+def _leader_and_isr(request: LeaderAndIsrRequest) -> LeaderAndIsrRequestData:
+    topics = _by_topic(
+        request.partition_states,
+        lambda s: LeaderAndIsrRequestData.LeaderAndIsrPartitionState(
+            **_leadership(s),
+            partition_epoch=s.partition_epoch,
+            adding_replicas=list(s.adding_replicas),
+            removing_replicas=list(s.removing_replicas),
+            is_new=s.is_new,
+            leader_recovery_state=s.leader_recovery_state,
+        ),
+    )
+    return LeaderAndIsrRequestData(
+        controller_id=request.controller_id,
+        controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch,
+        topic_states=[
+            LeaderAndIsrRequestData.LeaderAndIsrTopicState(
+                topic_name=t, topic_id=_topic_id(request.topic_ids.get(t)), partition_states=states
+            )
             for t, states in topics.items()
         ],
-        "live_brokers": [
-            {
-                "id": b.broker_id,
-                "endpoints": [
-                    {
-                        "port": e.port,
-                        "host": e.host,
-                        "listener": e.listener,
-                        "security_protocol": SECURITY_PROTOCOLS.get(e.security_protocol, 0),
-                    }
-                    for e in b.endpoints
-                ],
-                "rack": b.rack,
-            }
+        live_leaders=[
+            LeaderAndIsrRequestData.LeaderAndIsrLiveLeader(broker_id=b.broker_id, host_name=host, port=port)
+            for b in request.live_leaders
+            for host, port in [endpoint_of(b)]
+        ],
+    )
+
+
+def _update_metadata(request: UpdateMetadataRequest) -> UpdateMetadataRequestData:
+    topics = _by_topic(
+        request.partition_states,
+        lambda s: UpdateMetadataRequestData.UpdateMetadataPartitionState(
+            **_leadership(s),
+            zk_version=s.partition_epoch,
+            offline_replicas=list(s.offline_replicas),
+        ),
+    )
+    return UpdateMetadataRequestData(
+        controller_id=request.controller_id,
+        controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch,
+        topic_states=[
+            UpdateMetadataRequestData.UpdateMetadataTopicState(
+                topic_name=t, topic_id=_topic_id(request.topic_ids.get(t)), partition_states=states
+            )
+            for t, states in topics.items()
+        ],
+        live_brokers=[
+            UpdateMetadataRequestData.UpdateMetadataBroker(
+                id=b.broker_id, endpoints=[_endpoint(e) for e in b.endpoints], rack=b.rack
+            )
             for b in request.live_brokers
         ],
-    }
+    )
 
 
-def _stop_replica(request: StopReplicaRequest) -> dict[str, Any]:
-    topics: dict[str, list[dict[str, Any]]] = {}
-    for s in request.partition_states:
-        topics.setdefault(s.topic, []).append(
-            {"partition_index": s.partition, "leader_epoch": s.leader_epoch, "delete_partition": s.delete_partition}
-        )
-    return {"topic_states": [{"topic_name": t, "partition_states": states} for t, states in topics.items()]}
+def _endpoint(endpoint: EndPoint) -> UpdateMetadataRequestData.UpdateMetadataEndpoint:
+    # Kafka's SecurityProtocol ids are the protocols' places in its enum; an unknown one is PLAINTEXT's
+    protocol = endpoint.security_protocol
+    return UpdateMetadataRequestData.UpdateMetadataEndpoint(
+        port=endpoint.port,
+        host=endpoint.host,
+        listener=endpoint.listener,
+        security_protocol=SECURITY_PROTOCOLS.index(protocol) if protocol in SECURITY_PROTOCOLS else 0,
+    )
+
+
+def _stop_replica(request: StopReplicaRequest) -> StopReplicaRequestData:
+    topics = _by_topic(
+        request.partition_states,
+        lambda s: StopReplicaRequestData.StopReplicaPartitionState(
+            partition_index=s.partition, leader_epoch=s.leader_epoch, delete_partition=s.delete_partition
+        ),
+    )
+    return StopReplicaRequestData(
+        controller_id=request.controller_id,
+        controller_epoch=request.controller_epoch,
+        broker_epoch=request.broker_epoch,
+        topic_states=[
+            StopReplicaRequestData.StopReplicaTopicState(topic_name=t, partition_states=states)
+            for t, states in topics.items()
+        ],
+    )
 
 
 def _topic_id(text: str | None) -> uuid.UUID:
     return topic_uuid(text) if text else ZERO_UUID
 
 
-def decode_stop_replica_response(body: dict[str, Any]) -> StopReplicaResponse:
-    errors = {TopicPartition(e["topic_name"], e["partition_index"]): e["error_code"] for e in body["partition_errors"]}
-    return StopReplicaResponse(body["error_code"], errors)
+def stop_replica_response(body: StopReplicaResponseData) -> StopReplicaResponse:
+    errors = {TopicPartition(e.topic_name, e.partition_index): e.error_code for e in body.partition_errors}
+    return StopReplicaResponse(body.error_code, errors)
 
 
 # --- the channel ------------------------------------------------------------------------------------
@@ -229,7 +220,7 @@ class _Sender:
     def _run(self) -> None:
         while (item := self.queue.get()) is not None and not self.stopped.is_set():
             request, on_response = item
-            api_key, version, body = encode_controller_request(request)
+            api_key, version, body = controller_request_data(request)
             response = self._send_until_answered(api_key, version, body)
             if response is None:
                 break
@@ -237,14 +228,16 @@ class _Sender:
         if self._conn is not None:
             self._conn.close()
 
-    def _send_until_answered(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any] | None:
+    def _send_until_answered(self, api_key: ApiKey, version: int, body: ControllerRequestData) -> Any:
         while not self.stopped.is_set():
             try:
                 if self._conn is None:
                     host, port = endpoint_of(self.broker)
-                    self._conn = BlockingConnection(host, port, "seglog-controller")
-                return self._conn.call(api_key, version, body)
-            except (BrokerNotAvailableError, InvalidResponseError) as e:
+                    self._conn = BlockingConnection(host, port, "seglog-controller", timeout=SOCKET_TIMEOUT_S)
+                return self._conn.request(api_key, body, version)
+            # as Kafka's RequestSendThread: whatever failed (unreachable, a broken answer, ApiVersions
+            # refused), a new connection and the same request
+            except SeglogError as e:
                 log.info("controller request %s to broker %d failed (%s); retrying", api_key.name, self._id, e)
                 if self._conn is not None:
                     self._conn.close()
@@ -256,14 +249,14 @@ class _Sender:
         self,
         request: ControllerRequest,
         api_key: ApiKey,
-        response: dict[str, Any],
+        response: Any,
         on_response: ResponseHandler | None,
     ) -> None:
-        if response["error_code"]:
-            log.warning("broker %d refused %s: %s", self._id, api_key.name, error_name(response["error_code"]))
+        if response.error_code:
+            log.warning("broker %d refused %s: %s", self._id, api_key.name, error_name(response.error_code))
         if isinstance(request, StopReplicaRequest) and on_response is not None:
             try:
-                on_response(self._id, decode_stop_replica_response(response))
+                on_response(self._id, stop_replica_response(response))
             except Exception:
                 log.exception("StopReplica response handler failed")
 

@@ -34,21 +34,21 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
+from ..client import AsyncConnection
+from ..common import ZERO_UUID, TopicPartition
 from ..config import BrokerConfig
 from ..coordinator.partitioning import java_string_hash
-from ..errors import BrokerNotAvailableError, OffsetOutOfRangeError, SeglogError, error_name
+from ..errors import BrokerNotAvailableError, InvalidResponseError, OffsetOutOfRangeError, SeglogError, error_name
 from ..protocol import ApiKey
-from .broker_connection import BrokerConnection
-from .partition import ZERO_UUID, Partition
+from ..protocol.message_data import FetchRequestData, FetchResponseData, OffsetForLeaderEpochRequestData
+from .partition import Partition
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
-TopicPartition = tuple[str, int]
 Run = Callable[..., Awaitable[Any]]  # runs a storage call in an I/O thread
 Endpoint = Callable[[int], tuple[str, int] | None]  # a broker's (host, port), if known
 
@@ -102,13 +102,13 @@ class ReplicaFetcher:
         self._run = run
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
-        self._connection: BrokerConnection | None = None
+        self._connection: AsyncConnection | None = None
         self._name = f"ReplicaFetcher-{fetcher}-{leader_id}"
         self._closed = False
         self._task = asyncio.get_running_loop().create_task(self._loop(), name=self._name)
 
     def add(self, partition: Partition) -> None:
-        tp = (partition.topic, partition.index)
+        tp = TopicPartition(partition.topic, partition.index)
         self.partitions[tp] = _FetchState(partition, partition.leader_epoch, partition.topic_id)
         self._wake.set()
 
@@ -133,7 +133,7 @@ class ReplicaFetcher:
         while not self._closed:
             try:
                 await self._round()
-            except BrokerNotAvailableError as e:
+            except (BrokerNotAvailableError, InvalidResponseError) as e:  # the connection is closed: connect again
                 log.info("%s: %s; retrying in %.1f s", self._name, e, backoff)
                 await asyncio.sleep(backoff)
             except Exception:
@@ -156,7 +156,7 @@ class ReplicaFetcher:
         else:
             await self._fetch(connection, ready)
 
-    def _connect(self) -> BrokerConnection:
+    def _connect(self) -> AsyncConnection:
         found = self._endpoint(self.leader_id)
         if found is None:
             raise BrokerNotAvailableError(f"leader {self.leader_id}'s endpoint is not known yet")
@@ -165,7 +165,7 @@ class ReplicaFetcher:
             if old is not None:
                 old.close()
             timeout = self.config["replica.socket.timeout.ms"] / 1000
-            self._connection = BrokerConnection(found[0], found[1], f"broker-{self.broker_id}-fetcher", timeout)
+            self._connection = AsyncConnection(found[0], found[1], f"broker-{self.broker_id}-fetcher", timeout)
         assert self._connection is not None
         return self._connection
 
@@ -179,7 +179,7 @@ class ReplicaFetcher:
 
     # --- truncation ----------------------------------------------------------------------------------
 
-    async def _truncate(self, connection: BrokerConnection, states: dict[TopicPartition, _FetchState]) -> None:
+    async def _truncate(self, connection: AsyncConnection, states: dict[TopicPartition, _FetchState]) -> None:
         asks: dict[TopicPartition, tuple[_FetchState, int]] = {}
         for tp, st in states.items():
             epoch = st.partition.latest_epoch
@@ -190,26 +190,31 @@ class ReplicaFetcher:
                 asks[tp] = (st, epoch)
         if not asks:
             return
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[OffsetForLeaderEpochRequestData.OffsetForLeaderPartition]] = {}
         for (topic, index), (st, epoch) in asks.items():
             by_topic.setdefault(topic, []).append(
-                {"partition": index, "current_leader_epoch": st.leader_epoch, "leader_epoch": epoch}
+                OffsetForLeaderEpochRequestData.OffsetForLeaderPartition(
+                    partition=index, current_leader_epoch=st.leader_epoch, leader_epoch=epoch
+                )
             )
-        body = {
-            "replica_id": self.broker_id,
-            "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-        }
-        _, response = await connection.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
-        for topic in response["topics"]:
-            for part in topic["partitions"]:
-                tp = (topic["topic"], part["partition"])
+        body = OffsetForLeaderEpochRequestData(
+            replica_id=self.broker_id,
+            topics=[
+                OffsetForLeaderEpochRequestData.OffsetForLeaderTopic(topic=t, partitions=parts)
+                for t, parts in by_topic.items()
+            ],
+        )
+        answer = await connection.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)
+        for topic in answer.body.topics:
+            for part in topic.partitions:
+                tp = TopicPartition(topic.topic, part.partition)
                 if tp not in asks or not self._current(tp, asks[tp][0]):
                     continue
                 st = asks[tp][0]
-                if part["error_code"]:
-                    self._delay(tp, st, f"OffsetForLeaderEpoch error {error_name(part['error_code'])}")
+                if part.error_code:
+                    self._delay(tp, st, f"OffsetForLeaderEpoch error {error_name(part.error_code)}")
                     continue
-                offset, done = truncation_offset(st.partition, part["leader_epoch"], part["end_offset"])
+                offset, done = truncation_offset(st.partition, part.leader_epoch, part.end_offset)
                 before = st.partition.log_end_offset
                 leo = await self._run(st.partition.truncate, offset, st.leader_epoch)
                 if leo < before:
@@ -231,56 +236,53 @@ class ReplicaFetcher:
 
     # --- fetching ------------------------------------------------------------------------------------
 
-    async def _fetch(self, connection: BrokerConnection, states: dict[TopicPartition, _FetchState]) -> None:
+    async def _fetch(self, connection: AsyncConnection, states: dict[TopicPartition, _FetchState]) -> None:
         c = self.config
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[FetchRequestData.FetchPartition]] = {}
         ids: dict[str, uuid.UUID] = {}
         for (topic, index), st in states.items():
             ids[topic] = st.topic_id
             by_topic.setdefault(topic, []).append(
-                {
-                    "partition": index,
-                    "current_leader_epoch": st.leader_epoch,
-                    "fetch_offset": st.fetch_offset,
-                    "log_start_offset": st.partition.log_start_offset,
-                    "partition_max_bytes": c["replica.fetch.max.bytes"],
-                }
+                FetchRequestData.FetchPartition(
+                    partition=index,
+                    current_leader_epoch=st.leader_epoch,
+                    fetch_offset=st.fetch_offset,
+                    log_start_offset=st.partition.log_start_offset,
+                    partition_max_bytes=c["replica.fetch.max.bytes"],
+                )
             )
-        body = {
-            "replica_id": self.broker_id,
-            "replica_state": {"replica_id": self.broker_id, "replica_epoch": -1},
-            "max_wait_ms": c["replica.fetch.wait.max.ms"],
-            "min_bytes": c["replica.fetch.min.bytes"],
-            "max_bytes": c["replica.fetch.response.max.bytes"],
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,  # no fetch session: every request names all its partitions
-            "topics": [{"topic": t, "topic_id": ids[t], "partitions": parts} for t, parts in by_topic.items()],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+        body = FetchRequestData(
+            replica_id=self.broker_id,
+            replica_state=FetchRequestData.ReplicaState(replica_id=self.broker_id),
+            max_wait_ms=c["replica.fetch.wait.max.ms"],
+            min_bytes=c["replica.fetch.min.bytes"],
+            max_bytes=c["replica.fetch.response.max.bytes"],
+            session_epoch=-1,  # no fetch session: every request names all its partitions
+            topics=[
+                FetchRequestData.FetchTopic(topic=t, topic_id=ids[t], partitions=parts) for t, parts in by_topic.items()
+            ],
+        )
         by_name = all(i != ZERO_UUID for i in ids.values())  # from v13 partitions are named by topic id
-        version, response = await connection.request(ApiKey.FETCH, body, None if by_name else 12)
+        answer = await connection.request(ApiKey.FETCH, body, None if by_name else 12)
+        response: FetchResponseData = answer.body
         names = {i: t for t, i in ids.items()}
-        if response["error_code"]:
+        if response.error_code:
             for tp, st in states.items():
-                self._delay(tp, st, f"Fetch error {error_name(response['error_code'])}")
+                self._delay(tp, st, f"Fetch error {error_name(response.error_code)}")
             return
-        for topic in response["responses"]:
-            name = topic["topic"] if version < 13 else names.get(topic["topic_id"])
-            for part in topic["partitions"]:
-                tp = (name or "", part["partition_index"])
+        for answered in response.responses:
+            name = answered.topic if answer.api_version < 13 else names.get(answered.topic_id)
+            for part in answered.partitions:
+                tp = TopicPartition(name or "", part.partition_index)
                 found = states.get(tp)
                 if found is not None and self._current(tp, found):
                     await self._fetched(tp, found, part)
 
-    async def _fetched(self, tp: TopicPartition, st: _FetchState, part: dict[str, Any]) -> None:
-        code = part["error_code"]
+    async def _fetched(self, tp: TopicPartition, st: _FetchState, part: FetchResponseData.PartitionData) -> None:
+        code = part.error_code
         if code == OffsetOutOfRangeError.error_code:
-            if st.fetch_offset < part["log_start_offset"]:  # the leader's log starts after ours ends
-                leo = await self._run(
-                    st.partition.truncate_fully_and_start_at, part["log_start_offset"], st.leader_epoch
-                )
+            if st.fetch_offset < part.log_start_offset:  # the leader's log starts after ours ends
+                leo = await self._run(st.partition.truncate_fully_and_start_at, part.log_start_offset, st.leader_epoch)
                 self._truncated(tp, st, leo)
             else:  # past the leader's end: it lost records (unclean election); find where we agree
                 st.truncating = True
@@ -288,14 +290,10 @@ class ReplicaFetcher:
         if code:
             self._delay(tp, st, f"Fetch error {error_name(code)}")
             return
-        records = part["records"] if part["records"] is not None else b""
+        records = part.records if part.records is not None else b""
         try:
             leo = await self._run(
-                st.partition.append_as_follower,
-                records,
-                st.leader_epoch,
-                part["high_watermark"],
-                part["log_start_offset"],
+                st.partition.append_as_follower, records, st.leader_epoch, part.high_watermark, part.log_start_offset
             )
         except SeglogError as e:
             self._delay(tp, st, f"append failed: {e}")
@@ -322,7 +320,7 @@ class ReplicaFetcherManager:
         whose storage calls would go to the I/O threads being shut down."""
         if self._stopped:
             return
-        tp = (partition.topic, partition.index)
+        tp = TopicPartition(partition.topic, partition.index)
         self.remove_partitions([tp])
         key = (partition.leader_id, fetcher_id(partition.topic, partition.index, self.config["num.replica.fetchers"]))
         fetcher = self._fetchers.get(key)
@@ -333,10 +331,11 @@ class ReplicaFetcherManager:
         fetcher.add(partition)
         self._fetched_by[tp] = key
 
-    def remove_partitions(self, tps: list[TopicPartition]) -> None:
+    def remove_partitions(self, tps: Iterable[tuple[str, int]]) -> None:
         """Stop fetching ``tps``; a fetcher left with nothing to fetch stops (Kafka's
         ``shutdownIdleFetcherThreads``)."""
-        for tp in tps:
+        for topic, index in tps:
+            tp = TopicPartition(topic, index)
             key = self._fetched_by.pop(tp, None)
             if key is not None:
                 fetcher = self._fetchers[key]

@@ -37,16 +37,17 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..client import AsyncConnection
 from ..coordinator.transaction_coordinator import WriteTxnMarkers
-from ..errors import BrokerNotAvailableError
+from ..errors import BrokerNotAvailableError, InvalidResponseError
 from ..protocol import ApiKey, ErrorCode
-from .broker_connection import BrokerConnection
+from ..protocol.message_data import WriteTxnMarkersRequestData, WriteTxnMarkersResponseData
 from .metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 
+# a plain tuple, not seglog.common's: txn_apis (the coordinator's side) names partitions so and imports it
 TopicPartition = tuple[str, int]
 # a marker's partitions appended where this broker leads them: an error code per partition
 LocalWrite = Callable[[WriteTxnMarkers, list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
@@ -89,7 +90,7 @@ class BrokerQueue:
     sender: asyncio.Task[None] | None = None
 
 
-def markers_body(entries: Iterable[tuple[WriteTxnMarkers, Iterable[TopicPartition]]]) -> dict[str, Any]:
+def markers_body(entries: Iterable[tuple[WriteTxnMarkers, Iterable[TopicPartition]]]) -> WriteTxnMarkersRequestData:
     """A WriteTxnMarkers request carrying each marker for its partitions."""
     markers = []
     for marker, partitions in entries:
@@ -97,30 +98,33 @@ def markers_body(entries: Iterable[tuple[WriteTxnMarkers, Iterable[TopicPartitio
         for topic, index in sorted(partitions):
             by_topic.setdefault(topic, []).append(index)
         markers.append(
-            {
-                "producer_id": marker.producer_id,
-                "producer_epoch": marker.producer_epoch,
-                "transaction_result": marker.committed,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-                "coordinator_epoch": marker.coordinator_epoch,
-            }
+            WriteTxnMarkersRequestData.WritableTxnMarker(
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                transaction_result=marker.committed,
+                topics=[
+                    WriteTxnMarkersRequestData.WritableTxnMarkerTopic(name=t, partition_indexes=ps)
+                    for t, ps in by_topic.items()
+                ],
+                coordinator_epoch=marker.coordinator_epoch,
+            )
         )
-    return {"markers": markers}
+    return WriteTxnMarkersRequestData(markers=markers)
 
 
 def partition_errors(
-    response: dict[str, Any], producer_id: int, partitions: Iterable[TopicPartition]
+    response: WriteTxnMarkersResponseData, producer_id: int, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, int]:
     """A WriteTxnMarkers response's error code for each of ``partitions`` it answers for
     ``producer_id``'s marker."""
     wanted = set(partitions)
     return {
-        (topic["name"], p["partition_index"]): p["error_code"]
-        for marker in response["markers"]
-        if marker["producer_id"] == producer_id
-        for topic in marker["topics"]
-        for p in topic["partitions"]
-        if (topic["name"], p["partition_index"]) in wanted
+        (topic.name, p.partition_index): p.error_code
+        for marker in response.markers
+        if marker.producer_id == producer_id
+        for topic in marker.topics
+        for p in topic.partitions
+        if (topic.name, p.partition_index) in wanted
     }
 
 
@@ -132,7 +136,7 @@ class TransactionMarkerChannelManager:
         self.broker_id = broker_id
         self.write_locally = write_locally
         self.timeout_s = timeout_s
-        self._connections: dict[int, BrokerConnection] = {}
+        self._connections: dict[int, AsyncConnection] = {}
         self._queues: dict[int, BrokerQueue] = {}
         self._closed = False
 
@@ -228,16 +232,16 @@ class TransactionMarkerChannelManager:
             return retries
         body = markers_body((entry.marker, entry.partitions) for entry in entries)
         try:
-            _, response = await connection.request(ApiKey.WRITE_TXN_MARKERS, body)
-        except BrokerNotAvailableError as e:
+            answer = await connection.request(ApiKey.WRITE_TXN_MARKERS, body)
+        except (BrokerNotAvailableError, InvalidResponseError) as e:  # the connection is closed: connect again
             log.info("transaction markers to broker %d: %s; retrying", broker_id, e)
             return retries
         return [
-            {**retry, **partition_errors(response, entry.marker.producer_id, entry.partitions)}
+            {**retry, **partition_errors(answer.body, entry.marker.producer_id, entry.partitions)}
             for entry, retry in zip(entries, retries, strict=True)
         ]
 
-    def _connection(self, broker_id: int) -> BrokerConnection | None:
+    def _connection(self, broker_id: int) -> AsyncConnection | None:
         broker = self.metadata.broker(broker_id) if broker_id != NO_LEADER else None
         if broker is None or broker.port < 0:
             return None
@@ -245,7 +249,7 @@ class TransactionMarkerChannelManager:
         if found is None or (found.host, found.port) != (broker.host, broker.port):
             if found is not None:
                 found.close()
-            found = BrokerConnection(broker.host, broker.port, f"seglog-txn-markers-{self.broker_id}", self.timeout_s)
+            found = AsyncConnection(broker.host, broker.port, f"seglog-txn-markers-{self.broker_id}", self.timeout_s)
             self._connections[broker_id] = found
         return found
 

@@ -11,7 +11,7 @@ Two shapes, for the two kinds of callers:
 Both learn the broker's versions with ApiVersions as they connect, and send each request at
 the highest version both sides speak unless told otherwise. What the protocol refuses (a
 response that does not decode, another correlation id) is InvalidResponseError; a broker
-that cannot be reached, closes the connection or does not answer in time is
+that cannot be reached, closes the connection or does not answer in time ("no answer within N s") is
 BrokerNotAvailableError, naming its address. Either way the connection is closed after.
 """
 
@@ -62,6 +62,7 @@ class BlockingConnection:
         max_response_size: int = DEFAULT_MAX_RESPONSE,
     ) -> None:
         self.address = f"{host}:{port}"
+        self._timeout = timeout
         self._protocol = ClientConnection(client_id, max_response_size)
         try:
             source = (source_host, 0) if source_host is not None else None  # a test cuts others, not this one
@@ -128,6 +129,9 @@ class BlockingConnection:
                         protocol.frame_received(n)
                     else:
                         protocol.receive_data(b"")
+        except TimeoutError:  # the socket's timeout (an OSError too)
+            self.close()
+            raise BrokerNotAvailableError(f"{self.address}: no answer within {self._timeout:g} s") from None
         except OSError as e:
             self.close()
             raise BrokerNotAvailableError(f"lost the connection to {self.address}: {e.strerror or e}") from None
@@ -147,8 +151,10 @@ class BlockingConnection:
 
 class AsyncConnection:
     """A connection to one broker on the event loop: one request at a time, each answered within
-    ``timeout_s``. It connects on first use; any failure closes it and raises
-    BrokerNotAvailableError, and the next request connects again."""
+    ``timeout_s``. It connects on first use; any failure closes it, and the next request connects
+    again. A response the protocol refuses raises InvalidResponseError (the peer's fault, not the
+    request's); anything else (unreachable, closed, no answer in time, no version in common)
+    raises BrokerNotAvailableError. Both name the broker's address."""
 
     def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
         self.host = host
@@ -177,7 +183,17 @@ class AsyncConnection:
                 assert self._protocol is not None
                 version = self._protocol.version_for(api_key, highest)
                 return await asyncio.wait_for(self._call(api_key, make_body(version), version), self.timeout_s)
-            except (TimeoutError, OSError, asyncio.IncompleteReadError, SeglogError) as e:
+            except InvalidResponseError as e:
+                self.close()
+                raise InvalidResponseError(
+                    f"{api_key.name} to {self.host}:{self.port}: {e.message}", position=e.position
+                ) from None
+            except TimeoutError:
+                self.close()
+                raise BrokerNotAvailableError(
+                    f"request {api_key.name} to {self.host}:{self.port} failed: no answer within {self.timeout_s:g} s"
+                ) from None
+            except (OSError, asyncio.IncompleteReadError, SeglogError) as e:
                 self.close()
                 raise BrokerNotAvailableError(
                     f"request {api_key.name} to {self.host}:{self.port} failed: {e}"
