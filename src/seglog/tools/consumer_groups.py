@@ -38,6 +38,7 @@ from ..protocol.message_data import (
     OffsetFetchRequestData,
     OffsetFetchResponseData,
 )
+from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from .arguments import UsageError, int_between
 from .cluster_client import ClusterClient, check, check_coordinator, topics_by_name
 from .remote import list_offsets
@@ -201,7 +202,7 @@ def _describe(client: ClusterClient, coordinator: BlockingConnection, group: str
     members.sort(key=lambda m: -len(m[1]))
     held = {tp for _, tps in members for tp in tps}
     partitions = sorted(held | set(committed))
-    ends = _log_offsets(client, partitions, -1) if partitions else {}
+    ends = _log_offsets(client, partitions, LATEST_TIMESTAMP) if partitions else {}
     rows = []
     for member, tps in members:
         who = (member.member_id, member.client_host, member.client_id)
@@ -307,8 +308,8 @@ def _new_offsets(
     partitions: list[TopicPartition],
     committed: dict[TopicPartition, int],
 ) -> dict[TopicPartition, int]:
-    earliest = _log_offsets(client, partitions, -2)
-    latest = _log_offsets(client, partitions, -1)
+    earliest = _log_offsets(client, partitions, EARLIEST_TIMESTAMP)
+    latest = _log_offsets(client, partitions, LATEST_TIMESTAMP)
     if args.to_earliest:
         return {tp: earliest[tp] for tp in partitions}
     if args.to_latest:

@@ -55,12 +55,13 @@ from ..protocol.message_data import (
 )
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
+from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from .arguments import CommandParser, parse_configs, partition_list
 from .cluster_client import ClusterClient, MetadataTopic, Unanswered, check, check_partition, topics_by_name
 from .logdir import record_json
 
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
-_TIMES = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+_TIMES = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answer to arrive
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
 
@@ -302,9 +303,9 @@ def consume(args: argparse.Namespace) -> int:
         topic = _metadata(client, [args.topic])[args.topic]
         wanted = [args.partition] if args.partition is not None else sorted(p.partition_index for p in topic.partitions)
         time = (
-            -2
+            EARLIEST_TIMESTAMP
             if args.from_beginning or args.offset is not None
-            else (args.timestamp if args.timestamp is not None else -1)
+            else (args.timestamp if args.timestamp is not None else LATEST_TIMESTAMP)
         )
         starts = dict(list_offsets(client, args.topic, wanted, time))
         for p in wanted:
