@@ -23,14 +23,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from ..client import connect
 from ..cluster.zookeeper_server import ZooKeeperServer, free_port
 from ..errors import BrokerNotAvailableError, SeglogError
-from ..protocol import ApiKey
+from ..protocol.message_data import MetadataResponseData
 from . import CLIENT_ID
 from .arguments import UsageError
+from .cluster_client import metadata
 
 DEFAULT_PORT = 9092
 PID_FILE = "cluster.pid"  # in --dir, while `cluster up` runs: what `cluster down` signals
@@ -212,23 +212,23 @@ class LocalCluster:
         self.stop()
 
 
-def _metadata(address: str) -> dict[str, Any] | None:
+def _metadata(address: str) -> MetadataResponseData | None:
     """The broker's Metadata answer (no topics), None when it does not answer."""
     try:
         with connect(address, client_id=CLIENT_ID, timeout=5) as client:
-            return client.request(ApiKey.METADATA, {"topics": [], "allow_auto_topic_creation": False})
+            return metadata(client, [])
     except SeglogError:
         return None
 
 
 def _known_brokers(address: str) -> list[int]:
     answer = _metadata(address)
-    return [] if answer is None else sorted(b["node_id"] for b in answer["brokers"])
+    return [] if answer is None else sorted(b.node_id for b in answer.brokers)
 
 
 def _controller_id(address: str) -> int | None:
     answer = _metadata(address)
-    return None if answer is None or answer["controller_id"] < 0 else answer["controller_id"]
+    return None if answer is None or answer.controller_id < 0 else answer.controller_id
 
 
 # --- the command -------------------------------------------------------------------------------------

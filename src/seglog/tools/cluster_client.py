@@ -9,13 +9,19 @@ partition whose leader stays unavailable then ends with its last error, naming i
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from ..client import BlockingConnection, connect
+from ..common import TopicPartition
 from ..errors import ApiError, BrokerNotAvailableError, ErrorCode, error_for, error_name
-from ..protocol import ApiKey
+from ..protocol import ApiKey, Message
+from ..protocol.message_data import (
+    FindCoordinatorRequestData,
+    FindCoordinatorResponseData,
+    MetadataRequestData,
+    MetadataResponseData,
+)
 from . import CLIENT_ID
 
 RETRIABLE_LEADER = frozenset({int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.LEADER_NOT_AVAILABLE)})
@@ -27,10 +33,26 @@ RETRIABLE_COORDINATOR = frozenset(
     }
 )
 RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
-NO_TOPIC_ID = uuid.UUID(int=0)  # a topic asked by name
-TopicPartition = tuple[str, int]
-Result = dict[str, Any]  # one partition's answer, with its "error_code"
+MetadataTopic = MetadataResponseData.MetadataResponseTopic
 T = TypeVar("T")
+
+
+class PartitionAnswer(Protocol):
+    """A leader's answer for one partition of a request (Produce, Fetch, ListOffsets ...)."""
+
+    @property
+    def error_code(self) -> int: ...
+
+
+A = TypeVar("A", bound=PartitionAnswer)
+
+
+class Unanswered(NamedTuple):
+    """A partition no leader answered for: it has none now, it could not be reached, or it moved
+    until the timeout. ``error_code`` is the last error, ``why`` says what happened."""
+
+    error_code: int
+    why: str
 
 
 class RetriableError(ApiError):
@@ -38,6 +60,47 @@ class RetriableError(ApiError):
 
     def __init__(self, code: int, what: str) -> None:
         super().__init__(ErrorCode(code), f"{what}: {error_name(code)}")
+
+
+def check(code: int, what: str, message: str | None = None) -> None:
+    """Nothing for an answer without error; else the error of ``code`` (``error_for``): ``what``
+    failed, with the broker's ``message`` when it gave one."""
+    if code:
+        raise error_for(code, message, what)
+
+
+def check_coordinator(code: int, what: str, message: str | None = None) -> None:
+    """``check`` for a coordinator's answer: a RetriableError while it moves or loads."""
+    if code in RETRIABLE_COORDINATOR:
+        raise RetriableError(code, what)
+    check(code, what, message)
+
+
+def check_partition(answer: A | Unanswered, what: str) -> A:
+    """A partition's answer from ``to_leaders``, raised as ``check`` does when it is an error."""
+    if isinstance(answer, Unanswered):
+        raise error_for(answer.error_code, f"{error_name(answer.error_code)}: {answer.why}", what)
+    # Produce's answers carry the leader's message; Fetch's, ListOffsets' and DeleteRecords' only a code
+    check(answer.error_code, what, getattr(answer, "error_message", None))
+    return answer
+
+
+def metadata(connection: BlockingConnection, topics: list[str] | None) -> MetadataResponseData:
+    """Metadata of ``topics`` asked by name (None: every topic; []: only the brokers and the
+    controller), as Kafka's Admin asks: no topic is created by asking."""
+    request = MetadataRequestData(
+        topics=None if topics is None else [MetadataRequestData.MetadataRequestTopic(name=t) for t in topics],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    answer: MetadataResponseData = connection.request(ApiKey.METADATA, request)
+    return answer
+
+
+def topics_by_name(answer: MetadataResponseData) -> dict[str, MetadataTopic]:
+    """A Metadata answer's topics by name. A topic asked by name is answered with its name (a null
+    name answers a topic id, which the tools never ask by)."""
+    return {t.name: t for t in answer.topics if t.name is not None}
 
 
 class ClusterClient:
@@ -51,43 +114,39 @@ class ClusterClient:
         self._socket_timeout = timeout + answer_margin
         self.bootstrap = connect(bootstrap, client_id=CLIENT_ID, timeout=self._socket_timeout)
         self._brokers: dict[int, BlockingConnection] = {}
-        self._metadata: dict[str, Any] | None = None
+        self._metadata: MetadataResponseData | None = None
         self._topics_known: set[str] = set()
         self._leader_of: dict[TopicPartition, int] = {}
 
     # --- the bootstrap broker and Metadata -------------------------------------------------------
 
-    def request(self, api_key: ApiKey, body: dict[str, Any], version: int | None = None) -> dict[str, Any]:
+    def request(self, api_key: ApiKey, body: Message, version: int | None = None) -> Any:
         """A request any broker serves (Metadata, topic configs, and topic admin, which a seglog
-        broker writes to ZooKeeper itself): to the bootstrap one."""
+        broker writes to ZooKeeper itself): to the bootstrap one. The answer is the API's response
+        data class (``CreateTopicsResponseData`` ...), as ``BlockingConnection.request`` gives it."""
         return self.bootstrap.request(api_key, body, version)
 
     def version_for(self, api_key: ApiKey) -> int:
         return self.bootstrap.version_for(api_key)
 
-    def metadata(self, topics: list[str] | None) -> dict[str, Any]:
-        body = {
-            "topics": None if topics is None else [{"name": t, "topic_id": NO_TOPIC_ID} for t in topics],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False,
-        }
-        return self.request(ApiKey.METADATA, body)
+    def metadata(self, topics: list[str] | None) -> MetadataResponseData:
+        return metadata(self.bootstrap, topics)
 
     def node_ids(self) -> list[int]:
         """The live brokers' ids."""
-        return sorted(int(b["node_id"]) for b in self.metadata([])["brokers"])
+        return sorted(b.node_id for b in self.metadata([]).brokers)
 
     def _leaders(self, topics: list[str], fresh: bool) -> dict[TopicPartition, int]:
         """Each known partition's leader (-1: none now), from a fresh Metadata of ``topics`` unless
         the last one had them all and ``fresh`` is not asked."""
         if fresh or not set(topics) <= self._topics_known:
             self._metadata = self.metadata(topics)
-            self._topics_known = {t["name"] for t in self._metadata["topics"] if not t["error_code"]}
+            known = {name: t for name, t in topics_by_name(self._metadata).items() if not t.error_code}
+            self._topics_known = set(known)
             self._leader_of = {
-                (t["name"], p["partition_index"]): p["leader_id"] if not p["error_code"] else -1
-                for t in self._metadata["topics"]
-                if not t["error_code"]
-                for p in t["partitions"]
+                TopicPartition(name, p.partition_index): p.leader_id if not p.error_code else -1
+                for name, t in known.items()
+                for p in t.partitions
             }
         return self._leader_of
 
@@ -97,15 +156,13 @@ class ClusterClient:
         """A connection to broker ``node_id`` (the bootstrap one's Metadata tells where it is)."""
         if node_id in self._brokers:
             return self._brokers[node_id]
-        brokers = self._metadata["brokers"] if self._metadata else self.metadata([])["brokers"]
-        found = next((b for b in brokers if b["node_id"] == node_id), None)
+        brokers = (self._metadata or self.metadata([])).brokers
+        found = next((b for b in brokers if b.node_id == node_id), None)
         if found is None:
-            found = next((b for b in self.metadata([])["brokers"] if b["node_id"] == node_id), None)
+            found = next((b for b in self.metadata([]).brokers if b.node_id == node_id), None)
         if found is None:
             raise BrokerNotAvailableError(f"broker {node_id} is not among the live brokers of the cluster")
-        self._brokers[node_id] = BlockingConnection(
-            found["host"], found["port"], CLIENT_ID, timeout=self._socket_timeout
-        )
+        self._brokers[node_id] = BlockingConnection(found.host, found.port, CLIENT_ID, timeout=self._socket_timeout)
         return self._brokers[node_id]
 
     def _forget(self, node_id: int) -> None:
@@ -116,19 +173,17 @@ class ClusterClient:
     def coordinator(self, key: str, key_type: int) -> tuple[int, BlockingConnection]:
         """The coordinator of a group (key type 0) or transactional id (1): its id and a connection."""
         version = self.version_for(ApiKey.FIND_COORDINATOR)
-        body = {"key": key, "key_type": key_type, "coordinator_keys": [key]}
-        answer = self.request(ApiKey.FIND_COORDINATOR, body, version)
-        found = answer["coordinators"][0] if version >= 4 else answer
+        request = FindCoordinatorRequestData(key=key, key_type=key_type, coordinator_keys=[key])
+        answer: FindCoordinatorResponseData = self.bootstrap.request(ApiKey.FIND_COORDINATOR, request, version)
+        # version 4 batches the keys (KIP-699): one coordinator per key, the same fields as before
+        found: FindCoordinatorResponseData | FindCoordinatorResponseData.Coordinator = (
+            answer.coordinators[0] if version >= 4 else answer
+        )
         what = f"cannot find the {'transaction' if key_type else 'group'} coordinator of {key}"
-        if found["error_code"] in RETRIABLE_COORDINATOR:
-            raise RetriableError(found["error_code"], what)
-        if found["error_code"]:
-            raise error_for(found["error_code"], found.get("error_message"), what)
-        node = int(found["node_id"])
+        check_coordinator(found.error_code, what, found.error_message)
+        node = found.node_id
         if node not in self._brokers:
-            self._brokers[node] = BlockingConnection(
-                found["host"], found["port"], CLIENT_ID, timeout=self._socket_timeout
-            )
+            self._brokers[node] = BlockingConnection(found.host, found.port, CLIENT_ID, timeout=self._socket_timeout)
         return node, self._brokers[node]
 
     # --- retries -------------------------------------------------------------------------------------
@@ -148,12 +203,12 @@ class ClusterClient:
     def to_leaders(
         self,
         partitions: list[TopicPartition],
-        send: Callable[[BlockingConnection, list[TopicPartition]], dict[Any, Result]],
-    ) -> dict[TopicPartition, Result]:
+        send: Callable[[BlockingConnection, list[TopicPartition]], dict[TopicPartition, A]],
+    ) -> dict[TopicPartition, A | Unanswered]:
         """Each partition's answer from its leader: ``send(leader, its partitions)`` once per leader,
         again for the partitions whose leader moved, until the timeout (then the last error stays in
         their answer). A partition the cluster does not know answers UNKNOWN_TOPIC_OR_PARTITION."""
-        results: dict[TopicPartition, Result] = {}
+        results: dict[TopicPartition, A | Unanswered] = {}
         pending = list(dict.fromkeys(partitions))
         fresh = False
         while True:
@@ -162,9 +217,9 @@ class ClusterClient:
             by_leader: dict[int, list[TopicPartition]] = {}
             for tp in pending:
                 if tp not in leaders:
-                    results[tp] = _error(int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "the cluster does not know it")
+                    results[tp] = Unanswered(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "the cluster does not know it")
                 elif leaders[tp] < 0:
-                    results[tp] = _error(ErrorCode.LEADER_NOT_AVAILABLE, "it has no leader")
+                    results[tp] = Unanswered(ErrorCode.LEADER_NOT_AVAILABLE, "it has no leader")
                     retry.append(tp)
                 else:
                     by_leader.setdefault(leaders[tp], []).append(tp)
@@ -174,8 +229,8 @@ class ClusterClient:
                 return results
             if time.monotonic() + RETRY_BACKOFF_S > self.deadline:
                 for tp in retry:
-                    code = results[tp]["error_code"]
-                    results[tp] = _error(code, f"no leader answered within {self.timeout:g} s")
+                    why = f"no leader answered within {self.timeout:g} s"
+                    results[tp] = Unanswered(results[tp].error_code, why)
                 return results
             pending, fresh = retry, True
             time.sleep(RETRY_BACKOFF_S)
@@ -184,8 +239,8 @@ class ClusterClient:
         self,
         node: int,
         tps: list[TopicPartition],
-        send: Callable[[BlockingConnection, list[TopicPartition]], dict[Any, Result]],
-        results: dict[TopicPartition, Result],
+        send: Callable[[BlockingConnection, list[TopicPartition]], dict[TopicPartition, A]],
+        results: dict[TopicPartition, A | Unanswered],
     ) -> list[TopicPartition]:
         """The answers of one leader into ``results``; the partitions to retry."""
         try:
@@ -193,13 +248,18 @@ class ClusterClient:
         except BrokerNotAvailableError as e:  # a leader just stopped: Metadata will name the next one
             self._forget(node)
             for tp in tps:
-                results[tp] = _error(ErrorCode.LEADER_NOT_AVAILABLE, f"its leader, broker {node}, is unreachable ({e})")
+                why = f"its leader, broker {node}, is unreachable ({e})"
+                results[tp] = Unanswered(ErrorCode.LEADER_NOT_AVAILABLE, why)
             return tps
         retry = []
         for tp in tps:
-            result = answered.get(tp, _error(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it"))
+            result: A | Unanswered
+            if tp in answered:
+                result = answered[tp]
+            else:
+                result = Unanswered(ErrorCode.UNKNOWN_SERVER_ERROR, f"broker {node} did not answer for it")
             results[tp] = result
-            if result["error_code"] in RETRIABLE_LEADER:
+            if result.error_code in RETRIABLE_LEADER:
                 retry.append(tp)
         return retry
 
@@ -218,16 +278,3 @@ class ClusterClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def raise_for(code: int, what: str) -> None:
-    """A coordinator's answer: a RetriableError while it moves or loads, the error of its code
-    (``error_for``) for any other."""
-    if code in RETRIABLE_COORDINATOR:
-        raise RetriableError(code, what)
-    if code:
-        raise error_for(code, what=what)
-
-
-def _error(code: int, why: str) -> Result:
-    return {"error_code": code, "error_message": f"{error_name(code)}: {why}"}

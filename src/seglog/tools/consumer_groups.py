@@ -21,19 +21,31 @@ import argparse
 import struct
 import sys
 from datetime import datetime
-from typing import Any
 
 from ..client import BlockingConnection
+from ..common import TopicPartition
 from ..errors import SeglogError
 from ..protocol import ApiKey
+from ..protocol.message_data import (
+    DeleteGroupsRequestData,
+    DeleteGroupsResponseData,
+    DescribeGroupsRequestData,
+    DescribeGroupsResponseData,
+    ListGroupsRequestData,
+    ListGroupsResponseData,
+    OffsetCommitRequestData,
+    OffsetCommitResponseData,
+    OffsetFetchRequestData,
+    OffsetFetchResponseData,
+)
+from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from .arguments import UsageError, int_between
-from .cluster_client import NO_TOPIC_ID, ClusterClient, raise_for
+from .cluster_client import ClusterClient, check, check_coordinator, topics_by_name
 from .remote import list_offsets
 
 MISSING = "-"
 CONSUMER_PROTOCOL = "consumer"
 INACTIVE_STATES = ("Empty", "Dead")
-TopicPartition = tuple[str, int]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -105,27 +117,37 @@ def _datetime_ms(text: str) -> int:
 # --- the coordinator's answers ---------------------------------------------------------------------------------
 
 
-def _describe_group(coordinator: BlockingConnection, group: str) -> dict[str, Any]:
-    body = {"groups": [group], "include_authorized_operations": False}
-    described = coordinator.request(ApiKey.DESCRIBE_GROUPS, body)["groups"][0]
-    raise_for(described["error_code"], f"cannot describe group {group}")
-    if described["protocol_type"] not in (CONSUMER_PROTOCOL, ""):  # Kafka's admin client refuses these too
-        raise SeglogError(f"{group} is not a consumer group (protocol type {described['protocol_type']})")
+def _describe_group(coordinator: BlockingConnection, group: str) -> DescribeGroupsResponseData.DescribedGroup:
+    request = DescribeGroupsRequestData(groups=[group], include_authorized_operations=False)
+    answer: DescribeGroupsResponseData = coordinator.request(ApiKey.DESCRIBE_GROUPS, request)
+    described = answer.groups[0]
+    check_coordinator(described.error_code, f"cannot describe group {group}")
+    if described.protocol_type not in (CONSUMER_PROTOCOL, ""):  # Kafka's admin client refuses these too
+        raise SeglogError(f"{group} is not a consumer group (protocol type {described.protocol_type})")
     return described
 
 
 def _committed(coordinator: BlockingConnection, group: str) -> dict[TopicPartition, int]:
-    body = {"group_id": group, "topics": None, "groups": [{"group_id": group, "topics": None}], "require_stable": False}
-    answer = coordinator.request(ApiKey.OFFSET_FETCH, body)
-    if answer.get("groups"):
-        answer = answer["groups"][0]
-    raise_for(answer["error_code"], f"cannot fetch the offsets of group {group}")
+    # every topic's offsets (topics None) of one group, in the fields of before and after version 8
+    # (KIP-709: groups batched)
+    request = OffsetFetchRequestData(
+        group_id=group,
+        topics=None,
+        groups=[OffsetFetchRequestData.OffsetFetchRequestGroup(group_id=group, topics=None)],
+        require_stable=False,
+    )
+    answer: OffsetFetchResponseData = coordinator.request(ApiKey.OFFSET_FETCH, request)
+    found: OffsetFetchResponseData | OffsetFetchResponseData.OffsetFetchResponseGroup = (
+        answer.groups[0] if answer.groups else answer
+    )
+    check_coordinator(found.error_code, f"cannot fetch the offsets of group {group}")
     out = {}
-    for topic in answer["topics"]:
-        for p in topic["partitions"]:
-            raise_for(p["error_code"], f"cannot fetch the offset of {topic['name']}-{p['partition_index']}")
-            if p["committed_offset"] >= 0:
-                out[(topic["name"], p["partition_index"])] = p["committed_offset"]
+    for topic in found.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            check_coordinator(p.error_code, f"cannot fetch the offset of {tp}")
+            if p.committed_offset >= 0:
+                out[tp] = p.committed_offset
     return out
 
 
@@ -133,7 +155,7 @@ def _log_offsets(client: ClusterClient, partitions: list[TopicPartition], time: 
     by_topic: dict[str, list[int]] = {}
     for topic, p in partitions:
         by_topic.setdefault(topic, []).append(p)
-    return {(t, p): o for t, ps in by_topic.items() for p, o in list_offsets(client, t, ps, time)}
+    return {TopicPartition(t, p): o for t, ps in by_topic.items() for p, o in list_offsets(client, t, ps, time)}
 
 
 def assigned_partitions(assignment: bytes) -> list[TopicPartition]:
@@ -147,7 +169,7 @@ def assigned_partitions(assignment: bytes) -> list[TopicPartition]:
             topic = assignment[pos + 2 : pos + 2 + size].decode("utf-8")
             pos += 2 + size
             (n,) = struct.unpack_from(">i", assignment, pos)
-            out += [(topic, p) for p in struct.unpack_from(f">{max(n, 0)}i", assignment, pos + 4)]
+            out += [TopicPartition(topic, p) for p in struct.unpack_from(f">{max(n, 0)}i", assignment, pos + 4)]
             pos += 4 + 4 * max(n, 0)
         return out
     except (struct.error, UnicodeDecodeError):
@@ -161,9 +183,10 @@ def _list(client: ClusterClient) -> int:
     """Every broker's groups (each lists those it coordinates), as Kafka's admin client asks them."""
     groups = []
     for node in client.node_ids():
-        answer = client.broker(node).request(ApiKey.LIST_GROUPS, {"states_filter": [], "types_filter": []})
-        raise_for(answer["error_code"], f"cannot list the groups of broker {node}")
-        groups += [g["group_id"] for g in answer["groups"] if g["protocol_type"] in (CONSUMER_PROTOCOL, "")]
+        request = ListGroupsRequestData(states_filter=[], types_filter=[])
+        answer: ListGroupsResponseData = client.broker(node).request(ApiKey.LIST_GROUPS, request)
+        check_coordinator(answer.error_code, f"cannot list the groups of broker {node}")
+        groups += [g.group_id for g in answer.groups if g.protocol_type in (CONSUMER_PROTOCOL, "")]
     for group in sorted(set(groups)):
         print(group)
     return 0
@@ -171,18 +194,18 @@ def _list(client: ClusterClient) -> int:
 
 def _describe(client: ClusterClient, coordinator: BlockingConnection, group: str) -> int:
     described = _describe_group(coordinator, group)
-    state = described["group_state"]
+    state = described.group_state
     committed = _committed(coordinator, group)
     if state == "Dead":
         raise SeglogError(f"Consumer group '{group}' does not exist.")
-    members = [(m, assigned_partitions(bytes(m["member_assignment"]))) for m in described["members"]]
+    members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
     members.sort(key=lambda m: -len(m[1]))
     held = {tp for _, tps in members for tp in tps}
     partitions = sorted(held | set(committed))
-    ends = _log_offsets(client, partitions, -1) if partitions else {}
+    ends = _log_offsets(client, partitions, LATEST_TIMESTAMP) if partitions else {}
     rows = []
     for member, tps in members:
-        who = (member["member_id"], member["client_host"], member["client_id"])
+        who = (member.member_id, member.client_host, member.client_id)
         rows += [_row(group, tp, committed.get(tp), ends.get(tp), who) for tp in sorted(tps)]
         if not tps:
             rows.append((group, MISSING, MISSING, MISSING, MISSING, MISSING, *who))
@@ -218,12 +241,22 @@ def _row(
 ) -> tuple[str, ...]:
     lag = MISSING if committed is None or end is None else str(max(end - committed, 0))
     current = MISSING if committed is None else str(committed)
-    return (group, tp[0], str(tp[1]), current, MISSING if end is None else str(end), lag, *(who or (MISSING,) * 3))
+    return (
+        group,
+        tp.topic,
+        str(tp.partition),
+        current,
+        MISSING if end is None else str(end),
+        lag,
+        *(who or (MISSING,) * 3),
+    )
 
 
 def _delete(coordinator: BlockingConnection, group: str) -> int:
-    result = coordinator.request(ApiKey.DELETE_GROUPS, {"groups_names": [group]})["results"][0]
-    raise_for(result["error_code"], f"cannot delete group {group}")
+    answer: DeleteGroupsResponseData = coordinator.request(
+        ApiKey.DELETE_GROUPS, DeleteGroupsRequestData(groups_names=[group])
+    )
+    check_coordinator(answer.results[0].error_code, f"cannot delete group {group}")
     print(f"Deletion of requested consumer groups ('{group}') was successful.")
     return 0
 
@@ -233,7 +266,7 @@ def _delete(coordinator: BlockingConnection, group: str) -> int:
 
 def _reset(client: ClusterClient, coordinator: BlockingConnection, args: argparse.Namespace) -> int:
     group = args.group
-    state = _describe_group(coordinator, group)["group_state"]
+    state = _describe_group(coordinator, group).group_state
     if state not in INACTIVE_STATES:
         raise SeglogError(
             f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."
@@ -259,16 +292,13 @@ def _partitions_to_reset(
         topic, _, listed = item.partition(":")
         if listed:
             try:
-                wanted += [(topic, int(p)) for p in listed.split(",")]
+                wanted += [TopicPartition(topic, int(p)) for p in listed.split(",")]
             except ValueError:
                 raise UsageError(f"--topic takes TOPIC or TOPIC:0,1,2, not {item!r}") from None
             continue
-        body = {"topics": [{"name": topic, "topic_id": NO_TOPIC_ID}], "allow_auto_topic_creation": False}
-        found = client.request(ApiKey.METADATA, body)["topics"][0]
-        raise_for(found["error_code"], f"topic {topic}")
-        wanted += [
-            (topic, p["partition_index"]) for p in sorted(found["partitions"], key=lambda p: p["partition_index"])
-        ]
+        found = topics_by_name(client.metadata([topic]))[topic]
+        check(found.error_code, f"topic {topic}")
+        wanted += [TopicPartition(topic, p) for p in sorted(p.partition_index for p in found.partitions)]
     return wanted
 
 
@@ -278,8 +308,8 @@ def _new_offsets(
     partitions: list[TopicPartition],
     committed: dict[TopicPartition, int],
 ) -> dict[TopicPartition, int]:
-    earliest = _log_offsets(client, partitions, -2)
-    latest = _log_offsets(client, partitions, -1)
+    earliest = _log_offsets(client, partitions, EARLIEST_TIMESTAMP)
+    latest = _log_offsets(client, partitions, LATEST_TIMESTAMP)
     if args.to_earliest:
         return {tp: earliest[tp] for tp in partitions}
     if args.to_latest:
@@ -290,27 +320,29 @@ def _new_offsets(
     out = {}
     for tp in partitions:
         if tp not in committed:
-            raise SeglogError(
-                f"Cannot shift offset for partition {tp[0]}-{tp[1]} since there is no current committed offset"
-            )
+            raise SeglogError(f"Cannot shift offset for partition {tp} since there is no current committed offset")
         out[tp] = min(max(committed[tp] + args.shift_by, earliest[tp]), latest[tp])
     return out
 
 
 def _commit(coordinator: BlockingConnection, group: str, offsets: dict[TopicPartition, int]) -> None:
-    by_topic: dict[str, list[dict[str, Any]]] = {}
-    for (topic, p), offset in offsets.items():
-        by_topic.setdefault(topic, []).append(
-            {"partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1, "committed_metadata": ""}
+    by_topic: dict[str, list[OffsetCommitRequestData.OffsetCommitRequestPartition]] = {}
+    for tp, offset in offsets.items():
+        by_topic.setdefault(tp.topic, []).append(
+            OffsetCommitRequestData.OffsetCommitRequestPartition(
+                partition_index=tp.partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""
+            )
         )
-    body = {
-        "group_id": group,
-        "generation_id_or_member_epoch": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "retention_time_ms": -1,
-        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-    }
-    for topic in coordinator.request(ApiKey.OFFSET_COMMIT, body)["topics"]:
-        for p in topic["partitions"]:
-            raise_for(p["error_code"], f"cannot commit the offset of {topic['name']}-{p['partition_index']}")
+    # an admin's commit, as Kafka's: no generation, no member (the group has no active members)
+    request = OffsetCommitRequestData(
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        retention_time_ms=-1,
+        topics=[OffsetCommitRequestData.OffsetCommitRequestTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+    )
+    answer: OffsetCommitResponseData = coordinator.request(ApiKey.OFFSET_COMMIT, request)
+    for topic in answer.topics:
+        for p in topic.partitions:
+            check_coordinator(p.error_code, f"cannot commit the offset of {topic.name}-{p.partition_index}")

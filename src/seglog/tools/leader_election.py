@@ -13,11 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
 
-from ..errors import ErrorCode, SeglogError, error_for, error_name
+from ..common import TopicPartition
+from ..errors import ErrorCode, SeglogError, error_name
 from ..protocol import ApiKey
+from ..protocol.message_data import ElectLeadersRequestData, ElectLeadersResponseData
 from .arguments import UsageError, int_between, partition_id
+from .cluster_client import check
 from .controller_client import connect_to_controller
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -42,7 +44,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
 
 
-def _partitions(args: argparse.Namespace) -> list[tuple[str, int]] | None:
+def _partitions(args: argparse.Namespace) -> list[TopicPartition] | None:
     """The partitions asked for; None for all of them."""
     chosen = [args.topic is not None, args.all_topic_partitions, args.path_to_json_file is not None]
     if sum(chosen) != 1:
@@ -57,18 +59,18 @@ def _partitions(args: argparse.Namespace) -> list[tuple[str, int]] | None:
     if args.all_topic_partitions:
         return None
     if args.topic is not None:
-        return [(args.topic, args.partition)]
+        return [TopicPartition(args.topic, args.partition)]
     return read_partitions_json(Path(args.path_to_json_file))
 
 
-def read_partitions_json(path: Path) -> list[tuple[str, int]]:
+def read_partitions_json(path: Path) -> list[TopicPartition]:
     """Kafka's election JSON file: the partitions, each once."""
     try:
         data = json.loads(path.read_text())
-        found = [(str(p["topic"]), int(p["partition"])) for p in data["partitions"]]
+        found = [TopicPartition(str(p["topic"]), int(p["partition"])) for p in data["partitions"]]
     except (ValueError, KeyError, TypeError) as e:
         raise UsageError(f"{path} is not a partitions JSON file ({e.__class__.__name__}: {e})") from None
-    duplicates = sorted({f"{t}-{p}" for t, p in found if found.count((t, p)) > 1})
+    duplicates = sorted({str(tp) for tp in found if found.count(tp) > 1})
     if duplicates:
         raise UsageError(f"Replica election data contains duplicate partitions: {','.join(duplicates)}")
     return found
@@ -79,27 +81,26 @@ def run(args: argparse.Namespace) -> int:
     topics: dict[str, list[int]] = {}
     for topic, partition in partitions or ():
         topics.setdefault(topic, []).append(partition)
-    body: dict[str, Any] = {
-        "election_type": ELECTION_TYPES[args.election_type],
-        "topic_partitions": None
+    request = ElectLeadersRequestData(
+        election_type=ELECTION_TYPES[args.election_type],
+        topic_partitions=None
         if partitions is None
-        else [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-        "timeout_ms": args.timeout_ms,
-    }
+        else [ElectLeadersRequestData.TopicPartitions(topic=t, partitions=ps) for t, ps in topics.items()],
+        timeout_ms=args.timeout_ms,
+    )
     with connect_to_controller(args.bootstrap_server, args.timeout_ms / 1000) as client:
-        response = client.request(ApiKey.ELECT_LEADERS, body)
-    if response.get("error_code"):
-        raise error_for(response["error_code"], response.get("error_message"), "leader election refused")
+        response: ElectLeadersResponseData = client.request(ApiKey.ELECT_LEADERS, request)
+    check(response.error_code, "leader election refused")
     succeeded, noop, failed = [], [], []
-    for topic in response["replica_election_results"]:
-        for r in topic["partition_result"]:
-            name = f"{topic['topic']}-{r['partition_id']}"
-            if r["error_code"] == ErrorCode.NONE:
+    for elected in response.replica_election_results:
+        for r in elected.partition_result:
+            name = f"{elected.topic}-{r.partition_id}"
+            if r.error_code == ErrorCode.NONE:
                 succeeded.append(name)
-            elif r["error_code"] == ErrorCode.ELECTION_NOT_NEEDED:
+            elif r.error_code == ErrorCode.ELECTION_NOT_NEEDED:
                 noop.append(name)
             else:
-                failed.append((name, r["error_message"] or error_name(r["error_code"])))
+                failed.append((name, r.error_message or error_name(r.error_code)))
     if succeeded:
         print(f"Successfully completed leader election ({args.election_type}) for partitions {', '.join(succeeded)}")
     if noop:

@@ -23,13 +23,22 @@ from typing import Any
 
 from ..client import BlockingConnection, connect
 from ..cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
+from ..common import TopicPartition
 from ..errors import SeglogError, error_for, error_name
 from ..protocol import ApiKey
+from ..protocol.message_data import (
+    AlterPartitionReassignmentsRequestData,
+    AlterPartitionReassignmentsResponseData,
+    ListPartitionReassignmentsRequestData,
+    ListPartitionReassignmentsResponseData,
+    MetadataResponseData,
+)
 from . import CLIENT_ID
 from .arguments import UsageError, int_between
-from .controller_client import cluster_metadata, connect_to_controller
+from .cluster_client import check, metadata, topics_by_name
+from .controller_client import connect_to_controller
 
-Partition = tuple[str, int]
+Ongoing = ListPartitionReassignmentsResponseData.OngoingPartitionReassignment
 ACTIONS = ("generate", "execute", "verify", "list", "cancel")
 
 
@@ -73,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
         topics = read_topics_to_move(Path(args.topics_to_move_json_file))
         brokers = parse_broker_list(args.broker_list)
         with connect(args.bootstrap_server, client_id=CLIENT_ID, timeout=timeout) as client:
-            metadata = cluster_metadata(client, topics)
-        current, proposed = generate(metadata, topics, brokers)
+            answer = metadata(client, topics)
+        current, proposed = generate(answer, topics, brokers)
         print(f"Current partition replica assignment\n{reassignment_json(current)}\n")
         print(f"Proposed partition reassignment configuration\n{reassignment_json(proposed)}")
         return 0
@@ -127,7 +136,7 @@ def parse_broker_list(text: str) -> list[int]:
     return brokers
 
 
-def read_reassignment(path: Path) -> dict[Partition, list[int]]:
+def read_reassignment(path: Path) -> dict[TopicPartition, list[int]]:
     data = _load(path)
     try:
         if data.get("version", 1) != 1:
@@ -137,17 +146,17 @@ def read_reassignment(path: Path) -> dict[Partition, list[int]]:
         raise UsageError(f"{path}: not a partition reassignment JSON file ({e!r})") from None
     if not entries:
         raise UsageError(f"{path}: Partition reassignment list cannot be empty")
-    targets: dict[Partition, list[int]] = {}
+    targets: dict[TopicPartition, list[int]] = {}
     for topic, partition, replicas in entries:
         if (topic, partition) in targets:
             raise UsageError(f"{path} contains multiple entries for {topic}-{partition}")
         if len(set(replicas)) != len(replicas):
             raise UsageError(f"Partition replica lists may not contain duplicate entries: {topic}-{partition}")
-        targets[(topic, partition)] = replicas
+        targets[TopicPartition(topic, partition)] = replicas
     return targets
 
 
-def reassignment_json(assignment: Mapping[Partition, Sequence[int]]) -> str:
+def reassignment_json(assignment: Mapping[TopicPartition, Sequence[int]]) -> str:
     partitions = [
         {"topic": t, "partition": p, "replicas": list(r), "log_dirs": ["any"] * len(r)}
         for (t, p), r in sorted(assignment.items())
@@ -158,102 +167,107 @@ def reassignment_json(assignment: Mapping[Partition, Sequence[int]]) -> str:
 # --- the actions ------------------------------------------------------------------------------------
 
 
-def _current_assignment(metadata: Mapping[str, Any]) -> dict[Partition, list[int]]:
+def _current_assignment(answer: MetadataResponseData) -> dict[TopicPartition, list[int]]:
     return {
-        (t["name"], p["partition_index"]): list(p["replica_nodes"])
-        for t in metadata["topics"]
-        if not t["error_code"]
-        for p in t["partitions"]
+        TopicPartition(name, p.partition_index): list(p.replica_nodes)
+        for name, t in topics_by_name(answer).items()
+        if not t.error_code
+        for p in t.partitions
     }
 
 
 def generate(
-    metadata: Mapping[str, Any], topics: list[str], brokers: list[int]
-) -> tuple[dict[Partition, list[int]], dict[Partition, tuple[int, ...]]]:
-    """The current assignment of ``topics`` and Kafka's proposal over ``brokers``."""
-    racks = {b["node_id"]: b.get("rack") for b in metadata["brokers"]}
+    answer: MetadataResponseData, topics: list[str], brokers: list[int]
+) -> tuple[dict[TopicPartition, list[int]], dict[TopicPartition, tuple[int, ...]]]:
+    """The current assignment of ``topics`` (``answer``: their Metadata) and Kafka's proposal over ``brokers``."""
+    racks = {b.node_id: b.rack for b in answer.brokers}
     unknown = sorted(set(brokers) - set(racks))
     if unknown:
         raise SeglogError(f"Unknown broker id {unknown[0]}")
-    for t in metadata["topics"]:
-        if t["error_code"]:
-            raise error_for(t["error_code"], f"Topic {t['name']} not found ({error_name(t['error_code'])})")
-    current = _current_assignment(metadata)
-    proposed: dict[Partition, tuple[int, ...]] = {}
+    for t in answer.topics:
+        if t.error_code:
+            raise error_for(t.error_code, f"Topic {t.name} not found ({error_name(t.error_code)})")
+    current = _current_assignment(answer)
+    proposed: dict[TopicPartition, tuple[int, ...]] = {}
     for topic in topics:
         parts = sorted(p for t, p in current if t == topic)
-        factor = len(current[(topic, parts[0])])
+        factor = len(current[TopicPartition(topic, parts[0])])
         chosen = [BrokerMetadata(b, racks[b]) for b in brokers]
         for p, replicas in assign_replicas_to_brokers(chosen, len(parts), factor).items():
-            proposed[(topic, p)] = replicas
+            proposed[TopicPartition(topic, p)] = replicas
     return current, proposed
 
 
 def list_reassignments(
-    controller: BlockingConnection, partitions: Sequence[Partition] | None
-) -> dict[Partition, dict[str, list[int]]]:
+    controller: BlockingConnection, partitions: Sequence[TopicPartition] | None
+) -> dict[TopicPartition, Ongoing]:
     topics: dict[str, list[int]] = {}
     for t, p in partitions or ():
         topics.setdefault(t, []).append(p)
-    body = {
-        "timeout_ms": 30_000,
-        "topics": None if partitions is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()],
-    }
-    response = controller.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
-    if response["error_code"]:
-        raise error_for(response["error_code"], response["error_message"], "cannot list reassignments")
-    return {(t["name"], p["partition_index"]): p for t in response["topics"] for p in t["partitions"]}
+    Topic = ListPartitionReassignmentsRequestData.ListPartitionReassignmentsTopics
+    request = ListPartitionReassignmentsRequestData(
+        timeout_ms=30_000,
+        topics=None if partitions is None else [Topic(name=t, partition_indexes=ps) for t, ps in topics.items()],
+    )
+    response: ListPartitionReassignmentsResponseData = controller.request(ApiKey.LIST_PARTITION_REASSIGNMENTS, request)
+    check(response.error_code, "cannot list reassignments", response.error_message)
+    return {TopicPartition(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
 
 
-def _ongoing_text(ongoing: Mapping[Partition, Mapping[str, list[int]]]) -> str:
+def _ongoing_text(ongoing: Mapping[TopicPartition, Ongoing]) -> str:
     if not ongoing:
         return "No partition reassignments found."
     lines = []
-    for (t, p), r in sorted(ongoing.items()):
-        adding = f" adding: {','.join(map(str, r['adding_replicas']))}." if r["adding_replicas"] else ""
-        removing = f" removing: {','.join(map(str, r['removing_replicas']))}." if r["removing_replicas"] else ""
-        lines.append(f"{t}-{p}: replicas: {','.join(map(str, r['replicas']))}.{adding}{removing}")
+    for tp, r in sorted(ongoing.items()):
+        adding = f" adding: {','.join(map(str, r.adding_replicas))}." if r.adding_replicas else ""
+        removing = f" removing: {','.join(map(str, r.removing_replicas))}." if r.removing_replicas else ""
+        lines.append(f"{tp}: replicas: {','.join(map(str, r.replicas))}.{adding}{removing}")
     return "Current partition reassignments:\n" + "\n".join(lines)
 
 
 def _alter(
-    controller: BlockingConnection, targets: Mapping[Partition, Sequence[int] | None], timeout_ms: int
-) -> dict[Partition, str]:
+    controller: BlockingConnection, targets: Mapping[TopicPartition, Sequence[int] | None], timeout_ms: int
+) -> dict[TopicPartition, str]:
     """AlterPartitionReassignments; the partitions refused, with why."""
-    topics: dict[str, list[dict[str, Any]]] = {}
+    Request = AlterPartitionReassignmentsRequestData
+    topics: dict[str, list[AlterPartitionReassignmentsRequestData.ReassignablePartition]] = {}
     for (t, p), replicas in sorted(targets.items()):
+        # no replicas: the partition's reassignment cancelled (KIP-455)
         topics.setdefault(t, []).append(
-            {"partition_index": p, "replicas": None if replicas is None else list(replicas)}
+            Request.ReassignablePartition(partition_index=p, replicas=None if replicas is None else list(replicas))
         )
-    body = {"timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-    response = controller.request(ApiKey.ALTER_PARTITION_REASSIGNMENTS, body)
-    if response["error_code"]:
-        raise error_for(response["error_code"], response["error_message"], "reassignment refused")
+    request = Request(
+        timeout_ms=timeout_ms, topics=[Request.ReassignableTopic(name=t, partitions=ps) for t, ps in topics.items()]
+    )
+    response: AlterPartitionReassignmentsResponseData = controller.request(
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS, request
+    )
+    check(response.error_code, "reassignment refused", response.error_message)
     return {
-        (t["name"], p["partition_index"]): p["error_message"] or error_name(p["error_code"])
-        for t in response["responses"]
-        for p in t["partitions"]
-        if p["error_code"]
+        TopicPartition(t.name, p.partition_index): p.error_message or error_name(p.error_code)
+        for t in response.responses
+        for p in t.partitions
+        if p.error_code
     }
 
 
-def _names(partitions: Sequence[Partition]) -> str:
+def _names(partitions: Sequence[TopicPartition]) -> str:
     return ",".join(f"{t}-{p}" for t, p in sorted(partitions))
 
 
-def _execute(controller: BlockingConnection, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:
+def _execute(controller: BlockingConnection, targets: Mapping[TopicPartition, list[int]], timeout_ms: int) -> None:
     if list_reassignments(controller, None):
         raise SeglogError(
             "Cannot execute because there is an existing partition assignment.  Use --additional to override "
             "this and create a new partition assignment in addition to the existing one. The --additional "
             "flag can also be used to change the throttle by resubmitting the current reassignment."
         )
-    metadata = cluster_metadata(controller, sorted({t for t, _ in targets}))
-    known = {b["node_id"] for b in metadata["brokers"]}
+    answer = metadata(controller, sorted({t for t, _ in targets}))
+    known = {b.node_id for b in answer.brokers}
     unknown = sorted({r for replicas in targets.values() for r in replicas} - known)
     if unknown:
         raise SeglogError(f"Unknown broker id {unknown[0]}")
-    current = _current_assignment(metadata)
+    current = _current_assignment(answer)
     print("Current partition replica assignment\n")
     print(reassignment_json({tp: r for tp, r in current.items() if tp in targets}))
     print("\nSave this to use as the --reassignment-json-file option during rollback")
@@ -265,30 +279,30 @@ def _execute(controller: BlockingConnection, targets: Mapping[Partition, list[in
     print(f"Successfully started partition reassignment{plural} for {_names(list(targets))}")
 
 
-def _verify(controller: BlockingConnection, targets: Mapping[Partition, list[int]]) -> int:
+def _verify(controller: BlockingConnection, targets: Mapping[TopicPartition, list[int]]) -> int:
     """Kafka's ``verifyPartitionAssignments``: a partition is still in progress while a
     reassignment of it is listed; once none is, it is completed when its replicas (Metadata's)
     are the target's, else its replica set is told. The exit code is 0 whatever the states, as
     Kafka's tool's (1 only when the command fails): the output says which they are."""
     ongoing = list_reassignments(controller, None)
-    done = sorted({t for t, p in targets if (t, p) not in ongoing})
-    current = _current_assignment(cluster_metadata(controller, done)) if done else {}
+    done = sorted({tp.topic for tp in targets if tp not in ongoing})
+    current = _current_assignment(metadata(controller, done)) if done else {}
     print("Status of partition reassignment:")
-    for (t, p), target in sorted(targets.items()):
-        if (t, p) in ongoing:
-            print(f"Reassignment of partition {t}-{p} is still in progress.")
-        elif current.get((t, p)) == target:
-            print(f"Reassignment of partition {t}-{p} is completed.")
+    for tp, target in sorted(targets.items()):
+        if tp in ongoing:
+            print(f"Reassignment of partition {tp} is still in progress.")
+        elif current.get(tp) == target:
+            print(f"Reassignment of partition {tp} is completed.")
         else:
-            now = ",".join(map(str, current.get((t, p), [])))
+            now = ",".join(map(str, current.get(tp, [])))
             print(
-                f"There is no active reassignment of partition {t}-{p}, but replica set is {now} rather than "
+                f"There is no active reassignment of partition {tp}, but replica set is {now} rather than "
                 f"{','.join(map(str, target))}."
             )
     return 0
 
 
-def _cancel(controller: BlockingConnection, targets: Mapping[Partition, list[int]], timeout_ms: int) -> None:
+def _cancel(controller: BlockingConnection, targets: Mapping[TopicPartition, list[int]], timeout_ms: int) -> None:
     ongoing = list_reassignments(controller, list(targets))
     if not ongoing:
         print("None of the specified partition reassignments are active.")

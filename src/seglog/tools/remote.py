@@ -20,6 +20,7 @@ command here when ``--bootstrap-server`` is given.
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import sys
 import uuid
@@ -28,26 +29,41 @@ from functools import partial
 from typing import Any
 
 from ..client import BlockingConnection
-from ..errors import ErrorCode, error_for
+from ..common import TopicPartition
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
+from ..protocol.message_data import (
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    DeleteRecordsRequestData,
+    DeleteRecordsResponseData,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
+    FetchRequestData,
+    FetchResponseData,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
+    ListOffsetsRequestData,
+    ListOffsetsResponseData,
+    MetadataResponseData,
+    ProduceRequestData,
+    ProduceResponseData,
+)
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
+from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from .arguments import CommandParser, parse_configs, partition_list
-from .cluster_client import ClusterClient, TopicPartition
-from .controller_client import cluster_metadata
+from .cluster_client import ClusterClient, MetadataTopic, Unanswered, check, check_partition, topics_by_name
 from .logdir import record_json
 
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
-_NO_ID = uuid.UUID(int=0)  # a topic asked by name
-_TIMES = {"earliest": -2, "latest": -1, "max-timestamp": -3}
+_TIMES = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answer to arrive
 _SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
-
-
-def _check(code: int, message: str | None, what: str) -> None:
-    if code:
-        raise error_for(code, message, what)
 
 
 def wants_broker(argv: list[str]) -> bool:
@@ -95,105 +111,100 @@ def topics(args: argparse.Namespace) -> int:
         raise SystemExit("error: --under-replicated-partitions and --unavailable-partitions go with --describe")
     with _client(args) as client:
         if args.create:
-            body = {
-                "topics": [
-                    {
-                        "name": args.topic,
-                        "num_partitions": -1 if args.partitions is None else args.partitions,
-                        "replication_factor": args.replication_factor,
-                        "assignments": [],
-                        "configs": [{"name": k, "value": v} for k, v in parse_configs(args.config).items()],
-                    }
-                ],
-                "timeout_ms": args.timeout_ms,
-                "validate_only": False,
-            }
-            r = client.request(ApiKey.CREATE_TOPICS, body)["topics"][0]
-            _check(r["error_code"], r.get("error_message"), f"cannot create topic {args.topic}")
+            configs = [
+                CreateTopicsRequestData.CreatableTopicConfig(name=k, value=v)
+                for k, v in parse_configs(args.config).items()
+            ]
+            topic = CreateTopicsRequestData.CreatableTopic(
+                name=args.topic,
+                num_partitions=-1 if args.partitions is None else args.partitions,
+                replication_factor=args.replication_factor,
+                assignments=[],
+                configs=configs,
+            )
+            request = CreateTopicsRequestData(topics=[topic], timeout_ms=args.timeout_ms, validate_only=False)
+            created: CreateTopicsResponseData = client.request(ApiKey.CREATE_TOPICS, request)
+            r = created.topics[0]
+            check(r.error_code, f"cannot create topic {args.topic}", r.error_message)
             print(f"Created topic {args.topic}.")
         elif args.delete:
-            version = client.version_for(ApiKey.DELETE_TOPICS)
-            body = (
-                {"topics": [{"name": args.topic}], "timeout_ms": args.timeout_ms}
-                if version >= 6
-                else {"topic_names": [args.topic], "timeout_ms": args.timeout_ms}
-            )
-            r = client.request(ApiKey.DELETE_TOPICS, body)["responses"][0]
-            _check(r["error_code"], r.get("error_message"), f"cannot delete topic {args.topic}")
+            # version 6 names topics by name or id (KIP-516); before, by name only
+            if client.version_for(ApiKey.DELETE_TOPICS) >= 6:
+                named = [DeleteTopicsRequestData.DeleteTopicState(name=args.topic)]
+                delete = DeleteTopicsRequestData(topics=named, timeout_ms=args.timeout_ms)
+            else:
+                delete = DeleteTopicsRequestData(topic_names=[args.topic], timeout_ms=args.timeout_ms)
+            deleted: DeleteTopicsResponseData = client.request(ApiKey.DELETE_TOPICS, delete)
+            d = deleted.responses[0]
+            check(d.error_code, f"cannot delete topic {args.topic}", d.error_message)
             print(f"Topic {args.topic} is marked for deletion.")
         elif args.alter:
             if args.partitions is None:
                 raise SystemExit("error: --alter needs --partitions (topic configs: seglog configs --alter)")
-            body = {
-                "topics": [{"name": args.topic, "count": args.partitions, "assignments": None}],
-                "timeout_ms": args.timeout_ms,
-                "validate_only": False,
-            }
-            r = client.request(ApiKey.CREATE_PARTITIONS, body)["results"][0]
-            _check(r["error_code"], r.get("error_message"), f"cannot add partitions to {args.topic}")
+            more = CreatePartitionsRequestData.CreatePartitionsTopic(
+                name=args.topic, count=args.partitions, assignments=None
+            )
+            alter = CreatePartitionsRequestData(topics=[more], timeout_ms=args.timeout_ms, validate_only=False)
+            altered: CreatePartitionsResponseData = client.request(ApiKey.CREATE_PARTITIONS, alter)
+            a = altered.results[0]
+            check(a.error_code, f"cannot add partitions to {args.topic}", a.error_message)
             print(f"Topic {args.topic} now has {args.partitions} partitions.")
         else:
-            topics_ = _metadata(client, [args.topic] if args.topic else None)
+            found = _metadata(client, [args.topic] if args.topic else None)
             filtered = args.under_replicated_partitions or args.unavailable_partitions
-            live = {b["node_id"] for b in cluster_metadata(client.bootstrap, [])["brokers"]} if filtered else set()
-            for t in sorted(topics_, key=lambda t: t["name"]):
+            live = set(client.node_ids()) if filtered else set()
+            for name, t in sorted(found.items()):
                 if args.list:
-                    print(t["name"])
+                    print(name)
                 elif filtered:
-                    _describe_partitions(t, live, args.under_replicated_partitions, args.unavailable_partitions)
+                    _describe_partitions(name, t, live, args.under_replicated_partitions, args.unavailable_partitions)
                 else:
-                    _describe(client, t)
+                    _describe(client, name, t)
     return 0
 
 
-def _metadata(client: ClusterClient, names: list[str] | None) -> list[dict[str, Any]]:
-    body = {
-        "topics": None if names is None else [{"name": n, "topic_id": _NO_ID} for n in names],
-        "allow_auto_topic_creation": False,
-        "include_topic_authorized_operations": False,
-    }
-    found = client.request(ApiKey.METADATA, body)["topics"]
-    for t in found:
-        _check(t["error_code"], None, f"topic {t['name']}")
-    return found
+def _metadata(client: ClusterClient, names: list[str] | None) -> dict[str, MetadataTopic]:
+    """The topics ``names`` (None: all), each known, by name."""
+    answer = client.metadata(names)
+    for t in answer.topics:
+        check(t.error_code, f"topic {t.name}")
+    return topics_by_name(answer)
 
 
-def _describe(client: ClusterClient, topic: dict[str, Any]) -> None:
-    configs = _describe_configs(client, 2, topic["name"])
-    overrides = ",".join(f"{c['name']}={c['value']}" for c in configs if c["config_source"] == 1)
-    partitions = sorted(topic["partitions"], key=lambda p: p["partition_index"])
-    factor = len(partitions[0]["replica_nodes"]) if partitions else 0
-    topic_id = _kafka_uuid(topic.get("topic_id"))
+def _describe(client: ClusterClient, name: str, topic: MetadataTopic) -> None:
+    configs = _describe_configs(client, 2, name)
+    overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.config_source == 1)
+    partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
+    factor = len(partitions[0].replica_nodes) if partitions else 0
     print(
-        f"Topic: {topic['name']}\tTopicId: {topic_id}\tPartitionCount: {len(partitions)}\t"
+        f"Topic: {name}\tTopicId: {_kafka_uuid(topic.topic_id)}\tPartitionCount: {len(partitions)}\t"
         f"ReplicationFactor: {factor}\tConfigs: {overrides}"
     )
     for p in partitions:
-        _print_partition(topic["name"], p)
+        _print_partition(name, p)
 
 
-def _print_partition(topic: str, p: dict[str, Any]) -> None:
+def _print_partition(topic: str, p: MetadataResponseData.MetadataResponsePartition) -> None:
     print(
-        f"\tTopic: {topic}\tPartition: {p['partition_index']}\t"
-        f"Leader: {p['leader_id'] if p['leader_id'] >= 0 else 'none'}\t"
-        f"Replicas: {','.join(map(str, p['replica_nodes']))}\tIsr: {','.join(map(str, p['isr_nodes']))}"
+        f"\tTopic: {topic}\tPartition: {p.partition_index}\t"
+        f"Leader: {p.leader_id if p.leader_id >= 0 else 'none'}\t"
+        f"Replicas: {','.join(map(str, p.replica_nodes))}\tIsr: {','.join(map(str, p.isr_nodes))}"
     )
 
 
-def _describe_partitions(topic: dict[str, Any], live: set[int], under_replicated: bool, unavailable: bool) -> None:
+def _describe_partitions(
+    name: str, topic: MetadataTopic, live: set[int], under_replicated: bool, unavailable: bool
+) -> None:
     """Kafka's filtered describe: only the lines of partitions whose ISR is smaller than their replicas,
     or with no leader among the live brokers."""
-    for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
-        short = len(p["isr_nodes"]) < len(p["replica_nodes"])
-        if (under_replicated and short) or (unavailable and p["leader_id"] not in live):
-            _print_partition(topic["name"], p)
+    for p in sorted(topic.partitions, key=lambda p: p.partition_index):
+        short = len(p.isr_nodes) < len(p.replica_nodes)
+        if (under_replicated and short) or (unavailable and p.leader_id not in live):
+            _print_partition(name, p)
 
 
-def _kafka_uuid(value: Any) -> str:
-    import base64
-
-    if value is None:
-        return ""
+def _kafka_uuid(value: uuid.UUID) -> str:
+    """A topic id as Kafka prints it: URL-safe base64, unpadded."""
     return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
@@ -216,8 +227,7 @@ def produce(args: argparse.Namespace) -> int:
     separator = args.key_separator.encode() if args.key_separator is not None else None
     codec = Compression.parse(args.compression or "none")
     with _client(args) as client:
-        topic = _metadata(client, [args.topic])[0]
-        count = len(topic["partitions"])
+        count = len(_metadata(client, [args.topic])[args.topic].partitions)
         pending: dict[int, list[Record]] = {}
         for line in sys.stdin.buffer:
             record = _record(line.rstrip(b"\n"), separator)
@@ -246,28 +256,26 @@ def _partition(key: bytes | None, count: int, spread: int) -> int:
 def _send(
     client: ClusterClient, args: argparse.Namespace, batches: dict[int, list[Record]], codec: Compression
 ) -> None:
-    built = {(args.topic, p): build_batch(records, compression=codec) for p, records in batches.items()}
+    built = {TopicPartition(args.topic, p): build_batch(records, compression=codec) for p, records in batches.items()}
 
-    def send(leader: BlockingConnection, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
-        body = {
-            "transactional_id": None,
-            "acks": args.acks,
-            "timeout_ms": args.timeout_ms,
-            "topic_data": [
-                {"name": args.topic, "partition_data": [{"index": p, "records": built[(t, p)]} for t, p in tps]}
-            ],
-        }
-        if args.acks == 0:
-            leader.send_only(ApiKey.PRODUCE, body)
-            return {tp: {"error_code": ErrorCode.NONE} for tp in tps}
-        return {
-            (t["name"], r["index"]): r
-            for t in leader.request(ApiKey.PRODUCE, body)["responses"]
-            for r in t["partition_responses"]
-        }
+    def send(
+        leader: BlockingConnection, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, ProduceResponseData.PartitionProduceResponse]:
+        data = [ProduceRequestData.PartitionProduceData(index=tp.partition, records=built[tp]) for tp in tps]
+        request = ProduceRequestData(
+            transactional_id=None,
+            acks=args.acks,
+            timeout_ms=args.timeout_ms,
+            topic_data=[ProduceRequestData.TopicProduceData(name=args.topic, partition_data=data)],
+        )
+        if args.acks == 0:  # no answer comes: each partition's is "no error"
+            leader.send_only(ApiKey.PRODUCE, request)
+            return {tp: ProduceResponseData.PartitionProduceResponse(index=tp.partition) for tp in tps}
+        answer: ProduceResponseData = leader.request(ApiKey.PRODUCE, request)
+        return {TopicPartition(t.name, r.index): r for t in answer.responses for r in t.partition_responses}
 
-    for (topic, p), r in client.to_leaders(list(built), send).items():
-        _check(r["error_code"], r.get("error_message"), f"cannot produce to {topic}-{p}")
+    for tp, r in client.to_leaders(list(built), send).items():
+        check_partition(r, f"cannot produce to {tp}")
 
 
 # --- consume --------------------------------------------------------------------------------------------
@@ -292,21 +300,17 @@ def consume(args: argparse.Namespace) -> int:
         raise SystemExit("error: --offset needs --partition")
     count = 0
     with _client(args) as client:
-        topic = _metadata(client, [args.topic])[0]
-        wanted = (
-            [args.partition]
-            if args.partition is not None
-            else sorted(p["partition_index"] for p in topic["partitions"])
-        )
+        topic = _metadata(client, [args.topic])[args.topic]
+        wanted = [args.partition] if args.partition is not None else sorted(p.partition_index for p in topic.partitions)
         time = (
-            -2
+            EARLIEST_TIMESTAMP
             if args.from_beginning or args.offset is not None
-            else (args.timestamp if args.timestamp is not None else -1)
+            else (args.timestamp if args.timestamp is not None else LATEST_TIMESTAMP)
         )
         starts = dict(list_offsets(client, args.topic, wanted, time))
         for p in wanted:
             start = args.offset if args.offset is not None else starts[p]
-            for record in _fetch(client, topic, p, start):
+            for record in _fetch(client, TopicPartition(args.topic, p), topic.topic_id, start):
                 if args.max_messages is not None and count >= args.max_messages:
                     break
                 if args.json:
@@ -319,15 +323,12 @@ def consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch(client: ClusterClient, topic: dict[str, Any], partition: int, offset: int) -> Iterator[Record]:
+def _fetch(client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> Iterator[Record]:
     """Records of one partition from ``offset`` up to its high watermark, from its leader."""
-    tp = (topic["name"], partition)
     while True:
-        answer = client.to_leaders([tp], partial(_fetch_once, topic, partition, offset))[tp]
-        _check(
-            answer["error_code"], answer.get("error_message"), f"cannot fetch {tp[0]}-{partition} at offset {offset}"
-        )
-        data = answer["records"]
+        answered = client.to_leaders([tp], partial(_fetch_once, tp, topic_id, offset))[tp]
+        answer = check_partition(answered, f"cannot fetch {tp} at offset {offset}")
+        data = answer.records
         last = offset - 1
         for batch in BatchIterator(bytes(data) if data is not None else b""):
             if not batch.is_control:
@@ -335,42 +336,38 @@ def _fetch(client: ClusterClient, topic: dict[str, Any], partition: int, offset:
                     if record.offset >= offset:
                         yield record
             last = batch.last_offset
-        if last < offset or last + 1 >= answer["high_watermark"]:
+        if last < offset or last + 1 >= answer.high_watermark:
             return
         offset = last + 1
 
 
 def _fetch_once(
-    topic: dict[str, Any], partition: int, offset: int, leader: BlockingConnection, _: list[TopicPartition]
-) -> dict[Any, dict[str, Any]]:
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "max_bytes": 4 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic["name"],
-                "topic_id": topic.get("topic_id"),
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offset,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
-                ],
-            }
-        ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-    return {(topic["name"], partition): leader.request(ApiKey.FETCH, body)["responses"][0]["partitions"][0]}
+    tp: TopicPartition, topic_id: uuid.UUID, offset: int, leader: BlockingConnection, _: list[TopicPartition]
+) -> dict[TopicPartition, FetchResponseData.PartitionData]:
+    # a consumer's sessionless fetch (Kafka's FetchRequest.CONSUMER_REPLICA_ID, no session): the
+    # topic by name up to version 12, by id after
+    partition = FetchRequestData.FetchPartition(
+        partition=tp.partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
+    request = FetchRequestData(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=4 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[FetchRequestData.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[partition])],
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    answer: FetchResponseData = leader.request(ApiKey.FETCH, request)
+    return {tp: answer.responses[0].partitions[0]}
 
 
 # --- get-offsets --------------------------------------------------------------------------------------
@@ -396,7 +393,7 @@ def get_offsets(args: argparse.Namespace) -> int:
         if args.partitions:
             wanted = args.partitions
         else:
-            wanted = sorted(p["partition_index"] for p in _metadata(client, [args.topic])[0]["partitions"])
+            wanted = sorted(p.partition_index for p in _metadata(client, [args.topic])[args.topic].partitions)
         for p, offset in list_offsets(client, args.topic, wanted, time):
             print(f"{args.topic}:{p}:{'' if offset < 0 else offset}")
     return 0
@@ -405,19 +402,24 @@ def get_offsets(args: argparse.Namespace) -> int:
 def list_offsets(client: ClusterClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
     """Each partition's offset at ``time``, from its leader (in the order of ``partitions``)."""
 
-    def send(leader: BlockingConnection, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
-        wanted = [{"partition_index": p, "current_leader_epoch": -1, "timestamp": time} for _, p in tps]
-        body = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": wanted}]}
-        answer = leader.request(ApiKey.LIST_OFFSETS, body)
-        return {(t["name"], r["partition_index"]): r for t in answer["topics"] for r in t["partitions"]}
+    def send(
+        leader: BlockingConnection, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, ListOffsetsResponseData.ListOffsetsPartitionResponse]:
+        wanted = [
+            ListOffsetsRequestData.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=time)
+            for _, p in tps
+        ]
+        request = ListOffsetsRequestData(
+            replica_id=-1,  # a consumer's (Kafka's ListOffsetsRequest.CONSUMER_REPLICA_ID)
+            isolation_level=0,
+            topics=[ListOffsetsRequestData.ListOffsetsTopic(name=topic, partitions=wanted)],
+        )
+        answer: ListOffsetsResponseData = leader.request(ApiKey.LIST_OFFSETS, request)
+        return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
 
-    found = client.to_leaders([(topic, p) for p in partitions], send)
-    out = []
-    for p in partitions:
-        r = found[(topic, p)]
-        _check(r["error_code"], r.get("error_message"), f"cannot list offsets of {topic}-{p}")
-        out.append((p, r["offset"]))
-    return out
+    tps = [TopicPartition(topic, p) for p in partitions]
+    found = client.to_leaders(tps, send)
+    return [(tp.partition, check_partition(found[tp], f"cannot list offsets of {tp}").offset) for tp in tps]
 
 
 # --- delete-records ----------------------------------------------------------------------------------------
@@ -434,30 +436,34 @@ def delete_records(args: argparse.Namespace) -> int:
     try:
         with open(args.offset_json_file, encoding="utf-8") as f:
             wanted = json.load(f)["partitions"]
-        offsets = {(str(e["topic"]), int(e["partition"])): int(e["offset"]) for e in wanted}
+        offsets = {TopicPartition(str(e["topic"]), int(e["partition"])): int(e["offset"]) for e in wanted}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise SystemExit(f"error: cannot read --offset-json-file {args.offset_json_file}: {e}") from None
     # the leader answers by timeout_ms (REQUEST_TIMED_OUT for a partition whose replicas have not
     # all deleted the records by then, Kafka's DelayedDeleteRecords): wait for that answer
 
-    def send(leader: BlockingConnection, tps: list[TopicPartition]) -> dict[Any, dict[str, Any]]:
-        by_topic: dict[str, list[dict[str, int]]] = {}
-        for t, p in tps:
-            by_topic.setdefault(t, []).append({"partition_index": p, "offset": offsets[(t, p)]})
-        body = {"topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()], "timeout_ms": args.timeout_ms}
-        answer = leader.request(ApiKey.DELETE_RECORDS, body)
-        return {(t["name"], r["partition_index"]): r for t in answer["topics"] for r in t["partitions"]}
+    def send(
+        leader: BlockingConnection, tps: list[TopicPartition]
+    ) -> dict[TopicPartition, DeleteRecordsResponseData.DeleteRecordsPartitionResult]:
+        by_topic: dict[str, list[DeleteRecordsRequestData.DeleteRecordsPartition]] = {}
+        for tp in tps:
+            below = DeleteRecordsRequestData.DeleteRecordsPartition(partition_index=tp.partition, offset=offsets[tp])
+            by_topic.setdefault(tp.topic, []).append(below)
+        topics = [DeleteRecordsRequestData.DeleteRecordsTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        request = DeleteRecordsRequestData(topics=topics, timeout_ms=args.timeout_ms)
+        answer: DeleteRecordsResponseData = leader.request(ApiKey.DELETE_RECORDS, request)
+        return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
 
     with ClusterClient(args.bootstrap_server, args.timeout_ms / 1000, answer_margin=ANSWER_MARGIN_S) as client:
         answer = client.to_leaders(list(offsets), send)
     print("Records delete operation completed:")
     failed = 0
-    for (topic, p), r in answer.items():
-        if r["error_code"]:
+    for tp, r in answer.items():
+        if isinstance(r, Unanswered) or r.error_code:
             failed += 1
-            print(f"partition: {topic}-{p}\terror: Kafka error code {r['error_code']}")
+            print(f"partition: {tp}\terror: Kafka error code {r.error_code}")
         else:
-            print(f"partition: {topic}-{p}\tlow_watermark: {r['low_watermark']}")
+            print(f"partition: {tp}\tlow_watermark: {r.low_watermark}")
     return 1 if failed else 0
 
 
@@ -487,43 +493,45 @@ def configs(args: argparse.Namespace) -> int:
         client = cluster.broker(int(args.entity_name)) if named else cluster.bootstrap
         if args.describe:
             entries = _describe_configs(client, kind, args.entity_name)
-            shown = entries if args.all else [e for e in entries if e["config_source"] in (1, 2, 4)]
+            shown = entries if args.all else [e for e in entries if e.config_source in (1, 2, 4)]
             label = "All" if args.all else "Dynamic"
             print(f"{label} configs for {what} {args.entity_name} are:")
             for e in shown:
-                synonyms = ", ".join(
-                    f"{_SOURCES.get(s['source'], s['source'])}:{s['name']}={s['value']}" for s in e["synonyms"]
-                )
-                print(f"  {e['name']}={e['value']} sensitive={str(e['is_sensitive']).lower()} synonyms={{{synonyms}}}")
+                synonyms = ", ".join(f"{_SOURCES.get(s.source, s.source)}:{s.name}={s.value}" for s in e.synonyms)
+                print(f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
             return 0
-        ops = [{"name": k, "config_operation": 0, "value": v} for k, v in parse_configs(args.add_config).items()]
+        Op = IncrementalAlterConfigsRequestData.AlterableConfig
+        ops = [Op(name=k, config_operation=0, value=v) for k, v in parse_configs(args.add_config).items()]
         ops += [
-            {"name": k.strip(), "config_operation": 1, "value": None}
+            Op(name=k.strip(), config_operation=1, value=None)
             for item in args.delete_config or []
             for k in item.split(",")
             if k.strip()
         ]
         if not ops:
             raise SystemExit("error: --alter needs --add-config or --delete-config")
-        body = {
-            "resources": [{"resource_type": kind, "resource_name": args.entity_name, "configs": ops}],
-            "validate_only": False,
-        }
-        r = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)["responses"][0]
-        _check(r["error_code"], r.get("error_message"), f"cannot alter {what} {args.entity_name}")
+        resource = IncrementalAlterConfigsRequestData.AlterConfigsResource(
+            resource_type=kind, resource_name=args.entity_name, configs=ops
+        )
+        request = IncrementalAlterConfigsRequestData(resources=[resource], validate_only=False)
+        altered: IncrementalAlterConfigsResponseData = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+        r = altered.responses[0]
+        check(r.error_code, f"cannot alter {what} {args.entity_name}", r.error_message)
         print(f"Completed updating config for {what} {args.entity_name}.")
     return 0
 
 
-def _describe_configs(client: BlockingConnection | ClusterClient, kind: int, name: str) -> list[dict[str, Any]]:
-    body = {
-        "resources": [{"resource_type": kind, "resource_name": name, "configuration_keys": None}],
-        "include_synonyms": True,
-        "include_documentation": False,
-    }
-    r = client.request(ApiKey.DESCRIBE_CONFIGS, body)["results"][0]
-    _check(r["error_code"], r.get("error_message"), f"cannot describe {name}")
-    return list(r["configs"])
+def _describe_configs(
+    client: BlockingConnection | ClusterClient, kind: int, name: str
+) -> list[DescribeConfigsResponseData.DescribeConfigsResourceResult]:
+    resource = DescribeConfigsRequestData.DescribeConfigsResource(
+        resource_type=kind, resource_name=name, configuration_keys=None
+    )
+    request = DescribeConfigsRequestData(resources=[resource], include_synonyms=True, include_documentation=False)
+    described: DescribeConfigsResponseData = client.request(ApiKey.DESCRIBE_CONFIGS, request)
+    r = described.results[0]
+    check(r.error_code, f"cannot describe {name}", r.error_message)
+    return list(r.configs)
 
 
 def _client(args: argparse.Namespace) -> ClusterClient:

@@ -18,8 +18,14 @@ from typing import Any
 
 from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
+from ..protocol.message_data import (
+    DescribeTransactionsRequestData,
+    DescribeTransactionsResponseData,
+    ListTransactionsRequestData,
+    ListTransactionsResponseData,
+)
 from .arguments import INT64_MAX, UsageError, int_between
-from .cluster_client import ClusterClient, raise_for
+from .cluster_client import ClusterClient, check_coordinator
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = (
@@ -67,37 +73,39 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(client: ClusterClient, duration: int | None) -> None:
-    body = {"state_filters": [], "producer_id_filters": [], "duration_filter": -1 if duration is None else duration}
+    request = ListTransactionsRequestData(
+        state_filters=[], producer_id_filters=[], duration_filter=-1 if duration is None else duration
+    )
     rows = []
     for node in client.node_ids():
         broker = client.broker(node)
         if duration is not None and broker.version_for(ApiKey.LIST_TRANSACTIONS) < 1:
             message = "cannot list transactions: the broker cannot filter transactions by duration"
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, message)
-        answer = broker.request(ApiKey.LIST_TRANSACTIONS, body)
-        raise_for(answer["error_code"], f"cannot list the transactions of broker {node}")
+        answer: ListTransactionsResponseData = broker.request(ApiKey.LIST_TRANSACTIONS, request)
+        check_coordinator(answer.error_code, f"cannot list the transactions of broker {node}")
         rows += [
-            [t["transactional_id"], str(node), str(t["producer_id"]), t["transaction_state"]]
-            for t in answer["transaction_states"]
+            [t.transactional_id, str(node), str(t.producer_id), t.transaction_state] for t in answer.transaction_states
         ]
     _print_table(LIST_HEADERS, rows)
 
 
 def _describe(client: ClusterClient, txn_id: str) -> None:
     coordinator, broker = client.coordinator(txn_id, KEY_TYPE_TRANSACTION)
-    answer = broker.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
-    state = answer["transaction_states"][0]
-    raise_for(state["error_code"], f"cannot describe the transaction state of transactional-id `{txn_id}`")
-    start = state["transaction_start_time_ms"]
+    request = DescribeTransactionsRequestData(transactional_ids=[txn_id])
+    answer: DescribeTransactionsResponseData = broker.request(ApiKey.DESCRIBE_TRANSACTIONS, request)
+    state = answer.transaction_states[0]
+    check_coordinator(state.error_code, f"cannot describe the transaction state of transactional-id `{txn_id}`")
+    start = state.transaction_start_time_ms
     started = start >= 0
-    partitions = ",".join(f"{t['topic']}-{p}" for t in state["topics"] for p in t["partitions"])
+    partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)
     row = [
         str(coordinator),
         txn_id,
-        str(state["producer_id"]),
-        str(state["producer_epoch"]),
-        state["transaction_state"],
-        str(state["transaction_timeout_ms"]),
+        str(state.producer_id),
+        str(state.producer_epoch),
+        state.transaction_state,
+        str(state.transaction_timeout_ms),
         str(start) if started else "None",
         str(time.time_ns() // 1_000_000 - start) if started else "None",
         partitions,
