@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..common import ZERO_UUID
 from ..errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -48,7 +49,6 @@ from ..storage import AppendInfo, FetchDataInfo, PartitionLog
 LEADER = "leader"
 FOLLOWER = "follower"
 OFFLINE = "offline"  # stopped by StopReplica: no longer served here
-ZERO_UUID = uuid.UUID(int=0)
 
 
 def check_leader_epoch(current: int, leader_epoch: int) -> None:
