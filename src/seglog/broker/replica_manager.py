@@ -42,6 +42,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from ..common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from ..config import TOPIC_KEYS, BrokerConfig
 from ..errors import (
     ControllerMovedError,
@@ -85,8 +86,9 @@ LOOP_READS = 8
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 # ListOffsets' replica ids: a consumer's (it sees up to the HW or the LSO) and a debugging tool's (any replica)
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
-# the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+# the coordinators' topics, which Metadata marks internal (Kafka's Topic.INTERNAL_TOPICS; the share
+# groups' topic, which no coordinator here writes, not among them)
+COORDINATOR_TOPICS = frozenset({GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 @dataclass(frozen=True)
@@ -269,7 +271,7 @@ class ReplicaManager:
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         topic_id = topic_uuid(self._logs.topic_id(topic))
         states.sort(key=lambda s: s.partition)
-        self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in INTERNAL_TOPICS))
+        self.metadata.update_topic(TopicMetadata(topic, topic_id, tuple(states), topic in COORDINATOR_TOPICS))
 
     def _forget(self, topic: str) -> None:
         deleted = [tp for tp in self._partitions if tp[0] == topic]
