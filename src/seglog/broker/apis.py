@@ -27,6 +27,7 @@ from ..errors import (
     UnsupportedCompressionTypeError,
 )
 from ..protocol import ApiKey
+from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
 from .metadata_cache import ZERO_UUID, TopicMetadata
 from .network import abandoned_on_disconnect
 from .replica_manager import (
@@ -45,11 +46,9 @@ log = logging.getLogger(__name__)
 READ_COMMITTED = 1
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # Produce v7 (Kafka 2.1, KIP-110) is the first that may carry zstd batches: the codec in bits
-# 0-2 of a v2 batch's attributes, an int16 at byte 21 (Kafka's ProduceRequest.validateRecords)
+# 0-2 of a v2 batch's attributes (Kafka's ProduceRequest.validateRecords)
 ZSTD_PRODUCE_VERSION = 7
 ZSTD = 4
-MAGIC_AT = 16
-ATTRIBUTES_AT = 21
 
 
 class AcksZeroProduceError(SeglogError):
@@ -406,9 +405,9 @@ def _append_error(e: SeglogError) -> AppendResult:
 
 def _first_codec(records: memoryview) -> int:
     """The codec of the first batch when it is a v2 one (else -1: the append refuses it)."""
-    if len(records) < ATTRIBUTES_AT + 2 or records[MAGIC_AT] != 2:
+    if len(records) < ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH or records[MAGIC_OFFSET] != MAGIC:
         return -1
-    return records[ATTRIBUTES_AT + 1] & 0x07
+    return records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK  # the int16's low byte
 
 
 def advertised_host(host: str) -> str:

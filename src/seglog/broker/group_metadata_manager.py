@@ -56,6 +56,7 @@ from ..errors import SeglogError, TopicExistsError
 from ..protocol import ErrorCode
 from ..records import Compression
 from ..records.batch import build_batch
+from ..storage import AppendOrigin
 from .replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -360,7 +361,7 @@ class GroupMetadataManager:
         # duplicate check) are not applied, the epoch is
         tp = (OFFSETS_TOPIC, partition)
         if not self._queued.get(partition):
-            result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin="coordinator")
+            result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin=AppendOrigin.COORDINATOR)
             if result is not None:
                 self._dispatch(stored(result.error_code, result.base_offset), reschedule=False)
                 return None
@@ -396,7 +397,7 @@ class GroupMetadataManager:
                     {tp: memoryview(batch)},
                     acks=-1,
                     timeout_ms=self._commit_timeout_ms,
-                    origin="coordinator",
+                    origin=AppendOrigin.COORDINATOR,
                     on_appended=appended,
                 )
                 result = results[tp]

@@ -67,6 +67,7 @@ from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogEr
 from ..protocol import ApiKey, ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
+from ..storage import AppendOrigin
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 from .txn_marker_channel_manager import TopicPartition, TransactionMarkerChannelManager
@@ -349,7 +350,9 @@ class TxnApis:
         written: list[TopicPartition] = []
         left: list[TopicPartition] = []
         for tp in sorted(out.partitions):
-            inline = self.replicas.try_append_inline(tp, memoryview(bytearray(marker)), acks=-1, origin="coordinator")
+            inline = self.replicas.try_append_inline(
+                tp, memoryview(bytearray(marker)), acks=-1, origin=AppendOrigin.COORDINATOR
+            )
             (written if inline is not None else left).append(tp)
         if written and self.on_markers_written is not None:
             self.on_markers_written(out.producer_id, out.committed, written)
@@ -383,7 +386,7 @@ class TxnApis:
         batches = {tp: memoryview(bytearray(marker)) for tp in partitions}
         try:
             results = await self.replicas.append_records(
-                batches, acks=-1, timeout_ms=self.config["request.timeout.ms"], origin="coordinator"
+                batches, acks=-1, timeout_ms=self.config["request.timeout.ms"], origin=AppendOrigin.COORDINATOR
             )
             errors = {tp: results[tp].error_code for tp in partitions}
         except SeglogError as e:
