@@ -35,11 +35,11 @@ import struct
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
+from ..common import TopicPartition
 from ..errors import SeglogError
 from ..protocol import ErrorCode
 from .classic_group import ClassicGroup
 from .group_coordinator import GroupCoordinator, Reply
-from .group_loader import TopicPartition
 from .group_records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_commit_value
 from .group_state import GroupState
 from .partitioning import partition_for
