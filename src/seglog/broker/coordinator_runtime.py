@@ -327,7 +327,7 @@ class CoordinatorRuntime(Generic[L]):
         if self.state(partition) is not _S.CLOSED and self.state(partition) is not _S.FAILED:
             self._transition(partition, _S.CLOSED)
         self._transition(partition, _S.LOADING, epoch)
-        return self._spawn(self._replay(partition, epoch))
+        return self.spawn(self._replay(partition, epoch))
 
     def _current(self, partition: int, state: CoordinatorState, epoch: int) -> bool:
         found = self._partitions.get(partition)
@@ -361,7 +361,7 @@ class CoordinatorRuntime(Generic[L]):
         if self.replicas.metadata.topic(self.topic_name) is not None and self._creating is None:
             return
         if self._creating is None:
-            self._creating = self._spawn(self._make_topic())
+            self._creating = self.spawn(self._make_topic())
         creating = self._creating
         try:
             await asyncio.shield(creating)
@@ -467,7 +467,8 @@ class CoordinatorRuntime(Generic[L]):
         self.coordinator.on_deadline(self.clock())
         self.reschedule()
 
-    def _spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+    def spawn(self, coroutine: Any) -> asyncio.Task[Any]:
+        """A task of the coordinator's, cancelled by ``close``."""
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -402,6 +402,12 @@ class TransactionCoordinator:
             self.next_expiry_check_ms = now_ms + self.config.remove_expired_interval_ms
         return self._done()
 
+    def schedule_checks(self, now_ms: int) -> None:
+        """The first abort and expiry checks, each an interval from ``now_ms`` (Kafka's
+        ``TransactionCoordinator.startup`` schedules them so); ``tick`` runs them."""
+        self.next_abort_check_ms = now_ms + self.config.abort_timed_out_interval_ms
+        self.next_expiry_check_ms = now_ms + self.config.remove_expired_interval_ms
+
     def next_deadline(self) -> int | None:
         due = [d for d in (self.next_abort_check_ms, self.next_expiry_check_ms) if d is not None]
         return min(due, default=None)
@@ -503,6 +509,16 @@ class TransactionCoordinator:
     def _answer_now(self, token: Hashable, response: object) -> list[Output]:
         self._reply(token, response)
         return self._done()
+
+
+class TransactionLoader:
+    """``__transaction_state``'s loader (the broker's ``CoordinatorLoader``): a partition's ids."""
+
+    def replay(self, log: PartitionLog) -> dict[str, TransactionMetadata]:
+        return read_transactions(log)
+
+    def empty(self) -> dict[str, TransactionMetadata]:
+        return {}
 
 
 def read_transactions(log: PartitionLog) -> dict[str, TransactionMetadata]:
