@@ -370,7 +370,7 @@ class TxnApis:
     async def add_partitions_to_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         txn_id = body["v3_and_below_transactional_id"]
         pid, epoch = body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"]
-        asked = [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
+        asked = [TopicPartition(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
         unknown = {tp for tp in asked if not self._exists(tp)}
         if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
             errors: dict[tuple[str, int], int] = {

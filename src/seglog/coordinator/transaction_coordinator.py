@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, fields
 
+from ..common import GROUP_METADATA_TOPIC, TopicPartition
 from ..config import BrokerConfig
 from ..errors import CorruptRecordError, InvalidConfigurationError, SeglogError
 from ..protocol import ErrorCode
@@ -42,7 +43,6 @@ from .stores import Outputs, PendingStores, append_error
 from .transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    TopicPartition,
     TransactionMetadata,
     TxnTransit,
     is_epoch_exhausted,
@@ -51,7 +51,6 @@ from .transaction_records import TransactionLogKey, decode_key, decode_value, en
 from .transaction_state import TransactionState
 
 _S = TransactionState
-CONSUMER_OFFSETS = "__consumer_offsets"
 
 
 _E = ErrorCode
@@ -135,7 +134,7 @@ class WriteTxnMarkers:
     producer_epoch: int
     committed: bool
     coordinator_epoch: int
-    partitions: frozenset[TopicPartition]
+    partitions: frozenset[tuple[str, int]]  # as the marker channel manager takes them
 
 
 Output = Reply | StoreTransaction | WriteTxnMarkers
@@ -249,7 +248,9 @@ class TransactionCoordinator:
     ) -> list[Output]:
         """The group's ``__consumer_offsets`` partition joins the transaction, so its
         TxnOffsetCommit gets the transaction's marker."""
-        offsets_partition = (CONSUMER_OFFSETS, partition_for(group_id, self.config.offsets_topic_num_partitions))
+        offsets_partition = TopicPartition(
+            GROUP_METADATA_TOPIC, partition_for(group_id, self.config.offsets_topic_num_partitions)
+        )
 
         def answer(error: int) -> None:
             self._reply(token, AddOffsetsToTxnResponse(error))
@@ -535,7 +536,7 @@ def _metadata(transactional_id: str, raw: bytes) -> TransactionMetadata:
         NO_PRODUCER_EPOCH,
         value.transaction_timeout_ms,
         value.state,
-        {(topic, p) for topic, ids in value.partitions or () for p in ids},
+        {TopicPartition(topic, p) for topic, ids in value.partitions or () for p in ids},
         value.start_timestamp_ms,
         value.last_update_timestamp_ms,
     )
