@@ -162,8 +162,10 @@ class GroupMetadataManager:
             self._dispatch(self.coordinator.unload_group(group_id, now))
 
     def next_deadline(self) -> int | None:
-        due = [d for d in (self.coordinator.next_deadline(), self.offsets.next_cleanup_ms) if d is not None]
-        return min(due, default=None)
+        due, cleanup = self.coordinator.next_deadline(), self.offsets.next_cleanup_ms  # asked after every call
+        if due is None or cleanup is None:
+            return cleanup if due is None else due
+        return min(due, cleanup)
 
     def on_deadline(self, now_ms: int) -> None:
         self._dispatch(self.coordinator.tick(now_ms))
