@@ -26,7 +26,8 @@ class of ``seglog.coordinator``; the runtime gives it:
 - the topic: made on first need (``ensure_topic``), concurrent callers waiting for the one
   creation; a failure raises.
 
-A partition's states (Kafka's ``CoordinatorState``)::
+A partition's states (Kafka's ``CoordinatorState``, whose INITIAL is CLOSED here: a
+partition the runtime holds nothing for)::
 
     CLOSED  --(led here)-------> LOADING --(replayed)---------> ACTIVE
     FAILED  --(led here again)-> LOADING --(the log unreadable)-> FAILED
