@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Any
 
+from ..common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import BLOCK_SIZE
 from ..errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
@@ -25,14 +26,14 @@ from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
 from .group_apis import TRANSACTION_KEY, GroupApis
-from .group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
-from .txn_apis import TRANSACTION_STATE, TxnApis
+from .txn_apis import TxnApis
 
 log = logging.getLogger("seglog.broker")
 
@@ -120,8 +121,8 @@ class KafkaServer:
         self.replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
         self.replicas.deletion_listeners.append(self.groups.on_partitions_deleted)
         apis.internal_topic_creators = {
-            OFFSETS_TOPIC: self.groups.ensure_offsets_topic,
-            TRANSACTION_STATE: txn.ensure_state_topic,
+            GROUP_METADATA_TOPIC: self.groups.ensure_offsets_topic,
+            TRANSACTION_STATE_TOPIC: txn.ensure_state_topic,
         }
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
