@@ -15,9 +15,7 @@ from typing import Any
 
 from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import BLOCK_SIZE
-from ..errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
-from ..protocol import ApiKey, decode_request, encode_response, frame_size
-from ..protocol.message_data import ApiVersionsRequestData, ApiVersionsResponseData
+from ..protocol import ApiKey, Request
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
@@ -45,12 +43,8 @@ _AT_ONCE = frozenset(
 )
 
 
-def _answers_at_once(frame: bytearray) -> bool:
-    return len(frame) >= 2 and (frame[0] << 8 | frame[1]) in _AT_ONCE
-
-
-class UnservedRequestError(InvalidRequestError):
-    """A request for an API or version this broker does not serve."""
+def _answers_at_once(request: Request) -> bool:
+    return request.header.api_key in _AT_ONCE
 
 
 class KafkaServer:
@@ -70,6 +64,8 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.groups: GroupMetadataManager | None = None
         self.routes: Routes = {}  # the routing table: every API served, its handler and versions
+        # its ranges, by API key, which the connections serve (updated in place: open connections see them grow)
+        self.served: dict[int, tuple[int, int]] = {}
         self._modules: list[Routes] = []  # the handler modules' routes it is made of
         self.cluster: ClusterMember | None = None
         self.controller_apis: ControllerApis | None = None  # in a cluster
@@ -82,13 +78,13 @@ class KafkaServer:
 
     async def startup(self) -> None:
         started = time.monotonic()
-        max_size = self.config["socket.request.max.bytes"]
         # bind first: the port is known before the logs load, and a taken port fails fast
         self.socket_server = SocketServer(
             self.listener.host,
             self.listener.port,
             self._handle,
-            lambda prefix: frame_size(prefix, max_size),
+            self.served,
+            self.config["socket.request.max.bytes"],
             self.metrics,
             _answers_at_once,
         )
@@ -113,7 +109,7 @@ class KafkaServer:
         self.groups = GroupMetadataManager(self.config, self.replicas, admin.create_internal_topic)
         self.group_apis = GroupApis(self.groups, self.replicas.metadata)
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
-        self.routes = routing_table(*self._modules)
+        self._route()
         self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
         txn.on_markers_written = self.groups.complete_transaction
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
@@ -153,7 +149,7 @@ class KafkaServer:
         self.controller_apis = controller_apis
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
-        self.routes = routing_table(*self._modules)
+        self._route()
         admin.cluster = cluster
         if self.txn is not None:  # producer id blocks claimed in ZooKeeper, shared by the brokers
             broker_id = broker.broker_id
@@ -196,48 +192,33 @@ class KafkaServer:
     # --- one request -----------------------------------------------------------------------------
 
     def _routes(self) -> Routes:
-        """The server's own API: ApiVersions, whose answer is the routing table."""
-        return {ApiKey.API_VERSIONS: Route(self._api_versions, (0, 4))}
+        """The server's own API: ApiVersions, which each connection answers from the routing table."""
+        return {ApiKey.API_VERSIONS: Route(None, (0, 4))}
 
-    async def _api_versions(self, version: int, body: ApiVersionsRequestData) -> ApiVersionsResponseData:
-        return self._api_versions_body(ErrorCode.NONE)
+    def _route(self) -> None:
+        """The routing table made of the handler modules' routes, and the ranges connections serve."""
+        self.routes = routing_table(*self._modules)
+        self.served.clear()
+        self.served.update(served_versions(self.routes))
 
-    def _api_versions_body(self, error_code: ErrorCode) -> ApiVersionsResponseData:
-        return ApiVersionsResponseData(
-            error_code=error_code,
-            api_keys=[
-                ApiVersionsResponseData.ApiVersion(api_key=int(key), min_version=low, max_version=high)
-                for key, (low, high) in sorted(served_versions(self.routes).items())
-            ],
-        )
-
-    async def _handle(self, frame: bytearray, conn: Connection) -> list[Any] | None:
+    async def _handle(self, request: Request, conn: Connection) -> Any:
+        """The response body to a request the connection decoded (it refused any API or version
+        not served; ApiVersions comes at any version), or None for none."""
         started = time.perf_counter()
-        try:
-            request = decode_request(frame)
-        except UnsupportedVersionError as e:
-            if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:  # answered at v0 (KIP-511)
-                versions = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
-                return encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, versions)
-            raise
         header = request.header
         key = header.api_key
-        route = self.routes.get(key)
-        if route is None or not route.versions[0] <= header.api_version <= route.versions[1]:
-            if key == ApiKey.API_VERSIONS:
-                versions = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
-                return encode_response(key, 0, header.correlation_id, versions)
-            raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
         context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
         if context is None or context.client_id != (header.client_id or ""):
             context = conn.request_context = RequestContext(header.client_id or "", client_host(conn.peer))
         set_current_request(context)
+        handler = self.routes[key].handler
         failed = True
         try:
-            body = await route.handler(header.api_version, request.body)
+            if handler is None:  # ApiVersions: the served ranges, or UNSUPPORTED_VERSION at v0 (KIP-511)
+                body = conn.protocol.api_versions_body(request)
+            else:
+                body = await handler(header.api_version, request.body)
             failed = False
         finally:
             self.metrics.request(key.name, time.perf_counter() - started, failed)
-        if body is None:
-            return None
-        return encode_response(key, header.api_version, header.correlation_id, body)
+        return body
