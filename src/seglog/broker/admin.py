@@ -60,12 +60,12 @@ def config_string(value: Any) -> str | None:
 
 
 class AdminManager:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, cluster: ClusterMember | None = None) -> None:
         self.config = config
         self.replicas = replicas
         self.metadata = replicas.metadata
         # in a cluster, topics change through ZooKeeper and the controller (Kafka's ZkAdminManager)
-        self.cluster: ClusterMember | None = None
+        self.cluster = cluster
 
     async def _in_zookeeper(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from ..config import BrokerConfig
@@ -60,19 +60,28 @@ Handler = Callable[[int, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 class KafkaApis:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, advertised: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        advertised: tuple[str, int],
+        *,
+        auto_create_topic: Callable[[str], Awaitable[object]] | None = None,
+        internal_topic_creators: Mapping[str, Callable[[], Awaitable[object]]] | None = None,
+    ) -> None:
         self.config = config
         self.replicas = replicas
         self.metadata = replicas.metadata
         self.advertised = advertised
-        # how Metadata creates a topic it is asked for (auto.create.topics.enable); a cluster's goes
-        # through ZooKeeper, and the first answer is LEADER_NOT_AVAILABLE until the controller is done
-        self.auto_create_topic: Callable[[str], Awaitable[None]] = lambda name: self.replicas.create_topic(
-            name, self.config["num.partitions"], {}
-        )
+        # how Metadata creates a topic it is asked for (auto.create.topics.enable): here by default; a
+        # cluster's goes through ZooKeeper, and the first answer is LEADER_NOT_AVAILABLE until the controller is done
+        self.auto_create_topic = auto_create_topic or self._create_topic
         # the coordinators' topics are made by their coordinators, with their own partition counts,
         # replication factors and configs (Kafka's AutoTopicCreationManager.creatableTopic)
-        self.internal_topic_creators: dict[str, Callable[[], Awaitable[object]]] = {}
+        self.internal_topic_creators = dict(internal_topic_creators or {})
+
+    async def _create_topic(self, name: str) -> None:
+        await self.replicas.create_topic(name, self.config["num.partitions"], {})
 
     def routes(self) -> Routes:
         return {

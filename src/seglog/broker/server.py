@@ -9,12 +9,15 @@ the logs cleanly (checkpoints, clean-shutdown marker, lock released).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import BLOCK_SIZE
+from ..errors import CoordinatorNotAvailableError
 from ..protocol import ApiKey, Request
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
@@ -33,6 +36,7 @@ from .routes import Route, Routes, routing_table, served_versions
 from .txn_apis import TRANSACTION_STATE, TxnApis
 
 log = logging.getLogger("seglog.broker")
+T = TypeVar("T")
 
 # The APIs a connection's reader may answer in the loop's turn that received them, when
 # nothing is ahead (network.py): their handlers await only futures (an I/O thread, a
@@ -41,6 +45,11 @@ log = logging.getLogger("seglog.broker")
 _AT_ONCE = frozenset(
     int(k) for k in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.API_VERSIONS)
 )
+
+
+def _in_thread(fn: Callable[[str], T]) -> Callable[[str], Awaitable[T]]:
+    """``fn`` (ZooKeeper's: it blocks) run in a thread, awaited on the loop."""
+    return lambda name: asyncio.get_running_loop().run_in_executor(None, fn, name)
 
 
 def _answers_at_once(request: Request) -> bool:
@@ -88,45 +97,57 @@ class KafkaServer:
             self.metrics,
             _answers_at_once,
         )
+        loop = asyncio.get_running_loop()
         try:
             host, port = self._advertised_address()
             broker = BrokerInfo(self.config["broker.id"], host, port)
-            self.replicas = await asyncio.get_running_loop().run_in_executor(None, ReplicaManager, self.config, broker)
+            replicas = self.replicas = await loop.run_in_executor(
+                None, functools.partial(ReplicaManager, self.config, broker, broker_epoch=self._broker_epoch)
+            )
         except BaseException:
             await self.socket_server.stop()
             raise
-        await self.replicas.startup()
-        apis = KafkaApis(self.config, self.replicas, (host, port))
-        admin = AdminManager(self.config, self.replicas)
-        self.apis = apis
-        txn = self.txn = TxnApis(self.config, self.replicas, (host, port), admin.create_internal_topic)
+        await replicas.startup()
         try:
+            # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
+            member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
+            admin = AdminManager(self.config, replicas, member)
+            claim = self._claim_producer_id_block if member is not None else None
+            txn = self.txn = TxnApis(
+                self.config, replicas, (host, port), admin.create_internal_topic, claim_producer_id_block=claim
+            )
             await txn.startup()
         except BaseException:
             await self.socket_server.stop()
-            await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
+            await loop.run_in_executor(None, replicas.shutdown)
             raise
-        self.groups = GroupMetadataManager(self.config, self.replicas, admin.create_internal_topic)
-        self.group_apis = GroupApis(self.groups, self.replicas.metadata)
+        self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
+        self.group_apis = GroupApis(self.groups, replicas.metadata)
+        apis = KafkaApis(
+            self.config,
+            replicas,
+            (host, port),
+            auto_create_topic=None if member is None else _in_thread(member.auto_create_topic),
+            internal_topic_creators={
+                OFFSETS_TOPIC: self.groups.ensure_offsets_topic,
+                TRANSACTION_STATE: txn.ensure_state_topic,
+            },
+        )
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
         self._route()
         self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
         txn.on_markers_written = self.groups.complete_transaction
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
-        self.replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
-        self.replicas.deletion_listeners.append(self.groups.on_partitions_deleted)
-        apis.internal_topic_creators = {
-            OFFSETS_TOPIC: self.groups.ensure_offsets_topic,
-            TRANSACTION_STATE: txn.ensure_state_topic,
-        }
+        replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
+        replicas.deletion_listeners.append(self.groups.on_partitions_deleted)
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
             )
         self.socket_server.start()
-        if self.config["zookeeper.connect"]:
-            await self._join_cluster(broker, admin)
+        if member is not None:
+            await self._join_cluster(member)
         self.started.set()
         log.info(
             "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
@@ -139,29 +160,31 @@ class KafkaServer:
             f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
         )
 
-    async def _join_cluster(self, broker: BrokerInfo, admin: AdminManager) -> None:
+    async def _join_cluster(self, cluster: ClusterMember) -> None:
         """Cluster mode: the controller's requests served, then registration and the controller started
         (the listener serves first: the controller sends to a broker as soon as it is registered)."""
         assert self.replicas is not None
-        cluster = self.cluster = ClusterMember(self.config, broker, self.replicas)
-        self.replicas.broker_epoch = lambda: cluster.broker_epoch  # AlterPartition carries it (KIP-380)
+        self.cluster = cluster
         controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
         self.controller_apis = controller_apis
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
-        admin.cluster = cluster
-        if self.txn is not None:  # producer id blocks claimed in ZooKeeper, shared by the brokers
-            broker_id = broker.broker_id
-            self.txn.claim_producer_id_block = lambda: cluster.zk.claim_producer_id_block(broker_id, BLOCK_SIZE)[1:]
-        self.apis.auto_create_topic = lambda name: asyncio.get_running_loop().run_in_executor(
-            None, cluster.auto_create_topic, name
-        )
         try:
             await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
         except BaseException:
             await self.shutdown()
             raise
+
+    def _broker_epoch(self) -> int:
+        """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
+        return self.cluster.broker_epoch if self.cluster is not None else -1
+
+    def _claim_producer_id_block(self) -> tuple[int, int]:
+        """A block of producer ids claimed in ZooKeeper, whose blocks the brokers share."""
+        if self.cluster is None:  # retriable: the client asks again once the broker has joined
+            raise CoordinatorNotAvailableError("producer ids come from ZooKeeper, which this broker has not joined yet")
+        return self.cluster.zk.claim_producer_id_block(self.config["broker.id"], BLOCK_SIZE)[1:]
 
     def _advertised_address(self) -> tuple[str, int]:
         assert self.socket_server is not None
