@@ -55,7 +55,7 @@ from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
-from ..errors import BrokerNotAvailableError, SeglogError
+from ..errors import BrokerNotAvailableError
 from ..protocol import CLOSED, NEED_DATA, Request, ServerConnection
 from ..protocol.connection import RECEIVE_CHUNK, State
 
@@ -192,7 +192,7 @@ class Connection:
             pass
         except OSError as e:
             log.debug("connection from %s: %s", self.peer, e)
-        except SeglogError as e:  # a frame that breaks the protocol: this connection only, closed as Kafka does
+        except Exception as e:  # a frame that breaks the protocol (or a fault of ours): closed, as Kafka does
             log.warning("closing the connection from %s: %s", self.peer, e)
         else:
             return
