@@ -48,8 +48,7 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``segl
 5. Kafka's framing is ``protocol``'s sans-IO connection's: outside ``protocol/`` and
    ``client/`` (whose sockets run on it) no module takes the 4-byte size prefix off a stream:
    a read of exactly 4 bytes (``readexactly(4)``, ``recv(4)``), a frame cut out after its
-   prefix (``buffer[4 : 4 + size]``), or a call of protocol's ``frame_size``. The modules that
-   still do are named in ``FRAMING_LOOPS_LEFT``, until issue 24's connection work removes them.
+   prefix (``buffer[4 : 4 + size]``), or a call of protocol's ``frame_size``.
 """
 
 from __future__ import annotations
@@ -515,14 +514,6 @@ def test_the_header_offset_check_finds_what_it_forbids(tmp_path):
 
 # --- 5. Kafka's framing only in protocol/ -----------------------------------------------------------
 
-# Modules that still take Kafka's size prefix off a stream themselves: removed by issue 24's
-# connection work (each moves onto protocol's sans-IO connection), after which this set is empty.
-FRAMING_LOOPS_LEFT = frozenset(
-    {
-        "seglog/broker/network.py",
-        "seglog/broker/server.py",  # hands protocol's frame_size to network.py's loop
-    }
-)
 _FRAMING_PACKAGES = frozenset({"protocol", "client"})  # the sans-IO connection, and the client's sockets on it
 
 
@@ -547,10 +538,7 @@ def framing_loops(root: Path) -> list[str]:
 
 
 def test_one_framing_loop_in_protocol():
-    found = framing_loops(SRC)
-    assert [f for f in found if f.split(":")[0] not in FRAMING_LOOPS_LEFT] == []
-    # an exception that no longer frames goes from the set
-    assert {f.split(":")[0] for f in found} == FRAMING_LOOPS_LEFT
+    assert framing_loops(SRC) == []
 
 
 def test_the_framing_check_finds_what_it_forbids(tmp_path):

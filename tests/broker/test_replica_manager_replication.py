@@ -15,6 +15,7 @@ from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_fetcher import truncation_offset
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
+from seglog.protocol.message_data import ListOffsetsRequestData
 from seglog.records import Record
 from seglog.records.batch import build_batch
 
@@ -122,10 +123,11 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             apis = KafkaApis(rm.config, rm, ("127.0.0.1", 9092))
             partition = PartitionState(0, 0, 4, (0, 1), (0, 1))
             rm.metadata.update_metadata([rm.broker], 9, [("t", TOPIC_ID, partition)], set())
-            latest_of_t = {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}
+            latest = ListOffsetsRequestData.ListOffsetsPartition(partition_index=0, timestamp=-1)
+            latest_of_t = ListOffsetsRequestData.ListOffsetsTopic(name="t", partitions=[latest])
             for version, code in ((4, LEADER_NOT_AVAILABLE), (5, OFFSET_NOT_AVAILABLE)):
-                answer = await apis.list_offsets(version, {"replica_id": -1, "topics": [latest_of_t]})
-                assert answer["topics"][0]["partitions"][0]["error_code"] == code
+                answer = await apis.list_offsets(version, ListOffsetsRequestData(replica_id=-1, topics=[latest_of_t]))
+                assert answer.topics[0].partitions[0].error_code == code
             rm.metadata.update_metadata([rm.broker], 9, [], {("t", 0)})
             assert rm.stop_replicas(9, 1, [("t", 0, True, 3)]) == {("t", 0): FENCED_LEADER_EPOCH}
             assert rm.stop_replicas(9, 1, [("t", 0, True, -2)]) == {("t", 0): 0}

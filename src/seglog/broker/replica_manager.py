@@ -214,7 +214,14 @@ def _batch_epoch(plog: PartitionLog, offset: int) -> int:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, broker: BrokerInfo, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker: BrokerInfo,
+        *,
+        clock: Callable[[], int] | None = None,
+        broker_epoch: Callable[[], int] = lambda: -1,
+    ) -> None:
         self.config = config
         self.broker = broker
         # the logs keep the high watermark of the replication-offset-checkpoint; this module moves it
@@ -229,7 +236,7 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run)
         timeout = config["replica.socket.timeout.ms"] / 1000
         self.alter_partition_channel: AlterPartitionChannel = WireAlterPartitionChannel(self._controller_node, timeout)
-        self.broker_epoch: Callable[[], int] = lambda: -1  # this broker's registration (KIP-380), once registered
+        self.broker_epoch = broker_epoch  # this broker's registration (KIP-380), once registered
         self._controller_epoch = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_task: asyncio.Task[None] | None = None

@@ -93,13 +93,14 @@ class TxnApis:
         create_topic: TopicCreator,
         *,
         clock: Callable[[], int] = _now_ms,
+        claim_producer_id_block: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.config = config
         self.replicas = replicas
         self.advertised = advertised
         self.clock = clock
-        # a cluster's brokers share ZooKeeper's block (the claim is set as the broker joins), never a local file
-        self.claim_producer_id_block: Callable[[], tuple[int, int]] | None = None
+        # a cluster's brokers share ZooKeeper's blocks (None: this broker has not joined it), never a local file
+        self.claim_producer_id_block = claim_producer_id_block
         ids: ProducerIdBlocks = ProducerIdBlocks(self._claim_cluster_block)
         if not config["zookeeper.connect"]:
             ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
