@@ -201,6 +201,38 @@ def test_the_isr_shrinks_through_the_alter_partition_channel_after_a_failed_try(
     asyncio.run(scenario())
 
 
+def test_a_follower_that_stops_fetching_leaves_the_isr_of_a_partition_nothing_is_written_to(tmp_path) -> None:
+    """replica.lag.time.max.ms as documented: a follower whose log end equals the leader's but
+    that has sent no fetch for the lag leaves the ISR (Kafka 3.9 keeps it while no write comes);
+    a follower that goes on fetching the idle partition stays."""
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path), **{"replica.lag.time.max.ms": 300})
+        proposed: list[IsrChange] = []
+
+        class Controller:
+            async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange) -> IsrChangeResult:
+                proposed.append(change)
+                return IsrChangeResult(0, broker_id, change.leader_epoch, change.new_isr, change.partition_epoch + 1)
+
+        rm.alter_partition_channel = Controller()
+        await rm.startup()
+        try:
+            rm.become_leader_or_follower(9, 1, [_state("t", 0, 3, [0, 1, 2], [0, 1, 2])], {"t": TOPIC_ID})
+            await rm.append_records({("t", 0): _batch(2)}, acks=1)
+            for replica in (1, 2):  # both reach the log end, which stays there
+                await rm.read([FetchRequestPartition("t", 0, 2, 1 << 20, 3)], 1 << 20, replica_id=replica)
+            while not proposed:  # follower 1 fetches no more, follower 2 every 50 ms
+                await rm.read([FetchRequestPartition("t", 0, 2, 1 << 20, 3)], 1 << 20, replica_id=2)
+                await asyncio.sleep(0.05)
+            assert [c.new_isr for c in proposed] == [(0, 2)]
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
+
+
 def test_delete_records_waits_for_the_followers_log_start_offsets(tmp_path) -> None:
     """Kafka's DelayedDeleteRecords: the leader's log starts at the offset at once, the answer
     waits until each follower on a live broker has said (in a fetch) that its log starts there
