@@ -23,7 +23,7 @@ from seglog.common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from seglog.coordinator.group_coordinator import JoinGroupRequest
 from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
 from seglog.protocol import ErrorCode
-from seglog.protocol.message_data import UpdateMetadataRequestData
+from seglog.protocol.message_data import EndTxnRequestData, InitProducerIdRequestData, UpdateMetadataRequestData
 
 IDS = {GROUP_METADATA_TOPIC: uuid.uuid4(), TRANSACTION_STATE_TOPIC: uuid.uuid4()}
 
@@ -135,24 +135,23 @@ def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
     async def scenario() -> None:
         replicas, groups, txn = open_broker(str(tmp_path))
         await replicas.startup()
-        init = {"transactional_id": "tx", "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1}
+        init = InitProducerIdRequestData("tx", 60_000)
         try:
             lead_or_follow(replicas, TRANSACTION_STATE_TOPIC, 0, 1)
             await until(lambda: 0 in txn.coordinator.coordinator_epochs, "the load")
             answer = await txn.init_producer_id(4, init)
-            assert answer["error_code"] == ErrorCode.NONE
-            producer = {"transactional_id": "tx", "producer_id": answer["producer_id"], "producer_epoch": 0}
+            assert answer.error_code == ErrorCode.NONE
 
             lead_or_follow(replicas, TRANSACTION_STATE_TOPIC, 1, 2)
             assert "tx" not in txn.coordinator.transactions
-            ended = await txn.end_txn(3, {**producer, "committed": True})
-            assert ended["error_code"] == ErrorCode.NOT_COORDINATOR
+            ended = await txn.end_txn(3, EndTxnRequestData("tx", answer.producer_id, 0, committed=True))
+            assert ended.error_code == ErrorCode.NOT_COORDINATOR
 
             lead_or_follow(replicas, TRANSACTION_STATE_TOPIC, 0, 3)  # back: the id is read again from the log
             await until(lambda: "tx" in txn.coordinator.transactions, "the load")
-            assert txn.coordinator.transactions["tx"].producer_id == answer["producer_id"]
-            ended = await txn.end_txn(3, {**producer, "committed": False})
-            assert ended["error_code"] == ErrorCode.INVALID_TXN_STATE  # known again: nothing is open
+            assert txn.coordinator.transactions["tx"].producer_id == answer.producer_id
+            ended = await txn.end_txn(3, EndTxnRequestData("tx", answer.producer_id, 0, committed=False))
+            assert ended.error_code == ErrorCode.INVALID_TXN_STATE  # known again: nothing is open
         finally:
             await close_broker(replicas, groups, txn)
 
@@ -198,8 +197,8 @@ def test_a_cluster_broker_hands_out_no_producer_id_from_a_local_file(tmp_path) -
     replicas, _groups, txn = open_broker(str(tmp_path))
     txn.claim_producer_id_block = None
     try:
-        answer = asyncio.run(txn.init_producer_id(4, {"transactional_id": None, "transaction_timeout_ms": -1}))
-        assert answer["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE
+        answer = asyncio.run(txn.init_producer_id(4, InitProducerIdRequestData(None, -1)))
+        assert answer.error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
         assert not (tmp_path / "latest_producer_id_block").exists()
     finally:
         txn.shutdown()

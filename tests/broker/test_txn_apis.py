@@ -9,14 +9,15 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
 
 from seglog.broker.admin import AdminManager
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
 from seglog.broker.txn_apis import TxnApis
+from seglog.common import TopicPartition
 from seglog.coordinator.transaction_state import TransactionState
+from seglog.protocol.message_data import AddPartitionsToTxnRequestData, EndTxnRequestData, InitProducerIdRequestData
 from seglog.records import Record, build_batch
 
 # turns of the loop (no sleeping) in which a transaction's markers and completion are written
@@ -24,7 +25,7 @@ from seglog.records import Record, build_batch
 TURNS = 10
 
 
-Scenario = Callable[[ReplicaManager, TxnApis, dict[str, Any], dict[str, Any]], Awaitable[None]]
+Scenario = Callable[[ReplicaManager, TxnApis, AddPartitionsToTxnRequestData, EndTxnRequestData], Awaitable[None]]
 
 
 def run_transaction(tmp_path: Path, scenario: Scenario) -> None:
@@ -41,21 +42,16 @@ def run_transaction(tmp_path: Path, scenario: Scenario) -> None:
             await replicas.create_topic("t", 1, {})
             # a segment of 100 bytes holds one small batch: a second one needs a roll
             await replicas.create_topic("u", 1, {"segment.bytes": 100})
-            body = {
-                "transactional_id": "app",
-                "transaction_timeout_ms": 60_000,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            }
-            init = await txn.init_producer_id(4, body)
-            pid, epoch = init["producer_id"], init["producer_epoch"]
-            add = {
-                "v3_and_below_transactional_id": "app",
-                "v3_and_below_producer_id": pid,
-                "v3_and_below_producer_epoch": epoch,
-                "v3_and_below_topics": [{"name": "t", "partitions": [0]}, {"name": "u", "partitions": [0]}],
-            }
-            end = {"transactional_id": "app", "producer_id": pid, "producer_epoch": epoch, "committed": True}
+            init = await txn.init_producer_id(4, InitProducerIdRequestData("app", 60_000))
+            pid, epoch = init.producer_id, init.producer_epoch
+            Topic = AddPartitionsToTxnRequestData.AddPartitionsToTxnTopic
+            add = AddPartitionsToTxnRequestData(
+                v3_and_below_transactional_id="app",
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=[Topic("t", [0]), Topic("u", [0])],
+            )
+            end = EndTxnRequestData("app", pid, epoch, committed=True)
             await scenario(replicas, txn, add, end)
         finally:
             txn.shutdown()
@@ -64,20 +60,20 @@ def run_transaction(tmp_path: Path, scenario: Scenario) -> None:
     asyncio.run(main())
 
 
-async def _add(txn: TxnApis, add: dict[str, Any]) -> None:
+async def _add(txn: TxnApis, add: AddPartitionsToTxnRequestData) -> None:
     """AddPartitionsToTxn, answered without error in the request's first turn."""
     added = asyncio.ensure_future(txn.add_partitions_to_txn(0, add))
     await asyncio.sleep(0)  # one turn: the request's first step, and nothing else
     assert added.done()
-    for topic in added.result()["results_by_topic_v3_and_below"]:
-        for result in topic["results_by_partition"]:
-            assert result["partition_error_code"] == 0  # not CONCURRENT_TRANSACTIONS (51)
+    for topic in added.result().results_by_topic_v3_and_below:
+        for result in topic.results_by_partition:
+            assert result.partition_error_code == 0  # not CONCURRENT_TRANSACTIONS (51)
 
 
-async def _produce(replicas: ReplicaManager, add: dict[str, Any], sequence: int = 0) -> None:
+async def _produce(replicas: ReplicaManager, add: AddPartitionsToTxnRequestData, sequence: int = 0) -> None:
     """One transactional record to each partition ``add`` names."""
-    pid, epoch = add["v3_and_below_producer_id"], add["v3_and_below_producer_epoch"]
-    for tp in [(t["name"], p) for t in add["v3_and_below_topics"] for p in t["partitions"]]:
+    pid, epoch = add.v3_and_below_producer_id, add.v3_and_below_producer_epoch
+    for tp in [TopicPartition(t.name, p) for t in add.v3_and_below_topics for p in t.partitions]:
         records = build_batch(
             [Record(key=None, value=b"v")],
             producer_id=pid,
@@ -88,18 +84,20 @@ async def _produce(replicas: ReplicaManager, add: dict[str, Any], sequence: int 
         assert (await replicas.append_records({tp: memoryview(records)}))[tp].error_code == 0
 
 
-async def _end(txn: TxnApis, end: dict[str, Any]) -> None:
+async def _end(txn: TxnApis, end: EndTxnRequestData) -> None:
     """EndTxn, answered in its first turn once PrepareCommit is logged, before any marker
     (as Kafka's)."""
     ended = asyncio.ensure_future(txn.end_txn(1, end))
     await asyncio.sleep(0)
-    assert ended.done() and ended.result()["error_code"] == 0
+    assert ended.done() and ended.result().error_code == 0
     assert txn.coordinator.transactions["app"].state is TransactionState.PREPARE_COMMIT
 
 
 def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
-    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
-        add["v3_and_below_topics"] = add["v3_and_below_topics"][:1]  # t-0 alone
+    async def scenario(
+        replicas: ReplicaManager, txn: TxnApis, add: AddPartitionsToTxnRequestData, end: EndTxnRequestData
+    ) -> None:
+        add.v3_and_below_topics = add.v3_and_below_topics[:1]  # t-0 alone
         for round_ in range(2):
             await _add(txn, add)
             await _produce(replicas, add, sequence=round_)
@@ -113,8 +111,10 @@ def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(t
 
 
 def test_markers_that_can_be_appended_at_once_complete_the_transaction_in_the_next_turn(tmp_path) -> None:
-    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
-        add["v3_and_below_topics"] = add["v3_and_below_topics"][:1]  # t-0 alone
+    async def scenario(
+        replicas: ReplicaManager, txn: TxnApis, add: AddPartitionsToTxnRequestData, end: EndTxnRequestData
+    ) -> None:
+        add.v3_and_below_topics = add.v3_and_below_topics[:1]  # t-0 alone
         await _add(txn, add)
         await _produce(replicas, add)
         await _end(txn, end)
@@ -130,7 +130,9 @@ def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(t
     in the turn after the answer, u-0's in a task of the channel manager, and the
     transaction is complete only once both are written."""
 
-    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
+    async def scenario(
+        replicas: ReplicaManager, txn: TxnApis, add: AddPartitionsToTxnRequestData, end: EndTxnRequestData
+    ) -> None:
         await _add(txn, add)
         await _produce(replicas, add)
         await _end(txn, end)

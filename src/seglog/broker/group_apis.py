@@ -2,18 +2,19 @@
 
 FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
 ListGroups, DescribeGroups, DeleteGroups, OffsetDelete and TxnOffsetCommit (the
-transactions' offsets, completed by their markers): each handler maps the wire
-body (``seglog.protocol``'s dict, at its version) to the request value of
+transactions' offsets, completed by their markers): each handler maps the request
+(``seglog.protocol``'s generated ``*RequestData``, at its version) to the request value of
 ``seglog.coordinator``, checks what the broker checks before calling in (this broker
 coordinates the group: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS; the topics of
-offsets exist: UNKNOWN_TOPIC_OR_PARTITION), and maps the answer back at the request's
-version. ``GroupMetadataManager`` runs the calls on the event loop.
+offsets exist: UNKNOWN_TOPIC_OR_PARTITION), and maps the answer back to the
+``*ResponseData`` at the request's version. ``GroupMetadataManager`` runs the calls on the
+event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..common import GROUP_METADATA_TOPIC, TopicPartition
 from ..coordinator.group_coordinator import (
@@ -37,29 +38,61 @@ from ..coordinator.offset_manager import (
 )
 from ..errors import InvalidRequestError, SeglogError
 from ..protocol import ApiKey, ErrorCode
+from ..protocol.message_data import (
+    DeleteGroupsRequestData,
+    DeleteGroupsResponseData,
+    DescribeGroupsRequestData,
+    DescribeGroupsResponseData,
+    FindCoordinatorRequestData,
+    FindCoordinatorResponseData,
+    HeartbeatRequestData,
+    HeartbeatResponseData,
+    JoinGroupRequestData,
+    JoinGroupResponseData,
+    LeaveGroupRequestData,
+    LeaveGroupResponseData,
+    ListGroupsRequestData,
+    ListGroupsResponseData,
+    OffsetCommitRequestData,
+    OffsetCommitResponseData,
+    OffsetDeleteRequestData,
+    OffsetDeleteResponseData,
+    OffsetFetchRequestData,
+    OffsetFetchResponseData,
+    SyncGroupRequestData,
+    SyncGroupResponseData,
+    TxnOffsetCommitRequestData,
+    TxnOffsetCommitResponseData,
+)
 from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import MetadataCache
 from .request_context import current_request
 from .routes import Route, Routes
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
-NO_AUTHORIZED_OPERATIONS = -(2**31)
 
-Body = dict[str, Any]
-# a FindCoordinator key type's lookup: the key -> the (topic, partition) whose leader coordinates it
-CoordinatorLookup = Callable[[str], Awaitable[tuple[str, int]]]
+# a FindCoordinator key type's lookup: the key -> the partition whose leader coordinates it
+CoordinatorLookup = Callable[[str], Awaitable[TopicPartition]]
+Coordinator = FindCoordinatorResponseData.Coordinator
+
+P = TypeVar("P")
+T = TypeVar("T")
 
 
 class GroupApis:
-    def __init__(self, groups: GroupMetadataManager, metadata: MetadataCache) -> None:
+    def __init__(
+        self, groups: GroupMetadataManager, metadata: MetadataCache, transaction_partition: CoordinatorLookup
+    ) -> None:
+        """``transaction_partition``: the transaction coordinator's lookup, FindCoordinator's key type 1."""
         self.groups = groups
         self.metadata = metadata
-        # FindCoordinator's key types; the transaction coordinator adds TRANSACTION_KEY
-        self.coordinator_lookups: dict[int, CoordinatorLookup] = {GROUP_KEY: self._group_partition}
+        self._lookups: dict[int, CoordinatorLookup] = {
+            GROUP_KEY: self._group_partition,
+            TRANSACTION_KEY: transaction_partition,
+        }
 
     def routes(self) -> Routes:
-        """At Kafka 3.6's versions; FindCoordinator's key type 1 is answered through the
-        transaction coordinator's lookup (``coordinator_lookups``)."""
+        """At Kafka 3.6's versions."""
         return {
             ApiKey.FIND_COORDINATOR: Route(self.find_coordinator, (0, 4)),
             ApiKey.JOIN_GROUP: Route(self.join_group, (0, 9)),
@@ -77,37 +110,36 @@ class GroupApis:
 
     # --- FindCoordinator ---------------------------------------------------------------------------
 
-    async def find_coordinator(self, version: int, body: Body) -> Body:
-        keys = body["coordinator_keys"] if version >= 4 else [body["key"]]
-        found = [await self._find(body.get("key_type", GROUP_KEY), key) for key in keys]
+    async def find_coordinator(self, version: int, body: FindCoordinatorRequestData) -> FindCoordinatorResponseData:
+        # one key before v4 (key_type's default, before v1, is GROUP_KEY), a batch of keys from v4
+        keys = body.coordinator_keys if version >= 4 else [body.key]
+        found = [await self._find(body.key_type, key) for key in keys]
         if version >= 4:
-            return {"throttle_time_ms": 0, "coordinators": found}
-        return {"throttle_time_ms": 0, **{k: v for k, v in found[0].items() if k != "key"}}
+            return FindCoordinatorResponseData(coordinators=found)
+        (c,) = found
+        return FindCoordinatorResponseData(
+            error_code=c.error_code, error_message=c.error_message, node_id=c.node_id, host=c.host, port=c.port
+        )
 
-    async def _find(self, key_type: int, key: str) -> Body:
-        answer: Body = {
-            "key": key,
-            "node_id": -1,
-            "host": "",
-            "port": -1,
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-        }
-        lookup = self.coordinator_lookups.get(key_type)
+    async def _find(self, key_type: int, key: str) -> Coordinator:
+        def error(code: int, message: str) -> Coordinator:
+            return Coordinator(key, -1, "", -1, code, message)
+
+        lookup = self._lookups.get(key_type)
         if lookup is None:
-            return {**answer, "error_code": ErrorCode.INVALID_REQUEST, "error_message": f"unknown key type {key_type}"}
+            return error(ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
         try:
             topic, partition = await lookup(key)
         except InvalidRequestError as e:  # a key no coordinator takes (an empty transactional id)
-            return {**answer, "error_code": ErrorCode.INVALID_REQUEST, "error_message": e.message}
+            return error(ErrorCode.INVALID_REQUEST, e.message)
         except SeglogError as e:
-            return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": e.message}
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, e.message)
         found = self.metadata.topic(topic)
         known = found is not None and 0 <= partition < len(found.partitions)
         broker = self.metadata.broker(found.partitions[partition].leader) if found and known else None
         if broker is None:
-            return {**answer, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "error_message": "no leader"}
-        return {**answer, "node_id": broker.broker_id, "host": broker.host, "port": broker.port}
+            return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader")
+        return Coordinator(key, broker.broker_id, broker.host, broker.port, ErrorCode.NONE, None)
 
     async def _group_partition(self, group_id: str) -> TopicPartition:
         await self.groups.ensure_offsets_topic()
@@ -115,249 +147,250 @@ class GroupApis:
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------
 
-    async def join_group(self, version: int, body: Body) -> Body | None:
-        error = self.groups.group_error(body["group_id"])
+    async def join_group(self, version: int, body: JoinGroupRequestData) -> JoinGroupResponseData | None:
+        error = self.groups.group_error(body.group_id)
         if error:
-            return _join_body(version, JoinGroupResponse(error))
+            return _join_data(version, JoinGroupResponse(error))
         context = current_request()
         request = JoinGroupRequest(
-            body["group_id"],
-            body["member_id"],
-            body["protocol_type"],
-            tuple((p["name"], bytes(p["metadata"])) for p in body["protocols"]),
-            body["session_timeout_ms"],
-            body["rebalance_timeout_ms"] if version >= 1 else body["session_timeout_ms"],
+            body.group_id,
+            body.member_id,
+            body.protocol_type,
+            tuple((p.name, bytes(p.metadata)) for p in body.protocols),
+            body.session_timeout_ms,
+            body.rebalance_timeout_ms if version >= 1 else body.session_timeout_ms,
             context.client_id,
             context.client_host,
-            body.get("group_instance_id"),
+            body.group_instance_id,
             require_known_member_id=version >= 4,
             support_skipping_assignment=version >= 9,
         )
         response = await self.groups.call(lambda token, now: self.groups.coordinator.join_group(token, request, now))
-        return None if response is None else _join_body(version, response)
+        return None if response is None else _join_data(version, response)
 
-    async def sync_group(self, version: int, body: Body) -> Body | None:
-        error = self.groups.group_error(body["group_id"])
+    async def sync_group(self, version: int, body: SyncGroupRequestData) -> SyncGroupResponseData | None:
+        error = self.groups.group_error(body.group_id)
         if error:
-            return _sync_body(SyncGroupResponse(error))
+            return _sync_data(SyncGroupResponse(error))
         request = SyncGroupRequest(
-            body["group_id"],
-            body["generation_id"],
-            body["member_id"],
-            {a["member_id"]: bytes(a["assignment"]) for a in body["assignments"]},
-            body.get("group_instance_id"),
-            body.get("protocol_type"),
-            body.get("protocol_name"),
+            body.group_id,
+            body.generation_id,
+            body.member_id,
+            {a.member_id: bytes(a.assignment) for a in body.assignments},
+            body.group_instance_id,
+            body.protocol_type,
+            body.protocol_name,
         )
         response = await self.groups.call(lambda token, now: self.groups.coordinator.sync_group(token, request, now))
-        return None if response is None else _sync_body(response)
+        return None if response is None else _sync_data(response)
 
-    async def heartbeat(self, version: int, body: Body) -> Body | None:
-        error = self.groups.group_error(body["group_id"])
+    async def heartbeat(self, version: int, body: HeartbeatRequestData) -> HeartbeatResponseData | None:
+        error = self.groups.group_error(body.group_id)
         if not error:
-            request = HeartbeatRequest(
-                body["group_id"], body["generation_id"], body["member_id"], body.get("group_instance_id")
-            )
+            request = HeartbeatRequest(body.group_id, body.generation_id, body.member_id, body.group_instance_id)
             response = await self.groups.call(lambda token, now: self.groups.coordinator.heartbeat(token, request, now))
             if response is None:
                 return None
             error = response.error_code
-        return {"throttle_time_ms": 0, "error_code": error}
+        return HeartbeatResponseData(error_code=error)
 
-    async def leave_group(self, version: int, body: Body) -> Body | None:
+    async def leave_group(self, version: int, body: LeaveGroupRequestData) -> LeaveGroupResponseData | None:
         if version >= 3:
-            members = tuple(MemberIdentity(m["member_id"], m.get("group_instance_id")) for m in body["members"])
+            members = tuple(MemberIdentity(m.member_id, m.group_instance_id) for m in body.members)
         else:
-            members = (MemberIdentity(body["member_id"]),)
-        error = self.groups.group_error(body["group_id"])
+            members = (MemberIdentity(body.member_id),)
+        error = self.groups.group_error(body.group_id)
         if error:
             response = LeaveGroupResponse(error)
         else:
-            request = LeaveGroupRequest(body["group_id"], members)
+            request = LeaveGroupRequest(body.group_id, members)
             response = await self.groups.call(
                 lambda token, now: self.groups.coordinator.leave_group(token, request, now)
             )
             if response is None:
                 return None
         if version >= 3:
-            return {
-                "throttle_time_ms": 0,
-                "error_code": response.error_code,
-                "members": [
-                    {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": e}
+            return LeaveGroupResponseData(
+                error_code=response.error_code,
+                members=[
+                    LeaveGroupResponseData.MemberResponse(m.member_id, m.group_instance_id, e)
                     for m, e in response.members
                 ],
-            }
+            )
         # one member: its error is the request's (Kafka's LeaveGroupResponse for v0-2)
         member_error = response.members[0][1] if response.members else ErrorCode.NONE
-        return {"throttle_time_ms": 0, "error_code": response.error_code or member_error}
+        return LeaveGroupResponseData(error_code=response.error_code or member_error)
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete -----------------------------------------------------
 
-    def _commits(
-        self, version: int, body: Body
+    def _checked(
+        self, group_id: str, commits: dict[TopicPartition, PartitionCommit]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, PartitionCommit]]:
         """An OffsetCommit's or TxnOffsetCommit's partitions: the errors found before the
         coordinator is asked (its group not coordinated here, an unknown partition), and
         the commits to ask it for."""
         errors: dict[TopicPartition, int] = {}
         offsets: dict[TopicPartition, PartitionCommit] = {}
-        group_error = self.groups.group_error(body["group_id"])
-        for topic in body["topics"]:
-            for p in topic["partitions"]:
-                tp = TopicPartition(topic["name"], p["partition_index"])
-                if group_error:
-                    errors[tp] = group_error
-                elif not self._exists(tp):
-                    errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                else:
-                    errors[tp] = ErrorCode.NONE
-                    offsets[tp] = PartitionCommit(
-                        p["committed_offset"],
-                        p["committed_metadata"],
-                        p.get("committed_leader_epoch", -1),
-                        p.get("commit_timestamp", -1) if version == 1 else -1,
-                    )
+        group_error = self.groups.group_error(group_id)
+        for tp, commit in commits.items():
+            if group_error:
+                errors[tp] = group_error
+            elif not self.metadata.has_partition(tp):
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                errors[tp] = ErrorCode.NONE
+                offsets[tp] = commit
         return errors, offsets
 
-    async def offset_commit(self, version: int, body: Body) -> Body:
-        errors, offsets = self._commits(version, body)
+    async def offset_commit(self, version: int, body: OffsetCommitRequestData) -> OffsetCommitResponseData:
+        # the fields a version lacks hold their defaults: no leader epoch, no generation, no member
+        commits = {
+            TopicPartition(t.name, p.partition_index): PartitionCommit(
+                p.committed_offset,
+                p.committed_metadata,
+                p.committed_leader_epoch,
+                p.commit_timestamp if version == 1 else -1,
+            )
+            for t in body.topics
+            for p in t.partitions
+        }
+        errors, offsets = self._checked(body.group_id, commits)
         if offsets:
             request = OffsetCommitRequest(
-                body["group_id"],
+                body.group_id,
                 offsets,
-                body.get("generation_id_or_member_epoch", -1),
-                body.get("member_id", ""),
-                body.get("group_instance_id"),
-                body.get("retention_time_ms", -1) if 2 <= version <= 4 else -1,
+                body.generation_id_or_member_epoch,
+                body.member_id,
+                body.group_instance_id,
+                body.retention_time_ms if 2 <= version <= 4 else -1,
             )
             response = await self.groups.call(
                 lambda token, now: self.groups.offsets.commit_offsets(token, request, now)
             )
             errors.update(response.errors)
-        return {"throttle_time_ms": 0, "topics": _errors_by_topic(errors)}
+        Data = OffsetCommitResponseData
+        parts = {tp: Data.OffsetCommitResponsePartition(tp.partition, e) for tp, e in errors.items()}
+        return Data(topics=_by_topic(parts, Data.OffsetCommitResponseTopic))
 
-    async def txn_offset_commit(self, version: int, body: Body) -> Body:
+    async def txn_offset_commit(self, version: int, body: TxnOffsetCommitRequestData) -> TxnOffsetCommitResponseData:
         """Offsets committed inside the producer's transaction: written to
         ``__consumer_offsets`` at once, visible to OffsetFetch from its COMMIT marker."""
-        errors, offsets = self._commits(version, body)
+        commits = {
+            TopicPartition(t.name, p.partition_index): PartitionCommit(
+                p.committed_offset, p.committed_metadata, p.committed_leader_epoch
+            )
+            for t in body.topics
+            for p in t.partitions
+        }
+        errors, offsets = self._checked(body.group_id, commits)
         if offsets:
             request = TxnOffsetCommitRequest(
-                body["transactional_id"],
-                body["group_id"],
-                body["producer_id"],
-                body["producer_epoch"],
+                body.transactional_id,
+                body.group_id,
+                body.producer_id,
+                body.producer_epoch,
                 offsets,
-                body.get("generation_id", -1),
-                body.get("member_id", ""),
-                body.get("group_instance_id"),
+                body.generation_id,
+                body.member_id,
+                body.group_instance_id,
             )
             response = await self.groups.call(
                 lambda token, now: self.groups.offsets.txn_commit_offsets(token, request, now)
             )
             errors.update(response.errors)
-        return {"throttle_time_ms": 0, "topics": _errors_by_topic(errors)}
+        Data = TxnOffsetCommitResponseData
+        parts = {tp: Data.TxnOffsetCommitResponsePartition(tp.partition, e) for tp, e in errors.items()}
+        return Data(topics=_by_topic(parts, Data.TxnOffsetCommitResponseTopic))
 
-    async def offset_fetch(self, version: int, body: Body) -> Body:
+    async def offset_fetch(self, version: int, body: OffsetFetchRequestData) -> OffsetFetchResponseData:
+        Data = OffsetFetchResponseData
         if version >= 8:
-            stable = body["require_stable"]
-            groups = [self._fetch_group(version, g["group_id"], g["topics"], stable) for g in body["groups"]]
-            return {"throttle_time_ms": 0, "groups": groups}
-        answer = self._fetch_group(version, body["group_id"], body["topics"], body.get("require_stable", False))
-        if version < 2 and answer["error_code"]:  # no group-level error before v2: each partition carries it
-            for topic in answer["topics"]:
-                for p in topic["partitions"]:
-                    p["error_code"] = p["error_code"] or answer["error_code"]
-        return {"throttle_time_ms": 0, "topics": answer["topics"], "error_code": answer["error_code"]}
-
-    def _fetch_group(self, version: int, group_id: str, topics: list[Body] | None, require_stable: bool) -> Body:
-        wanted = (
-            None
-            if topics is None
-            else tuple(TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"])
-        )
-        error = self.groups.group_error(group_id)
-        if error:
-            response = OffsetFetchResponse(group_id, error, dict.fromkeys(wanted or (), FetchedOffset()))
-        else:
-            response = self.groups.offsets.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
-        parts = {
-            tp: {
-                "partition_index": tp[1],
-                "committed_offset": o.offset,
-                "committed_leader_epoch": o.leader_epoch,
-                "metadata": o.metadata,
-                "error_code": o.error_code,
-            }
-            for tp, o in response.partitions.items()
+            groups = []
+            for g in body.groups:
+                wanted = None if g.topics is None else [(t.name, t.partition_indexes) for t in g.topics]
+                fetched = self._fetch_group(g.group_id, wanted, body.require_stable)
+                parts = {
+                    tp: Data.OffsetFetchResponsePartitions(
+                        tp.partition, o.offset, o.leader_epoch, o.metadata, o.error_code
+                    )
+                    for tp, o in fetched.partitions.items()
+                }
+                topics = _by_topic(parts, Data.OffsetFetchResponseTopics)
+                groups.append(Data.OffsetFetchResponseGroup(g.group_id, topics, fetched.error_code))
+            return Data(groups=groups)
+        wanted = None if body.topics is None else [(t.name, t.partition_indexes) for t in body.topics]
+        fetched = self._fetch_group(body.group_id, wanted, body.require_stable)
+        # no group-level error before v2: each partition carries it
+        pushed = fetched.error_code if version < 2 else ErrorCode.NONE
+        parts_v0 = {
+            tp: Data.OffsetFetchResponsePartition(
+                tp.partition, o.offset, o.leader_epoch, o.metadata, o.error_code or pushed
+            )
+            for tp, o in fetched.partitions.items()
         }
-        return {"group_id": group_id, "topics": _by_topic(parts), "error_code": response.error_code}
+        return Data(topics=_by_topic(parts_v0, Data.OffsetFetchResponseTopic), error_code=fetched.error_code)
 
-    async def offset_delete(self, version: int, body: Body) -> Body:
-        group_id = body["group_id"]
-        wanted = [TopicPartition(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+    def _fetch_group(
+        self, group_id: str, topics: list[tuple[str, list[int]]] | None, require_stable: bool
+    ) -> OffsetFetchResponse:
+        """``topics``: the partitions asked for, by topic; None: every committed one."""
+        wanted = None if topics is None else tuple(TopicPartition(t, p) for t, ps in topics for p in ps)
         error = self.groups.group_error(group_id)
         if error:
-            return {"error_code": error, "throttle_time_ms": 0, "topics": []}
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted if not self._exists(tp)}
+            return OffsetFetchResponse(group_id, error, dict.fromkeys(wanted or (), FetchedOffset()))
+        return self.groups.offsets.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
+
+    async def offset_delete(self, version: int, body: OffsetDeleteRequestData) -> OffsetDeleteResponseData:
+        group_id = body.group_id
+        wanted = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+        error = self.groups.group_error(group_id)
+        if error:
+            return OffsetDeleteResponseData(error_code=error)
+        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted if not self.metadata.has_partition(tp)}
         request = OffsetDeleteRequest(group_id, tuple(tp for tp in wanted if tp not in errors))
         response = await self.groups.call(lambda token, now: self.groups.offsets.delete_offsets(token, request, now))
         if response.error_code:
-            return {"error_code": response.error_code, "throttle_time_ms": 0, "topics": []}
+            return OffsetDeleteResponseData(error_code=response.error_code)
         errors.update(response.errors)
-        return {
-            "error_code": ErrorCode.NONE,
-            "throttle_time_ms": 0,
-            "topics": _errors_by_topic(errors),
-        }
+        Data = OffsetDeleteResponseData
+        parts = {tp: Data.OffsetDeleteResponsePartition(tp.partition, e) for tp, e in errors.items()}
+        return Data(topics=_by_topic(parts, Data.OffsetDeleteResponseTopic))
 
     # --- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------------------
 
-    async def list_groups(self, version: int, body: Body) -> Body:
-        listed = self.groups.admin.list_groups(tuple(body.get("states_filter") or ()))
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.groups.loading else listed.error_code,
-            "groups": [
-                {"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.group_state}
+    async def list_groups(self, version: int, body: ListGroupsRequestData) -> ListGroupsResponseData:
+        listed = self.groups.admin.list_groups(tuple(body.states_filter))  # empty before v4: every state
+        return ListGroupsResponseData(
+            error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.groups.loading else listed.error_code,
+            groups=[
+                ListGroupsResponseData.ListedGroup(g.group_id, g.protocol_type, g.group_state)
                 for g in listed.groups
                 if self.groups.coordinates(g.group_id)
             ],
-        }
+        )
 
-    async def describe_groups(self, version: int, body: Body) -> Body:
+    async def describe_groups(self, version: int, body: DescribeGroupsRequestData) -> DescribeGroupsResponseData:
+        Data = DescribeGroupsResponseData
         described = []
-        for group_id in body["groups"]:
+        for group_id in body.groups:
             error = self.groups.group_error(group_id)
-            if error:
-                described.append(_group_error(group_id, error))
+            if error:  # authorized_operations: the field's default, Kafka's "not asked for"
+                described.append(Data.DescribedGroup(error, group_id))
                 continue
             g = self.groups.admin.describe_groups((group_id,))[0]
+            members = [
+                Data.DescribedGroupMember(
+                    m.member_id, m.group_instance_id, m.client_id, m.client_host, m.member_metadata, m.member_assignment
+                )
+                for m in g.members
+            ]
             described.append(
-                {
-                    "error_code": g.error_code,
-                    "group_id": g.group_id,
-                    "group_state": g.group_state,
-                    "protocol_type": g.protocol_type,
-                    "protocol_data": g.protocol_data,
-                    "members": [
-                        {
-                            "member_id": m.member_id,
-                            "group_instance_id": m.group_instance_id,
-                            "client_id": m.client_id,
-                            "client_host": m.client_host,
-                            "member_metadata": m.member_metadata,
-                            "member_assignment": m.member_assignment,
-                        }
-                        for m in g.members
-                    ],
-                    "authorized_operations": NO_AUTHORIZED_OPERATIONS,
-                }
+                Data.DescribedGroup(g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
             )
-        return {"throttle_time_ms": 0, "groups": described}
+        return Data(groups=described)
 
-    async def delete_groups(self, version: int, body: Body) -> Body:
-        results = {group_id: self.groups.group_error(group_id) for group_id in body["groups_names"]}
+    async def delete_groups(self, version: int, body: DeleteGroupsRequestData) -> DeleteGroupsResponseData:
+        results = {group_id: self.groups.group_error(group_id) for group_id in body.groups_names}
         deletable = tuple(group_id for group_id, error in results.items() if not error)
 
         def delete(now: int) -> list[Any]:
@@ -367,66 +400,37 @@ class GroupApis:
 
         if deletable:
             await self.groups.run(delete)  # answered once the tombstones are in the log
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"group_id": group_id, "error_code": error} for group_id, error in results.items()],
-        }
-
-    # --- small pieces ------------------------------------------------------------------------------
-
-    def _exists(self, tp: TopicPartition) -> bool:
-        return 0 <= tp[1] < self.metadata.partition_count(tp[0])
+        return DeleteGroupsResponseData(
+            results=[DeleteGroupsResponseData.DeletableGroupResult(g, error) for g, error in results.items()]
+        )
 
 
-def _join_body(version: int, r: JoinGroupResponse) -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": r.error_code,
-        "generation_id": r.generation_id,
-        "protocol_type": r.protocol_type,
-        "protocol_name": r.protocol_name if r.protocol_name is not None or version >= 7 else "",
-        "leader": r.leader or "",
-        "skip_assignment": r.skip_assignment,
-        "member_id": r.member_id,
-        "members": [
-            {"member_id": member_id, "group_instance_id": instance_id, "metadata": metadata}
+def _join_data(version: int, r: JoinGroupResponse) -> JoinGroupResponseData:
+    return JoinGroupResponseData(
+        error_code=r.error_code,
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
+        # not nullable before v7
+        protocol_name=r.protocol_name if r.protocol_name is not None or version >= 7 else "",
+        leader=r.leader or "",
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=[
+            JoinGroupResponseData.JoinGroupResponseMember(member_id, instance_id, metadata)
             for member_id, instance_id, metadata in r.members
         ],
-    }
+    )
 
 
-def _sync_body(r: SyncGroupResponse) -> Body:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": r.error_code,
-        "protocol_type": r.protocol_type,
-        "protocol_name": r.protocol_name,
-        "assignment": r.assignment,
-    }
+def _sync_data(r: SyncGroupResponse) -> SyncGroupResponseData:
+    return SyncGroupResponseData(
+        error_code=r.error_code, protocol_type=r.protocol_type, protocol_name=r.protocol_name, assignment=r.assignment
+    )
 
 
-def _group_error(group_id: str, error: int) -> Body:
-    return {
-        "error_code": error,
-        "group_id": group_id,
-        "group_state": "",
-        "protocol_type": "",
-        "protocol_data": "",
-        "members": [],
-        "authorized_operations": NO_AUTHORIZED_OPERATIONS,
-    }
-
-
-def _errors_by_topic(errors: Mapping[TopicPartition, int]) -> list[Body]:
-    return _by_topic({tp: {"partition_index": tp[1], "error_code": e} for tp, e in errors.items()})
-
-
-def _by_topic(entries: dict[TopicPartition, Body]) -> list[Body]:
-    """Partitions' answers (each with its partition_index) nested by topic, in the order first seen."""
-    topics: dict[str, list[Body]] = {}
-    for (topic, _), entry in entries.items():
-        parts = topics.get(topic)
-        if parts is None:
-            parts = topics[topic] = []
-        parts.append(entry)
-    return [{"name": name, "partitions": parts} for name, parts in topics.items()]
+def _by_topic(entries: Mapping[TopicPartition, P], topic: Callable[[str, list[P]], T]) -> list[T]:
+    """Partitions' answers nested by topic (``topic(name, partitions)``), in the order first seen."""
+    topics: dict[str, list[P]] = {}
+    for tp, entry in entries.items():
+        topics.setdefault(tp.topic, []).append(entry)
+    return [topic(name, parts) for name, parts in topics.items()]

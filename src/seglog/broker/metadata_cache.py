@@ -12,7 +12,7 @@ import base64
 import uuid
 from dataclasses import dataclass, field
 
-from ..common import INTERNAL_TOPICS, ZERO_UUID
+from ..common import INTERNAL_TOPICS, ZERO_UUID, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,9 @@ class MetadataCache:
     def partition_count(self, name: str) -> int:
         found = self._snapshot.topics.get(name)
         return len(found.partitions) if found else 0
+
+    def has_partition(self, tp: TopicPartition) -> bool:
+        return 0 <= tp.partition < self.partition_count(tp.topic)
 
     # --- writes (one writer: the replica manager, later the cluster's UpdateMetadata) ---
 

@@ -26,7 +26,7 @@ from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
-from .group_apis import TRANSACTION_KEY, GroupApis
+from .group_apis import GroupApis
 from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
@@ -114,16 +114,23 @@ class KafkaServer:
             member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
             admin = AdminManager(self.config, replicas, member)
             claim = self._claim_producer_id_block if member is not None else None
+            # the group coordinator first: the transaction coordinator tells it of the markers it writes
+            groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
             txn = self.txn = TxnApis(
-                self.config, replicas, (host, port), admin.create_internal_topic, claim_producer_id_block=claim
+                self.config,
+                replicas,
+                (host, port),
+                admin.create_internal_topic,
+                claim_producer_id_block=claim,
+                on_markers_written=groups.complete_transaction,
             )
             await txn.startup()
         except BaseException:
             await self.socket_server.stop()
             await loop.run_in_executor(None, replicas.shutdown)
             raise
-        self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
-        self.group_apis = GroupApis(self.groups, replicas.metadata)
+        self.groups = groups
+        self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition)
         apis = KafkaApis(
             self.config,
             replicas,
@@ -136,8 +143,6 @@ class KafkaServer:
         )
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
         self._route()
-        self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
-        txn.on_markers_written = self.groups.complete_transaction
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
         replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
         replicas.deletion_listeners.append(self.groups.on_partitions_deleted)

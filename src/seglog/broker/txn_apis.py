@@ -67,6 +67,22 @@ from ..coordinator.transaction_metadata import TransactionMetadata
 from ..coordinator.transaction_state import TransactionState
 from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError
 from ..protocol import ApiKey, ErrorCode
+from ..protocol.message_data import (
+    AddOffsetsToTxnRequestData,
+    AddOffsetsToTxnResponseData,
+    AddPartitionsToTxnRequestData,
+    AddPartitionsToTxnResponseData,
+    DescribeTransactionsRequestData,
+    DescribeTransactionsResponseData,
+    EndTxnRequestData,
+    EndTxnResponseData,
+    InitProducerIdRequestData,
+    InitProducerIdResponseData,
+    ListTransactionsRequestData,
+    ListTransactionsResponseData,
+    WriteTxnMarkersRequestData,
+    WriteTxnMarkersResponseData,
+)
 from ..records import build_batch
 from ..records.control import end_transaction_marker
 from ..storage import AppendOrigin
@@ -78,6 +94,8 @@ from .txn_marker_channel_manager import TransactionMarkerChannelManager
 log = logging.getLogger(__name__)
 
 _E = ErrorCode
+# told of markers written (producer id, committed, partitions)
+MarkersWritten = Callable[[int, bool, list[tuple[str, int]]], None]
 
 
 def _now_ms() -> int:
@@ -94,6 +112,7 @@ class TxnApis:
         *,
         clock: Callable[[], int] = _now_ms,
         claim_producer_id_block: Callable[[], tuple[int, int]] | None = None,
+        on_markers_written: MarkersWritten | None = None,
     ) -> None:
         self.config = config
         self.replicas = replicas
@@ -121,9 +140,9 @@ class TxnApis:
             write_timeout_ms=config["request.timeout.ms"],
             clock=clock,
         )
-        # told of each marker written (producer id, committed, partitions): the group
-        # coordinator completes the transaction's offsets in __consumer_offsets
-        self.on_markers_written: Callable[[int, bool, list[tuple[str, int]]], None] | None = None
+        # told of each marker written: the group coordinator completes the transaction's
+        # offsets in __consumer_offsets
+        self.on_markers_written = on_markers_written
 
     async def _claim_producer_id_block_if_used_up(self) -> None:
         # ZooKeeper is asked from a thread: waiting out a lost connection must not stall the broker
@@ -340,8 +359,8 @@ class TxnApis:
             ApiKey.LIST_TRANSACTIONS: Route(self.list_transactions, (0, 1)),
         }
 
-    async def init_producer_id(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        txn_id = body["transactional_id"]
+    async def init_producer_id(self, version: int, body: InitProducerIdRequestData) -> InitProducerIdResponseData:
+        txn_id = body.transactional_id
         if txn_id is not None:
             try:
                 await self.ensure_state_topic()
@@ -350,32 +369,30 @@ class TxnApis:
                 log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
                 error = _E.COORDINATOR_NOT_AVAILABLE
             if error:
-                return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+                return InitProducerIdResponseData(error_code=error, producer_id=-1, producer_epoch=-1)
         try:
             await self._claim_producer_id_block_if_used_up()
         except SeglogError as e:  # ZooKeeper unreachable: Kafka answers with the exception's error
             log.warning("no producer id block could be claimed: %s", e)
-            return {"throttle_time_ms": 0, "error_code": e.error_code, "producer_id": -1, "producer_epoch": -1}
-        request = InitProducerIdRequest(
-            txn_id, body["transaction_timeout_ms"], body.get("producer_id", -1), body.get("producer_epoch", -1)
-        )
+            return InitProducerIdResponseData(error_code=e.error_code, producer_id=-1, producer_epoch=-1)
+        # producer_id and producer_epoch are -1 before v3, the fields' defaults
+        request = InitProducerIdRequest(txn_id, body.transaction_timeout_ms, body.producer_id, body.producer_epoch)
         response: InitProducerIdResponse = await self._call(
             lambda token: self.coordinator.init_producer_id(token, request, self.clock())
         )
-        return {
-            "throttle_time_ms": 0,
-            "error_code": response.error_code,
-            "producer_id": response.producer_id,
-            "producer_epoch": response.producer_epoch,
-        }
+        return InitProducerIdResponseData(
+            error_code=response.error_code, producer_id=response.producer_id, producer_epoch=response.producer_epoch
+        )
 
-    async def add_partitions_to_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        txn_id = body["v3_and_below_transactional_id"]
-        pid, epoch = body["v3_and_below_producer_id"], body["v3_and_below_producer_epoch"]
-        asked = [TopicPartition(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]]
-        unknown = {tp for tp in asked if not self._exists(tp)}
+    async def add_partitions_to_txn(
+        self, version: int, body: AddPartitionsToTxnRequestData
+    ) -> AddPartitionsToTxnResponseData:
+        txn_id = body.v3_and_below_transactional_id
+        pid, epoch = body.v3_and_below_producer_id, body.v3_and_below_producer_epoch
+        asked = [TopicPartition(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+        unknown = {tp for tp in asked if not self.replicas.metadata.has_partition(tp)}
         if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
-            errors: dict[tuple[str, int], int] = {
+            errors: dict[TopicPartition, int] = {
                 tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else _E.OPERATION_NOT_ATTEMPTED for tp in asked
             }
         elif error := self._not_here(txn_id):
@@ -387,116 +404,124 @@ class TxnApis:
                 )
             )
             errors = {tp: response.errors.get(tp, _E.NONE) for tp in asked}
-        by_topic: dict[str, list[dict[str, int]]] = {}
-        for (topic, p), code in errors.items():
-            by_topic.setdefault(topic, []).append({"partition_index": p, "partition_error_code": int(code)})
-        return {
-            "throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": [
-                {"name": t, "results_by_partition": parts} for t, parts in by_topic.items()
-            ],
-        }
+        Result = AddPartitionsToTxnResponseData.AddPartitionsToTxnPartitionResult
+        by_topic: dict[str, list[AddPartitionsToTxnResponseData.AddPartitionsToTxnPartitionResult]] = {}
+        for tp, code in errors.items():
+            by_topic.setdefault(tp.topic, []).append(Result(tp.partition, int(code)))
+        return AddPartitionsToTxnResponseData(
+            results_by_topic_v3_and_below=[
+                AddPartitionsToTxnResponseData.AddPartitionsToTxnTopicResult(t, parts) for t, parts in by_topic.items()
+            ]
+        )
 
-    def _exists(self, tp: tuple[str, int]) -> bool:
-        topic = self.replicas.metadata.topic(tp[0])
-        return topic is not None and 0 <= tp[1] < len(topic.partitions)
-
-    async def add_offsets_to_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        group = body["group_id"]
-        if error := self._not_here(body["transactional_id"]):
-            return {"throttle_time_ms": 0, "error_code": error}
+    async def add_offsets_to_txn(self, version: int, body: AddOffsetsToTxnRequestData) -> AddOffsetsToTxnResponseData:
+        if error := self._not_here(body.transactional_id):
+            return AddOffsetsToTxnResponseData(error_code=error)
         response: AddOffsetsToTxnResponse = await self._call(
-            lambda token: self.coordinator.add_offsets_to_txn(token, *_producer(body), group, self.clock())
+            lambda token: self.coordinator.add_offsets_to_txn(
+                token, body.transactional_id, body.producer_id, body.producer_epoch, body.group_id, self.clock()
+            )
         )
-        return {"throttle_time_ms": 0, "error_code": response.error_code}
+        return AddOffsetsToTxnResponseData(error_code=response.error_code)
 
-    async def end_txn(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        committed = body["committed"]
-        if error := self._not_here(body["transactional_id"]):
-            return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
+    async def end_txn(self, version: int, body: EndTxnRequestData) -> EndTxnResponseData:
+        if error := self._not_here(body.transactional_id):
+            return EndTxnResponseData(error_code=error)
         response: EndTxnResponse = await self._call(
-            lambda token: self.coordinator.end_txn(token, *_producer(body), committed, self.clock())
+            lambda token: self.coordinator.end_txn(
+                token, body.transactional_id, body.producer_id, body.producer_epoch, body.committed, self.clock()
+            )
         )
-        return {"throttle_time_ms": 0, "error_code": response.error_code, "producer_id": -1, "producer_epoch": -1}
+        return EndTxnResponseData(error_code=response.error_code)
 
-    async def write_txn_markers(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def write_txn_markers(self, version: int, body: WriteTxnMarkersRequestData) -> WriteTxnMarkersResponseData:
         """WriteTxnMarkers: markers sent by a transaction coordinator (another broker's, or a
         tool), each appended to its partitions with acks -1; the markers are written at once."""
-        markers = body["markers"]
-        partitions = [[(t["name"], p) for t in m["topics"] for p in t["partition_indexes"]] for m in markers]
+        markers = body.markers
         appended = await asyncio.gather(
             *(
                 self.append_markers(
-                    m["producer_id"], m["producer_epoch"], m["transaction_result"], m["coordinator_epoch"], tps
+                    m.producer_id,
+                    m.producer_epoch,
+                    m.transaction_result,
+                    m.coordinator_epoch,
+                    [(t.name, p) for t in m.topics for p in t.partition_indexes],
                 )
-                for m, tps in zip(markers, partitions, strict=True)
+                for m in markers
             )
         )
+        Data = WriteTxnMarkersResponseData
         answers = []
         for marker, errors in zip(markers, appended, strict=True):
-            by_topic: dict[str, list[dict[str, int]]] = {}
+            by_topic: dict[str, list[WriteTxnMarkersResponseData.WritableTxnMarkerPartitionResult]] = {}
             for (topic, p), code in errors.items():
-                by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
-            answers.append(
-                {
-                    "producer_id": marker["producer_id"],
-                    "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
-                }
-            )
-        return {"markers": answers}
+                by_topic.setdefault(topic, []).append(Data.WritableTxnMarkerPartitionResult(p, code))
+            topics = [Data.WritableTxnMarkerTopicResult(t, parts) for t, parts in by_topic.items()]
+            answers.append(Data.WritableTxnMarkerResult(marker.producer_id, topics))
+        return WriteTxnMarkersResponseData(answers)
 
     # --- DescribeTransactions, ListTransactions ----------------------------------------------------
 
-    async def describe_transactions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def describe_transactions(
+        self, version: int, body: DescribeTransactionsRequestData
+    ) -> DescribeTransactionsResponseData:
+        State = DescribeTransactionsResponseData.TransactionState
         states = []
-        for txn_id in body["transactional_ids"]:
+        for txn_id in body.transactional_ids:
             txn = self.coordinator.transactions.get(txn_id)
             if txn is None:
-                states.append(_describe_error(txn_id, _E.TRANSACTIONAL_ID_NOT_FOUND))
+                # Kafka's answer for an unknown id: no producer, no start time
+                states.append(
+                    State(
+                        _E.TRANSACTIONAL_ID_NOT_FOUND,
+                        txn_id,
+                        transaction_start_time_ms=-1,
+                        producer_id=-1,
+                        producer_epoch=-1,
+                    )
+                )
                 continue
             by_topic: dict[str, list[int]] = {}
             for topic, p in sorted(txn.partitions):
                 by_topic.setdefault(topic, []).append(p)
             states.append(
-                {
-                    "error_code": _E.NONE,
-                    "transactional_id": txn_id,
-                    "transaction_state": txn.state.kafka_name,
-                    "transaction_timeout_ms": txn.timeout_ms,
-                    "transaction_start_time_ms": txn.start_timestamp,
-                    "producer_id": txn.producer_id,
-                    "producer_epoch": txn.producer_epoch,
-                    "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-                }
+                State(
+                    _E.NONE,
+                    txn_id,
+                    txn.state.kafka_name,
+                    txn.timeout_ms,
+                    txn.start_timestamp,
+                    txn.producer_id,
+                    txn.producer_epoch,
+                    [DescribeTransactionsResponseData.TopicData(t, ps) for t, ps in by_topic.items()],
+                )
             )
-        return {"throttle_time_ms": 0, "transaction_states": states}
+        return DescribeTransactionsResponseData(transaction_states=states)
 
-    async def list_transactions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def list_transactions(self, version: int, body: ListTransactionsRequestData) -> ListTransactionsResponseData:
         """Kafka's filters: by state name, by producer id, and (v1) by how long the
         transaction has run; a state name Kafka does not know is answered back."""
         known = {s.kafka_name for s in TransactionState if s is not TransactionState.DEAD}
-        wanted = set(body["state_filters"])
-        pids = set(body["producer_id_filters"])
-        duration = body.get("duration_filter", -1)
+        wanted = set(body.state_filters)
+        pids = set(body.producer_id_filters)
+        duration = body.duration_filter  # -1 before v1: no filter
         now = self.clock()
         listed = [
-            {"transactional_id": t.transactional_id, "producer_id": t.producer_id, "transaction_state": name}
+            ListTransactionsResponseData.TransactionState(t.transactional_id, t.producer_id, name)
             for t in self.coordinator.transactions.values()
             if (name := t.state.kafka_name) in known
             and (not wanted or name in wanted)
             and (not pids or t.producer_id in pids)
             and (duration < 0 or (t.start_timestamp >= 0 and now - t.start_timestamp > duration))
         ]
-        return {
-            "throttle_time_ms": 0,
-            "error_code": _E.NONE,
-            "unknown_state_filters": sorted(wanted - known),
-            "transaction_states": sorted(listed, key=lambda t: t["transactional_id"]),
-        }
+        return ListTransactionsResponseData(
+            unknown_state_filters=sorted(wanted - known),
+            transaction_states=sorted(listed, key=lambda t: t.transactional_id),
+        )
 
     # --- FindCoordinator, transactions' part -------------------------------------------------------
 
-    async def transaction_partition(self, key: str) -> tuple[str, int]:
+    async def transaction_partition(self, key: str) -> TopicPartition:
         """FindCoordinator's lookup for key type 1: the ``__transaction_state`` partition of a
         transactional id, made on first need; its leader is the id's coordinator."""
         if not key:
@@ -506,21 +531,3 @@ class TxnApis:
         except SeglogError as e:
             raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC} is not available: {e.message}") from e
         return TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(key))
-
-
-def _producer(body: dict[str, Any]) -> tuple[str, int, int]:
-    """A request's transactional id, producer id and epoch."""
-    return body["transactional_id"], body["producer_id"], body["producer_epoch"]
-
-
-def _describe_error(txn_id: str, code: int) -> dict[str, Any]:
-    return {
-        "error_code": code,
-        "transactional_id": txn_id,
-        "transaction_state": "",
-        "transaction_timeout_ms": 0,
-        "transaction_start_time_ms": -1,
-        "producer_id": -1,
-        "producer_epoch": -1,
-        "topics": [],
-    }
