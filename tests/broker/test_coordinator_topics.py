@@ -7,7 +7,6 @@ restart nor for a new topic of the same name (Kafka's GroupCoordinator.onPartiti
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import seglog.broker
 from seglog.client import connect
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import DescribeConfigsRequestData, MetadataRequestData
 
 CONFIG = {"num.partitions": 2, "offsets.topic.num.partitions": 3, "transaction.state.log.num.partitions": 5}
 NO_OFFSET = -1001  # confluent-kafka's OFFSET_INVALID: nothing committed
@@ -25,14 +25,12 @@ NO_OFFSET = -1001  # confluent-kafka's OFFSET_INVALID: nothing committed
 @pytest.mark.parametrize(("topic", "partitions"), [("__consumer_offsets", 3), ("__transaction_state", 5)])
 def test_metadata_makes_an_internal_topic_as_its_coordinator_does(tmp_path: Path, topic: str, partitions: int) -> None:
     with seglog.broker.start(str(tmp_path), config=CONFIG) as broker, connect(broker.bootstrap_servers) as client:
-        asked = {"topics": [{"name": topic, "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": True}
-        (found,) = client.request(ApiKey.METADATA, asked)["topics"]
-        assert (found["error_code"], found["is_internal"], len(found["partitions"])) == (0, True, partitions)
-        described = client.request(
-            ApiKey.DESCRIBE_CONFIGS,
-            {"resources": [{"resource_type": 2, "resource_name": topic, "configuration_keys": ["cleanup.policy"]}]},
-        )
-        assert described["results"][0]["configs"][0]["value"] == "compact"
+        asked = MetadataRequestData([MetadataRequestData.MetadataRequestTopic(name=topic)], True)
+        (found,) = client.request(ApiKey.METADATA, asked).topics
+        assert (found.error_code, found.is_internal, len(found.partitions)) == (0, True, partitions)
+        resource = DescribeConfigsRequestData.DescribeConfigsResource(2, topic, ["cleanup.policy"])
+        described = client.request(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequestData([resource]))
+        assert described.results[0].configs[0].value == "compact"
 
 
 def committed(bootstrap: str, group: str, tps: list[tuple[str, int]]) -> list[int]:

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from seglog.client import connect
 from seglog.protocol import ApiKey, ErrorCode
+from seglog.protocol.message_data import OffsetFetchRequestData
 
 from .conftest import CONSUMER, PRODUCER, wait_for
 from .subprocess_broker import BrokerProcess
@@ -57,25 +58,30 @@ def send_offsets(producer: Producer, offset: int, metadata: Any, *, commit: bool
         producer.abort_transaction(30)
 
 
+def offset_fetch(group: str, partitions: list[int], *, require_stable: bool) -> OffsetFetchRequestData:
+    """OffsetFetch (v8+: by group) of the group's offsets of these partitions of "in"."""
+    topics = [OffsetFetchRequestData.OffsetFetchRequestTopics("in", partitions)]
+    return OffsetFetchRequestData(
+        groups=[OffsetFetchRequestData.OffsetFetchRequestGroup(group, topics=topics)], require_stable=require_stable
+    )
+
+
 def fetch_offset(bootstrap: str, group: str, *, require_stable: bool = False) -> int:
     """The group's committed offset of in-0 (OffsetFetch; -1: none), once the group's
     partition is loaded; UNSTABLE_OFFSET_COMMIT answered as -2."""
 
     def fetch() -> int | None:
         with connect(bootstrap) as client:
-            body = {
-                "groups": [{"group_id": group, "topics": [{"name": "in", "partition_indexes": [0]}]}],
-                "require_stable": require_stable,
-            }
-            (answer,) = client.request(ApiKey.OFFSET_FETCH, body)["groups"]
-        if answer["error_code"] == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            body = offset_fetch(group, [0], require_stable=require_stable)
+            (answer,) = client.request(ApiKey.OFFSET_FETCH, body).groups
+        if answer.error_code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
             return None
-        assert answer["error_code"] == 0, answer
-        (found,) = answer["topics"][0]["partitions"]
-        if found["error_code"] == ErrorCode.UNSTABLE_OFFSET_COMMIT:
+        assert answer.error_code == 0, answer
+        (found,) = answer.topics[0].partitions
+        if found.error_code == ErrorCode.UNSTABLE_OFFSET_COMMIT:
             return -2
-        assert found["error_code"] == 0, found
-        return int(found["committed_offset"])
+        assert found.error_code == 0, found
+        return int(found.committed_offset)
 
     result = wait_for(lambda: (found := fetch()) is not None and (found,), what="the group's partition to load")
     return int(result[0])
@@ -198,11 +204,10 @@ def test_a_pipeline_killed_at_random_points_writes_each_record_once(seglog_broke
 
         def consumed_all() -> bool:
             with connect(bootstrap) as client:
-                topics = [{"name": "in", "partition_indexes": [0, 1]}]
-                body = {"groups": [{"group_id": "pipeline-group", "topics": topics}], "require_stable": True}
-                (answer,) = client.request(ApiKey.OFFSET_FETCH, body)["groups"]
-            found = {p["partition_index"]: p["committed_offset"] for p in answer["topics"][0]["partitions"]}
-            return answer["error_code"] == 0 and all(found.get(p) == n for p, n in want)
+                body = offset_fetch("pipeline-group", [0, 1], require_stable=True)
+                (answer,) = client.request(ApiKey.OFFSET_FETCH, body).groups
+            found = {p.partition_index: p.committed_offset for p in answer.topics[0].partitions}
+            return answer.error_code == 0 and all(found.get(p) == n for p, n in want)
 
         wait_for(consumed_all, timeout=60, what="the pipeline to commit every input offset")
     finally:

@@ -6,7 +6,6 @@ SIGKILL."""
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,9 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 import seglog
 from seglog.cli import main
 from seglog.client import connect
+from seglog.common import TRANSACTION_STATE_TOPIC
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import DescribeTransactionsRequestData, ListOffsetsRequestData, MetadataRequestData
 from seglog.storage.txn_index import read_txn_index
 
 from .conftest import CONSUMER, wait_for
@@ -75,8 +76,9 @@ def cli(capsys: Any, *argv: str) -> str:
 
 def producer_id(txn_id: str, bootstrap: str) -> int:
     with connect(bootstrap) as client:
-        states = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})["transaction_states"]
-    return int(states[0]["producer_id"])
+        body = DescribeTransactionsRequestData([txn_id])
+        states = client.request(ApiKey.DESCRIBE_TRANSACTIONS, body).transaction_states
+    return int(states[0].producer_id)
 
 
 def log_state(data: Path) -> tuple[int, int]:
@@ -110,9 +112,9 @@ def test_read_committed_sees_exactly_the_committed_records(seglog_broker_factory
         stale.commit_transaction(30)
 
     with connect(bootstrap) as client:
-        body = {"topics": [{"name": "__transaction_state", "topic_id": uuid.UUID(int=0)}]}
-        (state_topic,) = client.request(ApiKey.METADATA, body)["topics"]
-    assert state_topic["is_internal"] and len(state_topic["partitions"]) == 4
+        body = MetadataRequestData([MetadataRequestData.MetadataRequestTopic(name=TRANSACTION_STATE_TOPIC)])
+        (state_topic,) = client.request(ApiKey.METADATA, body).topics
+    assert state_topic.is_internal and len(state_topic.partitions) == 4
 
     # seglog transactions, as kafka-transactions.sh prints them
     listed = cli(capsys, "transactions", "--bootstrap-server", bootstrap, "--list")
@@ -157,13 +159,10 @@ def latest_offsets(bootstrap: str) -> tuple[int, int]:
     found = []
     with connect(bootstrap) as client:
         for level in (0, 1):
-            partitions = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]
-            body = {
-                "replica_id": -1,
-                "isolation_level": level,
-                "topics": [{"name": "orders", "partitions": partitions}],
-            }
-            found.append(client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]["offset"])
+            latest = ListOffsetsRequestData.ListOffsetsPartition(0, timestamp=-1)
+            topics = [ListOffsetsRequestData.ListOffsetsTopic("orders", [latest])]
+            body = ListOffsetsRequestData(replica_id=-1, isolation_level=level, topics=topics)
+            found.append(client.request(ApiKey.LIST_OFFSETS, body).topics[0].partitions[0].offset)
     return found[0], found[1]
 
 

@@ -23,6 +23,13 @@ from seglog.client import connect
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
 from seglog.coordinator.transaction_coordinator import WriteTxnMarkers
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import (
+    DescribeTransactionsRequestData,
+    ListOffsetsRequestData,
+    MetadataRequestData,
+    ProduceRequestData,
+    WriteTxnMarkersRequestData,
+)
 from seglog.records import Record
 from seglog.records.batch import build_batch
 from seglog.tools.cluster import BrokerProcess, LocalCluster
@@ -75,10 +82,14 @@ def live(cluster: LocalCluster) -> list[BrokerProcess]:
     return [b for b in cluster.brokers.values() if b.running]
 
 
+def metadata_request(topic: str) -> MetadataRequestData:
+    return MetadataRequestData([MetadataRequestData.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+
+
 def leader_of(cluster: LocalCluster, broker: BrokerProcess, topic: str, partition: int) -> int:
     with connect(broker.address) as client:
-        answer = client.request(ApiKey.METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
-    found = [p["leader_id"] for t in answer["topics"] for p in t["partitions"] if p["partition_index"] == partition]
+        answer = client.request(ApiKey.METADATA, metadata_request(topic))
+    found = [p.leader_id for t in answer.topics for p in t.partitions if p.partition_index == partition]
     return found[0] if found else -1
 
 
@@ -93,16 +104,16 @@ def coordinator_of(cluster: LocalCluster, txn_id: str) -> int:
     """The broker that knows the transactional id: its coordinator."""
     for broker in live(cluster):
         with connect(broker.address) as client:
-            found = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
-        if found["transaction_states"][0]["error_code"] == NONE:
+            found = client.request(ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequestData([txn_id]))
+        if found.transaction_states[0].error_code == NONE:
             return broker.broker_id
     raise AssertionError(f"no broker coordinates {txn_id}")
 
 
 def transaction_state(cluster: LocalCluster, coordinator: int, txn_id: str) -> str:
     with connect(cluster.brokers[coordinator].address) as client:
-        found = client.request(ApiKey.DESCRIBE_TRANSACTIONS, {"transactional_ids": [txn_id]})
-    return str(found["transaction_states"][0]["transaction_state"])
+        found = client.request(ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequestData([txn_id]))
+    return str(found.transaction_states[0].transaction_state)
 
 
 def read_all(bootstrap: str, topic: str, partitions: int, isolation: str) -> dict[int, list[bytes]]:
@@ -262,15 +273,10 @@ def produce_transactional(broker: BrokerProcess, topic: str, partition: int, pro
         base_sequence=0,
         transactional=True,
     )
-    body = {
-        "transactional_id": None,
-        "acks": -1,
-        "timeout_ms": 30_000,
-        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}],
-    }
+    data = [ProduceRequestData.TopicProduceData(topic, [ProduceRequestData.PartitionProduceData(partition, batch)])]
     with connect(broker.address) as client:
-        answer = client.request(ApiKey.PRODUCE, body)
-    assert answer["responses"][0]["partition_responses"][0]["error_code"] == NONE
+        answer = client.request(ApiKey.PRODUCE, ProduceRequestData(None, -1, 30_000, data))
+    assert answer.responses[0].partition_responses[0].error_code == NONE
 
 
 def write_markers(
@@ -280,18 +286,14 @@ def write_markers(
     by_topic: dict[str, list[int]] = {}
     for topic, p in partitions:
         by_topic.setdefault(topic, []).append(p)
-    marker = {
-        "producer_id": producer_id,
-        "producer_epoch": 0,
-        "transaction_result": commit,
-        "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-        "coordinator_epoch": 0,
-    }
+    Markers = WriteTxnMarkersRequestData
+    topics = [Markers.WritableTxnMarkerTopic(t, ps) for t, ps in by_topic.items()]
+    marker = Markers.WritableTxnMarker(producer_id, 0, commit, topics, 0)
     with connect(broker.address) as client:
-        answer = client.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [marker]})
-    (found,) = answer["markers"]
-    assert found["producer_id"] == producer_id
-    return {(t["name"], p["partition_index"]): p["error_code"] for t in found["topics"] for p in t["partitions"]}
+        answer = client.request(ApiKey.WRITE_TXN_MARKERS, Markers([marker]))
+    (found,) = answer.markers
+    assert found.producer_id == producer_id
+    return {(t.name, p.partition_index): p.error_code for t in found.topics for p in t.partitions}
 
 
 def offsets(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int]:
@@ -299,11 +301,12 @@ def offsets(broker: BrokerProcess, topic: str, partition: int) -> tuple[int, int
     found = []
     with connect(broker.address) as client:
         for level in (0, 1):
-            partitions = [{"partition_index": partition, "timestamp": -1, "current_leader_epoch": -1}]
-            body = {"replica_id": -1, "isolation_level": level, "topics": [{"name": topic, "partitions": partitions}]}
-            answer = client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]
-            assert answer["error_code"] == NONE
-            found.append(answer["offset"])
+            latest = ListOffsetsRequestData.ListOffsetsPartition(partition, timestamp=-1)
+            topics = [ListOffsetsRequestData.ListOffsetsTopic(topic, [latest])]
+            body = ListOffsetsRequestData(replica_id=-1, isolation_level=level, topics=topics)
+            answer = client.request(ApiKey.LIST_OFFSETS, body).topics[0].partitions[0]
+            assert answer.error_code == NONE
+            found.append(answer.offset)
     return found[0], found[1]
 
 
@@ -337,12 +340,12 @@ def test_write_txn_markers_appends_with_acks_all_and_answers_per_partition(clust
 def metadata_of(cluster: LocalCluster, topic: str) -> tuple[list[BrokerInfo], list[PartitionState]]:
     """The live brokers and ``topic``'s partitions as a broker's Metadata answers them."""
     with connect(live(cluster)[0].address) as client:
-        answer = client.request(ApiKey.METADATA, {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
-    brokers = [BrokerInfo(b["node_id"], b["host"], b["port"]) for b in answer["brokers"]]
+        answer = client.request(ApiKey.METADATA, metadata_request(topic))
+    brokers = [BrokerInfo(b.node_id, b.host, b.port) for b in answer.brokers]
     partitions = [
-        PartitionState(p["partition_index"], p["leader_id"], p["leader_epoch"], tuple(p["replica_nodes"]), ())
-        for t in answer["topics"]
-        for p in t["partitions"]
+        PartitionState(p.partition_index, p.leader_id, p.leader_epoch, tuple(p.replica_nodes), ())
+        for t in answer.topics
+        for p in t.partitions
     ]
     return brokers, partitions
 
