@@ -371,10 +371,11 @@ class GroupApis:
 
     async def describe_groups(self, version: int, body: DescribeGroupsRequestData) -> DescribeGroupsResponseData:
         Data = DescribeGroupsResponseData
+        # authorized_operations is left at its default, Kafka's "not asked for" (no ACLs here)
         described = []
         for group_id in body.groups:
             error = self.groups.group_error(group_id)
-            if error:  # authorized_operations: the field's default, Kafka's "not asked for"
+            if error:
                 described.append(Data.DescribedGroup(error, group_id))
                 continue
             g = self.groups.admin.describe_groups((group_id,))[0]
