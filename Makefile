@@ -43,7 +43,7 @@ SARAMA_DIR := /usr/share/gocode/src/github.com/Shopify/sarama
 clients:
 	@missing=""; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
-	command -v burrow >/dev/null || missing="$$missing burrow"; \
+	command -v Burrow >/dev/null || missing="$$missing burrow"; \
 	command -v go >/dev/null || missing="$$missing golang-go"; \
 	[ -d $(SARAMA_DIR) ] || missing="$$missing golang-github-shopify-sarama-dev"; \
 	command -v npm >/dev/null || missing="$$missing nodejs npm"; \

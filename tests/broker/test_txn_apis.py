@@ -147,3 +147,37 @@ def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(t
         assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
 
     run_transaction(tmp_path, scenario)
+
+
+def test_a_brokers_batched_add_partitions_and_verification(tmp_path) -> None:
+    """AddPartitionsToTxn v4+ (KIP-890, a broker's): transactions in one request, each added to
+    its partitions or (verify_only) asked whether they are in its ongoing transaction."""
+
+    async def scenario(replicas: ReplicaManager, txn: TxnApis, add: dict[str, Any], end: dict[str, Any]) -> None:
+        pid, epoch = add["v3_and_below_producer_id"], add["v3_and_below_producer_epoch"]
+
+        def batch(verify_only: bool, partitions: dict[str, list[int]], **changes: Any) -> dict[str, Any]:
+            one = {"transactional_id": "app", "producer_id": pid, "producer_epoch": epoch, "verify_only": verify_only}
+            topics = [{"name": t, "partitions": ps} for t, ps in partitions.items()]
+            return {"transactions": [{**one, "topics": topics, **changes}]}
+
+        def errors(answer: dict[str, Any]) -> dict[tuple[str, int], int]:
+            assert answer["error_code"] == 0
+            (result,) = answer["results_by_transaction"]
+            assert result["transactional_id"] == "app"
+            return {
+                (t["name"], r["partition_index"]): r["partition_error_code"]
+                for t in result["topic_results"]
+                for r in t["results_by_partition"]
+            }
+
+        assert errors(await txn.add_partitions_to_txn(5, batch(False, {"t": [0]}))) == {("t", 0): 0}
+        verified = await txn.add_partitions_to_txn(4, batch(True, {"t": [0], "u": [0]}))
+        assert errors(verified) == {("t", 0): 0, ("u", 0): 48}  # u-0 is not in it: INVALID_TXN_STATE
+        fenced = await txn.add_partitions_to_txn(4, batch(True, {"t": [0]}, producer_epoch=epoch - 1))
+        assert errors(fenced) == {("t", 0): 90}  # PRODUCER_FENCED
+        stranger = await txn.add_partitions_to_txn(4, batch(True, {"t": [0]}, producer_id=pid + 1))
+        assert errors(stranger) == {("t", 0): 49}  # INVALID_PRODUCER_ID_MAPPING
+        assert txn.coordinator.transactions["app"].partitions == {("t", 0)}
+
+    run_transaction(tmp_path, scenario)
