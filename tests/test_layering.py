@@ -36,6 +36,19 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``segl
    is such a name, returned (first) by a function so named, passed to ``ErrorCode(...)``; and a
    constant named after a Kafka error, in a module (``UNSUPPORTED_VERSION = 35``) or a class other
    than the table (a second table; but ``NONE``, which other enums name too).
+
+4. A record batch header's layout is ``seglog.records.layout``'s (and the legacy message's
+   ``records.legacy``'s): outside ``records/`` no module says where a field lies. Refused are a
+   constant restating a field's offset (an integer named ``*_AT``, ``*_OFFSET``, ``*_POS`` or
+   ``*_POSITION`` equal to one of the header's offsets, ``MAGIC_AT = 16``); a literal offset of a
+   field only v2 has (past the magic byte: 17 crc ... 61 records), bare or added to a position,
+   that indexes or slices bytes or is given to ``unpack_from``/``pack_into`` (``b[at + 21]``);
+   and a ``struct`` format that skips bytes (``x``): a header drawn again as a format.
+
+5. Kafka's framing is ``protocol``'s sans-IO connection's: outside ``protocol/`` and
+   ``client/`` (whose sockets run on it) no module takes the 4-byte size prefix off a stream:
+   a read of exactly 4 bytes (``readexactly(4)``, ``recv(4)``), a frame cut out after its
+   prefix (``buffer[4 : 4 + size]``), or a call of protocol's ``frame_size``.
 """
 
 from __future__ import annotations
@@ -47,6 +60,7 @@ from pathlib import Path
 
 import seglog
 from seglog.errors import ErrorCode
+from seglog.records import layout
 
 SRC = Path(seglog.__file__).parent
 
@@ -384,4 +398,164 @@ def test_the_bare_code_check_finds_what_it_forbids(tmp_path):
         "ErrorCode(42)",
         "'error_code': 0",
         "_error returns -1",
+    ]
+
+
+# --- 4. batch header offsets only in records/ -----------------------------------------------------
+
+# every field's offset in a v2 batch header, and the header's size, as records.layout states them
+# (baseOffset's 0 aside: a start, not a field's place)
+HEADER_OFFSETS = frozenset(
+    v for k, v in vars(layout).items() if (k.endswith("_OFFSET") or k == "HEADER_SIZE") and type(v) is int and v
+)
+# past the magic byte the fields are v2's own: their offsets, as literals, read a v2 header
+V2_ONLY_OFFSETS = frozenset(v for v in HEADER_OFFSETS if v > layout.MAGIC_OFFSET)
+_AT_NAME = re.compile(r"(_AT|_OFFSET|_POS|_POSITION)$")
+_STRUCT_CALLS = frozenset({"Struct", "pack", "pack_into", "unpack", "unpack_from", "iter_unpack", "calcsize"})
+_PAD = re.compile(r"\d*x")
+
+
+def _offset_literal(node: ast.AST | None) -> int | None:
+    """The integer of ``N`` or ``position + N`` (either side), else None."""
+    if node is None:
+        return None
+    if _int(node):
+        return ast.literal_eval(node)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        for side in (node.left, node.right):
+            if _int(side):
+                return ast.literal_eval(side)
+    return None
+
+
+def _header_offsets_in(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and _int(node.value):
+            value = ast.literal_eval(node.value)
+            for target in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                if isinstance(target, ast.Name) and _AT_NAME.search(target.id) and value in HEADER_OFFSETS:
+                    yield node.lineno, f"{target.id} = {ast.unparse(node.value)}"
+        elif isinstance(node, ast.Subscript):
+            s = node.slice
+            bounds = [s.lower, s.upper] if isinstance(s, ast.Slice) else [s]
+            if any(_offset_literal(b) in V2_ONLY_OFFSETS for b in bounds):
+                yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.Call):
+            callee = _callee(node)
+            module_call = isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) == "struct"
+            if callee in ("unpack_from", "pack_into"):
+                offset = node.args[2 if module_call else 1 : 3 if module_call else 2]
+                offset += [k.value for k in node.keywords if k.arg == "offset"]
+                if any(_offset_literal(o) in V2_ONLY_OFFSETS for o in offset):
+                    yield node.lineno, ast.unparse(node)
+            if (module_call or callee == "Struct") and callee in _STRUCT_CALLS and node.args:
+                fmt = node.args[0]
+                if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str) and _PAD.search(fmt.value):
+                    yield node.lineno, f"struct format {fmt.value!r}"
+
+
+def _found_outside(root: Path, packages: frozenset[str], finder) -> list[str]:
+    """``finder``'s (line, what) in every module under ``root`` outside ``packages``."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if _package(root, _module_name(root, path)) in packages:
+            continue
+        where = path.relative_to(root.parent)
+        found += [f"{where}:{line}: {what}" for line, what in sorted(finder(ast.parse(path.read_text(), str(path))))]
+    return found
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A package ``seglog`` of ``files`` (path below it: source)."""
+    root = tmp_path / "seglog"
+    for name, source in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(source)
+    return root
+
+
+def header_offsets(root: Path) -> list[str]:
+    """Every place under ``root`` (a package directory) outside records/ that restates where a
+    record batch header's fields lie."""
+    return _found_outside(root, frozenset({"records"}), _header_offsets_in)
+
+
+def test_batch_header_offsets_only_in_records():
+    assert header_offsets(SRC) == []
+
+
+def test_the_header_offset_check_finds_what_it_forbids(tmp_path):
+    apis = (
+        "MAGIC_AT = 16\n"
+        "ATTRIBUTES_OFFSET: int = 21\n"
+        "PEEK = struct.Struct('>qi11xi8xq')\n"
+        "def f(b, at):\n"
+        "    codec = b[22] & 7 if b[at + 16] == 2 else b[at + 21]\n"  # 22: no field's offset; 16: magic, every magic's
+        "    crc = b[17:21]\n"
+        "    count = COUNT.unpack_from(b, at + 57)[0] + struct.unpack_from('>q', b, 43)[0]\n"
+        "    key, digest, entry = b[:8], h[:16], index.unpack_from(mm, slot * 8 + 12)\n"  # not a v2 field's
+        "    return struct.pack('>hi', 1, 2)\n"
+        "MAX_OFFSET_DELTA = 2\n"
+    )
+    # records' own layout: where the offsets are stated
+    root = _tree(
+        tmp_path, {"records/layout.py": "MAGIC_OFFSET = 16\nS = struct.Struct('>q8x')\n", "broker/apis.py": apis}
+    )
+    assert [v.split(": ", 1)[1] for v in header_offsets(root)] == [
+        "MAGIC_AT = 16",
+        "ATTRIBUTES_OFFSET = 21",
+        "struct format '>qi11xi8xq'",
+        "b[at + 21]",
+        "b[17:21]",
+        "COUNT.unpack_from(b, at + 57)",
+        "struct.unpack_from('>q', b, 43)",
+    ]
+
+
+# --- 5. Kafka's framing only in protocol/ -----------------------------------------------------------
+
+_FRAMING_PACKAGES = frozenset({"protocol", "client"})  # the sans-IO connection, and the client's sockets on it
+
+
+def _framing_in(tree: ast.Module):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            callee = _callee(node) or ""
+            four = bool(node.args) and _int(node.args[0]) and ast.literal_eval(node.args[0]) == 4
+            if callee == "frame_size" or (four and re.search(r"read|recv", callee, re.IGNORECASE)):
+                yield node.lineno, ast.unparse(node)
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Slice):
+            lower, upper = node.slice.lower, node.slice.upper
+            if lower is not None and _int(lower) and ast.literal_eval(lower) == 4 and _offset_literal(upper) == 4:
+                yield node.lineno, ast.unparse(node)  # a frame cut out after its prefix: b[4 : 4 + size]
+
+
+def framing_loops(root: Path) -> list[str]:
+    """Every place under ``root`` (a package directory) outside protocol/ and client/ that
+    takes Kafka's 4-byte size prefix off a stream: a read of exactly 4 bytes, a frame cut
+    out after its prefix, or protocol's ``frame_size`` called."""
+    return _found_outside(root, _FRAMING_PACKAGES, _framing_in)
+
+
+def test_one_framing_loop_in_protocol():
+    assert framing_loops(SRC) == []
+
+
+def test_the_framing_check_finds_what_it_forbids(tmp_path):
+    network = (
+        "async def read(reader, sock):\n"
+        "    size = SIZE.unpack(await reader.readexactly(4))[0]\n"
+        "    head = sock.recv(4)\n"
+        "    n = frame_size(bytes(buffer[:4]), limit)\n"
+        "    frame = buffer[4 : 4 + n]\n"
+        "    magic = view[:4]\n"  # a codec's magic number, no frame
+        "    data = sock.recv(65536)\n"
+    )
+    # protocol's connection: where the framing is
+    root = _tree(tmp_path, {"protocol/connection.py": "frame = buffer[4 : 4 + size]\n", "broker/network.py": network})
+    assert [v.split(": ", 1)[1] for v in framing_loops(root)] == [
+        "reader.readexactly(4)",
+        "sock.recv(4)",
+        "frame_size(bytes(buffer[:4]), limit)",
+        "buffer[4:4 + n]",
     ]

@@ -14,17 +14,18 @@ from typing import Any
 
 from seglog.broker.admin import AdminManager
 from seglog.broker.controller_apis import ControllerApis
-from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from seglog.broker.group_metadata_manager import GroupMetadataManager
 from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
-from seglog.broker.txn_apis import TRANSACTION_STATE, TxnApis
+from seglog.broker.txn_apis import TxnApis
+from seglog.common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from seglog.coordinator.group_coordinator import JoinGroupRequest
 from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
 from seglog.protocol import ErrorCode
 from seglog.protocol.message_data import UpdateMetadataRequestData
 
-IDS = {OFFSETS_TOPIC: uuid.uuid4(), TRANSACTION_STATE: uuid.uuid4()}
+IDS = {GROUP_METADATA_TOPIC: uuid.uuid4(), TRANSACTION_STATE_TOPIC: uuid.uuid4()}
 
 
 def state(topic: str, leader: int, epoch: int) -> dict[str, Any]:
@@ -99,7 +100,7 @@ def test_a_group_partition_led_elsewhere_answers_the_waiting_join_not_coordinato
         replicas, groups, txn = open_broker(str(tmp_path))
         await replicas.startup()
         try:
-            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 1)
+            lead_or_follow(replicas, GROUP_METADATA_TOPIC, 0, 1)
             await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
             commit = OffsetCommitRequest("g", {("t", 0): PartitionCommit(7)})
             answer = await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
@@ -108,20 +109,20 @@ def test_a_group_partition_led_elsewhere_answers_the_waiting_join_not_coordinato
             await asyncio.sleep(0.05)
             assert not waiting.done()  # group.initial.rebalance.delay.ms
 
-            lead_or_follow(replicas, OFFSETS_TOPIC, 1, 2)  # the controller moved the leadership to broker 1
+            lead_or_follow(replicas, GROUP_METADATA_TOPIC, 1, 2)  # the controller moved the leadership to broker 1
             response = await asyncio.wait_for(waiting, 5)
             assert response.error_code == ErrorCode.NOT_COORDINATOR
             assert "g" not in groups.coordinator.groups
             assert groups.group_error("g") == ErrorCode.NOT_COORDINATOR
 
-            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 3)  # back: the group is read again from the log
+            lead_or_follow(replicas, GROUP_METADATA_TOPIC, 0, 3)  # back: the group is read again from the log
             await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
             fetched = groups.offsets.fetch_offsets(OffsetFetchRequest("g", (("t", 0),)))
             assert fetched.partitions[("t", 0)].offset == 7
 
             waiting = join(groups)
             await asyncio.sleep(0.05)
-            replicas.stop_replicas(9, 1, [(OFFSETS_TOPIC, 0, False, 3)])  # StopReplica resigns too
+            replicas.stop_replicas(9, 1, [(GROUP_METADATA_TOPIC, 0, False, 3)])  # StopReplica resigns too
             assert (await asyncio.wait_for(waiting, 5)).error_code == ErrorCode.NOT_COORDINATOR
             assert groups.group_error("g") == ErrorCode.NOT_COORDINATOR
         finally:
@@ -136,18 +137,18 @@ def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
         await replicas.startup()
         init = {"transactional_id": "tx", "transaction_timeout_ms": 60_000, "producer_id": -1, "producer_epoch": -1}
         try:
-            lead_or_follow(replicas, TRANSACTION_STATE, 0, 1)
+            lead_or_follow(replicas, TRANSACTION_STATE_TOPIC, 0, 1)
             await until(lambda: 0 in txn.coordinator.coordinator_epochs, "the load")
             answer = await txn.init_producer_id(4, init)
             assert answer["error_code"] == ErrorCode.NONE
             producer = {"transactional_id": "tx", "producer_id": answer["producer_id"], "producer_epoch": 0}
 
-            lead_or_follow(replicas, TRANSACTION_STATE, 1, 2)
+            lead_or_follow(replicas, TRANSACTION_STATE_TOPIC, 1, 2)
             assert "tx" not in txn.coordinator.transactions
             ended = await txn.end_txn(3, {**producer, "committed": True})
             assert ended["error_code"] == ErrorCode.NOT_COORDINATOR
 
-            lead_or_follow(replicas, TRANSACTION_STATE, 0, 3)  # back: the id is read again from the log
+            lead_or_follow(replicas, TRANSACTION_STATE_TOPIC, 0, 3)  # back: the id is read again from the log
             await until(lambda: "tx" in txn.coordinator.transactions, "the load")
             assert txn.coordinator.transactions["tx"].producer_id == answer["producer_id"]
             ended = await txn.end_txn(3, {**producer, "committed": False})
@@ -168,7 +169,7 @@ def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
         controller = ControllerApis(replicas, lambda: -1, lambda: None)
         await replicas.startup()
         try:
-            lead_or_follow(replicas, OFFSETS_TOPIC, 0, 1)
+            lead_or_follow(replicas, GROUP_METADATA_TOPIC, 0, 1)
             await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
             commit = OffsetCommitRequest("g", {("gone", 0): PartitionCommit(3), ("kept", 0): PartitionCommit(4)})
             await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))

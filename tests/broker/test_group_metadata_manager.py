@@ -14,10 +14,11 @@ import uuid
 from collections.abc import Callable
 
 from seglog.broker.admin import AdminManager
-from seglog.broker.group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from seglog.broker.group_metadata_manager import GroupMetadataManager
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
+from seglog.common import GROUP_METADATA_TOPIC
 from seglog.coordinator.offset_manager import (
     OffsetCommitRequest,
     OffsetFetchRequest,
@@ -78,14 +79,14 @@ def test_load_in_progress_then_expiry_by_offsets_retention(tmp_path) -> None:
         groups.startup()
         await replicas.create_topic("t", 1, {})
         await groups.ensure_offsets_topic()
-        topic = replicas.metadata.topic(OFFSETS_TOPIC)
+        topic = replicas.metadata.topic(GROUP_METADATA_TOPIC)
         assert topic is not None and topic.internal and len(topic.partitions) == 4
-        assert replicas.topic_config(OFFSETS_TOPIC)["cleanup.policy"] == ("compact",)
+        assert replicas.topic_config(GROUP_METADATA_TOPIC)["cleanup.policy"] == ("compact",)
         for group, offset in (("kept", 3), ("lonely", 5)):
             request = OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)})
             answer = await groups.call(lambda token, now, r=request: groups.offsets.commit_offsets(token, r, now))
             assert answer.errors == {("t", 0): ErrorCode.NONE}
-        plog = replicas.partition(OFFSETS_TOPIC, groups.partition_for("lonely")).log
+        plog = replicas.partition(GROUP_METADATA_TOPIC, groups.partition_for("lonely")).log
         (batch,) = [b for b in plog.batches(0, plog.log_end_offset)]
         assert batch.compression == Compression.LZ4  # offsets.topic.compression.codec
         await close(replicas, groups)
@@ -124,8 +125,8 @@ def test_a_partition_that_cannot_be_loaded_is_not_coordinated_nor_read_again(tmp
         await groups.ensure_offsets_topic()
         p = groups.partition_for("broken")
         bad_key = build_batch([Record(key=b"\xff\xff", value=b"x")])  # a key version below 0: corrupt
-        result = await replicas.append_records({(OFFSETS_TOPIC, p): memoryview(bad_key)})
-        assert result[(OFFSETS_TOPIC, p)].error_code == 0
+        result = await replicas.append_records({(GROUP_METADATA_TOPIC, p): memoryview(bad_key)})
+        assert result[(GROUP_METADATA_TOPIC, p)].error_code == 0
         await close(replicas, groups)
 
         replicas, groups = open_broker(str(tmp_path), clock)
@@ -160,7 +161,7 @@ def test_a_marker_written_while_its_partition_loads_completes_the_offsets_after(
         groups.startup()
         assert groups.loading
         # the COMMIT marker lands after the replay has read the partition's end
-        groups.complete_transaction(producer_id, True, [(OFFSETS_TOPIC, groups.partition_for("g"))])
+        groups.complete_transaction(producer_id, True, [(GROUP_METADATA_TOPIC, groups.partition_for("g"))])
         await until(lambda: not groups.loading, "the loads")
         assert committed(groups, "g") == 7
         await close(replicas, groups)
@@ -201,7 +202,7 @@ def test_a_commit_behind_a_queued_append_waits_its_turn(tmp_path) -> None:
         replicas, groups = open_broker(str(tmp_path), clock)
         await replicas.create_topic("t", 1, {})
         await groups.ensure_offsets_topic()
-        partition = replicas.partition(OFFSETS_TOPIC, groups.partition_for("g"))
+        partition = replicas.partition(GROUP_METADATA_TOPIC, groups.partition_for("g"))
         held, release = threading.Event(), threading.Event()
 
         def hold() -> None:
@@ -253,7 +254,7 @@ def test_a_commit_waiting_for_its_replicas_holds_no_other_groups_append(tmp_path
         groups = GroupMetadataManager(config, replicas, AdminManager(config, replicas).create_internal_topic)
         replicas.leadership_listeners.append(groups.on_leadership_change)
         state = {
-            "topic_name": OFFSETS_TOPIC,
+            "topic_name": GROUP_METADATA_TOPIC,
             "partition_index": 0,
             "controller_epoch": 1,
             "leader": 0,
@@ -265,11 +266,11 @@ def test_a_commit_waiting_for_its_replicas_holds_no_other_groups_append(tmp_path
             "removing_replicas": [],
             "is_new": True,
         }
-        assert replicas.become_leader_or_follower(9, 1, [state], {OFFSETS_TOPIC: uuid.uuid4()}) == {
-            (OFFSETS_TOPIC, 0): ErrorCode.NONE
+        assert replicas.become_leader_or_follower(9, 1, [state], {GROUP_METADATA_TOPIC: uuid.uuid4()}) == {
+            (GROUP_METADATA_TOPIC, 0): ErrorCode.NONE
         }
         await until(lambda: groups.group_error("a") == ErrorCode.NONE, "the load")
-        plog = replicas.partition(OFFSETS_TOPIC, 0).log
+        plog = replicas.partition(GROUP_METADATA_TOPIC, 0).log
 
         first = asyncio.ensure_future(groups.call(commit(groups, "a", 1)))
         second = asyncio.ensure_future(groups.call(commit(groups, "b", 2)))
@@ -278,7 +279,7 @@ def test_a_commit_waiting_for_its_replicas_holds_no_other_groups_append(tmp_path
         assert (committed(groups, "a"), committed(groups, "b")) == (-1, -1)
 
         for offset in (0, 2):  # the follower reads both records, then says it has them
-            fetch = FetchRequestPartition(OFFSETS_TOPIC, 0, offset, 1 << 20, 1)
+            fetch = FetchRequestPartition(GROUP_METADATA_TOPIC, 0, offset, 1 << 20, 1)
             await replicas.read([fetch], 1 << 20, replica_id=1)
         assert (await first).errors == (await second).errors == {("t", 0): ErrorCode.NONE}
         assert (committed(groups, "a"), committed(groups, "b")) == (1, 2)

@@ -12,6 +12,7 @@ from seglog.broker.apis import KafkaApis
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
+from seglog.protocol.message_data import ListOffsetsRequestData, OffsetForLeaderEpochRequestData
 
 EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
@@ -34,16 +35,13 @@ def apis(tmp_path):
 
 
 def _list_offsets(apis: KafkaApis, timestamp: int) -> tuple[int, int, int]:
-    body = {
-        "replica_id": -1,
-        "isolation_level": 0,
-        "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}
-        ],
-    }
-    answer = asyncio.run(apis.list_offsets(7, body))["topics"][0]["partitions"][0]
-    assert answer["error_code"] == 0
-    return answer["offset"], answer["timestamp"], answer["leader_epoch"]
+    partition = ListOffsetsRequestData.ListOffsetsPartition(partition_index=0, timestamp=timestamp)
+    body = ListOffsetsRequestData(
+        replica_id=-1, topics=[ListOffsetsRequestData.ListOffsetsTopic(name="t", partitions=[partition])]
+    )
+    answer = asyncio.run(apis.list_offsets(7, body)).topics[0].partitions[0]
+    assert answer.error_code == 0
+    return answer.offset, answer.timestamp, answer.leader_epoch
 
 
 def test_list_offsets_answers_the_epoch_of_the_batch_found(apis) -> None:
@@ -69,6 +67,9 @@ def test_list_offsets_answers_the_epoch_of_the_batch_found(apis) -> None:
     ],
 )
 def test_offset_for_leader_epoch_answers_as_kafkas_epoch_cache(apis, asked, answer) -> None:
-    body = {"replica_id": -1, "topics": [{"topic": "t", "partitions": [{"partition": 0, "leader_epoch": asked}]}]}
-    part = asyncio.run(apis.offset_for_leader_epoch(4, body))["topics"][0]["partitions"][0]
-    assert (part["error_code"], part["leader_epoch"], part["end_offset"]) == (0, *answer)
+    partition = OffsetForLeaderEpochRequestData.OffsetForLeaderPartition(partition=0, leader_epoch=asked)
+    body = OffsetForLeaderEpochRequestData(
+        replica_id=-1, topics=[OffsetForLeaderEpochRequestData.OffsetForLeaderTopic(topic="t", partitions=[partition])]
+    )
+    part = asyncio.run(apis.offset_for_leader_epoch(4, body)).topics[0].partitions[0]
+    assert (part.error_code, part.leader_epoch, part.end_offset) == (0, *answer)

@@ -9,6 +9,7 @@ from seglog.broker.apis import KafkaApis
 from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
+from seglog.protocol.message_data import MetadataRequestData
 
 LEADER_NOT_AVAILABLE = 5
 
@@ -24,12 +25,13 @@ def test_a_leader_not_among_the_live_brokers_is_not_available(tmp_path) -> None:
     states = [PartitionState(0, 2, 7, (2, 1, 3), (2, 1, 3)), PartitionState(1, 3, 4, (3, 2, 1), (3, 1))]
     replicas.metadata.update_metadata(live, 1, [("t", uuid.uuid4(), s) for s in states], set())
 
-    answer = asyncio.run(apis.metadata_request(12, {"topics": [{"name": "t", "topic_id": None}]}))
+    body = MetadataRequestData(topics=[MetadataRequestData.MetadataRequestTopic(name="t")])
+    answer = asyncio.run(apis.metadata_request(12, body))
 
-    assert sorted(b["node_id"] for b in answer["brokers"]) == [1, 3]
-    partitions = answer["topics"][0]["partitions"]
-    assert [(p["error_code"], p["leader_id"], p["leader_epoch"]) for p in partitions] == [
+    assert sorted(b.node_id for b in answer.brokers) == [1, 3]
+    partitions = answer.topics[0].partitions
+    assert [(p.error_code, p.leader_id, p.leader_epoch) for p in partitions] == [
         (LEADER_NOT_AVAILABLE, -1, 7),
         (0, 3, 4),
     ]
-    assert partitions[0]["replica_nodes"] == [2, 1, 3]
+    assert partitions[0].replica_nodes == [2, 1, 3]

@@ -15,19 +15,17 @@ from typing import Any, NamedTuple
 
 from seglog.broker.metrics import BrokerMetrics
 from seglog.broker.network import ConnectionClosed, SocketServer, abandoned_on_disconnect
-from seglog.protocol import frame_size
+from seglog.protocol import NEED_DATA, ApiKey, ClientConnection, Request, Response
+from seglog.protocol.message_data import FetchRequestData, FetchResponseData
 
-_SIZE = struct.Struct(">i")
 tag: contextvars.ContextVar[str] = contextvars.ContextVar("tag", default="")
-
-
-def _frame(payload: bytes) -> bytes:
-    return _SIZE.pack(len(payload)) + payload
+FETCH_VERSION = 4
 
 
 class Server:
-    """A SocketServer whose handler answers ``b"name"`` frames with ``b"name"`` back, after
-    awaiting ``gates[name]`` when there is one; it records the task each request began in."""
+    """A SocketServer whose handler answers a Fetch from client ``name`` with ``name`` as
+    its records, after awaiting ``gates[name]`` when there is one; it records the task each
+    request began in."""
 
     def __init__(self, at_once: bool = True) -> None:
         self.gates: dict[bytes, asyncio.Future[None]] = {}
@@ -35,13 +33,12 @@ class Server:
         self.tags: dict[bytes, str] = {}
         self.abandoned: list[bytes] = []
         self.big = b""
-        self.respond: Callable[[], list[Any]] | None = None
-        self.server = SocketServer(
-            "127.0.0.1", 0, self.handle, lambda prefix: frame_size(prefix, 1 << 20), BrokerMetrics(), lambda f: at_once
-        )
+        self.region: Any = None
+        served = {int(ApiKey.FETCH): (FETCH_VERSION, FETCH_VERSION)}
+        self.server = SocketServer("127.0.0.1", 0, self.handle, served, 1 << 20, BrokerMetrics(), lambda r: at_once)
 
-    async def handle(self, frame: bytearray, conn: Any) -> list[Any] | None:
-        name = bytes(frame)
+    async def handle(self, request: Request, conn: Any) -> FetchResponseData:
+        name = (request.header.client_id or "").encode()
         self.began_in[name] = asyncio.current_task()
         tag.set(name.decode())
         gate = self.gates.get(name)
@@ -54,11 +51,11 @@ class Server:
                     self.abandoned.append(name)
                     raise
         self.tags[name] = tag.get()  # the context set before the wait, after it
-        if name == b"big":
-            return [_SIZE.pack(len(self.big)), self.big]
-        if name == b"region" and self.respond is not None:
-            return self.respond()
-        return [bytearray(_frame(name))]
+        records: Any = self.big if name == b"big" else self.region if name == b"region" else name
+        partition = FetchResponseData.PartitionData(partition_index=0, records=records)
+        return FetchResponseData(
+            responses=[FetchResponseData.FetchableTopicResponse(topic="t", partitions=[partition])]
+        )
 
 
 class _Op:
@@ -70,14 +67,37 @@ class _Op:
             self.gate.set_exception(error)
 
 
-def run(test: Callable[[Server, asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]], **kw: Any) -> Server:
+class Client:
+    """Fetches, each sent with its name as the client id; the records of their responses read back."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.protocol = ClientConnection(None)
+
+    def send(self, *names: bytes) -> None:
+        for name in names:
+            self.protocol.client_id = name.decode()
+            _, parts = self.protocol.send_request(ApiKey.FETCH, FetchRequestData(), FETCH_VERSION)
+            self.writer.write(b"".join(parts))
+
+    async def answer(self) -> bytes:
+        while True:
+            response = self.protocol.next_event()
+            if isinstance(response, Response):
+                return bytes(response.body.responses[0].partitions[0].records)
+            assert response is NEED_DATA
+            data = await self.reader.read(1 << 20)
+            self.protocol.receive_data(data)
+
+
+def run(test: Callable[[Server, Client], Awaitable[None]], **kw: Any) -> Server:
     server = Server(**kw)
 
     async def main() -> None:
         server.server.start()
         reader, writer = await asyncio.open_connection("127.0.0.1", server.server.port)
         try:
-            await test(server, reader, writer)
+            await test(server, Client(reader, writer))
         finally:
             writer.close()
             await server.server.stop()
@@ -86,37 +106,32 @@ def run(test: Callable[[Server, asyncio.StreamReader, asyncio.StreamWriter], Awa
     return server
 
 
-async def _answer(reader: asyncio.StreamReader) -> bytes:
-    size = _SIZE.unpack(await reader.readexactly(4))[0]
-    return await reader.readexactly(size)
-
-
 def test_a_request_that_needs_no_wait_is_answered_in_the_readers_turn() -> None:
-    async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(_frame(b"a"))
-        assert await _answer(reader) == b"a"
+    async def test(server: Server, client: Client) -> None:
+        client.send(b"a")
+        assert await client.answer() == b"a"
 
     assert run(test).began_in == {b"a": None}  # no task: the loop's callback for the socket answered it
 
 
 def test_without_at_once_every_request_goes_through_the_processor_task() -> None:
-    async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        writer.write(_frame(b"a"))
-        assert await _answer(reader) == b"a"
+    async def test(server: Server, client: Client) -> None:
+        client.send(b"a")
+        assert await client.answer() == b"a"
 
     assert run(test, at_once=False).began_in[b"a"] is not None
 
 
 def test_a_request_that_waits_goes_on_in_the_processor_and_keeps_its_place() -> None:
-    async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def test(server: Server, client: Client) -> None:
         server.gates[b"slow"] = asyncio.get_running_loop().create_future()
-        writer.write(_frame(b"slow") + _frame(b"b") + _frame(b"c"))  # pipelined behind the one that waits
+        client.send(b"slow", b"b", b"c")  # pipelined behind the one that waits
         await asyncio.sleep(0.05)
         assert b"b" not in server.began_in  # queued behind "slow", not answered ahead of it
         server.gates[b"slow"].set_result(None)
-        assert [await _answer(reader) for _ in range(3)] == [b"slow", b"b", b"c"]
-        writer.write(_frame(b"d"))  # the processor is idle again: answered at once
-        assert await _answer(reader) == b"d"
+        assert [await client.answer() for _ in range(3)] == [b"slow", b"b", b"c"]
+        client.send(b"d")  # the processor is idle again: answered at once
+        assert await client.answer() == b"d"
 
     server = run(test)
     assert server.began_in[b"slow"] is None and server.began_in[b"d"] is None
@@ -125,13 +140,13 @@ def test_a_request_that_waits_goes_on_in_the_processor_and_keeps_its_place() -> 
 
 
 def test_a_client_gone_during_a_wait_abandons_it() -> None:
-    async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def test(server: Server, client: Client) -> None:
         server.gates[b"slow"] = asyncio.get_running_loop().create_future()
-        writer.write(_frame(b"slow"))
-        await writer.drain()
+        client.send(b"slow")
+        await client.writer.drain()
         while b"slow" not in server.began_in:
             await asyncio.sleep(0.01)
-        writer.close()
+        client.writer.close()
         while not server.abandoned:
             await asyncio.sleep(0.01)
 
@@ -141,14 +156,14 @@ def test_a_client_gone_during_a_wait_abandons_it() -> None:
 def test_a_response_the_socket_cannot_take_at_once_is_finished_by_the_processor() -> None:
     big = bytes(range(256)) * (32 << 10)  # 8 MiB: more than the two socket buffers hold
 
-    async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def test(server: Server, client: Client) -> None:
         server.big = big
-        sock = writer.get_extra_info("socket")
+        sock = client.writer.get_extra_info("socket")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 << 10)  # fixed: no autotuning to 32 MiB
-        writer.write(_frame(b"big") + _frame(b"after"))
+        client.send(b"big", b"after")
         await asyncio.sleep(0.1)  # the client reads nothing meanwhile: the broker's send stops short
-        assert await _answer(reader) == big
-        assert await _answer(reader) == b"after"
+        assert await client.answer() == big
+        assert await client.answer() == b"after"
 
     server = run(test)
     assert server.began_in[b"big"] is None  # begun at once; its tail went out from the processor
@@ -175,15 +190,15 @@ def test_bytes_before_a_small_file_region_leave_with_it_in_one_segment(tmp_path:
         handle = SimpleNamespace(fd=f.fileno())
         segments: dict[int, int] = {}
 
-        async def test(server: Server, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def test(server: Server, client: Client) -> None:
             while not server.server.connections:
                 await asyncio.sleep(0.01)
             conn = next(iter(server.server.connections))
             for size in (1000, 200 << 10):
-                server.respond = lambda size=size: [_SIZE.pack(size), _Region(handle, 0, size)]
+                server.region = _Region(handle, 0, size)
                 before = _data_segments_sent(conn.sock)
-                writer.write(_frame(b"region"))
-                assert await _answer(reader) == (bytes(range(256)) * 1024)[:size]
+                client.send(b"region")
+                assert await client.answer() == (bytes(range(256)) * 1024)[:size]
                 segments[size] = _data_segments_sent(conn.sock) - before
 
         run(test)

@@ -16,6 +16,7 @@ from seglog.broker.apis import KafkaApis
 from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
+from seglog.protocol.message_data import FetchRequestData, FetchResponseData
 from seglog.records import Record
 from seglog.records.batch import build_batch
 from seglog.records.control import end_transaction_marker
@@ -157,26 +158,27 @@ def test_a_fetch_of_tails_is_answered_without_leaving_the_handlers_first_step(tm
             await rm.append_records({("t", 0): _abort()}, origin="coordinator")
             await rm.append_records({("t", 0): memoryview(bytearray(build_batch([Record(None, b"x")])))})
             for isolation in (0, 1):
-                partition = {"partition": 0, "fetch_offset": 0, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
-                body = {
-                    "replica_id": -1,
-                    "max_wait_ms": 500,
-                    "min_bytes": 1,
-                    "max_bytes": 1 << 20,
-                    "isolation_level": isolation,
-                    "topics": [{"topic": "t", "partitions": [partition]}],
-                }
+                partition = FetchRequestData.FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20)
+                body = FetchRequestData(
+                    replica_id=-1,
+                    max_wait_ms=500,
+                    min_bytes=1,
+                    max_bytes=1 << 20,
+                    isolation_level=isolation,
+                    topics=[FetchRequestData.FetchTopic(topic="t", partitions=[partition])],
+                )
                 step = apis.fetch(11, body)
                 try:
                     step.send(None)
                 except StopIteration as done:
-                    answer = done.value["responses"][0]["partitions"][0]
+                    answer = done.value.responses[0].partitions[0]
                 else:
                     step.close()
                     raise AssertionError(f"isolation level {isolation}: the fetch left its first step")
-                assert answer["last_stable_offset"] == 4 and answer["records"].size > 0
-                aborted = answer["aborted_transactions"]
-                assert aborted == ([{"producer_id": PID, "first_offset": 0}] if isolation else None)
+                assert answer.last_stable_offset == 4 and answer.records.size > 0
+                aborted = answer.aborted_transactions
+                expected = [FetchResponseData.AbortedTransaction(producer_id=PID, first_offset=0)]
+                assert aborted == (expected if isolation else None)
         finally:
             rm.shutdown()
 

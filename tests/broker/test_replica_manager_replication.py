@@ -15,6 +15,7 @@ from seglog.broker.metadata_cache import BrokerInfo, PartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_fetcher import truncation_offset
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
+from seglog.protocol.message_data import ListOffsetsRequestData
 from seglog.records import Record
 from seglog.records.batch import build_batch
 
@@ -122,10 +123,11 @@ def test_leader_high_watermark_isr_and_checkpoint(tmp_path) -> None:
             apis = KafkaApis(rm.config, rm, ("127.0.0.1", 9092))
             partition = PartitionState(0, 0, 4, (0, 1), (0, 1))
             rm.metadata.update_metadata([rm.broker], 9, [("t", TOPIC_ID, partition)], set())
-            latest_of_t = {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -1}]}
+            latest = ListOffsetsRequestData.ListOffsetsPartition(partition_index=0, timestamp=-1)
+            latest_of_t = ListOffsetsRequestData.ListOffsetsTopic(name="t", partitions=[latest])
             for version, code in ((4, LEADER_NOT_AVAILABLE), (5, OFFSET_NOT_AVAILABLE)):
-                answer = await apis.list_offsets(version, {"replica_id": -1, "topics": [latest_of_t]})
-                assert answer["topics"][0]["partitions"][0]["error_code"] == code
+                answer = await apis.list_offsets(version, ListOffsetsRequestData(replica_id=-1, topics=[latest_of_t]))
+                assert answer.topics[0].partitions[0].error_code == code
             rm.metadata.update_metadata([rm.broker], 9, [], {("t", 0)})
             assert rm.stop_replicas(9, 1, [("t", 0, True, 3)]) == {("t", 0): FENCED_LEADER_EPOCH}
             assert rm.stop_replicas(9, 1, [("t", 0, True, -2)]) == {("t", 0): 0}
@@ -197,6 +199,38 @@ def test_the_isr_shrinks_through_the_alter_partition_channel_after_a_failed_try(
             rm.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_follower_that_stops_fetching_leaves_the_isr_of_a_partition_nothing_is_written_to(tmp_path) -> None:
+    """replica.lag.time.max.ms as documented: a follower whose log end equals the leader's but
+    that has sent no fetch for the lag leaves the ISR (Kafka 3.9 keeps it while no write comes);
+    a follower that goes on fetching the idle partition stays."""
+
+    async def scenario() -> None:
+        rm = _manager(str(tmp_path), **{"replica.lag.time.max.ms": 300})
+        proposed: list[IsrChange] = []
+
+        class Controller:
+            async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange) -> IsrChangeResult:
+                proposed.append(change)
+                return IsrChangeResult(0, broker_id, change.leader_epoch, change.new_isr, change.partition_epoch + 1)
+
+        rm.alter_partition_channel = Controller()
+        await rm.startup()
+        try:
+            rm.become_leader_or_follower(9, 1, [_state("t", 0, 3, [0, 1, 2], [0, 1, 2])], {"t": TOPIC_ID})
+            await rm.append_records({("t", 0): _batch(2)}, acks=1)
+            for replica in (1, 2):  # both reach the log end, which stays there
+                await rm.read([FetchRequestPartition("t", 0, 2, 1 << 20, 3)], 1 << 20, replica_id=replica)
+            while not proposed:  # follower 1 fetches no more, follower 2 every 50 ms
+                await rm.read([FetchRequestPartition("t", 0, 2, 1 << 20, 3)], 1 << 20, replica_id=2)
+                await asyncio.sleep(0.05)
+            assert [c.new_isr for c in proposed] == [(0, 2)]
+        finally:
+            await rm.stop_replication()
+            rm.shutdown()
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))
 
 
 def test_delete_records_waits_for_the_followers_log_start_offsets(tmp_path) -> None:

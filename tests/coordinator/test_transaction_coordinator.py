@@ -213,6 +213,14 @@ def test_ending_a_transaction_that_never_began_is_an_invalid_state(tmp_path, txn
     assert t.replies[t.end(pid, epoch, commit=True)].error_code == ErrorCode.INVALID_TXN_STATE
 
 
+def test_the_checks_start_an_interval_after_start_up_and_none_is_due_before(tmp_path, txn_log):
+    t = Txns(tmp_path, txn_log, remove_expired_interval_ms=50_000)
+    assert t.coordinator.next_deadline() is None  # no timer before start-up (not one at once)
+    t.coordinator.schedule_checks(1_000)
+    assert (t.coordinator.next_abort_check_ms, t.coordinator.next_expiry_check_ms) == (11_000, 51_000)
+    assert t.coordinator.next_deadline() == 11_000
+
+
 def test_a_timed_out_transaction_is_aborted_with_its_epoch_bumped(tmp_path, txn_log):
     t = Txns(tmp_path, txn_log)
     pid, epoch = t.ready()

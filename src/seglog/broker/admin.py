@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..config import BROKER_KEYS, SYNONYMS, TOPIC_KEYS, BrokerConfig
 from ..errors import (
@@ -30,6 +31,24 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ApiKey
+from ..protocol.message_data import (
+    AlterConfigsRequestData,
+    AlterConfigsResponseData,
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    DeleteRecordsRequestData,
+    DeleteRecordsResponseData,
+    DeleteTopicsRequestData,
+    DeleteTopicsResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
+    DescribeLogDirsRequestData,
+    DescribeLogDirsResponseData,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
+)
 from .metadata_cache import ZERO_UUID
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
@@ -37,6 +56,7 @@ from .routes import Route, Routes
 if TYPE_CHECKING:
     from .cluster_member import ClusterMember
 
+R = TypeVar("R")
 INTERNAL_TOPIC_TIMEOUT_MS = 30_000  # how long a coordinator waits for its topic to reach the metadata
 
 # DescribeConfigs' resource types and config sources (Kafka's ConfigResource.Type, ConfigSource)
@@ -60,12 +80,12 @@ def config_string(value: Any) -> str | None:
 
 
 class AdminManager:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, cluster: ClusterMember | None = None) -> None:
         self.config = config
         self.replicas = replicas
         self.metadata = replicas.metadata
         # in a cluster, topics change through ZooKeeper and the controller (Kafka's ZkAdminManager)
-        self.cluster: ClusterMember | None = None
+        self.cluster = cluster
 
     async def _in_zookeeper(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
@@ -93,66 +113,69 @@ class AdminManager:
             ApiKey.DESCRIBE_LOG_DIRS: Route(self.describe_log_dirs, (0, 4)),
         }
 
-    async def create_topics(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        names = [t["name"] for t in body["topics"]]
+    async def create_topics(self, version: int, body: CreateTopicsRequestData) -> CreateTopicsResponseData:
+        names = [t.name for t in body.topics]
         results = []
-        for topic in body["topics"]:
-            if names.count(topic["name"]) > 1:
-                fault = InvalidRequestError(f"topic {topic['name']!r} appears more than once in the request")
-                results.append(self._created(topic["name"], fault))
+        for topic in body.topics:
+            if names.count(topic.name) > 1:
+                fault = InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
+                results.append(self._created(topic.name, fault))
                 continue
             try:
                 count, overrides = self._check_new_topic(topic)
                 factor = self._replication_factor(topic)
-                if not body.get("validate_only", False):
-                    await self._create_topic(topic, count, factor, overrides, body.get("timeout_ms", 30_000))
-                results.append(self._created(topic["name"], None, count, overrides, factor))
+                if not body.validate_only:
+                    await self._create_topic(topic, count, factor, overrides, body.timeout_ms)
+                results.append(self._created(topic.name, None, count, overrides, factor))
             except SeglogError as e:
-                results.append(self._created(topic["name"], e))
-        return {"throttle_time_ms": 0, "topics": results}
+                results.append(self._created(topic.name, e))
+        return CreateTopicsResponseData(topics=results)
 
     async def _create_topic(
-        self, topic: dict[str, Any], count: int, factor: int, overrides: dict[str, Any], timeout_ms: int
+        self,
+        topic: CreateTopicsRequestData.CreatableTopic,
+        count: int,
+        factor: int,
+        overrides: dict[str, Any],
+        timeout_ms: int,
     ) -> None:
-        name = topic["name"]
+        name = topic.name
         if self.cluster is None:
             await self.replicas.create_topic(name, count, overrides)
             return
-        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in topic.get("assignments") or []}
+        assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments or []}
         await self._in_zookeeper(self.cluster.create_topic, name, count, factor, overrides, assignment or None)
         await self._await_metadata(lambda: self.metadata.partition_count(name) == count, timeout_ms, f"topic {name}")
 
     async def create_internal_topic(self, name: str, count: int, factor: int, overrides: dict[str, Any]) -> None:
         """A coordinator's topic (``__consumer_offsets``), made on its first use: through ZooKeeper in
         a cluster (``factor`` replicas, refused while the cluster has fewer brokers, as Kafka's)."""
-        topic = {"name": name, "assignments": []}
+        topic = CreateTopicsRequestData.CreatableTopic(name=name)
         await self._create_topic(topic, count, factor, overrides, INTERNAL_TOPIC_TIMEOUT_MS)
 
-    def _replication_factor(self, topic: dict[str, Any]) -> int:
-        if topic.get("assignments"):
-            return len(topic["assignments"][0]["broker_ids"])
-        factor = topic["replication_factor"]
+    def _replication_factor(self, topic: CreateTopicsRequestData.CreatableTopic) -> int:
+        if topic.assignments:
+            return len(topic.assignments[0].broker_ids)
+        factor = topic.replication_factor
         return self.config["default.replication.factor"] if factor == -1 else factor
 
-    def _check_new_topic(self, topic: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-        name = topic["name"]
+    def _check_new_topic(self, topic: CreateTopicsRequestData.CreatableTopic) -> tuple[int, dict[str, Any]]:
+        name = topic.name
         self.replicas.validate_topic_name(name)
         if self.metadata.topic(name) is not None:
             raise TopicExistsError(f"Topic '{name}' already exists.")
-        assignments = topic.get("assignments") or []
-        count, factor = topic["num_partitions"], topic["replication_factor"]
+        assignments = topic.assignments or []
+        count, factor = topic.num_partitions, topic.replication_factor
         me = self.replicas.broker.broker_id
         if assignments:
             if count != -1 or factor != -1:
                 raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
-            indexes = sorted(a["partition_index"] for a in assignments)
+            indexes = sorted(a.partition_index for a in assignments)
             if indexes != list(range(len(indexes))):
                 raise InvalidReplicaAssignmentError(f"partitions must be numbered from 0: {indexes}")
             for a in assignments:
-                if self.cluster is None and a["broker_ids"] != [me]:
-                    raise InvalidReplicaAssignmentError(
-                        f"replicas {a['broker_ids']} name brokers other than broker {me}"
-                    )
+                if self.cluster is None and a.broker_ids != [me]:
+                    raise InvalidReplicaAssignmentError(f"replicas {a.broker_ids} name brokers other than broker {me}")
             count = len(indexes)
         else:
             count = self.config["num.partitions"] if count == -1 else count
@@ -166,7 +189,7 @@ class AdminManager:
                 raise InvalidReplicationFactorError(
                     f"Replication factor: {factor} larger than available brokers: {brokers}.",
                 )
-        overrides = {c["name"]: c["value"] for c in topic.get("configs") or [] if c["value"] is not None}
+        overrides = {c.name: c.value for c in topic.configs or [] if c.value is not None}
         self.replicas.validate_topic_config(overrides)
         return count, overrides
 
@@ -177,68 +200,55 @@ class AdminManager:
         count: int = -1,
         overrides: dict[str, Any] | None = None,
         factor: int = 1,
-    ) -> dict[str, Any]:
+    ) -> CreateTopicsResponseData.CreatableTopicResult:
+        if error is not None:
+            return CreateTopicsResponseData.CreatableTopicResult(
+                name=name, error_code=error.error_code, error_message=error.message, configs=None
+            )
         found = self.metadata.topic(name)
-        entry: dict[str, Any] = {
-            "name": name,
-            "topic_id": found.topic_id if found and error is None else None,
-            "error_code": error.error_code if error else ErrorCode.NONE,
-            "error_message": error.message if error else None,
-            "num_partitions": count if error is None else -1,
-            "replication_factor": factor if error is None else -1,
-            "configs": None,
-        }
-        if entry["topic_id"] is None:
-            entry["topic_id"] = ZERO_UUID
-        if error is None:
-            resolved = self.replicas.validate_topic_config(overrides or {})
-            entry["configs"] = [
-                {
-                    "name": key,
-                    "value": config_string(resolved[key]),
-                    "read_only": False,
-                    "config_source": self._topic_source(key, overrides or {})[0],
-                    "is_sensitive": False,
-                }
+        resolved = self.replicas.validate_topic_config(overrides or {})
+        return CreateTopicsResponseData.CreatableTopicResult(
+            name=name,
+            topic_id=found.topic_id if found else ZERO_UUID,
+            error_message=None,
+            num_partitions=count,
+            replication_factor=factor,
+            configs=[
+                CreateTopicsResponseData.CreatableTopicConfigs(
+                    name=key,
+                    value=config_string(resolved[key]),
+                    config_source=self._topic_source(key, overrides or {})[0],
+                )
                 for key in TOPIC_KEYS
-            ]
-        return entry
+            ],
+        )
 
     # --- DeleteTopics -----------------------------------------------------------------------------------
 
-    async def delete_topics(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        wanted: list[tuple[str | None, Any]] = (
-            [(t.get("name"), t.get("topic_id")) for t in body["topics"]]
-            if version >= 6
-            else [(name, None) for name in body["topic_names"]]
+    async def delete_topics(self, version: int, body: DeleteTopicsRequestData) -> DeleteTopicsResponseData:
+        wanted: list[tuple[str | None, uuid.UUID | None]] = (
+            [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(name, None) for name in body.topic_names]
         )
         results = []
         for name, topic_id in wanted:
             if name is None and topic_id is not None:
                 found = self.metadata.topic_by_id(topic_id)
                 name = found.name if found else None
-            entry: dict[str, Any] = {
-                "name": name,
-                "topic_id": topic_id,
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-            }
+            entry = DeleteTopicsResponseData.DeletableTopicResult(name=name, topic_id=topic_id or ZERO_UUID)
             try:
                 if name is None:
                     raise UnknownTopicIdError(f"no topic has id {topic_id}")
                 found = self.metadata.topic(name)
                 if found is None:
                     raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
-                entry["topic_id"] = found.topic_id
+                entry.topic_id = found.topic_id
                 if not self.config["delete.topic.enable"]:
                     raise TopicDeletionDisabledError("Topic deletion is disabled.")
-                await self._delete_topic(name, body.get("timeout_ms", 30_000))
+                await self._delete_topic(name, body.timeout_ms)
             except SeglogError as e:
-                entry.update(error_code=e.error_code, error_message=e.message)
-            if entry["topic_id"] is None:
-                entry["topic_id"] = ZERO_UUID
+                entry.error_code, entry.error_message = e.error_code, e.message
             results.append(entry)
-        return {"throttle_time_ms": 0, "responses": results}
+        return DeleteTopicsResponseData(responses=results)
 
     async def _delete_topic(self, name: str, timeout_ms: int) -> None:
         if self.cluster is None:
@@ -249,11 +259,11 @@ class AdminManager:
 
     # --- CreatePartitions ---------------------------------------------------------------------------------
 
-    async def create_partitions(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def create_partitions(self, version: int, body: CreatePartitionsRequestData) -> CreatePartitionsResponseData:
         results = []
-        for topic in body["topics"]:
-            name, count = topic["name"], topic["count"]
-            entry: dict[str, Any] = {"name": name, "error_code": ErrorCode.NONE, "error_message": None}
+        for topic in body.topics:
+            name, count = topic.name, topic.count
+            entry = CreatePartitionsResponseData.CreatePartitionsTopicResult(name=name)
             try:
                 current = self.metadata.partition_count(name)
                 if current == 0:
@@ -264,7 +274,7 @@ class AdminManager:
                     )
                 if count == current:
                     raise InvalidPartitionsError(f"Topic already has {current} partitions.")
-                assignments = topic.get("assignments")
+                assignments = topic.assignments
                 if assignments is not None:
                     if len(assignments) != count - current:
                         raise InvalidReplicaAssignmentError(
@@ -274,14 +284,14 @@ class AdminManager:
                     me = self.replicas.broker.broker_id
                     if self.cluster is not None:
                         raise InvalidReplicaAssignmentError("new partitions are assigned by the controller in seglog")
-                    if any(a["broker_ids"] != [me] for a in assignments):
+                    if any(a.broker_ids != [me] for a in assignments):
                         raise InvalidReplicaAssignmentError(f"replicas name brokers other than broker {me}")
-                if not body.get("validate_only", False):
-                    await self._create_partitions(name, count, body.get("timeout_ms", 30_000))
+                if not body.validate_only:
+                    await self._create_partitions(name, count, body.timeout_ms)
             except SeglogError as e:
-                entry.update(error_code=e.error_code, error_message=e.message)
+                entry.error_code, entry.error_message = e.error_code, e.message
             results.append(entry)
-        return {"throttle_time_ms": 0, "results": results}
+        return CreatePartitionsResponseData(results=results)
 
     async def _create_partitions(self, name: str, count: int, timeout_ms: int) -> None:
         if self.cluster is None:
@@ -292,43 +302,43 @@ class AdminManager:
 
     # --- DeleteRecords ------------------------------------------------------------------------------------
 
-    async def delete_records(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        lookups = [(t["name"], p["partition_index"], p["offset"]) for t in body["topics"] for p in t["partitions"]]
-        answers = iter(await self.replicas.delete_records(lookups, body["timeout_ms"]))
+    async def delete_records(self, version: int, body: DeleteRecordsRequestData) -> DeleteRecordsResponseData:
+        lookups = [(t.name, p.partition_index, p.offset) for t in body.topics for p in t.partitions]
+        answers = iter(await self.replicas.delete_records(lookups, body.timeout_ms))
         topics = []
-        for t in body["topics"]:
+        for t in body.topics:
             parts = []
-            for p in t["partitions"]:
+            for p in t.partitions:
                 code, low = next(answers)
-                parts.append({"partition_index": p["partition_index"], "low_watermark": low, "error_code": code})
-            topics.append({"name": t["name"], "partitions": parts})
-        return {"throttle_time_ms": 0, "topics": topics}
+                parts.append(
+                    DeleteRecordsResponseData.DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index, low_watermark=low, error_code=code
+                    )
+                )
+            topics.append(DeleteRecordsResponseData.DeleteRecordsTopicResult(name=t.name, partitions=parts))
+        return DeleteRecordsResponseData(topics=topics)
 
     # --- DescribeConfigs ------------------------------------------------------------------------------------
 
-    async def describe_configs(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        synonyms = body.get("include_synonyms", False)
-        docs = body.get("include_documentation", False)
+    async def describe_configs(self, version: int, body: DescribeConfigsRequestData) -> DescribeConfigsResponseData:
         results = []
-        for resource in body["resources"]:
-            kind, name = resource["resource_type"], resource["resource_name"]
-            entry: dict[str, Any] = {
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-                "resource_type": kind,
-                "resource_name": name,
-                "configs": [],
-            }
+        for resource in body.resources:
+            kind, name = resource.resource_type, resource.resource_name
+            entry = DescribeConfigsResponseData.DescribeConfigsResult(
+                error_message=None, resource_type=kind, resource_name=name
+            )
             try:
-                entries = self._config_entries(kind, name, synonyms, docs)
-                keys = resource.get("configuration_keys")
-                entry["configs"] = [e for e in entries if keys is None or e["name"] in keys]
+                entries = self._config_entries(kind, name, body.include_synonyms, body.include_documentation)
+                keys = resource.configuration_keys
+                entry.configs = [e for e in entries if keys is None or e.name in keys]
             except SeglogError as e:
-                entry.update(error_code=e.error_code, error_message=e.message)
+                entry.error_code, entry.error_message = e.error_code, e.message
             results.append(entry)
-        return {"throttle_time_ms": 0, "results": results}
+        return DescribeConfigsResponseData(results=results)
 
-    def _config_entries(self, kind: int, name: str, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+    def _config_entries(
+        self, kind: int, name: str, synonyms: bool, docs: bool
+    ) -> list[DescribeConfigsResponseData.DescribeConfigsResourceResult]:
         if kind == TOPIC_RESOURCE:
             if self.metadata.topic(name) is None:
                 raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
@@ -343,90 +353,100 @@ class AdminManager:
         if name not in ("", str(self.replicas.broker.broker_id)):
             raise InvalidRequestError(f"this is broker {self.replicas.broker.broker_id}, not {name!r}")
 
-    def _topic_source(self, key: str, overrides: dict[str, Any]) -> tuple[int, list[dict[str, Any]]]:
+    def _topic_source(
+        self, key: str, overrides: dict[str, Any]
+    ) -> tuple[int, list[DescribeConfigsResponseData.DescribeConfigsSynonym]]:
         """The source of a topic key's value and its synonyms in precedence order."""
-        found: list[dict[str, Any]] = []
+        found: list[DescribeConfigsResponseData.DescribeConfigsSynonym] = []
         if key in overrides:
-            found.append({"name": key, "value": config_string(overrides[key]), "source": TOPIC_CONFIG})
+            found.append(_synonym(key, overrides[key], TOPIC_CONFIG))
         for syn, _factor in SYNONYMS[key]:
             if self.config.is_set(syn):
-                found.append({"name": syn, "value": config_string(self.config[syn]), "source": STATIC_BROKER_CONFIG})
-        default = TOPIC_KEYS[key].default
-        found.append(
-            {
-                "name": SYNONYMS[key][0][0] if SYNONYMS[key] else key,
-                "value": config_string(default),
-                "source": DEFAULT_CONFIG,
-            }
-        )
-        return int(found[0]["source"]), found
+                found.append(_synonym(syn, self.config[syn], STATIC_BROKER_CONFIG))
+        found.append(_synonym(SYNONYMS[key][0][0] if SYNONYMS[key] else key, TOPIC_KEYS[key].default, DEFAULT_CONFIG))
+        return found[0].source, found
 
-    def _topic_entry(self, key: str, resolved: Any, synonyms: bool, docs: bool) -> dict[str, Any]:
+    def _topic_entry(
+        self, key: str, resolved: Any, synonyms: bool, docs: bool
+    ) -> DescribeConfigsResponseData.DescribeConfigsResourceResult:
         source, found = self._topic_source(key, resolved.overrides)
-        spec = TOPIC_KEYS[key]
-        return {
-            "name": key,
-            "value": config_string(resolved[key]),
-            "read_only": False,
-            "is_default": source == DEFAULT_CONFIG,
-            "config_source": source,
-            "is_sensitive": False,
-            "synonyms": found if synonyms else [],
-            "config_type": _config_type(resolved[key]),
-            "documentation": spec.doc if docs else None,
-        }
+        return DescribeConfigsResponseData.DescribeConfigsResourceResult(
+            name=key,
+            value=config_string(resolved[key]),
+            is_default=source == DEFAULT_CONFIG,
+            config_source=source,
+            synonyms=found if synonyms else [],
+            config_type=_config_type(resolved[key]),
+            documentation=TOPIC_KEYS[key].doc if docs else None,
+        )
 
-    def _broker_entry(self, key: str, synonyms: bool, docs: bool) -> dict[str, Any]:
-        spec = BROKER_KEYS[key]
+    def _broker_entry(
+        self, key: str, synonyms: bool, docs: bool
+    ) -> DescribeConfigsResponseData.DescribeConfigsResourceResult:
         value = self.config[key]
         source = STATIC_BROKER_CONFIG if self.config.is_set(key) else DEFAULT_CONFIG
-        return {
-            "name": key,
-            "value": config_string(value),
-            "read_only": True,  # static: read from server.properties at start
-            "is_default": source == DEFAULT_CONFIG,
-            "config_source": source,
-            "is_sensitive": False,
-            "synonyms": [{"name": key, "value": config_string(value), "source": source}] if synonyms else [],
-            "config_type": _config_type(value),
-            "documentation": spec.doc if docs else None,
-        }
+        return DescribeConfigsResponseData.DescribeConfigsResourceResult(
+            name=key,
+            value=config_string(value),
+            read_only=True,  # static: read from server.properties at start
+            is_default=source == DEFAULT_CONFIG,
+            config_source=source,
+            synonyms=[_synonym(key, value, source)] if synonyms else [],
+            config_type=_config_type(value),
+            documentation=BROKER_KEYS[key].doc if docs else None,
+        )
 
     # --- AlterConfigs, IncrementalAlterConfigs ----------------------------------------------------------------
 
-    async def alter_configs(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._alter(body, incremental=False)
+    async def alter_configs(self, version: int, body: AlterConfigsRequestData) -> AlterConfigsResponseData:
+        answer = AlterConfigsResponseData.AlterConfigsResourceResponse
+        return AlterConfigsResponseData(responses=await self._alter(body, _replaced, answer))
 
-    async def incremental_alter_configs(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        return await self._alter(body, incremental=True)
+    async def incremental_alter_configs(
+        self, version: int, body: IncrementalAlterConfigsRequestData
+    ) -> IncrementalAlterConfigsResponseData:
+        answer = IncrementalAlterConfigsResponseData.AlterConfigsResourceResponse
+        return IncrementalAlterConfigsResponseData(responses=await self._alter(body, _incremental, answer))
 
-    async def _alter(self, body: dict[str, Any], incremental: bool) -> dict[str, Any]:
-        results = []
-        for resource in body["resources"]:
-            kind, name = resource["resource_type"], resource["resource_name"]
-            entry = {"error_code": ErrorCode.NONE, "error_message": None, "resource_type": kind, "resource_name": name}
+    async def _alter(
+        self,
+        body: AlterConfigsRequestData | IncrementalAlterConfigsRequestData,
+        merge: Callable[[Any, dict[str, Any]], dict[str, Any]],
+        answer: Callable[..., R],
+    ) -> list[R]:
+        """Each resource's configs altered (``merge``: its configs and the topic's current
+        overrides -> the overrides wanted), each answered on its own (``answer``: the API's
+        per-resource response)."""
+        responses = []
+        for resource in body.resources:
+            kind, name = resource.resource_type, resource.resource_name
             try:
-                if kind == BROKER_RESOURCE:
-                    self._check_broker(name)
-                    raise InvalidConfigurationError(
-                        "broker configs are static in seglog: set them in server.properties or --override"
-                    )
-                if kind != TOPIC_RESOURCE:
-                    raise InvalidRequestError(f"resource type {kind} cannot be altered")
-                if self.metadata.topic(name) is None:
-                    raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
+                self._alter_resource(kind, name)
                 resolved = self.replicas.topic_config(name) if self.cluster is None else self.cluster.topic_config(name)
                 current = dict(resolved.overrides)
-                wanted = (
-                    self._incremental(current, resource["configs"]) if incremental else _replace(resource["configs"])
-                )
+                wanted = merge(resource.configs, current)
                 self.replicas.validate_topic_config(wanted)
-                if not body.get("validate_only", False):
+                if not body.validate_only:
                     await self._alter_topic_config(name, current, wanted)
             except SeglogError as e:
-                entry.update(error_code=e.error_code, error_message=e.message)
-            results.append(entry)
-        return {"throttle_time_ms": 0, "responses": results}
+                responses.append(
+                    answer(error_code=e.error_code, error_message=e.message, resource_type=kind, resource_name=name)
+                )
+            else:
+                responses.append(answer(error_message=None, resource_type=kind, resource_name=name))
+        return responses
+
+    def _alter_resource(self, kind: int, name: str) -> None:
+        """Whether a resource's configs may be altered: a topic's that exists may, a broker's not."""
+        if kind == BROKER_RESOURCE:
+            self._check_broker(name)
+            raise InvalidConfigurationError(
+                "broker configs are static in seglog: set them in server.properties or --override"
+            )
+        if kind != TOPIC_RESOURCE:
+            raise InvalidRequestError(f"resource type {kind} cannot be altered")
+        if self.metadata.topic(name) is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
 
     async def _alter_topic_config(self, name: str, current: dict[str, Any], wanted: dict[str, Any]) -> None:
         if self.cluster is not None:
@@ -434,66 +454,73 @@ class AdminManager:
         else:
             await self.replicas.alter_topic_config(name, wanted, [k for k in current if k not in wanted])
 
-    @staticmethod
-    def _incremental(current: dict[str, Any], configs: list[dict[str, Any]]) -> dict[str, Any]:
-        out = dict(current)
-        for c in configs:
-            key, op, value = c["name"], c["config_operation"], c["value"]
-            if key not in TOPIC_KEYS:
-                raise InvalidConfigurationError(f"Unknown topic config name: {key}")
-            if op == SET:
-                out[key] = value
-            elif op == DELETE:
-                out.pop(key, None)
-            elif op in (APPEND, SUBTRACT):
-                if TOPIC_KEYS[key].parse.__name__ != "_list":
-                    raise InvalidConfigurationError(f"Config value append is not allowed for config key: {key}")
-                items = list(config_string(out.get(key, TOPIC_KEYS[key].default)).split(","))  # type: ignore[union-attr]
-                given = [v.strip() for v in (value or "").split(",") if v.strip()]
-                if op == APPEND:
-                    items += [v for v in given if v not in items]
-                else:
-                    items = [v for v in items if v not in given]
-                out[key] = ",".join(items)
-            else:
-                raise InvalidRequestError(f"unknown config operation {op}")
-        return out
-
     # --- DescribeLogDirs -----------------------------------------------------------------------------------
 
-    async def describe_log_dirs(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        wanted = body.get("topics")
+    async def describe_log_dirs(self, version: int, body: DescribeLogDirsRequestData) -> DescribeLogDirsResponseData:
+        wanted = body.topics
         filter_: set[tuple[str, int]] | None = (
-            None if wanted is None else {(t["topic"], p) for t in wanted for p in t["partitions"]}
+            None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
         )
         results = []
         for path, partitions in self.replicas.log_dirs().items():
-            by_topic: dict[str, list[dict[str, Any]]] = {}
+            by_topic: dict[str, list[DescribeLogDirsResponseData.DescribeLogDirsPartition]] = {}
             for p in partitions:
                 if filter_ is None or (p.topic, p.partition) in filter_:
                     by_topic.setdefault(p.topic, []).append(
-                        {
-                            "partition_index": p.partition,
-                            "partition_size": p.size,
-                            "offset_lag": p.offset_lag,
-                            "is_future_key": False,
-                        }
+                        DescribeLogDirsResponseData.DescribeLogDirsPartition(
+                            partition_index=p.partition, partition_size=p.size, offset_lag=p.offset_lag
+                        )
                     )
             total, usable = _disk(path)
             results.append(
-                {
-                    "error_code": ErrorCode.NONE,
-                    "log_dir": path,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in sorted(by_topic.items())],
-                    "total_bytes": total,
-                    "usable_bytes": usable,
-                }
+                DescribeLogDirsResponseData.DescribeLogDirsResult(
+                    log_dir=path,
+                    topics=[
+                        DescribeLogDirsResponseData.DescribeLogDirsTopic(name=t, partitions=ps)
+                        for t, ps in sorted(by_topic.items())
+                    ],
+                    total_bytes=total,
+                    usable_bytes=usable,
+                )
             )
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "results": results}
+        return DescribeLogDirsResponseData(results=results)
 
 
-def _replace(configs: list[dict[str, Any]]) -> dict[str, Any]:
-    return {c["name"]: c["value"] for c in configs if c["value"] is not None}
+def _incremental(
+    configs: list[IncrementalAlterConfigsRequestData.AlterableConfig], current: dict[str, Any]
+) -> dict[str, Any]:
+    """IncrementalAlterConfigs: each config's operation applied to the current overrides."""
+    out = dict(current)
+    for c in configs:
+        key, op, value = c.name, c.config_operation, c.value
+        if key not in TOPIC_KEYS:
+            raise InvalidConfigurationError(f"Unknown topic config name: {key}")
+        if op == SET:
+            out[key] = value
+        elif op == DELETE:
+            out.pop(key, None)
+        elif op in (APPEND, SUBTRACT):
+            if TOPIC_KEYS[key].parse.__name__ != "_list":
+                raise InvalidConfigurationError(f"Config value append is not allowed for config key: {key}")
+            items = list(config_string(out.get(key, TOPIC_KEYS[key].default)).split(","))  # type: ignore[union-attr]
+            given = [v.strip() for v in (value or "").split(",") if v.strip()]
+            if op == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            out[key] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {op}")
+    return out
+
+
+def _replaced(configs: list[AlterConfigsRequestData.AlterableConfig], current: dict[str, Any]) -> dict[str, Any]:
+    """AlterConfigs: the request's configs replace every override (the current ones go)."""
+    return {c.name: c.value for c in configs if c.value is not None}
+
+
+def _synonym(name: str, value: Any, source: int) -> DescribeConfigsResponseData.DescribeConfigsSynonym:
+    return DescribeConfigsResponseData.DescribeConfigsSynonym(name=name, value=config_string(value), source=source)
 
 
 def _config_type(value: Any) -> int:

@@ -13,6 +13,14 @@ from ..cluster.controller import KafkaController
 from ..cluster.znodes import TopicPartition
 from ..errors import ErrorCode, InvalidRequestError, NotControllerError, SeglogError
 from ..protocol import ApiKey
+from ..protocol.message_data import (
+    AlterPartitionReassignmentsRequestData,
+    AlterPartitionReassignmentsResponseData,
+    ElectLeadersRequestData,
+    ElectLeadersResponseData,
+    ListPartitionReassignmentsRequestData,
+    ListPartitionReassignmentsResponseData,
+)
 from .metadata_cache import MetadataCache
 from .routes import Route, Routes
 
@@ -40,12 +48,12 @@ class ClusterAdminApis:
 
     # --- ElectLeaders ---------------------------------------------------------------------------
 
-    async def elect_leaders(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        election_type = body.get("election_type", PREFERRED)  # v0 is preferred only
-        if body["topic_partitions"] is None:  # every partition the broker knows
+    async def elect_leaders(self, version: int, body: ElectLeadersRequestData) -> ElectLeadersResponseData:
+        election_type = body.election_type  # v0 is preferred only: the default
+        if body.topic_partitions is None:  # every partition the broker knows
             partitions = {TopicPartition(t.name, p.partition) for t in self.metadata.topics() for p in t.partitions}
         else:
-            partitions = {TopicPartition(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]}
+            partitions = {TopicPartition(t.topic, p) for t in body.topic_partitions for p in t.partitions}
         results: dict[TopicPartition, int | SeglogError]
         if election_type not in (PREFERRED, UNCLEAN):
             error: SeglogError = InvalidRequestError(f"unknown election type {election_type}")
@@ -55,67 +63,69 @@ class ClusterAdminApis:
                 results = await self._on_controller(lambda c: c.elect_leaders(partitions, election_type == UNCLEAN))
             except SeglogError as e:
                 results = dict.fromkeys(partitions, e)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[ElectLeadersResponseData.PartitionResult]] = {}
         for tp, result in sorted(results.items()):
-            entry: dict[str, Any] = {"partition_id": tp.partition, "error_code": ErrorCode.NONE, "error_message": None}
+            entry = ElectLeadersResponseData.PartitionResult(partition_id=tp.partition, error_message=None)
             if isinstance(result, SeglogError):
-                entry.update(error_code=result.error_code, error_message=result.message)
+                entry.error_code, entry.error_message = result.error_code, result.message
             by_topic.setdefault(tp.topic, []).append(entry)
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.NONE,
-            "replica_election_results": [{"topic": t, "partition_result": r} for t, r in by_topic.items()],
-        }
+        return ElectLeadersResponseData(
+            replica_election_results=[
+                ElectLeadersResponseData.ReplicaElectionResult(topic=t, partition_result=r) for t, r in by_topic.items()
+            ],
+        )
 
     # --- AlterPartitionReassignments / ListPartitionReassignments (KIP-455) -----------------------
 
-    async def alter_partition_reassignments(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
-        targets = {
-            TopicPartition(t["name"], p["partition_index"]): p["replicas"]
-            for t in body["topics"]
-            for p in t["partitions"]
-        }
+    async def alter_partition_reassignments(
+        self, version: int, body: AlterPartitionReassignmentsRequestData
+    ) -> AlterPartitionReassignmentsResponseData:
+        targets = {TopicPartition(t.name, p.partition_index): p.replicas for t in body.topics for p in t.partitions}
         try:
             results = await self._on_controller(lambda c: c.alter_partition_reassignments(targets))
         except SeglogError as e:
-            return {"throttle_time_ms": 0, "error_code": e.error_code, "error_message": e.message, "responses": []}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+            return AlterPartitionReassignmentsResponseData(error_code=e.error_code, error_message=e.message)
+        by_topic: dict[str, list[AlterPartitionReassignmentsResponseData.ReassignablePartitionResponse]] = {}
         for tp, error in sorted(results.items()):
             by_topic.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "error_code": ErrorCode.NONE if error is None else error.error_code,
-                    "error_message": None if error is None else error.message,
-                }
+                AlterPartitionReassignmentsResponseData.ReassignablePartitionResponse(
+                    partition_index=tp.partition,
+                    error_code=ErrorCode.NONE if error is None else error.error_code,
+                    error_message=None if error is None else error.message,
+                )
             )
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-            "responses": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
-        }
+        return AlterPartitionReassignmentsResponseData(
+            error_message=None,
+            responses=[
+                AlterPartitionReassignmentsResponseData.ReassignableTopicResponse(name=t, partitions=parts)
+                for t, parts in by_topic.items()
+            ],
+        )
 
-    async def list_partition_reassignments(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    async def list_partition_reassignments(
+        self, version: int, body: ListPartitionReassignmentsRequestData
+    ) -> ListPartitionReassignmentsResponseData:
         wanted: Iterable[TopicPartition] | None = None
-        if body["topics"] is not None:
-            wanted = [TopicPartition(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+        if body.topics is not None:
+            wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
         try:
             ongoing = await self._on_controller(lambda c: c.list_partition_reassignments(wanted))
         except SeglogError as e:
-            return {"throttle_time_ms": 0, "error_code": e.error_code, "error_message": e.message, "topics": []}
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+            return ListPartitionReassignmentsResponseData(error_code=e.error_code, error_message=e.message)
+        by_topic: dict[str, list[ListPartitionReassignmentsResponseData.OngoingPartitionReassignment]] = {}
         for tp, assignment in sorted(ongoing.items()):
             by_topic.setdefault(tp.topic, []).append(
-                {
-                    "partition_index": tp.partition,
-                    "replicas": list(assignment.replicas),
-                    "adding_replicas": list(assignment.adding_replicas),
-                    "removing_replicas": list(assignment.removing_replicas),
-                }
+                ListPartitionReassignmentsResponseData.OngoingPartitionReassignment(
+                    partition_index=tp.partition,
+                    replicas=list(assignment.replicas),
+                    adding_replicas=list(assignment.adding_replicas),
+                    removing_replicas=list(assignment.removing_replicas),
+                )
             )
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.NONE,
-            "error_message": None,
-            "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()],
-        }
+        return ListPartitionReassignmentsResponseData(
+            error_message=None,
+            topics=[
+                ListPartitionReassignmentsResponseData.OngoingTopicReassignment(name=t, partitions=parts)
+                for t, parts in by_topic.items()
+            ],
+        )

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..common import GROUP_METADATA_TOPIC, TopicPartition
 from ..coordinator.group_coordinator import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -36,7 +37,7 @@ from ..coordinator.offset_manager import (
 )
 from ..errors import InvalidRequestError, SeglogError
 from ..protocol import ApiKey, ErrorCode
-from .group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import MetadataCache
 from .request_context import current_request
 from .routes import Route, Routes
@@ -45,9 +46,8 @@ GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
 NO_AUTHORIZED_OPERATIONS = -(2**31)
 
 Body = dict[str, Any]
-TopicPartition = tuple[str, int]
 # a FindCoordinator key type's lookup: the key -> the (topic, partition) whose leader coordinates it
-CoordinatorLookup = Callable[[str], Awaitable[TopicPartition]]
+CoordinatorLookup = Callable[[str], Awaitable[tuple[str, int]]]
 
 
 class GroupApis:
@@ -113,7 +113,7 @@ class GroupApis:
 
     async def _group_partition(self, group_id: str) -> TopicPartition:
         await self.groups.ensure_offsets_topic()
-        return OFFSETS_TOPIC, self.groups.partition_for(group_id)
+        return TopicPartition(GROUP_METADATA_TOPIC, self.groups.partition_for(group_id))
 
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------
 
@@ -207,7 +207,7 @@ class GroupApis:
         group_error = self.groups.group_error(body["group_id"])
         for topic in body["topics"]:
             for p in topic["partitions"]:
-                tp = (topic["name"], p["partition_index"])
+                tp = TopicPartition(topic["name"], p["partition_index"])
                 if group_error:
                     errors[tp] = group_error
                 elif not self._exists(tp):
@@ -273,7 +273,11 @@ class GroupApis:
         return {"throttle_time_ms": 0, "topics": answer["topics"], "error_code": answer["error_code"]}
 
     def _fetch_group(self, version: int, group_id: str, topics: list[Body] | None, require_stable: bool) -> Body:
-        wanted = None if topics is None else tuple((t["name"], p) for t in topics for p in t["partition_indexes"])
+        wanted = (
+            None
+            if topics is None
+            else tuple(TopicPartition(t["name"], p) for t in topics for p in t["partition_indexes"])
+        )
         error = self.groups.group_error(group_id)
         if error:
             response = OffsetFetchResponse(group_id, error, dict.fromkeys(wanted or (), FetchedOffset()))
@@ -293,7 +297,7 @@ class GroupApis:
 
     async def offset_delete(self, version: int, body: Body) -> Body:
         group_id = body["group_id"]
-        wanted = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+        wanted = [TopicPartition(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
         error = self.groups.group_error(group_id)
         if error:
             return {"error_code": error, "throttle_time_ms": 0, "topics": []}

@@ -12,9 +12,7 @@ import base64
 import uuid
 from dataclasses import dataclass, field
 
-from ..common import INTERNAL_TOPICS
-
-ZERO_UUID = uuid.UUID(int=0)  # "no topic id": what a client sends by name, and gets for an unknown topic
+from ..common import INTERNAL_TOPICS, ZERO_UUID
 
 
 @dataclass(frozen=True)

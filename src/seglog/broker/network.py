@@ -1,12 +1,16 @@
-"""The broker's socket server: connections, framing, in-order responses, sendfile.
+"""The broker's socket server: connections, in-order responses, sendfile.
 
-Kafka's ``SocketServer`` in asyncio. Each connection has a reader and a processor:
+Kafka's ``SocketServer`` in asyncio. What a connection is as a protocol (framing and its
+size limit, request headers, the order responses leave in, ApiVersions' ranges) is
+``protocol.ServerConnection``'s; this module moves its bytes. Each connection has a
+reader and a processor:
 
     reader:    a callback of the loop while the socket has bytes (``add_reader``): recv
-               -> frames (size prefix checked by protocol.frame_size before any body
-               byte is read) -> answered at once, or queued for the processor
-    processor: a task: queued frame -> handler -> response parts -> socket (bytes with
-               send, storage FileSlices with os.sendfile), one request at a time
+               into the protocol (a frame under way straight into its own buffer) ->
+               decoded requests -> answered at once, or queued for the processor
+    processor: a task: queued request -> handler -> response body -> the protocol's
+               response parts -> socket (bytes with send, storage FileSlices with
+               os.sendfile), one request at a time
 
 A request the reader receives while nothing is queued or being answered is answered in
 the same turn of the loop when its handler needs no wait (the server says which APIs may
@@ -23,8 +27,8 @@ handler set before a wait (the request context) is there after it.
 
 A client that stops reading its socket blocks only its own processor (its sends wait for
 the socket), whose queue then fills and stops its reader: no other connection notices. A
-frame is received straight into its own buffer, which grows as bytes arrive, so a size
-prefix that promises a large request costs only what is really sent (at most twice over).
+frame that breaks the protocol (a size out of bounds, an API or version not served, a
+body that does not decode) closes its connection, as Kafka's does.
 
 A request parked in a purgatory (a long-polling fetch) is abandoned when its client
 disconnects (``abandoned_on_disconnect``): it would otherwise wait out its
@@ -47,15 +51,16 @@ import os
 import socket
 import time
 import types
-from collections.abc import Callable, Coroutine, Generator, Iterator
+from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
 from contextvars import ContextVar
 from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from ..errors import BrokerNotAvailableError
+from ..protocol import CLOSED, NEED_DATA, Request, ServerConnection
+from ..protocol.connection import RECEIVE_CHUNK, State
 
 log = logging.getLogger(__name__)
 
-_RECV_CHUNK = 64 * 1024
 _READ_AHEAD = 8  # requests read from one connection ahead of the one being answered
 # Bytes followed by a file region smaller than this go with MSG_MORE: they leave in one
 # packet with the region's data (a small fetch's response: 14 µs sooner at the client and
@@ -111,8 +116,8 @@ def abandoned_on_disconnect(op: Abandonable) -> Iterator[None]:
         conn.waiting.discard(op)
 
 
-# a request handler: the frame (without its size prefix) -> response parts, or None
-Handler = Callable[[bytearray, "Connection"], Coroutine[Any, Any, list[Any] | None]]
+# a request handler: the decoded request -> its response body, or None for no response
+Handler = Callable[[Request, "Connection"], Coroutine[Any, Any, Any]]
 
 
 class Connection:
@@ -124,14 +129,13 @@ class Connection:
         self.lost = False  # the reader met the end of the stream (or an error): the client is gone
         self.waiting: set[Abandonable] = set()
         self.request_context: Any = None  # the server's: who sent the last request
+        # the protocol of the connection (framing, headers, response order, ApiVersions): this
+        # class only moves its bytes
+        self.protocol = ServerConnection(server.served, server.max_frame_size)
         self._loop = asyncio.get_running_loop()
         self._fd = sock.fileno()
-        self._buffer = bytearray()  # bytes received past the last whole frame
-        self._frame: bytearray | None = None  # a frame being received straight into its buffer
-        self._got = 0  # how much of ``_frame`` has come
-        self._size = 0  # ``_frame``'s size, from its prefix
         self._jobs: collections.deque[_Job] = collections.deque()  # the processor's, in request order
-        self._busy = False  # the processor is on a job: a new frame waits its turn
+        self._busy = False  # the processor is on a job: a new request waits its turn
         self._reading = False
         self._wakeup: asyncio.Future[None] | None = None
         # one context for the requests of this connection, whoever runs them (the reader's
@@ -178,103 +182,99 @@ class Connection:
             self._loop.remove_reader(self._fd)
 
     def _on_readable(self) -> None:
-        """The loop's callback while the socket has bytes: one receive, and each frame it
+        """The loop's callback while the socket has bytes: one receive, and each request it
         completes answered at once or handed to the processor."""
         try:
-            if self._frame is not None:
-                self._receive_into_frame()
-            else:
-                self._receive()
+            self._receive()
         except BlockingIOError:
             return
         except ConnectionClosed:
             pass
         except OSError as e:
             log.debug("connection from %s: %s", self.peer, e)
-        except Exception as e:  # a size prefix out of bounds: this connection only
+        except Exception as e:  # a frame that breaks the protocol (or a fault of ours): closed, as Kafka does
             log.warning("closing the connection from %s: %s", self.peer, e)
         else:
             return
         self._end_of_stream()
 
     def _receive(self) -> None:
-        data = self.sock.recv(_RECV_CHUNK)
-        if not data:
-            raise ConnectionClosed
-        self.server.metrics.bytes_in(len(data))
-        buffer = self._buffer
-        buffer += data
-        while len(buffer) >= 4:
-            size = self.server.frame_size(bytes(buffer[:4]))
-            if len(buffer) - 4 < size:
-                # the rest of the frame is received straight into it: one copy from the kernel
-                del buffer[:4]
-                self._frame, self._buffer, self._got, self._size = buffer, bytearray(), len(buffer), size
-                self._grow_frame()
-                return
-            frame = buffer[4 : 4 + size]
-            del buffer[: 4 + size]
-            self._frame_received(frame)
-
-    def _grow_frame(self) -> None:
-        """Room for more of the frame: it grows as bytes arrive, doubling from _RECV_CHUNK,
-        never past its size, so a size prefix that promises a large request costs only what
-        is really sent (at most twice over)."""
-        frame, got = self._frame, self._got
-        assert frame is not None
-        if got == len(frame):
-            frame.extend(bytes(min(self._size, max(_RECV_CHUNK, 2 * got)) - got))
-
-    def _receive_into_frame(self) -> None:
-        frame = self._frame
-        assert frame is not None
-        with memoryview(frame)[self._got :] as rest:
-            n = self.sock.recv_into(rest)
-        if not n:
-            raise ConnectionClosed
+        """One receive into the protocol: straight into the buffer of a frame under way (one
+        copy from the kernel), else a chunk; then every request it completed."""
+        protocol = self.protocol
+        view = protocol.frame_buffer()
+        if view is not None:
+            with view:
+                n = self.sock.recv_into(view)
+            if n:
+                protocol.frame_received(n)
+            else:
+                protocol.receive_data(b"")  # the end of the stream, inside a frame
+        else:
+            data = self.sock.recv(RECEIVE_CHUNK)
+            n = len(data)
+            protocol.receive_data(data)  # b"": the end of the stream
         self.server.metrics.bytes_in(n)
-        self._got += n
-        if self._got < self._size:
-            self._grow_frame()
-            return
-        self._frame = None
-        self._frame_received(frame)
+        while not self.lost:
+            request = protocol.next_event()
+            if request is NEED_DATA:
+                return
+            if request is CLOSED:
+                raise ConnectionClosed
+            assert isinstance(request, Request)
+            self._request_received(request)
 
-    def _frame_received(self, frame: bytearray) -> None:
+    def _request_received(self, request: Request) -> None:
         """A whole request: answered here when nothing is ahead of it and its handler needs
         no wait (the loop's turn that received it sends its response: no task woken, no
         queue), else queued for the processor, in order. Reading pauses while _READ_AHEAD
         requests wait."""
-        if self._busy or self._jobs or not self.server.answers_at_once(frame):
-            self._push(frame)
+        if self._busy or self._jobs or not self.server.answers_at_once(request):
+            self._push(request)
             if len(self._jobs) >= _READ_AHEAD:
                 self._pause_reading()
             return
-        coroutine = self.server.handler(frame, self)
+        coroutine = self.server.handler(request, self)
         try:
             waited = self._context.run(coroutine.send, None)
         except StopIteration as done:
-            parts = done.value
+            body = done.value
         except ConnectionClosed:
+            self.protocol.forget(request)
             return
-        except Exception as e:  # a malformed request, or a fault of ours: this connection only
+        except Exception as e:  # a fault of ours: this connection only
             log.warning("closing the connection from %s: %s", self.peer, e)
             self._end_of_stream()
             return
         else:  # it waits (a long poll, an I/O thread): the processor goes on with it
-            self._push(_Started(coroutine, waited))
+            self._push(_Started(request, coroutine, waited))
             return
-        if parts is not None:
-            try:
-                left = self._write(parts)
-            except OSError as e:
-                log.debug("connection from %s: %s", self.peer, e)
-                self._end_of_stream()
-                return
-            if left:  # the socket is full: the processor waits for room
-                self._push(_Unsent(left, parts))
-            else:
-                self._sent(parts)
+        try:
+            parts = self._response(request, body)
+        except Exception as e:  # a response that does not encode: a fault of ours, this connection only
+            log.warning("closing the connection from %s: %s", self.peer, e)
+            self._end_of_stream()
+            return
+        if parts is None:
+            return
+        try:
+            left = self._write(parts)
+        except OSError as e:
+            log.debug("connection from %s: %s", self.peer, e)
+            self._end_of_stream()
+            return
+        if left:  # the socket is full: the processor waits for room
+            self._push(_Unsent(left, parts))
+        else:
+            self._sent(parts)
+
+    def _response(self, request: Request, body: Any) -> list[Any] | None:
+        """The response frame's parts, encoded by the protocol (None: the request is left
+        unanswered, as Kafka leaves an acks=0 produce)."""
+        if body is None:
+            self.protocol.forget(request)
+            return None
+        return self.protocol.send_response(request, body)
 
     def _end_of_stream(self) -> None:
         self._pause_reading()
@@ -308,18 +308,27 @@ class Connection:
             finally:
                 self._busy = False
 
-    async def _do(self, job: bytearray | _Started | _Unsent) -> bool:
+    async def _do(self, job: Request | _Started | _Unsent) -> bool:
         """One job of the processor; False when the connection must close."""
+        if self.protocol.state is State.BROKEN:  # a later frame broke the protocol: nothing more is sent
+            return False
         if isinstance(job, _Unsent):
             return await self._send(job.left, job.parts)
+        request = job.request if isinstance(job, _Started) else job
         try:
             if isinstance(job, _Started):
-                parts = await _resume(*job.take())
+                body = await _resume(*job.take())
             else:
-                parts = await self.server.handler(job, self)
+                body = await self.server.handler(job, self)
         except ConnectionClosed:  # a wait abandoned, the client gone: the requests read before go on
+            self.protocol.forget(request)
             return True
-        except Exception as e:  # a malformed request, or a fault of ours: this connection only
+        except Exception as e:  # a fault of ours: this connection only
+            log.warning("closing the connection from %s: %s", self.peer, e)
+            return False
+        try:
+            parts = self._response(request, body)
+        except Exception as e:  # a response that does not encode: a fault of ours, this connection only
             log.warning("closing the connection from %s: %s", self.peer, e)
             return False
         return parts is None or await self._send(parts, parts)
@@ -402,13 +411,14 @@ class _Region(NamedTuple):
 class _Started:
     """A request whose handler began in the reader's callback and waits on ``waited``."""
 
-    __slots__ = ("coroutine", "waited")
+    __slots__ = ("coroutine", "request", "waited")
 
-    def __init__(self, coroutine: Coroutine[Any, Any, list[Any] | None], waited: Any) -> None:
-        self.coroutine: Coroutine[Any, Any, list[Any] | None] | None = coroutine
+    def __init__(self, request: Request, coroutine: Coroutine[Any, Any, Any], waited: Any) -> None:
+        self.request = request
+        self.coroutine: Coroutine[Any, Any, Any] | None = coroutine
         self.waited = waited
 
-    def take(self) -> tuple[Coroutine[Any, Any, list[Any] | None], Any]:
+    def take(self) -> tuple[Coroutine[Any, Any, Any], Any]:
         """The coroutine and its wait, handed over once: the job keeps no reference to the
         future, whose result (a read's FileSlices) must go when the coroutine lets it go."""
         coroutine, waited = self.coroutine, self.waited
@@ -424,8 +434,8 @@ class _Unsent(NamedTuple):
     parts: list[Any]
 
 
-# the processor's jobs: a frame, a request begun, a response begun, or the end of the stream
-_Job = bytearray | _Started | _Unsent | None
+# the processor's jobs: a request, a request begun, a response begun, or the end of the stream
+_Job = Request | _Started | _Unsent | None
 
 
 @types.coroutine
@@ -479,13 +489,16 @@ class SocketServer:
         host: str,
         port: int,
         handler: Handler,
-        frame_size: Callable[[bytes], int],
+        served: Mapping[int, tuple[int, int]],
+        max_frame_size: int,
         metrics: Any,
-        answers_at_once: Callable[[bytearray], bool] = lambda frame: False,
+        answers_at_once: Callable[[Request], bool] = lambda request: False,
     ) -> None:
         self.handler = handler
         self.answers_at_once = answers_at_once
-        self.frame_size = frame_size
+        # the versions served, by API key (the routing table's: it may grow while connections are open)
+        self.served = served
+        self.max_frame_size = max_frame_size
         self.metrics = metrics
         self.connections: set[Connection] = set()
         try:

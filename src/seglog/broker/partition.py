@@ -8,8 +8,8 @@ watermark and finds the ISR changes to propose.
 - **High watermark** (leader): the smallest log end offset over the ISR, counting a member
   being added (an AlterPartition in flight) and, while a removal is in flight, the member
   being removed; it never moves back. A follower takes the leader's, cut to its own log end.
-- **ISR**: a follower leaves when its log end differs from the leader's and it has not
-  caught up for ``replica.lag.time.max.ms``; it rejoins when it reaches the high watermark
+- **ISR**: a follower leaves when no fetch of its has reached the leader's log end for
+  ``replica.lag.time.max.ms`` (``Replica.caught_up``); it rejoins when it reaches the high watermark
   and the start of this leader's epoch. Changes go to the controller (AlterPartition) and
   count once it has written them (``commit_isr``).
 - **Epochs**: a new leader starts its epoch at its log end in the epoch cache, so that a
@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ..common import ZERO_UUID
 from ..errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -43,12 +44,7 @@ from ..errors import (
     UnknownLeaderEpochError,
 )
 from ..protocol import ErrorCode
-from ..storage import AppendInfo, FetchDataInfo, PartitionLog
-
-LEADER = "leader"
-FOLLOWER = "follower"
-OFFLINE = "offline"  # stopped by StopReplica: no longer served here
-ZERO_UUID = uuid.UUID(int=0)
+from ..storage import AppendInfo, AppendOrigin, FetchDataInfo, PartitionLog, Role
 
 
 def check_leader_epoch(current: int, leader_epoch: int) -> None:
@@ -84,8 +80,20 @@ class Replica:
         self.last_fetch_leader_leo = leader_leo
         self.last_fetch_ms = now
 
-    def caught_up(self, leader_leo: int, now: int, max_lag_ms: int) -> bool:
-        return self.log_end_offset == leader_leo or now - self.last_caught_up_ms <= max_lag_ms
+    def caught_up(self, now: int, max_lag_ms: int) -> bool:
+        """Whether a fetch reached the leader's log end within ``max_lag_ms``: what
+        ``replica.lag.time.max.ms`` documents (a follower that sent no fetch, or did not reach
+        the log end, for that long leaves the ISR). Kafka 3.9's ``isCaughtUp`` also keeps a
+        follower whose last known log end equals the leader's, however long ago it fetched;
+        that kept a paused follower in the ISR of every partition no write reached. And a
+        write may be kept from its partition by another's: a connection's requests are
+        served one at a time, so a producer's write queued behind an acks=all produce that
+        waits for the paused follower reached the leader only once that produce was
+        answered, and its partition's ISR shrank one check later: a leader of four such
+        partitions dropped the follower 4.2, 5.8, 7.2 and 8.7 s into its pause, with a lag
+        of 3 s. (A follower that fetches names all its partitions in every fetch, so an
+        idle partition's followers that fetch stay caught up.)"""
+        return now - self.last_caught_up_ms <= max_lag_ms
 
 
 class Partition:
@@ -95,7 +103,9 @@ class Partition:
         self.log = log
         self.broker_id = broker_id
         self.lock = threading.RLock()
-        self.role = OFFLINE  # until LeaderAndIsr (or ``lead_alone``) says
+        # its log's roles (storage's ``Role``); None: not served here, until LeaderAndIsr (or
+        # ``lead_alone``) says and after StopReplica
+        self.role: Role | None = None
         self.leader_id = -1
         self.leader_epoch = log.leader_epoch
         self.partition_epoch = -1
@@ -111,8 +121,9 @@ class Partition:
         self._unexposed: deque[tuple[int, int]] = deque()
 
     def __repr__(self) -> str:
+        role = self.role.value if self.role is not None else "offline"
         return (
-            f"Partition({self.topic}-{self.index}, {self.role}, leader={self.leader_id}, epoch={self.leader_epoch}, "
+            f"Partition({self.topic}-{self.index}, {role}, leader={self.leader_id}, epoch={self.leader_epoch}, "
             f"isr={list(self.isr)}, hw={self.high_watermark}, leo={self.log_end_offset})"
         )
 
@@ -156,16 +167,16 @@ class Partition:
     def lead_alone(self) -> None:
         """One broker: the partition's only replica leads it, its ISR itself."""
         self.log.become_leader(self.leader_epoch)  # the epoch it had: no controller here
-        self.role = LEADER
+        self.role = Role.LEADER
         self.leader_id = self.broker_id
         self.maybe_increment_high_watermark()
 
     def make_leader(self, state: dict[str, Any], topic_id: uuid.UUID | None, now: int) -> bool:
         """LeaderAndIsr made this broker the leader; True when it was not leading this epoch."""
         with self.lock:
-            new_epoch = state["leader_epoch"] > self.leader_epoch or self.role != LEADER
+            new_epoch = state["leader_epoch"] > self.leader_epoch or self.role is not Role.LEADER
             self._assign(state, topic_id)
-            self.role = LEADER
+            self.role = Role.LEADER
             self.leader_id = self.broker_id
             if new_epoch:
                 leo = self.log.log_end_offset
@@ -188,10 +199,12 @@ class Partition:
         (the fetcher starts again: truncation first)."""
         with self.lock:
             changed = (
-                self.role != FOLLOWER or state["leader"] != self.leader_id or state["leader_epoch"] > self.leader_epoch
+                self.role is not Role.FOLLOWER
+                or state["leader"] != self.leader_id
+                or state["leader_epoch"] > self.leader_epoch
             )
             self._assign(state, topic_id)
-            self.role = FOLLOWER
+            self.role = Role.FOLLOWER
             self.leader_id = state["leader"]
             self.log.become_follower(self.leader_epoch)
             self._remote = {}
@@ -201,7 +214,7 @@ class Partition:
     def stop(self) -> None:
         """StopReplica: this broker no longer serves the partition."""
         with self.lock:
-            self.role = OFFLINE
+            self.role = None
             self._remote = {}
             self._unexposed.clear()
 
@@ -218,7 +231,7 @@ class Partition:
     # --- the leader's appends -------------------------------------------------------------------------
 
     def append_as_leader(
-        self, records: memoryview, acks: int, *, wait: bool, origin: str = "client"
+        self, records: memoryview, acks: int, *, wait: bool, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> AppendInfo | None:
         """The producer's (or a coordinator's: ``origin``) batches appended (None: it would wait, ``wait`` being False).
         Refused when this broker does not lead, or when acks=all and the ISR is smaller
@@ -226,7 +239,7 @@ class Partition:
         if not self.lock.acquire(blocking=wait):
             return None
         try:
-            if self.role != LEADER:
+            if self.role is not Role.LEADER:
                 raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {self.topic}-{self.index}")
             if acks == -1 and len(self.isr) < self.min_insync_replicas:
                 raise NotEnoughReplicasError(
@@ -248,7 +261,7 @@ class Partition:
     def maybe_increment_high_watermark(self) -> int:
         """Move the leader's high watermark to the smallest log end offset over the ISR;
         returns the bytes it newly exposes (0 when it did not move)."""
-        if self.role != LEADER:
+        if self.role is not Role.LEADER:
             return 0
         candidate = self.log.log_end_offset
         for r in self.maximal_isr:
@@ -268,7 +281,7 @@ class Partition:
         """For an acks=all produce whose records end at ``required_offset``: None while the
         ISR has not them all, else its error code (0, NOT_ENOUGH_REPLICAS_AFTER_APPEND when
         the ISR shrank below ``min.insync.replicas`` meanwhile, NOT_LEADER_OR_FOLLOWER)."""
-        if self.role != LEADER:
+        if self.role is not Role.LEADER:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         if self.log.high_watermark < required_offset:
             return None
@@ -310,7 +323,7 @@ class Partition:
         """A follower whose log starts at ``log_start_offset`` fetched from ``fetch_offset``;
         False when it is no replica of this leader."""
         replica = self._remote.get(replica_id)
-        if self.role != LEADER or replica is None:
+        if self.role is not Role.LEADER or replica is None:
             return False
         replica.update_fetch_state(fetch_offset, leader_leo, now, log_start_offset)
         return True
@@ -319,7 +332,7 @@ class Partition:
         """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset of this leader and of
         its followers on live brokers, as their fetches said (-1 for one that has not fetched in
         this epoch): how far DeleteRecords has reached on every replica."""
-        if self.role != LEADER:
+        if self.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(f"broker {self.broker_id} does not lead {self.topic}-{self.index}")
         low = self.log.log_start_offset
         for replica in self._remote.values():
@@ -331,7 +344,7 @@ class Partition:
         """The ISR with ``replica_id`` added when it has caught up (Kafka's ``isFollowerInSync``:
         its log end at least the high watermark and this epoch's start offset)."""
         replica = self._remote.get(replica_id)
-        if self.role != LEADER or self.pending_isr is not None or replica is None or replica_id in self.isr:
+        if self.role is not Role.LEADER or self.pending_isr is not None or replica is None or replica_id in self.isr:
             return None
         leo = replica.log_end_offset
         if leo >= self.log.high_watermark and leo >= self.leader_epoch_start_offset:
@@ -340,19 +353,18 @@ class Partition:
 
     def isr_to_shrink(self, now: int, max_lag_ms: int) -> tuple[int, ...] | None:
         """The ISR without the followers that have not caught up for ``max_lag_ms``."""
-        if self.role != LEADER or self.pending_isr is not None:
+        if self.role is not Role.LEADER or self.pending_isr is not None:
             return None
-        leo = self.log.log_end_offset
         lagging = {
             r
             for r in self.isr
-            if r != self.broker_id and not (r in self._remote and self._remote[r].caught_up(leo, now, max_lag_ms))
+            if r != self.broker_id and not (r in self._remote and self._remote[r].caught_up(now, max_lag_ms))
         }
         return tuple(r for r in self.isr if r not in lagging) if lagging else None
 
     def commit_isr(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> bool:
         """The controller wrote an ISR change (AlterPartition's answer); False if stale."""
-        if self.role != LEADER or leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
+        if self.role is not Role.LEADER or leader_epoch != self.leader_epoch or partition_epoch < self.partition_epoch:
             return False
         self.isr = tuple(isr)
         self.partition_epoch = partition_epoch
@@ -371,7 +383,7 @@ class Partition:
         retention removed on the leader goes here too, and never comes back when this
         replica leads. Returns the log end offset."""
         with self.lock:
-            if self.role != FOLLOWER or self.leader_epoch != leader_epoch:
+            if self.role is not Role.FOLLOWER or self.leader_epoch != leader_epoch:
                 return self.log.log_end_offset
             if len(records):
                 self.log.append_as_follower(records)
@@ -385,13 +397,13 @@ class Partition:
         """Drop the records at ``offset`` and after (they diverge from the leader's);
         returns the log end offset."""
         with self.lock:
-            if self.role == FOLLOWER and self.leader_epoch == leader_epoch:
+            if self.role is Role.FOLLOWER and self.leader_epoch == leader_epoch:
                 self.log.truncate_to(offset)
             return self.log.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int, leader_epoch: int) -> int:
         """The leader's log starts after this one ends: start again, empty, at ``offset``."""
         with self.lock:
-            if self.role == FOLLOWER and self.leader_epoch == leader_epoch:
+            if self.role is Role.FOLLOWER and self.leader_epoch == leader_epoch:
                 self.log.truncate_fully_and_start_at(offset)
             return self.log.log_end_offset

@@ -53,14 +53,14 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import FileSlice, LogConfig, LogManager, PartitionLog
+from ..storage import AppendOrigin, FileSlice, LogConfig, LogManager, PartitionLog, Role
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
 from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
-from .partition import LEADER, Partition, check_leader_epoch
+from .partition import Partition, check_leader_epoch
 from .purgatory import DelayedOperation, Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
@@ -214,7 +214,14 @@ def _batch_epoch(plog: PartitionLog, offset: int) -> int:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, broker: BrokerInfo, *, clock: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        broker: BrokerInfo,
+        *,
+        clock: Callable[[], int] | None = None,
+        broker_epoch: Callable[[], int] = lambda: -1,
+    ) -> None:
         self.config = config
         self.broker = broker
         # the logs keep the high watermark of the replication-offset-checkpoint; this module moves it
@@ -229,7 +236,7 @@ class ReplicaManager:
         self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run)
         timeout = config["replica.socket.timeout.ms"] / 1000
         self.alter_partition_channel: AlterPartitionChannel = WireAlterPartitionChannel(self._controller_node, timeout)
-        self.broker_epoch: Callable[[], int] = lambda: -1  # this broker's registration (KIP-380), once registered
+        self.broker_epoch = broker_epoch  # this broker's registration (KIP-380), once registered
         self._controller_epoch = -1
         self._loop: asyncio.AbstractEventLoop | None = None
         self._isr_task: asyncio.Task[None] | None = None
@@ -304,7 +311,7 @@ class ReplicaManager:
         newer, then the role."""
         found = self.partition(topic, index)
         check_leader_epoch(current_leader_epoch, found.leader_epoch)
-        if require_leader and found.role != LEADER:
+        if require_leader and found.role is not Role.LEADER:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
 
@@ -350,7 +357,8 @@ class ReplicaManager:
             controller_id,
             controller_epoch,
             ", ".join(
-                f"{s['topic_name']}-{s['partition_index']}: {p.role} of epoch {p.leader_epoch}" for s, p in accepted
+                f"{s['topic_name']}-{s['partition_index']}: {p.role and p.role.value} of epoch {p.leader_epoch}"
+                for s, p in accepted
             ),
         )
         errors.update({(s["topic_name"], s["partition_index"]): NONE for s, _ in accepted})
@@ -543,11 +551,11 @@ class ReplicaManager:
         *,
         acks: int = 1,
         timeout_ms: int = 30_000,
-        origin: str = "client",
+        origin: AppendOrigin = AppendOrigin.CLIENT,
         on_appended: Callable[[], None] | None = None,
     ) -> dict[TopicPartition, AppendResult]:
         """Append each partition's batches as the leader (validated, offsets assigned in
-        place); a partition's error is its own. ``origin`` "coordinator" (the coordinators'
+        place); a partition's error is its own. ``origin`` COORDINATOR (the coordinators'
         records): sequences unchecked. Fetches waiting on them are woken. With
         acks=-1 a partition whose ISR is smaller than min.insync.replicas is refused
         (NOT_ENOUGH_REPLICAS), and the answer waits until the ISR has the records or
@@ -584,7 +592,7 @@ class ReplicaManager:
         return results
 
     def try_append_inline(
-        self, tp: TopicPartition, records: memoryview, *, acks: int = 1, origin: str = "client"
+        self, tp: TopicPartition, records: memoryview, *, acks: int = 1, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> AppendResult | None:
         """``append_records`` of one small batch, done on the loop without awaiting: the
         result of an append written at once and acknowledged (acks=1, or acks=all where
@@ -641,7 +649,7 @@ class ReplicaManager:
         return {**codes, **gone}
 
     def _append_all(
-        self, batches: Mapping[TopicPartition, memoryview], acks: int, origin: str = "client"
+        self, batches: Mapping[TopicPartition, memoryview], acks: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> dict[TopicPartition, AppendResult]:
         results = {}
         for tp, records in batches.items():
@@ -651,7 +659,13 @@ class ReplicaManager:
         return results
 
     def _append(
-        self, tp: TopicPartition, records: memoryview, acks: int, *, wait: bool, origin: str = "client"
+        self,
+        tp: TopicPartition,
+        records: memoryview,
+        acks: int,
+        *,
+        wait: bool,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
     ) -> AppendResult | None:
         """The append (None: it could wait on a lock, roll or fsync, and ``wait`` is False)."""
         try:
@@ -740,7 +754,7 @@ class ReplicaManager:
             return False
         for req in requests:
             partition = self._partitions.get((req.topic, req.partition))
-            if partition is None or partition.role != LEADER:
+            if partition is None or partition.role is not Role.LEADER:
                 return False  # the I/O thread's read answers the error
             if req.fetch_offset < partition.log.active_segment.base_offset:
                 return False
@@ -803,7 +817,7 @@ class ReplicaManager:
         total = 0
         for req in requests:
             partition = self._partitions.get((req.topic, req.partition))
-            if partition is None or partition.role != LEADER:
+            if partition is None or partition.role is not Role.LEADER:
                 return limit
             try:
                 lso = partition.last_stable_offset

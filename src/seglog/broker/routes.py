@@ -20,7 +20,7 @@ Handler = Callable[[int, Any], Awaitable[Any]]
 
 
 class Route(NamedTuple):
-    handler: Handler
+    handler: Handler | None  # None: the connection answers it itself (ApiVersions, from this table)
     versions: tuple[int, int]  # the versions the handler implements, inclusive
 
 

@@ -9,15 +9,17 @@ the logs cleanly (checkpoints, clean-shutdown marker, lock released).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
+from ..common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import BLOCK_SIZE
-from ..errors import ErrorCode, InvalidRequestError, UnsupportedVersionError
-from ..protocol import ApiKey, decode_request, encode_response, frame_size
-from ..protocol.message_data import ApiVersionsRequestData, ApiVersionsResponseData
+from ..errors import CoordinatorNotAvailableError
+from ..protocol import ApiKey, Request
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
@@ -25,16 +27,17 @@ from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
 from .endpoint import parse_endpoints
 from .group_apis import TRANSACTION_KEY, GroupApis
-from .group_metadata_manager import OFFSETS_TOPIC, GroupMetadataManager
+from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
-from .txn_apis import TRANSACTION_STATE, TxnApis
+from .txn_apis import TxnApis
 
 log = logging.getLogger("seglog.broker")
+T = TypeVar("T")
 
 # The APIs a connection's reader may answer in the loop's turn that received them, when
 # nothing is ahead (network.py): their handlers await only futures (an I/O thread, a
@@ -45,12 +48,13 @@ _AT_ONCE = frozenset(
 )
 
 
-def _answers_at_once(frame: bytearray) -> bool:
-    return len(frame) >= 2 and (frame[0] << 8 | frame[1]) in _AT_ONCE
+def _in_thread(fn: Callable[[str], T]) -> Callable[[str], Awaitable[T]]:
+    """``fn`` (ZooKeeper's: it blocks) run in a thread, awaited on the loop."""
+    return lambda name: asyncio.get_running_loop().run_in_executor(None, fn, name)
 
 
-class UnservedRequestError(InvalidRequestError):
-    """A request for an API or version this broker does not serve."""
+def _answers_at_once(request: Request) -> bool:
+    return request.header.api_key in _AT_ONCE
 
 
 class KafkaServer:
@@ -70,6 +74,8 @@ class KafkaServer:
         self.socket_server: SocketServer | None = None
         self.groups: GroupMetadataManager | None = None
         self.routes: Routes = {}  # the routing table: every API served, its handler and versions
+        # its ranges, by API key, which the connections serve (updated in place: open connections see them grow)
+        self.served: dict[int, tuple[int, int]] = {}
         self._modules: list[Routes] = []  # the handler modules' routes it is made of
         self.cluster: ClusterMember | None = None
         self.controller_apis: ControllerApis | None = None  # in a cluster
@@ -82,55 +88,67 @@ class KafkaServer:
 
     async def startup(self) -> None:
         started = time.monotonic()
-        max_size = self.config["socket.request.max.bytes"]
         # bind first: the port is known before the logs load, and a taken port fails fast
         self.socket_server = SocketServer(
             self.listener.host,
             self.listener.port,
             self._handle,
-            lambda prefix: frame_size(prefix, max_size),
+            self.served,
+            self.config["socket.request.max.bytes"],
             self.metrics,
             _answers_at_once,
         )
+        loop = asyncio.get_running_loop()
         try:
             host, port = self._advertised_address()
             broker = BrokerInfo(self.config["broker.id"], host, port)
-            self.replicas = await asyncio.get_running_loop().run_in_executor(None, ReplicaManager, self.config, broker)
+            replicas = self.replicas = await loop.run_in_executor(
+                None, functools.partial(ReplicaManager, self.config, broker, broker_epoch=self._broker_epoch)
+            )
         except BaseException:
             await self.socket_server.stop()
             raise
-        await self.replicas.startup()
-        apis = KafkaApis(self.config, self.replicas, (host, port))
-        admin = AdminManager(self.config, self.replicas)
-        self.apis = apis
-        txn = self.txn = TxnApis(self.config, self.replicas, (host, port), admin.create_internal_topic)
+        await replicas.startup()
         try:
+            # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
+            member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
+            admin = AdminManager(self.config, replicas, member)
+            claim = self._claim_producer_id_block if member is not None else None
+            txn = self.txn = TxnApis(
+                self.config, replicas, (host, port), admin.create_internal_topic, claim_producer_id_block=claim
+            )
             await txn.startup()
         except BaseException:
             await self.socket_server.stop()
-            await asyncio.get_running_loop().run_in_executor(None, self.replicas.shutdown)
+            await loop.run_in_executor(None, replicas.shutdown)
             raise
-        self.groups = GroupMetadataManager(self.config, self.replicas, admin.create_internal_topic)
-        self.group_apis = GroupApis(self.groups, self.replicas.metadata)
+        self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
+        self.group_apis = GroupApis(self.groups, replicas.metadata)
+        apis = KafkaApis(
+            self.config,
+            replicas,
+            (host, port),
+            auto_create_topic=None if member is None else _in_thread(member.auto_create_topic),
+            internal_topic_creators={
+                GROUP_METADATA_TOPIC: self.groups.ensure_offsets_topic,
+                TRANSACTION_STATE_TOPIC: txn.ensure_state_topic,
+            },
+        )
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
-        self.routes = routing_table(*self._modules)
+        self._route()
         self.group_apis.coordinator_lookups[TRANSACTION_KEY] = txn.transaction_partition
         txn.on_markers_written = self.groups.complete_transaction
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
-        self.replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
-        self.replicas.deletion_listeners.append(self.groups.on_partitions_deleted)
-        apis.internal_topic_creators = {
-            OFFSETS_TOPIC: self.groups.ensure_offsets_topic,
-            TRANSACTION_STATE: txn.ensure_state_topic,
-        }
+        replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
+        replicas.deletion_listeners.append(self.groups.on_partitions_deleted)
         self.groups.startup()  # loads __consumer_offsets in the background: its groups wait meanwhile
         if self.metrics_port is not None:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
             )
         self.socket_server.start()
-        if self.config["zookeeper.connect"]:
-            await self._join_cluster(broker, admin)
+        if member is not None:
+            await self._join_cluster(member)
         self.started.set()
         log.info(
             "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
@@ -143,29 +161,31 @@ class KafkaServer:
             f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
         )
 
-    async def _join_cluster(self, broker: BrokerInfo, admin: AdminManager) -> None:
+    async def _join_cluster(self, cluster: ClusterMember) -> None:
         """Cluster mode: the controller's requests served, then registration and the controller started
         (the listener serves first: the controller sends to a broker as soon as it is registered)."""
         assert self.replicas is not None
-        cluster = self.cluster = ClusterMember(self.config, broker, self.replicas)
-        self.replicas.broker_epoch = lambda: cluster.broker_epoch  # AlterPartition carries it (KIP-380)
+        self.cluster = cluster
         controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
         self.controller_apis = controller_apis
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
-        self.routes = routing_table(*self._modules)
-        admin.cluster = cluster
-        if self.txn is not None:  # producer id blocks claimed in ZooKeeper, shared by the brokers
-            broker_id = broker.broker_id
-            self.txn.claim_producer_id_block = lambda: cluster.zk.claim_producer_id_block(broker_id, BLOCK_SIZE)[1:]
-        self.apis.auto_create_topic = lambda name: asyncio.get_running_loop().run_in_executor(
-            None, cluster.auto_create_topic, name
-        )
+        self._route()
         try:
             await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
         except BaseException:
             await self.shutdown()
             raise
+
+    def _broker_epoch(self) -> int:
+        """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
+        return self.cluster.broker_epoch if self.cluster is not None else -1
+
+    def _claim_producer_id_block(self) -> tuple[int, int]:
+        """A block of producer ids claimed in ZooKeeper, whose blocks the brokers share."""
+        if self.cluster is None:  # retriable: the client asks again once the broker has joined
+            raise CoordinatorNotAvailableError("producer ids come from ZooKeeper, which this broker has not joined yet")
+        return self.cluster.zk.claim_producer_id_block(self.config["broker.id"], BLOCK_SIZE)[1:]
 
     def _advertised_address(self) -> tuple[str, int]:
         assert self.socket_server is not None
@@ -196,48 +216,33 @@ class KafkaServer:
     # --- one request -----------------------------------------------------------------------------
 
     def _routes(self) -> Routes:
-        """The server's own API: ApiVersions, whose answer is the routing table."""
-        return {ApiKey.API_VERSIONS: Route(self._api_versions, (0, 4))}
+        """The server's own API: ApiVersions, which each connection answers from the routing table."""
+        return {ApiKey.API_VERSIONS: Route(None, (0, 4))}
 
-    async def _api_versions(self, version: int, body: ApiVersionsRequestData) -> ApiVersionsResponseData:
-        return self._api_versions_body(ErrorCode.NONE)
+    def _route(self) -> None:
+        """The routing table made of the handler modules' routes, and the ranges connections serve."""
+        self.routes = routing_table(*self._modules)
+        self.served.clear()
+        self.served.update(served_versions(self.routes))
 
-    def _api_versions_body(self, error_code: ErrorCode) -> ApiVersionsResponseData:
-        return ApiVersionsResponseData(
-            error_code=error_code,
-            api_keys=[
-                ApiVersionsResponseData.ApiVersion(api_key=int(key), min_version=low, max_version=high)
-                for key, (low, high) in sorted(served_versions(self.routes).items())
-            ],
-        )
-
-    async def _handle(self, frame: bytearray, conn: Connection) -> list[Any] | None:
+    async def _handle(self, request: Request, conn: Connection) -> Any:
+        """The response body to a request the connection decoded (it refused any API or version
+        not served; ApiVersions comes at any version), or None for none."""
         started = time.perf_counter()
-        try:
-            request = decode_request(frame)
-        except UnsupportedVersionError as e:
-            if e.api_key == ApiKey.API_VERSIONS and e.correlation_id is not None:  # answered at v0 (KIP-511)
-                versions = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
-                return encode_response(ApiKey.API_VERSIONS, 0, e.correlation_id, versions)
-            raise
         header = request.header
         key = header.api_key
-        route = self.routes.get(key)
-        if route is None or not route.versions[0] <= header.api_version <= route.versions[1]:
-            if key == ApiKey.API_VERSIONS:
-                versions = self._api_versions_body(ErrorCode.UNSUPPORTED_VERSION)
-                return encode_response(key, 0, header.correlation_id, versions)
-            raise UnservedRequestError(f"{key.name} v{header.api_version} is not served by this broker")
         context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
         if context is None or context.client_id != (header.client_id or ""):
             context = conn.request_context = RequestContext(header.client_id or "", client_host(conn.peer))
         set_current_request(context)
+        handler = self.routes[key].handler
         failed = True
         try:
-            body = await route.handler(header.api_version, request.body)
+            if handler is None:  # ApiVersions: the served ranges, or UNSUPPORTED_VERSION at v0 (KIP-511)
+                body = conn.protocol.api_versions_body(request)
+            else:
+                body = await handler(header.api_version, request.body)
             failed = False
         finally:
             self.metrics.request(key.name, time.perf_counter() - started, failed)
-        if body is None:
-            return None
-        return encode_response(key, header.api_version, header.correlation_id, body)
+        return body

@@ -26,26 +26,27 @@ group coordinator's, for offsets committed in the transaction).
 min.insync.replicas transaction.state.log.min.isr; in a cluster through ZooKeeper with
 transaction.state.log.replication.factor replicas) is created on the first transactional
 request, as Kafka creates it on the first lookup of a transaction coordinator. The
-coordinator follows the leadership of its partitions (Kafka's ``onElection`` /
-``onResignation``): a partition led here (at start-up, on LeaderAndIsr) is read in the I/O
-pool and loaded, its ids answered COORDINATOR_LOAD_IN_PROGRESS meanwhile (transactions
-found prepared get their markers written again; ongoing ones time out); one no longer led
-is unloaded and its ids answered NOT_COORDINATOR. Each record is appended with acks=all,
-and a store whose partition was unloaded or reloaded meanwhile is answered NOT_COORDINATOR
-(Kafka checks the coordinator epoch the same way). Timed-out transactions are aborted at
-the coordinator's deadlines, on the event loop's timer.
+coordinator runtime (``coordinator_runtime``) follows the leadership of its partitions: a
+partition led here is read in the I/O pool and loaded, its ids answered
+COORDINATOR_LOAD_IN_PROGRESS meanwhile (transactions found prepared get their markers
+written again; ongoing ones time out); one no longer led is unloaded and its ids answered
+NOT_COORDINATOR. Each record is written by the runtime (acks=all, as the coordinator), and a
+store whose partition was unloaded or reloaded meanwhile is answered NOT_COORDINATOR (Kafka
+checks the coordinator epoch the same way). Timed-out transactions are aborted and expired
+ids removed at the coordinator's deadlines, on the runtime's timer, the first an interval
+after start-up.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from ..common import TRANSACTION_STATE_TOPIC, TopicPartition
 from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import ProducerIdBlocks, ProducerIdManager, producer_id_block_path
 from ..coordinator.transaction_coordinator import (
@@ -59,27 +60,24 @@ from ..coordinator.transaction_coordinator import (
     StoreTransaction,
     TransactionConfig,
     TransactionCoordinator,
+    TransactionLoader,
     WriteTxnMarkers,
-    read_transactions,
 )
+from ..coordinator.transaction_metadata import TransactionMetadata
 from ..coordinator.transaction_state import TransactionState
-from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError, TopicExistsError
+from ..errors import CoordinatorNotAvailableError, InvalidRequestError, SeglogError
 from ..protocol import ApiKey, ErrorCode
 from ..records import build_batch
 from ..records.control import end_transaction_marker
+from ..storage import AppendOrigin
+from .coordinator_runtime import CoordinatorRuntime, TopicCreator, TopicSpec
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
-from .txn_marker_channel_manager import TopicPartition, TransactionMarkerChannelManager
+from .txn_marker_channel_manager import TransactionMarkerChannelManager
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_STATE = "__transaction_state"
-_MARKER_RETRY_S = 0.1
 _E = ErrorCode
-# how long a __transaction_state append waits for the ISR: Kafka's request.timeout.ms default
-_STORE_TIMEOUT_MS = 30_000
-# (name, partitions, replication factor, topic config): the admin manager's, through ZooKeeper in a cluster
-TopicCreator = Callable[[str, int, int, dict[str, Any]], Awaitable[None]]
 
 
 def _now_ms() -> int:
@@ -95,15 +93,14 @@ class TxnApis:
         create_topic: TopicCreator,
         *,
         clock: Callable[[], int] = _now_ms,
+        claim_producer_id_block: Callable[[], tuple[int, int]] | None = None,
     ) -> None:
         self.config = config
         self.replicas = replicas
         self.advertised = advertised
-        self._create_topic = create_topic
-        self._loading: dict[int, int] = {}  # partition -> the leader epoch it is being loaded at
         self.clock = clock
-        # a cluster's brokers share ZooKeeper's block (the claim is set as the broker joins), never a local file
-        self.claim_producer_id_block: Callable[[], tuple[int, int]] | None = None
+        # a cluster's brokers share ZooKeeper's blocks (None: this broker has not joined it), never a local file
+        self.claim_producer_id_block = claim_producer_id_block
         ids: ProducerIdBlocks = ProducerIdBlocks(self._claim_cluster_block)
         if not config["zookeeper.connect"]:
             ids = ProducerIdManager(producer_id_block_path(config.log_dirs[0]), config["broker.id"])
@@ -114,13 +111,16 @@ class TxnApis:
             self._append_marker,
             timeout_s=config["request.timeout.ms"] / 1000,
         )
-        self._waiting: dict[Hashable, asyncio.Future[Any]] = {}
-        self._tokens = itertools.count()
-        self._state_topic_ready: asyncio.Future[None] | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline: int | None = None  # the coordinator's deadline the timer is armed for
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._stopped = False
+        # Kafka's TransactionStateManager appends within request.timeout.ms
+        self.runtime: CoordinatorRuntime[dict[str, TransactionMetadata]] = CoordinatorRuntime(
+            self._topic_spec,
+            replicas,
+            TransactionLoader(),
+            self,
+            create_topic,
+            write_timeout_ms=config["request.timeout.ms"],
+            clock=clock,
+        )
         # told of each marker written (producer id, committed, partitions): the group
         # coordinator completes the transaction's offsets in __consumer_offsets
         self.on_markers_written: Callable[[int, bool, list[tuple[str, int]]], None] | None = None
@@ -141,47 +141,27 @@ class TxnApis:
 
     async def startup(self) -> None:
         """Load back the ``__transaction_state`` partitions this broker leads (one broker:
-        all of them; a cluster's come with LeaderAndIsr, after start-up)."""
-        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
-        if count:
-            self._use_partition_count(count)
-            led = {p: epoch for p in range(count) if (epoch := self._leader_epoch(p)) is not None}
-            self._loading.update(led)
-            await asyncio.gather(*(self._load(p, epoch) for p, epoch in led.items()))
-        self._schedule_tick()
+        all of them; a cluster's come with LeaderAndIsr, after start-up); the checks for
+        timed-out transactions and expired ids start an interval from now."""
+        self._use_partition_count()
+        self.coordinator.schedule_checks(self.clock())
+        await asyncio.gather(*self.runtime.startup())
+        self.runtime.reschedule()
 
     def shutdown(self) -> None:
         """Markers in flight are dropped, as Kafka's ``TransactionMarkerChannelManager.shutdown``
         drops its queues: their PrepareCommit or PrepareAbort in ``__transaction_state`` sends
         them again when the partition is loaded next."""
-        for p in {*self._loading, *self.coordinator.coordinator_epochs}:
-            self._unload(p)
-        self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-        for task in self._tasks:
-            task.cancel()
+        self.runtime.close()
         self.markers.close()
 
-    async def ensure_state_topic(self) -> int:
-        """Create ``__transaction_state`` once; COORDINATOR_NOT_AVAILABLE if that fails."""
-        if self.replicas.metadata.topic(TRANSACTION_STATE) is not None and self._state_topic_ready is None:
-            return _E.NONE
-        if self._state_topic_ready is None:
-            self._state_topic_ready = asyncio.get_running_loop().create_future()
-            try:
-                await self._create_state_topic()
-                self._state_topic_ready.set_result(None)
-            except SeglogError as e:
-                log.warning("cannot create %s: %s", TRANSACTION_STATE, e)
-                self._state_topic_ready.set_result(None)
-                self._state_topic_ready = None
-                return _E.COORDINATOR_NOT_AVAILABLE
-            return _E.NONE
-        await self._state_topic_ready
-        return _E.NONE
+    async def ensure_state_topic(self) -> None:
+        """Create ``__transaction_state`` unless it exists (the first transactional request);
+        raises what the creation raised."""
+        await self.runtime.ensure_topic()
+        self._use_partition_count()
 
-    async def _create_state_topic(self) -> None:
+    def _topic_spec(self) -> TopicSpec:
         count = self.config["transaction.state.log.num.partitions"]
         factor = self.config["transaction.state.log.replication.factor"]
         # one broker makes every topic with one replica, whatever the factor: an ISR of one must do
@@ -192,70 +172,38 @@ class TxnApis:
             "compression.type": "uncompressed",
             "min.insync.replicas": min_isr,
         }
-        try:
-            await self._create_topic(TRANSACTION_STATE, count, factor, overrides)
-        except TopicExistsError:  # made meanwhile (another broker): its partitions load as their leadership comes
-            self._use_partition_count(self.replicas.metadata.partition_count(TRANSACTION_STATE))
-            return
-        self._use_partition_count(self.replicas.metadata.partition_count(TRANSACTION_STATE))
-        for p in range(self.coordinator.config.num_partitions):  # new, so empty: nothing to read
-            epoch = self._leader_epoch(p)
-            if epoch is not None and p not in self._loading and p not in self.coordinator.coordinator_epochs:
-                self._act(self.coordinator.load_transactions(p, epoch, {}, self.clock()))
+        return TopicSpec(TRANSACTION_STATE_TOPIC, count, factor, overrides)
 
-    def _use_partition_count(self, count: int) -> None:
+    def _use_partition_count(self) -> None:
         # ids are placed by the topic's own partition count, as Kafka reads it, whatever
         # transaction.state.log.num.partitions says now
-        if count:
+        count = self.replicas.metadata.partition_count(TRANSACTION_STATE_TOPIC)
+        if count and count != self.coordinator.config.num_partitions:
             self.coordinator.config = dataclasses.replace(self.coordinator.config, num_partitions=count)
 
     # --- which transactional ids this broker coordinates (leadership of __transaction_state) --------------
 
-    def _leader_epoch(self, p: int) -> int | None:
-        try:
-            return self.replicas.leader_partition(TRANSACTION_STATE, p).leader_epoch
-        except SeglogError:  # not here, or a follower
-            return None
+    def on_leadership_change(self, leading: Iterable[tuple[str, int]], following: Iterable[tuple[str, int]]) -> None:
+        """The replica manager's leadership listener (the runtime's), the partition count
+        taken first: the topic may have been made by another broker."""
+        self._use_partition_count()
+        self.runtime.on_leadership_change(leading, following)
 
-    def on_leadership_change(self, leading: list[tuple[str, int]], following: list[tuple[str, int]]) -> None:
-        """The replica manager's leadership listener: a ``__transaction_state`` partition led
-        here now is loaded (Kafka's ``TransactionCoordinator.onElection``), one no longer led
-        unloaded (``onResignation``)."""
-        for topic, p in following:
-            if topic == TRANSACTION_STATE:
-                self._unload(p)
-        count = self.replicas.metadata.partition_count(TRANSACTION_STATE)
-        if any(topic == TRANSACTION_STATE for topic, _ in leading):
-            self._use_partition_count(count)
-        for topic, p in leading:
-            epoch = self._leader_epoch(p) if topic == TRANSACTION_STATE else None
-            if epoch is not None and epoch not in (self._loading.get(p), self.coordinator.coordinator_epochs.get(p)):
-                self._unload(p)
-                self._loading[p] = epoch
-                self._spawn(self._load(p, epoch))
-
-    def _unload(self, p: int) -> None:
-        self._loading.pop(p, None)
-        if p in self.coordinator.coordinator_epochs:
-            self.coordinator.unload_partition(p)
-            log.info("unloaded the transactions of %s-%d", TRANSACTION_STATE, p)
-
-    async def _load(self, p: int, epoch: int) -> None:
-        """Read a partition in the I/O pool, then take its transactions over on the loop,
-        unless the leadership moved on meanwhile."""
-        try:
-            loaded = await self.replicas.replay(TRANSACTION_STATE, p, read_transactions)
-        except SeglogError as e:
-            log.error("cannot load %s-%d: %s; its transactions are not coordinated here", TRANSACTION_STATE, p, e)
-            if self._loading.get(p) == epoch:
-                del self._loading[p]
-            return
-        if self._loading.get(p) != epoch:
-            return
-        del self._loading[p]
-        self._act(self.coordinator.load_transactions(p, epoch, loaded, self.clock()))
+    def on_loaded(self, partition: int, epoch: int, loaded: dict[str, TransactionMetadata]) -> None:
+        """Take over a partition's transactional ids; the prepared ones' markers go out again."""
+        self._use_partition_count()
+        self._act(self.coordinator.load_transactions(partition, epoch, loaded, self.clock()))
         if loaded:
-            log.info("loaded %d transactional ids of %s-%d", len(loaded), TRANSACTION_STATE, p)
+            log.info("loaded %d transactional ids of %s-%d", len(loaded), TRANSACTION_STATE_TOPIC, partition)
+
+    def on_unloaded(self, partition: int) -> None:
+        self.coordinator.unload_partition(partition)
+
+    def next_deadline(self) -> int | None:
+        return self.coordinator.next_deadline()
+
+    def on_deadline(self, now_ms: int) -> None:
+        self._act(self.coordinator.tick(now_ms))
 
     def _not_here(self, transactional_id: str) -> int:
         """NONE when this broker coordinates the id now (or the id is empty: the coordinator
@@ -263,59 +211,28 @@ class TxnApis:
         Kafka's ``getTransactionState`` answers."""
         if not transactional_id:
             return _E.NONE
-        p = self.coordinator.partition_for(transactional_id)
-        if p in self._loading:
-            return _E.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.coordinator.coordinator_epochs or self._leader_epoch(p) is None:
-            return _E.NOT_COORDINATOR
-        return _E.NONE
+        return self.runtime.partition_error(self.coordinator.partition_for(transactional_id))
 
     # --- the coordinator's outputs -----------------------------------------------------------------
 
     def _act(self, outputs: list[Output]) -> None:
         for out in outputs:
             if isinstance(out, Reply):
-                future = self._waiting.pop(out.token, None)
-                if future is not None and not future.done():
-                    future.set_result(out.response)
+                self.runtime.complete(out.token, out.response)
             elif isinstance(out, StoreTransaction):
-                if not self._store_now(out):
-                    self._spawn(self._store(out))
+                self._store(out)
             elif isinstance(out, WriteTxnMarkers):
                 self.send_markers(out)
-        self._schedule_tick()
+        self.runtime.reschedule()
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+    def _store(self, out: StoreTransaction) -> None:
+        """Write the record (at once when the log can take it: a request's answer then needs
+        no task and no turn of the loop) and act on the result."""
 
-    def _store_now(self, out: StoreTransaction) -> bool:
-        """Append the record at once when its log can take it without waiting, and act on
-        the result: a request's answer needs no task and no turn of the loop (False: the
-        caller awaits ``_store``)."""
-        if self.coordinator.coordinator_epochs.get(out.partition) is None:
-            return False  # not loaded here: ``_store`` answers NOT_COORDINATOR
-        tp = (TRANSACTION_STATE, out.partition)
-        result = self.replicas.try_append_inline(tp, memoryview(build_batch([(out.key, out.value)])), acks=-1)
-        if result is None:
-            return False
-        self._act(self.coordinator.complete_store(out.store_id, result.error_code, self.clock()))
-        return True
+        def written(error: int, base_offset: int) -> None:
+            self._act(self.coordinator.complete_store(out.store_id, error, self.clock()))
 
-    async def _store(self, out: StoreTransaction) -> None:
-        batch = build_batch([(out.key, out.value)])
-        tp = (TRANSACTION_STATE, out.partition)
-        epoch = self.coordinator.coordinator_epochs.get(out.partition)
-        try:
-            # acks=all, as Kafka's TransactionStateManager appends: answered once the ISR has it
-            results = await self.replicas.append_records({tp: memoryview(batch)}, acks=-1, timeout_ms=_STORE_TIMEOUT_MS)
-            error = results[tp].error_code
-        except SeglogError as e:
-            error = e.error_code
-        if epoch is None or self.coordinator.coordinator_epochs.get(out.partition) != epoch:
-            error = _E.NOT_COORDINATOR  # unloaded (or loaded again) while the record was written
-        self._act(self.coordinator.complete_store(out.store_id, error, self.clock()))
+        self.runtime.schedule_write(out.partition, build_batch([(out.key, out.value)]), written)
 
     def send_markers(self, out: WriteTxnMarkers) -> None:
         """Send a transaction's markers to its partitions' leaders, in the background, and log
@@ -332,8 +249,8 @@ class TxnApis:
 
     def _still_current(self, out: WriteTxnMarkers) -> bool:
         held = self.coordinator
-        epoch = held.coordinator_epochs.get(held.partition_for(out.transactional_id), 0)
-        return not self._stopped and epoch == out.coordinator_epoch and out.transactional_id in held.transactions
+        epoch = self.runtime.epoch(held.partition_for(out.transactional_id))
+        return epoch == out.coordinator_epoch and out.transactional_id in held.transactions
 
     def _write_markers_now(self, out: WriteTxnMarkers) -> None:
         """The markers appended on the loop (``try_append_inline``, acks -1, as ``append_markers``
@@ -346,15 +263,17 @@ class TxnApis:
         if not self._still_current(out):
             return
         marker = self._marker_batch(out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch)
-        written: list[TopicPartition] = []
-        left: list[TopicPartition] = []
+        written: list[tuple[str, int]] = []
+        left: list[tuple[str, int]] = []
         for tp in sorted(out.partitions):
-            inline = self.replicas.try_append_inline(tp, memoryview(bytearray(marker)), acks=-1, origin="coordinator")
+            inline = self.replicas.try_append_inline(
+                tp, memoryview(bytearray(marker)), acks=-1, origin=AppendOrigin.COORDINATOR
+            )
             (written if inline is not None else left).append(tp)
         if written and self.on_markers_written is not None:
             self.on_markers_written(out.producer_id, out.committed, written)
         if left:
-            self._spawn(self._send_markers(dataclasses.replace(out, partitions=frozenset(left))))
+            self.runtime.spawn(self._send_markers(dataclasses.replace(out, partitions=frozenset(left))))
         else:
             self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
@@ -362,7 +281,9 @@ class TxnApis:
         if await self.markers.send(out, lambda: self._still_current(out)):
             self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
-    async def _append_marker(self, out: WriteTxnMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+    async def _append_marker(
+        self, out: WriteTxnMarkers, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], int]:
         return await self.append_markers(
             out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, partitions
         )
@@ -373,8 +294,8 @@ class TxnApis:
         producer_epoch: int,
         committed: bool,
         coordinator_epoch: int,
-        partitions: list[TopicPartition],
-    ) -> dict[TopicPartition, int]:
+        partitions: list[tuple[str, int]],
+    ) -> dict[tuple[str, int], int]:
         """One marker appended by the leader of each partition with acks -1 (Kafka's
         ``handleWriteTxnMarkersRequest``); the error code of each. The written ones are told
         to ``on_markers_written``."""
@@ -383,7 +304,7 @@ class TxnApis:
         batches = {tp: memoryview(bytearray(marker)) for tp in partitions}
         try:
             results = await self.replicas.append_records(
-                batches, acks=-1, timeout_ms=self.config["request.timeout.ms"], origin="coordinator"
+                batches, acks=-1, timeout_ms=self.config["request.timeout.ms"], origin=AppendOrigin.COORDINATOR
             )
             errors = {tp: results[tp].error_code for tp in partitions}
         except SeglogError as e:
@@ -403,37 +324,8 @@ class TxnApis:
             control=True,
         )
 
-    def _schedule_tick(self) -> None:
-        if self._stopped:
-            return
-        deadline = self.coordinator.next_deadline()
-        if self._timer is not None:
-            if deadline is not None and deadline == self._timer_deadline:
-                return  # armed for it already (every request comes here)
-            self._timer.cancel()
-            self._timer = None
-        loop = asyncio.get_running_loop()
-        delay = 0.0 if deadline is None else max(0.0, (deadline - self.clock()) / 1000)
-        self._timer = loop.call_later(delay, self._tick)
-        self._timer_deadline = deadline
-
-    def _tick(self) -> None:
-        self._timer = None
-        if self._stopped or (self._state_topic_ready is not None and not self._state_topic_ready.done()):
-            return self._schedule_tick_later()
-        self._act(self.coordinator.tick(self.clock()))
-        return None
-
-    def _schedule_tick_later(self) -> None:
-        self._timer = asyncio.get_running_loop().call_later(_MARKER_RETRY_S, self._tick)
-        self._timer_deadline = None
-
     async def _call(self, call: Callable[[Hashable], list[Output]]) -> Any:
-        token = next(self._tokens)
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._waiting[token] = future
-        self._act(call(token))
-        return await future
+        return await self.runtime.call(lambda token: self._act(call(token)))
 
     # --- handlers ----------------------------------------------------------------------------------
 
@@ -451,7 +343,12 @@ class TxnApis:
     async def init_producer_id(self, version: int, body: dict[str, Any]) -> dict[str, Any]:
         txn_id = body["transactional_id"]
         if txn_id is not None:
-            error = await self.ensure_state_topic() or self._not_here(txn_id)
+            try:
+                await self.ensure_state_topic()
+                error = self._not_here(txn_id)
+            except SeglogError as e:
+                log.warning("cannot create %s: %s", TRANSACTION_STATE_TOPIC, e)
+                error = _E.COORDINATOR_NOT_AVAILABLE
             if error:
                 return {"throttle_time_ms": 0, "error_code": error, "producer_id": -1, "producer_epoch": -1}
         try:
@@ -480,12 +377,12 @@ class TxnApis:
                 body["v3_and_below_transactional_id"],
                 body["v3_and_below_producer_id"],
                 body["v3_and_below_producer_epoch"],
-                [(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]],
+                [TopicPartition(t["name"], p) for t in body["v3_and_below_topics"] for p in t["partitions"]],
             )
             return {"throttle_time_ms": 0, "results_by_topic_v3_and_below": _results_by_topic(errors)}
         results = []
         for txn in body["transactions"]:
-            asked = [(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
+            asked = [TopicPartition(t["name"], p) for t in txn["topics"] for p in t["partitions"]]
             pid, epoch = txn["producer_id"], txn["producer_epoch"]
             if txn["verify_only"]:
                 errors = self._verify_partitions(txn["transactional_id"], pid, epoch, asked)
@@ -633,10 +530,11 @@ class TxnApis:
         transactional id, made on first need; its leader is the id's coordinator."""
         if not key:
             raise InvalidRequestError("a transactional id may not be empty")
-        error = await self.ensure_state_topic()
-        if error:
-            raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE} is not available (error {error})")
-        return TRANSACTION_STATE, self.coordinator.partition_for(key)
+        try:
+            await self.ensure_state_topic()
+        except SeglogError as e:
+            raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC} is not available: {e.message}") from e
+        return TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(key))
 
 
 def _producer(body: dict[str, Any]) -> tuple[str, int, int]:

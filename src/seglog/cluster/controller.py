@@ -49,6 +49,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
+from ..common import TopicPartition
 from ..config import BrokerConfig
 from ..errors import (
     BrokerNotAvailableError,
@@ -86,7 +87,6 @@ from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
 from .topic_deletion import TopicDeletionManager
 from .zk_client import DeleteOp, SetDataOp, ZkClient, generate_cluster_id
-from .znodes import TopicPartition
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

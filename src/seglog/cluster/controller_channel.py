@@ -25,13 +25,13 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from ..common import TopicPartition
 from .controller_context import ControllerContext
 from .znodes import (
     LEADER_DURING_DELETE,
     BrokerRegistration,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
-    TopicPartition,
 )
 
 # ``LeaderAndIsr.EpochDuringDelete`` and ``LeaderAndIsr.NoEpoch``: StopReplica's leader epoch sentinels

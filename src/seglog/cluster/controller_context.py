@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from ..common import TopicPartition
 from .state_machine import PartitionState, ReplicaState
-from .znodes import BrokerRegistration, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from .znodes import BrokerRegistration, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 
 @dataclass

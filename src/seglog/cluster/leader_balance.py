@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from ..common import TopicPartition
 from ..errors import InvalidConfigurationError
 from .leader_election import preferred_replica_partition_leader_election
-from .znodes import LeaderAndIsr, TopicPartition
+from .znodes import LeaderAndIsr
 
 
 def not_preferred_partitions(

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from kazoo.exceptions import BadVersionError, NodeExistsError
 
+from ..common import TopicPartition
 from ..config import BrokerConfig, LogConfig
 from ..errors import IllegalStateChangeError, NoReplicaOnlineError, SeglogError, ZooKeeperError
 from . import leader_election, znodes
@@ -36,7 +37,7 @@ from .controller_channel import ControllerBrokerRequestBatch
 from .controller_context import ControllerContext
 from .state_machine import PartitionState, check_partition_transition
 from .zk_client import CreateOp, SetDataOp, ZkClient
-from .znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from .znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
 
 log = logging.getLogger(__name__)
 

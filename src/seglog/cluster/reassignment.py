@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 
+from ..common import TopicPartition
 from ..errors import InvalidReplicaAssignmentError, SeglogError
 from . import znodes
 from .controller_context import ControllerContext
@@ -32,7 +33,7 @@ from .partition_state_machine import REASSIGN, PartitionStateMachine, update_lea
 from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
 from .zk_client import DeleteOp, SetDataOp, ZkClient
-from .znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from .znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 log = logging.getLogger(__name__)
 

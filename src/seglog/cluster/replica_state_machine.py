@@ -19,13 +19,14 @@ import logging
 from collections.abc import Sequence
 from itertools import groupby
 
+from ..common import TopicPartition
 from ..errors import IllegalStateChangeError, SeglogError
 from .controller_channel import ControllerBrokerRequestBatch
 from .controller_context import ControllerContext
 from .partition_state_machine import update_leader_and_isr
 from .state_machine import ReplicaState, check_replica_transition
 from .zk_client import ZkClient
-from .znodes import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment, TopicPartition
+from .znodes import NO_LEADER, LeaderAndIsr, LeaderIsrAndControllerEpoch, ReplicaAssignment
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 
+from ..common import TopicPartition
 from ..errors import ErrorCode
 from .controller_channel import StopReplicaResponse
 from .controller_context import ControllerContext
@@ -26,7 +27,7 @@ from .partition_state_machine import PartitionStateMachine
 from .replica_state_machine import ReplicaStateMachine
 from .state_machine import PartitionState, ReplicaState
 from .zk_client import DeleteOp, ZkClient
-from .znodes import TopicPartition, delete_topic_path, topic_config_path, topic_path
+from .znodes import delete_topic_path, topic_config_path, topic_path
 
 log = logging.getLogger(__name__)
 

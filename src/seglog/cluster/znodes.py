@@ -37,6 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from ..common import TopicPartition
 from ..errors import InvalidZNodeError
 
 # --- paths -----------------------------------------------------------------------
@@ -87,14 +88,6 @@ INITIAL_CONTROLLER_EPOCH = 0  # /controller_epoch as first created; the first co
 
 # ``SocketServerConfigs.DEFAULT_NAME_TO_SECURITY_PROTO``: the map when a registration has none
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def broker_path(broker_id: int) -> str:

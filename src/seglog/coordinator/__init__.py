@@ -11,7 +11,10 @@ their state follows.
 - ``group_offsets``, ``offset_manager``: committed offsets, their commits and expiry;
 - ``group_admin``: ListGroups, DescribeGroups, DeleteGroups;
 - ``producer_id_manager``, ``transaction_metadata``, ``transaction_coordinator``:
-  producer ids and the transaction coordinator.
+  producer ids and the transaction coordinator;
+- ``stores``: what both coordinators share about their outputs, the stores they ask the
+  broker for and an append's error as they answer it;
+- ``broker_keys``: their configs read from the broker's keys, with ``seglog.config``'s defaults.
 
 Layering: uses ``storage``, ``records`` and ``errors``; the broker uses it.
 """

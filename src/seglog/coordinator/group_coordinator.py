@@ -38,13 +38,15 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from ..config import BrokerConfig
-from ..errors import InvalidConfigurationError, SeglogError
+from ..errors import InvalidConfigurationError
 from ..protocol import ErrorCode
+from .broker_keys import broker_key, from_broker
 from .classic_group import ClassicGroup, Member, Protocols
 from .group_deadlines import GroupDeadlines
 from .group_loader import LoadedGroup
 from .group_records import GroupMetadataKey, encode_group_metadata_value, encode_key
 from .group_state import GroupState
+from .stores import Outputs, PendingStores
 
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000  # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs
 UNKNOWN_MEMBER_ID = ""
@@ -54,30 +56,21 @@ _S = GroupState
 
 @dataclass(frozen=True)
 class GroupConfig:
-    """The broker keys of the classic group coordinator, with Kafka's defaults."""
+    """The broker keys of the classic group coordinator (their defaults are ``seglog.config``'s)."""
 
-    min_session_timeout_ms: int = 6_000  # group.min.session.timeout.ms
-    max_session_timeout_ms: int = 1_800_000  # group.max.session.timeout.ms
-    initial_rebalance_delay_ms: int = 3_000  # group.initial.rebalance.delay.ms
-    max_size: int = 2**31 - 1  # group.max.size
-    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions
-    offsets_retention_ms: int = 7 * 24 * 3_600_000  # offsets.retention.minutes, in ms
-    offsets_retention_check_interval_ms: int = 600_000  # offsets.retention.check.interval.ms
-    offset_metadata_max_bytes: int = 4096  # offset.metadata.max.bytes
+    min_session_timeout_ms: int = broker_key("group.min.session.timeout.ms")
+    max_session_timeout_ms: int = broker_key("group.max.session.timeout.ms")
+    initial_rebalance_delay_ms: int = broker_key("group.initial.rebalance.delay.ms")
+    max_size: int = broker_key("group.max.size")
+    offsets_topic_num_partitions: int = broker_key("offsets.topic.num.partitions")
+    offsets_retention_ms: int = broker_key("offsets.retention.minutes", 60_000)
+    offsets_retention_check_interval_ms: int = broker_key("offsets.retention.check.interval.ms")
+    offset_metadata_max_bytes: int = broker_key("offset.metadata.max.bytes")
 
     @classmethod
     def from_broker(cls, broker: BrokerConfig) -> GroupConfig:
         """The coordinator's keys as the broker's config sets them."""
-        return cls(
-            min_session_timeout_ms=broker["group.min.session.timeout.ms"],
-            max_session_timeout_ms=broker["group.max.session.timeout.ms"],
-            initial_rebalance_delay_ms=broker["group.initial.rebalance.delay.ms"],
-            max_size=broker["group.max.size"],
-            offsets_topic_num_partitions=broker["offsets.topic.num.partitions"],
-            offsets_retention_ms=broker["offsets.retention.minutes"] * 60_000,
-            offsets_retention_check_interval_ms=broker["offsets.retention.check.interval.ms"],
-            offset_metadata_max_bytes=broker["offset.metadata.max.bytes"],
-        )
+        return from_broker(cls, broker)
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_session_timeout_ms <= self.max_session_timeout_ms:
@@ -202,14 +195,9 @@ class GroupCoordinator:
         self.config = config or GroupConfig()
         self.groups: dict[str, ClassicGroup] = {}
         self._new_uuid = new_uuid or (lambda: str(uuid.uuid4()))
-        self._out: list[Output] = []
-        self._stores: dict[int, tuple[str, Callable[[int, int], None]]] = {}  # store id -> group, callback
+        self._out: Outputs[Output] = Outputs()
+        self._stores: PendingStores[tuple[str, Callable[[int, int], None]]] = PendingStores("group metadata")
         self._deadlines = GroupDeadlines()
-        self._next_store = 0
-
-    def _done(self) -> list[Output]:
-        out, self._out = self._out, []
-        return out
 
     # --- loading ---------------------------------------------------------------------------------
 
@@ -261,14 +249,14 @@ class GroupCoordinator:
             self._answer_join(member, JoinGroupResponse(ErrorCode.NOT_COORDINATOR, member.member_id))
             self._answer_sync(member, SyncGroupResponse(ErrorCode.NOT_COORDINATOR))
             member.heartbeat_deadline = None
-        return self._done()
+        return self._out.drain()
 
     # --- JoinGroup -------------------------------------------------------------------------------
 
     def join_group(self, token: Hashable, request: JoinGroupRequest, now_ms: int) -> list[Output]:
         self._join(token, request, now_ms)
         self.update_deadline(request.group_id)
-        return self._done()
+        return self._out.drain()
 
     def _join(self, token: Hashable, req: JoinGroupRequest, now: int) -> None:
         c = self.config
@@ -503,7 +491,7 @@ class GroupCoordinator:
     def sync_group(self, token: Hashable, request: SyncGroupRequest, now_ms: int) -> list[Output]:
         self._sync(token, request, now_ms)
         self.update_deadline(request.group_id)
-        return self._done()
+        return self._out.drain()
 
     def _sync(self, token: Hashable, req: SyncGroupRequest, now: int) -> None:
         if not req.group_id:
@@ -597,7 +585,7 @@ class GroupCoordinator:
     def heartbeat(self, token: Hashable, request: HeartbeatRequest, now_ms: int) -> list[Output]:
         self._reply(token, HeartbeatResponse(self._heartbeat(request, now_ms)))
         self.update_deadline(request.group_id)
-        return self._done()
+        return self._out.drain()
 
     def _heartbeat(self, req: HeartbeatRequest, now: int) -> int:
         if not req.group_id:
@@ -635,7 +623,7 @@ class GroupCoordinator:
             response = LeaveGroupResponse(ErrorCode.NONE, results)
         self._reply(token, response)
         self.update_deadline(request.group_id)
-        return self._done()
+        return self._out.drain()
 
     def _leave(self, group: ClassicGroup, who: MemberIdentity, now: int) -> int:
         if who.member_id == UNKNOWN_MEMBER_ID:  # an administrator removing a static member by instance id
@@ -697,7 +685,7 @@ class GroupCoordinator:
             finally:  # rearmed even when a timer fails: no group loses its wake-up
                 for group_id in due:
                     self.update_deadline(group_id)
-        return self._done()
+        return self._out.drain()
 
     def _run_timers(self, group: ClassicGroup, now_ms: int) -> None:
         for member_id, deadline in list(group.pending_members.items()):
@@ -736,21 +724,17 @@ class GroupCoordinator:
     # --- storing ---------------------------------------------------------------------------------
 
     def _store(self, group: ClassicGroup, assignment: dict[str, bytes], stored: Callable[[int, int], None]) -> None:
-        self._next_store += 1
-        self._stores[self._next_store] = (group.group_id, stored)
+        store_id = self._stores.add((group.group_id, stored))
         key = encode_key(GroupMetadataKey(group.group_id))
         value = encode_group_metadata_value(group.record_value(assignment))
-        self._out.append(StoreGroup(self._next_store, group.group_id, key, value))
+        self._out.append(StoreGroup(store_id, group.group_id, key, value))
 
     def complete_store(self, store_id: int, error_code: int, now_ms: int) -> list[Output]:
         """The append of a ``StoreGroup`` record ended with ``error_code`` (0: written)."""
-        pending = self._stores.pop(store_id, None)
-        if pending is None:
-            raise SeglogError(f"no group metadata store {store_id} is pending")
-        group_id, stored = pending
+        group_id, stored = self._stores.pop(store_id)
         stored(error_code, now_ms)
         self.update_deadline(group_id)
-        return self._done()
+        return self._out.drain()
 
     # --- small pieces ----------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from ..common import TopicPartition
 from ..errors import CorruptRecordError
 from ..records.batches import AnyBatch
 from ..records.control import ControlRecordType
@@ -39,7 +40,6 @@ from .group_records import (
 )
 from .group_state import GroupState
 
-TopicPartition = tuple[str, int]
 _CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type
 
 
@@ -119,6 +119,16 @@ class _Replay:
                 self.offsets[slot] = committed
 
 
+class GroupLoader:
+    """``__consumer_offsets``' loader (the broker's ``CoordinatorLoader``): a partition's groups."""
+
+    def replay(self, log: PartitionLog) -> dict[str, LoadedGroup]:
+        return load_groups(log)
+
+    def empty(self) -> dict[str, LoadedGroup]:
+        return {}
+
+
 def load_groups(log: PartitionLog) -> dict[str, LoadedGroup]:
     """The groups of one ``__consumer_offsets`` partition, by group id."""
     replay = _Replay()
@@ -129,9 +139,9 @@ def load_groups(log: PartitionLog) -> dict[str, LoadedGroup]:
         raise e.at(file=log.dir) from None
     groups = {gid: LoadedGroup(gid, metadata) for gid, metadata in replay.groups.items()}
     for (gid, topic, partition), committed in replay.offsets.items():
-        groups.setdefault(gid, LoadedGroup(gid)).offsets[(topic, partition)] = committed
+        groups.setdefault(gid, LoadedGroup(gid)).offsets[TopicPartition(topic, partition)] = committed
     for pid, slots in replay.pending.items():
         for (gid, topic, partition), pending in slots.items():
             group = groups.setdefault(gid, LoadedGroup(gid))
-            group.pending_offsets.setdefault(pid, {})[(topic, partition)] = pending
+            group.pending_offsets.setdefault(pid, {})[TopicPartition(topic, partition)] = pending
     return groups

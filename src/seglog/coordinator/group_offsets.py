@@ -17,8 +17,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..common import TopicPartition
 from ..errors import SeglogError
-from .group_loader import CommittedOffset, TopicPartition
+from .group_loader import CommittedOffset
 from .group_records import OffsetCommitValue
 
 NOT_APPENDED = -1  # the batch offset of a transactional commit whose record is not yet written

@@ -35,14 +35,14 @@ import struct
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 
-from ..errors import SeglogError
+from ..common import TopicPartition
 from ..protocol import ErrorCode
 from .classic_group import ClassicGroup
 from .group_coordinator import GroupCoordinator, Reply
-from .group_loader import TopicPartition
 from .group_records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_commit_value
 from .group_state import GroupState
 from .partitioning import partition_for
+from .stores import Outputs, PendingStores, append_error
 
 INVALID_OFFSET = -1
 NO_METADATA = ""
@@ -50,15 +50,10 @@ CONSUMER_PROTOCOL_TYPE = "consumer"
 _S = GroupState
 
 
-# an append's error as a commit's answer (Kafka's GroupMetadataManager.storeOffsets)
 _E = ErrorCode
-_APPEND_ERRORS = {
-    _E.UNKNOWN_TOPIC_OR_PARTITION: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.NOT_ENOUGH_REPLICAS: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.REQUEST_TIMED_OUT: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.NOT_LEADER_OR_FOLLOWER: _E.NOT_COORDINATOR,
-    _E.KAFKA_STORAGE_ERROR: _E.NOT_COORDINATOR,
+# a batch too large is the commit's fault (its metadata): the client is told so, as Kafka's
+# GroupMetadataManager.storeOffsets answers; the other append errors are stores.append_error's
+_TOO_LARGE: dict[int, ErrorCode] = {
     _E.MESSAGE_TOO_LARGE: _E.INVALID_COMMIT_OFFSET_SIZE,
     _E.RECORD_LIST_TOO_LARGE: _E.INVALID_COMMIT_OFFSET_SIZE,
     _E.INVALID_FETCH_SIZE: _E.INVALID_COMMIT_OFFSET_SIZE,
@@ -199,14 +194,9 @@ class OffsetManager:
     def __init__(self, groups: GroupCoordinator) -> None:
         self.coordinator = groups
         self.config = groups.config
-        self._out: list[Output] = []
-        self._stores: dict[int, _Store] = {}
-        self._next_store = 0
+        self._out: Outputs[Output] = Outputs()
+        self._stores: PendingStores[_Store] = PendingStores("offset")
         self.next_cleanup_ms: int | None = None
-
-    def _done(self) -> list[Output]:
-        out, self._out = self._out, []
-        return out
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
@@ -231,7 +221,7 @@ class OffsetManager:
             member.heartbeat_deadline = now_ms + member.session_timeout_ms
             self.coordinator.update_deadline(group.group_id)
         self._store(token, group, req.offsets, req.retention_time_ms, now_ms)
-        return self._done()
+        return self._out.drain()
 
     def txn_commit_offsets(self, token: Hashable, request: TxnOffsetCommitRequest, now_ms: int) -> list[Output]:
         req = request
@@ -244,7 +234,7 @@ class OffsetManager:
         if error is not None:
             return self._answer_all(token, req.offsets, error)
         self._store(token, group, req.offsets, -1, now_ms, (req.producer_id, req.producer_epoch))
-        return self._done()
+        return self._out.drain()
 
     def _validate(
         self, group: ClassicGroup, generation_id: int, member_id: str, instance_id: str | None, *, transactional: bool
@@ -299,21 +289,18 @@ class OffsetManager:
             (encode_key(OffsetCommitKey(group.group_id, tp[0], tp[1])), encode_offset_commit_value(v))
             for tp, v in values.items()
         )
-        self._next_store += 1
-        self._stores[self._next_store] = _Store(token, group, tuple(offsets), values, producer)
+        store_id = self._stores.add(_Store(token, group, tuple(offsets), values, producer))
         pid, epoch = producer if producer is not None else (-1, -1)
         self._out.append(
-            StoreOffsets(self._next_store, group.group_id, self.partition_for(group.group_id), records, pid, epoch)
+            StoreOffsets(store_id, group.group_id, self.partition_for(group.group_id), records, pid, epoch)
         )
 
     def complete_store(self, store_id: int, error_code: int, now_ms: int, base_offset: int = -1) -> list[Output]:
         """The append of a ``StoreOffsets`` ended with ``error_code`` (0: written at
         ``base_offset``)."""
-        store = self._stores.pop(store_id, None)
-        if store is None:
-            raise SeglogError(f"no offset store {store_id} is pending")
+        store = self._stores.pop(store_id)
         if store.token is None:
-            return self._done()  # tombstones: nothing waits on them
+            return self._out.drain()  # tombstones: nothing waits on them
         offsets = store.group.offsets
         if error_code == ErrorCode.NONE:
             if store.group.state is not _S.DEAD:
@@ -327,7 +314,7 @@ class OffsetManager:
                 offsets.commit_failed(tp, value)
         else:
             offsets.txn_commit_failed(store.producer[0], store.values)
-        error = _APPEND_ERRORS.get(error_code, error_code)  # type: ignore[call-overload]
+        error = append_error(error_code, _TOO_LARGE)
         errors = {tp: error if tp in store.values else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in store.requested}
         return self._reply(store.token, OffsetCommitResponse(errors))
 
@@ -398,7 +385,7 @@ class OffsetManager:
 
     def take_outputs(self) -> list[Output]:
         """The outputs made by calls that return none (``delete_group``)."""
-        return self._done()
+        return self._out.drain()
 
     # --- expiry ------------------------------------------------------------------------------------
 
@@ -407,7 +394,7 @@ class OffsetManager:
         for group in list(self.coordinator.groups.values()):
             self._cleanup_group(group, group.offsets.remove(self._expired(group, now_ms)), now_ms)
         self.next_cleanup_ms = now_ms + self.config.offsets_retention_check_interval_ms
-        return self._done()
+        return self._out.drain()
 
     def remove_partitions(self, partitions: Iterable[TopicPartition], now_ms: int) -> list[Output]:
         """These partitions' topics were deleted: every group's offsets of them go, with
@@ -416,7 +403,7 @@ class OffsetManager:
         for group in list(self.coordinator.groups.values()):
             removed = group.offsets.remove([tp for tp in group.offsets.offsets if tp in deleted])
             self._cleanup_group(group, removed, now_ms)
-        return self._done()
+        return self._out.drain()
 
     def _expired(self, group: ClassicGroup, now: int) -> list[TopicPartition]:
         retention, offsets = self.config.offsets_retention_ms, group.offsets
@@ -442,18 +429,15 @@ class OffsetManager:
             if group.generation_id > 0:  # a group that only stored offsets never wrote its metadata
                 records.append((encode_key(GroupMetadataKey(group.group_id)), None))
         if records:
-            self._next_store += 1
-            self._stores[self._next_store] = _Store(None, group, (), {}, None)
-            self._out.append(
-                StoreOffsets(self._next_store, group.group_id, self.partition_for(group.group_id), tuple(records))
-            )
+            store_id = self._stores.add(_Store(None, group, (), {}, None))
+            self._out.append(StoreOffsets(store_id, group.group_id, self.partition_for(group.group_id), tuple(records)))
 
     # --- small pieces ------------------------------------------------------------------------------
 
     def _reply(self, token: Hashable, response: object) -> list[Output]:
         """Answer ``token``; what is due now goes out with it."""
         self._out.append(Reply(token, response))
-        return self._done()
+        return self._out.drain()
 
     def _answer_all(self, token: Hashable, offsets: dict[TopicPartition, PartitionCommit], error: int) -> list[Output]:
         return self._reply(token, OffsetCommitResponse(dict.fromkeys(offsets, error)))

@@ -28,19 +28,21 @@ tombstone (checked every ``transaction.remove.expired.transaction.cleanup.interv
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
+from ..common import GROUP_METADATA_TOPIC, TopicPartition
 from ..config import BrokerConfig
 from ..errors import CorruptRecordError, InvalidConfigurationError, SeglogError
 from ..protocol import ErrorCode
 from ..storage import PartitionLog
+from .broker_keys import broker_key, from_broker, key_of
 from .group_coordinator import Reply
 from .partitioning import partition_for
 from .producer_id_manager import ProducerIdBlocks
+from .stores import Outputs, PendingStores, append_error
 from .transaction_metadata import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
-    TopicPartition,
     TransactionMetadata,
     TxnTransit,
     is_epoch_exhausted,
@@ -49,52 +51,38 @@ from .transaction_records import TransactionLogKey, decode_key, decode_value, en
 from .transaction_state import TransactionState
 
 _S = TransactionState
-CONSUMER_OFFSETS = "__consumer_offsets"
 
 
 _E = ErrorCode
-# an append's error as the coordinator answers it (Kafka's TransactionStateManager)
-_APPEND_ERRORS = {
-    _E.UNKNOWN_TOPIC_OR_PARTITION: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.NOT_ENOUGH_REPLICAS: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.NOT_ENOUGH_REPLICAS_AFTER_APPEND: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.REQUEST_TIMED_OUT: _E.COORDINATOR_NOT_AVAILABLE,
-    _E.NOT_LEADER_OR_FOLLOWER: _E.NOT_COORDINATOR,
-    _E.KAFKA_STORAGE_ERROR: _E.NOT_COORDINATOR,
+# a transaction's record too large is of the coordinator's own making, nothing the client
+# can change: UNKNOWN_SERVER_ERROR, as Kafka's TransactionStateManager answers; the other
+# append errors are stores.append_error's
+_TOO_LARGE: dict[int, ErrorCode] = {
     _E.MESSAGE_TOO_LARGE: _E.UNKNOWN_SERVER_ERROR,
     _E.RECORD_LIST_TOO_LARGE: _E.UNKNOWN_SERVER_ERROR,
 }
 
 
-_KEYS = (  # TransactionConfig's fields in order, by their broker keys
-    "transaction.max.timeout.ms",
-    "transactional.id.expiration.ms",
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms",
-    "transaction.remove.expired.transaction.cleanup.interval.ms",
-    "transaction.state.log.num.partitions",
-    "offsets.topic.num.partitions",
-)
-
-
 @dataclass(frozen=True)
 class TransactionConfig:
-    """The broker keys of the transaction coordinator, with Kafka's defaults."""
+    """The broker keys of the transaction coordinator (their defaults are ``seglog.config``'s)."""
 
-    max_timeout_ms: int = 900_000  # transaction.max.timeout.ms
-    transactional_id_expiration_ms: int = 7 * 24 * 3_600_000  # transactional.id.expiration.ms
-    abort_timed_out_interval_ms: int = 10_000  # transaction.abort.timed.out.transaction.cleanup.interval.ms
-    remove_expired_interval_ms: int = 3_600_000  # transaction.remove.expired.transaction.cleanup.interval.ms
-    num_partitions: int = 50  # transaction.state.log.num.partitions
-    offsets_topic_num_partitions: int = 50  # offsets.topic.num.partitions (AddOffsetsToTxn)
+    max_timeout_ms: int = broker_key("transaction.max.timeout.ms")
+    transactional_id_expiration_ms: int = broker_key("transactional.id.expiration.ms")
+    abort_timed_out_interval_ms: int = broker_key("transaction.abort.timed.out.transaction.cleanup.interval.ms")
+    remove_expired_interval_ms: int = broker_key("transaction.remove.expired.transaction.cleanup.interval.ms")
+    num_partitions: int = broker_key("transaction.state.log.num.partitions")
+    offsets_topic_num_partitions: int = broker_key("offsets.topic.num.partitions")  # AddOffsetsToTxn
 
     def __post_init__(self) -> None:
-        for (name, value), key in zip(vars(self).items(), _KEYS, strict=True):
+        for f in fields(self):
+            value = getattr(self, f.name)
             if value < 1:
-                raise InvalidConfigurationError(f"{key} ({name}) must be at least 1, not {value}")
+                raise InvalidConfigurationError(f"{key_of(f)} ({f.name}) must be at least 1, not {value}")
 
     @classmethod
     def from_broker(cls, broker: BrokerConfig) -> TransactionConfig:
-        return cls(*(broker[key] for key in _KEYS))
+        return from_broker(cls, broker)
 
 
 # --- requests, responses, outputs --------------------------------------------------------------------
@@ -146,7 +134,7 @@ class WriteTxnMarkers:
     producer_epoch: int
     committed: bool
     coordinator_epoch: int
-    partitions: frozenset[TopicPartition]
+    partitions: frozenset[tuple[str, int]]  # as the marker channel manager takes them
 
 
 Output = Reply | StoreTransaction | WriteTxnMarkers
@@ -162,16 +150,11 @@ class TransactionCoordinator:
         self.producer_ids = producer_ids
         self.transactions: dict[str, TransactionMetadata] = {}
         self.coordinator_epochs: dict[int, int] = {}  # partition -> its leader epoch when loaded
-        self._out: list[Output] = []
-        self._stores: dict[int, _Done] = {}
-        self._next_store = 0
+        self._out: Outputs[Output] = Outputs()
+        self._stores: PendingStores[_Done] = PendingStores("transaction state")
         self._markers: dict[str, TxnTransit] = {}  # transactional id -> its Complete* once markers are written
         self.next_abort_check_ms: int | None = None
         self.next_expiry_check_ms: int | None = None
-
-    def _done(self) -> list[Output]:
-        out, self._out = self._out, []
-        return out
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.num_partitions)
@@ -208,7 +191,7 @@ class TransactionCoordinator:
                 self._reply(token, InitProducerIdResponse(error or _E.CONCURRENT_TRANSACTIONS))
 
             self._end(txn, result.producer_id, result.producer_epoch, False, False, now_ms, fenced)
-            return self._done()
+            return self._out.drain()
 
         def stored(error: int, now: int) -> None:
             if error:
@@ -217,7 +200,7 @@ class TransactionCoordinator:
                 self._reply(token, InitProducerIdResponse(_E.NONE, result.producer_id, result.producer_epoch))
 
         self._store(txn, result, stored)
-        return self._done()
+        return self._out.drain()
 
     def _prepare_init(self, txn: TransactionMetadata, req: InitProducerIdRequest, now: int) -> TxnTransit | int:
         expected = None if req.producer_id == NO_PRODUCER_ID else (req.producer_id, req.producer_epoch)
@@ -258,20 +241,22 @@ class TransactionCoordinator:
             self._reply(token, AddPartitionsToTxnResponse(dict.fromkeys(partitions, error)))
 
         self._add(transactional_id, producer_id, producer_epoch, set(partitions), now_ms, answer)
-        return self._done()
+        return self._out.drain()
 
     def add_offsets_to_txn(
         self, token: Hashable, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str, now_ms: int
     ) -> list[Output]:
         """The group's ``__consumer_offsets`` partition joins the transaction, so its
         TxnOffsetCommit gets the transaction's marker."""
-        offsets_partition = (CONSUMER_OFFSETS, partition_for(group_id, self.config.offsets_topic_num_partitions))
+        offsets_partition = TopicPartition(
+            GROUP_METADATA_TOPIC, partition_for(group_id, self.config.offsets_topic_num_partitions)
+        )
 
         def answer(error: int) -> None:
             self._reply(token, AddOffsetsToTxnResponse(error))
 
         self._add(transactional_id, producer_id, producer_epoch, {offsets_partition}, now_ms, answer)
-        return self._done()
+        return self._out.drain()
 
     def _add(
         self,
@@ -316,7 +301,7 @@ class TransactionCoordinator:
             answer(_E.INVALID_PRODUCER_ID_MAPPING)
         else:
             self._end(txn, producer_id, producer_epoch, committed, True, now_ms, answer)
-        return self._done()
+        return self._out.drain()
 
     def _end(
         self,
@@ -379,7 +364,7 @@ class TransactionCoordinator:
         if complete is None:
             raise SeglogError(f"no transaction markers of {transactional_id!r} are being written")
         self._store_completion(self.transactions[transactional_id], complete)
-        return self._done()
+        return self._out.drain()
 
     def _store_completion(self, txn: TransactionMetadata, complete: TxnTransit) -> None:
         def stored(error: int, now: int) -> None:
@@ -400,7 +385,13 @@ class TransactionCoordinator:
         if self.next_expiry_check_ms is None or self.next_expiry_check_ms <= now_ms:
             self._remove_expired(now_ms)
             self.next_expiry_check_ms = now_ms + self.config.remove_expired_interval_ms
-        return self._done()
+        return self._out.drain()
+
+    def schedule_checks(self, now_ms: int) -> None:
+        """The first abort and expiry checks, each an interval from ``now_ms`` (Kafka's
+        ``TransactionCoordinator.startup`` schedules them so); ``tick`` runs them."""
+        self.next_abort_check_ms = now_ms + self.config.abort_timed_out_interval_ms
+        self.next_expiry_check_ms = now_ms + self.config.remove_expired_interval_ms
 
     def next_deadline(self) -> int | None:
         due = [d for d in (self.next_abort_check_ms, self.next_expiry_check_ms) if d is not None]
@@ -450,7 +441,7 @@ class TransactionCoordinator:
             self.transactions[txn_id] = txn
             if txn.state in (_S.PREPARE_COMMIT, _S.PREPARE_ABORT):
                 self._send_markers(txn, now_ms)
-        return self._done()
+        return self._out.drain()
 
     def unload_partition(self, partition: int) -> None:
         """This broker no longer leads ``__transaction_state-<partition>`` (Kafka's
@@ -475,34 +466,40 @@ class TransactionCoordinator:
         """Log ``transit``; once written it becomes the state, else the pending move is dropped."""
 
         def stored(error: int, now: int) -> None:
-            error = _APPEND_ERRORS.get(error, error)  # type: ignore[call-overload]
+            error = append_error(error, _TOO_LARGE)
             if error:
                 txn.abort_pending()
             else:
                 txn.complete(transit)
             done(error, now)
 
-        self._next_store += 1
-        self._stores[self._next_store] = stored
+        store_id = self._stores.add(stored)
         key = encode_key(TransactionLogKey(txn.transactional_id))
         value = None if tombstone else encode_value(transit.record_value())
         partition = self.partition_for(txn.transactional_id)
-        self._out.append(StoreTransaction(self._next_store, txn.transactional_id, partition, key, value))
+        self._out.append(StoreTransaction(store_id, txn.transactional_id, partition, key, value))
 
     def complete_store(self, store_id: int, error_code: int, now_ms: int) -> list[Output]:
         """The append of a ``StoreTransaction`` ended with ``error_code`` (0: written)."""
-        stored = self._stores.pop(store_id, None)
-        if stored is None:
-            raise SeglogError(f"no transaction state store {store_id} is pending")
-        stored(error_code, now_ms)
-        return self._done()
+        self._stores.pop(store_id)(error_code, now_ms)
+        return self._out.drain()
 
     def _reply(self, token: Hashable, response: object) -> None:
         self._out.append(Reply(token, response))
 
     def _answer_now(self, token: Hashable, response: object) -> list[Output]:
         self._reply(token, response)
-        return self._done()
+        return self._out.drain()
+
+
+class TransactionLoader:
+    """``__transaction_state``'s loader (the broker's ``CoordinatorLoader``): a partition's ids."""
+
+    def replay(self, log: PartitionLog) -> dict[str, TransactionMetadata]:
+        return read_transactions(log)
+
+    def empty(self) -> dict[str, TransactionMetadata]:
+        return {}
 
 
 def read_transactions(log: PartitionLog) -> dict[str, TransactionMetadata]:
@@ -539,7 +536,7 @@ def _metadata(transactional_id: str, raw: bytes) -> TransactionMetadata:
         NO_PRODUCER_EPOCH,
         value.transaction_timeout_ms,
         value.state,
-        {(topic, p) for topic, ids in value.partitions or () for p in ids},
+        {TopicPartition(topic, p) for topic, ids in value.partitions or () for p in ids},
         value.start_timestamp_ms,
         value.last_update_timestamp_ms,
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..common import TopicPartition
 from ..errors import SeglogError
 from .transaction_records import TransactionLogValue
 from .transaction_state import TransactionState, check_transaction_transition
@@ -18,7 +19,6 @@ from .transaction_state import TransactionState, check_transaction_transition
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 SHORT_MAX = (1 << 15) - 1
-TopicPartition = tuple[str, int]
 _S = TransactionState
 
 

@@ -263,8 +263,9 @@ class ServerConnection(_Framing):
 
     def forget(self, request: Request) -> None:
         """``request`` gets no response (Kafka leaves some requests unanswered): the next one
-        may be answered."""
-        self._take(request.header)
+        may be answered. A request that expects none (an acks=0 produce) needs nothing."""
+        if _expects_response(request):
+            self._take(request.header)
 
     def api_versions_body(self, request: Request) -> Any:
         """ApiVersions' answer: the served ranges, and UNSUPPORTED_VERSION when the request's

@@ -39,6 +39,8 @@ _I64 = struct.Struct(">q")
 _CODEC_MASK = 0x07
 _LOG_APPEND_TIME = 0x08
 
+# a magic 1 message's timestamp: after the framing, crc, magic and attributes
+TIMESTAMP_OFFSET = _HEAD.size
 # the smallest message: crc + magic + attributes [+ timestamp] + two lengths
 MIN_MESSAGE_SIZE = {0: 14, 1: 22}
 

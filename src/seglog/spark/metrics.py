@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ..common import TopicPartition
 from .offsets import from_json
 
 
@@ -33,7 +34,7 @@ def offsets_behind(source: Any) -> dict[str, str]:
     }
 
 
-def _offsets(source: Any, name: str) -> dict[tuple[str, int], int]:
+def _offsets(source: Any, name: str) -> dict[TopicPartition, int]:
     value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
     if isinstance(value, str):
         value = json.loads(value)

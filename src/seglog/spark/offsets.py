@@ -13,9 +13,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
+from ..common import INTERNAL_TOPICS, TopicPartition
 from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from ..storage import LogManager, PartitionLog, open, retry_while_vanishing
-from .options import EARLIEST, LATEST, READ_COMMITTED, OffsetSpec, OptionError, Subscription, TopicPartition
+from .options import EARLIEST, LATEST, READ_COMMITTED, OffsetSpec, OptionError, Subscription
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +61,6 @@ def read_logs(dirs: list[str], question: Callable[[LogManager], T]) -> T:
     raise AssertionError("unreachable: the last attempt raises")
 
 
-# Kafka's internal topics (Topic.INTERNAL_TOPICS and the share groups' state): a pattern
-# never matches them, as the admin client Spark lists topics with leaves them out
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 # KRaft's metadata log lives in a log dir as partition __cluster_metadata-0, but it is no topic
 METADATA_LOG = "__cluster_metadata"
 
@@ -78,10 +76,11 @@ def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition
             logs.partition(topic, p)  # UnknownTopicOrPartitionError names what exists
         return sorted(set(sub.assigned))
     if sub.kind == "subscribe":
-        return sorted((t, p) for t in sub.topics for p in logs.partitions(t))
+        return sorted(TopicPartition(t, p) for t in sub.topics for p in logs.partitions(t))
     assert sub.pattern is not None
+    # a pattern never matches Kafka's internal topics: the admin client Spark lists topics with leaves them out
     return sorted(
-        (t, p)
+        TopicPartition(t, p)
         for t in logs.topics()
         if t not in INTERNAL_TOPICS and t != METADATA_LOG and sub.pattern.fullmatch(t)
         for p in logs.partitions(t)
@@ -194,4 +193,4 @@ def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
 
 
 def from_json(obj: Mapping[str, Mapping[str, int]]) -> Offsets:
-    return {(topic, int(p)): int(o) for topic, parts in obj.items() for p, o in parts.items()}
+    return {TopicPartition(topic, int(p)): int(o) for topic, parts in obj.items() for p, o in parts.items()}

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..common import TopicPartition
 from ..errors import ErrorCode, SeglogError
 from ..records import Compression
 
@@ -21,8 +22,6 @@ log = logging.getLogger(__name__)
 
 EARLIEST = -2
 LATEST = -1
-
-TopicPartition = tuple[str, int]
 
 
 class OptionError(SeglogError, ValueError):
@@ -116,7 +115,7 @@ def _per_partition(options: Mapping[str, str], name: str) -> dict[TopicPartition
             raise OptionError(f"option {name}: topic {topic!r} must map partitions to numbers")
         for p, value in parts.items():
             try:
-                out[(topic, int(p))] = int(value)
+                out[TopicPartition(topic, int(p))] = int(value)
             except (TypeError, ValueError):
                 raise OptionError(f"option {name}: bad entry {topic}/{p}: {value!r}") from None
     return out
@@ -145,7 +144,7 @@ def subscription(options: Mapping[str, str]) -> Subscription:
     if not isinstance(obj, dict) or not all(isinstance(v, list) for v in obj.values()):
         raise OptionError('option assign must be a JSON object like {"topic": [0, 1]}')
     try:
-        assigned = tuple((t, int(p)) for t, ps in obj.items() for p in ps)
+        assigned = tuple(TopicPartition(t, int(p)) for t, ps in obj.items() for p in ps)
     except (TypeError, ValueError):
         raise OptionError(f"option assign holds a partition that is not a number: {text!r}") from None
     return Subscription(kind, assigned=assigned)

@@ -42,6 +42,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from ..common import TopicPartition
 from ..config import LogConfig
 from ..errors import UnknownTopicOrPartitionError
 from ..storage import LogManager, PartitionLog, retry_while_vanishing
@@ -62,7 +63,6 @@ from .offsets import (
     to_json,
     topic_partitions,
 )
-from .options import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ from .file_records import FetchDataInfo, FileSlice, LogOffsetMetadata
 from .index import OffsetIndex, TimeIndex
 from .log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, AppendInfo, LogState, PartitionLog, Role
 from .manager import LogManager
+from .producer_entry import AppendOrigin
 from .segment import LogSegment
 from .vanishing import retry_while_vanishing, vanished
 
@@ -59,6 +60,7 @@ __all__ = [
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
     "AppendInfo",
+    "AppendOrigin",
     "FetchDataInfo",
     "FileSlice",
     "LogConfig",

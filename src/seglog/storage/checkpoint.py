@@ -22,6 +22,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
+from ..common import TopicPartition
 from ..errors import KafkaStorageError
 from ..records.limits import INT32_MAX, INT64_MAX
 from . import fileio
@@ -88,21 +89,21 @@ def _number(text: str, high: int) -> int:
     return value
 
 
-def _offset_entry(fields: list[str]) -> tuple[tuple[str, int], int]:
+def _offset_entry(fields: list[str]) -> tuple[TopicPartition, int]:
     topic, partition, offset = fields  # a topic name has no whitespace
-    return (topic, _number(partition, INT32_MAX)), _number(offset, INT64_MAX)
+    return TopicPartition(topic, _number(partition, INT32_MAX)), _number(offset, INT64_MAX)
 
 
-def read_offsets(path: str) -> dict[tuple[str, int], int]:
+def read_offsets(path: str) -> dict[TopicPartition, int]:
     """``{(topic, partition): offset}`` of an offset checkpoint file."""
     return dict(_read(path, _offset_entry))
 
 
-def write_offsets(path: str, offsets: Mapping[tuple[str, int], int]) -> None:
+def write_offsets(path: str, offsets: Mapping[TopicPartition, int]) -> None:
     _write(path, (f"{t} {p} {o}" for (t, p), o in sorted(offsets.items())))
 
 
-def read_offsets_or_empty(path: str) -> dict[tuple[str, int], int]:
+def read_offsets_or_empty(path: str) -> dict[TopicPartition, int]:
     """Like read_offsets, but a corrupt file is logged and read as empty: every
     caller then falls back to the safe side (recover from the start, keep data)."""
     try:

@@ -108,7 +108,6 @@ _U32 = struct.Struct(">I")
 _I64 = struct.Struct(">q")
 _WALK_END, _WALK_PYTHON, _WALK_FLUSH = 0, 1, 2  # where a C walk over batches stopped
 _ATTR_KEEP_IN_EMPTY = TIMESTAMP_TYPE_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK
-_LEGACY_LOG_APPEND_TIME = 0x08  # a magic 1 message's attribute bit 3, as v2's
 
 
 class LogCleaningAbortedError(SeglogError):
@@ -278,7 +277,8 @@ def _legacy_wrapper(batch: LegacyBatch, kept: list[Record]) -> bytes:
     )
     append_time = batch.timestamp_type == TimestampType.LOG_APPEND_TIME
     wrapper_ts = batch.timestamp if append_time else max(ts(r) for r in kept)
-    attributes = int(batch.compression) | (_LEGACY_LOG_APPEND_TIME if append_time else 0)
+    # a magic 1 message's LogAppendTime is its attribute bit 3, as v2's
+    attributes = int(batch.compression) | (TIMESTAMP_TYPE_MASK if append_time else 0)
     return build_message(kept[-1].offset, magic, attributes, wrapper_ts, None, compress(batch.compression, inner))
 
 

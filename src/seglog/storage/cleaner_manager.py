@@ -33,6 +33,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ..common import TopicPartition
 from ..config import BrokerConfig
 from . import checkpoint, fileio
 from .checkpoint import CLEANER_OFFSET_CHECKPOINT
@@ -43,7 +44,6 @@ from .throttler import Throttler
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 _MAX_BUFFER_PER_THREAD = (1 << 31) - 1  # Kafka's cap: 2 GiB of dedupe buffer a thread
 
 
@@ -145,7 +145,7 @@ class LogCleanerManager:
 
     @staticmethod
     def _tp(partition_log: PartitionLog) -> TopicPartition:
-        return partition_log.topic, partition_log.partition
+        return TopicPartition(partition_log.topic, partition_log.partition)
 
     def _acquire(self, partition_log: PartitionLog, purpose: str, wait: bool) -> bool:
         tp = self._tp(partition_log)
@@ -434,7 +434,7 @@ def _read_results(d: str) -> dict[TopicPartition, CleanerStats]:
     for name, fields in stored.items():
         topic, _, partition = name.rpartition(" ")
         try:
-            out[(topic, int(partition))] = CleanerStats(**fields)
+            out[TopicPartition(topic, int(partition))] = CleanerStats(**fields)
         except (TypeError, ValueError):
             continue
     return out

@@ -25,17 +25,32 @@ from ..errors import CorruptRecordError
 from ..records import BatchIterator
 from ..records.batches import HEADER_PEEK, peek_frame
 from ..records.compression import decompress
-from ..records.layout import LOG_OVERHEAD, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from ..records.layout import (
+    BASE_TIMESTAMP_OFFSET,
+    LAST_OFFSET_DELTA_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAX_TIMESTAMP_LENGTH,
+    MAX_TIMESTAMP_OFFSET,
+    MIN_BATCH_LENGTH,
+    PARTITION_LEADER_EPOCH_OFFSET,
+)
+from ..records.legacy import TIMESTAMP_OFFSET as LEGACY_TIMESTAMP_OFFSET
 from . import _scan, fileio
 from .index import NO_TIMESTAMP
 from .txn_index import AbortedTxn
 
 # baseOffset, batchLength, then (skipping epoch, magic, crc, attributes) lastOffsetDelta,
-# and (skipping baseTimestamp) maxTimestamp: what a scan needs of a v2 header
-_V2_PEEK = struct.Struct(">qi11xi8xq")
+# and (skipping baseTimestamp) maxTimestamp: what a scan needs of a v2 header, at layout's offsets
+_V2_PEEK = struct.Struct(
+    f">qi{LAST_OFFSET_DELTA_OFFSET - PARTITION_LEADER_EPOCH_OFFSET}xi{MAX_TIMESTAMP_OFFSET - BASE_TIMESTAMP_OFFSET}xq"
+)
+assert _V2_PEEK.size == MAX_TIMESTAMP_OFFSET + MAX_TIMESTAMP_LENGTH
 _LEGACY_TS = struct.Struct(">q")
-_V1_PEEK = 26  # a magic 1 message's framing, crc, magic, attributes and timestamp
-_HEADER_READ = 64  # a read for one v2 header (the 43 bytes a scan needs)
+_V1_PEEK = (
+    LEGACY_TIMESTAMP_OFFSET + _LEGACY_TS.size
+)  # a magic 1 message's framing, crc, magic, attributes and timestamp
+_HEADER_READ = 64  # a read for one v2 header (the _V2_PEEK.size bytes a scan needs)
 _FIRST_SCAN_CHUNK = 4 * 1024
 _SCAN_CHUNK = 64 * 1024
 
@@ -125,7 +140,11 @@ def _header_at(buf: bytes | memoryview, at: int, position: int) -> BatchHeader:
     offset, size, magic = peek_frame(buf, at, position - at)
     if magic == 2:
         raise CorruptRecordError("v2 batch header truncated", position=position)
-    ts = _LEGACY_TS.unpack_from(buf, at + 18)[0] if magic == 1 and len(buf) - at >= _V1_PEEK else NO_TIMESTAMP
+    ts = (
+        _LEGACY_TS.unpack_from(buf, at + LEGACY_TIMESTAMP_OFFSET)[0]
+        if magic == 1 and len(buf) - at >= _V1_PEEK
+        else NO_TIMESTAMP
+    )
     return BatchHeader(position, size + LOG_OVERHEAD, offset, offset, ts, magic)
 
 

@@ -461,17 +461,19 @@ class PartitionLog:
         configured = self.config.compression_type
         return Compression.NONE if configured in ("producer", "uncompressed") else Compression.parse(configured)
 
-    def append_batches(self, data: bytes | bytearray | memoryview, *, origin: str = "client") -> AppendInfo:
+    def append_batches(
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendInfo:
         """Append record batches as the leader: validate them, assign offsets by
         rewriting base offsets, stamp LogAppendTime if configured.
 
-        ``origin`` is "client" (a producer: no control batches), or "coordinator"
-        (the transaction coordinator's markers).
+        ``origin`` is CLIENT (a producer: no control batches), or COORDINATOR (the
+        coordinators' markers and offsets).
 
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_and_assign``) makes every
         check of ``LogValidator.validate_general`` and then the edits, or none of them."""
-        if origin != "client":
+        if origin != AppendOrigin.CLIENT:
             self.validator.check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         with self._lock:
@@ -479,7 +481,9 @@ class PartitionLog:
             assert info is not None
             return info
 
-    def try_append_batches(self, data: bytes | bytearray | memoryview, *, origin: str = "client") -> AppendInfo | None:
+    def try_append_batches(
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendInfo | None:
         """``append_batches`` if it cannot wait on anything but memory, else None with the
         log and ``data`` untouched: when another thread holds the log's lock, or the append
         would roll a segment (files made) or be followed by an fsync (flush.messages or
@@ -496,14 +500,14 @@ class PartitionLog:
         finally:
             self._lock.release()
 
-    def _append_as_leader(self, buffer: bytearray, origin: str, *, may_roll: bool) -> AppendInfo | None:
+    def _append_as_leader(self, buffer: bytearray, origin: AppendOrigin, *, may_roll: bool) -> AppendInfo | None:
         """Validate, assign offsets and append, under the lock; None (nothing written)
         when the append needs a roll and ``may_roll`` is False."""
         c = self._config
         bounds, stamp, assignment = self._leader_append_rules()
         assigned = _scan.check_and_assign(
             buffer,
-            origin != "client",
+            origin != AppendOrigin.CLIENT,
             c.compact,
             c.max_message_bytes,
             bounds,
@@ -588,7 +592,7 @@ class PartitionLog:
         """Append batches copied from a leader: offsets and epochs are kept, and
         must continue the log."""
         buffer = data if isinstance(data, bytearray) else bytearray(data)
-        batches = self.validator.validate(buffer, leader=False, origin="replication")
+        batches = self.validator.validate(buffer, leader=False, origin=AppendOrigin.REPLICATION)
         self.validator.check_follower_records(buffer, batches)
         with self._lock:
             self._check_open()

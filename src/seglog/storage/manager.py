@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ..common import TopicPartition
 from ..config import BrokerConfig, LogConfig, validate_topic_config
 from ..errors import (
     InvalidConfigurationError,
@@ -67,8 +68,6 @@ META_PROPERTIES = "meta.properties"
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 TOPIC_CONFIGS_FILE = "topic-configs.json"
 PARTITION_METADATA = "partition.metadata"
-
-TopicPartition = tuple[str, int]
 
 
 class LogDir:
@@ -328,7 +327,7 @@ class LogManager:
 
     def partition(self, topic: str, partition: int) -> PartitionLog:
         try:
-            return self._logs[(topic, partition)]
+            return self._logs[TopicPartition(topic, partition)]
         except KeyError:
             known = sorted(p for t, p in self._logs if t == topic)
             detail = f"topic {topic!r} has partitions {known}" if known else f"unknown topic {topic!r}"
@@ -382,7 +381,8 @@ class LogManager:
         with self._lock:
             found = self._topic_ids.get(topic)
             if found is None:  # a dir Kafka wrote keeps it in partition.metadata only; an old one has none
-                found = self._topic_ids[topic] = _read_topic_id(self._logs[(topic, first)].dir) or _new_id()
+                first_log = self._logs[TopicPartition(topic, first)]
+                found = self._topic_ids[topic] = _read_topic_id(first_log.dir) or _new_id()
             return found
 
     def create_partitions(self, topic: str, count: int) -> None:
@@ -415,7 +415,7 @@ class LogManager:
         if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition <= INT32_MAX:
             raise InvalidPartitionsError(f"a partition index is an int32 of at least 0, not {partition!r}")
         with self._lock:
-            found = self._logs.get((topic, partition))
+            found = self._logs.get(TopicPartition(topic, partition))
             if found is not None:
                 return found
             self._check_writable()
@@ -436,7 +436,7 @@ class LogManager:
             target = os.path.join(os.path.dirname(doomed.dir), deleted_dir_name(topic, partition))
             fileio.rename(doomed.dir, target)
             doomed.close_without_flush()
-            del self._logs[(topic, partition)]
+            del self._logs[TopicPartition(topic, partition)]
             if not any(t == topic for t, _ in self._logs):
                 self._topic_configs.pop(topic, None)
                 self._topic_ids.pop(topic, None)
@@ -455,17 +455,17 @@ class LogManager:
         try:
             metadata = f"version: 0\ntopic_id: {self._topic_ids[topic]}\n"
             fileio.write_atomically(os.path.join(path, PARTITION_METADATA), metadata.encode())
-            partition_log = self._open_log(path, (topic, partition), had_clean_shutdown=True)
+            partition_log = self._open_log(path, TopicPartition(topic, partition), had_clean_shutdown=True)
         except BaseException:
             self._discard_dir(path)
             raise
-        self._logs[(topic, partition)] = partition_log
+        self._logs[TopicPartition(topic, partition)] = partition_log
         return partition_log
 
     def _undo_created(self, topic: str, created: list[PartitionLog]) -> None:
         """Forget and remove the partitions a creation made before it failed."""
         for partition_log in created:
-            self._logs.pop((topic, partition_log.partition), None)
+            self._logs.pop(TopicPartition(topic, partition_log.partition), None)
             partition_log.close_without_flush()
             self._discard_dir(partition_log.dir)
 
@@ -483,7 +483,7 @@ class LogManager:
         after file.delete.delay.ms."""
         with self._lock:
             self._check_writable()
-            doomed = [self._logs[(name, p)] for p in self.partitions(name)]
+            doomed = [self._logs[TopicPartition(name, p)] for p in self.partitions(name)]
             for partition_log in doomed:
                 self._cleaner.abort(partition_log)
             # every dir is renamed before any log is dropped, so a failing rename changes nothing
@@ -502,7 +502,7 @@ class LogManager:
             # from here on the topic is gone, whatever fails: a -delete dir goes at the next open
             for partition_log in doomed:
                 partition_log.close_without_flush()
-                self._logs.pop((name, partition_log.partition), None)
+                self._logs.pop(TopicPartition(name, partition_log.partition), None)
             self._topic_configs.pop(name, None)
             self._topic_ids.pop(name, None)
             for parent in sorted({os.path.dirname(target) for _, target in renamed}):
@@ -526,7 +526,7 @@ class LogManager:
             config = LogConfig(self.config, overrides)
             self._topic_configs[topic] = overrides
             for p in self.partitions(topic):
-                self._logs[(topic, p)].config = config
+                self._logs[TopicPartition(topic, p)].config = config
             self._write_topic_configs()
             return config
 
@@ -554,21 +554,21 @@ class LogManager:
         for d, logs in self._by_dir():
             checkpoint.write_offsets(
                 d.file(RECOVERY_POINT_CHECKPOINT),
-                {(pl.topic, pl.partition): pl.recovery_point for pl in logs},
+                {TopicPartition(pl.topic, pl.partition): pl.recovery_point for pl in logs},
             )
 
     def checkpoint_log_start_offsets(self) -> None:
         for d, logs in self._by_dir():
             checkpoint.write_offsets(
                 d.file(LOG_START_OFFSET_CHECKPOINT),
-                {(pl.topic, pl.partition): pl.log_start_offset for pl in logs},
+                {TopicPartition(pl.topic, pl.partition): pl.log_start_offset for pl in logs},
             )
 
     def checkpoint_high_watermarks(self) -> None:
         for d, logs in self._by_dir():
             checkpoint.write_offsets(
                 d.file(REPLICATION_OFFSET_CHECKPOINT),
-                {(pl.topic, pl.partition): pl.high_watermark for pl in logs},
+                {TopicPartition(pl.topic, pl.partition): pl.high_watermark for pl in logs},
             )
 
     def checkpoint(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import uuid
 
+from ..common import TopicPartition
 from ..errors import InvalidTopicError
 
 LOG_SUFFIX = ".log"
@@ -53,7 +54,7 @@ def partition_dir_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 
 
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
+def parse_partition_dir(name: str) -> TopicPartition | None:
     """(topic, partition) of a live partition directory name, else None."""
     m = _PARTITION_DIR.match(name)
     if m is None or name.endswith((DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, STRAY_DIR_SUFFIX)):
@@ -63,12 +64,12 @@ def parse_partition_dir(name: str) -> tuple[str, int] | None:
         validate_topic(topic)
     except InvalidTopicError:
         return None
-    return topic, int(m.group(2))
+    return TopicPartition(topic, int(m.group(2)))
 
 
-def parse_deleted_dir(name: str) -> tuple[str, int] | None:
+def parse_deleted_dir(name: str) -> TopicPartition | None:
     m = _DELETE_DIR.match(name)
-    return (m.group(1), int(m.group(2))) if m else None
+    return TopicPartition(m.group(1), int(m.group(2))) if m else None
 
 
 def deleted_dir_name(topic: str, partition: int) -> str:

@@ -47,7 +47,8 @@ NO_TIMESTAMP = -1
 INT32_MAX = 2**31 - 1
 
 
-class AppendOrigin(enum.Enum):
+# A StrEnum, and compared with ``==``: a caller may still name it by its value ("coordinator")
+class AppendOrigin(enum.StrEnum):
     CLIENT = "client"  # a producer: sequence and epoch checked
     COORDINATOR = "coordinator"  # offset commits and markers: epoch checked
     REPLICATION = "replication"  # a follower, or the log replayed: recorded as is
@@ -196,7 +197,7 @@ class ProducerAppendInfo:
         is_transactional: bool,
     ) -> None:
         self._check_epoch(epoch, first_offset)
-        if self.origin is AppendOrigin.CLIENT:
+        if self.origin == AppendOrigin.CLIENT:
             self._check_sequence(epoch, first_seq, first_offset)
         self.entry.add_batch(epoch, last_seq, last_offset, last_offset - first_offset, timestamp)
         in_txn = self.entry.current_txn_first_offset is not None
@@ -213,7 +214,7 @@ class ProducerAppendInfo:
     ) -> CompletedTxn | None:
         """A COMMIT or ABORT marker; the transaction it ends, if it held any data."""
         self._check_epoch(epoch, offset)
-        if self.entry.coordinator_epoch > coordinator_epoch and self.origin is not AppendOrigin.REPLICATION:
+        if self.entry.coordinator_epoch > coordinator_epoch and self.origin != AppendOrigin.REPLICATION:
             raise TransactionCoordinatorFencedError(
                 f"marker of producer {self.producer_id} from coordinator epoch {coordinator_epoch}, "
                 f"older than {self.entry.coordinator_epoch}",
@@ -229,7 +230,7 @@ class ProducerAppendInfo:
 
     def _check_epoch(self, epoch: int, offset: int) -> None:
         # a replica records what its leader accepted, even from an older epoch
-        if epoch < self.entry.producer_epoch and self.origin is not AppendOrigin.REPLICATION:
+        if epoch < self.entry.producer_epoch and self.origin != AppendOrigin.REPLICATION:
             raise InvalidProducerEpochError(
                 f"producer {self.producer_id} wrote with epoch {epoch}, older than its epoch "
                 f"{self.entry.producer_epoch}",

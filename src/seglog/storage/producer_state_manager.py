@@ -143,7 +143,7 @@ class ProducerStateManager:
             pid = header[9]
             if pid < 0:
                 continue
-            if origin is AppendOrigin.CLIENT and not header[5] & CONTROL_FLAG_MASK:
+            if origin == AppendOrigin.CLIENT and not header[5] & CONTROL_FLAG_MASK:
                 entry = self.producers.get(pid)
                 last_seq = increment_sequence(header[11], header[6])
                 kept = None if entry is None else entry.find_duplicate(header[10], header[11], last_seq)
@@ -154,11 +154,10 @@ class ProducerStateManager:
         return check
 
     def analyze_append(
-        self, buffer: bytearray | memoryview | mmap.mmap, spans: Sequence[Sequence[int]], origin: AppendOrigin | str
+        self, buffer: bytearray | memoryview | mmap.mmap, spans: Sequence[Sequence[int]], origin: AppendOrigin
     ) -> ProducerAppendCheck:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
-        size, ...); only v2 batches with a producer id are looked at. ``origin`` may be
-        given by its value ("client", ...)."""
+        size, ...); only v2 batches with a producer id are looked at."""
         # most appends carry no producer id: nothing made for them (this runs on every append)
         if len(spans) == 1:  # (a producer's usual append: one batch, looked at without a loop)
             at = spans[0][0]
@@ -172,7 +171,7 @@ class ProducerStateManager:
         if not batches:
             return _NO_PRODUCERS  # one shared empty check, which nothing changes
         view = memoryview(buffer)
-        return self.analyze([RecordBatch(view[at : at + size], at) for at, size in batches], AppendOrigin(origin))
+        return self.analyze([RecordBatch(view[at : at + size], at) for at, size in batches], origin)
 
     def on_append(
         self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment, high_watermark: int | None = None

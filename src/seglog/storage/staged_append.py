@@ -48,6 +48,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from ..common import TopicPartition
 from ..errors import KafkaStorageError, SeglogError, UnknownTopicOrPartitionError
 from . import fileio
 
@@ -128,7 +129,7 @@ class StagedAppend:
         self.prefix = os.path.join(staging.log_dir, f"{STAGING_PREFIX}{staging.write_id}-{uuid.uuid4().hex}-")
         self.limits = segment_bytes
         self.files: list[StagedFile] = []
-        self._current: dict[tuple[str, int], tuple[str, int]] = {}  # a partition's file and its size
+        self._current: dict[TopicPartition, tuple[str, int]] = {}  # a partition's file and its size
         self._open: OrderedDict[str, fileio.FileHandle] = OrderedDict()  # least recently written first
         self._dirty: set[str] = set()  # files written since their last sync
         self._unsynced = 0
@@ -141,12 +142,12 @@ class StagedAppend:
         if limit is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: the writer has no segment.bytes for it")
         for data in batches:
-            current = self._current.get((topic, partition))
+            current = self._current.get(TopicPartition(topic, partition))
             if current is None or (current[1] and current[1] + len(data) > limit):
                 current = (self._create(topic, partition), 0)
             path, size = current
             self._file(path).write(data)
-            self._current[(topic, partition)] = (path, size + len(data))
+            self._current[TopicPartition(topic, partition)] = (path, size + len(data))
             self._dirty.add(path)
             self._unsynced += len(data)
             if self._unsynced >= _SYNC_BYTES and all(f.done() for f in self._syncs):
@@ -293,9 +294,9 @@ def commit_staged(owner: PartitionLogOwner, files: Sequence[StagedFile]) -> None
     before, and is raised. Each file appended is removed; the rest stay for
     ``Staging.discard``. Partitions are appended side by side, one thread a core
     (the log's append check runs without the GIL)."""
-    by_partition: dict[tuple[str, int], list[str]] = {}  # each partition's files, in write order
+    by_partition: dict[TopicPartition, list[str]] = {}  # each partition's files, in write order
     for topic, partition, path in files:
-        by_partition.setdefault((topic, partition), []).append(path)
+        by_partition.setdefault(TopicPartition(topic, partition), []).append(path)
     ends: list[tuple[PartitionLog, int]] = []  # where each partition the commit touches ended
     try:
         targets = {tp: owner.partition(*tp) for tp in by_partition}
@@ -315,7 +316,7 @@ def _roll_back(ends: Sequence[tuple[PartitionLog, int]], cause: BaseException) -
 
 
 def _append_partitions(
-    targets: Mapping[tuple[str, int], PartitionLog], files: Mapping[tuple[str, int], list[str]]
+    targets: Mapping[TopicPartition, PartitionLog], files: Mapping[TopicPartition, list[str]]
 ) -> None:
     """Raises the first failure, once every partition has stopped."""
     threads = max(1, min(len(files), os.cpu_count() or 1))

@@ -37,6 +37,7 @@ from ..records.compression import decompress
 from ..records.conversion import to_v2_batch
 from ..records.layout import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, HEADER_SIZE, MAGIC_OFFSET
 from . import _scan
+from .producer_entry import AppendOrigin
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
 
@@ -67,11 +68,13 @@ class LogValidator:
             return (low if low > _INT64_MIN else _INT64_MIN, high if high < _INT64_MAX else _INT64_MAX), None
         return None, self._clock() if c.message_timestamp_type == "LogAppendTime" else None
 
-    def check_origin(self, origin: str) -> None:
-        if origin != "client" and origin != "coordinator":
-            raise InvalidRequestError(f"origin must be 'client' or 'coordinator', not {origin!r}", file=self.dir)
+    def check_origin(self, origin: AppendOrigin) -> None:
+        """A leader's append is a producer's or a coordinator's (a replica's goes through
+        ``append_as_follower``)."""
+        if origin != AppendOrigin.CLIENT and origin != AppendOrigin.COORDINATOR:
+            raise InvalidRequestError(f"origin must be 'client' or 'coordinator', not {str(origin)!r}", file=self.dir)
 
-    def validate(self, buffer: bytearray, leader: bool, origin: str) -> list[_Facts]:
+    def validate(self, buffer: bytearray, leader: bool, origin: AppendOrigin) -> list[_Facts]:
         """Kafka's LogValidator checks; returns what the append needs of each batch.
 
         One C walk over the whole buffer (``_scan.check_append``) makes every check of
@@ -80,7 +83,7 @@ class LogValidator:
         c = self.config
         bounds = self.leader_rules()[0] if leader else None
         facts = _scan.check_append(
-            buffer, leader, origin != "client", c.compact, c.max_message_bytes, bounds, decompress, self.dir
+            buffer, leader, origin != AppendOrigin.CLIENT, c.compact, c.max_message_bytes, bounds, decompress, self.dir
         )
         return facts if facts is not None else self.validate_general(buffer, leader, origin, bounds)
 
@@ -104,7 +107,7 @@ class LogValidator:
             raise e.at(file=self.dir) from None
 
     def validate_general(
-        self, buffer: bytearray, leader: bool, origin: str, bounds: tuple[int, int] | None
+        self, buffer: bytearray, leader: bool, origin: AppendOrigin, bounds: tuple[int, int] | None
     ) -> list[_Facts]:
         """``validate`` for any buffer, legacy batches too: the referee of the C walk.
 
@@ -157,13 +160,13 @@ class LogValidator:
         end: int,
         head: tuple,
         leader: bool,
-        origin: str,
+        origin: AppendOrigin,
         bounds: tuple[int, int] | None,
     ) -> _Facts:
         base_offset, _, epoch, _, _, attributes, delta, base_ts, max_ts, _, _, _, count = head
         if leader:
             control = attributes & CONTROL_FLAG_MASK
-            if control and origin == "client":
+            if control and origin == AppendOrigin.CLIENT:
                 raise self._invalid("clients may not write control batches", at)
             if delta != count - 1:
                 raise self._invalid(f"last offset delta {delta} disagrees with the record count {count}", at)
