@@ -892,6 +892,31 @@ class ReplicaManager:
                 results.append(OffsetResult(_error(e)[0]))
         return results
 
+    async def legacy_offsets(
+        self, requests: list[tuple[str, int, int, int]], replica_id: int = CONSUMER_REPLICA_ID
+    ) -> list[tuple[int, list[int]]]:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsForTimestamp``): for each (topic, partition,
+        timestamp, max_num_offsets), (error code, offsets descending) as the leader's log gives them
+        (``legacy_offsets_before``); a consumer is told none past the high watermark, which takes
+        the place of those beyond it."""
+        return await self._run(self._legacy_offsets, requests, replica_id)
+
+    def _legacy_offsets(
+        self, requests: list[tuple[str, int, int, int]], replica_id: int
+    ) -> list[tuple[int, list[int]]]:
+        results: list[tuple[int, list[int]]] = []
+        for topic, index, timestamp, max_num_offsets in requests:
+            try:
+                partition = self.leader_partition(topic, index, require_leader=replica_id != DEBUGGING_REPLICA_ID)
+                offsets = partition.log.legacy_offsets_before(timestamp, max_num_offsets)
+                hw = partition.log.high_watermark
+                if replica_id == CONSUMER_REPLICA_ID and offsets and offsets[0] > hw:
+                    offsets = [hw, *(o for o in offsets if o <= hw)]
+                results.append((NONE, offsets))
+            except Exception as e:
+                results.append((_error(e)[0], []))
+        return results
+
     def end_offset_for_epoch(
         self, topic: str, index: int, epoch: int, current_leader_epoch: int = -1
     ) -> tuple[int, int]:
