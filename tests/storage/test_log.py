@@ -560,6 +560,17 @@ def test_follower_keeps_legacy_batches_the_leader_converts_to_v2(tmp_path):
     follower.close()
 
 
+def test_a_magic_0_message_has_no_timestamp_to_bound(tmp_path, clock):
+    # Kafka's LogValidator checks message.timestamp.before.max.ms on records with a timestamp only
+    log = direct_log(tmp_path / "t-0", {"message.timestamp.before.max.ms": 1000}, clock=clock)
+    assert log.append_batches(build_message_set([Record(b"k", b"v", None)], magic=0)).first_offset == 0
+    with pytest.raises(InvalidTimestampError):
+        log.append_batches(build_message_set([Record(b"k", b"v", MS - 5000)], magic=1))
+    assert log.append_batches(build_message_set([Record(b"k", b"v", MS - 500)], magic=1)).first_offset == 1
+    assert [r.timestamp for r in log.records()] == [-1, MS - 500]
+    log.close()
+
+
 def test_leader_converts_legacy_messages_to_the_topics_codec(tmp_path):
     log = direct_log(tmp_path / "t-0", {"compression.type": "lz4"})
     log.append_batches(build_message_set([Record(b"k", b"v", MS)], magic=1, compression=Compression.SNAPPY))

@@ -516,9 +516,9 @@ class PartitionLog:
             assignment,
         )
         if assigned is None:  # legacy messages (Produce v0-2): converted to the log's format first
-            buffer = self.validator.to_v2(buffer)
+            buffer = self.validator.to_v2(buffer, bounds)  # (their timestamps checked there)
             assigned = _scan.check_and_assign(
-                buffer, origin != "client", c.compact, c.max_message_bytes, bounds, decompress, self.dir, assignment
+                buffer, origin != "client", c.compact, c.max_message_bytes, None, decompress, self.dir, assignment
             )
             assert assigned is not None
         entries, first, last, max_ts, count = assigned

@@ -31,7 +31,7 @@ from ..errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from ..records import BatchIterator, Compression, LegacyBatch, RecordBatch, check_records
+from ..records import NO_TIMESTAMP, BatchIterator, Compression, LegacyBatch, RecordBatch, check_records
 from ..records.batch import check_batch
 from ..records.compression import decompress
 from ..records.conversion import to_v2_batch
@@ -87,10 +87,12 @@ class LogValidator:
         )
         return facts if facts is not None else self.validate_general(buffer, leader, origin, bounds)
 
-    def to_v2(self, buffer: bytearray) -> bytearray:
+    def to_v2(self, buffer: bytearray, bounds: tuple[int, int] | None) -> bytearray:
         """A leader's legacy message set as one v2 batch: each message within
         ``max.message.bytes`` and its CRC checked, the codec the topic's ``compression.type``
-        (the producer's when "producer")."""
+        (the producer's when "producer"). The CreateTime ``bounds`` are checked here, for
+        the records that have a timestamp: a magic 0 message's has none (-1), which Kafka's
+        LogValidator lets pass."""
         max_bytes = self.config.max_message_bytes
         for at, end, _ in BatchIterator(buffer).headers():
             if end - at > max_bytes:
@@ -102,9 +104,13 @@ class LogValidator:
         if configured != "producer":
             codec = Compression.NONE if configured == "uncompressed" else Compression.parse(configured)
         try:
-            return to_v2_batch(buffer, codec)
+            converted = to_v2_batch(buffer, codec)
         except (CorruptRecordError, InvalidRecordError) as e:
             raise e.at(file=self.dir) from None
+        stamped = [t for r in RecordBatch(converted).records() if (t := r.timestamp) is not None and t != NO_TIMESTAMP]
+        if bounds is not None and stamped:
+            self._check_timestamps(min(stamped), max(stamped), 0, bounds)
+        return converted
 
     def validate_general(
         self, buffer: bytearray, leader: bool, origin: AppendOrigin, bounds: tuple[int, int] | None
