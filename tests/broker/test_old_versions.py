@@ -91,3 +91,25 @@ def test_a_zstd_batch_cannot_be_fetched_below_v10(seglog_broker) -> None:
         produce(client, "v0-zstd", bytes(build_batch([Record(b"k", b"v", MS)], compression=Compression.ZSTD)), 7)
         assert fetch(client, "v0-zstd", 0, 3).error_code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
         assert fetch(client, "v0-zstd", 0, 4).error_code == 0
+
+
+def test_list_offsets_earliest_local_and_latest_tiered_without_tiered_storage(seglog_broker) -> None:
+    """v8's -4 (earliest local) is the log start offset, v9's -5 (latest tiered) none: there is
+    no remote storage, as Kafka's log without it answers."""
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "v9-offsets")
+    with connect(bootstrap) as client:
+        produce(client, "v9-offsets", bytes(build_batch([Record(b"k", b"v", MS)] * 5)), 9)
+        client.request(
+            ApiKey.DELETE_RECORDS,
+            {
+                "topics": [{"name": "v9-offsets", "partitions": [{"partition_index": 0, "offset": 2}]}],
+                "timeout_ms": 5000,
+            },
+            2,
+        )
+        for timestamp, version, offset in ((-2, 9, 2), (-4, 8, 2), (-4, 9, 2), (-5, 9, -1), (-1, 9, 5)):
+            part = {"partition_index": 0, "timestamp": timestamp}
+            body = {"replica_id": -1, "topics": [{"name": "v9-offsets", "partitions": [part]}]}
+            (answer,) = client.request(ApiKey.LIST_OFFSETS, body, version).topics[0].partitions
+            assert (answer.error_code, answer.offset) == (0, offset), (timestamp, version)

@@ -83,6 +83,9 @@ INLINE_APPEND_BYTES = 256 * 1024
 # on the loop (``_tail_reads``): ~15 µs a partition against a hop to a thread and back
 LOOP_READS = 8
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets v8's earliest local offset and v9's latest tiered one (KIP-405, KIP-1005): without
+# tiered storage the log start offset, and none (-1), as Kafka's log without remote storage answers
+EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
 # ListOffsets' replica ids: a consumer's (it sees up to the HW or the LSO) and a debugging tool's (any replica)
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 
@@ -188,6 +191,10 @@ def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: 
         if not_available is not None:
             raise not_available
         return OffsetResult(NONE, -1, last_fetchable, partition.leader_epoch)
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return OffsetResult(NONE, -1, -1, -1)
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        timestamp = EARLIEST_TIMESTAMP
     found = plog.offset_for_timestamp(timestamp)
     if found is not None and timestamp == EARLIEST_TIMESTAMP:
         return OffsetResult(NONE, found[1], found[0], _earliest_epoch(plog))
