@@ -20,6 +20,7 @@ from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition
 from seglog.storage.checkpoint import read_offsets_or_empty
 from seglog.tools.cluster import LocalCluster
 
@@ -51,7 +52,7 @@ def log_start_offset(cluster: LocalCluster, broker: int) -> int | None:
     path = cluster.brokers[broker].log_dir / "log-start-offset-checkpoint"
     if not path.exists():
         return None
-    return read_offsets_or_empty(str(path)).get((TOPIC, 0))
+    return read_offsets_or_empty(str(path)).get(TopicPartition(TOPIC, 0))
 
 
 def first_segment(cluster: LocalCluster, broker: int) -> int:
