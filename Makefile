@@ -35,14 +35,15 @@ zookeeper:
 			"the cluster tests will be skipped (apt-get install zookeeper)"; \
 	fi
 
-# The other Kafka clients of tests/clients: kcat and Sarama (Go) as Debian packages them, kafkajs
-# from npm (package-lock.json there). Installed when missing and we are root with apt-get; otherwise
+# The other Kafka clients of tests/clients: kcat, Sarama (Go) and Burrow (LinkedIn's consumer-lag
+# monitor, on an old Sarama) as Debian packages them, kafkajs from npm (package-lock.json there). Installed when missing and we are root with apt-get; otherwise
 # those tests skip, saying why. Under CI a failed install fails the run (and so do the tests).
 CLIENTS_JS := tests/clients/js
 SARAMA_DIR := /usr/share/gocode/src/github.com/Shopify/sarama
 clients:
 	@missing=""; \
 	command -v kcat >/dev/null || missing="$$missing kcat"; \
+	command -v Burrow >/dev/null || missing="$$missing burrow"; \
 	command -v go >/dev/null || missing="$$missing golang-go"; \
 	[ -d $(SARAMA_DIR) ] || missing="$$missing golang-github-shopify-sarama-dev"; \
 	command -v npm >/dev/null || missing="$$missing nodejs npm"; \

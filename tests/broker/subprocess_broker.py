@@ -11,6 +11,7 @@ from pathlib import Path
 
 class BrokerProcess:
     def __init__(self, log_dir: Path, *overrides: str, config: Path | None = None) -> None:
+        self.log_dir = log_dir
         args = [sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={log_dir}"]
         args += ["--override", "listeners=PLAINTEXT://127.0.0.1:0"]
         if config is not None:

@@ -113,6 +113,12 @@ def test_the_administrative_apis_at_every_version(seglog_broker) -> None:
             assert answer.error_code == 0 and {f"standalone-{i}" for i in range(3)} <= set(listed), v
             if v >= 4:
                 assert listed["standalone-0"].group_state == "Empty"
+            if v >= 5:  # every group is a classic one (KIP-848's types filter)
+                assert {g.group_type for g in listed.values()} == {"classic"}
+                for types, found in ((["Consumer"], False), (["consumer", "CLASSIC"], True)):
+                    body = ListGroupsRequestData(["Empty"], types_filter=types)
+                    answer = client.request(ApiKey.LIST_GROUPS, body, v)
+                    assert ("standalone-0" in {g.group_id for g in answer.groups}) == found, types
         for v in versions(client, ApiKey.DESCRIBE_GROUPS):
             body = DescribeGroupsRequestData(["standalone-0", "nobody"])
             found = client.request(ApiKey.DESCRIBE_GROUPS, body, v).groups

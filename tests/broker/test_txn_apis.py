@@ -17,7 +17,12 @@ from seglog.broker.replica_manager import ReplicaManager
 from seglog.broker.txn_apis import TxnApis
 from seglog.common import TopicPartition
 from seglog.coordinator.transaction_state import TransactionState
-from seglog.protocol.message_data import AddPartitionsToTxnRequestData, EndTxnRequestData, InitProducerIdRequestData
+from seglog.protocol.message_data import (
+    AddPartitionsToTxnRequestData,
+    AddPartitionsToTxnResponseData,
+    EndTxnRequestData,
+    InitProducerIdRequestData,
+)
 from seglog.records import Record, build_batch
 
 # turns of the loop (no sleeping) in which a transaction's markers and completion are written
@@ -147,5 +152,47 @@ def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(t
         assert replicas.partition_log("u", 0).log_end_offset == 2
         assert len(replicas.partition_log("u", 0).segments) == 2  # rolled for the marker
         assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
+
+    run_transaction(tmp_path, scenario)
+
+
+def test_a_brokers_batched_add_partitions_and_verification(tmp_path) -> None:
+    """AddPartitionsToTxn v4+ (KIP-890, a broker's): transactions in one request, each added to
+    its partitions or (verify_only) asked whether they are in its ongoing transaction."""
+
+    async def scenario(
+        replicas: ReplicaManager, txn: TxnApis, add: AddPartitionsToTxnRequestData, end: EndTxnRequestData
+    ) -> None:
+        pid, epoch = add.v3_and_below_producer_id, add.v3_and_below_producer_epoch
+        Request = AddPartitionsToTxnRequestData
+
+        def batch(verify_only: bool, partitions: dict[str, list[int]], **changes: int) -> Request:
+            one = Request.AddPartitionsToTxnTransaction(
+                transactional_id="app",
+                producer_id=changes.get("producer_id", pid),
+                producer_epoch=changes.get("producer_epoch", epoch),
+                verify_only=verify_only,
+                topics=[Request.AddPartitionsToTxnTopic(t, ps) for t, ps in partitions.items()],
+            )
+            return Request(transactions=[one])
+
+        def errors(answer: AddPartitionsToTxnResponseData) -> dict[tuple[str, int], int]:
+            assert answer.error_code == 0
+            (result,) = answer.results_by_transaction
+            assert result.transactional_id == "app"
+            return {
+                (t.name, r.partition_index): r.partition_error_code
+                for t in result.topic_results
+                for r in t.results_by_partition
+            }
+
+        assert errors(await txn.add_partitions_to_txn(5, batch(False, {"t": [0]}))) == {("t", 0): 0}
+        verified = await txn.add_partitions_to_txn(4, batch(True, {"t": [0], "u": [0]}))
+        assert errors(verified) == {("t", 0): 0, ("u", 0): 48}  # u-0 is not in it: INVALID_TXN_STATE
+        fenced = await txn.add_partitions_to_txn(4, batch(True, {"t": [0]}, producer_epoch=epoch - 1))
+        assert errors(fenced) == {("t", 0): 90}  # PRODUCER_FENCED
+        stranger = await txn.add_partitions_to_txn(4, batch(True, {"t": [0]}, producer_id=pid + 1))
+        assert errors(stranger) == {("t", 0): 49}  # INVALID_PRODUCER_ID_MAPPING
+        assert txn.coordinator.transactions["app"].partitions == {("t", 0)}
 
     run_transaction(tmp_path, scenario)

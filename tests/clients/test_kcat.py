@@ -1,7 +1,9 @@
 """kcat 1.7 with librdkafka 2.0.2 as Debian ships it (older than confluent-kafka's, and the one
 that misreads flexible responses not laid out as Kafka's) against a `seglog broker` process:
 metadata (-L), produce (-P) with every codec at acks 1 and all, consume (-C) from the beginning,
-an offset, the end and a time, offsets for times (-Q)."""
+an offset, the end and a time, offsets for times (-Q). Each codec's batches are read back from the
+broker's log dir: librdkafka 2.0.2 compresses only when the broker advertises Produce v0 (its
+feature checks date from Kafka 0.8), and sends uncompressed batches without a word otherwise."""
 
 from __future__ import annotations
 
@@ -14,6 +16,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+
+import seglog
+from seglog.records import Compression
 
 from ..broker.subprocess_broker import BrokerProcess
 from .conftest import BASE_TS, kcat_path
@@ -52,6 +57,14 @@ def create(broker: BrokerProcess, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
+def stored_batches(broker: BrokerProcess, topic: str, partition: int) -> list[tuple[Compression, int]]:
+    """(codec, record count) of every batch of a partition, as the broker's log dir holds them."""
+    with seglog.open(str(broker.log_dir), read_only=True, background=False) as logs:
+        fetched = logs.partition(topic, partition).read(0, 1 << 30)
+        batches = fetched.slice.batches() if fetched.slice is not None else ()
+        return [(batch.compression, batch.record_count) for batch in batches]
+
+
 def test_metadata(broker: BrokerProcess) -> None:
     create(broker, "kcat-meta", 3)
     found = json.loads(kcat(broker, "-L", "-J"))
@@ -84,6 +97,10 @@ def test_produce_each_codec_and_acks_then_consume(broker: BrokerProcess, codec: 
     assert [m["offset"] for m in consume(broker, topic, 1, "33")] == list(range(33, 40))
     assert [m["offset"] for m in consume(broker, topic, 1, "-4")] == list(range(36, 40))  # 4 before the end
     assert consume(broker, topic, 0, "beginning") == []
+    # librdkafka sends a batch uncompressed when compressing does not make it smaller: a lone record
+    batches = stored_batches(broker, topic, 1)
+    assert sum(n for _, n in batches) == 40
+    assert {c for c, n in batches if n > 1} == {Compression.parse(codec)}, batches
 
 
 def test_offsets_for_times_and_consume_from_a_time(broker: BrokerProcess) -> None:

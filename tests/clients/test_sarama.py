@@ -1,7 +1,10 @@
 """Sarama 1.22 (Debian's golang-github-shopify-sarama-dev, built with Debian's Go) against an
 embedded broker, configured as Kafka 2.1 (Produce v3, Fetch v4, ListOffsets v1, Metadata v5):
 admin, a synchronous producer with every codec at acks 1 and all, a partition consumer from the
-oldest offset and from an offset, ListOffsets."""
+oldest offset and from an offset, ListOffsets. Then as Kafka 0.8.2 (Produce v0 and Fetch v0 with
+magic 0 message sets, ListOffsets v0, Metadata v0) and 0.10.0 (Produce v2 and Fetch v2 with magic
+1, ListOffsets v0, Metadata v1), which Kafka 3.x still serves: the broker converts their messages
+to v2 batches on append and back on fetch."""
 
 from __future__ import annotations
 
@@ -16,8 +19,8 @@ VERSION = "2.1.0"
 
 @pytest.fixture(scope="module")
 def sarama(sarama_command: list[str], seglog_broker: Any):
-    def run(*ops: dict[str, Any]) -> list[dict[str, Any]]:
-        request = {"bootstrap": seglog_broker.bootstrap_servers, "version": VERSION, "ops": list(ops)}
+    def run(*ops: dict[str, Any], version: str = VERSION) -> list[dict[str, Any]]:
+        request = {"bootstrap": seglog_broker.bootstrap_servers, "version": version, "ops": list(ops)}
         return run_ops(sarama_command, request)
 
     return run
@@ -117,3 +120,33 @@ def test_offsets_for_times(sarama) -> None:
         )
     )
     assert (at_time, none_later) == (13, -1)
+
+
+# lz4 came with Kafka 0.10's messages (Sarama refuses it before)
+OLD = [
+    (v, c) for v in ("0.8.2.0", "0.10.0.0") for c in ("none", "gzip", "snappy", "lz4") if (v, c) != ("0.8.2.0", "lz4")
+]
+
+
+@pytest.mark.parametrize(("version", "codec"), OLD)
+def test_old_protocol_versions_produce_and_consume(sarama, version: str, codec: str) -> None:
+    """Legacy message sets both ways; magic 0 (0.8.2) carries no timestamp, neither carries
+    headers. ListOffsets v0 answers the log start and end."""
+    topic = f"sarama-{version}-{codec}"
+    (create, *ops), expected = round_trip(topic, codec, "consume", -2)
+    results(sarama(create))  # Sarama's admin needs Kafka 0.10.1's CreateTopics
+    # records before Kafka 0.11 have no headers: Sarama refuses to send them
+    ops = [{**o, "records": [{**r, "headers": []} for r in o["records"]]} if "records" in o else o for o in ops]
+    ops += [
+        {"op": "offset", "topic": topic, "partition": 1, "timestamp": -2},
+        {"op": "offset", "topic": topic, "partition": 1, "timestamp": -1},
+        {"op": "partitions", "topic": topic},
+    ]
+    sent_1, sent_all, oldest, from_offset, earliest, latest, partitions = results(sarama(*ops, version=version))
+    assert sent_1 == list(range(30)) and sent_all == list(range(30, 55))
+    timestamps = version != "0.8.2.0"
+    expected = [{**r, "partition": 1, "headers": []} for r in expected]
+    got = [{**r, "timestamp": r["timestamp"] if timestamps else None} for r in oldest + from_offset]
+    want = [{**r, "timestamp": r["timestamp"] if timestamps else None} for r in expected + expected[37:]]
+    assert got == want
+    assert (earliest, latest, partitions) == (0, 55, [0, 1])

@@ -535,14 +535,68 @@ def test_follower_append_refuses_offsets_that_do_not_increase(tmp_path):
     log.close()
 
 
-def test_follower_may_append_legacy_batches_the_leader_may_not(tmp_path):
-    log = direct_log(tmp_path / "t-0")
+def test_follower_keeps_legacy_batches_the_leader_converts_to_v2(tmp_path):
+    # a follower copies the leader's bytes; a leader converts a Produce v0-2 message set to one
+    # v2 batch of the producer's codec (Kafka's LogValidator), offsets its own
+    leader = direct_log(tmp_path / "t-0")
     legacy = build_message_set([Record(b"k", b"v", MS), Record(b"k2", b"v2", MS + 1)], magic=1)
-    with pytest.raises(InvalidRecordError, match="magic 1"):
-        log.append_batches(legacy)
-    log.append_as_follower(legacy)
-    assert [(r.offset, r.key) for r in log.records()] == [(0, b"k"), (1, b"k2")]
+    leader.append(records(3))
+    info = leader.append_batches(build_message_set([Record(b"k", b"v", None)], magic=0) + legacy)
+    assert (info.first_offset, info.last_offset) == (3, 5)
+    (converted,) = batches_of(leader.read(3, 1 << 20))[:1]
+    assert converted.magic == 2 and converted.compression == Compression.NONE and converted.record_count == 3
+    assert [(r.offset, r.timestamp, r.key) for r in leader.records()][3:] == [
+        (3, -1, b"k"),
+        (4, MS, b"k"),
+        (5, MS + 1, b"k2"),
+    ]
+    gzip = build_message_set([Record(b"z", b"v", MS)], magic=1, compression=Compression.GZIP)
+    assert batches_of(leader.read(leader.append_batches(gzip).first_offset, 1 << 20))[0].compression == Compression.GZIP
+    leader.close()
+    follower = direct_log(tmp_path / "t-1")
+    follower.append_as_follower(legacy)
+    assert [(r.offset, r.key) for r in follower.records()] == [(0, b"k"), (1, b"k2")]
+    assert batches_of(follower.read(0, 1 << 20))[0].magic == 1
+    follower.close()
+
+
+def test_a_magic_0_message_has_no_timestamp_to_bound(tmp_path, clock):
+    # Kafka's LogValidator checks message.timestamp.before.max.ms on records with a timestamp only
+    log = direct_log(tmp_path / "t-0", {"message.timestamp.before.max.ms": 1000}, clock=clock)
+    assert log.append_batches(build_message_set([Record(b"k", b"v", None)], magic=0)).first_offset == 0
+    with pytest.raises(InvalidTimestampError):
+        log.append_batches(build_message_set([Record(b"k", b"v", MS - 5000)], magic=1))
+    assert log.append_batches(build_message_set([Record(b"k", b"v", MS - 500)], magic=1)).first_offset == 1
+    assert [r.timestamp for r in log.records()] == [-1, MS - 500]
     log.close()
+
+
+def test_leader_converts_legacy_messages_to_the_topics_codec(tmp_path):
+    log = direct_log(tmp_path / "t-0", {"compression.type": "lz4"})
+    log.append_batches(build_message_set([Record(b"k", b"v", MS)], magic=1, compression=Compression.SNAPPY))
+    log.append_batches(build_message_set([Record(b"k", b"v", MS)], magic=0))
+    assert [b.compression for b in batches_of(log.read(0, 1 << 20))] == [Compression.LZ4, Compression.LZ4]
+    log.close()
+
+
+def test_legacy_offsets_before_are_segment_bases_and_the_log_end(tmp_path, clock):
+    manager, log = new_log(tmp_path, config={"segment.bytes": 600}, clock=clock)
+    for i in range(12):
+        log.append(records(2, start=i * 2, size=40))
+    log.update_high_watermark(log.log_end_offset)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 2
+    assert log.legacy_offsets_before(LATEST_TIMESTAMP, 1) == [24]
+    assert log.legacy_offsets_before(EARLIEST_TIMESTAMP, 5) == [0]
+    assert log.legacy_offsets_before(LATEST_TIMESTAMP, 100) == [24, *reversed(bases)]
+    assert log.legacy_offsets_before(LATEST_TIMESTAMP, 2) == [24, bases[-1]]
+    assert log.legacy_offsets_before(1000, 10) == []  # every file was written after
+    # the log end counts as written now (the clock's); segments by their files' mtimes
+    os.utime(log.segments[0].log_path, ns=(0, 5_000_000))  # 5 ms after the epoch
+    assert log.legacy_offsets_before(6, 10) == [0]
+    log.delete_records(3)  # the first segment's offset is the log start offset then
+    assert log.legacy_offsets_before(EARLIEST_TIMESTAMP, 1) == [3]
+    manager.close()
 
 
 # --- truncation ----------------------------------------------------------------------------------------

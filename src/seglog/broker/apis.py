@@ -4,6 +4,12 @@ Each handler takes a decoded request body (the API's ``*RequestData``, from
 ``seglog.protocol``) and returns the response body (its ``*ResponseData``), or None when
 the client wants none (acks=0). Errors go where Kafka puts them: per partition for
 produce, fetch and offsets, per topic for metadata. The admin APIs are in ``admin.py``.
+
+Every version Kafka 3.9 serves is served, the oldest clients' too: Produce v0-2 carry legacy
+message sets, which the log converts to v2 batches on append (``storage.validator``); a Fetch
+v0-3 reads its records converted down to the message format it carries (magic 0 for v0-1,
+magic 1 for v2-3: ``records.conversion``), as Kafka's ``KafkaApis`` down-converts them; a
+ListOffsets v0 is answered from the segments' base offsets (``legacy_offsets``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import logging
 import socket
 import uuid
+from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
@@ -25,6 +32,7 @@ from ..errors import (
     UnknownTopicIdError,
     UnknownTopicOrPartitionError,
     UnsupportedCompressionTypeError,
+    UnsupportedVersionError,
 )
 from ..protocol import ApiKey
 from ..protocol.message_data import (
@@ -41,7 +49,9 @@ from ..protocol.message_data import (
     ProduceRequestData,
     ProduceResponseData,
 )
+from ..records.conversion import to_legacy
 from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
+from ..storage import EARLIEST_TIMESTAMP
 from .metadata_cache import ZERO_UUID, TopicMetadata
 from .network import abandoned_on_disconnect
 from .replica_manager import (
@@ -63,6 +73,9 @@ LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # 0-2 of a v2 batch's attributes (Kafka's ProduceRequest.validateRecords)
 ZSTD_PRODUCE_VERSION = 7
 ZSTD = 4
+# the newest message format each Fetch version carries (Kafka's FetchRequest: v2 brought magic 1,
+# v4 magic 2): older versions read their records converted down to it
+FETCH_MAGIC = {0: 0, 1: 0, 2: 1, 3: 1}
 
 
 class AcksZeroProduceError(SeglogError):
@@ -95,9 +108,9 @@ class KafkaApis:
 
     def routes(self) -> Routes:
         return {
-            ApiKey.PRODUCE: Route(self.produce, (3, 11)),
-            ApiKey.FETCH: Route(self.fetch, (4, 16)),
-            ApiKey.LIST_OFFSETS: Route(self.list_offsets, (1, 8)),
+            ApiKey.PRODUCE: Route(self.produce, (0, 11)),
+            ApiKey.FETCH: Route(self.fetch, (0, 17)),
+            ApiKey.LIST_OFFSETS: Route(self.list_offsets, (0, 9)),
             ApiKey.METADATA: Route(self.metadata_request, (0, 12)),
             ApiKey.OFFSET_FOR_LEADER_EPOCH: Route(self.offset_for_leader_epoch, (0, 4)),
             ApiKey.DESCRIBE_CLUSTER: Route(self.describe_cluster, (0, 1)),
@@ -265,7 +278,10 @@ class KafkaApis:
             replica_id=replica_id,
             while_parked=abandoned_on_disconnect,  # a long poll ends when its client goes
         )
-        return _fetch_response(read_committed, slots, errors, results)
+        # older versions read their records in the message format they carry
+        magic = FETCH_MAGIC.get(version)
+        offsets = [asked.fetch_offset for asked in requests]
+        return _fetch_response(read_committed, slots, errors, results, magic, offsets)
 
     def _fetch_topic(self, version: int, topic: FetchRequestData.FetchTopic) -> tuple[str | None, uuid.UUID, int]:
         """The topic a fetch names (by id from v13): its name (None: an unknown id), id
@@ -281,6 +297,8 @@ class KafkaApis:
     # --- ListOffsets, OffsetForLeaderEpoch -----------------------------------------------------------------
 
     async def list_offsets(self, version: int, body: ListOffsetsRequestData) -> ListOffsetsResponseData:
+        if version == 0:
+            return await self._legacy_list_offsets(body)
         lookups: list[ListOffsetsPartition] = []
         answers: list[tuple[str, ListOffsetsResponseData.ListOffsetsPartitionResponse]] = []
         for topic in body.topics:
@@ -297,8 +315,7 @@ class KafkaApis:
                 answers.append((topic.name, entry))
         read_committed = body.isolation_level == READ_COMMITTED
         found = iter(await self.replicas.list_offsets(lookups, read_committed, body.replica_id))
-        by_topic: dict[str, list[ListOffsetsResponseData.ListOffsetsPartitionResponse]] = {}
-        for name, entry in answers:
+        for _, entry in answers:
             if entry.error_code == NONE:
                 r = next(found)
                 # OFFSET_NOT_AVAILABLE came with v5; older clients are told LEADER_NOT_AVAILABLE, as Kafka does
@@ -308,10 +325,29 @@ class KafkaApis:
                     else r.error_code
                 )
                 entry.timestamp, entry.offset, entry.leader_epoch = r.timestamp, r.offset, r.leader_epoch
-            by_topic.setdefault(name, []).append(entry)
-        return ListOffsetsResponseData(
-            topics=[ListOffsetsResponseData.ListOffsetsTopicResponse(name=n, partitions=p) for n, p in by_topic.items()]
-        )
+        return _list_offsets_response(answers)
+
+    async def _legacy_list_offsets(self, body: ListOffsetsRequestData) -> ListOffsetsResponseData:
+        """ListOffsets v0 (Kafka's ``handleListOffsetRequestV0``): up to ``max_num_offsets``
+        offsets of each partition at or before its time; of the special times only -1
+        (latest) and -2 (earliest), another is UNSUPPORTED_VERSION."""
+        lookups: list[tuple[str, int, int, int]] = []
+        answers: list[tuple[str, ListOffsetsResponseData.ListOffsetsPartitionResponse]] = []
+        for topic in body.topics:
+            for part in topic.partitions:
+                entry = ListOffsetsResponseData.ListOffsetsPartitionResponse(partition_index=part.partition_index)
+                if part.timestamp < EARLIEST_TIMESTAMP:
+                    entry.error_code = UnsupportedVersionError.error_code
+                elif self._partition_unknown(topic.name, part.partition_index):
+                    entry.error_code = UnknownTopicOrPartitionError.error_code
+                else:
+                    lookups.append((topic.name, part.partition_index, part.timestamp, part.max_num_offsets))
+                answers.append((topic.name, entry))
+        found = iter(await self.replicas.legacy_offsets(lookups, body.replica_id))
+        for _, entry in answers:
+            if entry.error_code == NONE:
+                entry.error_code, entry.old_style_offsets = next(found)
+        return _list_offsets_response(answers)
 
     def _partition_unknown(self, name: str, index: int) -> bool:
         found = self.metadata.topic(name)
@@ -363,21 +399,25 @@ def _fetch_response(
     slots: list[tuple[str | None, uuid.UUID, int]],
     errors: dict[int, int],
     results: list[FetchResult],
+    magic: int | None,
+    fetch_offsets: list[int],
 ) -> FetchResponseData:
-    """The partitions' answers, in the request's order, grouped by topic as they came."""
-    answers = iter(results)
+    """The partitions' answers, in the request's order, grouped by topic as they came; their
+    records converted down to ``magic`` when given."""
+    answers = iter(zip(results, fetch_offsets, strict=True))
     topics: list[FetchResponseData.FetchableTopicResponse] = []
     last: tuple[str | None, uuid.UUID] | None = None
     for i, (name, topic_id, index) in enumerate(slots):
-        r = FetchResult(errors[i]) if i in errors else next(answers)
+        r, fetch_offset = (FetchResult(errors[i]), -1) if i in errors else next(answers)
+        code, records = (r.error_code, r.records) if magic is None else _down_converted(r, magic, fetch_offset)
         entry = FetchResponseData.PartitionData(
             partition_index=index,
-            error_code=r.error_code,
+            error_code=code,
             high_watermark=r.high_watermark,
             last_stable_offset=r.last_stable_offset,
             log_start_offset=r.log_start_offset,
             aborted_transactions=_aborted(r.aborted_transactions) if read_committed else None,
-            records=r.records if r.records is not None else b"",
+            records=records if records is not None else b"",
         )
         if last == (name, topic_id):
             topics[-1].partitions.append(entry)
@@ -386,6 +426,28 @@ def _fetch_response(
             # a topic by id has no name to give (None: left out before v13, which is by name)
             topics.append(FetchResponseData.FetchableTopicResponse(topic=name, topic_id=topic_id, partitions=[entry]))  # type: ignore[arg-type]
     return FetchResponseData(responses=topics)
+
+
+def _down_converted(result: FetchResult, magic: int, fetch_offset: int) -> tuple[int, bytes | None]:
+    """(error code, records) of a partition's fetch in message format ``magic``; a zstd batch,
+    which no older format can carry, is UNSUPPORTED_COMPRESSION_TYPE (as Kafka answers)."""
+    if result.records is None or result.error_code != NONE:
+        return result.error_code, None
+    try:
+        return NONE, to_legacy(result.records.read(), magic, fetch_offset)
+    except UnsupportedCompressionTypeError as e:
+        return e.error_code, None
+
+
+def _list_offsets_response(
+    answers: list[tuple[str, ListOffsetsResponseData.ListOffsetsPartitionResponse]],
+) -> ListOffsetsResponseData:
+    by_topic: dict[str, list[ListOffsetsResponseData.ListOffsetsPartitionResponse]] = defaultdict(list)
+    for name, entry in answers:
+        by_topic[name].append(entry)
+    return ListOffsetsResponseData(
+        topics=[ListOffsetsResponseData.ListOffsetsTopicResponse(name=n, partitions=p) for n, p in by_topic.items()]
+    )
 
 
 def _hide_leaders_not_alive(topics: list[MetadataResponseData.MetadataResponseTopic], alive: set[int]) -> None:
@@ -412,7 +474,8 @@ def _append_error(e: SeglogError) -> AppendResult:
 
 
 def _first_codec(records: memoryview) -> int:
-    """The codec of the first batch when it is a v2 one (else -1: the append refuses it)."""
+    """The codec of the first batch when it is a v2 one (else -1: a legacy message set, Produce
+    v0-2's, which has no zstd)."""
     if len(records) < ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH or records[MAGIC_OFFSET] != MAGIC:
         return -1
     return records[ATTRIBUTES_OFFSET + 1] & COMPRESSION_CODEC_MASK  # the int16's low byte

@@ -68,10 +68,12 @@ class ControllerApis:
 
     def routes(self) -> Routes:
         return {
-            ApiKey.LEADER_AND_ISR: Route(self.leader_and_isr, (5, 7)),
-            ApiKey.UPDATE_METADATA: Route(self.update_metadata, (7, 8)),
-            ApiKey.STOP_REPLICA: Route(self.stop_replica, (3, 4)),
-            ApiKey.CONTROLLED_SHUTDOWN: Route(self.controlled_shutdown, (2, 3)),
+            # every version Kafka 3.9's ZooKeeper-mode broker takes: the older ones name each
+            # partition's topic in it, or group partitions without topic ids
+            ApiKey.LEADER_AND_ISR: Route(self.leader_and_isr, (0, 7)),
+            ApiKey.UPDATE_METADATA: Route(self.update_metadata, (0, 8)),
+            ApiKey.STOP_REPLICA: Route(self.stop_replica, (0, 4)),
+            ApiKey.CONTROLLED_SHUTDOWN: Route(self.controlled_shutdown, (0, 3)),
             ApiKey.ALTER_PARTITION: Route(self.alter_partition, (0, 3)),
         }
 
@@ -98,12 +100,15 @@ class ControllerApis:
     # --- LeaderAndIsr --------------------------------------------------------------------------
 
     async def leader_and_isr(self, version: int, body: LeaderAndIsrRequestData) -> LeaderAndIsrResponseData:
-        # the replica manager takes each partition's state with its topic's name in it (as v0-1 sent it)
-        states = [
-            {**state.as_dict(), "topic_name": topic.topic_name}
-            for topic in body.topic_states
-            for state in topic.partition_states
-        ]
+        # the replica manager takes each partition's state with its topic's name in it (as v0-1 send it)
+        if version < 2:
+            states = [state.as_dict() for state in body.ungrouped_partition_states]
+        else:
+            states = [
+                {**state.as_dict(), "topic_name": topic.topic_name}
+                for topic in body.topic_states
+                for state in topic.partition_states
+            ]
         topic_ids = {t.topic_name: t.topic_id for t in body.topic_states}
         error = self._check("LeaderAndIsr", body)
         if error:
@@ -144,21 +149,19 @@ class ControllerApis:
         brokers = [self._broker_info(b) for b in body.live_brokers]
         partitions = []
         deleted = set()
-        for topic in body.topic_states:
-            name = topic.topic_name
-            for s in topic.partition_states:
-                if s.leader == znodes.LEADER_DURING_DELETE:  # the topic is being deleted
-                    deleted.add((name, s.partition_index))
-                    continue
-                state = PartitionState(
-                    s.partition_index,
-                    s.leader,
-                    s.leader_epoch,
-                    tuple(s.replicas),
-                    tuple(s.isr),
-                    tuple(s.offline_replicas),
-                )
-                partitions.append((name, topic.topic_id, state))
+        for name, topic_id, s in _update_metadata_states(version, body):
+            if s.leader == znodes.LEADER_DURING_DELETE:  # the topic is being deleted
+                deleted.add((name, s.partition_index))
+                continue
+            state = PartitionState(
+                s.partition_index,
+                s.leader,
+                s.leader_epoch,
+                tuple(s.replicas),
+                tuple(s.isr),
+                tuple(s.offline_replicas),
+            )
+            partitions.append((name, topic_id, state))
         self.replicas.metadata.update_metadata(brokers, body.controller_id, partitions, deleted)
         if any(b.broker_id == self.replicas.broker.broker_id for b in brokers):
             self.joined.set()
@@ -167,6 +170,8 @@ class ControllerApis:
         return UpdateMetadataResponseData(error_code=ErrorCode.NONE)
 
     def _broker_info(self, broker: UpdateMetadataRequestData.UpdateMetadataBroker) -> BrokerInfo:
+        if not broker.endpoints and broker.v0_host:  # v0: one plaintext address
+            return BrokerInfo(broker.id, broker.v0_host, broker.v0_port, broker.rack)
         endpoints = broker.endpoints
         chosen = next((e for e in endpoints if e.listener == self._listener), endpoints[0] if endpoints else None)
         if chosen is None:
@@ -176,11 +181,7 @@ class ControllerApis:
     # --- StopReplica -----------------------------------------------------------------------------
 
     async def stop_replica(self, version: int, body: StopReplicaRequestData) -> StopReplicaResponseData:
-        partitions = [
-            (topic.topic_name, s.partition_index, s.delete_partition, s.leader_epoch)
-            for topic in body.topic_states
-            for s in topic.partition_states
-        ]
+        partitions = _stop_replica_partitions(version, body)
         error = self._check("StopReplica", body)
         if error:
             errors: dict[tuple[str, int], int] = {(t, p): error for t, p, _, _ in partitions}
@@ -279,3 +280,26 @@ class ControllerApis:
                 for (name, topic_id), parts in by_topic.items()
             ],
         )
+
+
+def _update_metadata_states(
+    version: int, body: UpdateMetadataRequestData
+) -> list[tuple[str, uuid.UUID, UpdateMetadataRequestData.UpdateMetadataPartitionState]]:
+    """(topic, topic id, state) of each partition: named in each state before v5, no ids before v7."""
+    if version < 5:
+        return [(s.topic_name, ZERO_UUID, s) for s in body.ungrouped_partition_states]
+    return [(t.topic_name, t.topic_id, s) for t in body.topic_states for s in t.partition_states]
+
+
+def _stop_replica_partitions(version: int, body: StopReplicaRequestData) -> list[tuple[str, int, bool, int]]:
+    """(topic, partition, delete, leader epoch) of each partition: before v3 one delete flag for
+    all and no epoch (-1: whatever the replica's)."""
+    if version == 0:
+        return [(p.topic_name, p.partition_index, body.delete_partitions, -1) for p in body.ungrouped_partitions]
+    if version < 3:
+        return [(t.name, i, body.delete_partitions, -1) for t in body.topics for i in t.partition_indexes]
+    return [
+        (topic.topic_name, s.partition_index, s.delete_partition, s.leader_epoch)
+        for topic in body.topic_states
+        for s in topic.partition_states
+    ]

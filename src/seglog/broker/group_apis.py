@@ -92,17 +92,20 @@ class GroupApis:
         }
 
     def routes(self) -> Routes:
-        """At Kafka 3.6's versions."""
+        """At Kafka 3.9's versions (a ZooKeeper-mode broker's: its group coordinator knows classic
+        groups alone, so KIP-848's OffsetCommit v9 and OffsetFetch v9 are v8 with fields it leaves
+        unchecked); FindCoordinator's key type 1 is answered through the transaction coordinator's
+        lookup given to the constructor, a share group's (v6) is an unknown key type."""
         return {
-            ApiKey.FIND_COORDINATOR: Route(self.find_coordinator, (0, 4)),
+            ApiKey.FIND_COORDINATOR: Route(self.find_coordinator, (0, 6)),
             ApiKey.JOIN_GROUP: Route(self.join_group, (0, 9)),
             ApiKey.SYNC_GROUP: Route(self.sync_group, (0, 5)),
             ApiKey.HEARTBEAT: Route(self.heartbeat, (0, 4)),
             ApiKey.LEAVE_GROUP: Route(self.leave_group, (0, 5)),
-            ApiKey.OFFSET_COMMIT: Route(self.offset_commit, (0, 8)),
-            ApiKey.TXN_OFFSET_COMMIT: Route(self.txn_offset_commit, (0, 3)),  # v4 is KIP-890's verification
-            ApiKey.OFFSET_FETCH: Route(self.offset_fetch, (0, 8)),
-            ApiKey.LIST_GROUPS: Route(self.list_groups, (0, 4)),
+            ApiKey.OFFSET_COMMIT: Route(self.offset_commit, (0, 9)),
+            ApiKey.TXN_OFFSET_COMMIT: Route(self.txn_offset_commit, (0, 4)),
+            ApiKey.OFFSET_FETCH: Route(self.offset_fetch, (0, 9)),
+            ApiKey.LIST_GROUPS: Route(self.list_groups, (0, 5)),
             ApiKey.DESCRIBE_GROUPS: Route(self.describe_groups, (0, 5)),
             ApiKey.DELETE_GROUPS: Route(self.delete_groups, (0, 2)),
             ApiKey.OFFSET_DELETE: Route(self.offset_delete, (0, 0)),
@@ -359,11 +362,18 @@ class GroupApis:
     # --- ListGroups, DescribeGroups, DeleteGroups ------------------------------------------------------
 
     async def list_groups(self, version: int, body: ListGroupsRequestData) -> ListGroupsResponseData:
+        # every group here is a classic one: a types filter (v5) without "classic" lists none, as
+        # Kafka's ZooKeeper-mode coordinator answers
+        types = {t.lower() for t in body.types_filter}
+        if types and "classic" not in types:
+            return ListGroupsResponseData(error_code=ErrorCode.NONE, groups=[])
         listed = self.groups.admin.list_groups(tuple(body.states_filter))  # empty before v4: every state
         return ListGroupsResponseData(
             error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.groups.loading else listed.error_code,
             groups=[
-                ListGroupsResponseData.ListedGroup(g.group_id, g.protocol_type, g.group_state)
+                ListGroupsResponseData.ListedGroup(
+                    group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state, group_type="classic"
+                )
                 for g in listed.groups
                 if self.groups.coordinates(g.group_id)
             ],

@@ -83,6 +83,9 @@ INLINE_APPEND_BYTES = 256 * 1024
 # on the loop (``_tail_reads``): ~15 µs a partition against a hop to a thread and back
 LOOP_READS = 8
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+# ListOffsets v8's earliest local offset and v9's latest tiered one (KIP-405, KIP-1005): without
+# tiered storage the log start offset, and none (-1), as Kafka's log without remote storage answers
+EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
 # ListOffsets' replica ids: a consumer's (it sees up to the HW or the LSO) and a debugging tool's (any replica)
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 
@@ -188,6 +191,10 @@ def _offset_for_timestamp(partition: Partition, timestamp: int, read_committed: 
         if not_available is not None:
             raise not_available
         return OffsetResult(NONE, -1, last_fetchable, partition.leader_epoch)
+    if timestamp == LATEST_TIERED_TIMESTAMP:
+        return OffsetResult(NONE, -1, -1, -1)
+    if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+        timestamp = EARLIEST_TIMESTAMP
     found = plog.offset_for_timestamp(timestamp)
     if found is not None and timestamp == EARLIEST_TIMESTAMP:
         return OffsetResult(NONE, found[1], found[0], _earliest_epoch(plog))
@@ -890,6 +897,31 @@ class ReplicaManager:
                 results.append(_offset_for_timestamp(partition, req.timestamp, isolation_level))
             except Exception as e:
                 results.append(OffsetResult(_error(e)[0]))
+        return results
+
+    async def legacy_offsets(
+        self, requests: list[tuple[str, int, int, int]], replica_id: int = CONSUMER_REPLICA_ID
+    ) -> list[tuple[int, list[int]]]:
+        """ListOffsets v0 (Kafka's ``legacyFetchOffsetsForTimestamp``): for each (topic, partition,
+        timestamp, max_num_offsets), (error code, offsets descending) as the leader's log gives them
+        (``legacy_offsets_before``); a consumer is told none past the high watermark, which takes
+        the place of those beyond it."""
+        return await self._run(self._legacy_offsets, requests, replica_id)
+
+    def _legacy_offsets(
+        self, requests: list[tuple[str, int, int, int]], replica_id: int
+    ) -> list[tuple[int, list[int]]]:
+        results: list[tuple[int, list[int]]] = []
+        for topic, index, timestamp, max_num_offsets in requests:
+            try:
+                partition = self.leader_partition(topic, index, require_leader=replica_id != DEBUGGING_REPLICA_ID)
+                offsets = partition.log.legacy_offsets_before(timestamp, max_num_offsets)
+                hw = partition.log.high_watermark
+                if replica_id == CONSUMER_REPLICA_ID and offsets and offsets[0] > hw:
+                    offsets = [hw, *(o for o in offsets if o <= hw)]
+                results.append((NONE, offsets))
+            except Exception as e:
+                results.append((_error(e)[0], []))
         return results
 
     def end_offset_for_epoch(

@@ -350,10 +350,10 @@ class TxnApis:
 
     def routes(self) -> Routes:
         return {
-            ApiKey.INIT_PRODUCER_ID: Route(self.init_producer_id, (0, 4)),
-            ApiKey.ADD_PARTITIONS_TO_TXN: Route(self.add_partitions_to_txn, (0, 3)),
-            ApiKey.ADD_OFFSETS_TO_TXN: Route(self.add_offsets_to_txn, (0, 3)),
-            ApiKey.END_TXN: Route(self.end_txn, (0, 3)),
+            ApiKey.INIT_PRODUCER_ID: Route(self.init_producer_id, (0, 5)),
+            ApiKey.ADD_PARTITIONS_TO_TXN: Route(self.add_partitions_to_txn, (0, 5)),
+            ApiKey.ADD_OFFSETS_TO_TXN: Route(self.add_offsets_to_txn, (0, 4)),
+            ApiKey.END_TXN: Route(self.end_txn, (0, 4)),
             ApiKey.WRITE_TXN_MARKERS: Route(self.write_txn_markers, (0, 1)),
             ApiKey.DESCRIBE_TRANSACTIONS: Route(self.describe_transactions, (0, 0)),
             ApiKey.LIST_TRANSACTIONS: Route(self.list_transactions, (0, 1)),
@@ -387,32 +387,62 @@ class TxnApis:
     async def add_partitions_to_txn(
         self, version: int, body: AddPartitionsToTxnRequestData
     ) -> AddPartitionsToTxnResponseData:
-        txn_id = body.v3_and_below_transactional_id
-        pid, epoch = body.v3_and_below_producer_id, body.v3_and_below_producer_epoch
-        asked = [TopicPartition(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+        """A client's one transaction (v0-3), or a broker's batch of them (v4+, KIP-890), each
+        added to, or (``verify_only``) checked for, its partitions."""
+        if version < 4:
+            errors = await self._add_partitions(
+                body.v3_and_below_transactional_id,
+                body.v3_and_below_producer_id,
+                body.v3_and_below_producer_epoch,
+                [TopicPartition(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
+            )
+            return AddPartitionsToTxnResponseData(results_by_topic_v3_and_below=_results_by_topic(errors))
+        results = []
+        for txn in body.transactions:
+            asked = [TopicPartition(t.name, p) for t in txn.topics for p in t.partitions]
+            if txn.verify_only:
+                errors = self._verify_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, asked)
+            else:
+                errors = await self._add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, asked)
+            results.append(
+                AddPartitionsToTxnResponseData.AddPartitionsToTxnResult(txn.transactional_id, _results_by_topic(errors))
+            )
+        return AddPartitionsToTxnResponseData(error_code=_E.NONE, results_by_transaction=results)
+
+    async def _add_partitions(
+        self, txn_id: str, pid: int, epoch: int, asked: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
         unknown = {tp for tp in asked if not self.replicas.metadata.has_partition(tp)}
         if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
-            errors: dict[TopicPartition, int] = {
-                tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else _E.OPERATION_NOT_ATTEMPTED for tp in asked
-            }
-        elif error := self._not_here(txn_id):
-            errors = dict.fromkeys(asked, error)
-        else:
-            response: AddPartitionsToTxnResponse = await self._call(
-                lambda token: self.coordinator.add_partitions_to_txn(
-                    token, txn_id, pid, epoch, tuple(asked), self.clock()
-                )
-            )
-            errors = {tp: response.errors.get(tp, _E.NONE) for tp in asked}
-        Result = AddPartitionsToTxnResponseData.AddPartitionsToTxnPartitionResult
-        by_topic: dict[str, list[AddPartitionsToTxnResponseData.AddPartitionsToTxnPartitionResult]] = {}
-        for tp, code in errors.items():
-            by_topic.setdefault(tp.topic, []).append(Result(tp.partition, int(code)))
-        return AddPartitionsToTxnResponseData(
-            results_by_topic_v3_and_below=[
-                AddPartitionsToTxnResponseData.AddPartitionsToTxnTopicResult(t, parts) for t, parts in by_topic.items()
-            ]
+            return {tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else _E.OPERATION_NOT_ATTEMPTED for tp in asked}
+        if error := self._not_here(txn_id):
+            return dict.fromkeys(asked, error)
+        response: AddPartitionsToTxnResponse = await self._call(
+            lambda token: self.coordinator.add_partitions_to_txn(token, txn_id, pid, epoch, tuple(asked), self.clock())
         )
+        return {tp: response.errors.get(tp, _E.NONE) for tp in asked}
+
+    def _verify_partitions(
+        self, txn_id: str, pid: int, epoch: int, asked: list[TopicPartition]
+    ) -> dict[TopicPartition, int]:
+        """Kafka's ``handleVerifyPartitionsInTransaction``: whether each partition is in the
+        producer's ongoing transaction (INVALID_TXN_STATE if not), else one error for them all."""
+        error = _E.INVALID_REQUEST if not txn_id else self._not_here(txn_id)
+        txn = self.coordinator.transactions.get(txn_id)
+        if error:
+            pass
+        elif txn is None or txn.producer_id != pid:
+            error = _E.INVALID_PRODUCER_ID_MAPPING
+        elif txn.producer_epoch != epoch:
+            error = _E.PRODUCER_FENCED
+        elif txn.pending_transition_in_progress or txn.state in (
+            TransactionState.PREPARE_COMMIT,
+            TransactionState.PREPARE_ABORT,
+        ):
+            error = _E.CONCURRENT_TRANSACTIONS
+        else:
+            return {tp: _E.NONE if tp in txn.partitions else _E.INVALID_TXN_STATE for tp in asked}
+        return dict.fromkeys(asked, error)
 
     async def add_offsets_to_txn(self, version: int, body: AddOffsetsToTxnRequestData) -> AddOffsetsToTxnResponseData:
         if error := self._not_here(body.transactional_id):
@@ -531,3 +561,13 @@ class TxnApis:
         except SeglogError as e:
             raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC} is not available: {e.message}") from e
         return TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(key))
+
+
+def _results_by_topic(
+    errors: dict[TopicPartition, int],
+) -> list[AddPartitionsToTxnResponseData.AddPartitionsToTxnTopicResult]:
+    Data = AddPartitionsToTxnResponseData
+    by_topic: dict[str, list[AddPartitionsToTxnResponseData.AddPartitionsToTxnPartitionResult]] = {}
+    for tp, code in errors.items():
+        by_topic.setdefault(tp.topic, []).append(Data.AddPartitionsToTxnPartitionResult(tp.partition, int(code)))
+    return [Data.AddPartitionsToTxnTopicResult(t, parts) for t, parts in by_topic.items()]

@@ -515,9 +515,12 @@ class PartitionLog:
             self.dir,
             assignment,
         )
-        if assigned is None:
-            self.validator.validate_general(buffer, True, origin, bounds)  # legacy batches, which a leader refuses
-            raise AssertionError("legacy batches passed a leader's validation")
+        if assigned is None:  # legacy messages (Produce v0-2): converted to the log's format first
+            buffer = self.validator.to_v2(buffer, bounds)  # (their timestamps checked there)
+            assigned = _scan.check_and_assign(
+                buffer, origin != "client", c.compact, c.max_message_bytes, None, decompress, self.dir, assignment
+            )
+            assert assigned is not None
         entries, first, last, max_ts, count = assigned
         producers = self.producer_state
         check = producers.analyze_append(buffer, entries, origin)
@@ -1135,6 +1138,28 @@ class PartitionLog:
                 return (offset, ts) if offset < self._high_watermark else None
             i += 1
         return None
+
+    def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
+        """ListOffsets v0's answer (Kafka's ``legacyFetchOffsetsBefore``): up to
+        ``max_num_offsets`` offsets, descending, from the segments' base offsets (the log
+        start offset for the first) and the log end offset, each known by the time its file
+        was last modified (the log end by now). -1 (latest) starts from the log end, -2
+        (earliest) from the first segment alone, a time from the last whose mtime is at or
+        before it: the granularity of old clients' offset lookups, a segment."""
+        segments = self._segments
+        points = [(max(s.base_offset, self.log_start_offset), s.last_modified_ms) for s in segments]
+        if segments[-1].size > 0:
+            points.append((self._next_offset, self._clock()))
+        if timestamp == LATEST_TIMESTAMP:
+            start = len(points) - 1
+        elif timestamp == EARLIEST_TIMESTAMP:
+            start = 0
+        else:
+            start = len(points) - 1
+            while start >= 0 and points[start][1] > timestamp:
+                start -= 1
+        count = max(0, min(max_num_offsets, start + 1))
+        return sorted((points[start - j][0] for j in range(count)), reverse=True)
 
     def _timestamp_prefix(self, segments: tuple[LogSegment, ...]) -> list[int]:
         """Running max of the largest timestamps of the segments before the active one:

@@ -12,6 +12,10 @@ and as the referee of the tests. What the checks are:
   compacted topic, CreateTime timestamps within ``message.timestamp.before/after.max.ms``;
 - a follower's: offsets increasing from batch to batch, and each batch's records walked
   against its count and offset span (``check_follower_records``).
+
+A leader's append of a legacy message set (Produce v0-2) is first converted to one v2 batch
+(``to_v2``), as Kafka's LogValidator converts to the log's message format; the v2 checks
+then apply to it.
 """
 
 from __future__ import annotations
@@ -27,9 +31,10 @@ from ..errors import (
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
 )
-from ..records import BatchIterator, LegacyBatch, RecordBatch, check_records
+from ..records import NO_TIMESTAMP, BatchIterator, Compression, LegacyBatch, RecordBatch, check_records
 from ..records.batch import check_batch
 from ..records.compression import decompress
+from ..records.conversion import to_v2_batch
 from ..records.layout import ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, HEADER_SIZE, MAGIC_OFFSET
 from . import _scan
 from .producer_entry import AppendOrigin
@@ -81,6 +86,31 @@ class LogValidator:
             buffer, leader, origin != AppendOrigin.CLIENT, c.compact, c.max_message_bytes, bounds, decompress, self.dir
         )
         return facts if facts is not None else self.validate_general(buffer, leader, origin, bounds)
+
+    def to_v2(self, buffer: bytearray, bounds: tuple[int, int] | None) -> bytearray:
+        """A leader's legacy message set as one v2 batch: each message within
+        ``max.message.bytes`` and its CRC checked, the codec the topic's ``compression.type``
+        (the producer's when "producer"). The CreateTime ``bounds`` are checked here, for
+        the records that have a timestamp: a magic 0 message's has none (-1), which Kafka's
+        LogValidator lets pass."""
+        max_bytes = self.config.max_message_bytes
+        for at, end, _ in BatchIterator(buffer).headers():
+            if end - at > max_bytes:
+                raise RecordTooLargeError(
+                    f"message of {end - at} bytes exceeds max.message.bytes {max_bytes}", file=self.dir, position=at
+                )
+        configured = self.config.compression_type
+        codec: Compression | None = None  # "producer": the producer's codec is kept
+        if configured != "producer":
+            codec = Compression.NONE if configured == "uncompressed" else Compression.parse(configured)
+        try:
+            converted = to_v2_batch(buffer, codec)
+        except (CorruptRecordError, InvalidRecordError) as e:
+            raise e.at(file=self.dir) from None
+        stamped = [t for r in RecordBatch(converted).records() if (t := r.timestamp) is not None and t != NO_TIMESTAMP]
+        if bounds is not None and stamped:
+            self._check_timestamps(min(stamped), max(stamped), 0, bounds)
+        return converted
 
     def validate_general(
         self, buffer: bytearray, leader: bool, origin: AppendOrigin, bounds: tuple[int, int] | None

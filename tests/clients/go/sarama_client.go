@@ -187,7 +187,13 @@ func listTopics(admin sarama.ClusterAdmin) (interface{}, error) {
 	return found, nil
 }
 
+var adminOps = map[string]bool{"create_topic": true, "delete_topic": true, "create_partitions": true,
+	"delete_records": true, "alter_config": true, "describe_config": true, "list_topics": true, "describe_cluster": true}
+
 func run(addrs []string, version sarama.KafkaVersion, client sarama.Client, admin sarama.ClusterAdmin, o op) (interface{}, error) {
+	if admin == nil && adminOps[o.Op] {
+		return nil, fmt.Errorf("no admin client at Kafka %s", version)
+	}
 	switch o.Op {
 	case "create_topic":
 		return nil, admin.CreateTopic(o.Topic, &sarama.TopicDetail{NumPartitions: o.Partitions, ReplicationFactor: 1, ConfigEntries: o.Config}, false)
@@ -249,12 +255,17 @@ func main() {
 		os.Exit(1)
 	}
 	defer client.Close()
-	admin, err := sarama.NewClusterAdmin(addrs, config(version))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "admin:", err)
-		os.Exit(1)
+	// Sarama's admin finds the controller, which Metadata names from v1 (Kafka 0.10) on: an older
+	// version's program has none, and its admin ops fail
+	var admin sarama.ClusterAdmin
+	if version.IsAtLeast(sarama.V0_10_0_0) {
+		admin, err = sarama.NewClusterAdmin(addrs, config(version))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "admin:", err)
+			os.Exit(1)
+		}
+		defer admin.Close()
 	}
-	defer admin.Close()
 	results := make([]outcome, len(req.Ops))
 	for i, o := range req.Ops {
 		result, err := run(addrs, version, client, admin, o)
