@@ -37,13 +37,12 @@ from seglog.broker.controller_channel_manager import ControllerChannelManager
 from seglog.client import connect
 from seglog.cluster import znodes
 from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
-from seglog.cluster.controller_channel import StopReplicaPartitionState, StopReplicaRequest, StopReplicaResponse
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
 from seglog.common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from seglog.errors import ErrorCode
 from seglog.protocol import ApiKey
-from seglog.protocol.message_data import MetadataRequestData
+from seglog.protocol.message_data import MetadataRequestData, StopReplicaRequestData, StopReplicaResponseData
 from seglog.tools.cluster import LocalCluster
 
 from .conftest import delivered, text, wait_until
@@ -452,20 +451,33 @@ def test_the_channel_resends_until_a_broker_answers(chroot: str, tmp_path: Path)
     """A request queued while its broker is down goes out once the broker serves, in order."""
     port = free_port()
     broker = znodes.BrokerRegistration(1, (znodes.EndPoint("PLAINTEXT", "127.0.0.1", port),), 0)
-    answers: list[tuple[int, StopReplicaResponse]] = []
+    answers: list[tuple[int, StopReplicaResponseData]] = []
     channel = ControllerChannelManager()
     channel.add_broker(broker)
     try:
         for index in (0, 1):
-            request = StopReplicaRequest(7, 0, -1, (StopReplicaPartitionState("gone", index, -1, True),))
+            request = StopReplicaRequestData(
+                controller_id=7,
+                controller_epoch=0,
+                topic_states=[
+                    StopReplicaRequestData.StopReplicaTopicState(
+                        topic_name="gone",
+                        partition_states=[
+                            StopReplicaRequestData.StopReplicaPartitionState(
+                                partition_index=index, leader_epoch=-1, delete_partition=True
+                            )
+                        ],
+                    )
+                ],
+            )
             channel.send(1, request, lambda b, r: answers.append((b, r)))
         with seglog.broker.start(str(tmp_path), port, {"zookeeper.connect": chroot, "broker.id": 1}):
             wait_until(lambda: len(answers) == 2, what="both answers")
     finally:
         channel.close()
-    assert [(b, list(r.partition_errors)) for b, r in answers] == [
-        (1, [znodes.TopicPartition("gone", 0)]),
-        (1, [znodes.TopicPartition("gone", 1)]),
+    assert [(b, [(e.topic_name, e.partition_index) for e in r.partition_errors]) for b, r in answers] == [
+        (1, [("gone", 0)]),
+        (1, [("gone", 1)]),
     ]
 
 
