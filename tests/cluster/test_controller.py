@@ -17,7 +17,8 @@ from seglog.cluster.controller_context import ControllerContext
 from seglog.cluster.partition_state_machine import update_leader_and_isr
 from seglog.cluster.state_machine import PartitionState, ReplicaState
 from seglog.cluster.zk_client import CreateOp, SetDataOp, ZkClient
-from seglog.cluster.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from seglog.cluster.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from seglog.common import TopicPartition
 from seglog.config import BrokerConfig
 from seglog.errors import (
     BrokerNotAvailableError,

@@ -27,6 +27,7 @@ from seglog.client import connect
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition
 from seglog.errors import ErrorCode
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import (
@@ -102,7 +103,7 @@ def create_topic(cluster: LocalCluster, topic: str, replicas: list[int]) -> None
 
 
 def state(zk: ZkClient, topic: str) -> znodes.LeaderAndIsr:
-    found = zk.get_partition_state(znodes.TopicPartition(topic, 0))
+    found = zk.get_partition_state(TopicPartition(topic, 0))
     assert found is not None
     return found.leader_and_isr
 
@@ -382,7 +383,7 @@ def test_requests_from_another_leader_epoch_are_fenced(hasty: LocalCluster) -> N
         create_topic(hasty, "epochs", [1, 2, 3])
         wait_until_led(hasty, zk, "epochs")
         assert state(zk, "epochs").leader_epoch == 0
-        reorder = {znodes.TopicPartition("epochs", 0): [1, 3, 2]}
+        reorder = {TopicPartition("epochs", 0): [1, 3, 2]}
         zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment(reorder))
         wait_until(lambda: zk.get(znodes.REASSIGN_PARTITIONS) is None, 60, "the reassignment done")
         epoch = state(zk, "epochs").leader_epoch
