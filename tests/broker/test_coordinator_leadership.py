@@ -16,6 +16,7 @@ from seglog.broker.admin import AdminManager
 from seglog.broker.controller_apis import ControllerApis
 from seglog.broker.group_metadata_manager import GroupMetadataManager
 from seglog.broker.metadata_cache import BrokerInfo, PartitionState
+from seglog.broker.partition import LeaderAndIsrPartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
 from seglog.broker.txn_apis import TxnApis
@@ -25,25 +26,14 @@ from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRe
 from seglog.protocol import ErrorCode
 from seglog.protocol.message_data import EndTxnRequestData, InitProducerIdRequestData, UpdateMetadataRequestData
 
+from .test_replica_manager_replication import _state
+
 IDS = {GROUP_METADATA_TOPIC: uuid.uuid4(), TRANSACTION_STATE_TOPIC: uuid.uuid4()}
 
 
-def state(topic: str, leader: int, epoch: int) -> dict[str, Any]:
+def state(topic: str, leader: int, epoch: int) -> LeaderAndIsrPartitionState:
     """LeaderAndIsr's partition 0 of ``topic``, replicated on brokers 0 and 1."""
-    isr = [leader]
-    return {
-        "topic_name": topic,
-        "partition_index": 0,
-        "controller_epoch": 1,
-        "leader": leader,
-        "leader_epoch": epoch,
-        "isr": isr,
-        "partition_epoch": epoch,
-        "replicas": [0, 1],
-        "adding_replicas": [],
-        "removing_replicas": [],
-        "is_new": False,
-    }
+    return _state(topic, leader, epoch, [leader], [0, 1])
 
 
 async def until(check: Callable[[], bool], what: str) -> None:

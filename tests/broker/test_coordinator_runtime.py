@@ -22,6 +22,8 @@ from seglog.errors import CorruptRecordError, ErrorCode, InvalidTopicError
 from seglog.records import build_batch
 from seglog.storage import PartitionLog
 
+from .test_replica_manager_replication import _state
+
 TOPIC = "__ledger"
 S = CoordinatorState
 
@@ -156,19 +158,7 @@ def test_a_partition_that_cannot_be_read_fails_and_is_not_coordinated(tmp_path: 
 
 def lead_or_follow(replicas: ReplicaManager, leader: int, epoch: int, topic_id: uuid.UUID) -> None:
     """The controller's LeaderAndIsr for partition 0 (replicas 0 and 1), and its UpdateMetadata."""
-    state = {
-        "topic_name": TOPIC,
-        "partition_index": 0,
-        "controller_epoch": 1,
-        "leader": leader,
-        "leader_epoch": epoch,
-        "isr": [leader],
-        "partition_epoch": epoch,
-        "replicas": [0, 1],
-        "adding_replicas": [],
-        "removing_replicas": [],
-        "is_new": False,
-    }
+    state = _state(TOPIC, leader, epoch, [leader], [0, 1])
     assert replicas.become_leader_or_follower(9, 1, [state], {TOPIC: topic_id}) == {(TOPIC, 0): ErrorCode.NONE}
     brokers = [BrokerInfo(0, "127.0.0.1", 9092), BrokerInfo(1, "127.0.0.1", 9093)]
     replicas.metadata.update_metadata(

@@ -28,6 +28,8 @@ from seglog.coordinator.offset_manager import (
 from seglog.protocol import ErrorCode
 from seglog.records import Compression, Record, build_batch
 
+from .test_replica_manager_replication import _state
+
 MINUTE = 60_000
 
 
@@ -253,19 +255,7 @@ def test_a_commit_waiting_for_its_replicas_holds_no_other_groups_append(tmp_path
         replicas = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
         groups = GroupMetadataManager(config, replicas, AdminManager(config, replicas).create_internal_topic)
         replicas.leadership_listeners.append(groups.on_leadership_change)
-        state = {
-            "topic_name": GROUP_METADATA_TOPIC,
-            "partition_index": 0,
-            "controller_epoch": 1,
-            "leader": 0,
-            "leader_epoch": 1,
-            "isr": [0, 1],
-            "partition_epoch": 1,
-            "replicas": [0, 1],
-            "adding_replicas": [],
-            "removing_replicas": [],
-            "is_new": True,
-        }
+        state = _state(GROUP_METADATA_TOPIC, 0, 1, [0, 1], [0, 1])
         assert replicas.become_leader_or_follower(9, 1, [state], {GROUP_METADATA_TOPIC: uuid.uuid4()}) == {
             (GROUP_METADATA_TOPIC, 0): ErrorCode.NONE
         }

@@ -15,32 +15,40 @@ from collections.abc import Callable
 import pytest
 
 from seglog.client import AsyncConnection, BlockingConnection
-from seglog.errors import InvalidRequestError, InvalidResponseError
+from seglog.errors import ErrorCode, InvalidRequestError, InvalidResponseError
 from seglog.protocol import ApiKey, encode_response, supported_versions
 from seglog.protocol.connection import API_VERSIONS_VERSION
-from seglog.protocol.message_data import MetadataRequestData
+from seglog.protocol.message_data import ApiVersionsResponseData, MetadataRequestData, MetadataResponseData
 
 Answer = Callable[[int], bytes]  # a request's correlation id -> the bytes the peer sends back
 
 
-def _frame(api_key: ApiKey, version: int, correlation_id: int, body: dict) -> bytes:
+def _frame(
+    api_key: ApiKey, version: int, correlation_id: int, body: ApiVersionsResponseData | MetadataResponseData
+) -> bytes:
     return b"".join(bytes(p) for p in encode_response(api_key, version, correlation_id, body))
 
 
 def _api_versions(correlation_id: int) -> bytes:
     keys = [ApiKey.API_VERSIONS, ApiKey.METADATA]
-    ranges = [{"api_key": k, "min_version": 0, "max_version": supported_versions(k)[1]} for k in keys]
-    return _frame(ApiKey.API_VERSIONS, API_VERSIONS_VERSION, correlation_id, {"error_code": 0, "api_keys": ranges})
+    ranges = [
+        ApiVersionsResponseData.ApiVersion(api_key=k, min_version=0, max_version=supported_versions(k)[1]) for k in keys
+    ]
+    body = ApiVersionsResponseData(error_code=ErrorCode.NONE, api_keys=ranges)
+    return _frame(ApiKey.API_VERSIONS, API_VERSIONS_VERSION, correlation_id, body)
 
 
 def _cut_short(correlation_id: int) -> bytes:
-    body = _frame(ApiKey.METADATA, 1, correlation_id, {})[4:-3]  # the topics' count cut
+    body = _frame(ApiKey.METADATA, 1, correlation_id, MetadataResponseData())[4:-3]  # the topics' count cut
     return struct.pack(">i", len(body)) + body
 
 
 BAD_ANSWERS: dict[str, tuple[Answer, str]] = {
     "size": (lambda _: struct.pack(">i", -5), "invalid frame size"),
-    "correlation": (lambda c: _frame(ApiKey.METADATA, 1, c + 1, {}), "response to METADATA .* came with"),
+    "correlation": (
+        lambda c: _frame(ApiKey.METADATA, 1, c + 1, MetadataResponseData()),
+        "response to METADATA .* came with",
+    ),
     "cut short": (_cut_short, "METADATA v1 response"),
 }
 

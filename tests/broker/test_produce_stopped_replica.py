@@ -16,21 +16,7 @@ from seglog.protocol import ErrorCode
 from seglog.records import Record
 from seglog.records.batch import build_batch
 
-
-def _state(leader: int, epoch: int, isr: list[int]) -> dict:
-    return {
-        "topic_name": "t",
-        "partition_index": 0,
-        "controller_epoch": 1,
-        "leader": leader,
-        "leader_epoch": epoch,
-        "isr": isr,
-        "partition_epoch": epoch,
-        "replicas": [0, 1],
-        "adding_replicas": [],
-        "removing_replicas": [],
-        "is_new": True,
-    }
+from .test_replica_manager_replication import _state
 
 
 def test_a_partition_stopped_during_an_acks_all_append_is_not_acknowledged(tmp_path) -> None:
@@ -40,7 +26,9 @@ def test_a_partition_stopped_during_an_acks_all_append_is_not_acknowledged(tmp_p
         rm = ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
         await rm.startup()
         try:
-            assert rm.become_leader_or_follower(1, 1, [_state(0, 1, [0, 1])], {"t": uuid.uuid4()}) == {("t", 0): 0}
+            assert rm.become_leader_or_follower(1, 1, [_state("t", 0, 1, [0, 1], [0, 1])], {"t": uuid.uuid4()}) == {
+                ("t", 0): 0
+            }
             append_all = rm._append_all
 
             def append_then_stop(*args: object) -> object:  # StopReplica lands as the append ends

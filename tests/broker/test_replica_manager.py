@@ -10,13 +10,16 @@ import uuid
 
 import pytest
 
-from seglog.broker.metadata_cache import BrokerInfo, topic_uuid
+from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
+from seglog.cluster.znodes import topic_uuid
 from seglog.errors import InvalidPartitionsError
 from seglog.records import Record
 from seglog.records.batch import build_batch
 from seglog.records.control import end_transaction_marker
+
+from .test_replica_manager_replication import _state
 
 
 def _manager(path: str, **config: object) -> ReplicaManager:
@@ -249,29 +252,14 @@ def test_an_inline_append_at_acks_all_waits_for_other_replicas(tmp_path) -> None
     nothing is written inline, and the caller's ``append_records`` waits for it."""
     config = {"broker.id": 0, "zookeeper.connect": "127.0.0.1:1"}  # a cluster's broker, no controller
 
-    def leader_and_isr(isr: list[int], epoch: int) -> dict[str, object]:
-        return {
-            "topic_name": "c",
-            "partition_index": 0,
-            "controller_epoch": 1,
-            "leader": 0,
-            "leader_epoch": epoch,
-            "isr": isr,
-            "partition_epoch": epoch,
-            "replicas": [0, 1],
-            "adding_replicas": [],
-            "removing_replicas": [],
-            "is_new": False,
-        }
-
     async def scenario() -> None:
         rm = _manager(str(tmp_path), **config)
         try:
             ids = {"c": uuid.uuid4()}
-            assert rm.become_leader_or_follower(9, 1, [leader_and_isr([0, 1], 1)], ids) == {("c", 0): 0}
+            assert rm.become_leader_or_follower(9, 1, [_state("c", 0, 1, [0, 1], [0, 1])], ids) == {("c", 0): 0}
             assert rm.try_append_inline(("c", 0), _batch(1), acks=-1) is None
             assert rm.try_append_inline(("c", 0), _batch(1)).base_offset == 0  # acks=1 waits for nobody
-            assert rm.become_leader_or_follower(9, 1, [leader_and_isr([0], 2)], ids) == {("c", 0): 0}
+            assert rm.become_leader_or_follower(9, 1, [_state("c", 0, 2, [0], [0, 1])], ids) == {("c", 0): 0}
             assert rm.try_append_inline(("c", 0), _batch(1), acks=-1).base_offset == 1
             assert rm.partition("c", 0).high_watermark == 2
         finally:

@@ -12,6 +12,7 @@ import uuid
 from seglog.broker.alter_partition_manager import IsrChange, IsrChangeResult
 from seglog.broker.apis import KafkaApis
 from seglog.broker.metadata_cache import BrokerInfo, PartitionState
+from seglog.broker.partition import LeaderAndIsrPartitionState
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_fetcher import truncation_offset
 from seglog.broker.replica_manager import FetchRequestPartition, ListOffsetsPartition, ReplicaManager
@@ -30,20 +31,18 @@ def _manager(path: str, **overrides: object) -> ReplicaManager:
     return ReplicaManager(config, BrokerInfo(0, "127.0.0.1", 9092))
 
 
-def _state(topic: str, leader: int, epoch: int, isr: list[int], replicas: list[int]) -> dict:
-    return {
-        "topic_name": topic,
-        "partition_index": 0,
-        "controller_epoch": 1,
-        "leader": leader,
-        "leader_epoch": epoch,
-        "isr": isr,
-        "partition_epoch": epoch,
-        "replicas": replicas,
-        "adding_replicas": [],
-        "removing_replicas": [],
-        "is_new": True,
-    }
+def _state(topic: str, leader: int, epoch: int, isr: list[int], replicas: list[int]) -> LeaderAndIsrPartitionState:
+    """LeaderAndIsr's state of partition 0 of ``topic``, its partition epoch the leader epoch."""
+    return LeaderAndIsrPartitionState(
+        topic_name=topic,
+        partition_index=0,
+        controller_epoch=1,
+        leader=leader,
+        leader_epoch=epoch,
+        isr=isr,
+        partition_epoch=epoch,
+        replicas=replicas,
+    )
 
 
 def _batch(n: int) -> memoryview:

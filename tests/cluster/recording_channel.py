@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import overload
 
 from seglog.cluster.controller_channel import (
     ControllerRequest,
-    LeaderAndIsrRequest,
-    StopReplicaRequest,
-    StopReplicaResponse,
-    UpdateMetadataRequest,
+    LeaderAndIsrPartitionState,
+    StopReplicaPartitionState,
+    UpdateMetadataPartitionState,
 )
-from seglog.cluster.znodes import BrokerRegistration, TopicPartition
+from seglog.cluster.znodes import BrokerRegistration
+from seglog.errors import ErrorCode
+from seglog.protocol.message_data import (
+    LeaderAndIsrRequestData,
+    StopReplicaRequestData,
+    StopReplicaResponseData,
+    UpdateMetadataRequestData,
+)
 
 
 class RecordingChannel:
@@ -38,15 +45,21 @@ class RecordingChannel:
         self,
         broker_id: int,
         request: ControllerRequest,
-        on_response: Callable[[int, StopReplicaResponse], None] | None = None,
+        on_response: Callable[[int, StopReplicaResponseData], None] | None = None,
     ) -> None:
         with self._lock:
             if broker_id not in self.brokers:
                 return
             self.sent.append((broker_id, request))
-        if on_response is not None and isinstance(request, StopReplicaRequest):
-            errors = {TopicPartition(s.topic, s.partition): 0 for s in request.partition_states}
-            on_response(broker_id, StopReplicaResponse(0, errors))
+        if on_response is not None and isinstance(request, StopReplicaRequestData):
+            errors = [
+                StopReplicaResponseData.StopReplicaPartitionError(
+                    topic_name=t.topic_name, partition_index=s.partition_index, error_code=ErrorCode.NONE
+                )
+                for t in request.topic_states
+                for s in t.partition_states
+            ]
+            on_response(broker_id, StopReplicaResponseData(error_code=ErrorCode.NONE, partition_errors=errors))
 
     def take(self) -> list[tuple[int, ControllerRequest]]:
         """What was sent since the last take."""
@@ -55,13 +68,26 @@ class RecordingChannel:
             return sent
 
 
-def leader_and_isr(sent: list[tuple[int, ControllerRequest]]) -> list[tuple[int, LeaderAndIsrRequest]]:
-    return [(b, r) for b, r in sent if isinstance(r, LeaderAndIsrRequest)]
+def leader_and_isr(sent: list[tuple[int, ControllerRequest]]) -> list[tuple[int, LeaderAndIsrRequestData]]:
+    return [(b, r) for b, r in sent if isinstance(r, LeaderAndIsrRequestData)]
 
 
-def update_metadata(sent: list[tuple[int, ControllerRequest]]) -> list[tuple[int, UpdateMetadataRequest]]:
-    return [(b, r) for b, r in sent if isinstance(r, UpdateMetadataRequest)]
+def update_metadata(sent: list[tuple[int, ControllerRequest]]) -> list[tuple[int, UpdateMetadataRequestData]]:
+    return [(b, r) for b, r in sent if isinstance(r, UpdateMetadataRequestData)]
 
 
-def stop_replica(sent: list[tuple[int, ControllerRequest]]) -> list[tuple[int, StopReplicaRequest]]:
-    return [(b, r) for b, r in sent if isinstance(r, StopReplicaRequest)]
+def stop_replica(sent: list[tuple[int, ControllerRequest]]) -> list[tuple[int, StopReplicaRequestData]]:
+    return [(b, r) for b, r in sent if isinstance(r, StopReplicaRequestData)]
+
+
+@overload
+def partition_states(request: LeaderAndIsrRequestData) -> list[LeaderAndIsrPartitionState]: ...
+@overload
+def partition_states(request: UpdateMetadataRequestData) -> list[UpdateMetadataPartitionState]: ...
+@overload
+def partition_states(request: StopReplicaRequestData) -> list[StopReplicaPartitionState]: ...
+def partition_states(
+    request: ControllerRequest,
+) -> list[LeaderAndIsrPartitionState] | list[UpdateMetadataPartitionState] | list[StopReplicaPartitionState]:
+    """The request's partition states, topic after topic (Kafka's ``partitionStates()``)."""
+    return [s for t in request.topic_states for s in t.partition_states]  # type: ignore[return-value]

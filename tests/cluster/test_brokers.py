@@ -37,13 +37,20 @@ from seglog.broker.controller_channel_manager import ControllerChannelManager
 from seglog.client import connect
 from seglog.cluster import znodes
 from seglog.cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
-from seglog.cluster.controller_channel import StopReplicaPartitionState, StopReplicaRequest, StopReplicaResponse
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
 from seglog.common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from seglog.errors import ErrorCode
 from seglog.protocol import ApiKey
-from seglog.protocol.message_data import MetadataRequestData
+from seglog.protocol.message_data import (
+    FetchRequestData,
+    FetchResponseData,
+    MetadataRequestData,
+    MetadataResponseData,
+    StopReplicaRequestData,
+    StopReplicaResponseData,
+    UpdateMetadataRequestData,
+)
 from seglog.tools.cluster import LocalCluster
 
 from .conftest import delivered, text, wait_until
@@ -84,56 +91,42 @@ def zk(cluster: LocalCluster) -> Iterator[ZkClient]:
         yield client
 
 
-def metadata(address: str, topics: list[str] | None = None) -> dict[str, Any]:
+def metadata(address: str, topics: list[str] | None = None) -> MetadataResponseData:
     with connect(address, timeout=10) as client:
-        body = {
-            "topics": None if topics is None else [{"name": t} for t in topics],
-            "allow_auto_topic_creation": False,
-            "include_topic_authorized_operations": False,
-        }
-        return client.request(ApiKey.METADATA, body, version=12)
+        body = MetadataRequestData(
+            topics=None if topics is None else [MetadataRequestData.MetadataRequestTopic(name=t) for t in topics],
+            allow_auto_topic_creation=False,
+        )
+        answer: MetadataResponseData = client.request(ApiKey.METADATA, body, version=12)
+        return answer
 
 
 def partitions(address: str, topic: str = TOPIC) -> dict[int, tuple[int, tuple[int, ...], tuple[int, ...]]]:
     """partition -> (leader, replicas, isr) as one broker tells clients."""
-    found = [t for t in metadata(address)["topics"] if t["name"] == topic]
+    found = [t for t in metadata(address).topics if t.name == topic]
     if not found:
         return {}
-    return {
-        p["partition_index"]: (p["leader_id"], tuple(p["replica_nodes"]), tuple(p["isr_nodes"]))
-        for p in found[0]["partitions"]
-    }
+    return {p.partition_index: (p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes)) for p in found[0].partitions}
 
 
 def fetch_error(address: str, topic: str, partition: int) -> int:
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 1,
-        "max_bytes": 1 << 20,
-        "isolation_level": 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {
-                        "partition": partition,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": 0,
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": 1 << 20,
-                    }
+    body = FetchRequestData(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        topics=[
+            FetchRequestData.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequestData.FetchPartition(partition=partition, fetch_offset=0, partition_max_bytes=1 << 20)
                 ],
-            }
+            )
         ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+    )
     with connect(address, timeout=10) as client:
-        return int(client.request(ApiKey.FETCH, body, version=12)["responses"][0]["partitions"][0]["error_code"])
+        answer: FetchResponseData = client.request(ApiKey.FETCH, body, version=12)
+        return answer.responses[0].partitions[0].error_code
 
 
 def live(cluster: LocalCluster) -> list[str]:
@@ -194,9 +187,9 @@ def test_a_topic_is_assigned_by_the_controller_and_served_by_its_leaders(cluster
     controller = zk.get_controller_id()
     for address in live(cluster):
         answer = metadata(address)
-        assert answer["controller_id"] == controller
-        assert answer["cluster_id"] == zk.get_cluster_id()
-        assert sorted(b["node_id"] for b in answer["brokers"]) == [1, 2, 3]
+        assert answer.controller_id == controller
+        assert answer.cluster_id == zk.get_cluster_id()
+        assert sorted(b.node_id for b in answer.brokers) == [1, 2, 3]
 
     produce_and_consume(cluster, 60, "first")
     leader, replicas, _ = state[0]
@@ -209,13 +202,12 @@ def test_a_request_of_an_older_controller_or_broker_epoch_is_refused(cluster: Lo
     epoch = zk.get_controller_epoch()[0]  # type: ignore[index]
     broker = cluster.brokers[2]
     czxid = zk.get(znodes.broker_path(2))[1].czxid  # type: ignore[index]
-    body = {"controller_id": 1, "topic_states": [], "live_brokers": []}
     with connect(broker.address, timeout=10) as client:
-        older = {**body, "controller_epoch": epoch - 1, "broker_epoch": czxid}
-        assert client.request(ApiKey.UPDATE_METADATA, older, version=7)["error_code"] == STALE_CONTROLLER_EPOCH
-        stale = {**body, "controller_epoch": epoch, "broker_epoch": czxid - 1}
-        assert client.request(ApiKey.UPDATE_METADATA, stale, version=7)["error_code"] == STALE_BROKER_EPOCH
-    assert sorted(b["node_id"] for b in metadata(broker.address)["brokers"]) == [1, 2, 3]  # nothing changed
+        older = UpdateMetadataRequestData(controller_id=1, controller_epoch=epoch - 1, broker_epoch=czxid)
+        assert client.request(ApiKey.UPDATE_METADATA, older, version=7).error_code == STALE_CONTROLLER_EPOCH
+        stale = UpdateMetadataRequestData(controller_id=1, controller_epoch=epoch, broker_epoch=czxid - 1)
+        assert client.request(ApiKey.UPDATE_METADATA, stale, version=7).error_code == STALE_BROKER_EPOCH
+    assert sorted(b.node_id for b in metadata(broker.address).brokers) == [1, 2, 3]  # nothing changed
 
 
 def test_the_controller_fails_over_and_its_broker_comes_back_as_a_follower(cluster: LocalCluster, zk: ZkClient) -> None:
@@ -271,7 +263,7 @@ def test_a_paused_broker_loses_its_registration_and_gets_it_back(cluster: LocalC
         wait_until(lambda: zk.get(znodes.broker_path(paused)) is None, what="the session to expire")
 
         def told() -> bool:
-            return paused not in [b["node_id"] for b in metadata(cluster.brokers[other].address)["brokers"]]
+            return paused not in [b.node_id for b in metadata(cluster.brokers[other].address).brokers]
 
         wait_until(told, what="the others to be told")
     finally:
@@ -279,7 +271,7 @@ def test_a_paused_broker_loses_its_registration_and_gets_it_back(cluster: LocalC
     wait_until(lambda: zk.get(znodes.broker_path(paused)) is not None, what="the registration back")
     assert zk.get(znodes.broker_path(paused))[1].czxid > czxid  # type: ignore[index]
     wait_until(
-        lambda: paused in [b["node_id"] for b in metadata(cluster.brokers[other].address)["brokers"]],
+        lambda: paused in [b.node_id for b in metadata(cluster.brokers[other].address).brokers],
         what="the others to see it back",
     )
 
@@ -334,9 +326,11 @@ def test_topic_configs_and_partitions_change_through_zookeeper(cluster: LocalClu
 def test_metadata_creates_a_topic_through_the_controller(cluster: LocalCluster, zk: ZkClient) -> None:
     def created() -> bool:
         with connect(cluster.brokers[2].address, timeout=10) as client:
-            body = {"topics": [{"name": "auto"}], "allow_auto_topic_creation": True}
-            topic = client.request(ApiKey.METADATA, body, version=12)["topics"][0]
-        return topic["error_code"] == 0 and len(topic["partitions"]) == 1  # num.partitions
+            body = MetadataRequestData(
+                topics=[MetadataRequestData.MetadataRequestTopic(name="auto")], allow_auto_topic_creation=True
+            )
+            topic = client.request(ApiKey.METADATA, body, version=12).topics[0]
+        return bool(topic.error_code == ErrorCode.NONE and len(topic.partitions) == 1)  # num.partitions
 
     wait_until(created, what="the topic made on demand")
     assert zk.get_topic("auto") is not None
@@ -452,20 +446,33 @@ def test_the_channel_resends_until_a_broker_answers(chroot: str, tmp_path: Path)
     """A request queued while its broker is down goes out once the broker serves, in order."""
     port = free_port()
     broker = znodes.BrokerRegistration(1, (znodes.EndPoint("PLAINTEXT", "127.0.0.1", port),), 0)
-    answers: list[tuple[int, StopReplicaResponse]] = []
+    answers: list[tuple[int, StopReplicaResponseData]] = []
     channel = ControllerChannelManager()
     channel.add_broker(broker)
     try:
         for index in (0, 1):
-            request = StopReplicaRequest(7, 0, -1, (StopReplicaPartitionState("gone", index, -1, True),))
+            request = StopReplicaRequestData(
+                controller_id=7,
+                controller_epoch=0,
+                topic_states=[
+                    StopReplicaRequestData.StopReplicaTopicState(
+                        topic_name="gone",
+                        partition_states=[
+                            StopReplicaRequestData.StopReplicaPartitionState(
+                                partition_index=index, leader_epoch=-1, delete_partition=True
+                            )
+                        ],
+                    )
+                ],
+            )
             channel.send(1, request, lambda b, r: answers.append((b, r)))
         with seglog.broker.start(str(tmp_path), port, {"zookeeper.connect": chroot, "broker.id": 1}):
             wait_until(lambda: len(answers) == 2, what="both answers")
     finally:
         channel.close()
-    assert [(b, list(r.partition_errors)) for b, r in answers] == [
-        (1, [znodes.TopicPartition("gone", 0)]),
-        (1, [znodes.TopicPartition("gone", 1)]),
+    assert [(b, [(e.topic_name, e.partition_index) for e in r.partition_errors]) for b, r in answers] == [
+        (1, [("gone", 0)]),
+        (1, [("gone", 1)]),
     ]
 
 

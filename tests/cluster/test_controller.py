@@ -17,7 +17,8 @@ from seglog.cluster.controller_context import ControllerContext
 from seglog.cluster.partition_state_machine import update_leader_and_isr
 from seglog.cluster.state_machine import PartitionState, ReplicaState
 from seglog.cluster.zk_client import CreateOp, SetDataOp, ZkClient
-from seglog.cluster.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch, TopicPartition
+from seglog.cluster.znodes import LeaderAndIsr, LeaderIsrAndControllerEpoch
+from seglog.common import TopicPartition
 from seglog.config import BrokerConfig
 from seglog.errors import (
     BrokerNotAvailableError,
@@ -28,7 +29,7 @@ from seglog.errors import (
 )
 
 from .conftest import expire_session, wait_until
-from .recording_channel import RecordingChannel, leader_and_isr, stop_replica, update_metadata
+from .recording_channel import RecordingChannel, leader_and_isr, partition_states, stop_replica, update_metadata
 from .test_zk_client import registration
 
 T0, T1, T2 = (TopicPartition("orders", p) for p in range(3))
@@ -154,18 +155,18 @@ def test_topic_creation_brings_partitions_online(cluster: Cluster) -> None:
     for broker_id, request in requests:
         assert (request.controller_id, request.controller_epoch) == (1, 1)
         assert request.broker_epoch == cluster.brokers[broker_id].get(znodes.broker_path(broker_id))[1].czxid  # type: ignore[index]
-        assert [(s.partition, s.leader, s.leader_epoch, s.is_new) for s in request.partition_states] == [
+        assert [(s.partition_index, s.leader, s.leader_epoch, s.is_new) for s in partition_states(request)] == [
             (0, 1, 0, True),
             (1, 2, 0, True),
             (2, 3, 0, True),
         ]
-        assert request.topic_ids == {"orders": topic_id}
+        assert {t.topic_name: t.topic_id for t in request.topic_states} == {"orders": znodes.topic_uuid(topic_id or "")}
         assert [b.broker_id for b in request.live_leaders] == [1, 2, 3]
     metadata = update_metadata(sent)
     assert sorted(b for b, _ in metadata) == [1, 2, 3]
     assert [b for b, _ in sent].count(1) == 2  # the partitions' states went out in one batch
-    assert {(s.partition, s.leader) for s in metadata[0][1].partition_states} == {(0, 1), (1, 2), (2, 3)}
-    assert [b.broker_id for b in metadata[0][1].live_brokers] == [1, 2, 3]
+    assert {(s.partition_index, s.leader) for s in partition_states(metadata[0][1])} == {(0, 1), (1, 2), (2, 3)}
+    assert [b.id for b in metadata[0][1].live_brokers] == [1, 2, 3]
 
     with pytest.raises(TopicExistsError):
         create_orders(cluster)
@@ -223,10 +224,10 @@ def test_broker_failure_and_return(cluster: Cluster) -> None:
     assert controller.partition_state(T0) is PartitionState.ONLINE
     sent = channel.take()
     assert all(b in (2, 3) for b, _ in sent)  # nothing to the dead broker
-    states = {(b, s.partition): (s.leader, s.isr) for b, r in leader_and_isr(sent) for s in r.partition_states}
-    assert states[(2, 0)] == states[(3, 0)] == (2, (2, 3))
-    assert states[(3, 2)] == (3, (3, 2))
-    assert {b.broker_id for _, r in update_metadata(sent) for b in r.live_brokers} == {2, 3}
+    states = {(b, s.partition_index): (s.leader, s.isr) for b, r in leader_and_isr(sent) for s in partition_states(r)}
+    assert states[(2, 0)] == states[(3, 0)] == (2, [2, 3])
+    assert states[(3, 2)] == (3, [3, 2])
+    assert {b.id for _, r in update_metadata(sent) for b in r.live_brokers} == {2, 3}
     assert not stop_replica(sent)  # StopReplica to the dead broker is dropped
 
     # it comes back: its replicas are Online again, it hears the partitions' states; leaders stay
@@ -237,15 +238,15 @@ def test_broker_failure_and_return(cluster: Cluster) -> None:
     sent = channel.take()
     to_1 = [r for b, r in leader_and_isr(sent) if b == 1]
     assert len(to_1) == 1
-    assert [(s.partition, s.leader, s.isr, s.is_new) for s in to_1[0].partition_states] == [
-        (0, 2, (2, 3), False),
-        (1, 2, (2, 3), False),
-        (2, 3, (3, 2), False),
+    assert [(s.partition_index, s.leader, s.isr, s.is_new) for s in partition_states(to_1[0])] == [
+        (0, 2, [2, 3], False),
+        (1, 2, [2, 3], False),
+        (2, 3, [3, 2], False),
     ]
     # the others hear of the new broker, the new one of every partition; then the batch of its replicas
     metadata = update_metadata(sent)
-    assert [(b, len(r.partition_states)) for b, r in metadata[:3]] == [(2, 0), (3, 0), (1, 3)]
-    assert all([b.broker_id for b in r.live_brokers] == [1, 2, 3] for _, r in metadata)
+    assert [(b, len(partition_states(r))) for b, r in metadata[:3]] == [(2, 0), (3, 0), (1, 3)]
+    assert all([b.id for b in r.live_brokers] == [1, 2, 3] for _, r in metadata)
     assert sorted(b for b, _ in metadata[3:]) == [1, 2, 3]
     assert lai(cluster.state(T0)) == (2, 1, (2, 3), 1)  # the ISR grows back by the leader, not the controller
 
@@ -345,10 +346,10 @@ def test_failover_to_another_candidate(cluster: Cluster, chroot: str) -> None:
     sent = cluster.channels[2].take()
     requests = leader_and_isr(sent)
     assert sorted(b for b, _ in requests) == [1, 2, 3]
-    assert all(r.controller_epoch == 2 and len(r.partition_states) == 3 for _, r in requests)
-    assert all(not s.is_new and s.leader_epoch == 0 for _, r in requests for s in r.partition_states)
+    assert all(r.controller_epoch == 2 and len(partition_states(r)) == 3 for _, r in requests)
+    assert all(not s.is_new and s.leader_epoch == 0 for _, r in requests for s in partition_states(r))
     # UpdateMetadata first with the live brokers only (Kafka's onControllerFailover), then with the partitions
-    assert [(b, len(r.partition_states)) for b, r in update_metadata(sent)] == [
+    assert [(b, len(partition_states(r))) for b, r in update_metadata(sent)] == [
         (1, 0),
         (2, 0),
         (3, 0),
@@ -410,7 +411,7 @@ def test_alter_partition(cluster: Cluster) -> None:
     assert lai(cluster.state(T0)) == (1, 0, (1, 2), 1)
     metadata = update_metadata(cluster.channels[1].take())
     assert sorted(b for b, _ in metadata) == [1, 2, 3]
-    assert [(s.partition, s.isr, s.partition_epoch) for s in metadata[0][1].partition_states] == [(0, (1, 2), 1)]
+    assert [(s.partition_index, s.isr, s.zk_version) for s in partition_states(metadata[0][1])] == [(0, [1, 2], 1)]
     # the same change again is answered with the state as it is; stale epochs and dead brokers are refused
     again = controller.alter_partition(1, epoch1, {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=0)})
     assert again == {T0: LeaderAndIsr(1, 0, (1, 2), partition_epoch=1)}
@@ -455,7 +456,7 @@ def test_preferred_replica_election_znode(cluster: Cluster) -> None:
     assert lai(cluster.state(T1))[:2] == (2, 1)  # already led by its preferred replica: untouched
     requests = leader_and_isr(cluster.channels[1].take())
     assert sorted(b for b, _ in requests) == [1, 2, 3]
-    assert all([(s.partition, s.leader) for s in r.partition_states] == [(0, 1)] for _, r in requests)
+    assert all([(s.partition_index, s.leader) for s in partition_states(r)] == [(0, 1)] for _, r in requests)
 
 
 def test_auto_leader_rebalance(cluster: Cluster) -> None:
@@ -493,7 +494,7 @@ def test_controlled_shutdown(cluster: Cluster) -> None:
     sent = cluster.channels[3].take()
     stops = stop_replica(sent)
     assert [b for b, _ in stops] == [1]
-    assert [(s.partition, s.delete_partition) for s in stops[0][1].partition_states] == [(1, False), (2, False)]
+    assert [(s.partition_index, s.delete_partition) for s in partition_states(stops[0][1])] == [(1, False), (2, False)]
     assert all(r.controller_epoch == 1 for _, r in sent)
     # broker 2 fails next: broker 3, the last of the ISR, leads
     cluster.stop_broker(2)
@@ -523,9 +524,9 @@ def test_topic_deletion(cluster: Cluster) -> None:
     sent = cluster.channels[1].take()
     # every broker hears leader -2, then each replica is stopped and then deleted
     first = update_metadata(sent)[0][1]
-    assert {(s.partition, s.leader) for s in first.partition_states} == {(0, -2), (1, -2), (2, -2)}
+    assert {(s.partition_index, s.leader) for s in partition_states(first)} == {(0, -2), (1, -2), (2, -2)}
     stops = [
-        (b, [(s.partition, s.leader_epoch, s.delete_partition) for s in r.partition_states])
+        (b, [(s.partition_index, s.leader_epoch, s.delete_partition) for s in partition_states(r)])
         for b, r in stop_replica(sent)
     ]
     for broker_id in (1, 2, 3):
@@ -551,7 +552,7 @@ def test_topic_deletion_waits_for_a_dead_replica(cluster: Cluster) -> None:
     cluster.start_brokers(3)
     wait_until(lambda: orders_znodes(cluster) == [False, False, False], what="the topic's znodes to go")
     controller.wait_for_events()
-    deletes = [b for b, r in stop_replica(cluster.channels[1].take()) if r.partition_states[0].delete_partition]
+    deletes = [b for b, r in stop_replica(cluster.channels[1].take()) if partition_states(r)[0].delete_partition]
     assert deletes == [3]
 
 
@@ -586,13 +587,13 @@ def test_partition_reassignment(cluster: Cluster) -> None:
     cluster.channels[1].take()
     reassignment_of_partition_0(cluster, controller)
     requests = leader_and_isr(cluster.channels[1].take())
-    assert {b: (r.partition_states[0].replicas, r.partition_states[0].is_new) for b, r in requests} == {
-        1: ((2, 3, 4, 1), False),
-        2: ((2, 3, 4, 1), False),
-        3: ((2, 3, 4, 1), False),
-        4: ((2, 3, 4, 1), True),
+    assert {b: (partition_states(r)[0].replicas, partition_states(r)[0].is_new) for b, r in requests} == {
+        1: ([2, 3, 4, 1], False),
+        2: ([2, 3, 4, 1], False),
+        3: ([2, 3, 4, 1], False),
+        4: ([2, 3, 4, 1], True),
     }
-    assert requests[0][1].partition_states[0].adding_replicas == (4,)
+    assert partition_states(requests[0][1])[0].adding_replicas == [4]
 
     # broker 4 caught up: the leader adds it to the ISR, and the reassignment completes
     expand_isr(cluster, controller, T0, (1, 2, 3, 4))
@@ -606,13 +607,15 @@ def test_partition_reassignment(cluster: Cluster) -> None:
     assert controller.replica_state(T0, 1) is ReplicaState.NON_EXISTENT
     assert controller.replica_state(T0, 4) is ReplicaState.ONLINE
     sent = cluster.channels[1].take()
-    assert [(s.partition, s.delete_partition) for b, r in stop_replica(sent) if b == 1 for s in r.partition_states] == [
+    assert [
+        (s.partition_index, s.delete_partition) for b, r in stop_replica(sent) if b == 1 for s in partition_states(r)
+    ] == [
         (0, False),
         (0, True),
     ]
-    assert {(s.leader, s.replicas) for _, r in update_metadata(sent)[-1:] for s in r.partition_states} == {
-        (2, (2, 3, 4))
-    }
+    assert [(s.leader, s.replicas) for _, r in update_metadata(sent)[-1:] for s in partition_states(r)] == [
+        (2, [2, 3, 4])
+    ]
 
 
 def test_a_new_controller_resumes_a_reassignment(cluster: Cluster, chroot: str) -> None:
@@ -627,8 +630,8 @@ def test_a_new_controller_resumes_a_reassignment(cluster: Cluster, chroot: str) 
     # it read the reassignment from the topic znode and goes on with it: the leader epoch up again, the new
     # replica told it is new
     assert lai(cluster.state(T0))[:3] == (1, 2, (1, 2, 3))
-    to_4 = [r.partition_states[0] for b, r in leader_and_isr(cluster.channels[2].take()) if b == 4]
-    assert [(s.leader_epoch, s.adding_replicas, s.is_new) for s in to_4][-1] == (2, (4,), True)
+    to_4 = [partition_states(r)[0] for b, r in leader_and_isr(cluster.channels[2].take()) if b == 4]
+    assert [(s.leader_epoch, s.adding_replicas, s.is_new) for s in to_4][-1] == (2, [4], True)
     expand_isr(cluster, second, T0, (1, 2, 3, 4))
     wait_until(lambda: cluster.zk.get(znodes.REASSIGN_PARTITIONS) is None, what="the reassignment to complete")
     second.wait_for_events()

@@ -31,6 +31,7 @@ from kazoo.client import KazooClient
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition
 from seglog.tools.cluster import LocalCluster
 
 from .conftest import wait_until
@@ -91,7 +92,7 @@ class IdempotentWriter(Client):
 
 
 def leader_and_isr(zk: ZkClient, topic: str, partition: int) -> znodes.LeaderAndIsr:
-    found = zk.get_partition_state(znodes.TopicPartition(topic, partition))
+    found = zk.get_partition_state(TopicPartition(topic, partition))
     assert found is not None
     return found.leader_and_isr
 

@@ -16,6 +16,7 @@ import pytest
 
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
+from seglog.common import TopicPartition
 
 from .conftest import expire_session, wait_until
 from .test_controller import T0, T1, Cluster, expand_isr, start_with_orders
@@ -28,7 +29,7 @@ def cluster(clients: Callable[..., ZkClient]) -> Iterator[Cluster]:
     made.stop()
 
 
-def requested(cluster: Cluster) -> dict[znodes.TopicPartition, tuple[int, ...]] | None:
+def requested(cluster: Cluster) -> dict[TopicPartition, tuple[int, ...]] | None:
     found = cluster.zk.get(znodes.REASSIGN_PARTITIONS)
     return None if found is None else znodes.decode_reassignment(found[0])
 

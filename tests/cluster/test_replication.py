@@ -27,7 +27,19 @@ from seglog.client import connect
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition
+from seglog.errors import ErrorCode
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import (
+    DeleteRecordsRequestData,
+    DeleteRecordsResponseData,
+    FetchRequestData,
+    ListOffsetsRequestData,
+    ListOffsetsResponseData,
+    OffsetForLeaderEpochRequestData,
+    ProduceRequestData,
+    ProduceResponseData,
+)
 from seglog.records import Record
 from seglog.records.batch import build_batch
 from seglog.tools.cluster import BrokerProcess, LocalCluster
@@ -91,7 +103,7 @@ def create_topic(cluster: LocalCluster, topic: str, replicas: list[int]) -> None
 
 
 def state(zk: ZkClient, topic: str) -> znodes.LeaderAndIsr:
-    found = zk.get_partition_state(znodes.TopicPartition(topic, 0))
+    found = zk.get_partition_state(TopicPartition(topic, 0))
     assert found is not None
     return found.leader_and_isr
 
@@ -103,47 +115,65 @@ def produce(
     acks: int = -1,
     timeout_ms: int = 30_000,
     source_host: str | None = None,
-) -> dict[str, Any]:
+) -> ProduceResponseData.PartitionProduceResponse:
     """One Produce request of one batch to partition 0 (from ``source_host``, if given): its answer
     (error_code, base_offset)."""
-    body = {
-        "transactional_id": None,
-        "acks": acks,
-        "timeout_ms": timeout_ms,
-        "topic_data": [
-            {
-                "name": topic,
-                "partition_data": [{"index": 0, "records": build_batch([Record(key=None, value=v) for v in values])}],
-            }
+    records = build_batch([Record(key=None, value=v) for v in values])
+    body = ProduceRequestData(
+        acks=acks,
+        timeout_ms=timeout_ms,
+        topic_data=[
+            ProduceRequestData.TopicProduceData(
+                name=topic, partition_data=[ProduceRequestData.PartitionProduceData(index=0, records=records)]
+            )
         ],
-    }
+    )
     with connect(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
-        answer = client.request(ApiKey.PRODUCE, body)
-    return answer["responses"][0]["partition_responses"][0]
+        answer: ProduceResponseData = client.request(ApiKey.PRODUCE, body)
+    return answer.responses[0].partition_responses[0]
 
 
 def leader_epoch_errors(broker: BrokerProcess, topic: str, current_leader_epoch: int) -> tuple[int, int, int]:
     """Fetch (v12), ListOffsets and OffsetForLeaderEpoch of partition 0, sent to ``broker`` by a consumer
     that knows ``current_leader_epoch`` (KIP-320): their error codes."""
-    part = {"partition": 0, "current_leader_epoch": current_leader_epoch}
-    fetch = {
-        "replica_id": -1,
-        "max_wait_ms": 0,
-        "min_bytes": 0,
-        "isolation_level": 0,
-        "session_id": 0,
-        "topics": [{"topic": topic, "partitions": [{**part, "fetch_offset": 0, "partition_max_bytes": 1024}]}],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
-    latest = {"partition_index": 0, "current_leader_epoch": current_leader_epoch, "timestamp": -1}
-    list_offsets = {"replica_id": -1, "isolation_level": 0, "topics": [{"name": topic, "partitions": [latest]}]}
-    end_offsets = {"topics": [{"topic": topic, "partitions": [{**part, "leader_epoch": 0}]}]}
+    fetch = FetchRequestData(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        topics=[
+            FetchRequestData.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequestData.FetchPartition(
+                        partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0, partition_max_bytes=1024
+                    )
+                ],
+            )
+        ],
+    )
+    latest = ListOffsetsRequestData.ListOffsetsPartition(
+        partition_index=0, current_leader_epoch=current_leader_epoch, timestamp=-1
+    )
+    list_offsets = ListOffsetsRequestData(
+        replica_id=-1, topics=[ListOffsetsRequestData.ListOffsetsTopic(name=topic, partitions=[latest])]
+    )
+    end_offsets = OffsetForLeaderEpochRequestData(
+        topics=[
+            OffsetForLeaderEpochRequestData.OffsetForLeaderTopic(
+                topic=topic,
+                partitions=[
+                    OffsetForLeaderEpochRequestData.OffsetForLeaderPartition(
+                        partition=0, current_leader_epoch=current_leader_epoch, leader_epoch=0
+                    )
+                ],
+            )
+        ]
+    )
     with connect(broker.address, timeout=10) as client:
-        fetched = client.request(ApiKey.FETCH, fetch, version=12)["responses"][0]["partitions"][0]
-        listed = client.request(ApiKey.LIST_OFFSETS, list_offsets)["topics"][0]["partitions"][0]
-        ended = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, end_offsets)["topics"][0]["partitions"][0]
-    return fetched["error_code"], listed["error_code"], ended["error_code"]
+        fetched = client.request(ApiKey.FETCH, fetch, version=12).responses[0].partitions[0]
+        listed = client.request(ApiKey.LIST_OFFSETS, list_offsets).topics[0].partitions[0]
+        ended = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, end_offsets).topics[0].partitions[0]
+    return fetched.error_code, listed.error_code, ended.error_code
 
 
 def wait_until_led(cluster: LocalCluster, zk: ZkClient, topic: str) -> int:
@@ -178,53 +208,64 @@ def test_acks_all_waits_for_the_isr_which_shrinks_and_grows(patient: LocalCluste
         first, second = (b for b in (1, 2, 3) if b != leader)
         create_topic(patient, "events", [leader, first, second])
         wait_until(lambda: state(zk, "events").isr == (leader, first, second), what="a full ISR")
-        wait_until(lambda: produce(patient.brokers[leader], "events", [b"first"])["error_code"] == 0, what="a leader")
+        wait_until(lambda: produce(patient.brokers[leader], "events", [b"first"]).error_code == 0, what="a leader")
         for n in range(20):
             answer = produce(patient.brokers[leader], "events", [b"a%d" % n, b"b%d" % n])
-            assert (answer["error_code"], answer["base_offset"]) == (0, 1 + 2 * n)
+            assert (answer.error_code, answer.base_offset) == (0, 1 + 2 * n)
         replicated = wait_until_found(lambda: identical(patient, "events"), "identical logs")
         assert replicated.count(b"b19") == 1
 
         # one follower stops: acks=all waits until the leader drops it from the ISR, then answers
         patient.brokers[second].signal(signal.SIGSTOP)
         answer = produce(patient.brokers[leader], "events", [b"while one sleeps"])
-        assert (answer["error_code"], answer["base_offset"]) == (0, 41)
+        assert (answer.error_code, answer.base_offset) == (0, 41)
         assert state(zk, "events").isr == (leader, first)  # written before the produce was answered
 
         # the other stops too: the waiting produce is appended but the ISR shrinks below 2
         patient.brokers[first].signal(signal.SIGSTOP)
         answer = produce(patient.brokers[leader], "events", [b"appended, not acknowledged"])
-        assert answer["error_code"] == NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        assert answer.error_code == NOT_ENOUGH_REPLICAS_AFTER_APPEND
         assert state(zk, "events").isr == (leader,)
-        assert produce(patient.brokers[leader], "events", [b"refused"])["error_code"] == NOT_ENOUGH_REPLICAS
-        assert produce(patient.brokers[leader], "events", [b"acks=1 goes"], acks=1)["error_code"] == 0
+        assert produce(patient.brokers[leader], "events", [b"refused"]).error_code == NOT_ENOUGH_REPLICAS
+        assert produce(patient.brokers[leader], "events", [b"acks=1 goes"], acks=1).error_code == 0
 
         # both come back: they catch up, rejoin the ISR, and acks=all is answered again
         patient.brokers[first].signal(signal.SIGCONT)
         patient.brokers[second].signal(signal.SIGCONT)
         wait_until(lambda: sorted(state(zk, "events").isr) == [1, 2, 3], what="the ISR grown back")
-        assert produce(patient.brokers[leader], "events", [b"all back"])["error_code"] == 0
+        assert produce(patient.brokers[leader], "events", [b"all back"]).error_code == 0
         final = wait_until_found(lambda: identical(patient, "events"), "identical logs")
         assert b"refused" not in final and b"all back" in final
 
 
 def delete_records(broker: BrokerProcess, topic: str, offset: int, timeout_ms: int) -> tuple[int, int]:
     """DeleteRecords of partition 0 before ``offset``: its (error code, low watermark)."""
-    body = {"topics": [{"name": topic, "partitions": [{"partition_index": 0, "offset": offset}]}]}
+    body = DeleteRecordsRequestData(
+        topics=[
+            DeleteRecordsRequestData.DeleteRecordsTopic(
+                name=topic,
+                partitions=[DeleteRecordsRequestData.DeleteRecordsPartition(partition_index=0, offset=offset)],
+            )
+        ],
+        timeout_ms=timeout_ms,
+    )
     with connect(broker.address, timeout=timeout_ms / 1000 + 30) as client:
-        answer = client.request(ApiKey.DELETE_RECORDS, {**body, "timeout_ms": timeout_ms})
-    found = answer["topics"][0]["partitions"][0]
-    return found["error_code"], found["low_watermark"]
+        answer: DeleteRecordsResponseData = client.request(ApiKey.DELETE_RECORDS, body)
+    found = answer.topics[0].partitions[0]
+    return found.error_code, found.low_watermark
 
 
 def log_start_offset(broker: BrokerProcess, topic: str) -> int:
     """ListOffsets EARLIEST of partition 0 on any replica (the debugging replica id -2 may ask a follower)."""
-    earliest = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -2}
-    body = {"replica_id": -2, "isolation_level": 0, "topics": [{"name": topic, "partitions": [earliest]}]}
+    earliest = ListOffsetsRequestData.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=-2)
+    body = ListOffsetsRequestData(
+        replica_id=-2, topics=[ListOffsetsRequestData.ListOffsetsTopic(name=topic, partitions=[earliest])]
+    )
     with connect(broker.address, timeout=10) as client:
-        found = client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]
-    assert found["error_code"] == 0
-    return found["offset"]
+        answer: ListOffsetsResponseData = client.request(ApiKey.LIST_OFFSETS, body)
+    found = answer.topics[0].partitions[0]
+    assert found.error_code == ErrorCode.NONE
+    return found.offset
 
 
 def test_delete_records_waits_for_every_replica(
@@ -242,8 +283,8 @@ def test_delete_records_waits_for_every_replica(
         first, second = (b for b in (1, 2, 3) if b != leader)
         create_topic(patient, "trimmed", [leader, first, second])
         wait_until(lambda: state(zk, "trimmed").isr == (leader, first, second), what="a full ISR")
-        wait_until(lambda: produce(patient.brokers[leader], "trimmed", [b"r0"])["error_code"] == 0, what="a leader")
-        assert produce(patient.brokers[leader], "trimmed", [b"r%d" % n for n in range(1, 10)])["error_code"] == 0
+        wait_until(lambda: produce(patient.brokers[leader], "trimmed", [b"r0"]).error_code == 0, what="a leader")
+        assert produce(patient.brokers[leader], "trimmed", [b"r%d" % n for n in range(1, 10)]).error_code == 0
 
         patient.brokers[second].signal(signal.SIGSTOP)
         try:
@@ -308,25 +349,25 @@ def test_an_old_leader_truncates_its_divergent_suffix(hasty: LocalCluster) -> No
         wait_until(lambda: state(zk, "history").isr == (1, 2, 3), what="a full ISR")
         old = wait_until_led(hasty, zk, "history")  # ZooKeeper's state comes before the leader's
         for n in range(10):
-            assert produce(hasty.brokers[old], "history", [b"first-%d" % n])["error_code"] == 0
+            assert produce(hasty.brokers[old], "history", [b"first-%d" % n]).error_code == 0
         wait_until_found(lambda: identical(hasty, "history"), "identical logs")
 
         followers = [b for b in (1, 2, 3) if b != old]
         for b in followers:
             hasty.brokers[b].signal(signal.SIGSTOP)
         # (this one may reach them: it answers the fetches they left waiting at the leader)
-        assert produce(hasty.brokers[old], "history", [b"maybe replicated"], acks=1)["error_code"] == 0
+        assert produce(hasty.brokers[old], "history", [b"maybe replicated"], acks=1).error_code == 0
         for n in range(5):
-            assert produce(hasty.brokers[old], "history", [b"lost-%d" % n], acks=1)["error_code"] == 0
+            assert produce(hasty.brokers[old], "history", [b"lost-%d" % n], acks=1).error_code == 0
         hasty.brokers[old].kill()
         for b in followers:
             hasty.brokers[b].signal(signal.SIGCONT)
 
         wait_until(lambda: state(zk, "history").leader in followers, 60, "a new leader")
         new = hasty.brokers[state(zk, "history").leader]
-        wait_until(lambda: produce(new, "history", [b"second"])["error_code"] == 0, what="the new leader to write")
+        wait_until(lambda: produce(new, "history", [b"second"]).error_code == 0, what="the new leader to write")
         for n in range(10):
-            assert produce(new, "history", [b"second-%d" % n])["error_code"] == 0
+            assert produce(new, "history", [b"second-%d" % n]).error_code == 0
         hasty.start_broker(old)
         final = wait_until_found(lambda: identical(hasty, "history"), "the old leader truncated")
         assert b"lost-" not in final and b"second-9" in final
@@ -342,7 +383,7 @@ def test_requests_from_another_leader_epoch_are_fenced(hasty: LocalCluster) -> N
         create_topic(hasty, "epochs", [1, 2, 3])
         wait_until_led(hasty, zk, "epochs")
         assert state(zk, "epochs").leader_epoch == 0
-        reorder = {znodes.TopicPartition("epochs", 0): [1, 3, 2]}
+        reorder = {TopicPartition("epochs", 0): [1, 3, 2]}
         zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment(reorder))
         wait_until(lambda: zk.get(znodes.REASSIGN_PARTITIONS) is None, 60, "the reassignment done")
         epoch = state(zk, "epochs").leader_epoch

@@ -12,7 +12,7 @@ from seglog.cluster.state_machine import (
     check_partition_transition,
     check_replica_transition,
 )
-from seglog.cluster.znodes import TopicPartition
+from seglog.common import TopicPartition
 from seglog.errors import IllegalStateChangeError, SeglogError
 
 # Kafka's validPreviousStates, written out as the moves they allow (from -> to)

@@ -25,6 +25,7 @@ from typing import Any
 from ..client import BlockingConnection
 from ..cluster import admin_zk_client, znodes
 from ..cluster.controller import KafkaController
+from ..cluster.controller_channel import endpoint_of
 from ..cluster.zk_client import ZkClient, generate_cluster_id
 from ..config import BrokerConfig, LogConfig, validate_topic_config
 from ..errors import (
@@ -38,7 +39,7 @@ from ..errors import (
 )
 from ..protocol import ApiKey
 from ..protocol.message_data import ControlledShutdownRequestData
-from .controller_channel_manager import SOCKET_TIMEOUT_S, ControllerChannelManager, endpoint_of
+from .controller_channel_manager import SOCKET_TIMEOUT_S, ControllerChannelManager
 from .metadata_cache import BrokerInfo
 from .replica_manager import ReplicaManager
 

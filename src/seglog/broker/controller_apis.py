@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from ..cluster import znodes
 from ..cluster.controller import KafkaController
-from ..common import ZERO_UUID
+from ..common import ZERO_UUID, TopicPartition
 from ..errors import (
     ControllerMovedError,
     ErrorCode,
@@ -100,19 +100,20 @@ class ControllerApis:
     # --- LeaderAndIsr --------------------------------------------------------------------------
 
     async def leader_and_isr(self, version: int, body: LeaderAndIsrRequestData) -> LeaderAndIsrResponseData:
-        # the replica manager takes each partition's state with its topic's name in it (as v0-1 send it)
+        # the replica manager takes each partition's state with its topic's name in it: v0-1 send
+        # it so; from v2 the topic state holds the name, and Kafka's ``partitionStates()`` sets it
         if version < 2:
-            states = [state.as_dict() for state in body.ungrouped_partition_states]
+            states = list(body.ungrouped_partition_states)
         else:
-            states = [
-                {**state.as_dict(), "topic_name": topic.topic_name}
-                for topic in body.topic_states
-                for state in topic.partition_states
-            ]
+            states = []
+            for topic in body.topic_states:
+                for state in topic.partition_states:
+                    state.topic_name = topic.topic_name
+                    states.append(state)
         topic_ids = {t.topic_name: t.topic_id for t in body.topic_states}
         error = self._check("LeaderAndIsr", body)
         if error:
-            errors: dict[tuple[str, int], int] = {(s["topic_name"], s["partition_index"]): error for s in states}
+            errors: dict[tuple[str, int], int] = {(s.topic_name, s.partition_index): error for s in states}
         else:
             errors = await asyncio.get_running_loop().run_in_executor(
                 None,
@@ -123,10 +124,10 @@ class ControllerApis:
                 topic_ids,
             )
         by_topic: dict[str, list[LeaderAndIsrResponseData.LeaderAndIsrPartitionError]] = {}
-        for (topic, index), code in errors.items():
-            by_topic.setdefault(topic, []).append(
+        for (topic_name, index), code in errors.items():
+            by_topic.setdefault(topic_name, []).append(
                 LeaderAndIsrResponseData.LeaderAndIsrPartitionError(
-                    topic_name=topic, partition_index=index, error_code=code
+                    topic_name=topic_name, partition_index=index, error_code=code
                 )
             )
         return LeaderAndIsrResponseData(
@@ -148,10 +149,10 @@ class ControllerApis:
             return UpdateMetadataResponseData(error_code=error)
         brokers = [self._broker_info(b) for b in body.live_brokers]
         partitions = []
-        deleted = set()
+        deleted: set[TopicPartition] = set()
         for name, topic_id, s in _update_metadata_states(version, body):
             if s.leader == znodes.LEADER_DURING_DELETE:  # the topic is being deleted
-                deleted.add((name, s.partition_index))
+                deleted.add(TopicPartition(name, s.partition_index))
                 continue
             state = PartitionState(
                 s.partition_index,
@@ -223,7 +224,7 @@ class ControllerApis:
 
     async def alter_partition(self, version: int, body: AlterPartitionRequestData) -> AlterPartitionResponseData:
         """A leader's ISR changes, checked and written by the controller (``KafkaController.alter_partition``)."""
-        changes: dict[znodes.TopicPartition, znodes.LeaderAndIsr] = {}
+        changes: dict[TopicPartition, znodes.LeaderAndIsr] = {}
         topic_ids: dict[str, uuid.UUID] = {}  # from v2 topics are named by id, and answered so
         unknown: list[tuple[uuid.UUID, int]] = []
         for topic in body.topics:
@@ -237,7 +238,7 @@ class ControllerApis:
                     continue
                 topic_ids[name] = topic.topic_id
                 isr = [b.broker_id for b in p.new_isr_with_epochs] if version >= 3 else p.new_isr
-                changes[znodes.TopicPartition(name, p.partition_index)] = znodes.LeaderAndIsr(
+                changes[TopicPartition(name, p.partition_index)] = znodes.LeaderAndIsr(
                     body.broker_id, p.leader_epoch, tuple(isr), p.leader_recovery_state, p.partition_epoch
                 )
         controller = self._controller()

@@ -3,12 +3,12 @@
 Kafka's ``MetadataCache``: a snapshot that request handlers read without locks and that
 one writer replaces whole. On a single broker the ``ReplicaManager`` feeds it as topics
 come and go; in a cluster the controller's UpdateMetadata requests will. Topic ids are
-Kafka's UUIDs (``partition.metadata`` holds them as URL-safe base64).
+Kafka's UUIDs (``partition.metadata`` and the topic znode hold them as URL-safe base64,
+which ``znodes.topic_uuid`` reads).
 """
 
 from __future__ import annotations
 
-import base64
 import uuid
 from dataclasses import dataclass, field
 
@@ -44,16 +44,6 @@ class TopicMetadata:
         """Kafka's ``Topic.isInternal``: a fact of the name, whoever built the metadata (a broker
         alone, or the controller's UpdateMetadata in a cluster)."""
         return self.name in INTERNAL_TOPICS
-
-
-def topic_uuid(text: str) -> uuid.UUID:
-    """Kafka's base64 form of a topic id (no padding) as a UUID."""
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-
-
-def topic_id_text(topic_id: uuid.UUID) -> str:
-    """A topic id as ``partition.metadata`` and the topic znode hold it (URL-safe base64, no padding)."""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
 
 
 @dataclass
@@ -116,7 +106,7 @@ class MetadataCache:
         brokers: list[BrokerInfo],
         controller_id: int,
         partitions: list[tuple[str, uuid.UUID, PartitionState]],
-        deleted: set[tuple[str, int]],
+        deleted: set[TopicPartition],
     ) -> None:
         """The controller's UpdateMetadata: the live brokers replace ours; each partition state given
         replaces its own, the ``deleted`` partitions (leader -2: their topic is being deleted) go."""

@@ -34,7 +34,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from ..common import ZERO_UUID
 from ..errors import (
@@ -44,7 +43,11 @@ from ..errors import (
     UnknownLeaderEpochError,
 )
 from ..protocol import ErrorCode
+from ..protocol.message_data import LeaderAndIsrRequestData
 from ..storage import AppendInfo, AppendOrigin, FetchDataInfo, PartitionLog, Role
+
+# LeaderAndIsr's partition state, with its topic's name: what the controller gives a partition
+LeaderAndIsrPartitionState = LeaderAndIsrRequestData.LeaderAndIsrPartitionState
 
 
 def check_leader_epoch(current: int, leader_epoch: int) -> None:
@@ -171,10 +174,10 @@ class Partition:
         self.leader_id = self.broker_id
         self.maybe_increment_high_watermark()
 
-    def make_leader(self, state: dict[str, Any], topic_id: uuid.UUID | None, now: int) -> bool:
+    def make_leader(self, state: LeaderAndIsrPartitionState, topic_id: uuid.UUID | None, now: int) -> bool:
         """LeaderAndIsr made this broker the leader; True when it was not leading this epoch."""
         with self.lock:
-            new_epoch = state["leader_epoch"] > self.leader_epoch or self.role is not Role.LEADER
+            new_epoch = state.leader_epoch > self.leader_epoch or self.role is not Role.LEADER
             self._assign(state, topic_id)
             self.role = Role.LEADER
             self.leader_id = self.broker_id
@@ -194,18 +197,18 @@ class Partition:
                     self._remote[r] = Replica(r)
             return new_epoch
 
-    def make_follower(self, state: dict[str, Any], topic_id: uuid.UUID | None) -> bool:
+    def make_follower(self, state: LeaderAndIsrPartitionState, topic_id: uuid.UUID | None) -> bool:
         """LeaderAndIsr made this broker a follower; True when the leader or its epoch changed
         (the fetcher starts again: truncation first)."""
         with self.lock:
             changed = (
                 self.role is not Role.FOLLOWER
-                or state["leader"] != self.leader_id
-                or state["leader_epoch"] > self.leader_epoch
+                or state.leader != self.leader_id
+                or state.leader_epoch > self.leader_epoch
             )
             self._assign(state, topic_id)
             self.role = Role.FOLLOWER
-            self.leader_id = state["leader"]
+            self.leader_id = state.leader
             self.log.become_follower(self.leader_epoch)
             self._remote = {}
             self._unexposed.clear()
@@ -218,12 +221,12 @@ class Partition:
             self._remote = {}
             self._unexposed.clear()
 
-    def _assign(self, state: dict[str, Any], topic_id: uuid.UUID | None) -> None:
-        self.leader_epoch = state["leader_epoch"]
-        self.partition_epoch = state["partition_epoch"]
-        self.controller_epoch = state["controller_epoch"]
-        self.replicas = tuple(state["replicas"])
-        self.isr = tuple(state["isr"])
+    def _assign(self, state: LeaderAndIsrPartitionState, topic_id: uuid.UUID | None) -> None:
+        self.leader_epoch = state.leader_epoch
+        self.partition_epoch = state.partition_epoch
+        self.controller_epoch = state.controller_epoch
+        self.replicas = tuple(state.replicas)
+        self.isr = tuple(state.isr)
         self.pending_isr = None
         if topic_id is not None and topic_id != ZERO_UUID:
             self.topic_id = topic_id

@@ -42,6 +42,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
+from ..cluster.znodes import topic_id_text, topic_uuid
 from ..config import TOPIC_KEYS, BrokerConfig
 from ..errors import (
     ControllerMovedError,
@@ -59,8 +60,8 @@ from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChange
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
 from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
-from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata, topic_id_text, topic_uuid
-from .partition import Partition, check_leader_epoch
+from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata
+from .partition import LeaderAndIsrPartitionState, Partition, check_leader_epoch
 from .purgatory import DelayedOperation, Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
@@ -328,28 +329,27 @@ class ReplicaManager:
         self,
         controller_id: int,
         controller_epoch: int,
-        states: list[dict[str, Any]],
+        states: list[LeaderAndIsrPartitionState],
         topic_ids: Mapping[str, uuid.UUID],
     ) -> dict[TopicPartition, int]:
         """LeaderAndIsr: lead or follow each partition of ``states`` (the request's partition
-        states as ``seglog.protocol`` decodes them), making its log when missing; the error
+        states, each with its topic's name), making its log when missing; the error
         code of each. As Kafka: a controller epoch older than one seen, or a leader epoch and partition
         epoch not newer than the partition's, is STALE_CONTROLLER_EPOCH; a partition whose replicas do not
         include this broker UNKNOWN_TOPIC_OR_PARTITION. A new follower's fetcher truncates
         first (OffsetForLeaderEpoch). Callable from any thread: the logs are made in the
         caller's, the roles change on the event loop."""
         errors: dict[TopicPartition, int] = {}
-        accepted: list[tuple[dict[str, Any], Partition]] = []
+        accepted: list[tuple[LeaderAndIsrPartitionState, Partition]] = []
         for state in states:
-            tp = (state["topic_name"], state["partition_index"])
+            tp = (state.topic_name, state.partition_index)
             current = self._partitions.get(tp)
             if controller_epoch < self._controller_epoch or (
                 current is not None
-                and (state["leader_epoch"], state.get("partition_epoch", -1))
-                <= (current.leader_epoch, current.partition_epoch)
+                and (state.leader_epoch, state.partition_epoch) <= (current.leader_epoch, current.partition_epoch)
             ):
                 errors[tp] = STALE_CONTROLLER_EPOCH
-            elif self.broker.broker_id not in state["replicas"]:
+            elif self.broker.broker_id not in state.replicas:
                 errors[tp] = UnknownTopicOrPartitionError.error_code
             else:
                 try:
@@ -363,12 +363,9 @@ class ReplicaManager:
             "LeaderAndIsr from controller %d (epoch %d): %s",
             controller_id,
             controller_epoch,
-            ", ".join(
-                f"{s['topic_name']}-{s['partition_index']}: {p.role and p.role.value} of epoch {p.leader_epoch}"
-                for s, p in accepted
-            ),
+            ", ".join(f"{p.topic}-{p.index}: {p.role and p.role.value} of epoch {p.leader_epoch}" for _, p in accepted),
         )
-        errors.update({(s["topic_name"], s["partition_index"]): NONE for s, _ in accepted})
+        errors.update({(p.topic, p.index): NONE for _, p in accepted})
         return errors
 
     def _new_partition(self, topic: str, index: int, topic_id: uuid.UUID | None) -> Partition:
@@ -378,7 +375,7 @@ class ReplicaManager:
         return Partition(topic, index, plog, self.broker.broker_id)
 
     def _change_roles(
-        self, accepted: list[tuple[dict[str, Any], Partition]], topic_ids: Mapping[str, uuid.UUID]
+        self, accepted: list[tuple[LeaderAndIsrPartitionState, Partition]], topic_ids: Mapping[str, uuid.UUID]
     ) -> None:
         now = self._clock()
         leading: list[TopicPartition] = []
@@ -387,7 +384,7 @@ class ReplicaManager:
             tp = (partition.topic, partition.index)
             self._partitions[tp] = partition
             topic_id = topic_ids.get(tp[0])
-            if state["leader"] == self.broker.broker_id:
+            if state.leader == self.broker.broker_id:
                 self.fetchers.remove_partitions([tp])
                 if partition.make_leader(state, topic_id, now):
                     leading.append(tp)

@@ -69,8 +69,9 @@ from ..errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperError,
 )
+from ..protocol.message_data import StopReplicaResponseData
 from . import znodes
-from .controller_channel import ControllerBrokerRequestBatch, ControllerChannel, StopReplicaResponse
+from .controller_channel import ControllerBrokerRequestBatch, ControllerChannel
 from .controller_context import ControllerContext
 from .controller_election import ControllerElection
 from .leader_balance import partitions_to_rebalance
@@ -297,7 +298,7 @@ class KafkaController:
     def _topic_deletion(self) -> None:
         self._deletion.enqueue(self._delete_topic_requests())
 
-    def _stop_replica_response_received(self, broker_id: int, response: StopReplicaResponse) -> None:
+    def _stop_replica_response_received(self, broker_id: int, response: StopReplicaResponseData) -> None:
         # the channel's thread: only queue it
         self._put(
             "TopicDeletionStopReplicaResponseReceived",

@@ -3,12 +3,13 @@ and ``ControllerBrokerRequestBatch``).
 
 The controller never talks to a socket itself: every state change adds
 partition states to a batch, per broker, and the batch is sent once the change
-is done, through a ``ControllerChannel``. Three requests, their fields those of
-Kafka's messages (LeaderAndIsr v5+, UpdateMetadata v7+, StopReplica v3+), each
-carrying the controller's id and epoch (brokers refuse a lower epoch:
-STALE_CONTROLLER_EPOCH) and the receiving broker's epoch (the czxid of its
-registration: a request meant for an earlier incarnation of the broker is
-refused, KIP-380)::
+is done, through a ``ControllerChannel``. Three requests, the messages
+``seglog.protocol`` encodes (``LeaderAndIsrRequestData`` ...) in the shape of
+LeaderAndIsr v5+, UpdateMetadata v7+ and StopReplica v3+ (partitions grouped by
+topic, topics named by id too), each carrying the controller's id and epoch
+(brokers refuse a lower epoch: STALE_CONTROLLER_EPOCH) and the receiving
+broker's epoch (the czxid of its registration: a request meant for an earlier
+incarnation of the broker is refused, KIP-380)::
 
     LeaderAndIsr     to the replicas of partitions whose leader or ISR changed: become leader or follower
     UpdateMetadata   to every live broker: the live brokers, and leader, ISR and offline replicas per partition
@@ -21,102 +22,45 @@ Kafka's channel drops a request for a broker it has no connection to.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
-from ..common import TopicPartition
+from ..common import ZERO_UUID, TopicPartition
+from ..errors import BrokerNotAvailableError
+from ..protocol.message_data import (
+    LeaderAndIsrRequestData,
+    StopReplicaRequestData,
+    StopReplicaResponseData,
+    UpdateMetadataRequestData,
+)
 from .controller_context import ControllerContext
 from .znodes import (
     LEADER_DURING_DELETE,
+    SECURITY_PROTOCOLS,
     BrokerRegistration,
+    EndPoint,
     LeaderIsrAndControllerEpoch,
     ReplicaAssignment,
+    topic_uuid,
 )
 
 # ``LeaderAndIsr.EpochDuringDelete`` and ``LeaderAndIsr.NoEpoch``: StopReplica's leader epoch sentinels
 EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
 
-
-@dataclass(frozen=True)
-class LeaderAndIsrPartitionState:
-    topic: str
-    partition: int
-    controller_epoch: int
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int  # the state znode's zkVersion
-    replicas: tuple[int, ...]
-    adding_replicas: tuple[int, ...] = ()
-    removing_replicas: tuple[int, ...] = ()
-    is_new: bool = False  # the replica is being created: a broker makes its log even if the dir is missing
-    leader_recovery_state: int = 0
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return TopicPartition(self.topic, self.partition)
+LeaderAndIsrPartitionState = LeaderAndIsrRequestData.LeaderAndIsrPartitionState
+UpdateMetadataPartitionState = UpdateMetadataRequestData.UpdateMetadataPartitionState
+StopReplicaPartitionState = StopReplicaRequestData.StopReplicaPartitionState
+ControllerRequest = LeaderAndIsrRequestData | UpdateMetadataRequestData | StopReplicaRequestData
 
 
-@dataclass(frozen=True)
-class UpdateMetadataPartitionState:
-    topic: str
-    partition: int
-    controller_epoch: int
-    leader: int  # -2 (LEADER_DURING_DELETE) while the topic is being deleted
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int
-    replicas: tuple[int, ...]
-    offline_replicas: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class StopReplicaPartitionState:
-    topic: str
-    partition: int
-    leader_epoch: int  # -2 while the topic is being deleted, -1 when unknown
-    delete_partition: bool
-
-
-@dataclass(frozen=True)
-class LeaderAndIsrRequest:
-    controller_id: int
-    controller_epoch: int
-    broker_epoch: int
-    partition_states: tuple[LeaderAndIsrPartitionState, ...]
-    topic_ids: Mapping[str, str]
-    live_leaders: tuple[BrokerRegistration, ...]  # the brokers leading these partitions, for their endpoints
-
-
-@dataclass(frozen=True)
-class UpdateMetadataRequest:
-    controller_id: int
-    controller_epoch: int
-    broker_epoch: int
-    partition_states: tuple[UpdateMetadataPartitionState, ...]
-    live_brokers: tuple[BrokerRegistration, ...]
-    topic_ids: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class StopReplicaRequest:
-    controller_id: int
-    controller_epoch: int
-    broker_epoch: int
-    partition_states: tuple[StopReplicaPartitionState, ...]
-
-
-ControllerRequest = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
-
-
-@dataclass(frozen=True)
-class StopReplicaResponse:
-    """A broker's answer to StopReplica: a top-level error code and one per partition (0 is none)."""
-
-    error_code: int
-    partition_errors: Mapping[TopicPartition, int]
+def endpoint_of(broker: BrokerRegistration, listener: str = "PLAINTEXT") -> tuple[str, int]:
+    """The broker's address on ``listener`` (its first endpoint when it has no such listener)."""
+    if not broker.endpoints:
+        raise BrokerNotAvailableError(f"broker {broker.broker_id} registered no endpoint")
+    found = next((e for e in broker.endpoints if e.listener == listener), broker.endpoints[0])
+    return found.host or "127.0.0.1", found.port
 
 
 class ControllerChannel(Protocol):
@@ -136,19 +80,23 @@ class ControllerChannel(Protocol):
         self,
         broker_id: int,
         request: ControllerRequest,
-        on_response: Callable[[int, StopReplicaResponse], None] | None = None,
+        on_response: Callable[[int, StopReplicaResponseData], None] | None = None,
     ) -> None: ...
 
 
 class ControllerBrokerRequestBatch:
-    """Gathers one state change's requests per broker, then sends them together."""
+    """Gathers one state change's requests per broker, then sends them together.
+
+    It holds the requests' own partition states, as Kafka's does; those of LeaderAndIsr and
+    UpdateMetadata carry their topic's name (their v0-1 and v0-4 field), which the request,
+    grouped by topic from v2 (v5), leaves to the topic state."""
 
     def __init__(
         self,
         controller_id: int,
         context: ControllerContext,
         channel: ControllerChannel,
-        on_stop_replica_response: Callable[[int, StopReplicaResponse], None] | None = None,
+        on_stop_replica_response: Callable[[int, StopReplicaResponseData], None] | None = None,
     ) -> None:
         self.controller_id = controller_id
         self.context = context
@@ -182,18 +130,19 @@ class ControllerBrokerRequestBatch:
             requests = self._leader_and_isr.setdefault(broker_id, {})
             already_new = requests[tp].is_new if tp in requests else False
             requests[tp] = LeaderAndIsrPartitionState(
-                tp.topic,
-                tp.partition,
-                state.controller_epoch,
-                lai.leader,
-                lai.leader_epoch,
-                lai.isr,
-                lai.partition_epoch,
-                assignment.replicas,
-                assignment.adding_replicas,
-                assignment.removing_replicas,
-                is_new or already_new,
-                lai.leader_recovery_state,
+                topic_name=tp.topic,
+                partition_index=tp.partition,
+                controller_epoch=state.controller_epoch,
+                leader=lai.leader,
+                leader_epoch=lai.leader_epoch,
+                isr=list(lai.isr),
+                partition_epoch=lai.partition_epoch,  # the state znode's zkVersion
+                replicas=list(assignment.replicas),
+                adding_replicas=list(assignment.adding_replicas),
+                removing_replicas=list(assignment.removing_replicas),
+                # the replica is being created: a broker makes its log even if the dir is missing
+                is_new=is_new or already_new,
+                leader_recovery_state=lai.leader_recovery_state,
             )
         self.add_update_metadata_request_for_brokers(self.context.live_or_shutting_down_broker_ids, [tp])
 
@@ -206,7 +155,9 @@ class ControllerBrokerRequestBatch:
         for broker_id in self._live(broker_ids):
             requests = self._stop_replica.setdefault(broker_id, {})
             already_delete = requests[tp].delete_partition if tp in requests else False
-            requests[tp] = StopReplicaPartitionState(tp.topic, tp.partition, epoch, delete or already_delete)
+            requests[tp] = StopReplicaPartitionState(
+                partition_index=tp.partition, leader_epoch=epoch, delete_partition=delete or already_delete
+            )
 
     def add_update_metadata_request_for_brokers(
         self, broker_ids: Iterable[int], partitions: Collection[TopicPartition] = ()
@@ -221,15 +172,15 @@ class ControllerBrokerRequestBatch:
             replicas = self.context.replicas(tp)
             leader = LEADER_DURING_DELETE if self.context.is_topic_queued_for_deletion(tp.topic) else lai.leader
             self._update_metadata[tp] = UpdateMetadataPartitionState(
-                tp.topic,
-                tp.partition,
-                state.controller_epoch,
-                leader,
-                lai.leader_epoch,
-                lai.isr,
-                lai.partition_epoch,
-                replicas,
-                tuple(r for r in replicas if not self.context.is_replica_online(r)),
+                topic_name=tp.topic,
+                partition_index=tp.partition,
+                controller_epoch=state.controller_epoch,
+                leader=leader,
+                leader_epoch=lai.leader_epoch,
+                isr=list(lai.isr),
+                zk_version=lai.partition_epoch,
+                replicas=list(replicas),
+                offline_replicas=[r for r in replicas if not self.context.is_replica_online(r)],
             )
 
     def send_requests_to_brokers(self) -> None:
@@ -244,39 +195,91 @@ class ControllerBrokerRequestBatch:
         ctx = self.context
         for broker_id, states in sorted(self._leader_and_isr.items()):
             leaders = sorted({s.leader for s in states.values() if s.leader in ctx.live_brokers})
-            request = LeaderAndIsrRequest(
-                self.controller_id,
-                ctx.epoch,
-                ctx.broker_epochs.get(broker_id, -1),
-                tuple(states[tp] for tp in sorted(states)),
-                {t: ctx.topic_ids[t] for t in sorted({tp.topic for tp in states}) if t in ctx.topic_ids},
-                tuple(ctx.live_brokers[b] for b in leaders),
+            request = LeaderAndIsrRequestData(
+                controller_id=self.controller_id,
+                controller_epoch=ctx.epoch,
+                broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+                topic_states=[
+                    LeaderAndIsrRequestData.LeaderAndIsrTopicState(
+                        topic_name=topic, topic_id=self._topic_id(topic), partition_states=partitions
+                    )
+                    for topic, partitions in _by_topic(states).items()
+                ],
+                live_leaders=[
+                    LeaderAndIsrRequestData.LeaderAndIsrLiveLeader(broker_id=b, host_name=host, port=port)
+                    for b in leaders
+                    for host, port in [endpoint_of(ctx.live_brokers[b])]
+                ],
             )
             self.channel.send(broker_id, request)
 
     def _send_update_metadata(self) -> None:
         ctx = self.context
-        partitions = tuple(self._update_metadata[tp] for tp in sorted(self._update_metadata))
-        live = tuple(ctx.live_brokers[b] for b in sorted(ctx.live_brokers))
-        topic_ids = {t: ctx.topic_ids[t] for t in sorted({p.topic for p in partitions}) if t in ctx.topic_ids}
+        # one list of topic states and brokers, shared by every broker's request (none changes it)
+        topic_states = [
+            UpdateMetadataRequestData.UpdateMetadataTopicState(
+                topic_name=topic, topic_id=self._topic_id(topic), partition_states=partitions
+            )
+            for topic, partitions in _by_topic(self._update_metadata).items()
+        ]
+        live = [
+            UpdateMetadataRequestData.UpdateMetadataBroker(
+                id=b.broker_id, endpoints=[_endpoint(e) for e in b.endpoints], rack=b.rack
+            )
+            for b in (ctx.live_brokers[b] for b in sorted(ctx.live_brokers))
+        ]
         for broker_id in sorted(self._update_metadata_brokers):
-            request = UpdateMetadataRequest(
-                self.controller_id, ctx.epoch, ctx.broker_epochs.get(broker_id, -1), partitions, live, topic_ids
+            request = UpdateMetadataRequestData(
+                controller_id=self.controller_id,
+                controller_epoch=ctx.epoch,
+                broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+                topic_states=topic_states,
+                live_brokers=live,
             )
             self.channel.send(broker_id, request)
 
     def _send_stop_replica(self) -> None:
         ctx = self.context
         for broker_id, states in sorted(self._stop_replica.items()):
-            request = StopReplicaRequest(
-                self.controller_id,
-                ctx.epoch,
-                ctx.broker_epochs.get(broker_id, -1),
-                tuple(states[tp] for tp in sorted(states)),
+            request = StopReplicaRequestData(
+                controller_id=self.controller_id,
+                controller_epoch=ctx.epoch,
+                broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+                topic_states=[
+                    StopReplicaRequestData.StopReplicaTopicState(topic_name=topic, partition_states=partitions)
+                    for topic, partitions in _by_topic(states).items()
+                ],
             )
             deleting = any(s.delete_partition for s in states.values())
             self.channel.send(broker_id, request, self._on_stop_replica_response if deleting else None)
 
+    def _topic_id(self, topic: str) -> uuid.UUID:
+        text = self.context.topic_ids.get(topic)
+        return topic_uuid(text) if text else ZERO_UUID
+
     def _live(self, broker_ids: Iterable[int]) -> list[int]:
         live = self.context.live_or_shutting_down_broker_ids
         return [b for b in broker_ids if b in live]
+
+
+_State = TypeVar("_State", LeaderAndIsrPartitionState, UpdateMetadataPartitionState, StopReplicaPartitionState)
+
+
+def _by_topic(states: Mapping[TopicPartition, _State]) -> dict[str, list[_State]]:
+    """The partition states by topic, in partition order: from LeaderAndIsr v2, UpdateMetadata v5
+    and StopReplica v3 the requests group them so."""
+    topics: dict[str, list[_State]] = {}
+    for tp in sorted(states):
+        topics.setdefault(tp.topic, []).append(states[tp])
+    return topics
+
+
+def _endpoint(endpoint: EndPoint) -> UpdateMetadataRequestData.UpdateMetadataEndpoint:
+    # Kafka's SecurityProtocol ids are the protocols' places in its enum; an unknown one is PLAINTEXT's
+    protocol = endpoint.security_protocol
+    return UpdateMetadataRequestData.UpdateMetadataEndpoint(
+        port=endpoint.port,
+        host=endpoint.host,
+        listener=endpoint.listener,
+        security_protocol=SECURITY_PROTOCOLS.index(protocol) if protocol in SECURITY_PROTOCOLS else 0,
+    )

@@ -17,11 +17,11 @@ With ``delete.topic.enable=false`` the request znodes are removed and nothing is
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 
 from ..common import TopicPartition
 from ..errors import ErrorCode
-from .controller_channel import StopReplicaResponse
+from ..protocol.message_data import StopReplicaResponseData
 from .controller_context import ControllerContext
 from .partition_state_machine import PartitionStateMachine
 from .replica_state_machine import ReplicaStateMachine
@@ -75,8 +75,8 @@ class TopicDeletionManager:
             self.replicas.handle_state_changes(failed, ReplicaState.DELETION_INELIGIBLE)
         self.resume()
 
-    def on_stop_replica_response(self, broker_id: int, response: StopReplicaResponse) -> None:
-        errors: Mapping[TopicPartition, int] = response.partition_errors
+    def on_stop_replica_response(self, broker_id: int, response: StopReplicaResponseData) -> None:
+        errors = {TopicPartition(e.topic_name, e.partition_index): e.error_code for e in response.partition_errors}
         failed = [tp for tp, code in errors.items() if response.error_code != ErrorCode.NONE or code != ErrorCode.NONE]
         deleted = [(tp, broker_id) for tp in errors if tp not in failed]
         deleted = [(tp, r) for tp, r in deleted if self.ctx.replica_state(tp, r) is ReplicaState.DELETION_STARTED]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -474,13 +475,24 @@ def _partition_lists(value: Any, name: str, path: str) -> dict[int, tuple[int, .
     return out
 
 
+def topic_uuid(topic_id: str) -> uuid.UUID:
+    """A topic id as the topic znode holds it (Kafka's base64 form, no padding) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+def topic_id_text(topic_id: uuid.UUID) -> str:
+    """A topic id as the topic znode and ``partition.metadata`` hold it (URL-safe base64, no padding)."""
+    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+
+
 def validate_topic_id(topic_id: str, path: str = "topic_id") -> str:
     """Kafka's ``Uuid.fromString``: base64url of 16 bytes, without padding."""
     try:
-        raw = base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4))
-    except ValueError:
-        raw = b""
-    if len(topic_id) > 24 or len(raw) != 16:
+        topic_uuid(topic_id)
+        valid = len(topic_id) <= 24
+    except ValueError:  # not base64, or not 16 bytes
+        valid = False
+    if not valid:
         raise InvalidZNodeError(f"topic id {topic_id!r} is not a base64 encoded 16-byte uuid", file=path)
     return topic_id
 
