@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition as SeglogTopicPartition
 from seglog.coordinator.partitioning import partition_for
 from seglog.tools.cluster import LocalCluster
 
@@ -60,7 +60,7 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path: Path, request: pytest.FixtureR
 
 
 def leader(zk: ZkClient, topic: str, partition: int) -> int:
-    found = zk.get_partition_state(znodes.TopicPartition(topic, partition))
+    found = zk.get_partition_state(SeglogTopicPartition(topic, partition))
     assert found is not None
     return found.leader_and_isr.leader
 

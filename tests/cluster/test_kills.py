@@ -31,6 +31,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
@@ -87,7 +88,7 @@ def seed() -> int:
 
 
 def leader_and_isr(zk: ZkClient, partition: int) -> znodes.LeaderAndIsr:
-    found = zk.get_partition_state(znodes.TopicPartition(TOPIC, partition))
+    found = zk.get_partition_state(TopicPartition(TOPIC, partition))
     assert found is not None
     return found.leader_and_isr
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from seglog.cluster.leader_balance import leader_imbalance_ratios, partitions_to_rebalance
-from seglog.cluster.znodes import LeaderAndIsr, TopicPartition
+from seglog.cluster.znodes import LeaderAndIsr
+from seglog.common import TopicPartition
 from seglog.errors import InvalidConfigurationError
 
 

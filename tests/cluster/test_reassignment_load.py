@@ -30,6 +30,7 @@ import seglog
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.common import TopicPartition
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import delivered, wait_until
@@ -137,7 +138,7 @@ class Move:
 
 def reassign_through_zookeeper(move: Move) -> None:
     with zk_of(move.cluster) as zk:
-        zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment({znodes.TopicPartition(move.topic, 0): NEW}))
+        zk.create(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment({TopicPartition(move.topic, 0): NEW}))
 
 
 def reassign_through_the_tool(move: Move) -> None:

@@ -17,10 +17,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from seglog.broker.metadata_cache import ZERO_UUID, BrokerInfo, MetadataCache, PartitionState
+from seglog import common
+from seglog.broker.metadata_cache import BrokerInfo, MetadataCache, PartitionState
 from seglog.broker.txn_marker_channel_manager import TransactionMarkerChannelManager
 from seglog.client import connect
 from seglog.cluster.zookeeper_server import ZooKeeperServer, free_port
+from seglog.common import ZERO_UUID
 from seglog.coordinator.transaction_coordinator import WriteTxnMarkers
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import (
@@ -378,7 +380,13 @@ def test_markers_follow_a_moved_leader_and_pass_an_unreachable_broker(cluster: L
 
     async def send() -> bool:
         channel = TransactionMarkerChannelManager(cache, 99, _no_local_write, timeout_s=10)
-        partitions = frozenset({("moving", 0), ("moving", 1), ("deleted", 0)})
+        partitions = frozenset(
+            {
+                common.TopicPartition("moving", 0),
+                common.TopicPartition("moving", 1),
+                common.TopicPartition("deleted", 0),
+            }
+        )
         try:
             return await channel.send(WriteTxnMarkers("moving-writer", 4300, 0, True, 0, partitions), still_current)
         finally:
@@ -410,7 +418,7 @@ def test_markers_of_a_fenced_producer_epoch_are_abandoned(cluster: LocalCluster)
     async def send() -> bool:
         channel = TransactionMarkerChannelManager(cache, 99, _no_local_write, timeout_s=10)
         try:
-            marker = WriteTxnMarkers("fenced-writer", 4400, 0, True, 0, frozenset({("fenced", 0)}))
+            marker = WriteTxnMarkers("fenced-writer", 4400, 0, True, 0, frozenset({common.TopicPartition("fenced", 0)}))
             return await channel.send(marker, still_current)
         finally:
             channel.close()
@@ -486,7 +494,7 @@ def test_markers_of_several_transactions_to_one_broker_go_in_one_request(cluster
         cache.update_metadata(relayed, -1, [("batched", ZERO_UUID, s) for s in current], set())
         channel = TransactionMarkerChannelManager(cache, 99, _no_local_write, timeout_s=10)
         markers = [
-            WriteTxnMarkers(f"batched-{pid}", pid, 0, True, 0, frozenset({("batched", n % 2)}))
+            WriteTxnMarkers(f"batched-{pid}", pid, 0, True, 0, frozenset({common.TopicPartition("batched", n % 2)}))
             for n, pid in enumerate(producer_ids)
         ]
         try:
@@ -504,5 +512,7 @@ def test_markers_of_several_transactions_to_one_broker_go_in_one_request(cluster
     assert committed == {0: [b"pending"] * 3, 1: [b"pending"] * 2}
 
 
-async def _no_local_write(marker: WriteTxnMarkers, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+async def _no_local_write(
+    marker: WriteTxnMarkers, partitions: list[common.TopicPartition]
+) -> dict[common.TopicPartition, int]:
     raise AssertionError(f"the channel's broker (99) leads none of {partitions}")

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..common import ZERO_UUID
 from ..config import BROKER_KEYS, SYNONYMS, TOPIC_KEYS, BrokerConfig
 from ..errors import (
     ApiError,
@@ -49,7 +50,6 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
 )
-from .metadata_cache import ZERO_UUID
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 

@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..common import ZERO_UUID
 from ..config import BrokerConfig
 from ..errors import (
     CorruptRecordError,
@@ -52,7 +53,7 @@ from ..protocol.message_data import (
 from ..records.conversion import to_legacy
 from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
 from ..storage import EARLIEST_TIMESTAMP
-from .metadata_cache import ZERO_UUID, TopicMetadata
+from .metadata_cache import TopicMetadata
 from .network import abandoned_on_disconnect
 from .replica_manager import (
     NONE,
@@ -194,7 +195,7 @@ class KafkaApis:
         order: list[TopicPartition] = []
         for topic in body.topic_data:
             for part in topic.partition_data:
-                tp = (topic.name, part.index)
+                tp = TopicPartition(topic.name, part.index)
                 order.append(tp)
                 if acks not in (-1, 0, 1):
                     results[tp] = _append_error(InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}"))

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..cluster.controller import KafkaController
-from ..cluster.znodes import TopicPartition
+from ..common import TopicPartition
 from ..errors import ErrorCode, InvalidRequestError, NotControllerError, SeglogError
 from ..protocol import ApiKey
 from ..protocol.message_data import (

@@ -113,7 +113,7 @@ class ControllerApis:
         topic_ids = {t.topic_name: t.topic_id for t in body.topic_states}
         error = self._check("LeaderAndIsr", body)
         if error:
-            errors: dict[tuple[str, int], int] = {(s.topic_name, s.partition_index): error for s in states}
+            errors: dict[TopicPartition, int] = {TopicPartition(s.topic_name, s.partition_index): error for s in states}
         else:
             errors = await asyncio.get_running_loop().run_in_executor(
                 None,
@@ -185,7 +185,7 @@ class ControllerApis:
         partitions = _stop_replica_partitions(version, body)
         error = self._check("StopReplica", body)
         if error:
-            errors: dict[tuple[str, int], int] = {(t, p): error for t, p, _, _ in partitions}
+            errors: dict[TopicPartition, int] = {TopicPartition(t, p): error for t, p, _, _ in partitions}
         else:
             errors = await asyncio.get_running_loop().run_in_executor(
                 None, self.replicas.stop_replicas, body.controller_id, body.controller_epoch, partitions

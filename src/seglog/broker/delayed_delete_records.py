@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ..common import TopicPartition
 from ..errors import SeglogError
 from ..protocol import ErrorCode
 from .purgatory import DelayedOperation
 
-TopicPartition = tuple[str, int]
 INVALID_LOW_WATERMARK = -1
 
 

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..common import TopicPartition
 from ..protocol import ErrorCode
 from .partition import Partition
 from .purgatory import DelayedOperation
-
-TopicPartition = tuple[str, int]
 
 
 class DelayedProduce(DelayedOperation[dict[TopicPartition, int]]):

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from ..cluster.znodes import topic_id_text, topic_uuid
+from ..common import TopicPartition
 from ..config import TOPIC_KEYS, BrokerConfig
 from ..errors import (
     ControllerMovedError,
@@ -68,7 +69,6 @@ from .replica_fetcher import ReplicaFetcherManager
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-TopicPartition = tuple[str, int]
 
 NONE: int = ErrorCode.NONE  # no error (an int, as every error code this module hands on)
 STALE_CONTROLLER_EPOCH = ControllerMovedError.error_code
@@ -274,11 +274,11 @@ class ReplicaManager:
         present = self._logs.partitions(topic)
         states = [PartitionState(p, -1, -1, (), ()) for p in range(present[-1] + 1) if p not in present]
         for p in present:
-            partition = self._partitions.get((topic, p))
+            partition = self._partitions.get(TopicPartition(topic, p))
             if partition is None:
                 partition = Partition(topic, p, self._logs.partition(topic, p), self.broker.broker_id)
                 partition.lead_alone()
-                self._partitions[(topic, p)] = partition
+                self._partitions[TopicPartition(topic, p)] = partition
             states.append(PartitionState(p, self.broker.broker_id, partition.leader_epoch, me, me))
         topic_id = topic_uuid(self._logs.topic_id(topic))
         states.sort(key=lambda s: s.partition)
@@ -298,7 +298,7 @@ class ReplicaManager:
             listener(tps)
 
     def partition(self, topic: str, index: int) -> Partition:
-        found = self._partitions.get((topic, index))
+        found = self._partitions.get(TopicPartition(topic, index))
         if found is None:
             if 0 <= index < self.metadata.partition_count(topic):  # Kafka's: known, but not hosted here
                 raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} has no replica of {topic}-{index}")
@@ -342,7 +342,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, int] = {}
         accepted: list[tuple[LeaderAndIsrPartitionState, Partition]] = []
         for state in states:
-            tp = (state.topic_name, state.partition_index)
+            tp = TopicPartition(state.topic_name, state.partition_index)
             current = self._partitions.get(tp)
             if controller_epoch < self._controller_epoch or (
                 current is not None
@@ -365,7 +365,7 @@ class ReplicaManager:
             controller_epoch,
             ", ".join(f"{p.topic}-{p.index}: {p.role and p.role.value} of epoch {p.leader_epoch}" for _, p in accepted),
         )
-        errors.update({(p.topic, p.index): NONE for _, p in accepted})
+        errors.update({TopicPartition(p.topic, p.index): NONE for _, p in accepted})
         return errors
 
     def _new_partition(self, topic: str, index: int, topic_id: uuid.UUID | None) -> Partition:
@@ -381,9 +381,9 @@ class ReplicaManager:
         leading: list[TopicPartition] = []
         following: list[TopicPartition] = []
         for state, partition in accepted:
-            tp = (partition.topic, partition.index)
+            tp = TopicPartition(partition.topic, partition.index)
             self._partitions[tp] = partition
-            topic_id = topic_ids.get(tp[0])
+            topic_id = topic_ids.get(tp.topic)
             if state.leader == self.broker.broker_id:
                 self.fetchers.remove_partitions([tp])
                 if partition.make_leader(state, topic_id, now):
@@ -407,7 +407,7 @@ class ReplicaManager:
         errors: dict[TopicPartition, int] = {}
         stopped: list[tuple[TopicPartition, bool]] = []
         for topic, index, delete, leader_epoch in partitions:
-            tp = (topic, index)
+            tp = TopicPartition(topic, index)
             current = self._partitions.get(tp)
             if controller_epoch < self._controller_epoch:
                 errors[tp] = STALE_CONTROLLER_EPOCH
@@ -717,7 +717,9 @@ class ReplicaManager:
         stable = (lambda: self.stable_bytes(requests, min_bytes)) if read_committed else None
         op = DelayedFetch(max_wait_ms, min_bytes, have, stable)
         with while_parked(op):
-            await self.fetch_purgatory.wait(op, [fetch_key((r.topic, r.partition), replica_id) for r in requests])
+            await self.fetch_purgatory.wait(
+                op, [fetch_key(TopicPartition(r.topic, r.partition), replica_id) for r in requests]
+            )
         return await self.read(requests, max_bytes, read_committed, replica_id=replica_id)
 
     async def read(
@@ -742,7 +744,7 @@ class ReplicaManager:
             now = self._clock()
             for req, result in zip(requests, results, strict=True):
                 if result.error_code == NONE:
-                    tp = (req.topic, req.partition)
+                    tp = TopicPartition(req.topic, req.partition)
                     self._follower_fetched(tp, replica_id, req.fetch_offset, req.log_start_offset, result, now)
         return results
 
@@ -757,7 +759,7 @@ class ReplicaManager:
         if len(requests) > LOOP_READS:
             return False
         for req in requests:
-            partition = self._partitions.get((req.topic, req.partition))
+            partition = self._partitions.get(TopicPartition(req.topic, req.partition))
             if partition is None or partition.role is not Role.LEADER:
                 return False  # the I/O thread's read answers the error
             if req.fetch_offset < partition.log.active_segment.base_offset:
@@ -820,7 +822,7 @@ class ReplicaManager:
         longer leads, or a read that fails, counts as ``limit``: the fetch answers now."""
         total = 0
         for req in requests:
-            partition = self._partitions.get((req.topic, req.partition))
+            partition = self._partitions.get(TopicPartition(req.topic, req.partition))
             if partition is None or partition.role is not Role.LEADER:
                 return limit
             try:
@@ -862,7 +864,7 @@ class ReplicaManager:
     def _maybe_increment_high_watermark(self, partition: Partition) -> None:
         exposed = partition.maybe_increment_high_watermark()
         if exposed:
-            self._high_watermark_moved((partition.topic, partition.index), exposed)
+            self._high_watermark_moved(TopicPartition(partition.topic, partition.index), exposed)
 
     def partition_log(self, topic: str, index: int) -> PartitionLog:
         """The log of a partition this broker leads (the coordinators load their state from it)."""
@@ -944,8 +946,9 @@ class ReplicaManager:
             low = INVALID_LOW_WATERMARK
             if code == NONE:
                 try:
-                    low = self._low_watermark((topic, index))
-                    waiting[i] = ((topic, index), required)
+                    tp = TopicPartition(topic, index)
+                    low = self._low_watermark(tp)
+                    waiting[i] = (tp, required)
                 except SeglogError as e:  # led here no more
                     code = e.error_code
             answers.append((code, low))

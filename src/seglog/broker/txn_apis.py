@@ -95,7 +95,7 @@ log = logging.getLogger(__name__)
 
 _E = ErrorCode
 # told of markers written (producer id, committed, partitions)
-MarkersWritten = Callable[[int, bool, list[tuple[str, int]]], None]
+MarkersWritten = Callable[[int, bool, list[TopicPartition]], None]
 
 
 def _now_ms() -> int:
@@ -282,8 +282,8 @@ class TxnApis:
         if not self._still_current(out):
             return
         marker = self._marker_batch(out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch)
-        written: list[tuple[str, int]] = []
-        left: list[tuple[str, int]] = []
+        written: list[TopicPartition] = []
+        left: list[TopicPartition] = []
         for tp in sorted(out.partitions):
             inline = self.replicas.try_append_inline(
                 tp, memoryview(bytearray(marker)), acks=-1, origin=AppendOrigin.COORDINATOR
@@ -300,9 +300,7 @@ class TxnApis:
         if await self.markers.send(out, lambda: self._still_current(out)):
             self._act(self.coordinator.complete_markers(out.transactional_id, self.clock()))
 
-    async def _append_marker(
-        self, out: WriteTxnMarkers, partitions: list[tuple[str, int]]
-    ) -> dict[tuple[str, int], int]:
+    async def _append_marker(self, out: WriteTxnMarkers, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
         return await self.append_markers(
             out.producer_id, out.producer_epoch, out.committed, out.coordinator_epoch, partitions
         )
@@ -313,8 +311,8 @@ class TxnApis:
         producer_epoch: int,
         committed: bool,
         coordinator_epoch: int,
-        partitions: list[tuple[str, int]],
-    ) -> dict[tuple[str, int], int]:
+        partitions: list[TopicPartition],
+    ) -> dict[TopicPartition, int]:
         """One marker appended by the leader of each partition with acks -1 (Kafka's
         ``handleWriteTxnMarkersRequest``); the error code of each. The written ones are told
         to ``on_markers_written``."""
@@ -475,7 +473,7 @@ class TxnApis:
                     m.producer_epoch,
                     m.transaction_result,
                     m.coordinator_epoch,
-                    [(t.name, p) for t in m.topics for p in t.partition_indexes],
+                    [TopicPartition(t.name, p) for t in m.topics for p in t.partition_indexes],
                 )
                 for m in markers
             )

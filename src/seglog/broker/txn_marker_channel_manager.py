@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from ..client import AsyncConnection
+from ..common import TopicPartition
 from ..coordinator.transaction_coordinator import WriteTxnMarkers
 from ..errors import BrokerNotAvailableError, InvalidResponseError
 from ..protocol import ApiKey, ErrorCode
@@ -47,8 +48,6 @@ from .metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 
-# a plain tuple, not seglog.common's: txn_apis (the coordinator's side) names partitions so and imports it
-TopicPartition = tuple[str, int]
 # a marker's partitions appended where this broker leads them: an error code per partition
 LocalWrite = Callable[[WriteTxnMarkers, list[TopicPartition]], Awaitable[dict[TopicPartition, int]]]
 
@@ -119,7 +118,7 @@ def partition_errors(
     ``producer_id``'s marker."""
     wanted = set(partitions)
     return {
-        (topic.name, p.partition_index): p.error_code
+        TopicPartition(topic.name, p.partition_index): p.error_code
         for marker in response.markers
         if marker.producer_id == producer_id
         for topic in marker.topics

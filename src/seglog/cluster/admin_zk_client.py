@@ -16,6 +16,7 @@ from typing import Any
 
 from kazoo.exceptions import NodeExistsError
 
+from ..common import TopicPartition
 from ..config import validate_topic_config
 from ..errors import InvalidReplicaAssignmentError, TopicExistsError, UnknownTopicOrPartitionError, ZooKeeperError
 from ..storage.naming import validate_topic
@@ -96,7 +97,7 @@ def delete_topic(zk: ZkClient, topic: str) -> None:
         zk.create(znodes.delete_topic_path(topic), b"", makepath=True)
 
 
-def request_preferred_replica_election(zk: ZkClient, partitions: Iterable[znodes.TopicPartition]) -> None:
+def request_preferred_replica_election(zk: ZkClient, partitions: Iterable[TopicPartition]) -> None:
     """Ask the controller to give leadership back to preferred replicas (``kafka-leader-election``)."""
     try:
         zk.create(znodes.PREFERRED_REPLICA_ELECTION, znodes.encode_partitions(partitions), makepath=True)

@@ -55,6 +55,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KeeperState, WatchedEvent
 from kazoo.retry import KazooRetry
 
+from ..common import TopicPartition
 from ..errors import ControllerMovedError, ZooKeeperError
 from . import znodes
 
@@ -506,7 +507,7 @@ class ZkClient:
         found = self.get(znodes.topic_path(topic))
         return None if found is None else znodes.decode_topic(topic, found[0])
 
-    def get_partition_state(self, tp: znodes.TopicPartition) -> znodes.LeaderIsrAndControllerEpoch | None:
+    def get_partition_state(self, tp: TopicPartition) -> znodes.LeaderIsrAndControllerEpoch | None:
         """A partition's leader, ISR and controller epoch; ``partition_epoch`` is the znode's zkVersion."""
         path = znodes.partition_state_path(tp.topic, tp.partition)
         found = self.get(path)

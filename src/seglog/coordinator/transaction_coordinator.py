@@ -134,7 +134,7 @@ class WriteTxnMarkers:
     producer_epoch: int
     committed: bool
     coordinator_epoch: int
-    partitions: frozenset[tuple[str, int]]  # as the marker channel manager takes them
+    partitions: frozenset[TopicPartition]
 
 
 Output = Reply | StoreTransaction | WriteTxnMarkers
