@@ -69,6 +69,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import seglog.broker
 import seglog.storage
 from seglog.protocol import ApiKey, encode_request
+from seglog.protocol.message_data import FetchRequestData
 from seglog.records import Record, build_batch
 
 RECORDS = 200_000
@@ -308,18 +309,26 @@ class FetchTemplate:
     MARK_OFFSET, MARK_ID = 0x0102030405060708, 0x0A0B0C0D
 
     def __init__(self, topic: str) -> None:
-        partition = {"partition": 0, "fetch_offset": self.MARK_OFFSET, "log_start_offset": -1}
-        body = {
-            "max_wait_ms": 500,
-            "min_bytes": 1,
-            "max_bytes": 1 << 20,
-            "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": topic, "partitions": [{**partition, "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [],
-            "rack_id": "",
-        }
+        body = FetchRequestData(
+            max_wait_ms=500,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=[
+                FetchRequestData.FetchTopic(
+                    topic=topic,
+                    partitions=[
+                        FetchRequestData.FetchPartition(
+                            partition=0, fetch_offset=self.MARK_OFFSET, log_start_offset=-1, partition_max_bytes=1 << 20
+                        )
+                    ],
+                )
+            ],
+            forgotten_topics_data=[],
+            rack_id="",
+        )
         self.request = bytearray(b"".join(encode_request(ApiKey.FETCH, FETCH_VERSION, self.MARK_ID, "bench", body)))
         self._offset_at = self.request.index(struct.pack(">q", self.MARK_OFFSET))
         self._id_at = self.request.index(struct.pack(">i", self.MARK_ID))

@@ -39,6 +39,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.client import connect
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import FetchRequestData
 from seglog.records import BatchIterator
 
 TOPIC = "txn"
@@ -160,25 +161,22 @@ def raw_fetches(pid: int, bootstrap: str, isolation: int) -> tuple[int, float]:
     with connect(bootstrap) as client:
         offset, fetches, used = 0, 0, 0.0
         while True:
-            partition = {
-                "partition": 0,
-                "fetch_offset": offset,
-                "log_start_offset": -1,
-                "partition_max_bytes": FETCH_BYTES,
-            }
-            body = {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": FETCH_BYTES,
-                "isolation_level": isolation,
-                "topics": [{"topic": TOPIC, "partitions": [partition]}],
-            }
+            partition = FetchRequestData.FetchPartition(
+                partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=FETCH_BYTES
+            )
+            body = FetchRequestData(
+                replica_id=-1,
+                max_wait_ms=0,
+                min_bytes=0,
+                max_bytes=FETCH_BYTES,
+                isolation_level=isolation,
+                topics=[FetchRequestData.FetchTopic(topic=TOPIC, partitions=[partition])],
+            )
             cpu = cpu_seconds(pid)
-            answer = client.request(ApiKey.FETCH, body, version=11)["responses"][0]["partitions"][0]
+            answer = client.request(ApiKey.FETCH, body, version=11).responses[0].partitions[0]
             used += cpu_seconds(pid) - cpu
             fetches += 1
-            batches = list(BatchIterator(answer["records"] or b""))
+            batches = list(BatchIterator(answer.records or b""))
             if not batches:
                 return fetches, used / fetches * 1e6
             offset = batches[-1].last_offset + 1

@@ -19,6 +19,8 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 
+from seglog.protocol.message_data import DescribeClusterRequestData, OffsetForLeaderEpochRequestData
+
 from .conftest import PRODUCER
 
 
@@ -152,7 +154,8 @@ def test_describe_cluster_for_another_endpoint_type(seglog_broker) -> None:
 
     with connect(seglog_broker.bootstrap_servers) as client:
         codes = [
-            client.request(ApiKey.DESCRIBE_CLUSTER, {"endpoint_type": t}, version=1)["error_code"] for t in (1, 2, 7)
+            client.request(ApiKey.DESCRIBE_CLUSTER, DescribeClusterRequestData(endpoint_type=t), version=1).error_code
+            for t in (1, 2, 7)
         ]
     assert codes == [ErrorCode.NONE, ErrorCode.MISMATCHED_ENDPOINT_TYPE, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE]
 
@@ -189,23 +192,31 @@ def test_offset_for_leader_epoch(seglog_broker, admin: AdminClient) -> None:
         producer.produce("e1", b"x", partition=0)
     assert producer.flush(30) == 0
     with connect(seglog_broker.bootstrap_servers) as client:
-        body = {
-            "replica_id": -1,
-            "topics": [
-                {
-                    "topic": "e1",
-                    "partitions": [
-                        {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0},
-                        {"partition": 7, "current_leader_epoch": -1, "leader_epoch": 0},
+        body = OffsetForLeaderEpochRequestData(
+            replica_id=-1,
+            topics=[
+                OffsetForLeaderEpochRequestData.OffsetForLeaderTopic(
+                    topic="e1",
+                    partitions=[
+                        OffsetForLeaderEpochRequestData.OffsetForLeaderPartition(
+                            partition=0, current_leader_epoch=-1, leader_epoch=0
+                        ),
+                        OffsetForLeaderEpochRequestData.OffsetForLeaderPartition(
+                            partition=7, current_leader_epoch=-1, leader_epoch=0
+                        ),
                     ],
-                }
+                )
             ],
-        }
-        parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)["topics"][0]["partitions"]
-        assert [(p["error_code"], p["leader_epoch"], p["end_offset"]) for p in parts] == [(0, 0, 5), (3, -1, -1)]
-        body["topics"][0]["partitions"] = [{"partition": 0, "current_leader_epoch": 9, "leader_epoch": 0}]
-        parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body)["topics"][0]["partitions"]
-        assert parts[0]["error_code"] == 75  # UNKNOWN_LEADER_EPOCH: the client is ahead of this broker
+        )
+        parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body).topics[0].partitions
+        assert [(p.error_code, p.leader_epoch, p.end_offset) for p in parts] == [(0, 0, 5), (3, -1, -1)]
+        body.topics[0].partitions = [
+            OffsetForLeaderEpochRequestData.OffsetForLeaderPartition(
+                partition=0, current_leader_epoch=9, leader_epoch=0
+            )
+        ]
+        parts = client.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, body).topics[0].partitions
+        assert parts[0].error_code == 75  # UNKNOWN_LEADER_EPOCH: the client is ahead of this broker
 
 
 def test_deletion_disabled(seglog_broker_factory) -> None:

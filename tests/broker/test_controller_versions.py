@@ -17,52 +17,82 @@ from seglog.broker.metadata_cache import BrokerInfo
 from seglog.broker.properties import broker_config
 from seglog.broker.replica_manager import ReplicaManager
 from seglog.protocol import ApiKey, decode_request, encode_request
+from seglog.protocol.message import Message
+from seglog.protocol.message_data import LeaderAndIsrRequestData, StopReplicaRequestData, UpdateMetadataRequestData
 
 TOPIC_ID = uuid.UUID(int=7)
 
 
-def typed(key: ApiKey, version: int, body: dict[str, Any]) -> Any:
+def typed(key: ApiKey, version: int, body: Message) -> Any:
     """``body`` as the broker receives it at ``version``: encoded, then decoded."""
     frame = b"".join(bytes(p) for p in encode_request(key, version, 1, "controller", body))
     return decode_request(frame[4:]).body
 
 
-def leader_and_isr(version: int, epoch: int) -> dict[str, Any]:
-    state = {
-        "partition_index": 0,
-        "controller_epoch": 1,
-        "leader": 0,
-        "leader_epoch": epoch,
-        "isr": [0],
-        "partition_epoch": epoch,
-        "replicas": [0],
-        "is_new": True,
-    }
-    body: dict[str, Any] = {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "live_leaders": []}
+def leader_and_isr(version: int, epoch: int) -> LeaderAndIsrRequestData:
+    state = LeaderAndIsrRequestData.LeaderAndIsrPartitionState(
+        partition_index=0,
+        controller_epoch=1,
+        leader=0,
+        leader_epoch=epoch,
+        isr=[0],
+        partition_epoch=epoch,
+        replicas=[0],
+        is_new=True,
+    )
+    body = LeaderAndIsrRequestData(controller_id=1, controller_epoch=1, broker_epoch=-1, live_leaders=[])
     if version < 2:
-        return {**body, "ungrouped_partition_states": [{**state, "topic_name": "t"}]}
-    return {**body, "topic_states": [{"topic_name": "t", "topic_id": TOPIC_ID, "partition_states": [state]}]}
+        state.topic_name = "t"
+        body.ungrouped_partition_states = [state]
+    else:
+        topic = LeaderAndIsrRequestData.LeaderAndIsrTopicState(
+            topic_name="t", topic_id=TOPIC_ID, partition_states=[state]
+        )
+        body.topic_states = [topic]
+    return body
 
 
-def update_metadata(version: int, epoch: int) -> dict[str, Any]:
-    state = {"partition_index": 0, "controller_epoch": 1, "leader": 0, "leader_epoch": epoch, "isr": [0]}
-    state |= {"zk_version": epoch, "replicas": [0], "offline_replicas": []}
-    endpoint = {"port": 9092 + version, "host": "127.0.0.1", "listener": "PLAINTEXT", "security_protocol": 0}
-    broker = {"id": 0, "v0_host": "127.0.0.1", "v0_port": 9092 + version, "endpoints": [endpoint], "rack": None}
-    body: dict[str, Any] = {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "live_brokers": [broker]}
+def update_metadata(version: int, epoch: int) -> UpdateMetadataRequestData:
+    state = UpdateMetadataRequestData.UpdateMetadataPartitionState(
+        partition_index=0,
+        controller_epoch=1,
+        leader=0,
+        leader_epoch=epoch,
+        isr=[0],
+        zk_version=epoch,
+        replicas=[0],
+        offline_replicas=[],
+    )
+    endpoint = UpdateMetadataRequestData.UpdateMetadataEndpoint(
+        port=9092 + version, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0
+    )
+    broker = UpdateMetadataRequestData.UpdateMetadataBroker(
+        id=0, v0_host="127.0.0.1", v0_port=9092 + version, endpoints=[endpoint], rack=None
+    )
+    body = UpdateMetadataRequestData(controller_id=1, controller_epoch=1, broker_epoch=-1, live_brokers=[broker])
     if version < 5:
-        return {**body, "ungrouped_partition_states": [{**state, "topic_name": "t"}]}
-    return {**body, "topic_states": [{"topic_name": "t", "topic_id": TOPIC_ID, "partition_states": [state]}]}
+        state.topic_name = "t"
+        body.ungrouped_partition_states = [state]
+    else:
+        topic = UpdateMetadataRequestData.UpdateMetadataTopicState(
+            topic_name="t", topic_id=TOPIC_ID, partition_states=[state]
+        )
+        body.topic_states = [topic]
+    return body
 
 
-def stop_replica(version: int) -> dict[str, Any]:
-    body: dict[str, Any] = {"controller_id": 1, "controller_epoch": 1, "broker_epoch": -1, "delete_partitions": False}
+def stop_replica(version: int) -> StopReplicaRequestData:
+    body = StopReplicaRequestData(controller_id=1, controller_epoch=1, broker_epoch=-1, delete_partitions=False)
     if version == 0:
-        return {**body, "ungrouped_partitions": [{"topic_name": "t", "partition_index": 0}]}
-    if version < 3:
-        return {**body, "topics": [{"name": "t", "partition_indexes": [0]}]}
-    state = {"partition_index": 0, "leader_epoch": -1, "delete_partition": False}
-    return {**body, "topic_states": [{"topic_name": "t", "partition_states": [state]}]}
+        body.ungrouped_partitions = [StopReplicaRequestData.StopReplicaPartitionV0(topic_name="t", partition_index=0)]
+    elif version < 3:
+        body.topics = [StopReplicaRequestData.StopReplicaTopicV1(name="t", partition_indexes=[0])]
+    else:
+        state = StopReplicaRequestData.StopReplicaPartitionState(
+            partition_index=0, leader_epoch=-1, delete_partition=False
+        )
+        body.topic_states = [StopReplicaRequestData.StopReplicaTopicState(topic_name="t", partition_states=[state])]
+    return body
 
 
 @pytest.mark.parametrize("version", range(8))

@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 import seglog.broker
 from seglog.broker import EmbeddedBroker
 from seglog.protocol import ApiKey, decode_response, encode_request
+from seglog.protocol.message_data import FetchRequestData, FetchResponseData
 from seglog.records import Record, build_batch
 
 from .conftest import PRODUCER, wait_for
@@ -47,29 +48,31 @@ def waiting_fetches(broker: EmbeddedBroker) -> int:
 
 
 def send_fetch(sock: socket.socket, topic: str, offset: int, *, min_bytes: int, read_committed: bool = False) -> None:
-    body = {
-        "replica_id": -1,
-        "max_wait_ms": 60_000,  # longer than any test waits: only the purgatory's wake answers in time
-        "min_bytes": min_bytes,
-        "max_bytes": 1 << 20,
-        "isolation_level": 1 if read_committed else 0,
-        "session_id": 0,
-        "session_epoch": -1,
-        "topics": [
-            {
-                "topic": topic,
-                "partitions": [
-                    {"partition": 0, "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 1 << 20}
+    body = FetchRequestData(
+        replica_id=-1,
+        max_wait_ms=60_000,  # longer than any test waits: only the purgatory's wake answers in time
+        min_bytes=min_bytes,
+        max_bytes=1 << 20,
+        isolation_level=1 if read_committed else 0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequestData.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequestData.FetchPartition(
+                        partition=0, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20
+                    )
                 ],
-            }
+            )
         ],
-        "forgotten_topics_data": [],
-        "rack_id": "",
-    }
+        forgotten_topics_data=[],
+        rack_id="",
+    )
     sock.sendall(b"".join(encode_request(ApiKey.FETCH, FETCH_VERSION, 1, "test", body)))
 
 
-def read_fetch_response(sock: socket.socket) -> dict[str, Any]:
+def read_fetch_response(sock: socket.socket) -> FetchResponseData.PartitionData:
     def exactly(n: int) -> bytes:
         data = b""
         while len(data) < n:
@@ -80,7 +83,7 @@ def read_fetch_response(sock: socket.socket) -> dict[str, Any]:
 
     (size,) = struct.unpack(">i", exactly(4))
     response = decode_response(ApiKey.FETCH, FETCH_VERSION, memoryview(exactly(size)))
-    return dict(response["responses"][0]["partitions"][0])
+    return response.responses[0].partitions[0]
 
 
 def test_read_committed_fetch_waits_for_records_below_the_last_stable_offset(broker: EmbeddedBroker) -> None:
@@ -96,9 +99,9 @@ def test_read_committed_fetch_waits_for_records_below_the_last_stable_offset(bro
         assert producer.flush(30) == 0  # more bytes past the LSO: the fetch must go on waiting
         producer.commit_transaction(30)
         answer = read_fetch_response(sock)
-    assert answer["error_code"] == 0
-    assert answer["last_stable_offset"] == 3  # two records and the COMMIT marker
-    assert len(answer["records"]) > 0  # answered by the commit, not early and empty by the second record
+    assert answer.error_code == 0
+    assert answer.last_stable_offset == 3  # two records and the COMMIT marker
+    assert len(answer.records) > 0  # answered by the commit, not early and empty by the second record
 
 
 def test_a_waiting_fetch_holds_no_segment_file(broker: EmbeddedBroker, tmp_path: Path) -> None:
@@ -130,7 +133,7 @@ def test_a_disconnected_clients_fetch_leaves_the_purgatory(broker: EmbeddedBroke
     # the broker serves on: a new connection's fetch is answered
     with socket.create_connection(("127.0.0.1", broker.port)) as again:
         send_fetch(again, "idle", 0, min_bytes=1)
-        assert len(read_fetch_response(again)["records"]) > 0
+        assert len(read_fetch_response(again).records) > 0
 
 
 def _names(fd: str, path: str) -> bool:

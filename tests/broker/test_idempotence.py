@@ -13,6 +13,14 @@ import seglog
 from seglog.broker.routes import Route
 from seglog.client import BlockingConnection, connect
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import (
+    InitProducerIdRequestData,
+    ListOffsetsRequestData,
+    MetadataRequestData,
+    ProduceRequestData,
+    WriteTxnMarkersRequestData,
+    WriteTxnMarkersResponseData,
+)
 from seglog.records import build_batch
 
 from .conftest import PRODUCER
@@ -70,14 +78,18 @@ def test_a_producer_cut_off_mid_stream_writes_each_record_once_in_order(seglog_b
 
 def produce(client: BlockingConnection, batch: bytes) -> tuple[int, int]:
     """(error code, base offset) of an acks=all produce of one batch to events-0."""
-    body = {
-        "transactional_id": None,
-        "acks": -1,
-        "timeout_ms": 10_000,
-        "topic_data": [{"name": "events", "partition_data": [{"index": 0, "records": batch}]}],
-    }
-    part = client.request(ApiKey.PRODUCE, body)["responses"][0]["partition_responses"][0]
-    return part["error_code"], part["base_offset"]
+    body = ProduceRequestData(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=10_000,
+        topic_data=[
+            ProduceRequestData.TopicProduceData(
+                name="events", partition_data=[ProduceRequestData.PartitionProduceData(index=0, records=batch)]
+            )
+        ],
+    )
+    part = client.request(ApiKey.PRODUCE, body).responses[0].partition_responses[0]
+    return part.error_code, part.base_offset
 
 
 def idempotent_batch(pid: int, epoch: int, sequence: int, n: int) -> bytes:
@@ -95,10 +107,17 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
     data = tmp_path / "data"
     with BrokerProcess(data, "num.partitions=1") as broker:
         with connect(broker.bootstrap_servers) as client:
-            init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
-            assert init["error_code"] == 0
-            pid, epoch = init["producer_id"], init["producer_epoch"]
-            client.request(ApiKey.METADATA, {"topics": [{"name": "events"}], "allow_auto_topic_creation": True})
+            init = client.request(
+                ApiKey.INIT_PRODUCER_ID, InitProducerIdRequestData(transactional_id=None, transaction_timeout_ms=-1)
+            )
+            assert init.error_code == 0
+            pid, epoch = init.producer_id, init.producer_epoch
+            client.request(
+                ApiKey.METADATA,
+                MetadataRequestData(
+                    topics=[MetadataRequestData.MetadataRequestTopic(name="events")], allow_auto_topic_creation=True
+                ),
+            )
             assert produce(client, idempotent_batch(pid, epoch, 0, 3)) == (0, 0)
             second = idempotent_batch(pid, epoch, 3, 2)
             assert produce(client, second) == (0, 3)
@@ -106,8 +125,10 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
         broker.kill()
     with BrokerProcess(data) as broker, connect(broker.bootstrap_servers) as client:
         assert produce(client, second) == (0, 3)  # the state came back from the log
-        again = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
-        assert again["producer_id"] > pid  # a new block of ids: none is handed out twice
+        again = client.request(
+            ApiKey.INIT_PRODUCER_ID, InitProducerIdRequestData(transactional_id=None, transaction_timeout_ms=-1)
+        )
+        assert again.producer_id > pid  # a new block of ids: none is handed out twice
         assert produce(client, idempotent_batch(pid, epoch, 9, 1))[0] == OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce(client, idempotent_batch(pid, epoch, 5, 1)) == (0, 5)
         code, err = broker.terminate()
@@ -120,21 +141,30 @@ def test_sequence_state_survives_sigkill(tmp_path) -> None:
 def test_write_txn_markers_ends_a_transaction_written_by_another_coordinator(seglog_broker_factory, tmp_path) -> None:
     broker = seglog_broker_factory(str(tmp_path / "data"), config={"num.partitions": 1})
     with connect(broker.bootstrap_servers) as client:
-        init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
-        pid, epoch = init["producer_id"], init["producer_epoch"]
-        client.request(ApiKey.METADATA, {"topics": [{"name": "events"}], "allow_auto_topic_creation": True})
+        init = client.request(
+            ApiKey.INIT_PRODUCER_ID, InitProducerIdRequestData(transactional_id=None, transaction_timeout_ms=-1)
+        )
+        pid, epoch = init.producer_id, init.producer_epoch
+        client.request(
+            ApiKey.METADATA,
+            MetadataRequestData(
+                topics=[MetadataRequestData.MetadataRequestTopic(name="events")], allow_auto_topic_creation=True
+            ),
+        )
         batch = build_batch([(None, b"t")], producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
         assert produce(client, bytes(batch)) == (0, 0)
         assert latest(client, read_committed=True) == 0  # the transaction holds the last stable offset back
-        marker = {
-            "producer_id": pid,
-            "producer_epoch": epoch,
-            "transaction_result": False,
-            "topics": [{"name": "events", "partition_indexes": [0]}],
-            "coordinator_epoch": 3,
-        }
-        answer = client.request(ApiKey.WRITE_TXN_MARKERS, {"markers": [marker]})
-        assert answer["markers"][0]["topics"][0]["partitions"] == [{"partition_index": 0, "error_code": 0}]
+        marker = WriteTxnMarkersRequestData.WritableTxnMarker(
+            producer_id=pid,
+            producer_epoch=epoch,
+            transaction_result=False,
+            topics=[WriteTxnMarkersRequestData.WritableTxnMarkerTopic(name="events", partition_indexes=[0])],
+            coordinator_epoch=3,
+        )
+        answer = client.request(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequestData(markers=[marker]))
+        assert answer.markers[0].topics[0].partitions == [
+            WriteTxnMarkersResponseData.WritableTxnMarkerPartitionResult(partition_index=0, error_code=0)
+        ]
         assert latest(client, read_committed=True) == latest(client, read_committed=False) == 2
     broker.stop()
     with seglog.open(str(tmp_path / "data"), background=False) as logs:
@@ -144,10 +174,10 @@ def test_write_txn_markers_ends_a_transaction_written_by_another_coordinator(seg
 
 
 def latest(client: BlockingConnection, *, read_committed: bool) -> int:
-    partitions = [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]
-    body = {
-        "replica_id": -1,
-        "isolation_level": int(read_committed),
-        "topics": [{"name": "events", "partitions": partitions}],
-    }
-    return int(client.request(ApiKey.LIST_OFFSETS, body)["topics"][0]["partitions"][0]["offset"])
+    partitions = [ListOffsetsRequestData.ListOffsetsPartition(partition_index=0, timestamp=-1, current_leader_epoch=-1)]
+    body = ListOffsetsRequestData(
+        replica_id=-1,
+        isolation_level=int(read_committed),
+        topics=[ListOffsetsRequestData.ListOffsetsTopic(name="events", partitions=partitions)],
+    )
+    return int(client.request(ApiKey.LIST_OFFSETS, body).topics[0].partitions[0].offset)

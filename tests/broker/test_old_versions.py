@@ -11,6 +11,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.client import BlockingConnection, connect
 from seglog.protocol import ApiKey, ErrorCode
+from seglog.protocol.message_data import (
+    DeleteRecordsRequestData,
+    FetchRequestData,
+    ListOffsetsRequestData,
+    ProduceRequestData,
+)
 from seglog.records import BatchIterator, Compression, Record, build_batch, build_message_set
 
 MS = int(time.time() * 1000)
@@ -22,8 +28,12 @@ def create(bootstrap: str, name: str, **config: str) -> None:
 
 
 def produce(client: BlockingConnection, topic: str, records: bytes, version: int) -> int:
-    partition = {"index": 0, "records": records}
-    body = {"acks": 1, "timeout_ms": 10_000, "topic_data": [{"name": topic, "partition_data": [partition]}]}
+    partition = ProduceRequestData.PartitionProduceData(index=0, records=records)
+    body = ProduceRequestData(
+        acks=1,
+        timeout_ms=10_000,
+        topic_data=[ProduceRequestData.TopicProduceData(name=topic, partition_data=[partition])],
+    )
     (answer,) = client.request(ApiKey.PRODUCE, body, version).responses[0].partition_responses
     assert answer.error_code == 0, answer
     base: int = answer.base_offset
@@ -31,15 +41,21 @@ def produce(client: BlockingConnection, topic: str, records: bytes, version: int
 
 
 def old_style_offsets(client: BlockingConnection, topic: str, timestamp: int, count: int, partition: int = 0) -> Any:
-    part = {"partition_index": partition, "timestamp": timestamp, "max_num_offsets": count}
-    body = {"replica_id": -1, "topics": [{"name": topic, "partitions": [part]}]}
+    part = ListOffsetsRequestData.ListOffsetsPartition(
+        partition_index=partition, timestamp=timestamp, max_num_offsets=count
+    )
+    body = ListOffsetsRequestData(
+        replica_id=-1, topics=[ListOffsetsRequestData.ListOffsetsTopic(name=topic, partitions=[part])]
+    )
     (answer,) = client.request(ApiKey.LIST_OFFSETS, body, 0).topics[0].partitions
     return answer.error_code, answer.old_style_offsets
 
 
 def fetch(client: BlockingConnection, topic: str, offset: int, version: int) -> Any:
-    part = {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}
-    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [{"topic": topic, "partitions": [part]}]}
+    part = FetchRequestData.FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=1 << 20)
+    body = FetchRequestData(
+        replica_id=-1, max_wait_ms=0, min_bytes=0, topics=[FetchRequestData.FetchTopic(topic=topic, partitions=[part])]
+    )
     (answer,) = client.request(ApiKey.FETCH, body, version).responses[0].partitions
     return answer
 
@@ -102,14 +118,21 @@ def test_list_offsets_earliest_local_and_latest_tiered_without_tiered_storage(se
         produce(client, "v9-offsets", bytes(build_batch([Record(b"k", b"v", MS)] * 5)), 9)
         client.request(
             ApiKey.DELETE_RECORDS,
-            {
-                "topics": [{"name": "v9-offsets", "partitions": [{"partition_index": 0, "offset": 2}]}],
-                "timeout_ms": 5000,
-            },
+            DeleteRecordsRequestData(
+                topics=[
+                    DeleteRecordsRequestData.DeleteRecordsTopic(
+                        name="v9-offsets",
+                        partitions=[DeleteRecordsRequestData.DeleteRecordsPartition(partition_index=0, offset=2)],
+                    )
+                ],
+                timeout_ms=5000,
+            ),
             2,
         )
         for timestamp, version, offset in ((-2, 9, 2), (-4, 8, 2), (-4, 9, 2), (-5, 9, -1), (-1, 9, 5)):
-            part = {"partition_index": 0, "timestamp": timestamp}
-            body = {"replica_id": -1, "topics": [{"name": "v9-offsets", "partitions": [part]}]}
+            part = ListOffsetsRequestData.ListOffsetsPartition(partition_index=0, timestamp=timestamp)
+            body = ListOffsetsRequestData(
+                replica_id=-1, topics=[ListOffsetsRequestData.ListOffsetsTopic(name="v9-offsets", partitions=[part])]
+            )
             (answer,) = client.request(ApiKey.LIST_OFFSETS, body, version).topics[0].partitions
             assert (answer.error_code, answer.offset) == (0, offset), (timestamp, version)

@@ -185,7 +185,7 @@ def test_a_reassignment_in_progress_is_listed_and_cancelled(
     cluster: LocalCluster, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     bootstrap = cluster.brokers[1].address
-    controller = metadata(bootstrap)["controller_id"]
+    controller = metadata(bootstrap).controller_id
     paused = max(b for b in cluster.brokers if b != controller)  # a new replica that cannot catch up
     others = [b for b in sorted(cluster.brokers) if b != paused]
     create(cluster, "stuck", others)

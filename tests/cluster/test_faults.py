@@ -141,7 +141,7 @@ def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalClust
             try:
                 cuts.cut(cluster.brokers[leader])
                 answer = produce(cluster.brokers[leader], "cut", [b"cut off"], timeout_ms=3000, source_host=CLIENT)
-                assert answer["error_code"] != 0
+                assert answer.error_code != 0
                 wait_until(lambda: state(zk, "cut").leader in others, 60, "a new leader")
                 history.wait_for(50)
             finally:

@@ -22,7 +22,7 @@ def test_stop_rolls_the_brokers_with_the_controller_last(chroot: str, tmp_path) 
         admin = AdminClient({"bootstrap.servers": local.bootstrap_servers})
         admin.create_topics([NewTopic("t", 6, 3)], operation_timeout=30)["t"].result(60)
         wait_until(lambda: all(len(partitions(b.address, "t")) == 6 for b in local.brokers.values()), what="t known")
-        controller = metadata(local.brokers[1].address)["controller_id"]
+        controller = metadata(local.brokers[1].address).controller_id
     finally:
         local.stop()
     for broker in local.brokers.values():

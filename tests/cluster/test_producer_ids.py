@@ -18,6 +18,7 @@ from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.coordinator.producer_id_manager import BLOCK_SIZE, ProducerIdBlocks
 from seglog.errors import InvalidZNodeError
 from seglog.protocol import ApiKey
+from seglog.protocol.message_data import ApiVersionsRequestData, InitProducerIdRequestData
 from seglog.tools.cluster import LocalCluster
 
 from .test_replication import chrooted_cluster
@@ -93,18 +94,22 @@ def test_brokers_of_a_cluster_give_idempotent_producers_distinct_ids(cluster: Lo
     for broker_id, broker in cluster.brokers.items():
         with connect(broker.address) as client:
             for _ in range(2):
-                init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
-                assert init["error_code"] == 0, init
-                given.setdefault(broker_id, []).append(init["producer_id"])
+                init = client.request(
+                    ApiKey.INIT_PRODUCER_ID, InitProducerIdRequestData(transactional_id=None, transaction_timeout_ms=-1)
+                )
+                assert init.error_code == 0, init
+                given.setdefault(broker_id, []).append(init.producer_id)
     everyone = [pid for pids in given.values() for pid in pids]
     assert len(set(everyone)) == len(everyone), given
     assert all(pids[1] == pids[0] + 1 for pids in given.values())  # each broker's from its own block
 
 
 def init_producer_id(client: BlockingConnection) -> int:
-    init = client.request(ApiKey.INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": -1})
-    assert init["error_code"] == 0, init
-    return int(init["producer_id"])
+    init = client.request(
+        ApiKey.INIT_PRODUCER_ID, InitProducerIdRequestData(transactional_id=None, transaction_timeout_ms=-1)
+    )
+    assert init.error_code == 0, init
+    return int(init.producer_id)
 
 
 def test_a_block_claimed_while_zookeeper_is_stopped_stalls_nothing_else(
@@ -128,7 +133,7 @@ def test_a_block_claimed_while_zookeeper_is_stopped_stalls_nothing_else(
             asking.start()
             # each round trip lets the broker's loop go round: by the third it has read the first request
             for _ in range(3):
-                assert other.request(ApiKey.API_VERSIONS, {})["error_code"] == 0
+                assert other.request(ApiKey.API_VERSIONS, ApiVersionsRequestData()).error_code == 0
             assert not answer  # still waiting for ZooKeeper
         finally:
             os.kill(zookeeper.pid, signal.SIGCONT)

@@ -7,6 +7,9 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from seglog.protocol import SCHEMAS
+from seglog.protocol.codec import message_class
+from seglog.protocol.compiler import message_classes
 from seglog.protocol.message import Message
 from seglog.protocol.schema import (
     BOOL,
@@ -41,6 +44,15 @@ _PRIMITIVES: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+# the message class of every struct of every schema, by the struct's id: what a drawn body is built as
+_CLASSES = {
+    key: cls
+    for api in SCHEMAS.values()
+    for message, response in ((api.request, False), (api.response, True))
+    for key, cls in message_classes(api, message, message_class(api.key, response)).items()
+}
+
+
 def _present(f: Field, version: int, flexible: bool) -> bool:
     return version in f.versions and (f.tag is None or flexible)
 
@@ -62,18 +74,19 @@ def value_of(
 
 def body_of(
     struct: Struct, version: int, flexible: bool, overrides: Overrides | None = None
-) -> st.SearchStrategy[dict[str, Any]]:
-    """Bodies with every field the version has; ``overrides`` draws the named fields' values."""
+) -> st.SearchStrategy[Message]:
+    """Bodies with every field the version has set; ``overrides`` draws the named fields' values."""
     fields = [f for f in struct.fields if _present(f, version, flexible)]
-    return st.fixed_dictionaries({f.name: value_of(f, f.type, version, flexible, overrides or {}) for f in fields})
+    values = st.fixed_dictionaries({f.name: value_of(f, f.type, version, flexible, overrides or {}) for f in fields})
+    return values.map(lambda drawn: _CLASSES[id(struct)](**drawn))
 
 
-def expected(struct: Struct, body: dict[str, Any], version: int, flexible: bool) -> dict[str, Any]:
+def expected(struct: Struct, body: Message, version: int, flexible: bool) -> dict[str, Any]:
     """What ``body`` decodes to: every field of the struct, the absent ones at their default."""
     out = {}
     for f in struct.fields:
-        if _present(f, version, flexible) and f.name in body:
-            out[f.name] = _expected_value(f.type, body[f.name], version, flexible)
+        if _present(f, version, flexible):
+            out[f.name] = _expected_value(f.type, getattr(body, f.name), version, flexible)
         else:
             out[f.name] = f.default_value()
     return out

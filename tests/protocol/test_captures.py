@@ -23,7 +23,7 @@ def _joined(parts: list) -> bytes:
 
 
 def _records(body: dict) -> list[memoryview]:
-    return [p["records"] for t in body["responses"] for p in t["partitions"] if p["records"] is not None]
+    return [p.records for t in body.responses for p in t.partitions if p.records is not None]
 
 
 @pytest.mark.parametrize("path", KAFKA_GO, ids=[p.stem for p in KAFKA_GO])
@@ -45,9 +45,9 @@ def test_kafkajs_fetch_byte_exact(path: Path) -> None:
     raw = (0).to_bytes(4, "big") + bytes(json.loads(path.read_text())["data"])  # kafkajs keeps no correlation id
     body = decode_response(ApiKey.FETCH, version, raw)
     extracted = CAPTURES / "tulios_kafkajs" / "extracted_records"
-    for topic in body["responses"]:
-        for partition in topic["partitions"]:
-            cut = extracted / f"{path.stem}.p{partition['partition_index']}.records.bin"
+    for topic in body.responses:
+        for partition in topic.partitions:
+            cut = extracted / f"{path.stem}.p{partition.partition_index}.records.bin"
             if cut.exists():
-                assert bytes(partition["records"]) == cut.read_bytes()
+                assert bytes(partition.records) == cut.read_bytes()
     assert _joined(encode_response(ApiKey.FETCH, version, 0, body)) == (len(raw)).to_bytes(4, "big") + raw

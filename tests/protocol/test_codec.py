@@ -20,6 +20,15 @@ from seglog.protocol import (
     supported_versions,
 )
 from seglog.protocol.compiler import COPY_LIMIT
+from seglog.protocol.message_data import (
+    ApiVersionsResponseData,
+    FetchRequestData,
+    FetchResponseData,
+    MetadataRequestData,
+    MetadataResponseData,
+    ProduceRequestData,
+    ProduceResponseData,
+)
 
 
 class FileSlice:
@@ -33,8 +42,9 @@ def _joined(parts: list) -> bytes:
     return b"".join(bytes(p) for p in parts)
 
 
-def _fetch_response(records: object) -> dict:
-    return {"responses": [{"topic": "t", "partitions": [{"partition_index": 0, "records": records}]}]}
+def _fetch_response(records: object) -> FetchResponseData:
+    partition = FetchResponseData.PartitionData(partition_index=0, records=records)
+    return FetchResponseData(responses=[FetchResponseData.FetchableTopicResponse(topic="t", partitions=[partition])])
 
 
 def test_a_file_slice_is_a_part_of_its_own_after_its_length() -> None:
@@ -53,55 +63,63 @@ def test_small_records_are_copied_large_ones_kept() -> None:
     parts = encode_response(ApiKey.FETCH, 13, 5, _fetch_response(large))
     assert any(p is large for p in parts)
     body = decode_response(ApiKey.FETCH, 13, _joined(parts)[4:])
-    assert bytes(body["responses"][0]["partitions"][0]["records"]) == bytes(large)
+    assert bytes(body.responses[0].partitions[0].records) == bytes(large)
 
 
 def test_decoded_records_are_slices_of_the_frame() -> None:
-    body = {
-        "acks": -1,
-        "timeout_ms": 5,
-        "topic_data": [{"name": "t", "partition_data": [{"index": 1, "records": b"r" * 9}]}],
-    }
+    body = ProduceRequestData(
+        acks=-1,
+        timeout_ms=5,
+        topic_data=[
+            ProduceRequestData.TopicProduceData(
+                name="t", partition_data=[ProduceRequestData.PartitionProduceData(index=1, records=b"r" * 9)]
+            )
+        ],
+    )
     frame = bytearray(_joined(encode_request(ApiKey.PRODUCE, 9, 1, "c", body))[4:])
-    records = decode_request(frame).body["topic_data"][0]["partition_data"][0]["records"]
+    records = decode_request(frame).body.topic_data[0].partition_data[0].records
     assert isinstance(records, memoryview) and records.obj is frame and bytes(records) == b"r" * 9
 
 
 @pytest.mark.parametrize("version", [0, 3, 4])
 def test_api_versions_answers_with_response_header_v0(version: int) -> None:
-    raw = _joined(encode_response(ApiKey.API_VERSIONS, version, 0x01020304, {"api_keys": []}))
+    raw = _joined(encode_response(ApiKey.API_VERSIONS, version, 0x01020304, ApiVersionsResponseData(api_keys=[])))
     # size, correlation id, then the body at once: error_code int16 (no tagged-field byte before it)
     assert raw[4:10] == b"\x01\x02\x03\x04\x00\x00"
 
 
 def test_flexible_responses_have_header_v1_and_requests_header_v2() -> None:
-    raw = _joined(encode_response(ApiKey.METADATA, 9, 7, {}))
+    raw = _joined(encode_response(ApiKey.METADATA, 9, 7, MetadataResponseData()))
     assert raw[4:9] == b"\x00\x00\x00\x07\x00"
-    raw = _joined(encode_request(ApiKey.METADATA, 9, 7, "ab", {}))
+    raw = _joined(encode_request(ApiKey.METADATA, 9, 7, "ab", MetadataRequestData()))
     # key, version, correlation id, client id with an int16 length even here, tagged fields
     assert raw[4:17] == struct.pack(">hhih", 3, 9, 7, 2) + b"ab" + b"\x00"
 
 
 def test_missing_fields_take_the_spec_defaults() -> None:
     raw = _joined(encode_response(ApiKey.FETCH, 5, 1, _fetch_response(None)))
-    partition = decode_response(ApiKey.FETCH, 5, raw[4:])["responses"][0]["partitions"][0]
-    assert (partition["last_stable_offset"], partition["log_start_offset"]) == (-1, -1)
+    partition = decode_response(ApiKey.FETCH, 5, raw[4:]).responses[0].partitions[0]
+    assert (partition.last_stable_offset, partition.log_start_offset) == (-1, -1)
     # a version without a field decodes it as its default
-    request = decode_request(_joined(encode_request(ApiKey.FETCH, 4, 1, None, {"topics": []}))[4:]).body
-    assert (request["session_epoch"], request["replica_id"], request["topics"]) == (-1, -1, [])
-    assert request["replica_state"] == {"replica_id": -1, "replica_epoch": -1}
+    request = decode_request(_joined(encode_request(ApiKey.FETCH, 4, 1, None, FetchRequestData(topics=[])))[4:]).body
+    assert (request.session_epoch, request.replica_id, request.topics) == (-1, -1, [])
+    assert request.replica_state == FetchRequestData.ReplicaState(replica_id=-1, replica_epoch=-1)
 
 
 def test_tagged_fields_written_only_when_not_default() -> None:
     def produce_response(**partition: object) -> bytes:
-        body = {"responses": [{"name": "t", "partition_responses": [{"index": 0, **partition}]}]}
+        response = ProduceResponseData.PartitionProduceResponse(index=0, **partition)
+        body = ProduceResponseData(
+            responses=[ProduceResponseData.TopicProduceResponse(name="t", partition_responses=[response])]
+        )
         return _joined(encode_response(ApiKey.PRODUCE, 10, 1, body))
 
-    assert produce_response(current_leader={"leader_id": -1, "leader_epoch": -1}) == produce_response()
-    with_leader = produce_response(current_leader={"leader_id": 3})
+    leader = ProduceResponseData.LeaderIdAndEpoch
+    assert produce_response(current_leader=leader(leader_id=-1, leader_epoch=-1)) == produce_response()
+    with_leader = produce_response(current_leader=leader(leader_id=3))
     assert len(with_leader) == len(produce_response()) + 1 + 1 + 8 + 1  # tag, size, two int32, its own tags
     decoded = decode_response(ApiKey.PRODUCE, 10, with_leader[4:])
-    assert decoded["responses"][0]["partition_responses"][0]["current_leader"] == {"leader_id": 3, "leader_epoch": -1}
+    assert decoded.responses[0].partition_responses[0].current_leader == leader(leader_id=3, leader_epoch=-1)
 
 
 def test_unknown_tagged_fields_are_skipped_known_ones_read() -> None:
@@ -110,27 +128,33 @@ def test_unknown_tagged_fields_are_skipped_known_ones_read() -> None:
     # topics [], forgotten [], rack "", then tags: 0 cluster id "cl", 9 unknown 3 bytes
     tail = b"\x01\x01\x01" + b"\x02" + b"\x00\x03\x03cl" + b"\x09\x03xyz"
     body = decode_request(head + fixed + tail).body
-    assert body["cluster_id"] == "cl" and body["max_wait_ms"] == 500
+    assert body.cluster_id == "cl" and body.max_wait_ms == 500
 
 
 def test_topic_ids_are_uuids() -> None:
     topic_id = uuid.uuid4()
-    body = {"topics": [{"topic_id": topic_id, "partitions": [{"partition": 2, "fetch_offset": 9}]}]}
+    body = FetchRequestData(
+        topics=[
+            FetchRequestData.FetchTopic(
+                topic_id=topic_id, partitions=[FetchRequestData.FetchPartition(partition=2, fetch_offset=9)]
+            )
+        ]
+    )
     decoded = decode_request(_joined(encode_request(ApiKey.FETCH, 13, 1, None, body))[4:]).body
-    assert decoded["topics"][0]["topic_id"] == topic_id and decoded["topics"][0]["topic"] == ""
+    assert decoded.topics[0].topic_id == topic_id and decoded.topics[0].topic == ""
 
 
 def test_bad_bodies_are_refused_when_encoding() -> None:
     with pytest.raises(SeglogError, match="topic_data"):
-        encode_request(ApiKey.PRODUCE, 3, 1, None, {"topic_data": None})
+        encode_request(ApiKey.PRODUCE, 3, 1, None, ProduceRequestData(topic_data=None))
     with pytest.raises(SeglogError, match="PRODUCE v3 request"):
-        encode_request(ApiKey.PRODUCE, 3, 1, None, {"acks": "one"})
+        encode_request(ApiKey.PRODUCE, 3, 1, None, ProduceRequestData(acks="one"))
     with pytest.raises(SeglogError, match="records"):
         encode_response(ApiKey.FETCH, 4, 1, _fetch_response(object()))
     with pytest.raises(UnsupportedVersionError):
-        encode_response(ApiKey.FETCH, 18, 1, {})
+        encode_response(ApiKey.FETCH, 18, 1, FetchResponseData())
     with pytest.raises(SeglogError, match="client id of 40000 bytes"):
-        encode_request(ApiKey.METADATA, 1, 1, "c" * 40000, {})
+        encode_request(ApiKey.METADATA, 1, 1, "c" * 40000, MetadataRequestData())
 
 
 def test_a_frame_that_is_not_bytes_is_refused() -> None:

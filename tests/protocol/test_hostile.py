@@ -15,6 +15,12 @@ from hypothesis import strategies as st
 
 from seglog.errors import InvalidRequestError, InvalidResponseError, UnsupportedVersionError
 from seglog.protocol import ApiKey, decode_request, decode_response, encode_request, frame_size
+from seglog.protocol.message_data import (
+    ApiVersionsRequestData,
+    FetchRequestData,
+    MetadataRequestData,
+    ProduceRequestData,
+)
 
 MAX = 100 * 1024 * 1024  # socket.request.max.bytes
 
@@ -23,26 +29,37 @@ def _frame(api_key: ApiKey, version: int, body: dict) -> bytes:
     return b"".join(bytes(p) for p in encode_request(api_key, version, 9, "client", body))[4:]
 
 
-PRODUCE = {
-    "acks": 1,
-    "timeout_ms": 100,
-    "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"x" * 70}]}],
-}
-FETCH = {
-    "max_wait_ms": 500,
-    "min_bytes": 1,
-    "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1 << 20}]}],
-    "forgotten_topics_data": [{"topic": "u", "partitions": [1, 2]}],
-    "cluster_id": "c",
-}
-METADATA = {"topics": [{"name": "a"}, {"name": None}]}
+PRODUCE = ProduceRequestData(
+    acks=1,
+    timeout_ms=100,
+    topic_data=[
+        ProduceRequestData.TopicProduceData(
+            name="t", partition_data=[ProduceRequestData.PartitionProduceData(index=0, records=b"x" * 70)]
+        )
+    ],
+)
+FETCH = FetchRequestData(
+    max_wait_ms=500,
+    min_bytes=1,
+    topics=[
+        FetchRequestData.FetchTopic(
+            topic="t",
+            partitions=[FetchRequestData.FetchPartition(partition=0, fetch_offset=5, partition_max_bytes=1 << 20)],
+        )
+    ],
+    forgotten_topics_data=[FetchRequestData.ForgottenTopic(topic="u", partitions=[1, 2])],
+    cluster_id="c",
+)
+METADATA = MetadataRequestData(
+    topics=[MetadataRequestData.MetadataRequestTopic(name="a"), MetadataRequestData.MetadataRequestTopic(name=None)]
+)
 VALID = [
     _frame(ApiKey.PRODUCE, 3, PRODUCE),
     _frame(ApiKey.PRODUCE, 9, PRODUCE),
     _frame(ApiKey.FETCH, 4, FETCH),
     _frame(ApiKey.FETCH, 12, FETCH),
     _frame(ApiKey.METADATA, 12, METADATA),
-    _frame(ApiKey.API_VERSIONS, 3, {"client_software_name": "x", "client_software_version": "1"}),
+    _frame(ApiKey.API_VERSIONS, 3, ApiVersionsRequestData(client_software_name="x", client_software_version="1")),
 ]
 
 

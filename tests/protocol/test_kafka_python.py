@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog.protocol import SCHEMAS, ApiKey, decode_request, decode_response, encode_request, encode_response
+from seglog.protocol.message import Message
 from seglog.protocol.schema import Array, Struct
 
 from .kio_peer import kio_class
@@ -44,13 +45,13 @@ CASES = [
 ]
 
 
-def positional(struct: Struct, value: dict[str, Any], version: int) -> tuple:
+def positional(struct: Struct, value: Message, version: int) -> tuple:
     """Our decoded struct as kafka-python holds it: the version's fields in order, nested tuples."""
     out = []
     for f in struct.fields:
         if version not in f.versions or f.tag is not None:
             continue
-        v = value[f.name]
+        v = getattr(value, f.name)
         if isinstance(f.type, Array) and v is not None:
             item = f.type.item
             v = [positional(item, x, version) if isinstance(item, Struct) else x for x in v]
@@ -71,7 +72,7 @@ def _listed(value: Any) -> Any:
     return value
 
 
-def _check(cls: type, struct: Struct, ours: bytes, decoded: dict, version: int) -> None:
+def _check(cls: type, struct: Struct, ours: bytes, decoded: Message, version: int) -> None:
     mine = positional(struct, decoded, version)
     assert _theirs(cls, ours) == _listed(mine)
     assert cls(*mine).encode() == ours

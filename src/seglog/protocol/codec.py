@@ -26,7 +26,7 @@ from seglog.protocol.compiler import (
 from seglog.protocol.header import Request, RequestHeader
 from seglog.protocol.message import Message
 from seglog.protocol.messages import SCHEMAS
-from seglog.protocol.schema import Api, Array, Struct
+from seglog.protocol.schema import Api, Struct
 
 _SIZE = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">hhi")
@@ -191,30 +191,6 @@ def _skip_tagged_fields(b: memoryview, p: int, end: int) -> int:
     return p
 
 
-def _typed(api: Api, message: Struct, body: Any) -> Any:  # TRANSITION: dict bodies, until every caller is typed
-    if not isinstance(body, dict):
-        return body
-    return _from_dict(message, _classes(api, message), body)
-
-
-def _from_dict(struct_: Struct, classes: Classes, d: Any) -> Any:  # TRANSITION
-    if not isinstance(d, dict):
-        return d
-    out = classes[id(struct_)]()
-    for f in struct_.fields:
-        if f.name not in d:
-            continue
-        value = d[f.name]
-        inner = f.type.item if isinstance(f.type, Array) else f.type
-        if isinstance(inner, Struct) and value is not None:
-            if isinstance(f.type, Array):
-                value = [_from_dict(inner, classes, x) for x in value]
-            else:
-                value = _from_dict(inner, classes, value)
-        setattr(out, f.name, value)
-    return out
-
-
 def _encode(encode: Encoder, head: bytes, body: Any, what: str) -> list[Any]:
     parts: list[Any] = []
     o = bytearray(head)
@@ -231,9 +207,7 @@ def _encode(encode: Encoder, head: bytes, body: Any, what: str) -> list[Any]:
     return parts
 
 
-def encode_response(
-    api_key: int, api_version: int, correlation_id: int, body: Message | dict[str, Any]
-) -> list[Any]:  # TRANSITION: dicts
+def encode_response(api_key: int, api_version: int, correlation_id: int, body: Message) -> list[Any]:
     """The whole response frame, size prefix included, as parts to write in order: bytearrays
     and the records values too large to copy (bytes-like, or objects with an int ``size``,
     such as storage's FileSlice, for the broker to sendfile)."""
@@ -241,7 +215,6 @@ def encode_response(
         api_key, api_version, _ENCODE_RESPONSE
     )
     api = SCHEMAS[api_key]
-    body = _typed(api, api.response, body)
     if api.response_header_version(api_version) == 1:
         head = _SIZE.pack(0) + _SIZE.pack(correlation_id) + b"\x00"
     else:
@@ -254,14 +227,13 @@ def encode_request(
     api_version: int,
     correlation_id: int,
     client_id: str | None,
-    body: Message | dict[str, Any],  # TRANSITION: dicts
+    body: Message,
 ) -> list[Any]:
     """The whole request frame, size prefix included, as parts to write in order."""
     encode: Encoder = _codecs.get((api_key, api_version, _ENCODE_REQUEST)) or _codec(
         api_key, api_version, _ENCODE_REQUEST
     )
     api = SCHEMAS[api_key]
-    body = _typed(api, api.request, body)
     header_version = api.request_header_version(api_version)
     head = _SIZE.pack(0) + _REQUEST_HEADER.pack(api_key, api_version, correlation_id)
     if header_version >= 1:
