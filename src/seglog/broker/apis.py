@@ -50,6 +50,7 @@ from ..protocol.message_data import (
     ProduceRequestData,
     ProduceResponseData,
 )
+from ..records import Compression
 from ..records.conversion import to_legacy
 from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
 from ..storage import EARLIEST_TIMESTAMP
@@ -73,7 +74,6 @@ LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # Produce v7 (Kafka 2.1, KIP-110) is the first that may carry zstd batches: the codec in bits
 # 0-2 of a v2 batch's attributes (Kafka's ProduceRequest.validateRecords)
 ZSTD_PRODUCE_VERSION = 7
-ZSTD = 4
 # the newest message format each Fetch version carries (Kafka's FetchRequest: v2 brought magic 1,
 # v4 magic 2): older versions read their records converted down to it
 FETCH_MAGIC = {0: 0, 1: 0, 2: 1, 3: 1}
@@ -203,7 +203,7 @@ class KafkaApis:
                     results[tp] = _append_error(CorruptRecordError("a produce request without records"))
                 elif self.metadata.topic(tp[0]) is None or not 0 <= tp[1] < self.metadata.partition_count(tp[0]):
                     results[tp] = _append_error(UnknownTopicOrPartitionError(f"unknown partition {tp[0]}-{tp[1]}"))
-                elif version < ZSTD_PRODUCE_VERSION and _first_codec(part.records) == ZSTD:
+                elif version < ZSTD_PRODUCE_VERSION and _first_codec(part.records) == Compression.ZSTD:
                     results[tp] = _append_error(
                         UnsupportedCompressionTypeError(f"Produce v{version} may not carry zstd batches (v7+)")
                     )
