@@ -104,7 +104,7 @@ BROKER_CASES = {
     "num.io.threads": (2**31, "eight", "an int32"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
     "leader.imbalance.check.interval.seconds": (0, "5m", "[1, 9223372036854775807]"),
-    "replica.lag.time.max.ms": (2**63, "30s", "an int64"),
+    "replica.lag.time.max.ms": (0, "30s", "[1, 9223372036854775807]"),
     "default.replication.factor": (2**31, "one", "an int32"),
     "num.replica.fetchers": (2**31, "one", "an int32"),
     "replica.fetch.max.bytes": (-1, "1m", "[0, 2147483647]"),

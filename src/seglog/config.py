@@ -460,6 +460,8 @@ BROKER_KEYS.update(
             _int,
             30_000,
             "A follower not caught up with the leader for this long leaves the ISR.",
+            # the ISR check runs every half of it: no period of 0 or less (a busy loop)
+            minimum=1,
         ),
         Key("default.replication.factor", _int32, 1, "Replication factor of topics created without one."),
         Key("num.replica.fetchers", _int32, 1, "Fetcher threads per source broker."),
