@@ -256,20 +256,3 @@ def test_a_reader_following_a_rolling_writer_takes_its_indexes_as_they_are(tmp_p
         manager.close()
     assert read > 0 and len(log.segments) > 10
     assert "rebuilding" not in caplog.text, caplog.text[:500]
-
-
-def test_a_reader_takes_an_active_index_preallocated_to_its_writers_size(tmp_path, caplog):
-    """A broker run with log.index.size.max.bytes=65536 preallocates its active segment's
-    indexes to that size; a reader with the default (10 MiB) opens them as they are."""
-    manager = open_logs(tmp_path, {"log.index.size.max.bytes": 65536})  # the broker's, not the topic's
-    manager.create_topic("t", 1, {"index.interval.bytes": 0})
-    log = manager.partition("t", 0)
-    try:
-        for i in range(5):
-            log.append(records(2, start=2 * i))
-        log.flush()
-        with caplog.at_level("WARNING"), open_logs(tmp_path, read_only=True) as reader:
-            assert [r.offset for r in reader.partition("t", 0).records()] == list(range(10))
-        assert "rebuilding" not in caplog.text, caplog.text[:500]
-    finally:
-        manager.close()
