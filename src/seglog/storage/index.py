@@ -74,7 +74,6 @@ NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + an int32
 _BELOW_ANY = -(1 << 64)  # below every int64 offset: what an empty index's last offset is compared as
 _RESERVE_MIN, _RESERVE_MAX = 16 * 1024, 1024 * 1024  # the chunks blocks are reserved in (see the top)
-_COPY_ATTEMPTS = 3  # a reader's copies of an index its writer trims meanwhile (one trim a segment)
 
 
 def _whole_pages(size: int) -> int:
@@ -82,18 +81,6 @@ def _whole_pages(size: int) -> int:
     through the map may touch (it takes every block of its page; a filesystem's blocks may
     be smaller than a page)."""
     return size // mmap.PAGESIZE * mmap.PAGESIZE
-
-
-def _reader_copy(handle: fileio.FileHandle) -> bytes:
-    """A reader's copy of an index file. Its writer trims it once, at roll: a copy the trim
-    cut short (at a page, not at an entry) is taken again at the new size, rather than
-    found corrupt and rebuilt from the log (a Spark task reading a live broker's dir)."""
-    for _attempt in range(_COPY_ATTEMPTS - 1):
-        size = handle.size()
-        data = handle.pread(size, 0)
-        if len(data) == size:
-            return data
-    return handle.pread(handle.size(), 0)  # trimmed again: the checks judge what is there
 
 
 class IndexState(enum.Enum):
@@ -180,7 +167,7 @@ class _Index:
             if not writable:
                 # a reader copies the file: a writer may trim it at any moment, and a
                 # mapped page past the new end would be a SIGBUS, not an error
-                self._mmap = _reader_copy(handle)
+                self._mmap = handle.pread(self.length, 0)
                 self.length = len(self._mmap)
             elif self.length:
                 self._mmap = handle.mmap(self.length, True)

@@ -305,19 +305,15 @@ class LogSegment:
         (all-zero) slots must be an active segment's, preallocated to the full size:
         an inactive segment's indexes were trimmed at roll, and any segment's at a
         clean shutdown, so a zero-filled tail in any other file was zeroed or never
-        trimmed. A reader in another process cannot tell: its writer creates the next
-        segment before it trims this one's indexes at roll, so the segment the reader
-        lists as inactive may still be the writer's active one. The last offset entry must
-        name the batch that starts at its position, and the last time entry the max
-        timestamp of the batch holding its offset (a few header reads), which a zeroed or
-        stale index does not."""
+        trimmed. The last offset entry must name the batch that starts at its
+        position, and the last time entry the max timestamp of the batch holding its
+        offset (a few header reads), which a zeroed or stale index does not."""
         oi.verify(self.size)  # every entry in order and inside the log (lookups trust them)
         ti.sanity_check()
-        maybe_active = self.active or self.read_only
         for index in (oi, ti):
             unused = index.length - index.size_in_bytes
             preallocated = self.max_index_size // index.entry_size * index.entry_size
-            if unused and (not maybe_active or index.length != preallocated):
+            if unused and (not self.active or index.length != preallocated):
                 raise CorruptIndexError(
                     f"{unused} bytes of unused slots in a file of {index.length} bytes", file=index.path
                 )
