@@ -30,6 +30,9 @@ from typing import Any
 import seglog
 import seglog.broker
 from seglog.demo.access_log import START, generate
+from seglog.protocol import ApiKey
+from seglog.protocol.message_data import CreateTopicsRequestData, CreateTopicsResponseData
+from seglog.tools.cluster_client import ClusterClient, check
 
 ACCESS_LOG, PAGEVIEWS, PARTITIONS = "access_log", "pageviews", 6
 LINE = r'^(\S+) \S+ \S+ \[[^\]]+\] "(\S+) (\S+) [^"]*" (\d{3}) (\d+) "[^"]*" "([^"]*)"'
@@ -42,34 +45,17 @@ def say(message: str) -> None:
 def produce(path: str, minutes: int, rate: float) -> int:
     """Produce the generated requests to ``access_log`` through a broker with confluent-kafka,
     the path real producers take: an embedded ``seglog.broker`` over ``path``, topics
-    created with the AdminClient, records keyed by client address (Kafka's murmur2
+    created with seglog's client, records keyed by client address (Kafka's murmur2
     partitioner, as the Java client's) with the request time as their timestamp."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
     with seglog.broker.start(path) as broker:
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        created = admin.create_topics(
-            [
-                NewTopic(ACCESS_LOG, PARTITIONS, 1, config={"retention.ms": "-1", "segment.bytes": str(8 << 20)}),
-                NewTopic(
-                    PAGEVIEWS,
-                    2,
-                    1,
-                    config={
-                        "cleanup.policy": "compact",
-                        "retention.ms": "-1",
-                        "segment.bytes": str(256 * 1024),
-                        "min.cleanable.dirty.ratio": "0.01",
-                    },
-                ),
-            ]
-        )
-        for future in created.values():
-            future.result(30)
+        create_topics(broker.bootstrap_servers)
         # librdkafka logs each connection the broker's stop closes under a live client: the
-        # clients go before the broker does, so that the demo's output stays its own
-        del admin, created
+        # producer goes before the broker does, so that the demo's output stays its own. (The
+        # topics are made with seglog's own client: librdkafka's AdminClient, destroyed with
+        # an event still on its background queue, logs "Purging unserved events" on a
+        # loaded machine.)
         producer = Producer(
             {
                 "bootstrap.servers": broker.bootstrap_servers,
@@ -110,6 +96,41 @@ def produce(path: str, minutes: int, rate: float) -> int:
         end = log_end_offsets(broker.bootstrap_servers)
     say(f"  {count:,} requests in {ACCESS_LOG} (per partition: {', '.join(f'{s:,}' for s in end)})")
     return count
+
+
+def create_topics(bootstrap: str) -> None:
+    """``access_log`` (kept forever) and ``pageviews`` (compacted, small segments so that the
+    cleaner has something to do), through seglog's client as ``seglog topics --create`` does."""
+    topics = {
+        ACCESS_LOG: (PARTITIONS, {"retention.ms": "-1", "segment.bytes": str(8 << 20)}),
+        PAGEVIEWS: (
+            2,
+            {
+                "cleanup.policy": "compact",
+                "retention.ms": "-1",
+                "segment.bytes": str(256 * 1024),
+                "min.cleanable.dirty.ratio": "0.01",
+            },
+        ),
+    }
+    request = CreateTopicsRequestData(
+        topics=[
+            CreateTopicsRequestData.CreatableTopic(
+                name=name,
+                num_partitions=count,
+                replication_factor=1,
+                assignments=[],
+                configs=[CreateTopicsRequestData.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+            )
+            for name, (count, configs) in topics.items()
+        ],
+        timeout_ms=30_000,
+        validate_only=False,
+    )
+    with ClusterClient(bootstrap, timeout=30) as client:
+        created: CreateTopicsResponseData = client.request(ApiKey.CREATE_TOPICS, request)
+    for topic in created.topics:
+        check(topic.error_code, f"cannot create topic {topic.name}", topic.error_message)
 
 
 def log_end_offsets(bootstrap: str) -> list[int]:
