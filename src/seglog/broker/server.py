@@ -108,28 +108,43 @@ class KafkaServer:
         except BaseException:
             await self.socket_server.stop()
             raise
-        await replicas.startup()
-        try:
-            # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
-            member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-            admin = AdminManager(self.config, replicas, member)
-            claim = self._claim_producer_id_block if member is not None else None
-            # the group coordinator first: the transaction coordinator tells it of the markers it writes
-            groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
-            txn = self.txn = TxnApis(
-                self.config,
-                replicas,
-                (host, port),
-                admin.create_internal_topic,
-                claim_producer_id_block=claim,
-                on_markers_written=groups.complete_transaction,
-            )
-            await txn.startup()
+        try:  # from here on a failure (a taken metrics port, ZooKeeper unreachable) undoes it all
+            await self._start_serving(replicas, broker)
         except BaseException:
-            await self.socket_server.stop()
-            await loop.run_in_executor(None, replicas.shutdown)
+            await self.shutdown()
             raise
-        self.groups = groups
+        self.started.set()
+        log.info(
+            "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
+            broker.broker_id,
+            (time.monotonic() - started) * 1000,
+            f"{self.listener.host or '0.0.0.0'}:{self.port}",
+            host,
+            port,
+            ",".join(self.config.log_dirs),
+            f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
+        )
+
+    async def _start_serving(self, replicas: ReplicaManager, broker: BrokerInfo) -> None:
+        """The coordinators, the handlers and the routing table over the replica manager, then
+        the listener served and, in a cluster, ZooKeeper joined."""
+        host, port = broker.host, broker.port
+        await replicas.startup()
+        # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
+        member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
+        admin = AdminManager(self.config, replicas, member)
+        claim = self._claim_producer_id_block if member is not None else None
+        # the group coordinator first: the transaction coordinator tells it of the markers it writes
+        groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
+        txn = self.txn = TxnApis(
+            self.config,
+            replicas,
+            (host, port),
+            admin.create_internal_topic,
+            claim_producer_id_block=claim,
+            on_markers_written=groups.complete_transaction,
+        )
+        await txn.startup()
         self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition)
         apis = KafkaApis(
             self.config,
@@ -151,20 +166,10 @@ class KafkaServer:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
             )
+        assert self.socket_server is not None
         self.socket_server.start()
         if member is not None:
             await self._join_cluster(member)
-        self.started.set()
-        log.info(
-            "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
-            broker.broker_id,
-            (time.monotonic() - started) * 1000,
-            f"{self.listener.host or '0.0.0.0'}:{self.port}",
-            host,
-            port,
-            ",".join(self.config.log_dirs),
-            f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
-        )
 
     async def _join_cluster(self, cluster: ClusterMember) -> None:
         """Cluster mode: the controller's requests served, then registration and the controller started
@@ -176,11 +181,7 @@ class KafkaServer:
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
-        except BaseException:
-            await self.shutdown()
-            raise
+        await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
