@@ -93,7 +93,7 @@ async function route() {
       nodes = [el("h1", {}, "Error"), el("p", { class: "error", role: "alert", id: "error" }, e.message)];
     }
     if (mine !== drawing) return;
-    view.replaceChildren(...nodes);
+    view.replaceChildren(...nodes.filter((n) => n !== null)); // a page leaves out what does not apply as null
     view.dataset.loaded = page.name;
     return;
   }
@@ -226,6 +226,8 @@ async function topicPage(encoded) {
     el("a", { href: messages(p.partition) }, "messages"),
   ]);
   const configs = t.configs.map((c) => [c.name, c.sensitive ? el("span", { class: "null" }, "(sensitive)") : c.value ?? "", c.source]);
+  const configTable = table("configs", ["Name", "Value", "Source"], configs);
+  t.configs.forEach((c, i) => (configTable.tBodies[0].rows[i].dataset.config = c.name));
   return [
     el("h1", {}, "Topic ", el("span", { id: "topic-name" }, name)),
     summary([
@@ -242,7 +244,7 @@ async function topicPage(encoded) {
       [0, 4, 5, 6],
     ),
     el("h2", {}, "Configs"),
-    table("configs", ["Name", "Value", "Source"], configs),
+    configTable,
   ];
 }
 
