@@ -175,7 +175,7 @@ def _metadata(client: ClusterClient, names: list[str] | None) -> dict[str, Metad
 
 
 def _describe(client: ClusterClient, name: str, topic: MetadataTopic) -> None:
-    configs = _describe_configs(client, 2, name)
+    configs = describe_configs(client, 2, name)
     overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.config_source == 1)
     partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
     factor = len(partitions[0].replica_nodes) if partitions else 0
@@ -450,7 +450,7 @@ def configs(args: argparse.Namespace) -> int:
         named = kind == 4 and args.entity_name.isdigit()
         client = cluster.broker(int(args.entity_name)) if named else cluster.bootstrap
         if args.describe:
-            entries = _describe_configs(client, kind, args.entity_name)
+            entries = describe_configs(client, kind, args.entity_name)
             shown = entries if args.all else [e for e in entries if e.config_source in (1, 2, 4)]
             label = "All" if args.all else "Dynamic"
             print(f"{label} configs for {what} {args.entity_name} are:")
@@ -479,7 +479,7 @@ def configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_configs(
+def describe_configs(
     client: BlockingConnection | ClusterClient, kind: int, name: str
 ) -> list[DescribeConfigsResponseData.DescribeConfigsResourceResult]:
     resource = DescribeConfigsRequestData.DescribeConfigsResource(

@@ -1,0 +1,100 @@
+"""Fixtures of the console's tests: a real broker holding records produced by confluent-kafka and
+a real consumer group (a member that stays, with committed offsets), and consoles of it.
+
+The figures the tests expect are the ones produced here (``PRODUCED``, ``COMMITTED``), and each
+count is also asked of confluent-kafka's own clients where one answers it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.console import ConsoleServer, start
+
+from ..broker.conftest import wait_for
+
+TOPIC = "orders"
+GROUP = "billing"
+PRODUCED = {0: 5, 1: 3, 2: 7}  # records produced to each partition of TOPIC
+COMMITTED = {0: 2, 1: 3, 2: 4}  # the group's committed offsets: lag 3, 0 and 3
+SCRIPT = "<script>window.pwned = 1</script>"  # partition 0's offset 4: shown as text, never run
+BINARY = b"\xff\x00\xfe"  # partition 1's offset 0: shown as hex
+
+
+@dataclass
+class Cluster:
+    bootstrap: str
+    broker_id: int
+    port: int
+
+
+@pytest.fixture(scope="module")
+def seglog_broker_config() -> dict[str, Any]:
+    return {"num.partitions": 1, "offsets.topic.num.partitions": 3}
+
+
+def _value(partition: int, i: int) -> bytes:
+    if (partition, i) == (0, 4):
+        return SCRIPT.encode()
+    if (partition, i) == (1, 0):
+        return BINARY
+    return f"order {partition}-{i} é".encode()
+
+
+def _produce(bootstrap: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    created = admin.create_topics([NewTopic(TOPIC, 3, 1, config={"retention.ms": "3600000"})])
+    created[TOPIC].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "linger.ms": 5})
+    for p, count in PRODUCED.items():
+        for i in range(count):
+            producer.produce(TOPIC, key=f"key-{p}-{i}", value=_value(p, i), partition=p, headers=[("source", b"test")])
+    assert producer.flush(60) == 0
+
+
+@pytest.fixture(scope="module")
+def cluster(seglog_broker: Any) -> Iterator[Cluster]:
+    """The broker with TOPIC's records and GROUP's member, whose offsets are COMMITTED."""
+    bootstrap = seglog_broker.bootstrap_servers
+    _produce(bootstrap)
+    member = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": GROUP,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "max.poll.interval.ms": 86_400_000,  # a member for the whole module, polled only at first
+        }
+    )
+    member.subscribe([TOPIC])
+
+    def assigned() -> bool:
+        member.poll(0.2)  # joins the group; the records it returns are not needed
+        return len(member.assignment()) == 3
+
+    wait_for(assigned, 60, "the member's assignment")
+    offsets = [KafkaPartition(TOPIC, p, o) for p, o in COMMITTED.items()]
+    member.commit(offsets=offsets, asynchronous=False)
+    broker_id = seglog_broker.server.config["broker.id"]
+    try:
+        yield Cluster(bootstrap, broker_id, seglog_broker.port)
+    finally:
+        member.close()
+
+
+@pytest.fixture(scope="module")
+def console(cluster: Cluster) -> Iterator[ConsoleServer]:
+    with start(cluster.bootstrap) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def read_only_console(cluster: Cluster) -> Iterator[ConsoleServer]:
+    with start(cluster.bootstrap, read_only=True) as server:
+        yield server

@@ -1,0 +1,176 @@
+"""The console's pages in a real headless Chromium (Debian's, driven by Playwright; no browser is
+downloaded), against the broker, records and group of conftest.py.
+
+Each check waits for what it looks for (Playwright's ``expect`` retries until its timeout): no
+sleeps, so a loaded machine is slower, not failing. Without chromium or Playwright the tests skip,
+saying what to install; under CI (``CI`` set), where ``make install`` installs both, they fail."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, TOPIC
+
+CHROMIUM = Path("/usr/bin/chromium")
+# no sandbox (tests run as root), and nothing that reaches out of the machine
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+WAIT_MS = 60_000  # what a check waits at most for its element: a loaded machine is slow
+
+
+def _missing(what: str) -> None:
+    message = f"{what} (`make chromium` installs it as root)"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}: CI must have it")
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    try:
+        from playwright.sync_api import expect, sync_playwright
+    except ImportError:
+        _missing("Playwright is not installed (pip install playwright, in the test extra)")
+    expect.set_options(timeout=WAIT_MS)
+    if not CHROMIUM.exists():
+        _missing(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context()
+    context.set_default_timeout(WAIT_MS)
+    opened = context.new_page()
+    errors: list[str] = []
+    opened.on("pageerror", lambda e: errors.append(str(e)))
+    yield opened
+    context.close()
+    assert errors == [], errors  # no script error on any page
+
+
+def open_page(page: Any, server: Any, where: str, loaded: str) -> None:
+    """Go to ``where`` (the hash of a page) and wait until its page has drawn."""
+    from playwright.sync_api import expect
+
+    page.goto(server.url + where)
+    expect(page.locator("#view")).to_have_attribute("data-loaded", loaded)
+    expect(page.locator("#error")).to_have_count(0)
+
+
+def cells(page: Any, table: str, column: int) -> list[str]:
+    return [c.strip() for c in page.locator(f"#{table} tbody tr td:nth-child({column})").all_inner_texts()]
+
+
+def test_cluster_page_shows_the_broker(page, console, cluster):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/cluster", "clusterPage")
+    row = page.locator("#brokers tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("td")).to_have_text([str(cluster.broker_id), "127.0.0.1", str(cluster.port), "", "yes"])
+    expect(page.locator("#count-offline")).to_have_text("0")
+
+
+def test_topic_page_shows_each_partitions_high_watermark(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/topics", "topicsPage")
+    page.locator("#topics").get_by_role("link", name=TOPIC, exact=True).click()
+    expect(page.locator("#view")).to_have_attribute("data-loaded", "topicPage")
+    expect(page.locator("#topic-name")).to_have_text(TOPIC)
+    expect(page.locator("#partitions tbody tr")).to_have_count(len(PRODUCED))
+    assert cells(page, "partitions", 1) == [str(p) for p in PRODUCED]
+    assert cells(page, "partitions", 6) == [str(n) for n in PRODUCED.values()]
+    expect(page.locator('#configs tr[data-config="retention.ms"] td')).to_have_text(
+        ["retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG"]
+    )
+
+
+def test_the_topic_filter_keeps_the_matching_topics(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/topics", "topicsPage")
+    offsets = page.locator('#topics tr[data-topic="__consumer_offsets"]')
+    expect(offsets).to_be_visible()
+    page.locator("#topic-filter").fill(TOPIC[:3].upper())  # any case
+    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
+    expect(offsets).to_be_hidden()
+
+
+def test_messages_browser_shows_records_as_text_never_as_markup(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, f"#/topics/{TOPIC}/messages?partition=0&offset=2", "messagesPage")
+    expect(page.locator("#messages tbody tr")).to_have_count(PRODUCED[0] - 2)
+    assert cells(page, "messages", 1) == [str(o) for o in range(2, PRODUCED[0])]
+    assert cells(page, "messages", 3) == [f"key-0-{o}" for o in range(2, PRODUCED[0])]
+    assert cells(page, "messages", 4)[-1] == SCRIPT
+    assert cells(page, "messages", 5)[0] == "source: test"
+    assert page.evaluate("window.pwned") is None
+    expect(page.locator("#next-page")).to_have_count(0)  # the page reached the high watermark
+    # a malformed offset typed in: the page says so, and the form stays to correct it
+    page.locator("#browse input[name=offset]").fill("ten")
+    page.locator("#browse button").click()
+    expect(page.locator("#error")).to_contain_text("offset is a whole number")
+    expect(page.locator("#browse")).to_be_visible()
+
+
+def test_groups_page_shows_the_groups_lag(page, console):
+    from playwright.sync_api import expect
+
+    lag = sum(PRODUCED[p] - COMMITTED[p] for p in PRODUCED)
+    open_page(page, console, "#/groups", "groupsPage")
+    row = page.locator("#groups tbody tr").filter(has_text=GROUP)
+    expect(row.locator("td").nth(3)).to_have_text(str(lag))
+    row.get_by_role("link", name=GROUP).click()
+    expect(page.locator("#view")).to_have_attribute("data-loaded", "groupPage")
+    expect(page.locator("#total-lag")).to_have_text(str(lag))
+    expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
+    assert cells(page, "offsets", 5) == [str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)]
+
+
+def test_create_a_topic_through_the_form(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/topics", "topicsPage")
+    form = page.locator("#create-topic")
+    form.locator("input[name=name]").fill("from-the-browser")
+    form.locator("input[name=partitions]").fill("2")
+    form.locator("#create-button").click()
+    expect(page.locator("#create-confirm")).to_contain_text("Create topic from-the-browser with 2 partitions")
+    page.locator("#create-confirm-button").click()
+    expect(page.locator('#topics tr[data-topic="from-the-browser"] td').nth(1)).to_have_text("2")
+    expect(page.locator("#create-done")).to_have_text("Created topic from-the-browser.")
+    # the broker's refusal, shown as it said it
+    page.locator("#create-topic input[name=name]").fill(TOPIC)
+    page.locator("#create-button").click()
+    page.locator("#create-confirm-button").click()
+    expect(page.locator("#create-error")).to_contain_text("already exists")
+
+
+def test_a_read_only_console_has_no_create_form(page, read_only_console):
+    from playwright.sync_api import expect
+
+    open_page(page, read_only_console, "#/topics", "topicsPage")
+    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
+    expect(page.locator("#create-topic")).to_have_count(0)
+    expect(page.locator("#view")).not_to_contain_text("null")  # nothing drawn where the form was
+    expect(page.locator("#bootstrap")).to_contain_text("read-only")
