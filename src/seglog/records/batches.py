@@ -209,25 +209,28 @@ class _StreamDecoder:
 
     def whole_records(self, pending: bytearray, count: int) -> list[Record]:
         """Decode and remove the whole records at the start of ``pending`` (at most the count's rest)."""
-        n, end = self._frame(pending, count - self.records)
-        if not n:
-            return []
-        with memoryview(pending)[:end] as part:
-            try:
-                records = _codec.decode_records(
-                    part, n, self.base_offset, self.base_timestamp, self.log_append_time, self.max_timestamp,
-                    Record, self.position,
-                )  # fmt: skip
-            except CorruptRecordError as e:
-                raise self._rebased(e) from None
-        del pending[:end]
-        self.records += n
-        self.consumed += end
+        n, end, fault = self._frame(pending, count - self.records)
+        records = []
+        if n:
+            with memoryview(pending)[:end] as part:
+                try:
+                    records = _codec.decode_records(
+                        part, n, self.base_offset, self.base_timestamp, self.log_append_time, self.max_timestamp,
+                        Record, self.position,
+                    )  # fmt: skip
+                except CorruptRecordError as e:
+                    raise self._rebased(e) from None
+            del pending[:end]
+            self.records += n
+            self.consumed += end
+        if fault is not None:  # after the records before it, where the C decoder may find an earlier fault
+            raise fault
         return records
 
-    def _frame(self, buf: bytearray, wanted: int) -> tuple[int, int]:
-        """(n, end): the first n records of ``buf`` are whole and end at ``end``. Only the length
-        varints are read; the C decoder checks the rest."""
+    def _frame(self, buf: bytearray, wanted: int) -> tuple[int, int, CorruptRecordError | None]:
+        """(n, end, fault): the first n records of ``buf`` are whole and end at ``end``; ``fault`` is
+        that of the length of the record after them. Only the length varints are read; the C decoder
+        checks the rest."""
         n = pos = 0
         while n < wanted:
             try:
@@ -235,13 +238,13 @@ class _StreamDecoder:
             except CorruptRecordError:
                 if len(buf) - pos < MAX_VARINT_BYTES:
                     break  # cut by the chunk: the next piece ends it
-                raise self.fault(self.records + n, "varint too long in the record length", pos) from None
+                return n, pos, self.fault(self.records + n, "varint too long in the record length", pos)
             if length < _MIN_RECORD_LENGTH:
-                raise self.fault(self.records + n, "record length out of range (truncated record)", pos)
+                return n, pos, self.fault(self.records + n, "record length out of range (truncated record)", pos)
             if after + length > len(buf):
                 break
             n, pos = n + 1, after + length
-        return n, pos
+        return n, pos, None
 
     def fault(self, record: int, fault: str, at: int) -> CorruptRecordError:
         """A fault of record ``record`` at byte ``at`` of the pending bytes, as the C decoder words it."""

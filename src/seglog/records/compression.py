@@ -22,7 +22,14 @@
   default: a block may copy from the previous 64 KiB of output). Written as
   the Java client writes it: independent 64 KiB blocks, no checksums but the
   header's.
-- zstd: a plain zstd stream.
+- zstd: a plain zstd stream (frames one after another, as zstd-jni reads them)::
+
+      magic 28 B5 2F FD | FHD | [window] [dict id] [content size]
+      blocks: u24 header (bit 0 last, bits 1-2 type: raw, RLE, compressed; size) + data
+      [u32 content checksum]
+
+  Decoded by python-zstandard, whose readers end a frame cut short without a
+  word: the frames' framing is walked here first, so that one is refused.
 
 Decompression is bounded: output past ``MAX_DECOMPRESSED_BYTES`` is refused,
 so a small hostile batch cannot claim gigabytes. ``decompress_stream`` gives the
@@ -271,7 +278,13 @@ def _zstd_compress(data: Buffer) -> bytes:
     return _ZSTD_COMPRESSOR.compress(data)
 
 
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE_MAGIC = 0x184D2A50  # the low 4 bits are free
+_ZSTD_RLE_BLOCK = 1  # one byte stored, repeated size times
+
+
 def _zstd_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
+    _zstd_check_framing(memoryview(data))
     try:
         # streaming, so the frame's content-size field never sizes an allocation
         reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
@@ -280,6 +293,38 @@ def _zstd_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
             yield piece
     except zstandard.ZstdError as e:
         raise CorruptRecordError(f"zstd: {e}") from None
+
+
+def _zstd_check_framing(view: memoryview) -> None:
+    """Refuse frames cut short (block headers and sizes only: nothing is inflated here). Bytes
+    that do not start a frame are left to the decoder, which names them."""
+    pos = 0
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CorruptRecordError(f"zstd: {len(view) - pos} bytes after the last frame")
+        (magic,) = struct.unpack_from("<I", view, pos)
+        if magic & ~0xF == _ZSTD_SKIPPABLE_MAGIC:
+            pos += 8 + (struct.unpack_from("<I", view, pos + 4)[0] if pos + 8 <= len(view) else 0)
+            continue
+        if magic != _ZSTD_MAGIC:
+            return
+        fhd = view[pos + 4] if pos + 4 < len(view) else 0
+        single_segment = fhd >> 5 & 1
+        pos += 5 + (1 - single_segment) + (0, 1, 2, 4)[fhd & 3] + (single_segment, 2, 4, 8)[fhd >> 6]
+        last = 0
+        while not last:
+            if pos + 3 > len(view):
+                raise _zstd_cut_short(len(view))
+            header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            last, kind, size = header & 1, header >> 1 & 3, header >> 3
+            pos += 3 + (1 if kind == _ZSTD_RLE_BLOCK else size)
+        pos += 4 if fhd & 0x04 else 0  # the content checksum
+    if pos > len(view):
+        raise _zstd_cut_short(len(view))
+
+
+def _zstd_cut_short(size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"zstd: a frame is cut short (its blocks run past the {size} bytes)")
 
 
 # --- dispatch ------------------------------------------------------------------
