@@ -281,7 +281,8 @@ def _print_records(batch: AnyBatch, print_data: bool, out: _Output) -> None:
     label = batch.timestamp_type.label
     for i, record in enumerate(records):
         sequence = _sequence(batch, record)
-        obj = record_json(record, label, isControl=batch.is_control, sequence=sequence)
+        # the JSON object only for --json: base64 of a value is a third of its size more, for nothing
+        obj = record_json(record, label, isControl=batch.is_control, sequence=sequence) if out.as_json else {}
         text = (
             f"| offset: {record.offset} {label}: {record.timestamp} keySize: {_size(record.key)} "
             f"valueSize: {_size(record.value)}"
