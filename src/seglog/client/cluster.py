@@ -186,6 +186,10 @@ class ClusterClient:
                     raise
         raise AssertionError("unreachable: the last address raises")
 
+    def renew_deadline(self) -> None:
+        """Retries from now on go on for ``timeout`` again (a long-lived client's next request)."""
+        self.deadline = time.monotonic() + self.timeout
+
     # --- the bootstrap broker and Metadata -------------------------------------------------------
 
     def request(self, api_key: ApiKey, body: Message, version: int | None = None) -> Any:
