@@ -16,10 +16,12 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import PySparkException
 
+import seglog.broker
 from seglog.spark.offsets import DataLossError
 from seglog.spark.source import SeglogBatchReader, read_task
 
-MS = 1_700_000_000_000
+from .conftest import MS, fill
+
 PER_PARTITION = 120
 
 
@@ -224,3 +226,90 @@ def test_stream_available_now_reads_every_record_once(spark: Any, events: Any, t
     assert query.exception() is None
     assert len(query.recentProgress) >= 3 * PER_PARTITION // 50  # the limit made several micro-batches
     assert _rows(spark.sql("select * from through_brokers")) == produced
+
+
+# --- the jobs the log-dir tests run, through a broker serving the same dir --------------------
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: Any) -> Any:
+    """The log dir the log-dir tests read (``fill``), served by a broker: the same data both ways."""
+    path = tmp_path_factory.mktemp("served")
+    fill(path, config={"segment.bytes": 2048, "index.interval.bytes": 128})
+    fill(path, topic="other", partitions=1, batches=3)
+    with seglog.broker.start(str(path)) as broker:
+        yield path, broker.bootstrap_servers
+
+
+@pytest.fixture
+def pushdown(spark: Any) -> Any:
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    yield
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+
+
+SAME_JOBS = [
+    ({"subscribe": "events", "includeHeaders": "true"}, None),
+    ({"subscribePattern": "e.*|o.*"}, None),
+    ({"assign": {"events": [1], "other": [0]}}, None),
+    (
+        {
+            "subscribe": "events",
+            "startingOffsets": {"events": {"0": 23, "1": -2}},
+            "endingOffsets": {"events": {"0": 150, "1": -1}},
+        },
+        None,
+    ),
+    ({"subscribe": "events", "startingTimestamp": str(MS + 50), "endingTimestamp": str(MS + 120)}, None),
+    ({"subscribe": "events", "startingOffsetsByTimestamp": {"events": {"0": MS + 10, "1": MS + 190}}}, None),
+    ({"subscribe": "events", "minPartitions": "7", "includeHeaders": "true"}, None),
+    ({"subscribe": "events"}, "partition = 1 and offset >= 150"),
+    (
+        {"subscribe": "events"},
+        "timestamp > timestamp_millis(1700000000100) and timestamp <= timestamp_millis(1700000000110)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "where"), SAME_JOBS, ids=repr)
+def test_a_job_reads_the_same_rows_through_the_broker_as_from_the_dir(
+    spark: Any, served: Any, pushdown: Any, options: dict[str, Any], where: str | None
+) -> None:
+    path, bootstrap = served
+    by_path = spark.read.format("seglog").option("path", str(path))
+    by_broker = spark.read.format("seglog").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        text = v if isinstance(v, str) else json.dumps(v)
+        by_path, by_broker = by_path.option(k, text), by_broker.option(k, text)
+    frames = [reader.load() for reader in (by_path, by_broker)]
+    if where is not None:
+        frames = [df.where(where) for df in frames]
+    from_dir, through_broker = (sorted(df.collect(), key=lambda r: (r.topic, r.partition, r.offset)) for df in frames)
+    assert from_dir  # each job reads something
+    assert through_broker == from_dir
+
+
+def test_a_stream_reads_what_producers_write_while_it_runs(spark: Any, seglog_broker: Any, tmp_path: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    _create(bootstrap, "live", 2)
+    first = _produce(bootstrap, "live", 2, 30)
+    query = (
+        spark.readStream.format("seglog")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "live")
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load()
+        .writeStream.format("memory")
+        .queryName("live_through_brokers")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+        later = _produce(bootstrap, "live", 2, 40)  # offsets 30..69 of each partition
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert _rows(spark.sql("select * from live_through_brokers")) == sorted(first + later)
