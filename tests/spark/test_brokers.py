@@ -206,22 +206,20 @@ def test_read_committed_skips_aborted_and_open_transactions(spark: Any, seglog_b
         producer.abort_transaction(30)
 
 
+def _stream(spark: Any, bootstrap: str, topic: str, tmp_path: Any, options: dict[str, str] | None = None) -> Any:
+    """A stream of ``topic`` from its start, with headers, into a memory sink (not started)."""
+    reader = spark.readStream.format("seglog").option("kafka.bootstrap.servers", bootstrap)
+    reader = reader.option("subscribe", topic).option("startingOffsets", "earliest").option("includeHeaders", "true")
+    for k, v in (options or {}).items():
+        reader = reader.option(k, v)
+    writer = reader.load().writeStream.format("memory")
+    return writer.option("checkpointLocation", str(tmp_path / "checkpoint"))
+
+
 def test_stream_available_now_reads_every_record_once(spark: Any, events: Any, tmp_path: Any) -> None:
     bootstrap, produced = events
-    query = (
-        spark.readStream.format("seglog")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", "events")
-        .option("startingOffsets", "earliest")
-        .option("includeHeaders", "true")
-        .option("maxOffsetsPerTrigger", "50")
-        .load()
-        .writeStream.format("memory")
-        .queryName("through_brokers")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = _stream(spark, bootstrap, "events", tmp_path, {"maxOffsetsPerTrigger": "50"}).trigger(availableNow=True)
+    query = query.queryName("through_brokers").start()
     query.awaitTermination(300)
     assert query.exception() is None
     assert len(query.recentProgress) >= 3 * PER_PARTITION // 50  # the limit made several micro-batches
@@ -293,19 +291,8 @@ def test_a_stream_reads_what_producers_write_while_it_runs(spark: Any, seglog_br
     bootstrap = seglog_broker.bootstrap_servers
     _create(bootstrap, "live", 2)
     first = _produce(bootstrap, "live", 2, 30)
-    query = (
-        spark.readStream.format("seglog")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", "live")
-        .option("startingOffsets", "earliest")
-        .option("includeHeaders", "true")
-        .load()
-        .writeStream.format("memory")
-        .queryName("live_through_brokers")
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(processingTime="500 milliseconds")
-        .start()
-    )
+    query = _stream(spark, bootstrap, "live", tmp_path).trigger(processingTime="500 milliseconds")
+    query = query.queryName("live_through_brokers").start()
     try:
         query.processAllAvailable()
         later = _produce(bootstrap, "live", 2, 40)  # offsets 30..69 of each partition
