@@ -4,6 +4,7 @@ records produced by a real client (confluent-kafka)."""
 from __future__ import annotations
 
 import socket
+import threading
 from typing import Any
 
 import pytest
@@ -135,3 +136,23 @@ def test_bootstrap_tries_each_server_and_names_the_last_unreachable_one(seglog_b
         assert client.node_ids() == [seglog_broker.server.config["broker.id"]]
     with pytest.raises(BrokerNotAvailableError, match=f"cannot connect to {dead}"):
         ClusterClient(dead, timeout=5)
+
+
+def test_a_broker_that_restarts_is_found_again(seglog_broker_factory: Any, tmp_path: Any) -> None:
+    """Every connection the client holds dies with the broker; its next fetch waits for it to
+    come back (within the timeout) through Metadata asked again, and reads on."""
+    first = seglog_broker_factory(str(tmp_path), config={"num.partitions": 1})
+    bootstrap, port = first.bootstrap_servers, first.port
+    _create(bootstrap, "restarted", 1)
+    _produce(bootstrap, "restarted", [(0, b"k%d" % i, b"v%d" % i, MS + i) for i in range(10)])
+    tp = TopicPartition("restarted", 0)
+    with ClusterClient(bootstrap, timeout=60) as client:
+        assert [v for _, _, v, _ in _records(client.fetch(tp, 0).records)][:2] == [b"v0", b"v1"]
+        first.stop()
+        restart = threading.Timer(1.0, seglog_broker_factory, (str(tmp_path),), {"port": port})
+        restart.start()
+        try:
+            again = client.fetch(tp, 5)
+        finally:
+            restart.join()
+        assert [v for _, _, v, _ in _records(again.records, 5)] == [b"v%d" % i for i in range(5, 10)]

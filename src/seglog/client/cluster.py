@@ -165,6 +165,7 @@ class ClusterClient:
         self.deadline = time.monotonic() + timeout
         self.client_id = client_id
         self._socket_timeout = timeout + answer_margin
+        self._servers = bootstrap
         self.bootstrap = self._connect_bootstrap(bootstrap)
         self._brokers: dict[int, BlockingConnection] = {}
         self._metadata: MetadataResponseData | None = None
@@ -186,6 +187,10 @@ class ClusterClient:
                     raise
         raise AssertionError("unreachable: the last address raises")
 
+    def renew_deadline(self) -> None:
+        """Retries from now on go on for ``timeout`` again (a long-lived client's next request)."""
+        self.deadline = time.monotonic() + self.timeout
+
     # --- the bootstrap broker and Metadata -------------------------------------------------------
 
     def request(self, api_key: ApiKey, body: Message, version: int | None = None) -> Any:
@@ -198,7 +203,29 @@ class ClusterClient:
         return self.bootstrap.version_for(api_key)
 
     def metadata(self, topics: list[str] | None) -> MetadataResponseData:
-        return metadata(self.bootstrap, topics)
+        """Metadata from the bootstrap connection; when its broker went away, from another
+        (``_reconnect``), as Kafka's clients ask any node they know."""
+        try:
+            return metadata(self.bootstrap, topics)
+        except BrokerNotAvailableError:
+            self.bootstrap.close()
+            self.bootstrap = self._reconnect()
+            return metadata(self.bootstrap, topics)
+
+    def _reconnect(self) -> BlockingConnection:
+        """A connection to the first broker that answers, of the bootstrap servers and the brokers
+        the last Metadata named, tried in turn until the timeout; the last error after it."""
+        known = [f"{b.host}:{b.port}" for b in self._metadata.brokers] if self._metadata is not None else []
+        candidates = list(dict.fromkeys([a.strip() for a in self._servers.split(",") if a.strip()] + known))
+        while True:
+            for address in candidates:
+                host, port = parse_address(address)
+                try:
+                    return BlockingConnection(host, port, self.client_id, timeout=self._socket_timeout)
+                except BrokerNotAvailableError:
+                    if time.monotonic() + RETRY_BACKOFF_S > self.deadline:
+                        raise
+            time.sleep(RETRY_BACKOFF_S)
 
     def node_ids(self) -> list[int]:
         """The live brokers' ids."""
