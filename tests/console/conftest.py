@@ -6,6 +6,7 @@ count is also asked of confluent-kafka's own clients where one answers it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,7 @@ PRODUCED = {0: 5, 1: 3, 2: 7}  # records produced to each partition of TOPIC
 COMMITTED = {0: 2, 1: 3, 2: 4}  # the group's committed offsets: lag 3, 0 and 3
 SCRIPT = "<script>window.pwned = 1</script>"  # partition 0's offset 4: shown as text, never run
 BINARY = b"\xff\x00\xfe"  # partition 1's offset 0: shown as hex
+STEP_MS = 1000  # between the timestamps of a partition's records
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Cluster:
     bootstrap: str
     broker_id: int
     port: int
+    first_timestamp: int  # of each partition's offset 0; offset i's is STEP_MS * i later
 
 
 @pytest.fixture(scope="module")
@@ -47,14 +50,21 @@ def _value(partition: int, i: int) -> bytes:
     return f"order {partition}-{i} é".encode()
 
 
-def _produce(bootstrap: str) -> None:
+def _produce(bootstrap: str, first_timestamp: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     created = admin.create_topics([NewTopic(TOPIC, 3, 1, config={"retention.ms": "3600000"})])
     created[TOPIC].result(60)
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": False, "linger.ms": 5})
     for p, count in PRODUCED.items():
         for i in range(count):
-            producer.produce(TOPIC, key=f"key-{p}-{i}", value=_value(p, i), partition=p, headers=[("source", b"test")])
+            producer.produce(
+                TOPIC,
+                key=f"key-{p}-{i}",
+                value=_value(p, i),
+                partition=p,
+                headers=[("source", b"test")],
+                timestamp=first_timestamp + STEP_MS * i,
+            )
     assert producer.flush(60) == 0
 
 
@@ -62,7 +72,8 @@ def _produce(bootstrap: str) -> None:
 def cluster(seglog_broker: Any) -> Iterator[Cluster]:
     """The broker with TOPIC's records and GROUP's member, whose offsets are COMMITTED."""
     bootstrap = seglog_broker.bootstrap_servers
-    _produce(bootstrap)
+    first_timestamp = int(time.time() * 1000) - 600_000  # recent: within the topic's retention.ms
+    _produce(bootstrap, first_timestamp)
     member = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -83,7 +94,7 @@ def cluster(seglog_broker: Any) -> Iterator[Cluster]:
     member.commit(offsets=offsets, asynchronous=False)
     broker_id = seglog_broker.server.config["broker.id"]
     try:
-        yield Cluster(bootstrap, broker_id, seglog_broker.port)
+        yield Cluster(bootstrap, broker_id, seglog_broker.port, first_timestamp)
     finally:
         member.close()
 

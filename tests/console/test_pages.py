@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, TOPIC
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC
 
 CHROMIUM = Path("/usr/bin/chromium")
 # no sandbox (tests run as root), and nothing that reaches out of the machine
@@ -85,7 +86,7 @@ def test_cluster_page_shows_the_broker(page, console, cluster):
     open_page(page, console, "#/cluster", "clusterPage")
     row = page.locator("#brokers tbody tr")
     expect(row).to_have_count(1)
-    expect(row.locator("td")).to_have_text([str(cluster.broker_id), "127.0.0.1", str(cluster.port), "", "yes"])
+    expect(row.locator("td")).to_have_text([str(cluster.broker_id), "127.0.0.1", str(cluster.port), "", "yes", "up"])
     expect(page.locator("#count-offline")).to_have_text("0")
 
 
@@ -115,7 +116,7 @@ def test_the_topic_filter_keeps_the_matching_topics(page, console):
     expect(offsets).to_be_hidden()
 
 
-def test_messages_browser_shows_records_as_text_never_as_markup(page, console):
+def test_messages_browser_shows_records_as_text_never_as_markup(page, console, cluster):
     from playwright.sync_api import expect
 
     open_page(page, console, f"#/topics/{TOPIC}/messages?partition=0&offset=2", "messagesPage")
@@ -130,7 +131,12 @@ def test_messages_browser_shows_records_as_text_never_as_markup(page, console):
     page.locator("#browse input[name=offset]").fill("ten")
     page.locator("#browse button").click()
     expect(page.locator("#error")).to_contain_text("offset is a whole number")
-    expect(page.locator("#browse")).to_be_visible()
+    # from a time typed as a date: the first record at or after it
+    at = datetime.fromtimestamp((cluster.first_timestamp + 3 * STEP_MS) / 1000, UTC)
+    page.locator("#browse input[name=offset]").fill("")
+    page.locator("#browse input[name=time]").fill(at.isoformat(timespec="milliseconds"))
+    page.locator("#browse button").click()
+    expect(page.locator("#messages tbody tr td:first-child")).to_have_text([str(o) for o in range(3, PRODUCED[0])])
 
 
 def test_groups_page_shows_the_groups_lag(page, console):

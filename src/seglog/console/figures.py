@@ -52,6 +52,7 @@ CONFIG_SOURCES = {
 }
 FETCH_PARTITION_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
 MAX_MESSAGES = 500  # the most records one page of the browser asks
+SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
 
 
 class ConsoleInputError(SeglogError):
@@ -69,23 +70,30 @@ def open_client(bootstrap: str, timeout: float) -> ClusterClient:
 
 
 def cluster(client: ClusterClient) -> dict[str, Any]:
-    """The brokers and the counts of topics, partitions, under-replicated and offline partitions."""
+    """The brokers and the counts of topics, partitions, under-replicated and offline partitions.
+    Metadata names the live brokers only: a broker that replicas name and Metadata does not is
+    listed as down (``alive`` false, its address unknown)."""
     answer = client.metadata(None)
     live = {b.node_id for b in answer.brokers}
     partitions = [p for t in answer.topics if not t.error_code for p in t.partitions]
+    down = {r for p in partitions for r in p.replica_nodes} - live
+    controller = answer.controller_id
+    brokers = [
+        {
+            "id": b.node_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "alive": True,
+            "controller": b.node_id == controller,
+        }
+        for b in answer.brokers
+    ]
+    brokers += [{"id": b, "host": None, "port": None, "rack": None, "alive": False, "controller": False} for b in down]
     return {
         "clusterId": answer.cluster_id,
         "controller": answer.controller_id,
-        "brokers": [
-            {
-                "id": b.node_id,
-                "host": b.host,
-                "port": b.port,
-                "rack": b.rack,
-                "controller": b.node_id == answer.controller_id,
-            }
-            for b in sorted(answer.brokers, key=lambda b: b.node_id)
-        ],
+        "brokers": sorted(brokers, key=lambda b: b["id"]),
         "topics": sum(1 for t in answer.topics if not t.error_code),
         "partitions": len(partitions),
         "underReplicated": sum(1 for p in partitions if _under_replicated(p)),
@@ -113,29 +121,35 @@ def _topic_summary(name: str, topic: MetadataTopic) -> dict[str, Any]:
     }
 
 
-def _known_topic(client: ClusterClient, name: str) -> MetadataTopic:
-    """The Metadata of topic ``name``; UnknownTopicOrPartitionError when the cluster has none."""
-    found = topics_by_name(client.metadata([name])).get(name)
+def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[int]]:
+    """The Metadata of topic ``name`` and the live brokers' ids; UnknownTopicOrPartitionError when
+    the cluster has no such topic."""
+    answer = client.metadata([name])
+    found = topics_by_name(answer).get(name)
     if found is None:
         raise SeglogError(f"the cluster did not answer for topic {name}")
     check(found.error_code, f"topic {name}")
-    return found
+    return found, {b.node_id for b in answer.brokers}
+
+
+def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
+    return log_offsets(client, tps, time) if tps else {}
 
 
 def topic(client: ClusterClient, name: str) -> dict[str, Any]:
-    """A topic's partitions (leader, replicas, ISR, log start offset, high watermark) and configs."""
-    found = _known_topic(client, name)
-    tps = [TopicPartition(name, p.partition_index) for p in found.partitions]
-    starts = log_offsets(client, tps, EARLIEST_TIMESTAMP) if tps else {}
-    ends = log_offsets(client, tps, LATEST_TIMESTAMP) if tps else {}
+    """A topic's partitions (leader, replicas, ISR, log start offset, high watermark) and configs.
+    The offsets of a partition without a live leader are null: nobody can tell them."""
+    found, live = _known_topic(client, name)
+    led = [TopicPartition(name, p.partition_index) for p in found.partitions if p.leader_id in live]
+    starts, ends = _offsets(client, led, EARLIEST_TIMESTAMP), _offsets(client, led, LATEST_TIMESTAMP)
     partitions = [
         {
             "partition": p.partition_index,
             "leader": p.leader_id,
             "replicas": list(p.replica_nodes),
             "isr": list(p.isr_nodes),
-            "logStartOffset": starts[TopicPartition(name, p.partition_index)],
-            "highWatermark": ends[TopicPartition(name, p.partition_index)],
+            "logStartOffset": starts.get(TopicPartition(name, p.partition_index)),
+            "highWatermark": ends.get(TopicPartition(name, p.partition_index)),
         }
         for p in sorted(found.partitions, key=lambda p: p.partition_index)
     ]
@@ -219,7 +233,7 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
     holder = {tp: m.member_id for m, tps in members for tp in tps}
     partitions = sorted(set(holder) | set(committed))
-    ends = log_offsets(client, partitions, LATEST_TIMESTAMP) if partitions else {}
+    ends = _offsets(client, partitions, LATEST_TIMESTAMP)
     offsets = []
     for tp in partitions:
         at = committed.get(tp)
@@ -256,18 +270,26 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
 # --- messages ------------------------------------------------------------------------------------------
 
 
-def messages(client: ClusterClient, name: str, partition: int, offset: int | None, limit: int) -> dict[str, Any]:
-    """Up to ``limit`` records of one partition from ``offset`` (None: its log start), below its
-    high watermark; each with its key, value and headers as text when UTF-8, else hex."""
+def messages(
+    client: ClusterClient, name: str, partition: int, offset: int | None, limit: int, timestamp: int | None = None
+) -> dict[str, Any]:
+    """Up to ``limit`` records of one partition from ``offset``, or from the first record at or
+    after ``timestamp`` (ms; ListOffsets finds it), else from its log start; below its high
+    watermark. Each record's key, value and headers are text when UTF-8, else hex."""
     if not 1 <= limit <= MAX_MESSAGES:
         raise ConsoleInputError(f"limit is from 1 to {MAX_MESSAGES}, not {limit}")
-    found = _known_topic(client, name)
+    if offset is not None and timestamp is not None:
+        raise ConsoleInputError("messages start at an offset or at a timestamp, not both")
+    found, _ = _known_topic(client, name)
     tp = TopicPartition(name, partition)
     if partition not in {p.partition_index for p in found.partitions}:
         raise ConsoleInputError(f"topic {name} has no partition {partition}")
     start = log_offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
     end = log_offsets(client, [tp], LATEST_TIMESTAMP)[tp]
     at = start if offset is None else offset
+    if timestamp is not None:
+        found_at = log_offsets(client, [tp], timestamp)[tp]
+        at = end if found_at < 0 else found_at  # -1: no record is that recent
     if not start <= at <= end:
         raise OffsetOutOfRangeError(
             f"offset {at} of {tp} is not between its log start and its high watermark",
@@ -327,12 +349,16 @@ def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: in
     return answer.responses[0].partitions[0]
 
 
-def shown(data: bytes | None) -> dict[str, str] | None:
+def shown(data: bytes | None) -> dict[str, Any] | None:
     """Bytes as the console shows them: ``{"text": ...}`` when they are UTF-8, else ``{"hex": ...}``
-    (None stays None: a null key, a tombstone)."""
+    (None stays None: a null key, a tombstone); at most SHOWN_CHARS characters of either, with the
+    whole ``size`` in bytes when they are cut."""
     if data is None:
         return None
+    raw = bytes(data)
     try:
-        return {"text": bytes(data).decode("utf-8")}
+        text = raw.decode("utf-8")
+        out, whole = {"text": text[:SHOWN_CHARS]}, len(text) <= SHOWN_CHARS
     except UnicodeDecodeError:
-        return {"hex": bytes(data).hex()}
+        out, whole = {"hex": raw[: SHOWN_CHARS // 2].hex()}, len(raw) <= SHOWN_CHARS // 2
+    return out if whole else {**out, "size": len(raw)}

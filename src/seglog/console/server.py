@@ -120,9 +120,9 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["topics", name] if name:
                     return figures.topic(client, name)
                 case ["topics", name, "messages"] if name:
-                    partition = _number(query, "partition", 0)
-                    offset = _number(query, "offset", None)
-                    return figures.messages(client, name, partition, offset, _number(query, "limit", 50))
+                    partition, limit = _number(query, "partition", 0), _number(query, "limit", 50)
+                    offset, timestamp = _number(query, "offset", None), _number(query, "timestamp", None)
+                    return figures.messages(client, name, partition, offset, limit, timestamp)
                 case ["groups"]:
                     return figures.groups(client)
                 case ["groups", *_] if len(parts) > 1:

@@ -5,6 +5,7 @@
 
 let consoleInfo = { readOnly: true, bootstrap: "" };
 let drawing = 0; // the current route's number: an answer for a route left since is dropped
+const REFRESH_MS = 5000; // how often the pages that follow the cluster ask again
 
 // --- helpers ----------------------------------------------------------------------------------------
 
@@ -53,8 +54,13 @@ function summary(pairs) {
 // bytes as the API gives them: {text} when UTF-8, {hex} else, null for none
 function data(value) {
   if (value === null || value === undefined) return el("span", { class: "null" }, "null");
-  if ("text" in value) return el("span", {}, value.text);
-  return el("span", { class: "hex" }, value.hex);
+  const cut = value.size ? el("span", { class: "muted" }, ` … (${value.size} bytes in all)`) : null;
+  if ("text" in value) return el("span", {}, value.text, cut);
+  return el("span", {}, el("span", { class: "hex" }, value.hex), cut);
+}
+
+function orDash(value) {
+  return value === null || value === undefined ? "-" : value;
 }
 
 function topicLink(name) {
@@ -78,10 +84,12 @@ const routes = [
   [/^#\/groups\/(.+)$/, groupPage, "groups"],
 ];
 
-async function route() {
+// draws the page of the hash; a page that follows the cluster (refresh set) is drawn again every
+// REFRESH_MS while it stays open
+async function route(refreshing = false) {
   const mine = ++drawing;
   const view = document.getElementById("view");
-  view.removeAttribute("data-loaded");
+  if (!refreshing) view.removeAttribute("data-loaded");
   for (const [pattern, page, tab] of routes) {
     const found = location.hash.match(pattern);
     if (!found) continue;
@@ -95,6 +103,7 @@ async function route() {
     if (mine !== drawing) return;
     view.replaceChildren(...nodes.filter((n) => n !== null)); // a page leaves out what does not apply as null
     view.dataset.loaded = page.name;
+    if (page.refresh) setTimeout(() => mine === drawing && route(true), REFRESH_MS);
     return;
   }
   view.replaceChildren(el("p", { class: "error", role: "alert", id: "error" }, `No page at ${location.hash}`));
@@ -118,12 +127,20 @@ async function clusterPage() {
     el("h2", {}, "Brokers"),
     table(
       "brokers",
-      ["ID", "Host", "Port", "Rack", "Controller"],
-      c.brokers.map((b) => [b.id, b.host, b.port, b.rack ?? "", b.controller ? "yes" : ""]),
+      ["ID", "Host", "Port", "Rack", "Controller", "Status"],
+      c.brokers.map((b) => [
+        b.id,
+        b.host ?? "",
+        b.port ?? "",
+        b.rack ?? "",
+        b.controller ? "yes" : "",
+        b.alive ? "up" : el("span", { class: "bad" }, "down"),
+      ]),
       [0, 2],
     ),
   ];
 }
+clusterPage.refresh = true;
 
 async function topicsPage() {
   const { topics } = await api("topics");
@@ -220,9 +237,9 @@ async function topicPage(encoded) {
     p.leader < 0 ? el("span", { class: "bad" }, "none") : p.leader,
     p.replicas.join(", "),
     p.isr.length < p.replicas.length ? el("span", { class: "bad" }, p.isr.join(", ")) : p.isr.join(", "),
-    p.logStartOffset,
-    p.highWatermark,
-    p.highWatermark - p.logStartOffset,
+    orDash(p.logStartOffset),
+    orDash(p.highWatermark),
+    p.highWatermark === null ? "-" : p.highWatermark - p.logStartOffset,
     el("a", { href: messages(p.partition) }, "messages"),
   ]);
   const configs = t.configs.map((c) => [c.name, c.sensitive ? el("span", { class: "null" }, "(sensitive)") : c.value ?? "", c.source]);
@@ -247,28 +264,48 @@ async function topicPage(encoded) {
     configTable,
   ];
 }
+topicPage.refresh = true;
+
+// a time typed in: milliseconds as they are, else a date the browser reads (2026-12-06T23:05:00Z);
+// else the text itself, for the API to say what it expects
+function typedTime(text) {
+  if (/^\d+$/.test(text)) return text;
+  const ms = Date.parse(text);
+  return isNaN(ms) ? text : String(ms);
+}
 
 async function messagesPage(encoded, query) {
   const name = decodeURIComponent(encoded);
   const asked = new URLSearchParams((query || "").slice(1));
   const partition = asked.get("partition") || "0";
   const offset = asked.get("offset") || "";
+  const timestamp = asked.get("timestamp") || "";
   const limit = asked.get("limit") || "50";
   const wanted = new URLSearchParams({ partition, limit });
   if (offset) wanted.set("offset", offset);
+  if (timestamp) wanted.set("timestamp", timestamp);
+  const field = (label, key, value, attrs = {}) =>
+    el("label", {}, label, el("input", { name: key, value, inputmode: "numeric", ...attrs }));
   const form = el(
     "form",
     { id: "browse", class: "inline" },
-    el("label", {}, "Partition", el("input", { name: "partition", value: partition, inputmode: "numeric", size: 6 })),
-    el("label", {}, "From offset", el("input", { name: "offset", value: offset, inputmode: "numeric", placeholder: "log start", size: 12 })),
-    el("label", {}, "Limit", el("input", { name: "limit", value: limit, inputmode: "numeric", size: 5 })),
+    field("Partition", "partition", partition, { size: 6 }),
+    field("From offset", "offset", offset, { placeholder: "log start", size: 12 }),
+    field("or from time", "time", /^\d+$/.test(timestamp) ? time(Number(timestamp)) : timestamp, {
+      placeholder: "2026-12-06T23:05:00Z or ms",
+      inputmode: "text",
+      size: 24,
+    }),
+    field("Limit", "limit", limit, { size: 5 }),
     el("button", { type: "submit" }, "Show"),
   );
   const here = `#/topics/${encodeURIComponent(name)}/messages?`;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    const typed = (key) => form.elements[key].value.trim();
     const next = new URLSearchParams();
-    for (const key of ["partition", "offset", "limit"]) if (form.elements[key].value.trim()) next.set(key, form.elements[key].value.trim());
+    for (const key of ["partition", "offset", "limit"]) if (typed(key)) next.set(key, typed(key));
+    if (typed("time")) next.set("timestamp", typedTime(typed("time")));
     location.hash = here + next;
   });
   const heading = [el("h1", {}, "Messages of ", topicLink(name)), form];
@@ -313,6 +350,7 @@ async function groupsPage() {
     table("groups", ["Group", "State", "Members", "Total lag"], rows, [2, 3]),
   ];
 }
+groupsPage.refresh = true;
 
 async function groupPage(encoded) {
   const id = decodeURIComponent(encoded);
@@ -345,6 +383,7 @@ async function groupPage(encoded) {
     table("offsets", ["Topic", "Partition", "Committed", "High watermark", "Lag", "Member"], offsets, [1, 2, 3, 4]),
   ];
 }
+groupPage.refresh = true;
 
 // --- start ------------------------------------------------------------------------------------------
 
@@ -355,7 +394,7 @@ async function start() {
   } catch (e) {
     // the console's own answer failed: every page will say why as it asks its own
   }
-  window.addEventListener("hashchange", route);
+  window.addEventListener("hashchange", () => route());
   route();
 }
 
