@@ -1,79 +1,15 @@
-"""The console's pages in a real headless Chromium (Debian's, driven by Playwright; no browser is
-downloaded), against the broker, records and group of conftest.py.
+"""The console's pages in a real headless Chromium (conftest.py's ``page``), against the broker,
+records and group of conftest.py.
 
 Each check waits for what it looks for (Playwright's ``expect`` retries until its timeout): no
-sleeps, so a loaded machine is slower, not failing. Without chromium or Playwright the tests skip,
-saying what to install; under CI (``CI`` set), where ``make install`` installs both, they fail."""
+sleeps, so a loaded machine is slower, not failing."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
-import pytest
-
-from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC
-
-CHROMIUM = Path("/usr/bin/chromium")
-# no sandbox (tests run as root), and nothing that reaches out of the machine
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-WAIT_MS = 60_000  # what a check waits at most for its element: a loaded machine is slow
-
-
-def _missing(what: str) -> None:
-    message = f"{what} (`make chromium` installs it as root)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{message}: CI must have it")
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        _missing("Playwright is not installed (pip install playwright, in the test extra)")
-    expect.set_options(timeout=WAIT_MS)
-    if not CHROMIUM.exists():
-        _missing(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    context.set_default_timeout(WAIT_MS)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda e: errors.append(str(e)))
-    yield opened
-    context.close()
-    assert errors == [], errors  # no script error on any page
-
-
-def open_page(page: Any, server: Any, where: str, loaded: str) -> None:
-    """Go to ``where`` (the hash of a page) and wait until its page has drawn."""
-    from playwright.sync_api import expect
-
-    page.goto(server.url + where)
-    expect(page.locator("#view")).to_have_attribute("data-loaded", loaded)
-    expect(page.locator("#error")).to_have_count(0)
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, open_page
 
 
 def cells(page: Any, table: str, column: int) -> list[str]:
