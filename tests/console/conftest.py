@@ -104,6 +104,19 @@ def cluster(seglog_broker: Any) -> Iterator[Cluster]:
         member.close()
 
 
+def begin_transaction(bootstrap: str, txn_id: str, topic: str) -> Producer:
+    """A transactional producer whose transaction is open, having written to ``topic``'s
+    partition 0 (a topic of its own: records in a transaction move the high watermark)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until it answers
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"in a transaction", partition=0)
+    assert producer.flush(60) == 0
+    return producer
+
+
 @pytest.fixture(scope="module")
 def console(cluster: Cluster) -> Iterator[ConsoleServer]:
     with start(cluster.bootstrap) as server:

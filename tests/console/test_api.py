@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from seglog.console import start
 from seglog.console.figures import SHOWN_CHARS
 
-from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC
+from ..broker.conftest import wait_for
+from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction
 
 
 def get(server: Any, path: str) -> tuple[int, Any]:
@@ -177,6 +178,24 @@ def test_an_unknown_group_is_404(console):
     status, found = get(console, "api/groups/no-such-group")
     assert status == 404
     assert "no-such-group" in found["error"]
+
+
+def test_transactions_show_an_open_transaction_its_partitions_and_its_end(console, cluster):
+    producer = begin_transaction(cluster.bootstrap, "console-txn", "in-transaction")
+    status, found = get(console, "api/transactions")
+    assert status == 200
+    (listed,) = [t for t in found["transactions"] if t["transactionalId"] == "console-txn"]
+    assert (listed["state"], listed["coordinator"]) == ("Ongoing", cluster.broker_id)
+    status, described = get(console, "api/transactions/console-txn")
+    assert status == 200
+    assert (described["state"], described["producerId"]) == ("Ongoing", listed["producerId"])
+    assert described["partitions"] == [{"topic": "in-transaction", "partition": 0}]
+    assert described["startTimeMs"] is not None
+    producer.commit_transaction(60)
+    wait_for(lambda: get(console, "api/transactions/console-txn")[1]["state"] == "CompleteCommit", 60, "the commit")
+    status, found = get(console, "api/transactions/no-such-id")
+    assert status == 404
+    assert "no-such-id" in found["error"]
 
 
 def test_create_topic_and_the_brokers_refusal(console, cluster):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, open_page
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
 
 
 def cells(page: Any, table: str, column: int) -> list[str]:
@@ -87,6 +87,18 @@ def test_groups_page_shows_the_groups_lag(page, console):
     expect(page.locator("#total-lag")).to_have_text(str(lag))
     expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
     assert cells(page, "offsets", 5) == [str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)]
+
+
+def test_transactions_page_shows_an_open_transaction(page, console, cluster):
+    from playwright.sync_api import expect
+
+    producer = begin_transaction(cluster.bootstrap, "page-txn", "in-page-transaction")
+    open_page(page, console, "#/transactions", "transactionsPage")
+    page.locator("#transactions").get_by_role("link", name="page-txn").click()
+    expect(page.locator("#transaction-state")).to_have_text("Ongoing")
+    expect(page.locator("#transaction-partitions tbody tr td")).to_have_text(["in-page-transaction", "0"])
+    producer.abort_transaction(60)
+    expect(page.locator("#transaction-state")).to_have_text("CompleteAbort")  # the page asks again by itself
 
 
 def test_create_a_topic_through_the_form(page, console):

@@ -34,6 +34,7 @@ from ..tools.consumer_groups import (
 )
 from ..tools.logdir import record_json
 from ..tools.remote import describe_configs
+from ..tools.transactions import described, listed
 
 CLIENT_ID = "seglog-console"
 TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic (Kafka's ConfigResource.Type.TOPIC)
@@ -264,6 +265,40 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
         ],
         "offsets": offsets,
         "totalLag": sum(o["lag"] or 0 for o in offsets),
+    }
+
+
+# --- transactions --------------------------------------------------------------------------------------
+
+
+def transactions(client: ClusterClient) -> dict[str, Any]:
+    """Every transactional id the coordinators hold: its coordinator, producer id and state."""
+    found = client.retrying(partial(listed, client))
+    return {
+        "transactions": [
+            {
+                "transactionalId": t.transactional_id,
+                "coordinator": node,
+                "producerId": t.producer_id,
+                "state": t.transaction_state,
+            }
+            for node, t in sorted(found, key=lambda found: found[1].transactional_id)
+        ]
+    }
+
+
+def transaction(client: ClusterClient, txn_id: str) -> dict[str, Any]:
+    """A transactional id's state: its producer, the transaction's start and partitions."""
+    coordinator, state = client.retrying(partial(described, client, txn_id))
+    return {
+        "transactionalId": txn_id,
+        "coordinator": coordinator,
+        "producerId": state.producer_id,
+        "producerEpoch": state.producer_epoch,
+        "state": state.transaction_state,
+        "timeoutMs": state.transaction_timeout_ms,
+        "startTimeMs": state.transaction_start_time_ms if state.transaction_start_time_ms >= 0 else None,
+        "partitions": [{"topic": t.topic, "partition": p} for t in state.topics for p in sorted(t.partitions)],
     }
 
 

@@ -82,6 +82,8 @@ const routes = [
   [/^#\/topics\/([^/?]+)\/messages(\?.*)?$/, messagesPage, "topics"],
   [/^#\/groups$/, groupsPage, "groups"],
   [/^#\/groups\/(.+)$/, groupPage, "groups"],
+  [/^#\/transactions$/, transactionsPage, "transactions"],
+  [/^#\/transactions\/(.+)$/, transactionPage, "transactions"],
 ];
 
 // draws the page of the hash; a page that follows the cluster (refresh set) is drawn again every
@@ -384,6 +386,41 @@ async function groupPage(encoded) {
   ];
 }
 groupPage.refresh = true;
+
+async function transactionsPage() {
+  const { transactions } = await api("transactions");
+  const rows = transactions.map((t) => [
+    el("a", { href: "#/transactions/" + encodeURIComponent(t.transactionalId) }, t.transactionalId),
+    t.state,
+    t.producerId,
+    t.coordinator,
+  ]);
+  return [
+    el("h1", {}, "Transactions ", el("span", { class: "muted" }, `(${transactions.length})`)),
+    table("transactions", ["Transactional id", "State", "Producer id", "Coordinator"], rows, [2, 3]),
+  ];
+}
+transactionsPage.refresh = true;
+
+async function transactionPage(encoded) {
+  const id = decodeURIComponent(encoded);
+  const t = await api("transactions/" + encodeURIComponent(id));
+  const partitions = t.partitions.map((p) => [topicLink(p.topic), p.partition]);
+  return [
+    el("h1", {}, "Transaction ", el("span", { id: "transactional-id" }, id)),
+    summary([
+      ["State", t.state, "transaction-state"],
+      ["Producer id", t.producerId],
+      ["Producer epoch", t.producerEpoch],
+      ["Coordinator", t.coordinator],
+      ["Started", t.startTimeMs === null ? "-" : time(t.startTimeMs)],
+      ["Timeout", `${t.timeoutMs} ms`],
+    ]),
+    el("h2", {}, "Partitions in the transaction"),
+    table("transaction-partitions", ["Topic", "Partition"], partitions, [1]),
+  ];
+}
+transactionPage.refresh = true;
 
 // --- start ------------------------------------------------------------------------------------------
 
