@@ -193,6 +193,10 @@ def test_transactions_show_an_open_transaction_its_partitions_and_its_end(consol
     assert described["startTimeMs"] is not None
     producer.commit_transaction(60)
     wait_for(lambda: get(console, "api/transactions/console-txn")[1]["state"] == "CompleteCommit", 60, "the commit")
+    # the record written in it, and the commit marker after it
+    found = get(console, "api/topics/in-transaction/messages")[1]["messages"]
+    assert [(m["offset"], m["control"]) for m in found] == [(0, None), (1, "COMMIT")]
+    assert found[0]["transactional"] is True
     status, found = get(console, "api/transactions/no-such-id")
     assert status == 404
     assert "no-such-id" in found["error"]

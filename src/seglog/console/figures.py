@@ -22,7 +22,7 @@ from ..protocol.message_data import (
     FetchResponseData,
     MetadataResponseData,
 )
-from ..records import BatchIterator, Record
+from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..tools.cluster_client import ClusterClient, MetadataTopic, check, check_partition, topics_by_name
 from ..tools.consumer_groups import (
@@ -334,7 +334,7 @@ def messages(
     records: list[dict[str, Any]] = []
     while at < end and len(records) < limit:
         batches, at = _fetch(client, tp, found.topic_id, at)
-        records += [record_json(r, label, shown) for r, label in batches][: limit - len(records)]
+        records += batches[: limit - len(records)]
         if not batches and at < end:
             break  # nothing whole came back: no more can be shown from here
     return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
@@ -342,18 +342,26 @@ def messages(
 
 def _fetch(
     client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int
-) -> tuple[list[tuple[Record, str]], int]:
-    """The data records of one Fetch of ``tp`` from ``offset`` (control batches skipped), each with
-    its batch's timestamp type, and the offset to fetch next."""
+) -> tuple[list[dict[str, Any]], int]:
+    """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
+    ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
+    ABORT ..., else null), and the offset to fetch next."""
     answered = client.to_leaders([tp], lambda leader, _: {tp: _fetch_once(leader, tp, topic_id, offset)})[tp]
     data = check_partition(answered, f"cannot fetch {tp} at offset {offset}").records
     found, after = [], offset
     for batch in BatchIterator(bytes(data) if data is not None else b""):
-        if not batch.is_control:
-            label = batch.timestamp_type.label
-            found += [(r, label) for r in batch.records() if r.offset >= offset]
+        label, transactional = batch.timestamp_type.label, batch.is_transactional
+        for r in batch.records():
+            if r.offset >= offset:
+                control = _control_type(r) if batch.is_control else None
+                found.append(record_json(r, label, shown, transactional=transactional, control=control))
         after = max(after, batch.last_offset + 1)
     return found, after
+
+
+def _control_type(record: Record) -> str:
+    parsed = parse_control_record(record)
+    return parsed.type.name if isinstance(parsed, EndTransactionMarker) else type(parsed).__name__
 
 
 def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> FetchResponseData.PartitionData:

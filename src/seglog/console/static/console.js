@@ -317,11 +317,12 @@ async function messagesPage(encoded, query) {
   } catch (e) {
     return [...heading, el("p", { class: "error", role: "alert", id: "error" }, e.message)];
   }
+  // a control record (a transaction's COMMIT or ABORT marker) is named, not shown as bytes
   const rows = m.messages.map((r) => [
-    r.offset,
+    el("span", {}, r.offset, r.transactional ? el("span", { class: "muted", title: "written in a transaction" }, " txn") : null),
     time(r.timestamp),
-    data(r.key),
-    data(r.value),
+    r.control ? "" : data(r.key),
+    r.control ? el("span", { class: "muted control" }, `control record: ${r.control}`) : data(r.value),
     r.headers.map((h) => el("div", {}, `${h.key}: `, data(h.value))),
   ]);
   const last = m.messages.length ? m.messages[m.messages.length - 1].offset : null;
