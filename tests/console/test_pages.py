@@ -6,8 +6,12 @@ sleeps, so a loaded machine is slower, not failing."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 
 from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
 
@@ -87,6 +91,24 @@ def test_groups_page_shows_the_groups_lag(page, console):
     expect(page.locator("#total-lag")).to_have_text(str(lag))
     expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
     assert cells(page, "offsets", 5) == [str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)]
+
+
+def test_a_groups_lag_chart_moves_as_it_commits(page, console, cluster):
+    from playwright.sync_api import expect
+
+    # a group of no member, whose offsets an admin's commits set (as kafka-consumer-groups --reset-offsets)
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "charted", "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[KafkaPartition(TOPIC, p, 0) for p in PRODUCED], asynchronous=False)
+        open_page(page, console, "#/groups/charted", "groupPage")
+        chart = page.locator("#lag-chart")
+        expect(chart).to_have_attribute("data-last", str(sum(PRODUCED.values())))
+        committer.commit(offsets=[KafkaPartition(TOPIC, p, n) for p, n in PRODUCED.items()], asynchronous=False)
+        expect(chart).to_have_attribute("data-last", "0")  # the page asked again by itself
+        assert int(chart.get_attribute("data-points")) >= 2
+        expect(chart.locator("polyline")).to_have_attribute("points", re.compile(r"^\S+( \S+)+$"))  # a line drawn
+    finally:
+        committer.close()
 
 
 def test_transactions_page_shows_an_open_transaction(page, console, cluster):

@@ -6,6 +6,8 @@
 let consoleInfo = { readOnly: true, bootstrap: "" };
 let drawing = 0; // the current route's number: an answer for a route left since is dropped
 const REFRESH_MS = 5000; // how often the pages that follow the cluster ask again
+const HISTORY_POINTS = 120; // of a chart: ten minutes of refreshes
+const lagHistory = new Map(); // group id -> [{t, lag}], gathered while its page is open
 
 // --- helpers ----------------------------------------------------------------------------------------
 
@@ -71,6 +73,40 @@ function time(ms) {
   if (ms === null || ms < 0) return "";
   const when = new Date(ms);
   return isNaN(when) ? String(ms) : when.toISOString();
+}
+
+// one more point {t, value} of a series kept in ``store`` under ``key``; the series, at most
+// HISTORY_POINTS long
+function remember(store, key, value) {
+  const series = store.get(key) || [];
+  series.push({ t: Date.now(), value });
+  if (series.length > HISTORY_POINTS) series.shift();
+  store.set(key, series);
+  return series;
+}
+
+// a line chart of a series, drawn as SVG: time across, the value up from 0 to its highest
+function chart(id, series) {
+  const width = 600, height = 120, pad = 4;
+  const svgNS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNS, "svg");
+  const top = Math.max(1, ...series.map((p) => p.value));
+  const first = series[0].t, span = Math.max(1, series[series.length - 1].t - first);
+  const x = (p) => pad + ((p.t - first) / span) * (width - 2 * pad);
+  const y = (p) => height - pad - (p.value / top) * (height - 2 * pad);
+  const line = document.createElementNS(svgNS, "polyline");
+  line.setAttribute("points", series.map((p) => `${x(p).toFixed(1)},${y(p).toFixed(1)}`).join(" "));
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("class", "chart");
+  svg.append(line);
+  const last = series[series.length - 1].value;
+  const seconds = Math.round(span / 1000);
+  return el(
+    "figure",
+    { id, "data-points": series.length, "data-last": last },
+    svg,
+    el("figcaption", { class: "muted" }, `now ${last}, highest ${top}, over the last ${seconds} s (${series.length} points)`),
+  );
 }
 
 // --- routing ----------------------------------------------------------------------------------------
@@ -380,6 +416,8 @@ async function groupPage(encoded) {
       ["Members", g.members.length],
       ["Total lag", g.totalLag, "total-lag"],
     ]),
+    el("h2", {}, "Total lag while this page is open"),
+    chart("lag-chart", remember(lagHistory, id, g.totalLag)),
     el("h2", {}, "Members"),
     table("members", ["Member", "Client", "Host", "Assignment"], members),
     el("h2", {}, "Offsets and lag"),
