@@ -11,11 +11,14 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.console import start
+from seglog.console.figures import SHOWN_CHARS
 
-from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, TOPIC
+from ..broker.conftest import wait_for
+from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction
 
 
 def get(server: Any, path: str) -> tuple[int, Any]:
@@ -44,7 +47,14 @@ def test_cluster_names_the_broker_and_counts_as_librdkafka_sees_them(console, cl
     status, found = get(console, "api/cluster")
     assert status == 200
     assert found["brokers"] == [
-        {"id": cluster.broker_id, "host": "127.0.0.1", "port": cluster.port, "rack": None, "controller": True}
+        {
+            "id": cluster.broker_id,
+            "host": "127.0.0.1",
+            "port": cluster.port,
+            "rack": None,
+            "alive": True,
+            "controller": True,
+        }
     ]
     topics = kafka_topics(cluster.bootstrap)
     assert found["topics"] == len(topics)
@@ -97,6 +107,29 @@ def test_messages_from_an_offset_with_keys_values_headers_and_timestamps(console
     assert script["value"] == {"text": SCRIPT}
 
 
+def test_messages_from_a_timestamp_start_at_the_first_record_at_or_after_it(console, cluster):
+    at = cluster.first_timestamp + STEP_MS * 2 + STEP_MS // 2  # between offsets 2 and 3
+    status, found = get(console, f"api/topics/{TOPIC}/messages?partition=0&timestamp={at}&limit=1")
+    assert status == 200
+    assert [(m["offset"], m["timestamp"]) for m in found["messages"]] == [(3, cluster.first_timestamp + STEP_MS * 3)]
+    later = cluster.first_timestamp + STEP_MS * PRODUCED[0]  # no record is that recent
+    assert get(console, f"api/topics/{TOPIC}/messages?partition=0&timestamp={later}")[1]["messages"] == []
+
+
+def test_a_huge_value_is_cut_for_the_page_saying_its_size(console, cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held: a freed client drops its answers
+    admin.create_topics([NewTopic("huge", 1, 1)])["huge"].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "message.max.bytes": 2_000_000})
+    producer.produce("huge", value=b"x" * 1_000_000, partition=0)
+    producer.produce("huge", value=b"\xff" * 100_000, partition=0)
+    assert producer.flush(60) == 0
+    status, found = get(console, "api/topics/huge/messages")
+    assert status == 200
+    text, binary = (m["value"] for m in found["messages"])
+    assert text == {"text": "x" * SHOWN_CHARS, "size": 1_000_000}
+    assert binary == {"hex": "ff" * (SHOWN_CHARS // 2), "size": 100_000}
+
+
 def test_messages_that_are_not_utf8_come_as_hex_and_a_limit_stops_the_page(console):
     status, found = get(console, f"api/topics/{TOPIC}/messages?partition=1&limit=2")
     assert status == 200
@@ -116,6 +149,8 @@ def test_bad_message_requests_are_400_and_say_why(console):
         ("partition=9", "has no partition 9"),
         (f"partition=0&offset={PRODUCED[0] + 1}", "not between its log start and its high watermark"),
         ("partition=0&limit=0", "limit is from 1"),
+        ("partition=0&timestamp=yesterday", "timestamp is a whole number"),
+        ("partition=0&offset=1&timestamp=1", "not both"),
     ]:
         status, found = get(console, f"api/topics/{TOPIC}/messages?{query}")
         assert status == 400, query
@@ -143,6 +178,28 @@ def test_an_unknown_group_is_404(console):
     status, found = get(console, "api/groups/no-such-group")
     assert status == 404
     assert "no-such-group" in found["error"]
+
+
+def test_transactions_show_an_open_transaction_its_partitions_and_its_end(console, cluster):
+    producer = begin_transaction(cluster.bootstrap, "console-txn", "in-transaction")
+    status, found = get(console, "api/transactions")
+    assert status == 200
+    (listed,) = [t for t in found["transactions"] if t["transactionalId"] == "console-txn"]
+    assert (listed["state"], listed["coordinator"]) == ("Ongoing", cluster.broker_id)
+    status, described = get(console, "api/transactions/console-txn")
+    assert status == 200
+    assert (described["state"], described["producerId"]) == ("Ongoing", listed["producerId"])
+    assert described["partitions"] == [{"topic": "in-transaction", "partition": 0}]
+    assert described["startTimeMs"] is not None
+    producer.commit_transaction(60)
+    wait_for(lambda: get(console, "api/transactions/console-txn")[1]["state"] == "CompleteCommit", 60, "the commit")
+    # the record written in it, and the commit marker after it
+    found = get(console, "api/topics/in-transaction/messages")[1]["messages"]
+    assert [(m["offset"], m["control"]) for m in found] == [(0, None), (1, "COMMIT")]
+    assert found[0]["transactional"] is True
+    status, found = get(console, "api/transactions/no-such-id")
+    assert status == 404
+    assert "no-such-id" in found["error"]
 
 
 def test_create_topic_and_the_brokers_refusal(console, cluster):

@@ -1,78 +1,19 @@
-"""The console's pages in a real headless Chromium (Debian's, driven by Playwright; no browser is
-downloaded), against the broker, records and group of conftest.py.
+"""The console's pages in a real headless Chromium (conftest.py's ``page``), against the broker,
+records and group of conftest.py.
 
 Each check waits for what it looks for (Playwright's ``expect`` retries until its timeout): no
-sleeps, so a loaded machine is slower, not failing. Without chromium or Playwright the tests skip,
-saying what to install; under CI (``CI`` set), where ``make install`` installs both, they fail."""
+sleeps, so a loaded machine is slower, not failing."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
+import re
+from datetime import UTC, datetime
 from typing import Any
 
-import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 
-from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, TOPIC
-
-CHROMIUM = Path("/usr/bin/chromium")
-# no sandbox (tests run as root), and nothing that reaches out of the machine
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-WAIT_MS = 60_000  # what a check waits at most for its element: a loaded machine is slow
-
-
-def _missing(what: str) -> None:
-    message = f"{what} (`make chromium` installs it as root)"
-    if os.environ.get("CI"):
-        pytest.fail(f"{message}: CI must have it")
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    try:
-        from playwright.sync_api import expect, sync_playwright
-    except ImportError:
-        _missing("Playwright is not installed (pip install playwright, in the test extra)")
-    expect.set_options(timeout=WAIT_MS)
-    if not CHROMIUM.exists():
-        _missing(f"chromium is not installed at {CHROMIUM} (apt-get install chromium)")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            launched.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context()
-    context.set_default_timeout(WAIT_MS)
-    opened = context.new_page()
-    errors: list[str] = []
-    opened.on("pageerror", lambda e: errors.append(str(e)))
-    yield opened
-    context.close()
-    assert errors == [], errors  # no script error on any page
-
-
-def open_page(page: Any, server: Any, where: str, loaded: str) -> None:
-    """Go to ``where`` (the hash of a page) and wait until its page has drawn."""
-    from playwright.sync_api import expect
-
-    page.goto(server.url + where)
-    expect(page.locator("#view")).to_have_attribute("data-loaded", loaded)
-    expect(page.locator("#error")).to_have_count(0)
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
 
 
 def cells(page: Any, table: str, column: int) -> list[str]:
@@ -85,7 +26,7 @@ def test_cluster_page_shows_the_broker(page, console, cluster):
     open_page(page, console, "#/cluster", "clusterPage")
     row = page.locator("#brokers tbody tr")
     expect(row).to_have_count(1)
-    expect(row.locator("td")).to_have_text([str(cluster.broker_id), "127.0.0.1", str(cluster.port), "", "yes"])
+    expect(row.locator("td")).to_have_text([str(cluster.broker_id), "127.0.0.1", str(cluster.port), "", "yes", "up"])
     expect(page.locator("#count-offline")).to_have_text("0")
 
 
@@ -115,7 +56,7 @@ def test_the_topic_filter_keeps_the_matching_topics(page, console):
     expect(offsets).to_be_hidden()
 
 
-def test_messages_browser_shows_records_as_text_never_as_markup(page, console):
+def test_messages_browser_shows_records_as_text_never_as_markup(page, console, cluster):
     from playwright.sync_api import expect
 
     open_page(page, console, f"#/topics/{TOPIC}/messages?partition=0&offset=2", "messagesPage")
@@ -130,7 +71,12 @@ def test_messages_browser_shows_records_as_text_never_as_markup(page, console):
     page.locator("#browse input[name=offset]").fill("ten")
     page.locator("#browse button").click()
     expect(page.locator("#error")).to_contain_text("offset is a whole number")
-    expect(page.locator("#browse")).to_be_visible()
+    # from a time typed as a date: the first record at or after it
+    at = datetime.fromtimestamp((cluster.first_timestamp + 3 * STEP_MS) / 1000, UTC)
+    page.locator("#browse input[name=offset]").fill("")
+    page.locator("#browse input[name=time]").fill(at.isoformat(timespec="milliseconds"))
+    page.locator("#browse button").click()
+    expect(page.locator("#messages tbody tr td:first-child")).to_have_text([str(o) for o in range(3, PRODUCED[0])])
 
 
 def test_groups_page_shows_the_groups_lag(page, console):
@@ -145,6 +91,36 @@ def test_groups_page_shows_the_groups_lag(page, console):
     expect(page.locator("#total-lag")).to_have_text(str(lag))
     expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
     assert cells(page, "offsets", 5) == [str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)]
+
+
+def test_a_groups_lag_chart_moves_as_it_commits(page, console, cluster):
+    from playwright.sync_api import expect
+
+    # a group of no member, whose offsets an admin's commits set (as kafka-consumer-groups --reset-offsets)
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "charted", "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[KafkaPartition(TOPIC, p, 0) for p in PRODUCED], asynchronous=False)
+        open_page(page, console, "#/groups/charted", "groupPage")
+        chart = page.locator("#lag-chart")
+        expect(chart).to_have_attribute("data-last", str(sum(PRODUCED.values())))
+        committer.commit(offsets=[KafkaPartition(TOPIC, p, n) for p, n in PRODUCED.items()], asynchronous=False)
+        expect(chart).to_have_attribute("data-last", "0")  # the page asked again by itself
+        assert int(chart.get_attribute("data-points")) >= 2
+        expect(chart.locator("polyline")).to_have_attribute("points", re.compile(r"^\S+( \S+)+$"))  # a line drawn
+    finally:
+        committer.close()
+
+
+def test_transactions_page_shows_an_open_transaction(page, console, cluster):
+    from playwright.sync_api import expect
+
+    producer = begin_transaction(cluster.bootstrap, "page-txn", "in-page-transaction")
+    open_page(page, console, "#/transactions", "transactionsPage")
+    page.locator("#transactions").get_by_role("link", name="page-txn").click()
+    expect(page.locator("#transaction-state")).to_have_text("Ongoing")
+    expect(page.locator("#transaction-partitions tbody tr td")).to_have_text(["in-page-transaction", "0"])
+    producer.abort_transaction(60)
+    expect(page.locator("#transaction-state")).to_have_text("CompleteAbort")  # the page asks again by itself
 
 
 def test_create_a_topic_through_the_form(page, console):

@@ -23,7 +23,7 @@ from ..protocol.message_data import (
     FetchResponseData,
     MetadataResponseData,
 )
-from ..records import BatchIterator, Record
+from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..tools.consumer_groups import (
     assigned_partitions,
@@ -34,6 +34,7 @@ from ..tools.consumer_groups import (
 )
 from ..tools.logdir import record_json
 from ..tools.remote import describe_configs
+from ..tools.transactions import described, listed
 
 CLIENT_ID = "seglog-console"
 TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic (Kafka's ConfigResource.Type.TOPIC)
@@ -52,6 +53,7 @@ CONFIG_SOURCES = {
 }
 FETCH_PARTITION_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
 MAX_MESSAGES = 500  # the most records one page of the browser asks
+SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
 
 
 class ConsoleInputError(SeglogError):
@@ -69,23 +71,30 @@ def open_client(bootstrap: str, timeout: float) -> ClusterClient:
 
 
 def cluster(client: ClusterClient) -> dict[str, Any]:
-    """The brokers and the counts of topics, partitions, under-replicated and offline partitions."""
+    """The brokers and the counts of topics, partitions, under-replicated and offline partitions.
+    Metadata names the live brokers only: a broker that replicas name and Metadata does not is
+    listed as down (``alive`` false, its address unknown)."""
     answer = client.metadata(None)
     live = {b.node_id for b in answer.brokers}
     partitions = [p for t in answer.topics if not t.error_code for p in t.partitions]
+    down = {r for p in partitions for r in p.replica_nodes} - live
+    controller = answer.controller_id
+    brokers = [
+        {
+            "id": b.node_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "alive": True,
+            "controller": b.node_id == controller,
+        }
+        for b in answer.brokers
+    ]
+    brokers += [{"id": b, "host": None, "port": None, "rack": None, "alive": False, "controller": False} for b in down]
     return {
         "clusterId": answer.cluster_id,
         "controller": answer.controller_id,
-        "brokers": [
-            {
-                "id": b.node_id,
-                "host": b.host,
-                "port": b.port,
-                "rack": b.rack,
-                "controller": b.node_id == answer.controller_id,
-            }
-            for b in sorted(answer.brokers, key=lambda b: b.node_id)
-        ],
+        "brokers": sorted(brokers, key=lambda b: b["id"]),
         "topics": sum(1 for t in answer.topics if not t.error_code),
         "partitions": len(partitions),
         "underReplicated": sum(1 for p in partitions if _under_replicated(p)),
@@ -113,29 +122,35 @@ def _topic_summary(name: str, topic: MetadataTopic) -> dict[str, Any]:
     }
 
 
-def _known_topic(client: ClusterClient, name: str) -> MetadataTopic:
-    """The Metadata of topic ``name``; UnknownTopicOrPartitionError when the cluster has none."""
-    found = topics_by_name(client.metadata([name])).get(name)
+def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[int]]:
+    """The Metadata of topic ``name`` and the live brokers' ids; UnknownTopicOrPartitionError when
+    the cluster has no such topic."""
+    answer = client.metadata([name])
+    found = topics_by_name(answer).get(name)
     if found is None:
         raise SeglogError(f"the cluster did not answer for topic {name}")
     check(found.error_code, f"topic {name}")
-    return found
+    return found, {b.node_id for b in answer.brokers}
+
+
+def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
+    return log_offsets(client, tps, time) if tps else {}
 
 
 def topic(client: ClusterClient, name: str) -> dict[str, Any]:
-    """A topic's partitions (leader, replicas, ISR, log start offset, high watermark) and configs."""
-    found = _known_topic(client, name)
-    tps = [TopicPartition(name, p.partition_index) for p in found.partitions]
-    starts = log_offsets(client, tps, EARLIEST_TIMESTAMP) if tps else {}
-    ends = log_offsets(client, tps, LATEST_TIMESTAMP) if tps else {}
+    """A topic's partitions (leader, replicas, ISR, log start offset, high watermark) and configs.
+    The offsets of a partition without a live leader are null: nobody can tell them."""
+    found, live = _known_topic(client, name)
+    led = [TopicPartition(name, p.partition_index) for p in found.partitions if p.leader_id in live]
+    starts, ends = _offsets(client, led, EARLIEST_TIMESTAMP), _offsets(client, led, LATEST_TIMESTAMP)
     partitions = [
         {
             "partition": p.partition_index,
             "leader": p.leader_id,
             "replicas": list(p.replica_nodes),
             "isr": list(p.isr_nodes),
-            "logStartOffset": starts[TopicPartition(name, p.partition_index)],
-            "highWatermark": ends[TopicPartition(name, p.partition_index)],
+            "logStartOffset": starts.get(TopicPartition(name, p.partition_index)),
+            "highWatermark": ends.get(TopicPartition(name, p.partition_index)),
         }
         for p in sorted(found.partitions, key=lambda p: p.partition_index)
     ]
@@ -219,7 +234,7 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
     holder = {tp: m.member_id for m, tps in members for tp in tps}
     partitions = sorted(set(holder) | set(committed))
-    ends = log_offsets(client, partitions, LATEST_TIMESTAMP) if partitions else {}
+    ends = _offsets(client, partitions, LATEST_TIMESTAMP)
     offsets = []
     for tp in partitions:
         at = committed.get(tp)
@@ -253,21 +268,63 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     }
 
 
+# --- transactions --------------------------------------------------------------------------------------
+
+
+def transactions(client: ClusterClient) -> dict[str, Any]:
+    """Every transactional id the coordinators hold: its coordinator, producer id and state."""
+    found = client.retrying(partial(listed, client))
+    return {
+        "transactions": [
+            {
+                "transactionalId": t.transactional_id,
+                "coordinator": node,
+                "producerId": t.producer_id,
+                "state": t.transaction_state,
+            }
+            for node, t in sorted(found, key=lambda found: found[1].transactional_id)
+        ]
+    }
+
+
+def transaction(client: ClusterClient, txn_id: str) -> dict[str, Any]:
+    """A transactional id's state: its producer, the transaction's start and partitions."""
+    coordinator, state = client.retrying(partial(described, client, txn_id))
+    return {
+        "transactionalId": txn_id,
+        "coordinator": coordinator,
+        "producerId": state.producer_id,
+        "producerEpoch": state.producer_epoch,
+        "state": state.transaction_state,
+        "timeoutMs": state.transaction_timeout_ms,
+        "startTimeMs": state.transaction_start_time_ms if state.transaction_start_time_ms >= 0 else None,
+        "partitions": [{"topic": t.topic, "partition": p} for t in state.topics for p in sorted(t.partitions)],
+    }
+
+
 # --- messages ------------------------------------------------------------------------------------------
 
 
-def messages(client: ClusterClient, name: str, partition: int, offset: int | None, limit: int) -> dict[str, Any]:
-    """Up to ``limit`` records of one partition from ``offset`` (None: its log start), below its
-    high watermark; each with its key, value and headers as text when UTF-8, else hex."""
+def messages(
+    client: ClusterClient, name: str, partition: int, offset: int | None, limit: int, timestamp: int | None = None
+) -> dict[str, Any]:
+    """Up to ``limit`` records of one partition from ``offset``, or from the first record at or
+    after ``timestamp`` (ms; ListOffsets finds it), else from its log start; below its high
+    watermark. Each record's key, value and headers are text when UTF-8, else hex."""
     if not 1 <= limit <= MAX_MESSAGES:
         raise ConsoleInputError(f"limit is from 1 to {MAX_MESSAGES}, not {limit}")
-    found = _known_topic(client, name)
+    if offset is not None and timestamp is not None:
+        raise ConsoleInputError("messages start at an offset or at a timestamp, not both")
+    found, _ = _known_topic(client, name)
     tp = TopicPartition(name, partition)
     if partition not in {p.partition_index for p in found.partitions}:
         raise ConsoleInputError(f"topic {name} has no partition {partition}")
     start = log_offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
     end = log_offsets(client, [tp], LATEST_TIMESTAMP)[tp]
     at = start if offset is None else offset
+    if timestamp is not None:
+        found_at = log_offsets(client, [tp], timestamp)[tp]
+        at = end if found_at < 0 else found_at  # -1: no record is that recent
     if not start <= at <= end:
         raise OffsetOutOfRangeError(
             f"offset {at} of {tp} is not between its log start and its high watermark",
@@ -277,7 +334,7 @@ def messages(client: ClusterClient, name: str, partition: int, offset: int | Non
     records: list[dict[str, Any]] = []
     while at < end and len(records) < limit:
         batches, at = _fetch(client, tp, found.topic_id, at)
-        records += [record_json(r, label, shown) for r, label in batches][: limit - len(records)]
+        records += batches[: limit - len(records)]
         if not batches and at < end:
             break  # nothing whole came back: no more can be shown from here
     return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
@@ -285,18 +342,26 @@ def messages(client: ClusterClient, name: str, partition: int, offset: int | Non
 
 def _fetch(
     client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int
-) -> tuple[list[tuple[Record, str]], int]:
-    """The data records of one Fetch of ``tp`` from ``offset`` (control batches skipped), each with
-    its batch's timestamp type, and the offset to fetch next."""
+) -> tuple[list[dict[str, Any]], int]:
+    """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
+    ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
+    ABORT ..., else null), and the offset to fetch next."""
     answered = client.to_leaders([tp], lambda leader, _: {tp: _fetch_once(leader, tp, topic_id, offset)})[tp]
     data = check_partition(answered, f"cannot fetch {tp} at offset {offset}").records
     found, after = [], offset
     for batch in BatchIterator(bytes(data) if data is not None else b""):
-        if not batch.is_control:
-            label = batch.timestamp_type.label
-            found += [(r, label) for r in batch.records() if r.offset >= offset]
+        label, transactional = batch.timestamp_type.label, batch.is_transactional
+        for r in batch.records():
+            if r.offset >= offset:
+                control = _control_type(r) if batch.is_control else None
+                found.append(record_json(r, label, shown, transactional=transactional, control=control))
         after = max(after, batch.last_offset + 1)
     return found, after
+
+
+def _control_type(record: Record) -> str:
+    parsed = parse_control_record(record)
+    return parsed.type.name if isinstance(parsed, EndTransactionMarker) else type(parsed).__name__
 
 
 def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> FetchResponseData.PartitionData:
@@ -327,12 +392,16 @@ def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: in
     return answer.responses[0].partitions[0]
 
 
-def shown(data: bytes | None) -> dict[str, str] | None:
+def shown(data: bytes | None) -> dict[str, Any] | None:
     """Bytes as the console shows them: ``{"text": ...}`` when they are UTF-8, else ``{"hex": ...}``
-    (None stays None: a null key, a tombstone)."""
+    (None stays None: a null key, a tombstone); at most SHOWN_CHARS characters of either, with the
+    whole ``size`` in bytes when they are cut."""
     if data is None:
         return None
+    raw = bytes(data)
     try:
-        return {"text": bytes(data).decode("utf-8")}
+        text = raw.decode("utf-8")
+        out, whole = {"text": text[:SHOWN_CHARS]}, len(text) <= SHOWN_CHARS
     except UnicodeDecodeError:
-        return {"hex": bytes(data).hex()}
+        out, whole = {"hex": raw[: SHOWN_CHARS // 2].hex()}, len(raw) <= SHOWN_CHARS // 2
+    return out if whole else {**out, "size": len(raw)}

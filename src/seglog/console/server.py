@@ -28,7 +28,9 @@ log = logging.getLogger(__name__)
 
 STATIC = resources.files(__package__).joinpath("static")
 MAX_BODY = 1 << 20  # a POST's JSON: a topic to create is a few hundred bytes
-NOT_FOUND_CODES = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND})
+NOT_FOUND_CODES = frozenset(
+    {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND}
+)
 # the pages load only the package's own files: no inline script, nothing from elsewhere
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; object-src 'none'; frame-ancestors 'none'",
@@ -120,14 +122,18 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["topics", name] if name:
                     return figures.topic(client, name)
                 case ["topics", name, "messages"] if name:
-                    partition = _number(query, "partition", 0)
-                    offset = _number(query, "offset", None)
-                    return figures.messages(client, name, partition, offset, _number(query, "limit", 50))
+                    partition, limit = _number(query, "partition", 0), _number(query, "limit", 50)
+                    offset, timestamp = _number(query, "offset", None), _number(query, "timestamp", None)
+                    return figures.messages(client, name, partition, offset, limit, timestamp)
                 case ["groups"]:
                     return figures.groups(client)
                 case ["groups", *_] if len(parts) > 1:
                     # a group id may hold a slash (sent as %2F): all that follows groups/ is the id
                     return figures.group(client, unquote(path.removeprefix("groups/")))
+                case ["transactions"]:
+                    return figures.transactions(client)
+                case ["transactions", *_] if len(parts) > 1:
+                    return figures.transaction(client, unquote(path.removeprefix("transactions/")))
         raise _NotFound(f"no API at /api/{path}")
 
     def _create_topic(self) -> Any:

@@ -5,6 +5,9 @@
 
 let consoleInfo = { readOnly: true, bootstrap: "" };
 let drawing = 0; // the current route's number: an answer for a route left since is dropped
+const REFRESH_MS = 5000; // how often the pages that follow the cluster ask again
+const HISTORY_POINTS = 120; // of a chart: ten minutes of refreshes
+const lagHistory = new Map(); // group id -> [{t, lag}], gathered while its page is open
 
 // --- helpers ----------------------------------------------------------------------------------------
 
@@ -53,8 +56,13 @@ function summary(pairs) {
 // bytes as the API gives them: {text} when UTF-8, {hex} else, null for none
 function data(value) {
   if (value === null || value === undefined) return el("span", { class: "null" }, "null");
-  if ("text" in value) return el("span", {}, value.text);
-  return el("span", { class: "hex" }, value.hex);
+  const cut = value.size ? el("span", { class: "muted" }, ` … (${value.size} bytes in all)`) : null;
+  if ("text" in value) return el("span", {}, value.text, cut);
+  return el("span", {}, el("span", { class: "hex" }, value.hex), cut);
+}
+
+function orDash(value) {
+  return value === null || value === undefined ? "-" : value;
 }
 
 function topicLink(name) {
@@ -67,6 +75,40 @@ function time(ms) {
   return isNaN(when) ? String(ms) : when.toISOString();
 }
 
+// one more point {t, value} of a series kept in ``store`` under ``key``; the series, at most
+// HISTORY_POINTS long
+function remember(store, key, value) {
+  const series = store.get(key) || [];
+  series.push({ t: Date.now(), value });
+  if (series.length > HISTORY_POINTS) series.shift();
+  store.set(key, series);
+  return series;
+}
+
+// a line chart of a series, drawn as SVG: time across, the value up from 0 to its highest
+function chart(id, series) {
+  const width = 600, height = 120, pad = 4;
+  const svgNS = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(svgNS, "svg");
+  const top = Math.max(1, ...series.map((p) => p.value));
+  const first = series[0].t, span = Math.max(1, series[series.length - 1].t - first);
+  const x = (p) => pad + ((p.t - first) / span) * (width - 2 * pad);
+  const y = (p) => height - pad - (p.value / top) * (height - 2 * pad);
+  const line = document.createElementNS(svgNS, "polyline");
+  line.setAttribute("points", series.map((p) => `${x(p).toFixed(1)},${y(p).toFixed(1)}`).join(" "));
+  svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
+  svg.setAttribute("class", "chart");
+  svg.append(line);
+  const last = series[series.length - 1].value;
+  const seconds = Math.round(span / 1000);
+  return el(
+    "figure",
+    { id, "data-points": series.length, "data-last": last },
+    svg,
+    el("figcaption", { class: "muted" }, `now ${last}, highest ${top}, over the last ${seconds} s (${series.length} points)`),
+  );
+}
+
 // --- routing ----------------------------------------------------------------------------------------
 
 const routes = [
@@ -76,12 +118,16 @@ const routes = [
   [/^#\/topics\/([^/?]+)\/messages(\?.*)?$/, messagesPage, "topics"],
   [/^#\/groups$/, groupsPage, "groups"],
   [/^#\/groups\/(.+)$/, groupPage, "groups"],
+  [/^#\/transactions$/, transactionsPage, "transactions"],
+  [/^#\/transactions\/(.+)$/, transactionPage, "transactions"],
 ];
 
-async function route() {
+// draws the page of the hash; a page that follows the cluster (refresh set) is drawn again every
+// REFRESH_MS while it stays open
+async function route(refreshing = false) {
   const mine = ++drawing;
   const view = document.getElementById("view");
-  view.removeAttribute("data-loaded");
+  if (!refreshing) view.removeAttribute("data-loaded");
   for (const [pattern, page, tab] of routes) {
     const found = location.hash.match(pattern);
     if (!found) continue;
@@ -95,6 +141,7 @@ async function route() {
     if (mine !== drawing) return;
     view.replaceChildren(...nodes.filter((n) => n !== null)); // a page leaves out what does not apply as null
     view.dataset.loaded = page.name;
+    if (page.refresh) setTimeout(() => mine === drawing && route(true), REFRESH_MS);
     return;
   }
   view.replaceChildren(el("p", { class: "error", role: "alert", id: "error" }, `No page at ${location.hash}`));
@@ -118,12 +165,20 @@ async function clusterPage() {
     el("h2", {}, "Brokers"),
     table(
       "brokers",
-      ["ID", "Host", "Port", "Rack", "Controller"],
-      c.brokers.map((b) => [b.id, b.host, b.port, b.rack ?? "", b.controller ? "yes" : ""]),
+      ["ID", "Host", "Port", "Rack", "Controller", "Status"],
+      c.brokers.map((b) => [
+        b.id,
+        b.host ?? "",
+        b.port ?? "",
+        b.rack ?? "",
+        b.controller ? "yes" : "",
+        b.alive ? "up" : el("span", { class: "bad" }, "down"),
+      ]),
       [0, 2],
     ),
   ];
 }
+clusterPage.refresh = true;
 
 async function topicsPage() {
   const { topics } = await api("topics");
@@ -220,9 +275,9 @@ async function topicPage(encoded) {
     p.leader < 0 ? el("span", { class: "bad" }, "none") : p.leader,
     p.replicas.join(", "),
     p.isr.length < p.replicas.length ? el("span", { class: "bad" }, p.isr.join(", ")) : p.isr.join(", "),
-    p.logStartOffset,
-    p.highWatermark,
-    p.highWatermark - p.logStartOffset,
+    orDash(p.logStartOffset),
+    orDash(p.highWatermark),
+    p.highWatermark === null ? "-" : p.highWatermark - p.logStartOffset,
     el("a", { href: messages(p.partition) }, "messages"),
   ]);
   const configs = t.configs.map((c) => [c.name, c.sensitive ? el("span", { class: "null" }, "(sensitive)") : c.value ?? "", c.source]);
@@ -247,28 +302,48 @@ async function topicPage(encoded) {
     configTable,
   ];
 }
+topicPage.refresh = true;
+
+// a time typed in: milliseconds as they are, else a date the browser reads (2026-12-06T23:05:00Z);
+// else the text itself, for the API to say what it expects
+function typedTime(text) {
+  if (/^\d+$/.test(text)) return text;
+  const ms = Date.parse(text);
+  return isNaN(ms) ? text : String(ms);
+}
 
 async function messagesPage(encoded, query) {
   const name = decodeURIComponent(encoded);
   const asked = new URLSearchParams((query || "").slice(1));
   const partition = asked.get("partition") || "0";
   const offset = asked.get("offset") || "";
+  const timestamp = asked.get("timestamp") || "";
   const limit = asked.get("limit") || "50";
   const wanted = new URLSearchParams({ partition, limit });
   if (offset) wanted.set("offset", offset);
+  if (timestamp) wanted.set("timestamp", timestamp);
+  const field = (label, key, value, attrs = {}) =>
+    el("label", {}, label, el("input", { name: key, value, inputmode: "numeric", ...attrs }));
   const form = el(
     "form",
     { id: "browse", class: "inline" },
-    el("label", {}, "Partition", el("input", { name: "partition", value: partition, inputmode: "numeric", size: 6 })),
-    el("label", {}, "From offset", el("input", { name: "offset", value: offset, inputmode: "numeric", placeholder: "log start", size: 12 })),
-    el("label", {}, "Limit", el("input", { name: "limit", value: limit, inputmode: "numeric", size: 5 })),
+    field("Partition", "partition", partition, { size: 6 }),
+    field("From offset", "offset", offset, { placeholder: "log start", size: 12 }),
+    field("or from time", "time", /^\d+$/.test(timestamp) ? time(Number(timestamp)) : timestamp, {
+      placeholder: "2026-12-06T23:05:00Z or ms",
+      inputmode: "text",
+      size: 24,
+    }),
+    field("Limit", "limit", limit, { size: 5 }),
     el("button", { type: "submit" }, "Show"),
   );
   const here = `#/topics/${encodeURIComponent(name)}/messages?`;
   form.addEventListener("submit", (event) => {
     event.preventDefault();
+    const typed = (key) => form.elements[key].value.trim();
     const next = new URLSearchParams();
-    for (const key of ["partition", "offset", "limit"]) if (form.elements[key].value.trim()) next.set(key, form.elements[key].value.trim());
+    for (const key of ["partition", "offset", "limit"]) if (typed(key)) next.set(key, typed(key));
+    if (typed("time")) next.set("timestamp", typedTime(typed("time")));
     location.hash = here + next;
   });
   const heading = [el("h1", {}, "Messages of ", topicLink(name)), form];
@@ -278,11 +353,12 @@ async function messagesPage(encoded, query) {
   } catch (e) {
     return [...heading, el("p", { class: "error", role: "alert", id: "error" }, e.message)];
   }
+  // a control record (a transaction's COMMIT or ABORT marker) is named, not shown as bytes
   const rows = m.messages.map((r) => [
-    r.offset,
+    el("span", {}, r.offset, r.transactional ? el("span", { class: "muted", title: "written in a transaction" }, " txn") : null),
     time(r.timestamp),
-    data(r.key),
-    data(r.value),
+    r.control ? "" : data(r.key),
+    r.control ? el("span", { class: "muted control" }, `control record: ${r.control}`) : data(r.value),
     r.headers.map((h) => el("div", {}, `${h.key}: `, data(h.value))),
   ]);
   const last = m.messages.length ? m.messages[m.messages.length - 1].offset : null;
@@ -313,6 +389,7 @@ async function groupsPage() {
     table("groups", ["Group", "State", "Members", "Total lag"], rows, [2, 3]),
   ];
 }
+groupsPage.refresh = true;
 
 async function groupPage(encoded) {
   const id = decodeURIComponent(encoded);
@@ -339,12 +416,50 @@ async function groupPage(encoded) {
       ["Members", g.members.length],
       ["Total lag", g.totalLag, "total-lag"],
     ]),
+    el("h2", {}, "Total lag while this page is open"),
+    chart("lag-chart", remember(lagHistory, id, g.totalLag)),
     el("h2", {}, "Members"),
     table("members", ["Member", "Client", "Host", "Assignment"], members),
     el("h2", {}, "Offsets and lag"),
     table("offsets", ["Topic", "Partition", "Committed", "High watermark", "Lag", "Member"], offsets, [1, 2, 3, 4]),
   ];
 }
+groupPage.refresh = true;
+
+async function transactionsPage() {
+  const { transactions } = await api("transactions");
+  const rows = transactions.map((t) => [
+    el("a", { href: "#/transactions/" + encodeURIComponent(t.transactionalId) }, t.transactionalId),
+    t.state,
+    t.producerId,
+    t.coordinator,
+  ]);
+  return [
+    el("h1", {}, "Transactions ", el("span", { class: "muted" }, `(${transactions.length})`)),
+    table("transactions", ["Transactional id", "State", "Producer id", "Coordinator"], rows, [2, 3]),
+  ];
+}
+transactionsPage.refresh = true;
+
+async function transactionPage(encoded) {
+  const id = decodeURIComponent(encoded);
+  const t = await api("transactions/" + encodeURIComponent(id));
+  const partitions = t.partitions.map((p) => [topicLink(p.topic), p.partition]);
+  return [
+    el("h1", {}, "Transaction ", el("span", { id: "transactional-id" }, id)),
+    summary([
+      ["State", t.state, "transaction-state"],
+      ["Producer id", t.producerId],
+      ["Producer epoch", t.producerEpoch],
+      ["Coordinator", t.coordinator],
+      ["Started", t.startTimeMs === null ? "-" : time(t.startTimeMs)],
+      ["Timeout", `${t.timeoutMs} ms`],
+    ]),
+    el("h2", {}, "Partitions in the transaction"),
+    table("transaction-partitions", ["Topic", "Partition"], partitions, [1]),
+  ];
+}
+transactionPage.refresh = true;
 
 // --- start ------------------------------------------------------------------------------------------
 
@@ -355,7 +470,7 @@ async function start() {
   } catch (e) {
     // the console's own answer failed: every page will say why as it asks its own
   }
-  window.addEventListener("hashchange", route);
+  window.addEventListener("hashchange", () => route());
   route();
 }
 
