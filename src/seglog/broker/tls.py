@@ -144,7 +144,7 @@ def _load_cert_chain(
         # a password always (b"" for none): without one OpenSSL would prompt on the terminal
         context.load_cert_chain(chain_file, key_file, password=(password or "").encode())
     except ssl.SSLError as e:
-        if _is_decrypt_failure(e):
+        if _is_encrypted(key_file or chain_file):  # OpenSSL says only "PEM lib" of a wrong password
             raise InvalidConfigurationError(
                 f"the private key of {where} does not decrypt with {keys.key('ssl.key.password')}"
                 if password
@@ -155,9 +155,11 @@ def _load_cert_chain(
         ) from None
 
 
-def _is_decrypt_failure(e: ssl.SSLError) -> bool:
-    # OpenSSL's reasons for a key that needs another password (or one at all)
-    return e.reason in ("BAD_DECRYPT", "BAD_PASSWORD_READ", "PROBLEMS_GETTING_PASSWORD", "INTERRUPTED_OR_CANCELLED")
+def _is_encrypted(path: str) -> bool:
+    """Whether the PEM file holds an encrypted private key (PKCS#8's ENCRYPTED PRIVATE KEY, or
+    the traditional form's Proc-Type: 4,ENCRYPTED header)."""
+    with open(path, "rb") as f:
+        return b"ENCRYPTED" in f.read()
 
 
 def _load_truststore(context: ssl.SSLContext, keys: _ListenerKeys) -> None:
