@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import pytest
 import trustme
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 from cryptography.hazmat.primitives import serialization
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
@@ -270,8 +270,17 @@ def _start(tmp_path, config: dict[str, Any]) -> Any:
 def test_an_encrypted_key_given_as_text_with_its_password(tmp_path, pki) -> None:
     chain, key = _encrypted_key(pki, b"s3cret-pw")
     config = {"ssl.keystore.certificate.chain": chain, "ssl.keystore.key": key, "ssl.key.password": "s3cret-pw"}
-    with _start(tmp_path, config) as running, _tls_client(pki, running.server.port_of("SSL"), False) as sock:
-        assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+    with _start(tmp_path, config) as running:
+        with _tls_client(pki, running.server.port_of("SSL"), False) as sock:
+            assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+        # DescribeConfigs tells the secrets' names, not their values (Kafka's is_sensitive)
+        resource = ConfigResource("broker", "0")
+        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+        entries = admin.describe_configs([resource])[resource].result(30)
+    for name in ("ssl.key.password", "ssl.keystore.key", "ssl.keystore.certificate.chain"):
+        assert entries[name].value is None and entries[name].is_sensitive, name
+    assert entries["ssl.keystore.type"].value == "PEM" and not entries["ssl.keystore.type"].is_sensitive
+    assert not any("s3cret-pw" in (e.value or "") or "PRIVATE KEY" in (e.value or "") for e in entries.values())
 
 
 @pytest.mark.parametrize(
