@@ -328,6 +328,27 @@ class _Rest(NamedTuple):
     size: int
 
 
+class _SSLSocket(ssl.SSLSocket):
+    """An SSL socket whose ``recv_into`` takes all TLS has to give at once: OpenSSL gives one
+    record (16 KiB at most) a read, and the loop would otherwise take a turn per record of a
+    large produce request."""
+
+    def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
+        view = memoryview(buffer).cast("B")[: nbytes or None]
+        n = 0
+        while n < len(view):
+            try:
+                got = super().recv_into(view[n:], 0, flags)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                if n:
+                    return n
+                raise
+            if got == 0:  # the end of the stream: what came before it first
+                return n
+            n += got
+        return n
+
+
 class TlsTransport:
     """What a connection of an SSL listener reads and writes through: its ``SSLSocket``
     (network.py reads it as it reads a plain socket), the handshake, and ``write``."""
@@ -430,6 +451,7 @@ def transport_factory(config: BrokerConfig, listener: str) -> Callable[[socket.s
     """What an SSL listener's socket server wraps each accepted socket in; the listener's keys
     are checked here, at startup."""
     context = server_context(config, listener)
+    context.sslsocket_class = _SSLSocket
     key = config.listener_key(listener, "ssl.principal.mapping.rules")
     mapper = PrincipalMapper(config[key], key)
     buffer = memoryview(bytearray(SEND_BUFFER))  # one for the listener: sends never interleave
