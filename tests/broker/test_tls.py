@@ -4,6 +4,7 @@ refused at startup without their secrets; principal mapping rules as a unit."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -16,16 +17,18 @@ from typing import Any, NamedTuple
 import pytest
 import trustme
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from cryptography.hazmat.primitives import serialization
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
+from kazoo.client import KazooClient
 
 import seglog.broker
 from seglog.broker.request_context import ANONYMOUS, KafkaPrincipal
 from seglog.broker.tls import PrincipalMapper, TlsTransport, distinguished_name
 from seglog.errors import InvalidConfigurationError
 
+from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
 from .conftest import CONSUMER, PRODUCER, wait_for
 from .test_hostile import API_VERSIONS_V0, _read_exact, _read_frame
 
@@ -436,3 +439,44 @@ def test_distinguished_names_as_rfc_2253_writes_them() -> None:
         (("commonName", " #Alice+Bob "),),
     )
     assert distinguished_name(subject) == r"CN=\ #Alice\+Bob\ ,OU=eng+OU=ops,O=Example\, Inc.,C=US"
+
+
+# --- a cluster: every listener registered, each client told its own listener's addresses ------------
+
+
+def test_a_cluster_registers_every_listener_and_clients_use_their_own(chroot, tmp_path, pki) -> None:  # noqa: F811
+    config = {
+        "zookeeper.connect": chroot,
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.keystore,
+        "offsets.topic.replication.factor": 1,
+    }
+    with (
+        seglog.broker.start(str(tmp_path / "b1"), config={**config, "broker.id": 1}) as one,
+        seglog.broker.start(str(tmp_path / "b2"), config={**config, "broker.id": 2}) as two,
+    ):
+        ssl_ports = {1: one.server.port_of("SSL"), 2: two.server.port_of("SSL")}
+        plain_ports = {1: one.port, 2: two.port}
+        zk = KazooClient(hosts=chroot)
+        zk.start()
+        try:
+            registered = json.loads(zk.get("/brokers/ids/2")[0])
+        finally:
+            zk.stop()
+            zk.close()
+        assert registered["endpoints"] == [f"PLAINTEXT://127.0.0.1:{plain_ports[2]}", f"SSL://127.0.0.1:{ssl_ports[2]}"]
+        assert registered["listener_security_protocol_map"] == {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL"}
+        conf = {**_ssl(one, pki), "bootstrap.servers": f"127.0.0.1:{ssl_ports[1]}"}
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("replicated", 2, 2)])["replicated"].result(30)
+        for ports, client in ((ssl_ports, conf), (plain_ports, {"bootstrap.servers": one.bootstrap_servers})):
+            brokers = wait_for(lambda c=client: len(AdminClient(c).list_topics(timeout=30).brokers) == 2 and c)
+            found = AdminClient(brokers).list_topics(timeout=30).brokers
+            assert {b.id: (b.host, b.port) for b in found.values()} == {i: ("127.0.0.1", p) for i, p in ports.items()}
+        producer = Producer({**conf, **PRODUCER, "acks": "all"})
+        for i in range(200):
+            producer.produce("replicated", key=b"k%d" % i, value=_value(i), partition=0)
+        assert producer.flush(60) == 0
+        # from broker 2's SSL listener: whichever leads, the client reaches it over SSL
+        _check_records(_consume({**conf, "bootstrap.servers": f"127.0.0.1:{ssl_ports[2]}"}, "replicated", 200), 200)

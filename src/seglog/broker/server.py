@@ -181,7 +181,9 @@ class KafkaServer:
         (the listener serves first: the controller sends to a broker as soon as it is registered)."""
         assert self.replicas is not None
         self.cluster = cluster
-        controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
+        controller_apis = ControllerApis(
+            self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller, self.listeners.inter_broker
+        )
         self.controller_apis = controller_apis
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
