@@ -4,6 +4,7 @@ refused at startup without their secrets; principal mapping rules as a unit."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -235,6 +236,40 @@ def test_mutual_tls_refuses_a_client_without_a_certificate_and_serves_on(broker,
     with _tls_client(pki, port, certificate=True) as sock:  # the others are served on
         assert _api_versions(sock)[:4] == struct.pack(">i", 7)  # the correlation id
     _check_records(_consume(_mtls(broker, pki), "over-mtls", 200), 200)
+
+
+@pytest.mark.parametrize("kind", ["expired", "of another CA"])
+def test_mutual_tls_refuses_an_expired_or_untrusted_certificate(broker, pki, tmp_path, caplog, kind) -> None:
+    now = datetime.datetime.now(datetime.UTC)
+    if kind == "expired":
+        bad = pki.ca.issue_cert(
+            "client.example",
+            common_name="Mallory",
+            not_before=now - datetime.timedelta(days=30),
+            not_after=now - datetime.timedelta(days=1),
+        )
+    else:
+        bad = trustme.CA().issue_cert("client.example", common_name="Mallory")
+    certificate, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    bad.cert_chain_pems[0].write_to_path(str(certificate))
+    bad.private_key_pem.write_to_path(str(key))
+    context = ssl.create_default_context(cafile=pki.ca_file)
+    context.load_cert_chain(certificate, key)
+    port = broker.server.port_of("MTLS")
+    reason = "certificate has expired" if kind == "expired" else "unable to get local issuer certificate"
+    with (
+        caplog.at_level(logging.INFO, logger="seglog.broker.tls"),
+        pytest.raises((ssl.SSLError, ConnectionError)),
+        context.wrap_socket(
+            socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1"
+        ) as sock,
+    ):
+        _api_versions(sock)
+    wait_for(lambda: reason in caplog.text, what="the broker's log line")
+    mtls = next(s for s in broker.server.socket_servers if s.listener == "MTLS")
+    assert not any(c.principal == KafkaPrincipal("User", "mallory") for c in list(mtls.connections))
+    with _tls_client(pki, port, certificate=True) as sock:  # a good certificate is served on
+        assert _api_versions(sock)[:4] == struct.pack(">i", 7)
 
 
 def test_a_plaintext_client_on_the_ssl_port_is_closed_and_the_broker_serves_on(broker, pki) -> None:
