@@ -26,7 +26,8 @@ from kazoo.client import KazooClient
 
 import seglog.broker
 from seglog.broker.request_context import ANONYMOUS, KafkaPrincipal
-from seglog.broker.tls import PrincipalMapper, TlsTransport, distinguished_name
+from seglog.broker.tls import PrincipalMapper, TlsTransport, distinguished_name, server_context
+from seglog.config import BrokerConfig
 from seglog.errors import InvalidConfigurationError
 
 from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
@@ -319,6 +320,39 @@ def test_an_encrypted_key_given_as_text_with_its_password(tmp_path, pki) -> None
         assert entries[name].value is None and entries[name].is_sensitive, name
     assert entries["ssl.keystore.type"].value == "PEM" and not entries["ssl.keystore.type"].is_sensitive
     assert not any("s3cret-pw" in (e.value or "") or "PRIVATE KEY" in (e.value or "") for e in entries.values())
+
+
+def test_enabled_protocols_per_listener(tmp_path, pki) -> None:
+    config = {"ssl.keystore.location": pki.keystore, "listener.name.ssl.ssl.enabled.protocols": "TLSv1.3"}
+    with _start(tmp_path, config) as running:
+        port = running.server.port_of("SSL")
+        old = ssl.create_default_context(cafile=pki.ca_file)
+        old.maximum_version = ssl.TLSVersion.TLSv1_2
+        with pytest.raises(ssl.SSLError, match=r"PROTOCOL_VERSION|protocol version"):
+            old.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1")
+        with _tls_client(pki, port, False) as sock:
+            assert sock.version() == "TLSv1.3"
+            assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+
+
+def test_cipher_suites_by_kafkas_names_or_openssls() -> None:
+    suites = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,ECDHE-ECDSA-CHACHA20-POLY1305,TLS_AES_128_GCM_SHA256"
+    context = _context_with_keystore({"ssl.cipher.suites": suites})
+    tls12 = {c["name"] for c in context.get_ciphers() if c["protocol"] == "TLSv1.2"}
+    assert tls12 == {"ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305"}
+    with pytest.raises(InvalidConfigurationError, match=r"ssl\.cipher\.suites: none of TLS_FAKE_SUITE"):
+        _context_with_keystore({"ssl.cipher.suites": "TLS_FAKE_SUITE"})
+
+
+def _context_with_keystore(config: dict[str, Any]) -> ssl.SSLContext:
+    """The SSL listener's context of a broker with ``config`` and a keystore given as text."""
+    cert = trustme.CA().issue_cert("127.0.0.1")
+    keystore = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.certificate.chain": cert.cert_chain_pems[0].bytes().decode(),
+        "ssl.keystore.key": cert.private_key_pem.bytes().decode(),
+    }
+    return server_context(BrokerConfig({**keystore, **config}), "SSL")
 
 
 @pytest.mark.parametrize(
