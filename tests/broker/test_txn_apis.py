@@ -23,7 +23,7 @@ from seglog.protocol.message_data import (
     EndTxnRequestData,
     InitProducerIdRequestData,
 )
-from seglog.records import Record, build_batch
+from seglog.records import BatchIterator, Record, build_batch
 
 # turns of the loop (no sleeping) in which a transaction's markers and completion are written
 # after EndTxn's answer: a few tasks' steps, no I/O thread (a hop to one takes real time)
@@ -98,6 +98,16 @@ async def _end(txn: TxnApis, end: EndTxnRequestData) -> None:
     assert txn.coordinator.transactions["app"].state is TransactionState.PREPARE_COMMIT
 
 
+def _check_marker(replicas: ReplicaManager, topic: str, producer_id: int) -> None:
+    """The partition's last batch is a COMMIT marker as Kafka writes one: a control batch that
+    is transactional too (read_committed consumers and the cleaner tell markers so)."""
+    log = replicas.partition_log(topic, 0)
+    (marker,) = BatchIterator(log.read(log.log_end_offset - 1, 1 << 20, min_one_message=True).slice.read())
+    assert (marker.is_control, marker.is_transactional, marker.producer_id) == (True, True, producer_id)
+    (record,) = marker.records()
+    assert record.key == b"\x00\x00\x00\x01"  # version 0, type 1: COMMIT
+
+
 def test_a_transaction_is_answered_in_its_request_and_complete_before_the_next(tmp_path) -> None:
     async def scenario(
         replicas: ReplicaManager, txn: TxnApis, add: AddPartitionsToTxnRequestData, end: EndTxnRequestData
@@ -152,6 +162,8 @@ def test_a_marker_the_log_cannot_take_at_once_goes_through_the_channel_manager(t
         assert replicas.partition_log("u", 0).log_end_offset == 2
         assert len(replicas.partition_log("u", 0).segments) == 2  # rolled for the marker
         assert txn.coordinator.transactions["app"].state is TransactionState.COMPLETE_COMMIT
+        for topic in ("t", "u"):  # appended at once and through the channel manager: the same marker
+            _check_marker(replicas, topic, add.v3_and_below_producer_id)
 
     run_transaction(tmp_path, scenario)
 

@@ -338,6 +338,7 @@ class TxnApis:
             [end_transaction_marker(committed, coordinator_epoch, self.clock())],
             producer_id=producer_id,
             producer_epoch=producer_epoch,
+            transactional=True,  # Kafka's withEndTransactionMarker: a marker is a transactional control batch
             control=True,
         )
 
