@@ -348,7 +348,8 @@ class Connection:
         return True
 
     def _sent(self, parts: list[Any]) -> None:
-        self.server.metrics.bytes_out(sum(_size(p) for p in parts))
+        # a response of one part is one bytearray (the protocol encodes any other with its records apart)
+        self.server.metrics.bytes_out(len(parts[0]) if len(parts) == 1 else sum(_size(p) for p in parts))
 
     def _write(self, parts: list[Any]) -> list[Any]:
         """As much of ``parts`` as the socket takes now (bytes with send, storage
