@@ -355,6 +355,9 @@ class Connection:
         """As much of ``parts`` as the socket takes now (bytes with send, storage
         FileSlices with os.sendfile, at an explicit offset that leaves the segment file's
         position alone); what is left, as parts to write once there is room."""
+        if len(parts) == 1 and type(parts[0]) is bytearray:  # a response with no file region in it
+            left = self._send_bytes(parts, 0)
+            return [] if left is None else [left]
         pending: list[Any] = []
         for i, part in enumerate(parts):
             if isinstance(part, bytes | bytearray | memoryview):
