@@ -133,12 +133,7 @@ class _Framing:
             self._ended = True
             return
         if self._frame is not None:
-            view = memoryview(self._frame)[self._got :]
-            n = min(len(view), len(data))
-            view[:n] = memoryview(data)[:n]
-            self.frame_received(n)
-            if n < len(data):
-                self.receive_data(memoryview(data)[n:])
+            self._receive_into_frame(data)
             return
         buffer = self._buffer
         buffer += data
@@ -155,6 +150,15 @@ class _Framing:
                 return
             frames.append(buffer[4 : 4 + size])
             del buffer[: 4 + size]
+
+    def _receive_into_frame(self, data: bytes | bytearray | memoryview) -> None:
+        view = self.frame_buffer()
+        assert view is not None
+        n = min(len(view), len(data))
+        view[:n] = memoryview(data)[:n]
+        self.frame_received(n)
+        if n < len(data):
+            self.receive_data(memoryview(data)[n:])
 
     def frame_buffer(self) -> memoryview | None:
         """Where the next bytes of a frame under way go (``recv_into`` it, then
@@ -234,12 +238,12 @@ class ServerConnection(_Framing):
         unknown), to be answered at v0. Anything malformed raises InvalidRequestError with the
         byte position; both leave the connection BROKEN."""
         if not self._frames or self.state is not State.OPEN:
+            # no frame (as after each request: the caller asks until this), without a call
             return NEED_DATA if self.state is State.OPEN and not self._ended else self._no_frame()
         frame = self._frames.popleft()
         if len(frame) >= 8:  # the header's key and version decide before the body is decoded
             api_key, version, correlation_id = _REQUEST_HEADER.unpack_from(frame)
-            served = self.served.get(api_key)
-            if (served is None or not served[0] <= version <= served[1]) and api_key != _API_VERSIONS:
+            if api_key != _API_VERSIONS and not self._serves(api_key, version):
                 raise self._broken(
                     UnsupportedVersionError(
                         f"{_api_name(api_key)} v{version} is not served by this broker",
@@ -267,11 +271,7 @@ class ServerConnection(_Framing):
         too large to copy: a FileSlice goes by sendfile). Requests are answered in the order
         they came; ApiVersions at a version this server does not know is answered at v0."""
         api_key, version, correlation_id, _ = header = request.header
-        unanswered = self._unanswered
-        if unanswered and unanswered[0] is header and self.state is not State.BROKEN:
-            unanswered.popleft()
-        else:
-            self._take(header)  # raises why it may not be answered
+        self._take(header)
         if api_key == _API_VERSIONS and not self._serves(api_key, version):
             version = API_VERSIONS_FALLBACK
         return encode_response(api_key, version, correlation_id, body)
