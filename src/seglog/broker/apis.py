@@ -69,6 +69,9 @@ from .request_context import current_request
 from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
+_tuple_new = tuple.__new__
+_PartitionResponse = ProduceResponseData.PartitionProduceResponse
+_TopicResponse = ProduceResponseData.TopicProduceResponse
 
 READ_COMMITTED = 1
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
@@ -196,7 +199,7 @@ class KafkaApis:
         order: list[TopicPartition] = []
         for topic in body.topic_data:
             for part in topic.partition_data:
-                tp = TopicPartition(topic.name, part.index)
+                tp = _tuple_new(TopicPartition, (topic.name, part.index))  # as TopicPartition(), without its __new__
                 order.append(tp)
                 if acks not in (-1, 0, 1):
                     results[tp] = _append_error(InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}"))
@@ -221,25 +224,18 @@ class KafkaApis:
                     "closing the connection so that the client refreshes its metadata"
                 )
             return None
+        # positional arguments, in the spec's field order: a class called with keywords builds a
+        # dict of them first (5,000 instructions more for this response under callgrind, 2 % of
+        # all the broker spends on a 1-record produce request)
         by_topic: dict[str, list[ProduceResponseData.PartitionProduceResponse]] = {}
         for tp in order:
             r = results[tp]
             by_topic.setdefault(tp[0], []).append(
-                ProduceResponseData.PartitionProduceResponse(
-                    index=tp[1],
-                    error_code=r.error_code,
-                    base_offset=r.base_offset,
-                    log_append_time_ms=r.log_append_time,
-                    log_start_offset=r.log_start_offset,
-                    error_message=r.message,
+                _PartitionResponse(
+                    tp[1], r.error_code, r.base_offset, r.log_append_time, r.log_start_offset, [], r.message
                 )
             )
-        return ProduceResponseData(
-            responses=[
-                ProduceResponseData.TopicProduceResponse(name=t, partition_responses=parts)
-                for t, parts in by_topic.items()
-            ],
-        )
+        return ProduceResponseData([_TopicResponse(t, parts) for t, parts in by_topic.items()])
 
     # --- Fetch ---------------------------------------------------------------------------------------
 

@@ -396,7 +396,8 @@ class Connection:
         return True
 
     def _sent(self, parts: list[Any]) -> None:
-        self.server.metrics.bytes_out(sum(_size(p) for p in parts))
+        # a response of one part is one bytearray (the protocol encodes any other with its records apart)
+        self.server.metrics.bytes_out(len(parts[0]) if len(parts) == 1 else sum(_size(p) for p in parts))
 
     def _write(self, parts: list[Any]) -> list[Any]:
         """As much of ``parts`` as the socket takes now (bytes with send, storage
@@ -404,6 +405,9 @@ class Connection:
         position alone); what is left, as parts to write once there is room."""
         if self.transport is not None:
             return self.transport.write(parts)
+        if len(parts) == 1 and type(parts[0]) is bytearray:  # a response with no file region in it
+            left = self._send_bytes(parts, 0)
+            return [] if left is None else [left]
         pending: list[Any] = []
         for i, part in enumerate(parts):
             if isinstance(part, bytes | bytearray | memoryview):

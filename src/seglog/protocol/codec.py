@@ -32,6 +32,9 @@ _SIZE = struct.Struct(">i")
 _REQUEST_HEADER = struct.Struct(">hhi")
 _CLIENT_ID_LENGTH = struct.Struct(">h")
 _API_KEYS = {int(k): k for k in ApiKey}
+# makes a named tuple from its fields without the call of its Python ``__new__`` (half the cost
+# of ``Request(...)``, paid on every request)
+_tuple_new = tuple.__new__
 
 _DECODE_REQUEST, _ENCODE_REQUEST, _DECODE_RESPONSE, _ENCODE_RESPONSE = range(4)
 _codecs: dict[tuple[int, int, int], Any] = {}
@@ -133,7 +136,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     UnsupportedVersionError for an undeclared API key or version (with the header's
     correlation id); InvalidRequestError, with the byte position, for anything malformed.
     Bytes after the body are ignored, as Kafka does."""
-    b = _view(frame)
+    b = memoryview(frame) if type(frame) is bytearray else _view(frame)  # a received frame: no checks
     end = len(b)
     if end < 8:
         raise primitives.short(0, 8, end)
@@ -164,7 +167,8 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
         body, _ = decode(b, p, end)
     except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:  # a gap in the checks
         raise InvalidRequestError(f"malformed {name} request: {exc}") from exc
-    return Request(RequestHeader(_API_KEYS[api_key], api_version, correlation_id, client_id), body)
+    header = _tuple_new(RequestHeader, (_API_KEYS[api_key], api_version, correlation_id, client_id))
+    return _tuple_new(Request, (header, body))
 
 
 _request_decoders: dict[tuple[int, int], tuple[Decoder, int, str]] = {}
@@ -191,35 +195,45 @@ def _skip_tagged_fields(b: memoryview, p: int, end: int) -> int:
     return p
 
 
-def _encode(encode: Encoder, head: bytes, body: Any, what: str) -> list[Any]:
+def _encode(encode: Encoder, head: bytearray, body: Any, api_key: int, api_version: int, side: str) -> list[Any]:
+    """The frame's parts, its size written into the prefix that ``head`` (a fresh buffer) begins with."""
     parts: list[Any] = []
-    o = bytearray(head)
     try:
-        o = encode(body, o, parts)
+        o = encode(body, head, parts)
     except SeglogError:
         raise
     except (struct.error, TypeError, ValueError, AttributeError, OverflowError) as exc:
-        raise SeglogError(f"cannot encode {what}: {exc}") from exc
-    if o or not parts:
+        raise SeglogError(f"cannot encode {SCHEMAS[api_key].key.name} v{api_version} {side}: {exc}") from exc
+    if not parts:  # all in one buffer, as any response without large records
+        _SIZE.pack_into(o, 0, len(o) - 4)
+        return [o]
+    if o:
         parts.append(o)
     size = sum(len(p) if isinstance(p, bytes | bytearray) else primitives.records_size(p) for p in parts) - 4
     _SIZE.pack_into(parts[0], 0, size)
     return parts
 
 
+# by (API key, version): the encoder, and the frame's first bytes: the size prefix (written
+# last) and the response header with correlation id 0
+_response_encoders: dict[tuple[int, int], tuple[Encoder, bytes]] = {}
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, body: Message) -> list[Any]:
     """The whole response frame, size prefix included, as parts to write in order: bytearrays
     and the records values too large to copy (bytes-like, or objects with an int ``size``,
     such as storage's FileSlice, for the broker to sendfile)."""
-    encode: Encoder = _codecs.get((api_key, api_version, _ENCODE_RESPONSE)) or _codec(
-        api_key, api_version, _ENCODE_RESPONSE
-    )
-    api = SCHEMAS[api_key]
-    if api.response_header_version(api_version) == 1:
-        head = _SIZE.pack(0) + _SIZE.pack(correlation_id) + b"\x00"
-    else:
-        head = _SIZE.pack(0) + _SIZE.pack(correlation_id)
-    return _encode(encode, head, body, f"{api.key.name} v{api_version} response")
+    encode, first = _response_encoders.get((api_key, api_version)) or _response_encoder(api_key, api_version)
+    head = bytearray(first)
+    _SIZE.pack_into(head, 4, correlation_id)
+    return _encode(encode, head, body, api_key, api_version, "response")
+
+
+def _response_encoder(api_key: int, api_version: int) -> tuple[Encoder, bytes]:
+    encode = _codec(api_key, api_version, _ENCODE_RESPONSE)
+    header = b"\x00" if SCHEMAS[api_key].response_header_version(api_version) == 1 else b""
+    entry = _response_encoders[(api_key, api_version)] = (encode, bytes(8) + header)
+    return entry
 
 
 def encode_request(
@@ -246,7 +260,7 @@ def encode_request(
             head += _CLIENT_ID_LENGTH.pack(len(raw)) + raw
     if header_version >= 2:
         head += b"\x00"
-    return _encode(encode, head, body, f"{api.key.name} v{api_version} request")
+    return _encode(encode, bytearray(head), body, api_key, api_version, "request")
 
 
 def decode_response(api_key: int, api_version: int, frame: bytes | bytearray | memoryview) -> Any:

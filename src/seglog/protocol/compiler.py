@@ -130,7 +130,7 @@ class _DecoderGen:
             _null=primitives.not_nullable,
             _uv=primitives.read_uvarint,
             _uuid=primitives.to_uuid,
-            _utf8=primitives.utf8,
+            _str=str,
             _unpack=struct.unpack_from,
             _I16=struct.Struct(">h").unpack_from,
             _I32=struct.Struct(">i").unpack_from,
@@ -187,7 +187,8 @@ class _DecoderGen:
             inner = self.null_or(ind, f, var, n, width)
             emit(inner, f"if {n} > e - p: raise _short(p, {n}, e)")
             if type_ == STRING:
-                emit(inner, f"{var} = _utf8(b[p:p + {n}]) if {n} else ''")
+                # primitives.utf8 inline (its errors="replace" is Kafka's): a call less per string
+                emit(inner, f"{var} = _str(b[p:p + {n}], 'utf-8', 'replace') if {n} else ''")
             elif type_ == BYTES:
                 emit(inner, f"{var} = bytes(b[p:p + {n}])")
             else:

@@ -76,6 +76,9 @@ RECEIVE_CHUNK = 64 * 1024
 API_VERSIONS_VERSION = 3
 API_VERSIONS_FALLBACK = 0
 DEFAULT_MAX_RESPONSE = 1 << 30
+# the API keys tested on every request, as globals: an attribute of the enum class costs more
+_API_VERSIONS = ApiKey.API_VERSIONS
+_PRODUCE = ApiKey.PRODUCE
 
 
 class State(enum.Enum):
@@ -124,30 +127,38 @@ class _Framing:
         """Bytes the peer sent; ``b""`` is the end of the stream. Whole frames are kept for
         ``next_event``; a frame larger than what came is then received into its own buffer
         (``frame_buffer``)."""
-        self._check_open("receive data")
+        if self.state is not State.OPEN or self._ended:
+            self._check_open("receive data")
         if not data:
             self._ended = True
             return
-        view = self.frame_buffer()
-        if view is not None:
-            n = min(len(view), len(data))
-            view[:n] = memoryview(data)[:n]
-            self.frame_received(n)
-            if n < len(data):
-                self.receive_data(memoryview(data)[n:])
+        if self._frame is not None:
+            self._receive_into_frame(data)
             return
         buffer = self._buffer
         buffer += data
+        frames, limit = self._frames, self.max_frame_size
         while len(buffer) >= 4:
-            size = self._frame_size(buffer)
+            size = _SIZE.unpack_from(buffer)[0]
+            if not 0 <= size <= limit:
+                self._frame_size(buffer)  # raises the error that names the bound broken
             if len(buffer) - 4 < size:
                 # the rest of the frame is received straight into it: one copy from the kernel
                 del buffer[:4]
                 self._frame, self._buffer, self._got, self._size = buffer, bytearray(), len(buffer), size
                 self._grow_frame()
                 return
-            self._frames.append(buffer[4 : 4 + size])
+            frames.append(buffer[4 : 4 + size])
             del buffer[: 4 + size]
+
+    def _receive_into_frame(self, data: bytes | bytearray | memoryview) -> None:
+        view = self.frame_buffer()
+        assert view is not None
+        n = min(len(view), len(data))
+        view[:n] = memoryview(data)[:n]
+        self.frame_received(n)
+        if n < len(data):
+            self.receive_data(memoryview(data)[n:])
 
     def frame_buffer(self) -> memoryview | None:
         """Where the next bytes of a frame under way go (``recv_into`` it, then
@@ -188,10 +199,14 @@ class _Framing:
     # --- frames out ----------------------------------------------------------------------------------
 
     def _next_frame(self) -> bytearray | _Need:
+        if self._frames and self.state is State.OPEN:
+            return self._frames.popleft()
+        return self._no_frame()
+
+    def _no_frame(self) -> _Need:
+        """next_event's answer when it has no frame to decode (or must not decode one)."""
         if self.state is State.BROKEN:
             raise LocalProtocolError("this connection broke the protocol: it can only be closed")
-        if self._frames:
-            return self._frames.popleft()
         if self._ended:
             self.state = State.CLOSED
             return CLOSED
@@ -222,12 +237,13 @@ class ServerConnection(_Framing):
         but ApiVersions at any version is handed out (with an empty body when its version is
         unknown), to be answered at v0. Anything malformed raises InvalidRequestError with the
         byte position; both leave the connection BROKEN."""
-        frame = self._next_frame()
-        if isinstance(frame, _Need):
-            return frame
+        if not self._frames or self.state is not State.OPEN:
+            # no frame (as after each request: the caller asks until this), without a call
+            return NEED_DATA if self.state is State.OPEN and not self._ended else self._no_frame()
+        frame = self._frames.popleft()
         if len(frame) >= 8:  # the header's key and version decide before the body is decoded
             api_key, version, correlation_id = _REQUEST_HEADER.unpack_from(frame)
-            if api_key != ApiKey.API_VERSIONS and not self._serves(api_key, version):
+            if api_key != _API_VERSIONS and not self._serves(api_key, version):
                 raise self._broken(
                     UnsupportedVersionError(
                         f"{_api_name(api_key)} v{version} is not served by this broker",
@@ -254,12 +270,11 @@ class ServerConnection(_Framing):
         """The response frame to ``request`` as parts to write in order (bytes, and records
         too large to copy: a FileSlice goes by sendfile). Requests are answered in the order
         they came; ApiVersions at a version this server does not know is answered at v0."""
-        header = request.header
+        api_key, version, correlation_id, _ = header = request.header
         self._take(header)
-        version = header.api_version
-        if header.api_key == ApiKey.API_VERSIONS and not self._serves(ApiKey.API_VERSIONS, version):
+        if api_key == _API_VERSIONS and not self._serves(api_key, version):
             version = API_VERSIONS_FALLBACK
-        return encode_response(header.api_key, version, header.correlation_id, body)
+        return encode_response(api_key, version, correlation_id, body)
 
     def forget(self, request: Request) -> None:
         """``request`` gets no response (Kafka leaves some requests unanswered): the next one
@@ -307,7 +322,7 @@ def _api_name(api_key: int) -> str:
 
 def _expects_response(request: Request) -> bool:
     # Produce with acks=0 is the one request no broker answers
-    return request.header.api_key != ApiKey.PRODUCE or request.body.acks != 0
+    return request.header.api_key != _PRODUCE or request.body.acks != 0
 
 
 class _InFlight(NamedTuple):
@@ -369,13 +384,13 @@ class ClientConnection(_Framing):
                 )
             )
         version = expected.api_version
-        if expected.api_key == ApiKey.API_VERSIONS and _unsupported_api_versions(frame):
+        if expected.api_key == _API_VERSIONS and _unsupported_api_versions(frame):
             version = API_VERSIONS_FALLBACK  # answered at v0, whatever was asked (KIP-511)
         try:
             body = decode_response(expected.api_key, version, frame)
         except SeglogError as e:
             raise self._broken(e) from None
-        if expected.api_key == ApiKey.API_VERSIONS and body.error_code == ErrorCode.NONE:
+        if expected.api_key == _API_VERSIONS and body.error_code == ErrorCode.NONE:
             self.versions = {k.api_key: (k.min_version, k.max_version) for k in body.api_keys}
         return Response(expected.correlation_id, expected.api_key, version, body)
 
