@@ -18,6 +18,7 @@ from typing import Any
 
 from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
+from ..protocol.enums import CoordinatorType
 from ..protocol.message_data import (
     DescribeTransactionsRequestData,
     DescribeTransactionsResponseData,
@@ -39,7 +40,6 @@ DESCRIBE_HEADERS = (
     "TransactionDurationMs",
     "TopicPartitions",
 )
-KEY_TYPE_TRANSACTION = 1
 
 
 def add_parser(subparsers: Any) -> None:
@@ -91,7 +91,7 @@ def _list(client: ClusterClient, duration: int | None) -> None:
 
 
 def _describe(client: ClusterClient, txn_id: str) -> None:
-    coordinator, broker = client.coordinator(txn_id, KEY_TYPE_TRANSACTION)
+    coordinator, broker = client.coordinator(txn_id, CoordinatorType.TRANSACTION)
     request = DescribeTransactionsRequestData(transactional_ids=[txn_id])
     answer: DescribeTransactionsResponseData = broker.request(ApiKey.DESCRIBE_TRANSACTIONS, request)
     state = answer.transaction_states[0]

@@ -1,0 +1,44 @@
+"""The enumerations that request and response fields carry as bare integers, with Kafka's names:
+the broker answers with them, the tools ask with them."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ConfigResourceType(IntEnum):
+    """A DescribeConfigs / AlterConfigs resource's type (Kafka's ``ConfigResource.Type``)."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class ConfigSource(IntEnum):
+    """Where a described config's value comes from (Kafka's ``DescribeConfigsResponse.ConfigSource``),
+    named as the admin client's ``ConfigEntry.ConfigSource``, whose names kafka-configs.sh prints."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class AlterConfigOpType(IntEnum):
+    """An IncrementalAlterConfigs operation (Kafka's ``AlterConfigOp.OpType``)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class CoordinatorType(IntEnum):
+    """FindCoordinator's key type (Kafka's ``FindCoordinatorRequest.CoordinatorType``)."""
+
+    GROUP = 0
+    TRANSACTION = 1
