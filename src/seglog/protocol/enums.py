@@ -7,9 +7,9 @@ from enum import IntEnum
 
 
 class ConfigResourceType(IntEnum):
-    """A DescribeConfigs / AlterConfigs resource's type (Kafka's ``ConfigResource.Type``)."""
+    """A DescribeConfigs / AlterConfigs resource's type (Kafka's ``ConfigResource.Type``; seglog
+    describes and alters the first two)."""
 
-    UNKNOWN = 0
     TOPIC = 2
     BROKER = 4
     BROKER_LOGGER = 8
