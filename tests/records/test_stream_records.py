@@ -181,3 +181,18 @@ def test_a_section_of_zeros_fails_at_its_first_record():
         CorruptRecordError, match=r"^record 0: record length out of range \(truncated record\) at byte 0"
     ):
         next(stream_records(batch))
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_batch_inflating_past_the_bound_is_refused_naming_it(codec, monkeypatch):
+    from seglog.records import compression
+
+    monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)
+    whole = build_batch([(None, bytes(4096))] * 512, base_offset=100)  # 2 MiB of records
+    batch = _sealed(whole, bytes(whole[61:]), codec, count=512)
+    decoded = 0
+    with pytest.raises(CorruptRecordError, match="decompress to more than") as e:
+        for _ in stream_records(batch):
+            decoded += 1
+    assert (e.value.position, e.value.offset) == (AT, 100)
+    assert 0 < decoded < 512  # the records within the bound came out first

@@ -32,6 +32,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ApiKey
+from ..protocol.enums import AlterConfigOpType, ConfigResourceType, ConfigSource
 from ..protocol.message_data import (
     AlterConfigsRequestData,
     AlterConfigsResponseData,
@@ -59,11 +60,12 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 INTERNAL_TOPIC_TIMEOUT_MS = 30_000  # how long a coordinator waits for its topic to reach the metadata
 
-# DescribeConfigs' resource types and config sources (Kafka's ConfigResource.Type, ConfigSource)
-TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
-TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
-# IncrementalAlterConfigs' operations
-SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+# DescribeConfigs' resource types and config sources, IncrementalAlterConfigs' operations
+TOPIC_RESOURCE, BROKER_RESOURCE = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
+TOPIC_CONFIG, STATIC_BROKER_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.STATIC_BROKER_CONFIG
+DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
+SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
+APPEND, SUBTRACT = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT
 # DescribeConfigs' config types
 _TYPES = {"bool": 1, "str": 2, "int": 5, "float": 6, "list": 7}
 _PASSWORD = 9

@@ -38,6 +38,7 @@ from ..coordinator.offset_manager import (
 )
 from ..errors import InvalidRequestError, SeglogError
 from ..protocol import ApiKey, ErrorCode
+from ..protocol.enums import CoordinatorType
 from ..protocol.message_data import (
     DeleteGroupsRequestData,
     DeleteGroupsResponseData,
@@ -69,7 +70,7 @@ from .metadata_cache import MetadataCache
 from .request_context import current_request
 from .routes import Route, Routes
 
-GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator's key types
+GROUP_KEY, TRANSACTION_KEY = CoordinatorType.GROUP, CoordinatorType.TRANSACTION  # FindCoordinator's key types
 
 # a FindCoordinator key type's lookup: the key -> the partition whose leader coordinates it
 CoordinatorLookup = Callable[[str], Awaitable[TopicPartition]]

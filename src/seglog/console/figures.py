@@ -16,6 +16,7 @@ from ..client.cluster import ClusterClient, MetadataTopic, check, check_partitio
 from ..common import TopicPartition
 from ..errors import ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
 from ..protocol import ApiKey
+from ..protocol.enums import ConfigResourceType, CoordinatorType, config_source_name
 from ..protocol.message_data import (
     CreateTopicsRequestData,
     CreateTopicsResponseData,
@@ -37,20 +38,6 @@ from ..tools.remote import describe_configs
 from ..tools.transactions import described, listed
 
 CLIENT_ID = "seglog-console"
-TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic (Kafka's ConfigResource.Type.TOPIC)
-GROUP_KEY = 0  # FindCoordinator's key type of a group
-# DescribeConfigs' config_source, as Kafka's ConfigSource names them (KIP-226)
-CONFIG_SOURCES = {
-    0: "UNKNOWN",
-    1: "DYNAMIC_TOPIC_CONFIG",
-    2: "DYNAMIC_BROKER_CONFIG",
-    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    4: "STATIC_BROKER_CONFIG",
-    5: "DEFAULT_CONFIG",
-    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
-    7: "CLIENT_METRICS_CONFIG",
-    8: "GROUP_CONFIG",
-}
 FETCH_PARTITION_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
 MAX_MESSAGES = 500  # the most records one page of the browser asks
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
@@ -158,11 +145,11 @@ def topic(client: ClusterClient, name: str) -> dict[str, Any]:
         {
             "name": c.name,
             "value": None if c.is_sensitive else c.value,
-            "source": CONFIG_SOURCES.get(c.config_source, str(c.config_source)),
+            "source": config_source_name(c.config_source),
             "readOnly": c.read_only,
             "sensitive": c.is_sensitive,
         }
-        for c in sorted(describe_configs(client, TOPIC_RESOURCE, name), key=lambda c: c.name)
+        for c in sorted(describe_configs(client, ConfigResourceType.TOPIC, name), key=lambda c: c.name)
     ]
     return {**_topic_summary(name, found), "partitionList": partitions, "configs": configs}
 
@@ -226,7 +213,7 @@ def group(client: ClusterClient, group_id: str) -> dict[str, Any]:
 
 
 def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
-    _, coordinator = client.coordinator(group_id, GROUP_KEY)
+    _, coordinator = client.coordinator(group_id, CoordinatorType.GROUP)
     described = describe_group(coordinator, group_id)
     if described.group_state == "Dead":
         raise error_for(ErrorCode.GROUP_ID_NOT_FOUND, f"consumer group {group_id} does not exist")

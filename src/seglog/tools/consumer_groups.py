@@ -26,6 +26,7 @@ from ..client import BlockingConnection, ClusterClient, check, check_coordinator
 from ..common import TopicPartition
 from ..errors import SeglogError
 from ..protocol import ApiKey
+from ..protocol.enums import CoordinatorType
 from ..protocol.message_data import (
     DeleteGroupsRequestData,
     DeleteGroupsResponseData,
@@ -82,7 +83,7 @@ def _run_once(client: ClusterClient, args: argparse.Namespace) -> int:
     """The command, once: its output is printed only when every request has succeeded."""
     if args.list:
         return _list(client)
-    _, coordinator = client.coordinator(args.group, 0)
+    _, coordinator = client.coordinator(args.group, CoordinatorType.GROUP)
     if args.describe:
         return _describe(client, coordinator, args.group)
     if args.delete:

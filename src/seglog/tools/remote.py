@@ -39,6 +39,7 @@ from ..client import (
 from ..common import TopicPartition
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
+from ..protocol.enums import AlterConfigOpType, ConfigResourceType, ConfigSource, config_source_name
 from ..protocol.message_data import (
     CreatePartitionsRequestData,
     CreatePartitionsResponseData,
@@ -66,7 +67,12 @@ from .logdir import record_json
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
 _TIMES = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answer to arrive
-_SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG"}
+# the configs --describe shows without --all: those set (dynamically or in a broker's file), not defaults
+_SET_SOURCES = (
+    ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.STATIC_BROKER_CONFIG,
+)
 
 
 def wants_broker(argv: list[str]) -> bool:
@@ -175,8 +181,8 @@ def _metadata(client: ClusterClient, names: list[str] | None) -> dict[str, Metad
 
 
 def _describe(client: ClusterClient, name: str, topic: MetadataTopic) -> None:
-    configs = describe_configs(client, 2, name)
-    overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.config_source == 1)
+    configs = describe_configs(client, ConfigResourceType.TOPIC, name)
+    overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.config_source == ConfigSource.DYNAMIC_TOPIC_CONFIG)
     partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
     factor = len(partitions[0].replica_nodes) if partitions else 0
     print(
@@ -443,25 +449,26 @@ def add_configs(sub: Any) -> None:
 
 
 def configs(args: argparse.Namespace) -> int:
-    kind = 2 if args.entity_type == "topics" else 4
-    what = "topic" if kind == 2 else "broker"
+    kind = ConfigResourceType.TOPIC if args.entity_type == "topics" else ConfigResourceType.BROKER
+    what = "topic" if kind == ConfigResourceType.TOPIC else "broker"
     with _client(args) as cluster:
         # a broker's configs are that broker's to tell and change, as Kafka's Admin sends them
-        named = kind == 4 and args.entity_name.isdigit()
+        named = kind == ConfigResourceType.BROKER and args.entity_name.isdigit()
         client = cluster.broker(int(args.entity_name)) if named else cluster.bootstrap
         if args.describe:
             entries = describe_configs(client, kind, args.entity_name)
-            shown = entries if args.all else [e for e in entries if e.config_source in (1, 2, 4)]
+            shown = entries if args.all else [e for e in entries if e.config_source in _SET_SOURCES]
             label = "All" if args.all else "Dynamic"
             print(f"{label} configs for {what} {args.entity_name} are:")
             for e in shown:
-                synonyms = ", ".join(f"{_SOURCES.get(s.source, s.source)}:{s.name}={s.value}" for s in e.synonyms)
+                synonyms = ", ".join(f"{config_source_name(s.source)}:{s.name}={s.value}" for s in e.synonyms)
                 print(f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
             return 0
         Op = IncrementalAlterConfigsRequestData.AlterableConfig
-        ops = [Op(name=k, config_operation=0, value=v) for k, v in parse_configs(args.add_config).items()]
+        added = parse_configs(args.add_config)
+        ops = [Op(name=k, config_operation=AlterConfigOpType.SET, value=v) for k, v in added.items()]
         ops += [
-            Op(name=k.strip(), config_operation=1, value=None)
+            Op(name=k.strip(), config_operation=AlterConfigOpType.DELETE, value=None)
             for item in args.delete_config or []
             for k in item.split(",")
             if k.strip()
@@ -480,7 +487,7 @@ def configs(args: argparse.Namespace) -> int:
 
 
 def describe_configs(
-    client: BlockingConnection | ClusterClient, kind: int, name: str
+    client: BlockingConnection | ClusterClient, kind: ConfigResourceType, name: str
 ) -> list[DescribeConfigsResponseData.DescribeConfigsResourceResult]:
     resource = DescribeConfigsRequestData.DescribeConfigsResource(
         resource_type=kind, resource_name=name, configuration_keys=None

@@ -19,6 +19,7 @@ from typing import Any
 from ..client import ClusterClient, check_coordinator
 from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
+from ..protocol.enums import CoordinatorType
 from ..protocol.message_data import (
     DescribeTransactionsRequestData,
     DescribeTransactionsResponseData,
@@ -40,7 +41,6 @@ DESCRIBE_HEADERS = (
     "TransactionDurationMs",
     "TopicPartitions",
 )
-KEY_TYPE_TRANSACTION = 1
 
 
 def add_parser(subparsers: Any) -> None:
@@ -102,7 +102,7 @@ def listed(
 
 def described(client: ClusterClient, txn_id: str) -> tuple[int, DescribeTransactionsResponseData.TransactionState]:
     """A transactional id's state, from its coordinator, with the coordinator's id."""
-    coordinator, broker = client.coordinator(txn_id, KEY_TYPE_TRANSACTION)
+    coordinator, broker = client.coordinator(txn_id, CoordinatorType.TRANSACTION)
     request = DescribeTransactionsRequestData(transactional_ids=[txn_id])
     answer: DescribeTransactionsResponseData = broker.request(ApiKey.DESCRIBE_TRANSACTIONS, request)
     state = answer.transaction_states[0]
