@@ -27,7 +27,13 @@ PER_PARTITION = 120
 
 @pytest.fixture(scope="module")
 def seglog_broker_config() -> dict[str, Any]:
-    return {"num.partitions": 1, "transaction.state.log.replication.factor": 1, "log.segment.bytes": 8192}
+    # records are stamped in 2023: no retention, which would delete them while the tests run
+    return {
+        "num.partitions": 1,
+        "transaction.state.log.replication.factor": 1,
+        "log.segment.bytes": 8192,
+        "log.retention.ms": -1,
+    }
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -235,7 +241,8 @@ def served(tmp_path_factory: Any) -> Any:
     path = tmp_path_factory.mktemp("served")
     fill(path, config={"segment.bytes": 2048, "index.interval.bytes": 128})
     fill(path, topic="other", partitions=1, batches=3)
-    with seglog.broker.start(str(path)) as broker:
+    # its records are stamped in 2023: retention would delete them while the tests run
+    with seglog.broker.start(str(path), config={"log.retention.ms": -1}) as broker:
         yield path, broker.bootstrap_servers
 
 
