@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import PySparkException
 
 import seglog.broker
+from seglog.spark import options as opt
 from seglog.spark.offsets import DataLossError
 from seglog.spark.source import SeglogBatchReader, read_task
 
@@ -307,3 +308,20 @@ def test_a_stream_reads_what_producers_write_while_it_runs(spark: Any, seglog_br
     finally:
         query.stop()
     assert _rows(spark.sql("select * from live_through_brokers")) == sorted(first + later)
+
+
+def test_the_client_options_and_their_mistakes() -> None:
+    given = {"kafka.bootstrap.servers": "a:1,b:2", "kafka.client.id": "job", "kafka.request.timeout.ms": "5000"}
+    client = opt.client_options({**given, "kafka.max.partition.fetch.bytes": "4096", "subscribe": "t"})
+    assert client == opt.ClientOptions("a:1,b:2", "job", 5000, 50 * 1024 * 1024, 4096)
+    assert opt.client_options({"path": "/data", "subscribe": "t"}) is None  # the log dirs' read
+    mistakes = {
+        "kafka.bootstrap.servers": ("a", "'a' is not HOST:PORT"),
+        "kafka.request.timeout.ms": ("0", "kafka.request.timeout.ms must be at least 1"),
+        "kafka.fetch.max.bytes": ("lots", "kafka.fetch.max.bytes must be an integer"),
+    }
+    for name, (value, message) in mistakes.items():
+        with pytest.raises(opt.OptionError, match=message):
+            opt.client_options({"kafka.bootstrap.servers": "a:1", name: value})
+    with pytest.raises(opt.OptionError, match=r'option "path" \(the seglog log dir\) is required'):
+        opt.client_options({"subscribe": "t"})
