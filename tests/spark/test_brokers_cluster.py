@@ -4,6 +4,7 @@ record produced, once, from the leader elected after it."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,10 +36,14 @@ def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory
         yield local
 
 
-def _leaders(bootstrap: str) -> dict[int, int]:
+def _leaders(bootstrap: str, name: str = TOPIC) -> dict[int, int]:
     with ClusterClient(bootstrap, timeout=10) as client:
-        (topic,) = [t for t in client.metadata([TOPIC]).topics if t.name == TOPIC]
+        (topic,) = [t for t in client.metadata([name]).topics if t.name == name]
         return {p.partition_index: p.leader_id for p in topic.partitions}
+
+
+def _leader_of(bootstrap: str, name: str) -> int:
+    return _leaders(bootstrap, name)[0]
 
 
 def test_a_leader_killed_after_planning_is_found_again_by_the_tasks(cluster: LocalCluster) -> None:
@@ -71,3 +76,43 @@ def test_a_leader_killed_after_planning_is_found_again_by_the_tasks(cluster: Loc
     assert sorted(rows) == sorted(acked)
     assert len(rows) == 3 * PER_PARTITION
     assert _leaders(bootstrap)[0] != victim
+
+
+def test_a_leader_killed_while_a_task_fetches(cluster: LocalCluster) -> None:
+    """Small fetches of many small batches, the leader killed a moment after the task starts:
+    wherever the kill falls, the task ends with every record once (the test's own broker kill
+    is not timed against the read: a read that ends first proves less, never fails)."""
+    for broker_id, broker in cluster.brokers.items():  # the last test's victim back
+        if not broker.running:
+            cluster.start_broker(broker_id)
+    bootstrap = ",".join(b.address for b in cluster.brokers.values())
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("fetched-during-kill", 1, 3, config={"min.insync.replicas": "2"})])[
+        "fetched-during-kill"
+    ].result(60)
+    wait_until(lambda: _leader_of(bootstrap, "fetched-during-kill") >= 0, 60, "a leader")
+    acked: list[tuple[Any, ...]] = []
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0, "batch.size": 300})
+    for i in range(20_000):
+        producer.produce(
+            "fetched-during-kill",
+            b"value-%d" % i,
+            partition=0,
+            on_delivery=lambda err, msg: acked.append((msg.partition(), msg.offset(), msg.value())),
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": "fetched-during-kill",
+        "kafka.max.partition.fetch.bytes": "256",  # a batch a fetch
+    }
+    (task,) = SeglogBatchReader(options).partitions()
+    victim = _leader_of(bootstrap, "fetched-during-kill")
+    kill = threading.Timer(0.2, cluster.brokers[victim].kill)
+    kill.start()
+    try:
+        rows = [(r["partition"], r["offset"], r["value"]) for b in read_task(task) for r in b.to_pylist()]
+    finally:
+        kill.join()
+    assert rows == sorted(acked)
