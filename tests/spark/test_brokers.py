@@ -269,6 +269,15 @@ SAME_JOBS = [
     ({"subscribe": "events", "startingTimestamp": str(MS + 50), "endingTimestamp": str(MS + 120)}, None),
     ({"subscribe": "events", "startingOffsetsByTimestamp": {"events": {"0": MS + 10, "1": MS + 190}}}, None),
     ({"subscribe": "events", "minPartitions": "7", "includeHeaders": "true"}, None),
+    ({"subscribe": "events", "endingOffsetsByTimestamp": {"events": {"0": MS + 120, "1": MS + 3}}}, None),
+    (  # no record of partition 1 is that late: it starts at its latest offset
+        {
+            "subscribe": "events",
+            "startingOffsetsByTimestamp": {"events": {"0": MS + 150, "1": MS + 10**6}},
+            "startingOffsetsByTimestampStrategy": "latest",
+        },
+        None,
+    ),
     ({"subscribe": "events"}, "partition = 1 and offset >= 150"),
     (
         {"subscribe": "events"},
@@ -323,5 +332,7 @@ def test_the_client_options_and_their_mistakes() -> None:
     for name, (value, message) in mistakes.items():
         with pytest.raises(opt.OptionError, match=message):
             opt.client_options({"kafka.bootstrap.servers": "a:1", name: value})
+    with pytest.raises(opt.OptionError, match=r"kafka\.security\.protocol SASL_SSL is not supported"):
+        opt.client_options({"kafka.bootstrap.servers": "a:1", "kafka.security.protocol": "sasl_ssl"})
     with pytest.raises(opt.OptionError, match=r'option "path" \(the seglog log dir\) is required'):
         opt.client_options({"subscribe": "t"})
