@@ -23,7 +23,8 @@ MS = 1_700_000_000_000
 
 @pytest.fixture(scope="module")
 def seglog_broker_config() -> dict[str, Any]:
-    return {"num.partitions": 1, "transaction.state.log.replication.factor": 1}
+    # records stamped in 2023: no retention to delete them under the tests
+    return {"num.partitions": 1, "transaction.state.log.replication.factor": 1, "log.retention.ms": -1}
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:

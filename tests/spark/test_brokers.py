@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyspark.errors import PySparkException
 
 import seglog.broker
+from seglog.spark import options as opt
 from seglog.spark.offsets import DataLossError
 from seglog.spark.source import SeglogBatchReader, read_task
 
@@ -27,7 +28,13 @@ PER_PARTITION = 120
 
 @pytest.fixture(scope="module")
 def seglog_broker_config() -> dict[str, Any]:
-    return {"num.partitions": 1, "transaction.state.log.replication.factor": 1, "log.segment.bytes": 8192}
+    # records are stamped in 2023: no retention, which would delete them while the tests run
+    return {
+        "num.partitions": 1,
+        "transaction.state.log.replication.factor": 1,
+        "log.segment.bytes": 8192,
+        "log.retention.ms": -1,
+    }
 
 
 def _create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -235,7 +242,8 @@ def served(tmp_path_factory: Any) -> Any:
     path = tmp_path_factory.mktemp("served")
     fill(path, config={"segment.bytes": 2048, "index.interval.bytes": 128})
     fill(path, topic="other", partitions=1, batches=3)
-    with seglog.broker.start(str(path)) as broker:
+    # its records are stamped in 2023: retention would delete them while the tests run
+    with seglog.broker.start(str(path), config={"log.retention.ms": -1}) as broker:
         yield path, broker.bootstrap_servers
 
 
@@ -261,6 +269,15 @@ SAME_JOBS = [
     ({"subscribe": "events", "startingTimestamp": str(MS + 50), "endingTimestamp": str(MS + 120)}, None),
     ({"subscribe": "events", "startingOffsetsByTimestamp": {"events": {"0": MS + 10, "1": MS + 190}}}, None),
     ({"subscribe": "events", "minPartitions": "7", "includeHeaders": "true"}, None),
+    ({"subscribe": "events", "endingOffsetsByTimestamp": {"events": {"0": MS + 120, "1": MS + 3}}}, None),
+    (  # no record of partition 1 is that late: it starts at its latest offset
+        {
+            "subscribe": "events",
+            "startingOffsetsByTimestamp": {"events": {"0": MS + 150, "1": MS + 10**6}},
+            "startingOffsetsByTimestampStrategy": "latest",
+        },
+        None,
+    ),
     ({"subscribe": "events"}, "partition = 1 and offset >= 150"),
     (
         {"subscribe": "events"},
@@ -300,3 +317,22 @@ def test_a_stream_reads_what_producers_write_while_it_runs(spark: Any, seglog_br
     finally:
         query.stop()
     assert _rows(spark.sql("select * from live_through_brokers")) == sorted(first + later)
+
+
+def test_the_client_options_and_their_mistakes() -> None:
+    given = {"kafka.bootstrap.servers": "a:1,b:2", "kafka.client.id": "job", "kafka.request.timeout.ms": "5000"}
+    client = opt.client_options({**given, "kafka.max.partition.fetch.bytes": "4096", "subscribe": "t"})
+    assert client == opt.ClientOptions("a:1,b:2", "job", 5000, 50 * 1024 * 1024, 4096)
+    assert opt.client_options({"path": "/data", "subscribe": "t"}) is None  # the log dirs' read
+    mistakes = {
+        "kafka.bootstrap.servers": ("a", "'a' is not HOST:PORT"),
+        "kafka.request.timeout.ms": ("0", "kafka.request.timeout.ms must be at least 1"),
+        "kafka.fetch.max.bytes": ("lots", "kafka.fetch.max.bytes must be an integer"),
+    }
+    for name, (value, message) in mistakes.items():
+        with pytest.raises(opt.OptionError, match=message):
+            opt.client_options({"kafka.bootstrap.servers": "a:1", name: value})
+    with pytest.raises(opt.OptionError, match=r"kafka\.security\.protocol SASL_SSL is not supported"):
+        opt.client_options({"kafka.bootstrap.servers": "a:1", "kafka.security.protocol": "sasl_ssl"})
+    with pytest.raises(opt.OptionError, match=r'option "path" \(the seglog log dir\) is required'):
+        opt.client_options({"subscribe": "t"})

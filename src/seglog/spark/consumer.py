@@ -21,12 +21,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from ..client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, ClusterClient
+from ..client import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ClusterClient,
+    FetchedPartition,
+)
 from ..common import TopicPartition
 from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from ..records import AnyBatch, BatchIterator
@@ -164,8 +172,7 @@ class FetchPartition(InputPartition):
 def read_fetched(part: FetchPartition) -> Iterator[pa.RecordBatch]:
     """What a task does: fetch [start, end) from the partition's leader, as Arrow."""
     assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
-    with connect(part.client) as client:
-        batches = _FetchedBatches(client, part)
+    with connect(part.client) as client, _FetchedBatches(client, part) as batches:
         while True:
             # from where the batches go on: after a skip of removed offsets, records of the
             # first batch fetched may lie below the new start (DeleteRecords cuts inside batches)
@@ -177,7 +184,12 @@ def read_fetched(part: FetchPartition) -> Iterator[pa.RecordBatch]:
 
 class _FetchedBatches:
     """The batches of a task's range, fetch after fetch; read_committed drops the aborted ones
-    (and every control batch) as Kafka's consumer does, with each fetch's aborted transactions."""
+    (and every control batch) as Kafka's consumer does, with each fetch's aborted transactions.
+
+    The next fetch is sent as soon as a fetch's answer is in, from where its last whole batch
+    ends, so that the leader reads and sends it while this task builds Arrow from the last one
+    (Kafka's consumer fetches ahead the same way). Fetches run on one thread of their own, one
+    at a time: the client is not shared between threads."""
 
     def __init__(self, client: ClusterClient, part: FetchPartition) -> None:
         self.client = client
@@ -187,6 +199,14 @@ class _FetchedBatches:
         self.isolation = _isolation(part.isolation)
         self.log_start_offset = -1  # as the last fetch told it
         self.skipped = False  # the last iteration ended at a skip of removed offsets
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"fetch-{self.tp}")
+        self._ahead: tuple[int, Future[FetchedPartition]] | None = None  # a fetch sent ahead, and its offset
+
+    def __enter__(self) -> _FetchedBatches:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
 
     def __iter__(self) -> Iterator[AnyBatch]:
         """The batches up to the range's end, or up to a skip of removed offsets (``skipped``)."""
@@ -222,17 +242,8 @@ class _FetchedBatches:
         """The next fetch's bytes, where they may be read up to, and their aborted transactions;
         None, with failOnDataLoss=false, when the rest of the range is gone or offsets were
         removed (``skipped``: the iteration ends there, to go on from the log start)."""
-        part = self.part
-        self.client.renew_deadline()  # a moved leader is looked for again for request.timeout.ms each time
         try:
-            fetched = self.client.fetch(
-                self.tp,
-                self.next_offset,
-                isolation_level=self.isolation,
-                max_bytes=part.client.fetch_max_bytes,
-                partition_max_bytes=part.client.max_partition_fetch_bytes,
-                max_wait_ms=_WAIT_MS,
-            )
+            fetched = self._take(self.next_offset)
         except OffsetOutOfRangeError as e:
             self.log_start_offset = e.log_start_offset
             if self.next_offset >= e.log_start_offset:
@@ -243,7 +254,36 @@ class _FetchedBatches:
             return None
         self.log_start_offset = fetched.log_start_offset
         limit = fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
+        self._fetch_ahead(fetched.records, min(self.part.end, limit))
         return fetched.records, limit, fetched.aborted_transactions
+
+    def _take(self, offset: int) -> FetchedPartition:
+        """The fetch at ``offset``: the one sent ahead when it was at that offset."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            if ahead[0] == offset:
+                return ahead[1].result()
+            ahead[1].exception()  # waited for, unused: the client serves one fetch at a time
+        return self._pool.submit(self._fetch_at, offset).result()
+
+    def _fetch_ahead(self, records: bytes, stop: int) -> None:
+        last = None
+        for batch in BatchIterator(records):
+            last = batch.last_offset
+        if last is not None and last + 1 < stop:
+            self._ahead = (last + 1, self._pool.submit(self._fetch_at, last + 1))
+
+    def _fetch_at(self, offset: int) -> FetchedPartition:
+        part = self.part
+        self.client.renew_deadline()  # a moved leader is looked for again for request.timeout.ms each time
+        return self.client.fetch(
+            self.tp,
+            offset,
+            isolation_level=self.isolation,
+            max_bytes=part.client.fetch_max_bytes,
+            partition_max_bytes=part.client.max_partition_fetch_bytes,
+            max_wait_ms=_WAIT_MS,
+        )
 
     def _skip_removed(self, first: int, end: int) -> int:
         message = (

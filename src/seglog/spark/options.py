@@ -124,6 +124,11 @@ def client_options(options: Mapping[str, str]) -> ClientOptions | None:
         raise OptionError(
             'give either option "path" (read log dirs) or "kafka.bootstrap.servers" (read through brokers), not both'
         )
+    security = (_get(options, "kafka.security.protocol") or "PLAINTEXT").strip().upper()
+    if security != "PLAINTEXT":
+        raise OptionError(
+            f"option kafka.security.protocol {security} is not supported: the brokers are read in PLAINTEXT"
+        )
     if not [a for a in servers.split(",") if a.strip()]:
         raise OptionError("option kafka.bootstrap.servers names no broker (HOST:PORT[,HOST:PORT...])")
     for address in servers.split(","):
