@@ -18,7 +18,7 @@ from seglog.console import start
 from seglog.console.figures import SHOWN_CHARS
 
 from ..broker.conftest import wait_for
-from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction
+from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, value_of
 
 
 def get(server: Any, path: str) -> tuple[int, Any]:
@@ -66,14 +66,21 @@ def test_topics_lists_partitions_replication_and_internal(console):
     status, found = get(console, "api/topics")
     assert status == 200
     by_name = {t["name"]: t for t in found["topics"]}
+    size = by_name[TOPIC].pop("size")
     assert by_name[TOPIC] == {
         "name": TOPIC,
         "partitions": 3,
         "replicationFactor": 1,
         "internal": False,
         "underReplicated": 0,
+        "retentionMs": "3600000",
+        "cleanupPolicy": "delete",
     }
     assert by_name["__consumer_offsets"]["internal"] is True
+    assert by_name["__consumer_offsets"]["cleanupPolicy"] == "compact"
+    # the bytes of its batches: each record's key and value at least, and no more than a batch each
+    data = sum(len(f"key-{p}-{i}") + len(value_of(p, i)) for p, n in PRODUCED.items() for i in range(n))
+    assert data < size < data + sum(PRODUCED.values()) * 200
 
 
 def test_topic_has_each_partitions_offsets_and_its_configs_with_their_source(console, cluster):

@@ -52,8 +52,10 @@ def test_the_topic_filter_keeps_the_matching_topics(page, console):
     offsets = page.locator('#topics tr[data-topic="__consumer_offsets"]')
     expect(offsets).to_be_visible()
     page.locator("#topic-filter").fill(TOPIC[:3].upper())  # any case
-    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
+    kept = page.locator(f'#topics tr[data-topic="{TOPIC}"]')
+    expect(kept).to_be_visible()
     expect(offsets).to_be_hidden()
+    expect(kept.locator("td").nth(5)).to_have_text("1 h")  # its retention.ms, 3600000
 
 
 def test_messages_browser_shows_records_as_text_never_as_markup(page, console, cluster):

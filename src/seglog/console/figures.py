@@ -13,11 +13,15 @@ from functools import partial
 from typing import Any
 
 from ..common import TopicPartition
-from ..errors import ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
+from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
 from ..protocol import ApiKey
 from ..protocol.message_data import (
     CreateTopicsRequestData,
     CreateTopicsResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
+    DescribeLogDirsRequestData,
+    DescribeLogDirsResponseData,
     FetchRequestData,
     FetchResponseData,
     MetadataResponseData,
@@ -107,9 +111,54 @@ def _under_replicated(p: MetadataResponseData.MetadataResponsePartition) -> bool
 
 
 def topics(client: ClusterClient) -> dict[str, Any]:
-    """Every topic: its partition count, replication factor and whether it is internal."""
-    found = topics_by_name(client.metadata(None))
-    return {"topics": [_topic_summary(name, t) for name, t in sorted(found.items()) if not t.error_code]}
+    """Every topic: its partition count, replication factor, whether it is internal, its size (its
+    leaders' replicas, from DescribeLogDirs; null when a leader did not answer) and retention."""
+    answer = client.metadata(None)
+    found = {name: t for name, t in topics_by_name(answer).items() if not t.error_code}
+    sizes = _sizes(client, found, {b.node_id for b in answer.brokers})
+    kept = _retention(client, sorted(found))
+    return {
+        "topics": [
+            _topic_summary(name, t) | {"size": sizes.get(name)} | kept.get(name, {})
+            for name, t in sorted(found.items())
+        ]
+    }
+
+
+def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[int]) -> dict[str, int]:
+    """Each topic's bytes on disk at its partitions' leaders (one copy of its data); a topic with a
+    leader that is not live or does not answer DescribeLogDirs has none."""
+    leader = {(name, p.partition_index): p.leader_id for name, t in topics.items() for p in t.partitions}
+    sizes = dict.fromkeys(topics, 0)
+    unknown = {name for (name, _), node in leader.items() if node not in live}
+    for node in sorted({n for n in leader.values() if n in live}):
+        try:
+            answer: DescribeLogDirsResponseData = client.broker(node).request(
+                ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=None)
+            )
+        except BrokerNotAvailableError:
+            unknown |= {name for (name, _), n in leader.items() if n == node}
+            continue
+        for d in answer.results:
+            for t in d.topics if not d.error_code else []:
+                for p in t.partitions:
+                    if leader.get((t.name, p.partition_index)) == node:
+                        sizes[t.name] += p.partition_size
+    return {name: size for name, size in sizes.items() if name not in unknown}
+
+
+def _retention(client: ClusterClient, names: list[str]) -> dict[str, dict[str, str | None]]:
+    """Each topic's retention.ms and cleanup.policy, in one DescribeConfigs of every topic."""
+    keys = {"retention.ms": "retentionMs", "cleanup.policy": "cleanupPolicy"}
+    Resource = DescribeConfigsRequestData.DescribeConfigsResource
+    wanted = [Resource(resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=list(keys)) for n in names]
+    request = DescribeConfigsRequestData(resources=wanted, include_synonyms=False, include_documentation=False)
+    answer: DescribeConfigsResponseData = client.request(ApiKey.DESCRIBE_CONFIGS, request)
+    return {
+        r.resource_name: {keys[c.name]: c.value for c in r.configs if c.name in keys}
+        for r in answer.results
+        if not r.error_code
+    }
 
 
 def _topic_summary(name: str, topic: MetadataTopic) -> dict[str, Any]:

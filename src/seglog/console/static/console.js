@@ -61,6 +61,25 @@ function data(value) {
   return el("span", {}, el("span", { class: "hex" }, value.hex), cut);
 }
 
+function bytes(n) {
+  if (n === null || n === undefined) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) (n /= 1024), i++;
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+// retention.ms as a person reads it; -1 is Kafka's "forever"
+function duration(ms) {
+  if (ms === null || ms === undefined) return "-";
+  const n = Number(ms);
+  if (n < 0) return "forever";
+  for (const [unit, size] of [["d", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]]) {
+    if (n >= size && n % size === 0) return `${n / size} ${unit}`;
+  }
+  return `${n} ms`;
+}
+
 function orDash(value) {
   return value === null || value === undefined ? "-" : value;
 }
@@ -187,9 +206,13 @@ async function topicsPage() {
     t.partitions,
     t.replicationFactor,
     t.underReplicated ? el("span", { class: "bad" }, t.underReplicated) : 0,
+    bytes(t.size),
+    duration(t.retentionMs),
+    t.cleanupPolicy ?? "",
     t.internal ? "yes" : "",
   ]);
-  const list = table("topics", ["Topic", "Partitions", "Replication", "Under-replicated", "Internal"], rows, [1, 2, 3]);
+  const headings = ["Topic", "Partitions", "Replication", "Under-replicated", "Size", "Retention", "Cleanup", "Internal"];
+  const list = table("topics", headings, rows, [1, 2, 3, 4, 5]);
   topics.forEach((t, i) => (list.tBodies[0].rows[i].dataset.topic = t.name));
   const filter = el("input", {
     id: "topic-filter",
