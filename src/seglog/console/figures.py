@@ -110,13 +110,15 @@ def _under_replicated(p: MetadataResponseData.MetadataResponsePartition) -> bool
     return len(p.isr_nodes) < len(p.replica_nodes)
 
 
-def topics(client: ClusterClient) -> dict[str, Any]:
-    """Every topic: its partition count, replication factor, whether it is internal, its size (its
-    leaders' replicas, from DescribeLogDirs; null when a leader did not answer) and retention."""
+def topics(client: ClusterClient, with_configs: bool = False) -> dict[str, Any]:
+    """Every topic: its partition count, replication factor, whether it is internal and its size
+    (its leaders' replicas, from DescribeLogDirs; null when a leader did not answer); with
+    ``with_configs``, its retention.ms and cleanup.policy too (one DescribeConfigs of every topic,
+    which a broker may take long to answer for many topics: the page asks it after the list)."""
     answer = client.metadata(None)
     found = {name: t for name, t in topics_by_name(answer).items() if not t.error_code}
     sizes = _sizes(client, found, {b.node_id for b in answer.brokers})
-    kept = _retention(client, sorted(found))
+    kept = _retention(client, sorted(found)) if with_configs else {}
     return {
         "topics": [
             _topic_summary(name, t) | {"size": sizes.get(name)} | kept.get(name, {})

@@ -207,13 +207,14 @@ async function topicsPage() {
     t.replicationFactor,
     t.underReplicated ? el("span", { class: "bad" }, t.underReplicated) : 0,
     bytes(t.size),
-    duration(t.retentionMs),
-    t.cleanupPolicy ?? "",
+    "…",
+    "…",
     t.internal ? "yes" : "",
   ]);
   const headings = ["Topic", "Partitions", "Replication", "Under-replicated", "Size", "Retention", "Cleanup", "Internal"];
   const list = table("topics", headings, rows, [1, 2, 3, 4, 5]);
   topics.forEach((t, i) => (list.tBodies[0].rows[i].dataset.topic = t.name));
+  fillConfigs(list);
   const filter = el("input", {
     id: "topic-filter",
     type: "search",
@@ -230,6 +231,24 @@ async function topicsPage() {
     el("p", {}, filter),
     list,
   ];
+}
+
+// the topics' retention and cleanup policy, asked after the list is drawn (DescribeConfigs of
+// every topic is the slow part of the list on a large cluster)
+async function fillConfigs(list) {
+  let topics;
+  try {
+    ({ topics } = await api("topics?configs=true"));
+  } catch (e) {
+    for (const row of list.tBodies[0].rows) row.cells[5].textContent = row.cells[6].textContent = "?";
+    return;
+  }
+  const byName = new Map(topics.map((t) => [t.name, t]));
+  for (const row of list.tBodies[0].rows) {
+    const t = byName.get(row.dataset.topic);
+    row.cells[5].textContent = duration(t?.retentionMs);
+    row.cells[6].textContent = t?.cleanupPolicy ?? "-";
+  }
 }
 
 function createTopicForm() {
