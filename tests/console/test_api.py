@@ -225,6 +225,29 @@ def test_create_topic_and_the_brokers_refusal(console, cluster):
     assert "too-replicated" not in kafka_topics(cluster.bootstrap)
 
 
+def test_add_partitions_and_change_configs_or_the_brokers_refusal(console, cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("altered", 1, 1)])["altered"].result(60)
+    assert post(console, "api/topics/altered/partitions", {"count": 3}) == (200, {"name": "altered", "partitions": 3})
+    assert len(kafka_topics(cluster.bootstrap)["altered"].partitions) == 3
+    status, refused = post(console, "api/topics/altered/partitions", {"count": 2})
+    assert status == 400
+    assert "altered" in refused["error"]
+
+    def retention() -> tuple[str, str]:
+        found = {c["name"]: c for c in get(console, "api/topics/altered")[1]["configs"]}["retention.ms"]
+        return found["value"], found["source"]
+
+    assert post(console, "api/topics/altered/configs", {"set": {"retention.ms": "60000"}})[0] == 200
+    assert retention() == ("60000", "DYNAMIC_TOPIC_CONFIG")
+    assert post(console, "api/topics/altered/configs", {"delete": ["retention.ms"]})[0] == 200
+    assert retention()[1] != "DYNAMIC_TOPIC_CONFIG"
+    status, refused = post(console, "api/topics/altered/configs", {"set": {"no.such.config": "1"}})
+    assert status == 400
+    assert "no.such.config" in refused["error"]
+    assert post(console, "api/topics/altered/configs", {})[0] == 400
+
+
 def test_create_topic_refuses_malformed_requests(console):
     assert post(console, "api/topics", b"{not json")[0] == 400
     assert post(console, "api/topics", {"name": "x", "partitions": "two"})[0] == 400
@@ -239,6 +262,9 @@ def test_a_read_only_console_refuses_to_create(read_only_console, cluster):
     assert status == 403
     assert "read-only" in refused["error"]
     assert "not-made" not in kafka_topics(cluster.bootstrap)
+    assert post(read_only_console, f"api/topics/{TOPIC}/partitions", {"count": 9})[0] == 403
+    assert post(read_only_console, f"api/topics/{TOPIC}/configs", {"set": {"retention.ms": "1"}})[0] == 403
+    assert len(kafka_topics(cluster.bootstrap)[TOPIC].partitions) == len(PRODUCED)
 
 
 def test_an_unreachable_cluster_is_502_and_the_console_goes_on():

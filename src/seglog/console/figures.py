@@ -16,6 +16,8 @@ from ..common import TopicPartition
 from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
 from ..protocol import ApiKey
 from ..protocol.message_data import (
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
     CreateTopicsRequestData,
     CreateTopicsResponseData,
     DescribeConfigsRequestData,
@@ -24,6 +26,8 @@ from ..protocol.message_data import (
     DescribeLogDirsResponseData,
     FetchRequestData,
     FetchResponseData,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
     MetadataResponseData,
 )
 from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
@@ -40,9 +44,9 @@ from ..tools.logdir import record_json
 from ..tools.remote import describe_configs
 from ..tools.transactions import described, listed
 
-CLIENT_ID = "seglog-console"
 TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic (Kafka's ConfigResource.Type.TOPIC)
 GROUP_KEY = 0  # FindCoordinator's key type of a group
+SET_CONFIG, DELETE_CONFIG = 0, 1  # IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType)
 # DescribeConfigs' config_source, as Kafka's ConfigSource names them (KIP-226)
 CONFIG_SOURCES = {
     0: "UNKNOWN",
@@ -218,11 +222,9 @@ def topic(client: ClusterClient, name: str) -> dict[str, Any]:
     return {**_topic_summary(name, found), "partitionList": partitions, "configs": configs}
 
 
-def create_topic(client: ClusterClient, body: Any, timeout_ms: int) -> dict[str, Any]:
+def create_topic(client: ClusterClient, body: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
     """Create the topic ``body`` names (``{"name", "partitions", "replicationFactor", "configs"}``;
     the counts default to the broker's); the broker's refusal is raised with its message."""
-    if not isinstance(body, dict):
-        raise ConsoleInputError("expected a JSON object: {name, partitions, replicationFactor, configs}")
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise ConsoleInputError("a topic needs a name")
@@ -243,6 +245,44 @@ def create_topic(client: ClusterClient, body: Any, timeout_ms: int) -> dict[str,
     result = answer.topics[0]
     check(result.error_code, f"cannot create topic {name}", result.error_message)
     return {"name": name, "partitions": result.num_partitions, "replicationFactor": result.replication_factor}
+
+
+def add_partitions(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, name: str) -> dict[str, Any]:
+    """Grow topic ``name`` to ``body["count"]`` partitions (CreatePartitions, the broker placing
+    the new ones); the broker's refusal (fewer than it has ...) is raised with its message."""
+    count = _int_field(body, "count", -1)
+    if count < 1:
+        raise ConsoleInputError("count is the topic's new number of partitions, from 1")
+    more = CreatePartitionsRequestData.CreatePartitionsTopic(name=name, count=count, assignments=None)
+    request = CreatePartitionsRequestData(topics=[more], timeout_ms=timeout_ms, validate_only=False)
+    answer: CreatePartitionsResponseData = client.request(ApiKey.CREATE_PARTITIONS, request)
+    result = answer.results[0]
+    check(result.error_code, f"cannot add partitions to {name}", result.error_message)
+    return {"name": name, "partitions": count}
+
+
+def alter_configs(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, name: str) -> dict[str, Any]:
+    """Set (``body["set"]``: {key: value}) and delete (``body["delete"]``: [key], back to the
+    broker's value) configs of topic ``name`` with IncrementalAlterConfigs; the broker's refusal (an
+    unknown key, a bad value) is raised with its message."""
+    changed, deleted = body.get("set") or {}, body.get("delete") or []
+    if not isinstance(changed, dict) or not all(isinstance(v, str) for v in changed.values()):
+        raise ConsoleInputError("set is an object of strings: {key: value}")
+    if not isinstance(deleted, list) or not all(isinstance(k, str) for k in deleted):
+        raise ConsoleInputError("delete is a list of config names")
+    if not changed and not deleted:
+        raise ConsoleInputError("nothing to change: give set or delete")
+    Op = IncrementalAlterConfigsRequestData.AlterableConfig
+    operations = [Op(name=k, config_operation=SET_CONFIG, value=v) for k, v in changed.items()]
+    operations += [Op(name=k, config_operation=DELETE_CONFIG, value=None) for k in deleted]
+    resource = IncrementalAlterConfigsRequestData.AlterConfigsResource(
+        resource_type=TOPIC_RESOURCE, resource_name=name, configs=operations
+    )
+    request = IncrementalAlterConfigsRequestData(resources=[resource], validate_only=False)
+    answer: IncrementalAlterConfigsResponseData = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+    result = answer.responses[0]
+    check(result.error_code, f"cannot alter the configs of {name}", result.error_message)
+    return {"name": name, "set": changed, "delete": deleted}
 
 
 def _int_field(body: dict[str, Any], key: str, default: int) -> int:
