@@ -105,7 +105,7 @@ def main() -> int:
             for label, path in [
                 ("cluster", "api/cluster"),
                 ("topics", "api/topics"),
-                ("topics' retention (asked after the list)", "api/topics?configs=true"),
+                ("topics' size and retention (after the list)", "api/topics?details=true"),
                 (f"topic {BROWSED}", f"api/topics/{BROWSED}"),
                 (f"messages: {RECORDS} of 1 KiB", f"api/topics/{BROWSED}/messages?partition=0&limit={RECORDS}"),
                 ("groups", "api/groups"),

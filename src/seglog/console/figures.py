@@ -114,21 +114,20 @@ def _under_replicated(p: MetadataResponseData.MetadataResponsePartition) -> bool
     return len(p.isr_nodes) < len(p.replica_nodes)
 
 
-def topics(client: ClusterClient, with_configs: bool = False) -> dict[str, Any]:
-    """Every topic: its partition count, replication factor, whether it is internal and its size
-    (its leaders' replicas, from DescribeLogDirs; null when a leader did not answer); with
-    ``with_configs``, its retention.ms and cleanup.policy too (one DescribeConfigs of every topic,
-    which a broker may take long to answer for many topics: the page asks it after the list)."""
+def topics(client: ClusterClient, details: bool = False) -> dict[str, Any]:
+    """Every topic: its partition count, replication factor and whether it is internal; with
+    ``details``, its size too (its leaders' replicas, from DescribeLogDirs; null when a leader did
+    not answer), retention.ms and cleanup.policy (one DescribeConfigs of every topic). The details
+    cost a broker more on many topics: the page asks them after drawing the list."""
     answer = client.metadata(None)
     found = {name: t for name, t in topics_by_name(answer).items() if not t.error_code}
-    sizes = _sizes(client, found, {b.node_id for b in answer.brokers})
-    kept = _retention(client, sorted(found)) if with_configs else {}
-    return {
-        "topics": [
-            _topic_summary(name, t) | {"size": sizes.get(name)} | kept.get(name, {})
-            for name, t in sorted(found.items())
-        ]
-    }
+    summaries = {name: _topic_summary(name, t) for name, t in sorted(found.items())}
+    if details:
+        sizes = _sizes(client, found, {b.node_id for b in answer.brokers})
+        kept = _retention(client, sorted(found))
+        for name, summary in summaries.items():
+            summary |= {"size": sizes.get(name)} | kept.get(name, {})
+    return {"topics": list(summaries.values())}
 
 
 def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[int]) -> dict[str, int]:

@@ -128,7 +128,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["cluster"]:
                     return figures.cluster(client)
                 case ["topics"]:
-                    return figures.topics(client, with_configs=query.get("configs", [""])[-1] == "true")
+                    return figures.topics(client, details=query.get("details", [""])[-1] == "true")
                 case ["topics", name] if name:
                     return figures.topic(client, name)
                 case ["topics", name, "messages"] if name:

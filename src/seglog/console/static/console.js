@@ -218,7 +218,7 @@ async function topicsPage() {
     t.partitions,
     t.replicationFactor,
     t.underReplicated ? el("span", { class: "bad" }, t.underReplicated) : 0,
-    bytes(t.size),
+    "…",
     "…",
     "…",
     t.internal ? "yes" : "",
@@ -226,7 +226,7 @@ async function topicsPage() {
   const headings = ["Topic", "Partitions", "Replication", "Under-replicated", "Size", "Retention", "Cleanup", "Internal"];
   const list = table("topics", headings, rows, [1, 2, 3, 4, 5]);
   topics.forEach((t, i) => (list.tBodies[0].rows[i].dataset.topic = t.name));
-  fillConfigs(list);
+  fillDetails(list);
   const filter = el("input", {
     id: "topic-filter",
     type: "search",
@@ -245,21 +245,23 @@ async function topicsPage() {
   ];
 }
 
-// the topics' retention and cleanup policy, asked after the list is drawn (DescribeConfigs of
-// every topic is the slow part of the list on a large cluster)
-async function fillConfigs(list) {
+// the topics' size, retention and cleanup policy, asked after the list is drawn: on a large
+// cluster they are the slow part of the list (DescribeLogDirs of every broker, DescribeConfigs of
+// every topic)
+async function fillDetails(list) {
+  const cells = (row) => [row.cells[4], row.cells[5], row.cells[6]];
   let topics;
   try {
-    ({ topics } = await api("topics?configs=true"));
+    ({ topics } = await api("topics?details=true"));
   } catch (e) {
-    for (const row of list.tBodies[0].rows) row.cells[5].textContent = row.cells[6].textContent = "?";
+    for (const row of list.tBodies[0].rows) for (const cell of cells(row)) cell.textContent = "?";
     return;
   }
   const byName = new Map(topics.map((t) => [t.name, t]));
   for (const row of list.tBodies[0].rows) {
-    const t = byName.get(row.dataset.topic);
-    row.cells[5].textContent = duration(t?.retentionMs);
-    row.cells[6].textContent = t?.cleanupPolicy ?? "-";
+    const t = byName.get(row.dataset.topic) || {};
+    const shown = [bytes(t.size), duration(t.retentionMs), t.cleanupPolicy ?? "-"];
+    cells(row).forEach((cell, i) => (cell.textContent = shown[i]));
   }
 }
 
