@@ -36,12 +36,19 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    of the same segment file over a loopback socket to a reader that only counts bytes;
    FETCH_ROUNDS rounds of each, alternated, best of each, with the broker's CPU per MiB
    fetched in the best fetch round;
-6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms.
+6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms;
+7. TLS beside plaintext (seglog alone): one broker with a PLAINTEXT and an SSL listener
+   (certificates from trustme), the produce and consume of steps 1-2 (1 partition,
+   acks=1) over each in turn, medians of TLS_ROUNDS rounds, the ratio of SSL's rate to
+   plaintext's and what TLS adds to the broker's CPU per MiB of records; and step 5's raw
+   fetch loop over TLS_FETCH_MIB MiB over each, alternated, best of TLS_ROUNDS, with the
+   broker's CPU per MiB fetched (plaintext's fetches use sendfile, SSL's read the segment
+   into memory and encrypt it).
 
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
 FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
 one of ``produce`` (steps 1-4: produce, consume, small requests, half-of-peak latency),
-``fetch`` (step 5) or ``startup`` (step 6), to measure one part alone). Figures on a
+``fetch`` (step 5), ``startup`` (step 6) or ``tls`` (step 7), to measure one part alone). Figures on a
 shared machine are not final.
 """
 
@@ -53,6 +60,7 @@ import glob
 import os
 import shutil
 import socket
+import ssl
 import statistics
 import struct
 import subprocess
@@ -82,6 +90,8 @@ VALUE = b"v" * 100
 CONSUME_BACKOFF_MS = 10
 PRODUCE_ROUNDS = 3
 CONSUME_ROUNDS = 3
+TLS_ROUNDS = 3
+TLS_FETCH_MIB = 256
 
 
 def free_port() -> int:
@@ -123,8 +133,8 @@ def wait_ready(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"no broker answered on port {port}")
 
 
-def start_seglog(data: str, *overrides: str) -> tuple[subprocess.Popen[bytes], int]:
-    port = free_port()
+def start_seglog(data: str, *overrides: str, port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
+    port = port or free_port()
     args = [sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
     args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
     for override in overrides:
@@ -156,8 +166,8 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         f.result(30)
 
 
-def produce(bootstrap: str, topic: str, acks: str) -> None:
-    producer = Producer(producer_config(bootstrap, acks))
+def produce(bootstrap: str, topic: str, acks: str, security: dict[str, object] | None = None) -> None:
+    producer = Producer({**producer_config(bootstrap, acks), **(security or {})})
     for i in range(RECORDS):
         while True:
             try:
@@ -180,13 +190,14 @@ def warm_group_coordinator(bootstrap: str) -> None:
         consumer.close()
 
 
-def consume(bootstrap: str, topic: str, partitions: int) -> None:
+def consume(bootstrap: str, topic: str, partitions: int, security: dict[str, object] | None = None) -> None:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "bench",
             "enable.auto.commit": False,
             "fetch.queue.backoff.ms": CONSUME_BACKOFF_MS,
+            **(security or {}),
         }
     )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
@@ -354,13 +365,15 @@ class FetchTemplate:
         return frame[at + 4 : at + 4 + max(size, 0)]
 
 
-def fetch_loop(port: int, topic: str, total: int) -> float:
-    """MB/s of reading ``total`` bytes of records with 1 MiB Fetch requests, one at a time."""
+def fetch_loop(port: int, topic: str, total: int, tls: ssl.SSLContext | None = None) -> float:
+    """MB/s of reading ``total`` bytes of records with 1 MiB Fetch requests, one at a time
+    (over TLS with ``tls``)."""
     template = FetchTemplate(topic)
     view = memoryview(bytearray(2 << 20))
     offset, got, correlation = 0, 0, 0
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    plain = socket.create_connection(("127.0.0.1", port))
+    plain.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    with plain if tls is None else tls.wrap_socket(plain, server_hostname="127.0.0.1") as sock:
         started = time.perf_counter()
         while got < total:
             correlation += 1
@@ -477,7 +490,7 @@ def startup_ms() -> float:
     return statistics.median(times)
 
 
-PARTS = ("produce", "fetch", "startup")
+PARTS = ("produce", "fetch", "startup", "tls")
 
 
 def main() -> int:
@@ -496,7 +509,68 @@ def main() -> int:
         )
     if "startup" in parts:
         print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
+    if "tls" in parts:
+        tls_part()
     return 0
+
+
+def tls_part() -> None:
+    """Step 7: produce and consume over SSL beside plaintext, one broker, in turn."""
+    import trustme
+
+    data = tempfile.mkdtemp(prefix="seglog-bench-")
+    ca = trustme.CA()
+    keystore, ca_file = os.path.join(data, "keystore.pem"), os.path.join(data, "ca.pem")
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(keystore)
+    ca.cert_pem.write_to_path(ca_file)
+    port, ssl_port = free_port(), free_port()
+    size = os.path.getsize(write_fetch_topic(os.path.join(data, "logs"), "raw", TLS_FETCH_MIB))
+    proc, _ = start_seglog(
+        os.path.join(data, "logs"),
+        f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+        "ssl.keystore.type=PEM",
+        f"ssl.keystore.location={keystore}",
+        port=port,
+    )
+    listeners = {"plaintext": (proc, port), "ssl": (proc, ssl_port)}
+    security: dict[str, dict[str, object]] = {
+        f"127.0.0.1:{port}": {},
+        f"127.0.0.1:{ssl_port}": {"security.protocol": "SSL", "ssl.ca.location": ca_file},
+    }
+    try:
+        warm_group_coordinator(f"127.0.0.1:{port}")
+        create_topic(f"127.0.0.1:{port}", "bench-tls", 1)
+        produced = in_turn(listeners, TLS_ROUNDS, lambda b: produce(b, "bench-tls", "1", security[b]))
+        consumed = in_turn(listeners, TLS_ROUNDS, lambda b: consume(b, "bench-tls", 1, security[b]))
+        fetched = fetch_in_turn(proc.pid, {"plaintext": (port, None), "ssl": (ssl_port, ca_file)}, size)
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
+    records_per_mib = (1 << 20) / len(VALUE)
+    print(f"\n{'TLS (1p acks=1)':16} {'listener':10} {'records/s':>12} {'broker CPU us/record':>21} {'ratio':>6}")
+    for phase, medians in (("produce", produced), ("consume", consumed)):
+        for name, (rate, cpu) in medians.items():
+            ratio = rate / medians["plaintext"][0]
+            print(f"{phase:16} {name:10} {rate:12,.0f} {cpu:21.2f} {ratio:6.0%}")
+        added = (medians["ssl"][1] - medians["plaintext"][1]) * records_per_mib / 1000
+        print(f"{phase:16} TLS adds {added:,.1f} ms of broker CPU per MiB of {len(VALUE)}-byte records")
+    print(f"\n{'raw fetch loop':16} {'listener':10} {'MB/s':>12} {'broker CPU us/MiB':>21} {'ratio':>6}")
+    for name, (rate, cpu) in fetched.items():
+        print(f"{TLS_FETCH_MIB:,} MiB{'':8} {name:10} {rate:12,.0f} {cpu:21,.0f} {rate / fetched['plaintext'][0]:6.0%}")
+
+
+def fetch_in_turn(pid: int, listeners: dict[str, tuple[int, str | None]], size: int) -> dict[str, tuple[float, float]]:
+    """Each listener's best raw fetch loop (MB/s) over TLS_ROUNDS alternated rounds, with the
+    broker's CPU µs per MiB in that round; a listener with a CA file is read over TLS."""
+    rounds: dict[str, list[tuple[float, float]]] = {name: [] for name in listeners}
+    for _ in range(TLS_ROUNDS):
+        for name, (port, ca_file) in listeners.items():
+            tls = None if ca_file is None else ssl.create_default_context(cafile=ca_file)
+            cpu = cpu_seconds(pid)
+            rate = fetch_loop(port, "raw", size, tls)
+            rounds[name].append((rate, (cpu_seconds(pid) - cpu) / (size / (1 << 20)) * 1e6))
+    return {name: max(results) for name, results in rounds.items()}
 
 
 def produce_part() -> None:

@@ -4,11 +4,13 @@ and what it takes, wherever a config comes in."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import pytest
 
 import seglog
+from seglog.broker.endpoint import broker_listeners
 from seglog.config import BROKER_KEYS, TOPIC_KEYS, BrokerConfig, validate_topic_config
 from seglog.errors import InvalidConfigurationError
 
@@ -101,6 +103,25 @@ BROKER_CASES = {
     "listeners": (None, None, "a comma-separated list"),
     "advertised.listeners": (None, None, "a comma-separated list"),
     "socket.request.max.bytes": (0, "100MB", "[1, 2147483647]"),
+    # the listeners' protocols and TLS: names and files are checked where the broker reads them
+    # (broker/endpoint.py, broker/tls.py)
+    "listener.security.protocol.map": (None, None, "a comma-separated list"),
+    "inter.broker.listener.name": ("", None, "a string"),
+    "security.inter.broker.protocol": ("TLS", 1, "PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+    "ssl.keystore.type": ("P12", 1, "JKS, PKCS12, PEM"),
+    "ssl.keystore.location": ("", None, "a string"),
+    "ssl.keystore.password": ("", None, "a string"),
+    "ssl.keystore.certificate.chain": ("", None, "a string"),
+    "ssl.keystore.key": ("", None, "a string"),
+    "ssl.key.password": ("", None, "a string"),
+    "ssl.truststore.type": ("P12", 1, "JKS, PKCS12, PEM"),
+    "ssl.truststore.location": ("", None, "a string"),
+    "ssl.truststore.password": ("", None, "a string"),
+    "ssl.truststore.certificates": ("", None, "a string"),
+    "ssl.client.auth": ("true", 1, "none, requested, required"),
+    "ssl.enabled.protocols": ("TLSv1.2,SSLv3", None, "TLSv1.2, TLSv1.3"),
+    "ssl.cipher.suites": (None, None, "a comma-separated list"),
+    "ssl.principal.mapping.rules": ("", None, "a string"),
     "num.io.threads": (2**31, "eight", "an int32"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
     "leader.imbalance.check.interval.seconds": (0, "5m", "[1, 9223372036854775807]"),
@@ -222,3 +243,87 @@ def test_open_takes_paths_and_refuses_what_is_no_path_or_mapping(tmp_path):
         seglog.open(5, background=False)  # type: ignore[arg-type]
     with pytest.raises(InvalidConfigurationError, match="mapping"):
         seglog.open(str(tmp_path / "b"), [("log.segment.bytes", 1024)], background=False)  # type: ignore[arg-type]
+
+
+# --- listeners and their per-listener keys ---------------------------------------------------------
+
+
+def test_a_listener_overrides_ssl_keys_for_itself_only():
+    config = BrokerConfig({"ssl.client.auth": "requested", "listener.name.MTLS.ssl.client.auth": "required"})
+    assert config.for_listener("MTLS", "ssl.client.auth") == "required"  # the prefix's name is lowercased
+    assert config.listener_key("mtls", "ssl.client.auth") == "listener.name.mtls.ssl.client.auth"
+    assert config.for_listener("SSL", "ssl.client.auth") == "requested"
+    assert config.for_listener("SSL", "ssl.enabled.protocols") == ("TLSv1.2", "TLSv1.3")
+    with pytest.raises(InvalidConfigurationError, match=r"listener\.name\.mtls\.ssl\.client\.auth.*none, requested"):
+        BrokerConfig({"listener.name.mtls.ssl.client.auth": "always"})
+    for unknown in ("listener.name.mtls.log.dirs", "listener.name.mtls.ssl.nonsense", "listener.name..ssl.client.auth"):
+        with pytest.raises(InvalidConfigurationError, match="unknown broker config"):
+            BrokerConfig({unknown: "x"})
+
+
+def test_a_secret_is_never_shown():
+    key = BROKER_KEYS["ssl.key.password"]
+    assert key.secret and key.shown("hunter2") == "[hidden]"
+    assert not BROKER_KEYS["ssl.client.auth"].secret
+    secret_int = dataclasses.replace(BROKER_KEYS["num.io.threads"], secret=True)
+    with pytest.raises(InvalidConfigurationError) as e:
+        secret_int.coerce("hunter2")
+    assert "hunter2" not in str(e.value) and "[hidden]" in str(e.value) and "num.io.threads" in str(e.value)
+
+
+def _listeners(values):
+    return broker_listeners(BrokerConfig(values))
+
+
+def test_listeners_named_mapped_and_advertised():
+    found = _listeners(
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:9092,SSL://:9093,MTLS://127.0.0.1:9094",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+            "advertised.listeners": "SSL://broker.example:19093",
+            "inter.broker.listener.name": "mtls",
+        }
+    )
+    assert [(x.name, x.protocol) for x in found.listeners] == [
+        ("PLAINTEXT", "PLAINTEXT"),
+        ("SSL", "SSL"),
+        ("MTLS", "SSL"),
+    ]
+    assert found.named("SSL").advertised == ("SSL", "broker.example", 19093)
+    assert found.named("MTLS").advertised == found.named("MTLS").bound  # not advertised: its own address
+    assert found.inter_broker == "MTLS"
+    assert _listeners({"listeners": "SSL://:0", "security.inter.broker.protocol": "SSL"}).inter_broker == "SSL"
+
+
+@pytest.mark.parametrize(
+    ("values", "error"),
+    [
+        ({"listeners": "MTLS://:9094"}, r"listeners: listener MTLS has no security protocol in listener\.security"),
+        ({"listeners": "PLAINTEXT://:1", "listener.security.protocol.map": "PLAINTEXT"}, "NAME:PROTOCOL"),
+        ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "maps PLAINTEXT to TLS, not a security protocol"),
+        ({"listener.security.protocol.map": "A:SSL,a:SSL,PLAINTEXT:PLAINTEXT"}, "maps A twice"),
+        ({"listeners": "PLAINTEXT://:9092,SSL://:9092"}, "listeners: each listener must have a different port"),
+        ({"listeners": "PLAINTEXT://:1,PLAINTEXT://:2"}, "listeners: each listener must have a different name"),
+        ({"listeners": ""}, "listeners is empty"),
+        (
+            {"listeners": "PLAINTEXT://:1,SASL_SSL://:2"},
+            "listener SASL_SSL uses SASL_SSL, which seglog does not support yet",
+        ),
+        ({"advertised.listeners": "SSL://h:1"}, r"advertised\.listeners: listener SSL is not among the listeners"),
+        ({"advertised.listeners": "PLAINTEXT://0.0.0.0:1"}, r"advertised\.listeners cannot use .*0\.0\.0\.0"),
+        ({"listeners": "SSL://:1"}, r"security\.inter\.broker\.protocol is PLAINTEXT, which must name a listener"),
+        ({"inter.broker.listener.name": "SSL"}, r"inter\.broker\.listener\.name is SSL, which must name a listener"),
+        ({"inter.broker.listener.name": "X"}, r"inter\.broker\.listener\.name: listener X is not in listener"),
+        (
+            {"listeners": "SSL://:1", "security.inter.broker.protocol": "SSL", "zookeeper.connect": "zk:2181"},
+            r"inter-broker listener SSL uses SSL, which brokers do not speak to each other yet",
+        ),
+        (
+            {"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
+            "only one of inter.broker.listener.name and security.inter.broker.protocol",
+        ),
+    ],
+)
+def test_bad_listeners_are_refused_naming_the_key(values, error):
+    with pytest.raises(InvalidConfigurationError, match=error):
+        _listeners(values)

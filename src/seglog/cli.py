@@ -54,7 +54,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = (remote.build_parser() if remote.wants_broker(argv) else build_parser()).parse_args(argv)
     level = logging.WARNING - 10 * args.verbose
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    # Kafka's log4j layout ([%d] %p %m (%c)): a broker's log says when each thing happened
+    logging.basicConfig(
+        level=level,
+        format="[%(asctime)s,%(msecs)03d] %(levelname)s %(message)s (%(name)s)",
+        datefmt="%Y-%m-%d %H:%M:%S",
+        stream=sys.stderr,
+    )
     try:
         return int(args.run(args))
     except UsageError as e:

@@ -13,12 +13,14 @@ path: one attribute per topic key, with dots turned into underscores
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidConfigurationError
 
+HIDDEN = "[hidden]"  # what a secret value shows as
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 INT_MIN, INT_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -100,6 +102,7 @@ class Key:
     minimum: float | None = None
     choices: tuple[str, ...] | None = None
     maximum: float | None = None
+    secret: bool = False  # Kafka's PASSWORD type: its value is never shown (errors, logs, DescribeConfigs)
 
     def bounds(self) -> tuple[float, float] | None:
         """The lowest and highest value of a numeric key: its type's, narrowed by the key's."""
@@ -126,21 +129,31 @@ class Key:
             return "a string"
         return f"{_TYPE_RANGES[self.parse][0]} in [{_number(bounds[0])}, {_number(bounds[1])}]"
 
+    def shown(self, value: Any) -> str:
+        """``value`` as an error message or a log line may show it: a secret's as Kafka's
+        ``Password.toString``, [hidden]."""
+        return HIDDEN if self.secret else repr(value)
+
     def coerce(self, value: Any) -> Any:
         try:
             parsed = self.parse(value)
         except (TypeError, ValueError) as e:
+            reason = "" if self.secret else f": {e}"  # the parser's message may quote the value
             raise InvalidConfigurationError(
-                f"invalid value {value!r} for {self.name}: {e}; must be {self.allowed()}"
+                f"invalid value {self.shown(value)} for {self.name}{reason}; must be {self.allowed()}"
             ) from None
         bounds = self.bounds()
         if bounds is not None and not bounds[0] <= parsed <= bounds[1]:
-            raise InvalidConfigurationError(f"invalid value {value!r} for {self.name}: must be {self.allowed()}")
+            raise InvalidConfigurationError(
+                f"invalid value {self.shown(value)} for {self.name}: must be {self.allowed()}"
+            )
         if self.choices is not None:
             values = parsed if isinstance(parsed, tuple) else (parsed,)
             bad = [v for v in values if v not in self.choices]
             if bad:
-                raise InvalidConfigurationError(f"invalid value {value!r} for {self.name}: must be {self.allowed()}")
+                raise InvalidConfigurationError(
+                    f"invalid value {self.shown(value)} for {self.name}: must be {self.allowed()}"
+                )
         return parsed
 
 
@@ -520,6 +533,92 @@ for _key in (
     BROKER_KEYS[_key.name] = _key
 
 
+# Kafka's security protocols; a listener's name maps to one (listener.security.protocol.map)
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_STORE_TYPES = ("JKS", "PKCS12", "PEM")
+
+# the listeners' names and protocols, and TLS (Kafka's SocketServerConfigs and SslConfigs)
+BROKER_KEYS.update(
+    (k.name, k)
+    for k in (
+        Key(
+            "listener.security.protocol.map",
+            _list,
+            tuple(f"{p}:{p}" for p in SECURITY_PROTOCOLS),
+            "Each listener name's security protocol, NAME:PROTOCOL pairs.",
+        ),
+        Key(
+            "inter.broker.listener.name",
+            str,
+            None,
+            "The listener brokers reach each other on; security.inter.broker.protocol's name when unset.",
+        ),
+        Key(
+            "security.inter.broker.protocol",
+            str,
+            "PLAINTEXT",
+            "The protocol brokers reach each other with, when inter.broker.listener.name is unset.",
+            choices=SECURITY_PROTOCOLS,
+        ),
+        Key("ssl.keystore.type", str, "JKS", "The keystore's format; seglog reads PEM.", choices=_STORE_TYPES),
+        Key("ssl.keystore.location", str, None, "A PEM file holding the private key and its certificate chain."),
+        Key("ssl.keystore.password", str, None, "The keystore's password (JKS and PKCS12 only).", secret=True),
+        Key("ssl.keystore.certificate.chain", str, None, "The certificate chain, PEM text.", secret=True),
+        Key("ssl.keystore.key", str, None, "The private key, PEM text (PKCS#8, encrypted or not).", secret=True),
+        Key("ssl.key.password", str, None, "The password of an encrypted private key.", secret=True),
+        Key("ssl.truststore.type", str, "JKS", "The truststore's format; seglog reads PEM.", choices=_STORE_TYPES),
+        Key(
+            "ssl.truststore.location",
+            str,
+            None,
+            "A PEM file of the CA certificates client certificates are checked against.",
+        ),
+        Key("ssl.truststore.password", str, None, "The truststore's password (JKS and PKCS12 only).", secret=True),
+        Key("ssl.truststore.certificates", str, None, "The trusted CA certificates, PEM text.", secret=True),
+        Key(
+            "ssl.client.auth",
+            str,
+            "none",
+            "Whether a client must (required), may (requested) or need not (none) present a certificate.",
+            choices=("none", "requested", "required"),
+        ),
+        Key(
+            "ssl.enabled.protocols",
+            _list,
+            ("TLSv1.2", "TLSv1.3"),
+            "The TLS versions a listener accepts.",
+            choices=("TLSv1.2", "TLSv1.3"),
+        ),
+        Key("ssl.cipher.suites", _list, None, "The TLS 1.2 cipher suites a listener accepts; OpenSSL's when unset."),
+        Key(
+            "ssl.principal.mapping.rules",
+            str,
+            "DEFAULT",
+            "Rules mapping a client certificate's distinguished name to a principal's name.",
+        ),
+    )
+)
+# Keys a listener may override for itself as listener.name.<name in lowercase>.<key>
+LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
+_LISTENER_PREFIX = "listener.name."
+
+
+def listener_override(name: str) -> tuple[str, Key] | None:
+    """``listener.name.<listener>.<key>``: the listener (lowercased, as Kafka's prefix is) and
+    the broker key overridden for it; None for any other name."""
+    if not name.startswith(_LISTENER_PREFIX):
+        return None
+    listener, _, base = name[len(_LISTENER_PREFIX) :].partition(".")
+    key = BROKER_KEYS.get(base)
+    if not listener or key is None or not base.startswith(LISTENER_KEY_PREFIXES):
+        return None
+    return listener.lower(), key
+
+
+def is_broker_key(name: str) -> bool:
+    return name in BROKER_KEYS or listener_override(name) is not None
+
+
 # the group and transaction coordinators' keys, with Kafka's defaults and ranges
 BROKER_KEYS.update(
     (k.name, k)
@@ -631,7 +730,12 @@ class BrokerConfig:
         for name, value in (values or {}).items():
             key = BROKER_KEYS.get(name)
             if key is None:
-                raise InvalidConfigurationError(f"unknown broker config {name!r}")
+                override = listener_override(name)
+                if override is None:
+                    raise InvalidConfigurationError(f"unknown broker config {name!r}")
+                listener, base = override
+                name = f"{_LISTENER_PREFIX}{listener}.{base.name}"
+                key = dataclasses.replace(base, name=name)  # its errors name the key as written
             self._values[name] = key.coerce(value)
 
     def __getitem__(self, name: str) -> Any:
@@ -641,6 +745,16 @@ class BrokerConfig:
 
     def is_set(self, name: str) -> bool:
         return name in self._values
+
+    def listener_key(self, listener: str, name: str) -> str:
+        """The key that gives ``name`` its value on ``listener``: the listener's own
+        ``listener.name.<listener>.<name>`` when set, else the broker-wide ``name``."""
+        own = f"{_LISTENER_PREFIX}{listener.lower()}.{name}"
+        return own if own in self._values else name
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """``name``'s value on ``listener`` (see ``listener_key``)."""
+        return self[self.listener_key(listener, name)]
 
     @property
     def log_dirs(self) -> tuple[str, ...]:

@@ -4,9 +4,13 @@ bytes and connections; start and stop are logged."""
 from __future__ import annotations
 
 import logging
+import socket
 import urllib.request
 
+import pytest
 from confluent_kafka import Producer
+
+import seglog.broker
 
 from .conftest import PRODUCER, consume_assigned
 
@@ -39,3 +43,19 @@ def test_metrics_endpoint_and_log_lines(seglog_broker_factory, caplog) -> None:
     messages = [r.getMessage() for r in caplog.records if r.name == "seglog.broker"]
     assert any("started" in m and broker.bootstrap_servers.split(":")[1] in m for m in messages)
     assert any("stopped" in m for m in messages)
+
+
+def test_a_taken_metrics_port_fails_the_start_and_undoes_it(tmp_path, caplog) -> None:
+    """The start fails saying why, after the logs loaded and the listener bound: the listener is
+    closed again and the logs closed cleanly, so that the same port and dir serve the next start."""
+    with socket.socket() as taken, socket.socket() as probe:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()
+        with caplog.at_level(logging.INFO, "seglog.broker"), pytest.raises(OSError, match="in use"):
+            seglog.broker.start(str(tmp_path), port, metrics_port=taken.getsockname()[1])
+    assert "broker stopped: logs closed cleanly" in caplog.text
+    with seglog.broker.start(str(tmp_path), port) as broker:
+        assert broker.bootstrap_servers.endswith(f":{port}")

@@ -71,8 +71,12 @@ def test_listeners() -> None:
     assert parse_endpoint("PLAINTEXT://:9092") == ("PLAINTEXT", "", 9092)
     assert parse_endpoint("plaintext://127.0.0.1:0") == ("PLAINTEXT", "127.0.0.1", 0)
     assert parse_endpoint("PLAINTEXT://[::1]:9092").host == "::1"
-    for bad in ("localhost:9092", "PLAINTEXT://h:99999", "SSL://h:9093"):
-        with pytest.raises(InvalidConfigurationError):
+    assert parse_endpoint("mtls://h:9094") == ("MTLS", "h", 9094)  # names upper case, as Kafka's
+    for bad in ("localhost:9092", "PLAINTEXT://h:99999", "PLAINTEXT://h"):
+        with pytest.raises(InvalidConfigurationError, match="listeners"):
             parse_endpoint(bad)
-    with pytest.raises(InvalidConfigurationError, match="one PLAINTEXT listener"):
-        parse_endpoints(("PLAINTEXT://:1", "PLAINTEXT://:2"))
+    with pytest.raises(InvalidConfigurationError, match="different name, not PLAINTEXT twice"):
+        parse_endpoints(("PLAINTEXT://:1", "plaintext://:2"))
+    with pytest.raises(InvalidConfigurationError, match="different port, not 9092 twice"):
+        parse_endpoints(("PLAINTEXT://:9092", "SSL://127.0.0.1:9092"))
+    assert len(parse_endpoints(("PLAINTEXT://:0", "SSL://:0"))) == 2  # any free port, twice

@@ -66,6 +66,7 @@ TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 # DescribeConfigs' config types
 _TYPES = {"bool": 1, "str": 2, "int": 5, "float": 6, "list": 7}
+_PASSWORD = 9
 
 
 def config_string(value: Any) -> str | None:
@@ -383,7 +384,8 @@ class AdminManager:
     def _broker_entry(
         self, key: str, synonyms: bool, docs: bool
     ) -> DescribeConfigsResponseData.DescribeConfigsResourceResult:
-        value = self.config[key]
+        secret = BROKER_KEYS[key].secret  # a password's value is not told, as Kafka tells none (is_sensitive)
+        value = None if secret else self.config[key]
         source = STATIC_BROKER_CONFIG if self.config.is_set(key) else DEFAULT_CONFIG
         return DescribeConfigsResponseData.DescribeConfigsResourceResult(
             name=key,
@@ -391,8 +393,9 @@ class AdminManager:
             read_only=True,  # static: read from server.properties at start
             is_default=source == DEFAULT_CONFIG,
             config_source=source,
+            is_sensitive=secret,
             synonyms=[_synonym(key, value, source)] if synonyms else [],
-            config_type=_config_type(value),
+            config_type=_PASSWORD if secret else _config_type(value),
             documentation=BROKER_KEYS[key].doc if docs else None,
         )
 

@@ -54,7 +54,7 @@ from ..records import Compression
 from ..records.conversion import to_legacy
 from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
 from ..storage import EARLIEST_TIMESTAMP
-from .metadata_cache import TopicMetadata
+from .metadata_cache import BrokerInfo, TopicMetadata
 from .network import abandoned_on_disconnect
 from .replica_manager import (
     NONE,
@@ -65,6 +65,7 @@ from .replica_manager import (
     ReplicaManager,
     TopicPartition,
 )
+from .request_context import current_request
 from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
@@ -128,12 +129,12 @@ class KafkaApis:
         else:
             for entry in requested:
                 topics.append(await self._requested_topic(entry.name, entry.topic_id, allow_create))
-        brokers = self.metadata.brokers()  # after the awaits above: the same snapshot as the last topic's
-        _hide_leaders_not_alive(topics, {b.broker_id for b in brokers})
+        brokers = _on_listener(self.metadata.brokers())  # after the awaits: the same snapshot as the last topic's
+        _hide_leaders_not_alive(topics, {b.broker_id for b, _ in brokers})
         return MetadataResponseData(
             brokers=[
-                MetadataResponseData.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
-                for b in brokers
+                MetadataResponseData.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
+                for b, (host, port) in brokers
             ],
             cluster_id=self.metadata.cluster_id,
             controller_id=self.metadata.controller_id,
@@ -384,9 +385,9 @@ class KafkaApis:
             controller_id=self.metadata.controller_id,
             brokers=[
                 DescribeClusterResponseData.DescribeClusterBroker(
-                    broker_id=b.broker_id, host=b.host, port=b.port, rack=b.rack
+                    broker_id=b.broker_id, host=host, port=port, rack=b.rack
                 )
-                for b in self.metadata.brokers()
+                for b, (host, port) in _on_listener(self.metadata.brokers())
             ],
         )
         if endpoint_type != 1:  # as Kafka's AuthHelper: a controller's is mismatched here, another unsupported
@@ -449,6 +450,14 @@ def _list_offsets_response(
     return ListOffsetsResponseData(
         topics=[ListOffsetsResponseData.ListOffsetsTopicResponse(name=n, partitions=p) for n, p in by_topic.items()]
     )
+
+
+def _on_listener(brokers: list[BrokerInfo]) -> list[tuple[BrokerInfo, tuple[str, int]]]:
+    """The brokers with their addresses on the listener the request came in on (Kafka's
+    ``getAliveBrokerNodes(listenerName)``): a broker without that listener is left out."""
+    listener = current_request().listener_name
+    found = [(b, b.address(listener)) for b in brokers]
+    return [(b, address) for b, address in found if address is not None]
 
 
 def _hide_leaders_not_alive(topics: list[MetadataResponseData.MetadataResponseTopic], alive: set[int]) -> None:

@@ -40,6 +40,7 @@ from ..errors import (
 from ..protocol import ApiKey
 from ..protocol.message_data import ControlledShutdownRequestData
 from .controller_channel_manager import SOCKET_TIMEOUT_S, ControllerChannelManager
+from .endpoint import broker_listeners
 from .metadata_cache import BrokerInfo
 from .replica_manager import ReplicaManager
 
@@ -53,12 +54,13 @@ class ClusterMember:
         self.config = config
         self.broker = broker
         self.replicas = replicas
+        self.listeners = broker_listeners(config)
         self.zk = ZkClient(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
-        self.channel = ControllerChannelManager()
+        self.channel = ControllerChannelManager(self.listeners.inter_broker)
         self.controller: KafkaController | None = None
         self._config_change_seen = ""
 
@@ -81,7 +83,7 @@ class ClusterMember:
             self.zk.on_new_session(self._on_config_changes)  # watches end with the session
             registration = znodes.BrokerRegistration(
                 self.broker.broker_id,
-                (znodes.EndPoint("PLAINTEXT", self.broker.host, self.broker.port),),
+                self._endpoints(),
                 int(time.time() * 1000),
                 rack=self.config["broker.rack"],
             )
@@ -91,6 +93,13 @@ class ClusterMember:
         except BaseException:
             self.shutdown(controlled=False)
             raise
+
+    def _endpoints(self) -> tuple[znodes.EndPoint, ...]:
+        """Each listener's advertised address and protocol, as Kafka registers them."""
+        return tuple(
+            znodes.EndPoint(name, host, port, self.listeners.named(name).protocol)
+            for name, host, port in self.broker.endpoints
+        )
 
     def shutdown(self, controlled: bool = True) -> None:
         if controlled and self.config["controlled.shutdown.enable"] and not self.zk.closed:
@@ -129,7 +138,7 @@ class ClusterMember:
         registration = None if controller_id is None else self.zk.get_broker(controller_id)
         if registration is None:
             raise BrokerNotAvailableError("no controller is registered")
-        host, port = endpoint_of(registration)
+        host, port = endpoint_of(registration, self.listeners.inter_broker)
         with BlockingConnection(host, port, f"broker-{self.broker.broker_id}", timeout=SOCKET_TIMEOUT_S) as conn:
             body = ControlledShutdownRequestData(broker_id=self.broker.broker_id, broker_epoch=self.broker_epoch)
             answer = conn.request(ApiKey.CONTROLLED_SHUTDOWN, body, CONTROLLED_SHUTDOWN_VERSION)

@@ -177,7 +177,9 @@ class ControllerApis:
         chosen = next((e for e in endpoints if e.listener == self._listener), endpoints[0] if endpoints else None)
         if chosen is None:
             return BrokerInfo(broker.id, "", -1, broker.rack)
-        return BrokerInfo(broker.id, chosen.host, chosen.port, broker.rack)
+        # every listener's address, for the clients of each (Metadata answers per listener)
+        addresses = tuple((e.listener, e.host, e.port) for e in endpoints)
+        return BrokerInfo(broker.id, chosen.host, chosen.port, broker.rack, endpoints=addresses)
 
     # --- StopReplica -----------------------------------------------------------------------------
 

@@ -56,8 +56,9 @@ API_VERSIONS: dict[type[ControllerRequest], tuple[ApiKey, int]] = {
 class _Sender:
     """One broker's queue and the thread that empties it, in order, over one connection."""
 
-    def __init__(self, broker: BrokerRegistration) -> None:
+    def __init__(self, broker: BrokerRegistration, listener: str) -> None:
         self.broker = broker
+        self.listener = listener  # the inter-broker listener, whose address the controller uses
         self.queue: queue.Queue[tuple[ControllerRequest, ResponseHandler | None] | None] = queue.Queue()
         self.stopped = threading.Event()
         self._conn: BlockingConnection | None = None
@@ -83,7 +84,7 @@ class _Sender:
         while not self.stopped.is_set():
             try:
                 if self._conn is None:
-                    host, port = endpoint_of(self.broker)
+                    host, port = endpoint_of(self.broker, self.listener)
                     self._conn = BlockingConnection(host, port, "seglog-controller", timeout=SOCKET_TIMEOUT_S)
                 return self._conn.request(api_key, body, version)
             # as Kafka's RequestSendThread: whatever failed (unreachable, a broken answer, ApiVersions
@@ -113,7 +114,8 @@ class _Sender:
 class ControllerChannelManager:
     """The ``ControllerChannel`` of a broker's controller: requests to each live broker over TCP."""
 
-    def __init__(self) -> None:
+    def __init__(self, listener: str = "PLAINTEXT") -> None:
+        self.listener = listener  # the inter-broker listener's name: brokers are reached there
         self._lock = threading.Lock()
         self._senders: dict[int, _Sender] = {}
 
@@ -124,7 +126,7 @@ class ControllerChannelManager:
                 return
             if old is not None:
                 old.stop()
-            self._senders[broker.broker_id] = _Sender(broker)
+            self._senders[broker.broker_id] = _Sender(broker, self.listener)
 
     def remove_broker(self, broker_id: int) -> None:
         with self._lock:

@@ -140,9 +140,11 @@ class GroupApis:
         found = self.metadata.topic(topic)
         known = found is not None and 0 <= partition < len(found.partitions)
         broker = self.metadata.broker(found.partitions[partition].leader) if found and known else None
-        if broker is None:
+        # its address on the listener the request came in on, as Metadata gives it
+        address = broker.address(current_request().listener_name) if broker is not None else None
+        if broker is None or address is None:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE, "no leader")
-        return Coordinator(key, broker.broker_id, broker.host, broker.port, ErrorCode.NONE, None)
+        return Coordinator(key, broker.broker_id, *address, ErrorCode.NONE, None)
 
     async def _group_partition(self, group_id: str) -> TopicPartition:
         await self.groups.ensure_offsets_topic()

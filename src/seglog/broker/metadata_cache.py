@@ -21,6 +21,15 @@ class BrokerInfo:
     host: str
     port: int
     rack: str | None = None
+    # its address on each listener, (name, host, port); empty when only host:port is known
+    endpoints: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Its address for a client of ``listener`` (Kafka answers each request with the endpoints
+        of the listener it came in on); None when the broker has no such listener."""
+        if not self.endpoints:
+            return self.host, self.port
+        return next(((host, port) for name, host, port in self.endpoints if name == listener), None)
 
 
 @dataclass(frozen=True)

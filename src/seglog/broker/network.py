@@ -37,6 +37,11 @@ disconnects (``abandoned_on_disconnect``): it would otherwise wait out its
 Sockets are used directly (non-blocking ``send``, ``recv``), not through transports: with
 no write buffer of asyncio's own in between, ``os.sendfile`` can follow the bytes before
 it directly, with an explicit offset that leaves the segment file's position alone.
+
+A TLS listener's connection has a ``Transport`` (tls.py's): it is read through the
+transport's SSL socket as a plain one is (once its handshake is done), and written
+through the transport, which encrypts what sendfile would have sent. A plaintext
+connection has none and goes the paths above unchanged.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ import errno
 import logging
 import os
 import socket
+import ssl
 import time
 import types
 from collections.abc import Callable, Coroutine, Generator, Iterator, Mapping
@@ -87,6 +93,21 @@ class ConnectionClosed(Exception):
     pass
 
 
+class Transport(Protocol):
+    """What a connection of a TLS listener reads and writes through (tls.py's TlsTransport)."""
+
+    @property
+    def sock(self) -> socket.socket: ...  # the SSL socket, read as a plain one
+
+    async def handshake(self, peer: str) -> Any: ...  # the client's principal; None: failed, close
+    def pending(self) -> int: ...  # bytes decrypted that the socket will not signal
+    def write(self, parts: list[Any]) -> list[Any]: ...  # as _write: what is left to write
+
+
+# what a read of a TLS socket with nothing to read raises (a plain socket's BlockingIOError)
+_NOTHING_YET = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
+
+
 class Abandonable(Protocol):
     """A wait a request is in that its client's disconnection ends (a purgatory's operation)."""
 
@@ -122,9 +143,11 @@ Handler = Callable[[Request, "Connection"], Coroutine[Any, Any, Any]]
 
 class Connection:
     def __init__(self, sock: socket.socket, server: SocketServer) -> None:
-        self.sock = sock
+        self.transport = None if server.transport is None else server.transport(sock)
+        self.sock = sock if self.transport is None else self.transport.sock
         self.server = server
-        self.peer = _peer(sock)
+        self.peer = _peer(self.sock)
+        self.principal: Any = None  # who the client authenticated as (a TLS transport's handshake)
         self.closed = False
         self.lost = False  # the reader met the end of the stream (or an error): the client is gone
         self.waiting: set[Abandonable] = set()
@@ -133,7 +156,7 @@ class Connection:
         # class only moves its bytes
         self.protocol = ServerConnection(server.served, server.max_frame_size)
         self._loop = asyncio.get_running_loop()
-        self._fd = sock.fileno()
+        self._fd = self.sock.fileno()
         self._jobs: collections.deque[_Job] = collections.deque()  # the processor's, in request order
         self._busy = False  # the processor is on a job: a new request waits its turn
         self._reading = False
@@ -145,6 +168,8 @@ class Connection:
         self._context.run(_current.set, self)
 
     async def run(self) -> None:
+        if self.transport is not None and not await self._handshake(self.transport):
+            return
         processor = self._loop.create_task(self._process(), context=self._context)
         self._resume_reading()
         try:
@@ -162,6 +187,15 @@ class Connection:
             self._jobs.clear()
             self.close()
 
+    async def _handshake(self, transport: Transport) -> bool:
+        """A TLS connection's handshake; False when it failed and the connection is closed."""
+        try:
+            self.principal = await transport.handshake(self.peer)
+        finally:
+            if self.principal is None:  # failed, or the server stopped meanwhile
+                self.close()
+        return self.principal is not None
+
     def close(self) -> None:
         if not self.closed:
             self.closed = True
@@ -175,6 +209,8 @@ class Connection:
         if not self._reading and not self.lost and not self.closed:
             self._reading = True
             self._loop.add_reader(self._fd, self._on_readable)
+            if self.transport is not None:
+                self._read_pending(self.transport)
 
     def _pause_reading(self) -> None:
         if self._reading:
@@ -186,7 +222,7 @@ class Connection:
         completes answered at once or handed to the processor."""
         try:
             self._receive()
-        except BlockingIOError:
+        except _NOTHING_YET:
             return
         except ConnectionClosed:
             pass
@@ -195,8 +231,20 @@ class Connection:
         except Exception as e:  # a frame that breaks the protocol (or a fault of ours): closed, as Kafka does
             log.warning("closing the connection from %s: %s", self.peer, e)
         else:
+            if self.transport is not None:
+                self._read_pending(self.transport)
             return
         self._end_of_stream()
+
+    def _read_pending(self, transport: Transport) -> None:
+        """Read on in the loop's next turn while TLS holds decrypted bytes: the socket has
+        nothing to say about them."""
+        if self._reading and transport.pending():
+            self._loop.call_soon(self._on_buffered)
+
+    def _on_buffered(self) -> None:
+        if self._reading:
+            self._on_readable()
 
     def _receive(self) -> None:
         """One receive into the protocol: straight into the buffer of a frame under way (one
@@ -354,6 +402,8 @@ class Connection:
         """As much of ``parts`` as the socket takes now (bytes with send, storage
         FileSlices with os.sendfile, at an explicit offset that leaves the segment file's
         position alone); what is left, as parts to write once there is room."""
+        if self.transport is not None:
+            return self.transport.write(parts)
         pending: list[Any] = []
         for i, part in enumerate(parts):
             if isinstance(part, bytes | bytearray | memoryview):
@@ -482,7 +532,8 @@ def _peer(sock: socket.socket) -> str:
 
 
 class SocketServer:
-    """Accepts connections on one listener and runs a ``Connection`` for each."""
+    """Accepts connections on one listener and runs a ``Connection`` for each; ``transport``
+    wraps each accepted socket on a TLS listener."""
 
     def __init__(
         self,
@@ -493,7 +544,12 @@ class SocketServer:
         max_frame_size: int,
         metrics: Any,
         answers_at_once: Callable[[Request], bool] = lambda request: False,
+        *,
+        listener: str = "PLAINTEXT",
+        transport: Callable[[socket.socket], Transport] | None = None,
     ) -> None:
+        self.listener = listener  # its name
+        self.transport = transport
         self.handler = handler
         self.answers_at_once = answers_at_once
         # the versions served, by API key (the routing table's: it may grow while connections are open)

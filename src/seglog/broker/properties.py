@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..config import BROKER_KEYS, BrokerConfig
+from ..config import BrokerConfig, is_broker_key
 from ..errors import InvalidConfigurationError
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def broker_config(values: Mapping[str, Any], source: str = "config") -> BrokerCo
     """A ``BrokerConfig`` from Kafka's keys; unknown keys are logged and left out."""
     known = {}
     for key, value in values.items():
-        if key in BROKER_KEYS:
+        if is_broker_key(key):
             known[key] = value
         else:
             log.warning("%s: ignoring %r, a key seglog's broker does not use", source, key)

@@ -517,9 +517,12 @@ class ReplicaManager:
             await asyncio.sleep(max_lag / 2000)
             now = self._clock()
             for partition in list(self._partitions.values()):
-                shrunk = partition.isr_to_shrink(now, max_lag)
-                if shrunk is not None:
-                    self._alter_isr(partition, shrunk)
+                try:  # one partition's failure must not end the task, and with it every ISR check
+                    shrunk = partition.isr_to_shrink(now, max_lag)
+                    if shrunk is not None:
+                        self._alter_isr(partition, shrunk)
+                except Exception:
+                    log.exception("%s-%d: ISR check failed", partition.topic, partition.index)
 
     def _endpoint(self, broker_id: int) -> tuple[str, int] | None:
         found = self.metadata.broker(broker_id)

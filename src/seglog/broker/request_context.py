@@ -1,7 +1,8 @@
 """Who sent the request being handled: Kafka's ``RequestContext``, as a context variable.
 
 Handlers take the request's version and body; the few that need the client's id or
-address (JoinGroup records them for DescribeGroups) read them here. The server sets it
+address (JoinGroup records them for DescribeGroups), its listener (Metadata answers with
+that listener's endpoints) or its principal read them here. The server sets it
 for each request in the task that runs the handler, so concurrent requests on other
 connections each see their own.
 """
@@ -10,12 +11,29 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
+from typing import NamedTuple
+
+
+class KafkaPrincipal(NamedTuple):
+    """Who a connection authenticated as (Kafka's ``KafkaPrincipal``): ``User:ANONYMOUS`` on a
+    plaintext listener or a TLS one without a client certificate."""
+
+    principal_type: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.principal_type}:{self.name}"
+
+
+ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
 
 
 @dataclass(frozen=True)
 class RequestContext:
     client_id: str
     client_host: str  # as Kafka prints it: "/127.0.0.1"
+    listener_name: str = "PLAINTEXT"  # the listener the request came in on
+    principal: KafkaPrincipal = ANONYMOUS
 
 
 NO_CONTEXT = RequestContext("", "")

@@ -1,7 +1,8 @@
 """The broker: storage, the replica manager, request handlers and the socket server, wired.
 
 ``KafkaServer`` runs inside an asyncio event loop: ``startup`` opens the log dirs (in
-a thread: recovery may take a while), binds the listener and starts serving;
+a thread: recovery may take a while), binds its listeners (a socket server each, TLS on
+the SSL ones) and starts serving;
 ``shutdown`` stops accepting, closes connections, answers waiting fetches, and closes
 the logs cleanly (checkpoints, clean-shutdown marker, lock released).
 """
@@ -25,15 +26,16 @@ from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
-from .endpoint import parse_endpoints
+from .endpoint import Listener, broker_listeners
 from .group_apis import GroupApis
 from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
-from .request_context import RequestContext, client_host, set_current_request
+from .request_context import ANONYMOUS, RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
+from .tls import transport_factory
 from .txn_apis import TxnApis
 
 log = logging.getLogger("seglog.broker")
@@ -42,9 +44,22 @@ T = TypeVar("T")
 # The APIs a connection's reader may answer in the loop's turn that received them, when
 # nothing is ahead (network.py): their handlers await only futures (an I/O thread, a
 # purgatory), never a task of their own, so their first step may run outside any task.
-# A fetch of the log's tail, a small produce, Metadata: answered without a task switch.
+# A fetch of the log's tail, a small produce, Metadata: answered without a task switch;
+# so is a consumer's offset commit whose record the log takes at once (a synchronous
+# commit: 14 % more commits/s, 8 % less broker CPU each, bench/groups.py's setting).
 _AT_ONCE = frozenset(
-    int(k) for k in (ApiKey.PRODUCE, ApiKey.FETCH, ApiKey.LIST_OFFSETS, ApiKey.METADATA, ApiKey.API_VERSIONS)
+    int(k)
+    for k in (
+        ApiKey.PRODUCE,
+        ApiKey.FETCH,
+        ApiKey.LIST_OFFSETS,
+        ApiKey.METADATA,
+        ApiKey.API_VERSIONS,
+        ApiKey.OFFSET_COMMIT,
+        ApiKey.OFFSET_FETCH,
+        ApiKey.HEARTBEAT,
+        ApiKey.FIND_COORDINATOR,
+    )
 )
 
 
@@ -63,15 +78,14 @@ class KafkaServer:
     ) -> None:
         self.config = config
         self.metrics = BrokerMetrics()
-        self.listener = parse_endpoints(config["listeners"])[0]
-        advertised = config["advertised.listeners"]
-        self.advertised = parse_endpoints(advertised)[0] if advertised else None
+        self.listeners = broker_listeners(config)
+        self.listener = self.listeners.listeners[0].bound  # the first: where tools point their clients
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
         self._metrics_server: Any = None
         self.replicas: ReplicaManager | None = None
         self.txn: TxnApis | None = None
-        self.socket_server: SocketServer | None = None
+        self.socket_servers: list[SocketServer] = []  # one a listener, in the order of ``listeners``
         self.groups: GroupMetadataManager | None = None
         self.routes: Routes = {}  # the routing table: every API served, its handler and versions
         # its ranges, by API key, which the connections serve (updated in place: open connections see them grow)
@@ -82,54 +96,73 @@ class KafkaServer:
         self.started = asyncio.Event()
 
     @property
+    def socket_server(self) -> SocketServer | None:
+        """The first listener's socket server."""
+        return self.socket_servers[0] if self.socket_servers else None
+
+    @property
     def port(self) -> int:
-        assert self.socket_server is not None
-        return self.socket_server.port
+        return self.port_of(self.listeners.listeners[0].name)
+
+    def port_of(self, listener: str) -> int:
+        """The port the listener named so is bound to (the one chosen, when asked for port 0)."""
+        return next(s.port for s in self.socket_servers if s.listener == listener.upper())
 
     async def startup(self) -> None:
         started = time.monotonic()
-        # bind first: the port is known before the logs load, and a taken port fails fast
-        self.socket_server = SocketServer(
-            self.listener.host,
-            self.listener.port,
-            self._handle,
-            self.served,
-            self.config["socket.request.max.bytes"],
-            self.metrics,
-            _answers_at_once,
-        )
+        # bind first: the ports are known before the logs load, and a taken port or a bad
+        # keystore fails fast
+        try:
+            for listener in self.listeners.listeners:
+                self.socket_servers.append(self._socket_server(listener))
+        except BaseException:
+            await self._stop_listening()
+            raise
         loop = asyncio.get_running_loop()
         try:
-            host, port = self._advertised_address()
-            broker = BrokerInfo(self.config["broker.id"], host, port)
+            broker = self._broker_info()
             replicas = self.replicas = await loop.run_in_executor(
                 None, functools.partial(ReplicaManager, self.config, broker, broker_epoch=self._broker_epoch)
             )
         except BaseException:
-            await self.socket_server.stop()
+            await self._stop_listening()
             raise
-        await replicas.startup()
-        try:
-            # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
-            member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-            admin = AdminManager(self.config, replicas, member)
-            claim = self._claim_producer_id_block if member is not None else None
-            # the group coordinator first: the transaction coordinator tells it of the markers it writes
-            groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
-            txn = self.txn = TxnApis(
-                self.config,
-                replicas,
-                (host, port),
-                admin.create_internal_topic,
-                claim_producer_id_block=claim,
-                on_markers_written=groups.complete_transaction,
-            )
-            await txn.startup()
+        try:  # from here on a failure (a taken metrics port, ZooKeeper unreachable) undoes it all
+            await self._start_serving(replicas, broker)
         except BaseException:
-            await self.socket_server.stop()
-            await loop.run_in_executor(None, replicas.shutdown)
+            await self.shutdown()
             raise
-        self.groups = groups
+        self.started.set()
+        log.info(
+            "broker %d started in %.0f ms: serving %s (advertised %s), log dirs %s%s",
+            broker.broker_id,
+            (time.monotonic() - started) * 1000,
+            ", ".join(f"{s.listener}://{x.bound.host or '0.0.0.0'}:{s.port}" for s, x in self._served_listeners()),
+            ", ".join(f"{name}://{host}:{port}" for name, host, port in broker.endpoints),
+            ",".join(self.config.log_dirs),
+            f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
+        )
+
+    async def _start_serving(self, replicas: ReplicaManager, broker: BrokerInfo) -> None:
+        """The coordinators, the handlers and the routing table over the replica manager, then
+        the listener served and, in a cluster, ZooKeeper joined."""
+        host, port = broker.host, broker.port
+        await replicas.startup()
+        # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
+        member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
+        admin = AdminManager(self.config, replicas, member)
+        claim = self._claim_producer_id_block if member is not None else None
+        # the group coordinator first: the transaction coordinator tells it of the markers it writes
+        groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
+        txn = self.txn = TxnApis(
+            self.config,
+            replicas,
+            (host, port),
+            admin.create_internal_topic,
+            claim_producer_id_block=claim,
+            on_markers_written=groups.complete_transaction,
+        )
+        await txn.startup()
         self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition)
         apis = KafkaApis(
             self.config,
@@ -151,36 +184,24 @@ class KafkaServer:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
             )
-        self.socket_server.start()
+        for server in self.socket_servers:
+            server.start()
         if member is not None:
             await self._join_cluster(member)
-        self.started.set()
-        log.info(
-            "broker %d started in %.0f ms: serving %s (advertised %s:%d), log dirs %s%s",
-            broker.broker_id,
-            (time.monotonic() - started) * 1000,
-            f"{self.listener.host or '0.0.0.0'}:{self.port}",
-            host,
-            port,
-            ",".join(self.config.log_dirs),
-            f", metrics on :{self.metrics_port}/metrics" if self._metrics_server else "",
-        )
 
     async def _join_cluster(self, cluster: ClusterMember) -> None:
         """Cluster mode: the controller's requests served, then registration and the controller started
         (the listener serves first: the controller sends to a broker as soon as it is registered)."""
         assert self.replicas is not None
         self.cluster = cluster
-        controller_apis = ControllerApis(self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller)
+        controller_apis = ControllerApis(
+            self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller, self.listeners.inter_broker
+        )
         self.controller_apis = controller_apis
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
-        try:
-            await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
-        except BaseException:
-            await self.shutdown()
-            raise
+        await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
@@ -192,20 +213,43 @@ class KafkaServer:
             raise CoordinatorNotAvailableError("producer ids come from ZooKeeper, which this broker has not joined yet")
         return self.cluster.zk.claim_producer_id_block(self.config["broker.id"], BLOCK_SIZE)[1:]
 
-    def _advertised_address(self) -> tuple[str, int]:
-        assert self.socket_server is not None
-        if self.advertised is not None:
-            port = self.advertised.port or self.socket_server.port
-            return advertised_host(self.advertised.host), port
-        return advertised_host(self.listener.host), self.socket_server.port
+    def _socket_server(self, listener: Listener) -> SocketServer:
+        transport = transport_factory(self.config, listener.name) if listener.protocol == "SSL" else None
+        return SocketServer(
+            listener.bound.host,
+            listener.bound.port,
+            self._handle,
+            self.served,
+            self.config["socket.request.max.bytes"],
+            self.metrics,
+            _answers_at_once,
+            listener=listener.name,
+            transport=transport,
+        )
+
+    def _served_listeners(self) -> list[tuple[SocketServer, Listener]]:
+        return list(zip(self.socket_servers, self.listeners.listeners, strict=True))
+
+    def _broker_info(self) -> BrokerInfo:
+        """This broker as metadata gives it: the inter-broker listener's address, and each
+        listener's advertised one (its bound port when it advertises port 0)."""
+        endpoints = tuple(
+            (x.name, advertised_host(x.advertised.host), x.advertised.port or s.port)
+            for s, x in self._served_listeners()
+        )
+        _, host, port = next(e for e in endpoints if e[0] == self.listeners.inter_broker)
+        return BrokerInfo(self.config["broker.id"], host, port, endpoints=endpoints)
+
+    async def _stop_listening(self) -> None:
+        for server in self.socket_servers:
+            await server.stop()
 
     async def shutdown(self) -> None:
         log.info("broker stopping")
         if self.cluster is not None:  # leaders moved off first (controlled shutdown), while still serving
             cluster, self.cluster = self.cluster, None
             await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
-        if self.socket_server is not None:
-            await self.socket_server.stop()
+        await self._stop_listening()
         if self.txn is not None:
             self.txn.shutdown()
         if self.groups is not None:
@@ -238,7 +282,9 @@ class KafkaServer:
         key = header.api_key
         context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
         if context is None or context.client_id != (header.client_id or ""):
-            context = conn.request_context = RequestContext(header.client_id or "", client_host(conn.peer))
+            context = conn.request_context = RequestContext(
+                header.client_id or "", client_host(conn.peer), conn.server.listener, conn.principal or ANONYMOUS
+            )
         set_current_request(context)
         handler = self.routes[key].handler
         failed = True

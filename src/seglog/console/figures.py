@@ -12,6 +12,7 @@ import uuid
 from functools import partial
 from typing import Any
 
+from ..client.cluster import ClusterClient, MetadataTopic, check, check_partition, topics_by_name
 from ..common import TopicPartition
 from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
 from ..protocol import ApiKey
@@ -32,7 +33,6 @@ from ..protocol.message_data import (
 )
 from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from ..tools.cluster_client import ClusterClient, MetadataTopic, check, check_partition, topics_by_name
 from ..tools.consumer_groups import (
     assigned_partitions,
     committed_offsets,

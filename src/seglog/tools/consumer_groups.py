@@ -22,7 +22,7 @@ import struct
 import sys
 from datetime import datetime
 
-from ..client import BlockingConnection
+from ..client import BlockingConnection, ClusterClient, check, check_coordinator, topics_by_name
 from ..common import TopicPartition
 from ..errors import SeglogError
 from ..protocol import ApiKey
@@ -39,8 +39,8 @@ from ..protocol.message_data import (
     OffsetFetchResponseData,
 )
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from . import CLIENT_ID
 from .arguments import UsageError, int_between
-from .cluster_client import ClusterClient, check, check_coordinator, topics_by_name
 from .remote import list_offsets
 
 MISSING = "-"
@@ -73,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_arguments(args)
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
+    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
         # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
         return client.retrying(lambda: _run_once(client, args))
 

@@ -16,6 +16,7 @@ import argparse
 import time
 from typing import Any
 
+from ..client import ClusterClient, check_coordinator
 from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
 from ..protocol.message_data import (
@@ -24,8 +25,8 @@ from ..protocol.message_data import (
     ListTransactionsRequestData,
     ListTransactionsResponseData,
 )
+from . import CLIENT_ID
 from .arguments import INT64_MAX, UsageError, int_between
-from .cluster_client import ClusterClient, check_coordinator
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = (
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--describe needs --transactional-id")
     if args.list and args.transactional_id:
         raise UsageError("--transactional-id goes with --describe, not --list")
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
+    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
         if args.list:
             client.retrying(lambda: _list(client, args.duration_filter))
         else:
