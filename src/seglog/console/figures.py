@@ -8,11 +8,10 @@ through ``open_client`` and the functions here."""
 
 from __future__ import annotations
 
-import uuid
 from functools import partial
 from typing import Any
 
-from ..client.cluster import ClusterClient, MetadataTopic, check, check_partition, topics_by_name
+from ..client import ClusterClient, MetadataTopic, check, topics_by_name
 from ..common import TopicPartition
 from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
 from ..protocol import ApiKey
@@ -25,8 +24,6 @@ from ..protocol.message_data import (
     DescribeConfigsResponseData,
     DescribeLogDirsRequestData,
     DescribeLogDirsResponseData,
-    FetchRequestData,
-    FetchResponseData,
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
     MetadataResponseData,
@@ -38,12 +35,12 @@ from ..tools.consumer_groups import (
     committed_offsets,
     consumer_groups,
     describe_group,
-    log_offsets,
 )
 from ..tools.logdir import record_json
 from ..tools.remote import describe_configs
 from ..tools.transactions import described, listed
 
+CLIENT_ID = "seglog-console"  # the client id of the console's requests, in the brokers' logs and quotas
 TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic (Kafka's ConfigResource.Type.TOPIC)
 GROUP_KEY = 0  # FindCoordinator's key type of a group
 SET_CONFIG, DELETE_CONFIG = 0, 1  # IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType)
@@ -59,7 +56,7 @@ CONFIG_SOURCES = {
     7: "CLIENT_METRICS_CONFIG",
     8: "GROUP_CONFIG",
 }
-FETCH_PARTITION_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
+FETCH_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
 MAX_MESSAGES = 500  # the most records one page of the browser asks
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
 
@@ -72,7 +69,7 @@ class ConsoleInputError(SeglogError):
 def open_client(bootstrap: str, timeout: float) -> ClusterClient:
     """A client of the cluster for one request of the console (its ``timeout`` bounds the
     retries of that request: a ClusterClient's deadline starts when it is made)."""
-    return ClusterClient(bootstrap, timeout)
+    return ClusterClient(bootstrap, timeout, client_id=CLIENT_ID)
 
 
 # --- the cluster and its topics -----------------------------------------------------------------------
@@ -188,7 +185,8 @@ def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[i
 
 
 def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
-    return log_offsets(client, tps, time) if tps else {}
+    """Each partition's offset at ``time`` (ListOffsets, one request a leader for them all)."""
+    return {tp: found.offset for tp, found in client.list_offsets(dict.fromkeys(tps, time)).items()} if tps else {}
 
 
 def topic(client: ClusterClient, name: str) -> dict[str, Any]:
@@ -409,11 +407,11 @@ def messages(
     tp = TopicPartition(name, partition)
     if partition not in {p.partition_index for p in found.partitions}:
         raise ConsoleInputError(f"topic {name} has no partition {partition}")
-    start = log_offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
-    end = log_offsets(client, [tp], LATEST_TIMESTAMP)[tp]
+    start = _offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
+    end = _offsets(client, [tp], LATEST_TIMESTAMP)[tp]
     at = start if offset is None else offset
     if timestamp is not None:
-        found_at = log_offsets(client, [tp], timestamp)[tp]
+        found_at = _offsets(client, [tp], timestamp)[tp]
         at = end if found_at < 0 else found_at  # -1: no record is that recent
     if not start <= at <= end:
         raise OffsetOutOfRangeError(
@@ -423,23 +421,20 @@ def messages(
         )
     records: list[dict[str, Any]] = []
     while at < end and len(records) < limit:
-        batches, at = _fetch(client, tp, found.topic_id, at)
+        batches, at = _fetch(client, tp, at)
         records += batches[: limit - len(records)]
         if not batches and at < end:
             break  # nothing whole came back: no more can be shown from here
     return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
 
 
-def _fetch(
-    client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int
-) -> tuple[list[dict[str, Any]], int]:
+def _fetch(client: ClusterClient, tp: TopicPartition, offset: int) -> tuple[list[dict[str, Any]], int]:
     """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
     ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
     ABORT ..., else null), and the offset to fetch next."""
-    answered = client.to_leaders([tp], lambda leader, _: {tp: _fetch_once(leader, tp, topic_id, offset)})[tp]
-    data = check_partition(answered, f"cannot fetch {tp} at offset {offset}").records
+    fetched = client.fetch(tp, offset, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES)
     found, after = [], offset
-    for batch in BatchIterator(bytes(data) if data is not None else b""):
+    for batch in BatchIterator(fetched.records):
         label, transactional = batch.timestamp_type.label, batch.is_transactional
         for r in batch.records():
             if r.offset >= offset:
@@ -452,34 +447,6 @@ def _fetch(
 def _control_type(record: Record) -> str:
     parsed = parse_control_record(record)
     return parsed.type.name if isinstance(parsed, EndTransactionMarker) else type(parsed).__name__
-
-
-def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> FetchResponseData.PartitionData:
-    # a consumer's sessionless fetch (no replica id, no session), the topic by name before
-    # version 13 and by id from it, returning at once (max_wait_ms 0) with what there is
-    wanted = FetchRequestData.FetchPartition(
-        partition=tp.partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=FETCH_PARTITION_BYTES,
-    )
-    topics = [FetchRequestData.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[wanted])]
-    request = FetchRequestData(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=FETCH_PARTITION_BYTES,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=topics,
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    answer: FetchResponseData = leader.request(ApiKey.FETCH, request)
-    return answer.responses[0].partitions[0]
 
 
 def shown(data: bytes | None) -> dict[str, Any] | None:
