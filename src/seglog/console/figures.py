@@ -13,7 +13,14 @@ from typing import Any
 
 from ..client import ClusterClient, MetadataTopic, check, topics_by_name
 from ..common import TopicPartition
-from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
+from ..errors import (
+    BrokerNotAvailableError,
+    ErrorCode,
+    OffsetOutOfRangeError,
+    SeglogError,
+    UnsupportedVersionError,
+    error_for,
+)
 from ..protocol import ApiKey
 from ..protocol.message_data import (
     CreatePartitionsRequestData,
@@ -129,7 +136,7 @@ def topics(client: ClusterClient, details: bool = False) -> dict[str, Any]:
 
 def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[int]) -> dict[str, int]:
     """Each topic's bytes on disk at its partitions' leaders (one copy of its data); a topic with a
-    leader that is not live or does not answer DescribeLogDirs has none."""
+    leader that is not live, does not answer or does not serve DescribeLogDirs (Tansu) has none."""
     leader = {(name, p.partition_index): p.leader_id for name, t in topics.items() for p in t.partitions}
     sizes = dict.fromkeys(topics, 0)
     unknown = {name for (name, _), node in leader.items() if node not in live}
@@ -138,7 +145,7 @@ def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[in
             answer: DescribeLogDirsResponseData = client.broker(node).request(
                 ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=None)
             )
-        except BrokerNotAvailableError:
+        except (BrokerNotAvailableError, UnsupportedVersionError):
             unknown |= {name for (name, _), n in leader.items() if n == node}
             continue
         for d in answer.results:
@@ -150,10 +157,11 @@ def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[in
 
 
 def _retention(client: ClusterClient, names: list[str]) -> dict[str, dict[str, str | None]]:
-    """Each topic's retention.ms and cleanup.policy, in one DescribeConfigs of every topic."""
+    """Each topic's retention.ms and cleanup.policy, in one DescribeConfigs of every topic. Every
+    config is asked (no configuration_keys): Tansu closes the connection on a list of keys."""
     keys = {"retention.ms": "retentionMs", "cleanup.policy": "cleanupPolicy"}
     Resource = DescribeConfigsRequestData.DescribeConfigsResource
-    wanted = [Resource(resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=list(keys)) for n in names]
+    wanted = [Resource(resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=None) for n in names]
     request = DescribeConfigsRequestData(resources=wanted, include_synonyms=False, include_documentation=False)
     answer: DescribeConfigsResponseData = client.request(ApiKey.DESCRIBE_CONFIGS, request)
     return {

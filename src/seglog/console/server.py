@@ -21,7 +21,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError
+from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, UnsupportedVersionError
 from . import figures
 from .figures import ConsoleInputError
 
@@ -223,5 +223,7 @@ def _status(error: SeglogError) -> HTTPStatus:
         return HTTPStatus.CONFLICT
     if isinstance(error, BrokerNotAvailableError):
         return HTTPStatus.BAD_GATEWAY
+    if isinstance(error, UnsupportedVersionError):  # an API the cluster does not serve (Tansu's transactions)
+        return HTTPStatus.NOT_IMPLEMENTED
     # the broker refused what was asked (an invalid config or replication factor ...): said as it said it
     return HTTPStatus.BAD_REQUEST if error.error_code != ErrorCode.UNKNOWN_SERVER_ERROR else HTTPStatus.BAD_GATEWAY
