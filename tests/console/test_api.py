@@ -11,7 +11,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.console import start
@@ -182,6 +183,23 @@ def test_groups_have_their_state_members_and_lag(console):
     assert [(o["partition"], o["committed"], o["highWatermark"], o["lag"], o["member"]) for o in group["offsets"]] == [
         (p, COMMITTED[p], PRODUCED[p], lag[p], member["memberId"]) for p in sorted(PRODUCED)
     ]
+
+
+def test_a_group_page_outlives_a_deleted_topic_it_committed_to(console, cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("short-lived", 1, 1)])["short-lived"].result(60)
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "orphaned", "enable.auto.commit": False})
+    offsets = [KafkaPartition("short-lived", 0, 0), KafkaPartition(TOPIC, 0, 1)]
+    committer.commit(offsets=offsets, asynchronous=False)
+    committer.close()
+    admin.delete_topics(["short-lived"])["short-lived"].result(60)
+    wait_for(lambda: "short-lived" not in kafka_topics(cluster.bootstrap), 60, "the topic to go")
+    status, group = get(console, "api/groups/orphaned")
+    assert status == 200, group
+    rows = {o["topic"]: (o["committed"], o["highWatermark"], o["lag"]) for o in group["offsets"]}
+    assert rows[TOPIC] == (1, PRODUCED[0], PRODUCED[0] - 1)
+    # the deleted topic's offsets, while the broker still keeps them (Kafka removes them soon after): no lag
+    assert rows.get("short-lived", (0, None, None)) == (0, None, None)
 
 
 def test_an_unknown_group_is_404(console):

@@ -317,8 +317,24 @@ def groups(client: ClusterClient) -> dict[str, Any]:
 
 def group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     """A consumer group: state, protocol, members with their assignments, committed offsets and the
-    lag of each partition (high watermark - committed offset)."""
+    lag of each partition (high watermark - committed offset; null without a live leader to ask)."""
     return client.retrying(lambda: _group(client, group_id))
+
+
+def _led(client: ClusterClient, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """The partitions that have a live leader to ask their offsets of: not those of a deleted
+    topic (a group keeps its offsets) nor those whose leader is down."""
+    if not partitions:
+        return []
+    answer = client.metadata(sorted({tp.topic for tp in partitions}))
+    live = {b.node_id for b in answer.brokers}
+    leaders = {
+        TopicPartition(name, p.partition_index): p.leader_id
+        for name, t in topics_by_name(answer).items()
+        if not t.error_code
+        for p in t.partitions
+    }
+    return [tp for tp in partitions if leaders.get(tp) in live]
 
 
 def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
@@ -330,17 +346,17 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
     holder = {tp: m.member_id for m, tps in members for tp in tps}
     partitions = sorted(set(holder) | set(committed))
-    ends = _offsets(client, partitions, LATEST_TIMESTAMP)
+    ends = _offsets(client, _led(client, partitions), LATEST_TIMESTAMP)
     offsets = []
     for tp in partitions:
-        at = committed.get(tp)
-        lag = None if at is None else max(ends[tp] - at, 0)
+        at, end = committed.get(tp), ends.get(tp)
+        lag = None if at is None or end is None else max(end - at, 0)
         offsets.append(
             {
                 "topic": tp.topic,
                 "partition": tp.partition,
                 "committed": at,
-                "highWatermark": ends[tp],
+                "highWatermark": end,
                 "lag": lag,
                 "member": holder.get(tp),
             }
