@@ -7,12 +7,15 @@ sleeps, so a loaded machine is slower, not failing."""
 from __future__ import annotations
 
 import re
+import socket
 from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.console import start
 
 from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
 
@@ -163,6 +166,27 @@ def test_change_a_config_and_add_partitions_through_the_topic_page(page, console
     expect(page.locator("#add-partitions-done")).to_have_text("Topic changed has 3 partitions.")
     act(page, "add-partitions", {"count": "2"})  # the broker's refusal: fewer than the topic has
     expect(page.locator("#add-partitions-error")).to_contain_text("changed")
+
+
+def test_a_topic_deleted_while_its_page_is_open_is_said_so(page, console, cluster):
+    from playwright.sync_api import expect
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("doomed", 1, 1)])["doomed"].result(60)
+    open_page(page, console, "#/topics/doomed", "topicPage")
+    admin.delete_topics(["doomed"])["doomed"].result(60)
+    expect(page.locator("#error")).to_contain_text("topic doomed: UNKNOWN_TOPIC_OR_PARTITION")  # at its refresh
+
+
+def test_an_unreachable_cluster_is_said_so_on_the_page(page):
+    from playwright.sync_api import expect
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        port = closed.getsockname()[1]
+        with start(f"127.0.0.1:{port}") as server:
+            page.goto(server.url + "#/cluster")
+            expect(page.locator("#error")).to_contain_text(f"cannot connect to 127.0.0.1:{port}")
 
 
 def test_a_read_only_console_has_no_create_form(page, read_only_console):
