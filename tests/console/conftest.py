@@ -47,7 +47,7 @@ def seglog_broker_config() -> dict[str, Any]:
     return {"num.partitions": 1, "offsets.topic.num.partitions": 3}
 
 
-def _value(partition: int, i: int) -> bytes:
+def value_of(partition: int, i: int) -> bytes:
     if (partition, i) == (0, 4):
         return SCRIPT.encode()
     if (partition, i) == (1, 0):
@@ -65,7 +65,7 @@ def _produce(bootstrap: str, first_timestamp: int) -> None:
             producer.produce(
                 TOPIC,
                 key=f"key-{p}-{i}",
-                value=_value(p, i),
+                value=value_of(p, i),
                 partition=p,
                 headers=[("source", b"test")],
                 timestamp=first_timestamp + STEP_MS * i,

@@ -11,14 +11,15 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.console import start
 from seglog.console.figures import SHOWN_CHARS
 
 from ..broker.conftest import wait_for
-from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction
+from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, value_of
 
 
 def get(server: Any, path: str) -> tuple[int, Any]:
@@ -63,17 +64,27 @@ def test_cluster_names_the_broker_and_counts_as_librdkafka_sees_them(console, cl
 
 
 def test_topics_lists_partitions_replication_and_internal(console):
-    status, found = get(console, "api/topics")
+    status, found = get(console, "api/topics?details=true")
     assert status == 200
     by_name = {t["name"]: t for t in found["topics"]}
+    size = by_name[TOPIC].pop("size")
     assert by_name[TOPIC] == {
         "name": TOPIC,
         "partitions": 3,
         "replicationFactor": 1,
         "internal": False,
         "underReplicated": 0,
+        "retentionMs": "3600000",
+        "cleanupPolicy": "delete",
     }
     assert by_name["__consumer_offsets"]["internal"] is True
+    assert by_name["__consumer_offsets"]["cleanupPolicy"] == "compact"
+    # the bytes of its batches: each record's key and value at least, and no more than a batch each
+    data = sum(len(f"key-{p}-{i}") + len(value_of(p, i)) for p, n in PRODUCED.items() for i in range(n))
+    assert data < size < data + sum(PRODUCED.values()) * 200
+    # without details=true, the list is Metadata's alone
+    plain = {t["name"]: t for t in get(console, "api/topics")[1]["topics"]}[TOPIC]
+    assert plain.keys() == {"name", "partitions", "replicationFactor", "internal", "underReplicated"}
 
 
 def test_topic_has_each_partitions_offsets_and_its_configs_with_their_source(console, cluster):
@@ -174,6 +185,23 @@ def test_groups_have_their_state_members_and_lag(console):
     ]
 
 
+def test_a_group_page_outlives_a_deleted_topic_it_committed_to(console, cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("short-lived", 1, 1)])["short-lived"].result(60)
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "orphaned", "enable.auto.commit": False})
+    offsets = [KafkaPartition("short-lived", 0, 0), KafkaPartition(TOPIC, 0, 1)]
+    committer.commit(offsets=offsets, asynchronous=False)
+    committer.close()
+    admin.delete_topics(["short-lived"])["short-lived"].result(60)
+    wait_for(lambda: "short-lived" not in kafka_topics(cluster.bootstrap), 60, "the topic to go")
+    status, group = get(console, "api/groups/orphaned")
+    assert status == 200, group
+    rows = {o["topic"]: (o["committed"], o["highWatermark"], o["lag"]) for o in group["offsets"]}
+    assert rows[TOPIC] == (1, PRODUCED[0], PRODUCED[0] - 1)
+    # the deleted topic's offsets, while the broker still keeps them (Kafka removes them soon after): no lag
+    assert rows.get("short-lived", (0, None, None)) == (0, None, None)
+
+
 def test_an_unknown_group_is_404(console):
     status, found = get(console, "api/groups/no-such-group")
     assert status == 404
@@ -215,6 +243,29 @@ def test_create_topic_and_the_brokers_refusal(console, cluster):
     assert "too-replicated" not in kafka_topics(cluster.bootstrap)
 
 
+def test_add_partitions_and_change_configs_or_the_brokers_refusal(console, cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("altered", 1, 1)])["altered"].result(60)
+    assert post(console, "api/topics/altered/partitions", {"count": 3}) == (200, {"name": "altered", "partitions": 3})
+    assert len(kafka_topics(cluster.bootstrap)["altered"].partitions) == 3
+    status, refused = post(console, "api/topics/altered/partitions", {"count": 2})
+    assert status == 400
+    assert "altered" in refused["error"]
+
+    def retention() -> tuple[str, str]:
+        found = {c["name"]: c for c in get(console, "api/topics/altered")[1]["configs"]}["retention.ms"]
+        return found["value"], found["source"]
+
+    assert post(console, "api/topics/altered/configs", {"set": {"retention.ms": "60000"}})[0] == 200
+    assert retention() == ("60000", "DYNAMIC_TOPIC_CONFIG")
+    assert post(console, "api/topics/altered/configs", {"delete": ["retention.ms"]})[0] == 200
+    assert retention()[1] != "DYNAMIC_TOPIC_CONFIG"
+    status, refused = post(console, "api/topics/altered/configs", {"set": {"no.such.config": "1"}})
+    assert status == 400
+    assert "no.such.config" in refused["error"]
+    assert post(console, "api/topics/altered/configs", {})[0] == 400
+
+
 def test_create_topic_refuses_malformed_requests(console):
     assert post(console, "api/topics", b"{not json")[0] == 400
     assert post(console, "api/topics", {"name": "x", "partitions": "two"})[0] == 400
@@ -229,6 +280,9 @@ def test_a_read_only_console_refuses_to_create(read_only_console, cluster):
     assert status == 403
     assert "read-only" in refused["error"]
     assert "not-made" not in kafka_topics(cluster.bootstrap)
+    assert post(read_only_console, f"api/topics/{TOPIC}/partitions", {"count": 9})[0] == 403
+    assert post(read_only_console, f"api/topics/{TOPIC}/configs", {"set": {"retention.ms": "1"}})[0] == 403
+    assert len(kafka_topics(cluster.bootstrap)[TOPIC].partitions) == len(PRODUCED)
 
 
 def test_an_unreachable_cluster_is_502_and_the_console_goes_on():

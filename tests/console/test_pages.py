@@ -7,11 +7,15 @@ sleeps, so a loaded machine is slower, not failing."""
 from __future__ import annotations
 
 import re
+import socket
 from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.console import start
 
 from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
 
@@ -52,8 +56,10 @@ def test_the_topic_filter_keeps_the_matching_topics(page, console):
     offsets = page.locator('#topics tr[data-topic="__consumer_offsets"]')
     expect(offsets).to_be_visible()
     page.locator("#topic-filter").fill(TOPIC[:3].upper())  # any case
-    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
+    kept = page.locator(f'#topics tr[data-topic="{TOPIC}"]')
+    expect(kept).to_be_visible()
     expect(offsets).to_be_hidden()
+    expect(kept.locator("td").nth(5)).to_have_text("1 h")  # its retention.ms, 3600000
 
 
 def test_messages_browser_shows_records_as_text_never_as_markup(page, console, cluster):
@@ -123,23 +129,64 @@ def test_transactions_page_shows_an_open_transaction(page, console, cluster):
     expect(page.locator("#transaction-state")).to_have_text("CompleteAbort")  # the page asks again by itself
 
 
+def act(page: Any, action: str, fields: dict[str, str], question: str = "") -> None:
+    """Fill an action's form (its id ``action``), ask, see ``question`` asked, and confirm."""
+    from playwright.sync_api import expect
+
+    for name, value in fields.items():
+        page.locator(f"#{action} input[name={name}]").fill(value)
+    page.locator(f"#{action}-button").click()
+    expect(page.locator(f"#{action}-confirm")).to_contain_text(question)
+    page.locator(f"#{action}-confirm-button").click()
+
+
 def test_create_a_topic_through_the_form(page, console):
     from playwright.sync_api import expect
 
     open_page(page, console, "#/topics", "topicsPage")
-    form = page.locator("#create-topic")
-    form.locator("input[name=name]").fill("from-the-browser")
-    form.locator("input[name=partitions]").fill("2")
-    form.locator("#create-button").click()
-    expect(page.locator("#create-confirm")).to_contain_text("Create topic from-the-browser with 2 partitions")
-    page.locator("#create-confirm-button").click()
+    act(page, "create-topic", {"name": "from-the-browser", "partitions": "2"}, "Create topic from-the-browser with 2")
     expect(page.locator('#topics tr[data-topic="from-the-browser"] td').nth(1)).to_have_text("2")
-    expect(page.locator("#create-done")).to_have_text("Created topic from-the-browser.")
-    # the broker's refusal, shown as it said it
-    page.locator("#create-topic input[name=name]").fill(TOPIC)
-    page.locator("#create-button").click()
-    page.locator("#create-confirm-button").click()
-    expect(page.locator("#create-error")).to_contain_text("already exists")
+    expect(page.locator("#create-topic-done")).to_have_text("Created topic from-the-browser.")
+    act(page, "create-topic", {"name": TOPIC})  # the broker's refusal, shown as it said it
+    expect(page.locator("#create-topic-error")).to_contain_text("already exists")
+
+
+def test_change_a_config_and_add_partitions_through_the_topic_page(page, console, cluster):
+    from playwright.sync_api import expect
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("changed", 1, 1)])["changed"].result(60)
+    open_page(page, console, "#/topics/changed", "topicPage")
+    act(page, "alter-config", {"key": "retention.ms", "value": "120000"}, "Set retention.ms = 120000 on topic changed?")
+    expect(page.locator('#configs tr[data-config="retention.ms"] td')).to_have_text(
+        ["retention.ms", "120000", "DYNAMIC_TOPIC_CONFIG"]
+    )
+    act(page, "add-partitions", {"count": "3"}, "Grow topic changed from 1 to 3 partitions?")
+    expect(page.locator("#partitions tbody tr")).to_have_count(3)
+    expect(page.locator("#add-partitions-done")).to_have_text("Topic changed has 3 partitions.")
+    act(page, "add-partitions", {"count": "2"})  # the broker's refusal: fewer than the topic has
+    expect(page.locator("#add-partitions-error")).to_contain_text("changed")
+
+
+def test_a_topic_deleted_while_its_page_is_open_is_said_so(page, console, cluster):
+    from playwright.sync_api import expect
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("doomed", 1, 1)])["doomed"].result(60)
+    open_page(page, console, "#/topics/doomed", "topicPage")
+    admin.delete_topics(["doomed"])["doomed"].result(60)
+    expect(page.locator("#error")).to_contain_text("topic doomed: UNKNOWN_TOPIC_OR_PARTITION")  # at its refresh
+
+
+def test_an_unreachable_cluster_is_said_so_on_the_page(page):
+    from playwright.sync_api import expect
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        port = closed.getsockname()[1]
+        with start(f"127.0.0.1:{port}") as server:
+            page.goto(server.url + "#/cluster")
+            expect(page.locator("#error")).to_contain_text(f"cannot connect to 127.0.0.1:{port}")
 
 
 def test_a_read_only_console_has_no_create_form(page, read_only_console):
@@ -148,5 +195,8 @@ def test_a_read_only_console_has_no_create_form(page, read_only_console):
     open_page(page, read_only_console, "#/topics", "topicsPage")
     expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
     expect(page.locator("#create-topic")).to_have_count(0)
+    open_page(page, read_only_console, f"#/topics/{TOPIC}", "topicPage")
+    expect(page.locator("#partitions tbody tr")).to_have_count(len(PRODUCED))
+    expect(page.locator("form.action")).to_have_count(0)
     expect(page.locator("#view")).not_to_contain_text("null")  # nothing drawn where the form was
     expect(page.locator("#bootstrap")).to_contain_text("read-only")

@@ -8,20 +8,32 @@ through ``open_client`` and the functions here."""
 
 from __future__ import annotations
 
-import uuid
 from functools import partial
 from typing import Any
 
-from ..client.cluster import ClusterClient, MetadataTopic, check, check_partition, topics_by_name
+from ..client import ClusterClient, MetadataTopic, check, topics_by_name
 from ..common import TopicPartition
-from ..errors import ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
+from ..errors import (
+    BrokerNotAvailableError,
+    ErrorCode,
+    OffsetOutOfRangeError,
+    SeglogError,
+    UnsupportedVersionError,
+    error_for,
+)
 from ..protocol import ApiKey
-from ..protocol.enums import ConfigResourceType, CoordinatorType, config_source_name
+from ..protocol.enums import AlterConfigOpType, ConfigResourceType, CoordinatorType, config_source_name
 from ..protocol.message_data import (
+    CreatePartitionsRequestData,
+    CreatePartitionsResponseData,
     CreateTopicsRequestData,
     CreateTopicsResponseData,
-    FetchRequestData,
-    FetchResponseData,
+    DescribeConfigsRequestData,
+    DescribeConfigsResponseData,
+    DescribeLogDirsRequestData,
+    DescribeLogDirsResponseData,
+    IncrementalAlterConfigsRequestData,
+    IncrementalAlterConfigsResponseData,
     MetadataResponseData,
 )
 from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
@@ -31,14 +43,13 @@ from ..tools.consumer_groups import (
     committed_offsets,
     consumer_groups,
     describe_group,
-    log_offsets,
 )
 from ..tools.logdir import record_json
 from ..tools.remote import describe_configs
 from ..tools.transactions import described, listed
 
-CLIENT_ID = "seglog-console"
-FETCH_PARTITION_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
+CLIENT_ID = "seglog-console"  # the client id of the console's requests, in the brokers' logs and quotas
+FETCH_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
 MAX_MESSAGES = 500  # the most records one page of the browser asks
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
 
@@ -51,7 +62,7 @@ class ConsoleInputError(SeglogError):
 def open_client(bootstrap: str, timeout: float) -> ClusterClient:
     """A client of the cluster for one request of the console (its ``timeout`` bounds the
     retries of that request: a ClusterClient's deadline starts when it is made)."""
-    return ClusterClient(bootstrap, timeout)
+    return ClusterClient(bootstrap, timeout, client_id=CLIENT_ID)
 
 
 # --- the cluster and its topics -----------------------------------------------------------------------
@@ -93,10 +104,57 @@ def _under_replicated(p: MetadataResponseData.MetadataResponsePartition) -> bool
     return len(p.isr_nodes) < len(p.replica_nodes)
 
 
-def topics(client: ClusterClient) -> dict[str, Any]:
-    """Every topic: its partition count, replication factor and whether it is internal."""
-    found = topics_by_name(client.metadata(None))
-    return {"topics": [_topic_summary(name, t) for name, t in sorted(found.items()) if not t.error_code]}
+def topics(client: ClusterClient, details: bool = False) -> dict[str, Any]:
+    """Every topic: its partition count, replication factor and whether it is internal; with
+    ``details``, its size too (its leaders' replicas, from DescribeLogDirs; null when a leader did
+    not answer), retention.ms and cleanup.policy (one DescribeConfigs of every topic). The details
+    cost a broker more on many topics: the page asks them after drawing the list."""
+    answer = client.metadata(None)
+    found = {name: t for name, t in topics_by_name(answer).items() if not t.error_code}
+    summaries = {name: _topic_summary(name, t) for name, t in sorted(found.items())}
+    if details:
+        sizes = _sizes(client, found, {b.node_id for b in answer.brokers})
+        kept = _retention(client, sorted(found))
+        for name, summary in summaries.items():
+            summary |= {"size": sizes.get(name)} | kept.get(name, {})
+    return {"topics": list(summaries.values())}
+
+
+def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[int]) -> dict[str, int]:
+    """Each topic's bytes on disk at its partitions' leaders (one copy of its data); a topic with a
+    leader that is not live, does not answer or does not serve DescribeLogDirs (Tansu) has none."""
+    leader = {(name, p.partition_index): p.leader_id for name, t in topics.items() for p in t.partitions}
+    sizes = dict.fromkeys(topics, 0)
+    unknown = {name for (name, _), node in leader.items() if node not in live}
+    for node in sorted({n for n in leader.values() if n in live}):
+        try:
+            answer: DescribeLogDirsResponseData = client.broker(node).request(
+                ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=None)
+            )
+        except (BrokerNotAvailableError, UnsupportedVersionError):
+            unknown |= {name for (name, _), n in leader.items() if n == node}
+            continue
+        for d in answer.results:
+            for t in d.topics if not d.error_code else []:
+                for p in t.partitions:
+                    if leader.get((t.name, p.partition_index)) == node:
+                        sizes[t.name] += p.partition_size
+    return {name: size for name, size in sizes.items() if name not in unknown}
+
+
+def _retention(client: ClusterClient, names: list[str]) -> dict[str, dict[str, str | None]]:
+    """Each topic's retention.ms and cleanup.policy, in one DescribeConfigs of every topic. Every
+    config is asked (no configuration_keys): Tansu closes the connection on a list of keys."""
+    keys = {"retention.ms": "retentionMs", "cleanup.policy": "cleanupPolicy"}
+    Resource = DescribeConfigsRequestData.DescribeConfigsResource
+    wanted = [Resource(resource_type=ConfigResourceType.TOPIC, resource_name=n, configuration_keys=None) for n in names]
+    request = DescribeConfigsRequestData(resources=wanted, include_synonyms=False, include_documentation=False)
+    answer: DescribeConfigsResponseData = client.request(ApiKey.DESCRIBE_CONFIGS, request)
+    return {
+        r.resource_name: {keys[c.name]: c.value for c in r.configs if c.name in keys}
+        for r in answer.results
+        if not r.error_code
+    }
 
 
 def _topic_summary(name: str, topic: MetadataTopic) -> dict[str, Any]:
@@ -121,7 +179,8 @@ def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[i
 
 
 def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
-    return log_offsets(client, tps, time) if tps else {}
+    """Each partition's offset at ``time`` (ListOffsets, one request a leader for them all)."""
+    return {tp: found.offset for tp, found in client.list_offsets(dict.fromkeys(tps, time)).items()} if tps else {}
 
 
 def topic(client: ClusterClient, name: str) -> dict[str, Any]:
@@ -154,11 +213,9 @@ def topic(client: ClusterClient, name: str) -> dict[str, Any]:
     return {**_topic_summary(name, found), "partitionList": partitions, "configs": configs}
 
 
-def create_topic(client: ClusterClient, body: Any, timeout_ms: int) -> dict[str, Any]:
+def create_topic(client: ClusterClient, body: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
     """Create the topic ``body`` names (``{"name", "partitions", "replicationFactor", "configs"}``;
     the counts default to the broker's); the broker's refusal is raised with its message."""
-    if not isinstance(body, dict):
-        raise ConsoleInputError("expected a JSON object: {name, partitions, replicationFactor, configs}")
     name = body.get("name")
     if not isinstance(name, str) or not name:
         raise ConsoleInputError("a topic needs a name")
@@ -179,6 +236,44 @@ def create_topic(client: ClusterClient, body: Any, timeout_ms: int) -> dict[str,
     result = answer.topics[0]
     check(result.error_code, f"cannot create topic {name}", result.error_message)
     return {"name": name, "partitions": result.num_partitions, "replicationFactor": result.replication_factor}
+
+
+def add_partitions(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, name: str) -> dict[str, Any]:
+    """Grow topic ``name`` to ``body["count"]`` partitions (CreatePartitions, the broker placing
+    the new ones); the broker's refusal (fewer than it has ...) is raised with its message."""
+    count = _int_field(body, "count", -1)
+    if count < 1:
+        raise ConsoleInputError("count is the topic's new number of partitions, from 1")
+    more = CreatePartitionsRequestData.CreatePartitionsTopic(name=name, count=count, assignments=None)
+    request = CreatePartitionsRequestData(topics=[more], timeout_ms=timeout_ms, validate_only=False)
+    answer: CreatePartitionsResponseData = client.request(ApiKey.CREATE_PARTITIONS, request)
+    result = answer.results[0]
+    check(result.error_code, f"cannot add partitions to {name}", result.error_message)
+    return {"name": name, "partitions": count}
+
+
+def alter_configs(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, name: str) -> dict[str, Any]:
+    """Set (``body["set"]``: {key: value}) and delete (``body["delete"]``: [key], back to the
+    broker's value) configs of topic ``name`` with IncrementalAlterConfigs; the broker's refusal (an
+    unknown key, a bad value) is raised with its message."""
+    changed, deleted = body.get("set") or {}, body.get("delete") or []
+    if not isinstance(changed, dict) or not all(isinstance(v, str) for v in changed.values()):
+        raise ConsoleInputError("set is an object of strings: {key: value}")
+    if not isinstance(deleted, list) or not all(isinstance(k, str) for k in deleted):
+        raise ConsoleInputError("delete is a list of config names")
+    if not changed and not deleted:
+        raise ConsoleInputError("nothing to change: give set or delete")
+    Op = IncrementalAlterConfigsRequestData.AlterableConfig
+    operations = [Op(name=k, config_operation=AlterConfigOpType.SET, value=v) for k, v in changed.items()]
+    operations += [Op(name=k, config_operation=AlterConfigOpType.DELETE, value=None) for k in deleted]
+    resource = IncrementalAlterConfigsRequestData.AlterConfigsResource(
+        resource_type=ConfigResourceType.TOPIC, resource_name=name, configs=operations
+    )
+    request = IncrementalAlterConfigsRequestData(resources=[resource], validate_only=False)
+    answer: IncrementalAlterConfigsResponseData = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
+    result = answer.responses[0]
+    check(result.error_code, f"cannot alter the configs of {name}", result.error_message)
+    return {"name": name, "set": changed, "delete": deleted}
 
 
 def _int_field(body: dict[str, Any], key: str, default: int) -> int:
@@ -208,8 +303,24 @@ def groups(client: ClusterClient) -> dict[str, Any]:
 
 def group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     """A consumer group: state, protocol, members with their assignments, committed offsets and the
-    lag of each partition (high watermark - committed offset)."""
+    lag of each partition (high watermark - committed offset; null without a live leader to ask)."""
     return client.retrying(lambda: _group(client, group_id))
+
+
+def _led(client: ClusterClient, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    """The partitions that have a live leader to ask their offsets of: not those of a deleted
+    topic (a group keeps its offsets) nor those whose leader is down."""
+    if not partitions:
+        return []
+    answer = client.metadata(sorted({tp.topic for tp in partitions}))
+    live = {b.node_id for b in answer.brokers}
+    leaders = {
+        TopicPartition(name, p.partition_index): p.leader_id
+        for name, t in topics_by_name(answer).items()
+        if not t.error_code
+        for p in t.partitions
+    }
+    return [tp for tp in partitions if leaders.get(tp) in live]
 
 
 def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
@@ -221,17 +332,17 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
     holder = {tp: m.member_id for m, tps in members for tp in tps}
     partitions = sorted(set(holder) | set(committed))
-    ends = _offsets(client, partitions, LATEST_TIMESTAMP)
+    ends = _offsets(client, _led(client, partitions), LATEST_TIMESTAMP)
     offsets = []
     for tp in partitions:
-        at = committed.get(tp)
-        lag = None if at is None else max(ends[tp] - at, 0)
+        at, end = committed.get(tp), ends.get(tp)
+        lag = None if at is None or end is None else max(end - at, 0)
         offsets.append(
             {
                 "topic": tp.topic,
                 "partition": tp.partition,
                 "committed": at,
-                "highWatermark": ends[tp],
+                "highWatermark": end,
                 "lag": lag,
                 "member": holder.get(tp),
             }
@@ -306,11 +417,11 @@ def messages(
     tp = TopicPartition(name, partition)
     if partition not in {p.partition_index for p in found.partitions}:
         raise ConsoleInputError(f"topic {name} has no partition {partition}")
-    start = log_offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
-    end = log_offsets(client, [tp], LATEST_TIMESTAMP)[tp]
+    start = _offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
+    end = _offsets(client, [tp], LATEST_TIMESTAMP)[tp]
     at = start if offset is None else offset
     if timestamp is not None:
-        found_at = log_offsets(client, [tp], timestamp)[tp]
+        found_at = _offsets(client, [tp], timestamp)[tp]
         at = end if found_at < 0 else found_at  # -1: no record is that recent
     if not start <= at <= end:
         raise OffsetOutOfRangeError(
@@ -320,23 +431,20 @@ def messages(
         )
     records: list[dict[str, Any]] = []
     while at < end and len(records) < limit:
-        batches, at = _fetch(client, tp, found.topic_id, at)
+        batches, at = _fetch(client, tp, at)
         records += batches[: limit - len(records)]
         if not batches and at < end:
             break  # nothing whole came back: no more can be shown from here
     return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
 
 
-def _fetch(
-    client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int
-) -> tuple[list[dict[str, Any]], int]:
+def _fetch(client: ClusterClient, tp: TopicPartition, offset: int) -> tuple[list[dict[str, Any]], int]:
     """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
     ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
     ABORT ..., else null), and the offset to fetch next."""
-    answered = client.to_leaders([tp], lambda leader, _: {tp: _fetch_once(leader, tp, topic_id, offset)})[tp]
-    data = check_partition(answered, f"cannot fetch {tp} at offset {offset}").records
+    fetched = client.fetch(tp, offset, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES)
     found, after = [], offset
-    for batch in BatchIterator(bytes(data) if data is not None else b""):
+    for batch in BatchIterator(fetched.records):
         label, transactional = batch.timestamp_type.label, batch.is_transactional
         for r in batch.records():
             if r.offset >= offset:
@@ -349,34 +457,6 @@ def _fetch(
 def _control_type(record: Record) -> str:
     parsed = parse_control_record(record)
     return parsed.type.name if isinstance(parsed, EndTransactionMarker) else type(parsed).__name__
-
-
-def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> FetchResponseData.PartitionData:
-    # a consumer's sessionless fetch (no replica id, no session), the topic by name before
-    # version 13 and by id from it, returning at once (max_wait_ms 0) with what there is
-    wanted = FetchRequestData.FetchPartition(
-        partition=tp.partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=FETCH_PARTITION_BYTES,
-    )
-    topics = [FetchRequestData.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[wanted])]
-    request = FetchRequestData(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=FETCH_PARTITION_BYTES,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=topics,
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    answer: FetchResponseData = leader.request(ApiKey.FETCH, request)
-    return answer.responses[0].partitions[0]
 
 
 def shown(data: bytes | None) -> dict[str, Any] | None:

@@ -14,13 +14,14 @@ import json
 import logging
 import mimetypes
 import threading
+from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError
+from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, UnsupportedVersionError
 from . import figures
 from .figures import ConsoleInputError
 
@@ -101,13 +102,22 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.NOT_FOUND, f"no page {url.path}")
 
     def do_POST(self) -> None:
-        path = urlsplit(self.path).path
-        if path != "/api/topics":
-            self._error(HTTPStatus.NOT_FOUND, f"nothing to POST to at {path}")
-        elif self.server.read_only:
+        path = urlsplit(self.path).path.removeprefix("/api/")
+        parts = [unquote(p) for p in path.split("/")]
+        match parts:
+            case ["topics"]:
+                action, status = figures.create_topic, HTTPStatus.CREATED
+            case ["topics", name, "partitions"] if name:
+                action, status = partial(figures.add_partitions, name=name), HTTPStatus.OK
+            case ["topics", name, "configs"] if name:
+                action, status = partial(figures.alter_configs, name=name), HTTPStatus.OK
+            case _:
+                self._error(HTTPStatus.NOT_FOUND, f"nothing to POST to at {self.path}")
+                return
+        if self.server.read_only:
             self._error(HTTPStatus.FORBIDDEN, "this console is read-only (started with --read-only)")
         else:
-            self._api(self._create_topic, HTTPStatus.CREATED)
+            self._api(lambda: self._act(action), status)
 
     def _get(self, path: str, query: dict[str, list[str]]) -> Any:
         parts = [unquote(p) for p in path.split("/")]
@@ -118,7 +128,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["cluster"]:
                     return figures.cluster(client)
                 case ["topics"]:
-                    return figures.topics(client)
+                    return figures.topics(client, details=query.get("details", [""])[-1] == "true")
                 case ["topics", name] if name:
                     return figures.topic(client, name)
                 case ["topics", name, "messages"] if name:
@@ -136,10 +146,11 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                     return figures.transaction(client, unquote(path.removeprefix("transactions/")))
         raise _NotFound(f"no API at /api/{path}")
 
-    def _create_topic(self) -> Any:
+    def _act(self, action: Any) -> Any:
+        """``action(client, body, timeout_ms)`` with the request's JSON body."""
         if self.headers.get_content_type() != "application/json":
             # a page of another site can POST a form, but not JSON, without the browser asking first
-            raise ConsoleInputError("a topic to create is sent as application/json")
+            raise ConsoleInputError("an action is sent as application/json")
         size = int(self.headers.get("Content-Length") or 0)
         if not 0 < size <= MAX_BODY:
             raise ConsoleInputError(f"the request's body is from 1 to {MAX_BODY} bytes, not {size}")
@@ -147,9 +158,11 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             body = json.loads(self.rfile.read(size))
         except (ValueError, UnicodeDecodeError) as e:
             raise ConsoleInputError(f"the request's body is not JSON: {e}") from None
+        if not isinstance(body, dict):
+            raise ConsoleInputError("the request's body is a JSON object")
         timeout_ms = int(self.server.request_timeout * 1000)
         with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
-            return figures.create_topic(client, body, timeout_ms)
+            return action(client, body, timeout_ms)
 
     # --- answers -------------------------------------------------------------------------------------------
 
@@ -210,5 +223,7 @@ def _status(error: SeglogError) -> HTTPStatus:
         return HTTPStatus.CONFLICT
     if isinstance(error, BrokerNotAvailableError):
         return HTTPStatus.BAD_GATEWAY
+    if isinstance(error, UnsupportedVersionError):  # an API the cluster does not serve (Tansu's transactions)
+        return HTTPStatus.NOT_IMPLEMENTED
     # the broker refused what was asked (an invalid config or replication factor ...): said as it said it
     return HTTPStatus.BAD_REQUEST if error.error_code != ErrorCode.UNKNOWN_SERVER_ERROR else HTTPStatus.BAD_GATEWAY

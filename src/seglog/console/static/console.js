@@ -61,6 +61,25 @@ function data(value) {
   return el("span", {}, el("span", { class: "hex" }, value.hex), cut);
 }
 
+function bytes(n) {
+  if (n === null || n === undefined) return "-";
+  const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) (n /= 1024), i++;
+  return i === 0 ? `${n} B` : `${n.toFixed(1)} ${units[i]}`;
+}
+
+// retention.ms as a person reads it; -1 is Kafka's "forever"
+function duration(ms) {
+  if (ms === null || ms === undefined) return "-";
+  const n = Number(ms);
+  if (n < 0) return "forever";
+  for (const [unit, size] of [["d", 86400000], ["h", 3600000], ["min", 60000], ["s", 1000]]) {
+    if (n >= size && n % size === 0) return `${n / size} ${unit}`;
+  }
+  return `${n} ms`;
+}
+
 function orDash(value) {
   return value === null || value === undefined ? "-" : value;
 }
@@ -141,11 +160,23 @@ async function route(refreshing = false) {
     if (mine !== drawing) return;
     view.replaceChildren(...nodes.filter((n) => n !== null)); // a page leaves out what does not apply as null
     view.dataset.loaded = page.name;
-    if (page.refresh) setTimeout(() => mine === drawing && route(true), REFRESH_MS);
+    if (page.refresh) refreshLater(mine, view);
     return;
   }
   view.replaceChildren(el("p", { class: "error", role: "alert", id: "error" }, `No page at ${location.hash}`));
   view.dataset.loaded = "none";
+}
+
+// the page drawn again after REFRESH_MS, unless another was drawn since; not while an action is
+// being typed or confirmed there (drawing again would lose it): later
+function refreshLater(mine, view) {
+  setTimeout(() => {
+    if (mine !== drawing) return;
+    const typing = [...view.querySelectorAll("form.action input")].some((i) => i.value || i === document.activeElement);
+    const asking = [...view.querySelectorAll(".confirm")].some((box) => !box.hidden);
+    if (typing || asking) refreshLater(mine, view);
+    else route(true);
+  }, REFRESH_MS);
 }
 
 // --- pages ------------------------------------------------------------------------------------------
@@ -187,10 +218,15 @@ async function topicsPage() {
     t.partitions,
     t.replicationFactor,
     t.underReplicated ? el("span", { class: "bad" }, t.underReplicated) : 0,
+    "…",
+    "…",
+    "…",
     t.internal ? "yes" : "",
   ]);
-  const list = table("topics", ["Topic", "Partitions", "Replication", "Under-replicated", "Internal"], rows, [1, 2, 3]);
+  const headings = ["Topic", "Partitions", "Replication", "Under-replicated", "Size", "Retention", "Cleanup", "Internal"];
+  const list = table("topics", headings, rows, [1, 2, 3, 4, 5]);
   topics.forEach((t, i) => (list.tBodies[0].rows[i].dataset.topic = t.name));
+  fillDetails(list);
   const filter = el("input", {
     id: "topic-filter",
     type: "search",
@@ -209,61 +245,119 @@ async function topicsPage() {
   ];
 }
 
-function createTopicForm() {
-  const message = el("div", { id: "create-message", role: "status" });
-  const confirmBox = el("div", { id: "create-confirm", class: "confirm", hidden: true });
+// the topics' size, retention and cleanup policy, asked after the list is drawn: on a large
+// cluster they are the slow part of the list (DescribeLogDirs of every broker, DescribeConfigs of
+// every topic)
+async function fillDetails(list) {
+  const cells = (row) => [row.cells[4], row.cells[5], row.cells[6]];
+  let topics;
+  try {
+    ({ topics } = await api("topics?details=true"));
+  } catch (e) {
+    for (const row of list.tBodies[0].rows) for (const cell of cells(row)) cell.textContent = "?";
+    return;
+  }
+  const byName = new Map(topics.map((t) => [t.name, t]));
+  for (const row of list.tBodies[0].rows) {
+    const t = byName.get(row.dataset.topic) || {};
+    const shown = [bytes(t.size), duration(t.retentionMs), t.cleanupPolicy ?? "-"];
+    cells(row).forEach((cell, i) => (cell.textContent = shown[i]));
+  }
+}
+
+// an action of the console (absent from a read-only one): a form, then a question to confirm,
+// then the request; the broker's refusal is shown under the form, a success after the page is
+// drawn again. Its elements' ids start with ``id``: id (the form), id-button, id-confirm,
+// id-confirm-button, id-error, id-done.
+function actionForm({ id, title, fields, button, question, run }) {
+  const message = el("div", { role: "status" });
+  const confirmBox = el("div", { id: `${id}-confirm`, class: "confirm", hidden: true });
   const form = el(
     "form",
-    { id: "create-topic", class: "inline" },
-    el("label", {}, "Name", el("input", { name: "name", required: true, pattern: "[a-zA-Z0-9._-]+" })),
-    el("label", {}, "Partitions", el("input", { name: "partitions", type: "number", min: 1, placeholder: "default" })),
-    el(
-      "label",
-      {},
-      "Replication factor",
-      el("input", { name: "replicationFactor", type: "number", min: 1, placeholder: "default" }),
-    ),
-    el("button", { type: "submit", id: "create-button" }, "Create topic…"),
+    { id, class: "inline action" },
+    fields.map(([label, name, attrs]) => el("label", {}, label, el("input", { name, ...attrs }))),
+    el("button", { type: "submit", id: `${id}-button` }, button),
   );
   form.addEventListener("submit", (event) => {
     event.preventDefault();
-    const asked = {
-      name: form.elements.name.value.trim(),
-      partitions: form.elements.partitions.value,
-      replicationFactor: form.elements.replicationFactor.value,
-    };
-    const counts = `${asked.partitions || "the default number of"} partitions, replication factor ${
-      asked.replicationFactor || "the default"
-    }`;
+    const values = Object.fromEntries(fields.map(([, name]) => [name, form.elements[name].value.trim()]));
     message.replaceChildren();
     confirmBox.replaceChildren(
-      el("p", {}, `Create topic ${asked.name} with ${counts}?`),
-      el("button", { type: "button", id: "create-confirm-button", onclick: () => create(asked) }, "Create"),
+      el("p", {}, question(values)),
+      el("button", { type: "button", id: `${id}-confirm-button`, onclick: () => act(values) }, "Confirm"),
       " ",
       el("button", { type: "button", class: "secondary", onclick: () => (confirmBox.hidden = true) }, "Cancel"),
     );
     confirmBox.hidden = false;
   });
 
-  async function create(asked) {
+  async function act(values) {
     confirmBox.hidden = true;
     try {
-      const made = await api("topics", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify(asked),
-      });
-      sessionStorage.setItem("created", `Created topic ${made.name}.`);
-      route(); // the list again, with the new topic
+      sessionStorage.setItem(`done:${id}`, await run(values));
+      form.reset();
+      route(); // the page again, with what changed
     } catch (e) {
-      message.replaceChildren(el("p", { class: "error", role: "alert", id: "create-error" }, e.message));
+      message.replaceChildren(el("p", { class: "error", role: "alert", id: `${id}-error` }, e.message));
     }
   }
 
-  const created = sessionStorage.getItem("created");
-  sessionStorage.removeItem("created");
-  if (created) message.append(el("p", { class: "ok", id: "create-done" }, created));
-  return el("section", { class: "action" }, el("h2", {}, "Create a topic"), form, confirmBox, message);
+  const done = sessionStorage.getItem(`done:${id}`);
+  sessionStorage.removeItem(`done:${id}`);
+  if (done) message.append(el("p", { class: "ok", id: `${id}-done` }, done));
+  return el("section", { class: "action" }, el("h2", {}, title), form, confirmBox, message);
+}
+
+function post(path, body) {
+  return api(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+}
+
+function createTopicForm() {
+  return actionForm({
+    id: "create-topic",
+    title: "Create a topic",
+    fields: [
+      ["Name", "name", { required: true, pattern: "[a-zA-Z0-9._-]+" }],
+      ["Partitions", "partitions", { type: "number", min: 1, placeholder: "default" }],
+      ["Replication factor", "replicationFactor", { type: "number", min: 1, placeholder: "default" }],
+    ],
+    button: "Create topic…",
+    question: (v) =>
+      `Create topic ${v.name} with ${v.partitions || "the default number of"} partitions, replication factor ${
+        v.replicationFactor || "the default"
+      }?`,
+    run: async (v) => `Created topic ${(await post("topics", v)).name}.`,
+  });
+}
+
+function topicActions(name, partitions) {
+  const path = "topics/" + encodeURIComponent(name);
+  const grow = actionForm({
+    id: "add-partitions",
+    title: "Add partitions",
+    fields: [["New number of partitions", "count", { type: "number", min: 1, required: true }]],
+    button: "Add partitions…",
+    question: (v) => `Grow topic ${name} from ${partitions} to ${v.count} partitions? Partitions cannot be removed.`,
+    run: async (v) => `Topic ${name} has ${(await post(path + "/partitions", v)).partitions} partitions.`,
+  });
+  const alter = actionForm({
+    id: "alter-config",
+    title: "Change a config",
+    fields: [
+      ["Name", "key", { required: true, placeholder: "retention.ms" }],
+      ["Value", "value", { placeholder: "empty: the broker's" }],
+    ],
+    button: "Change…",
+    question: (v) =>
+      v.value
+        ? `Set ${v.key} = ${v.value} on topic ${name}?`
+        : `Remove topic ${name}'s own ${v.key}, for the broker's value?`,
+    run: async (v) => {
+      await post(path + "/configs", v.value ? { set: { [v.key]: v.value } } : { delete: [v.key] });
+      return v.value ? `Set ${v.key} = ${v.value}.` : `Removed the topic's own ${v.key}.`;
+    },
+  });
+  return [grow, alter];
 }
 
 async function topicPage(encoded) {
@@ -300,6 +394,7 @@ async function topicPage(encoded) {
     ),
     el("h2", {}, "Configs"),
     configTable,
+    ...(consoleInfo.readOnly ? [] : topicActions(name, t.partitions)),
   ];
 }
 topicPage.refresh = true;
