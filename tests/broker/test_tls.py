@@ -12,6 +12,7 @@ import socket
 import ssl
 import struct
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -19,6 +20,7 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
@@ -63,10 +65,14 @@ def pki(tmp_path_factory) -> Pki:
 def broker(pki, tmp_path_factory) -> Any:
     config = {
         "num.partitions": 1,
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0,REQ://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,REQ:SSL",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": pki.keystore,
+        # the broker-wide truststore as text (REQ's), the MTLS listener's own as a file
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": pki.ca.cert_pem.bytes().decode(),
+        "listener.name.req.ssl.client.auth": "requested",
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.mtls.ssl.truststore.type": "PEM",
         "listener.name.mtls.ssl.truststore.location": pki.ca_file,
@@ -189,6 +195,17 @@ def test_metadata_answers_with_the_endpoints_of_the_listener_asked(broker, pki) 
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", ports[name])], name
 
 
+def test_requested_client_auth_serves_either_and_names_a_certificate_by_its_dn(broker, pki) -> None:
+    port = broker.server.port_of("REQ")
+    subject = x509.load_pem_x509_certificate(Path(pki.client_cert).read_bytes()).subject
+    dn = subject.rfc4514_string()  # cryptography's RFC 4514 (2253's successor): the same string
+    for certificate, principal in ((False, ANONYMOUS), (True, KafkaPrincipal("User", dn))):
+        with _tls_client(pki, port, certificate) as sock:
+            assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+            assert _principals(broker, "REQ") == {(principal, principal)}
+        wait_for(lambda: not _principals(broker, "REQ"), what="the connection's end")
+
+
 def _principals(broker: Any, listener: str) -> set[Any]:
     """The principals of the listener's open connections, as their request contexts hold them."""
     server = next(s for s in broker.server.socket_servers if s.listener == listener)
@@ -258,15 +275,16 @@ def test_mutual_tls_refuses_an_expired_or_untrusted_certificate(broker, pki, tmp
     context.load_cert_chain(certificate, key)
     port = broker.server.port_of("MTLS")
     reason = "certificate has expired" if kind == "expired" else "unable to get local issuer certificate"
-    with (
-        caplog.at_level(logging.INFO, logger="seglog.broker.tls"),
-        pytest.raises((ssl.SSLError, ConnectionError)),
-        context.wrap_socket(
-            socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1"
-        ) as sock,
-    ):
-        _api_versions(sock)
-    wait_for(lambda: reason in caplog.text, what="the broker's log line")
+    # the broker logs after its alert has left: the client may have its error first
+    with caplog.at_level(logging.INFO, logger="seglog.broker.tls"):
+        with (
+            pytest.raises((ssl.SSLError, ConnectionError)),
+            context.wrap_socket(
+                socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1"
+            ) as sock,
+        ):
+            _api_versions(sock)
+        wait_for(lambda: reason in caplog.text, what="the broker's log line")
     mtls = next(s for s in broker.server.socket_servers if s.listener == "MTLS")
     assert not any(c.principal == KafkaPrincipal("User", "mallory") for c in list(mtls.connections))
     with _tls_client(pki, port, certificate=True) as sock:  # a good certificate is served on
