@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench lint clean zookeeper clients
+.PHONY: install test demo bench lint clean zookeeper clients chromium
 
-install: $(STAMP) zookeeper clients
+install: $(STAMP) zookeeper clients chromium
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/*.c src/se
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP) zookeeper clients
+test: $(STAMP) zookeeper clients chromium
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # ZooKeeper for the cluster tests and `seglog cluster`: Debian's package (3.8), installed once when
@@ -60,6 +60,21 @@ clients:
 		echo "installing kafkajs (npm ci in $(CLIENTS_JS))"; \
 		(cd $(CLIENTS_JS) && npm ci --no-audit --no-fund >/dev/null 2>&1) \
 			|| { echo "npm ci in $(CLIENTS_JS) failed: the kafkajs tests will be skipped (under CI: a failure)"; [ -z "$$CI" ] || exit 1; }; \
+	fi
+
+# Debian's chromium for the console's browser tests (tests/console/test_pages.py), which Playwright
+# (the test extra) drives at /usr/bin/chromium: no browser is downloaded. Installed when missing and
+# we are root with apt-get; otherwise those tests skip, saying why. Under CI a failed install fails the run.
+CHROMIUM := /usr/bin/chromium
+chromium:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing chromium for the console's browser tests (apt-get install chromium chromium-driver)"; \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver) >/dev/null \
+			|| { echo "apt-get install chromium failed: the browser tests will be skipped (under CI: a failure)"; [ -z "$$CI" ] || exit 1; }; \
+	else \
+		echo "chromium is not installed ($(CHROMIUM)) and this is not root with apt-get:" \
+			"the console's browser tests will be skipped (apt-get install chromium)"; \
 	fi
 
 demo: $(STAMP)

@@ -21,27 +21,35 @@ millisecond apart), 16 KiB each, uncompressed, as a producer sends them.
    CRC-checked again and both indexes rebuilt; the time of ``seglog.open``,
    against the same raw read. The page cache is warm for both (the files were
    just written and read). Target >= 50 %.
-4. lookups in logs of 10, 100 and 1,000 segments of 1 MiB (64 batches, 64
-   offset index entries each), random targets, after one warm-up pass (which
-   opens the segments: they open lazily). By offset: what Kafka's
-   convertToOffsetMetadata does, a one-byte ``read`` (find the segment, binary
-   search its offset index, scan to the batch holding the offset). By
-   timestamp: ``offset_for_timestamp`` (the segment by its max timestamp, time
-   index, offset index, then the records of one batch walked in C). Target
-   >= 100,000/s, flat as the log grows.
+4. lookups in one partition of 60,000 batches (0.9 GiB) cut into 10, 100,
+   1,000 and 10,000 segments (6,000 batches, and as many offset index entries,
+   a segment down to 6), random targets (the same in each log), after one
+   warm-up pass (which opens the segments: they open lazily). By offset: what
+   Kafka's convertToOffsetMetadata does, a one-byte ``read`` (find the segment,
+   binary search its offset index, read the header of the batch holding the
+   offset). By timestamp: ``offset_for_timestamp`` (the segment by its max
+   timestamp, time index, offset index, then the records of one batch walked in
+   C). The data stay the same so that the segment count is all that changes: in
+   logs of 1 MiB segments, 10 of them fit in the CPU's L3 cache and 1,000 do
+   not, and a lookup's reads of cold pages, not its segment search, made most
+   of the difference. Each log's passes alternate with the 10-segment log's
+   (the baseline, printed beside each row as a ratio), timed in the thread's
+   CPU time (a lookup waits on nothing: the page cache is warm), so that other
+   processes' load moves both alike. Targets: >= 100,000/s at 10 segments, and
+   of that rate >= 85 % at 1,000 segments and >= 75 % at 10,000.
 5. opening a cleanly shut down log dir of 10,000 segments (one partition;
    and 100 partitions of 100). Target < 1 s.
 
 Medians of REPEATS runs, each baseline run next to the run it is compared
 with. Run: ``.venv/bin/python bench/storage.py [append|read|recovery|lookups|open ...]``
-(all of them: about a minute and a half; it needs some 2.5 GB in /tmp,
-removed at the end).
+(all of them: about three minutes; it needs some 2.5 GB in /tmp, removed at the end).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import resource
 import shutil
 import statistics
 import struct
@@ -63,6 +71,9 @@ APPEND_BATCHES = 4096  # 64 MiB
 LOG_BYTES = 1 << 30
 FETCH_BYTES = 1 << 20
 LOOKUPS = 20_000
+LOOKUP_BATCHES = 60_000  # a partition that cuts into whole segments of 6,000 / 600 / 60 / 6 batches
+BASE_SEGMENTS = 10
+LOOKUP_TARGETS = {100: None, 1000: 0.85, 10_000: 0.75}  # segments: share of the 10-segment rate
 MiB = 1 << 20
 START_TS = int(time.time() * 1000) - 4 * 3_600_000  # the 1 GiB log spans about two hours
 
@@ -279,49 +290,114 @@ def recovery(big: str) -> list[tuple[str, str, bool]]:
 # --- 4. lookups --------------------------------------------------------------------------------
 
 
+# a segment whose indexes are mapped holds three fds: its .log's, and one for each map
+# (Python's mmap keeps a dup of the fd it maps, until Python 3.13's trackfd=False)
+FILES_A_SEGMENT = 3
+
+
+class TooFewFiles(Exception):
+    """The process may not open the files a log of that many segments holds."""
+
+
+class Lookups:
+    """Random lookups in the lookup partition cut into ``segments`` segments: the same
+    targets in every log, the segments opened by a warm-up pass, a sample of answers
+    checked."""
+
+    def __init__(self, tmp: str, segments: int) -> None:
+        files_needed = FILES_A_SEGMENT * segments + 1000
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < files_needed:
+            if hard != resource.RLIM_INFINITY and hard < files_needed:
+                raise TooFewFiles(f"{files_needed:,} open files needed, the hard limit is {hard:,}")
+            resource.setrlimit(resource.RLIMIT_NOFILE, (files_needed, hard))
+        self.directory = os.path.join(tmp, f"lookup{segments}")
+        batch_bytes = len(make_batch(0))
+        fill(self.directory, LOOKUP_BATCHES, LOOKUP_BATCHES // segments * batch_bytes)
+        self.logs = seglog.open(self.directory, background=False)
+        self.log = log = self.logs.partition("p", 0)
+        assert segments <= len(log.segments) <= segments + 1, len(log.segments)
+        rng = random.Random(4)
+        end = log.log_end_offset
+        self.offsets = [rng.randrange(end) for _ in range(LOOKUPS)]
+        self.stamps = [START_TS + rng.randrange(end) for _ in range(LOOKUPS)]
+        for o in range(0, end, RECORDS):  # warm-up: opens every segment and its indexes
+            log.read(o, 1, min_one_message=False)
+            log.offset_for_timestamp(START_TS + o)
+        for o, t in zip(self.offsets[:200], self.stamps[:200], strict=True):  # the answers are right
+            fetch = log.read(o, 1, min_one_message=False)
+            assert fetch.slice is not None
+            head = fetch.slice.handle.pread(61, fetch.slice.position)
+            base = _FRAME.unpack_from(head)[0]
+            assert base <= o <= base + _LAST_DELTA.unpack_from(head, 23)[0], (o, fetch)
+            found = log.offset_for_timestamp(t)
+            assert found == (t - START_TS, t), (found, t)
+
+    def by_offset(self) -> float:
+        read, start = self.log.read, time.thread_time()
+        for o in self.offsets:
+            read(o, 1, min_one_message=False)
+        return LOOKUPS / (time.thread_time() - start)
+
+    def by_timestamp(self) -> float:
+        find, start = self.log.offset_for_timestamp, time.thread_time()
+        for t in self.stamps:
+            find(t)
+        return LOOKUPS / (time.thread_time() - start)
+
+    def close(self) -> None:
+        self.logs.close()
+        shutil.rmtree(self.directory)
+
+
+def alternated(base: Callable[[], float], other: Callable[[], float]) -> tuple[float, float]:
+    """Medians of REPEATS runs of each, each run of ``other`` right after one of ``base``."""
+    bases, others = [], []
+    for _ in range(REPEATS):
+        bases.append(base())
+        others.append(other())
+    return statistics.median(bases), statistics.median(others)
+
+
+def share_label(kind: str, segments: int, target: float) -> str:
+    return f"lookups {kind}, {segments:,} segs >= {target:.0%} of {BASE_SEGMENTS}"
+
+
 def lookups(tmp: str) -> list[tuple[str, str, bool]]:
-    print(f"4. lookups: {LOOKUPS:,} random targets a pass, segments of 1 MiB")
-    per_segment = MiB // len(make_batch(0))
-    rows = []
-    for segments in (10, 100, 1000):
-        directory = os.path.join(tmp, f"lookup{segments}")
-        fill(directory, segments * per_segment, MiB)
-        with seglog.open(directory, background=False) as logs:
-            log = logs.partition("p", 0)
-            assert segments <= len(log.segments) <= segments + 1, len(log.segments)
-            rng = random.Random(segments)
-            end = log.log_end_offset
-            offsets = [rng.randrange(end) for _ in range(LOOKUPS)]
-            stamps = [START_TS + rng.randrange(end) for _ in range(LOOKUPS)]
-            for o in range(0, end, RECORDS):  # warm-up: opens every segment and its indexes
-                log.read(o, 1, min_one_message=False)
-                log.offset_for_timestamp(START_TS + o)
-
-            def by_offset() -> float:
-                start = time.perf_counter()
-                for o in offsets:
-                    log.read(o, 1, min_one_message=False)
-                return LOOKUPS / (time.perf_counter() - start)
-
-            def by_timestamp() -> float:
-                start = time.perf_counter()
-                for t in stamps:
-                    log.offset_for_timestamp(t)
-                return LOOKUPS / (time.perf_counter() - start)
-
-            for o, t in zip(offsets[:200], stamps[:200], strict=True):  # the answers are right
-                fetch = log.read(o, 1, min_one_message=False)
-                assert fetch.slice is not None
-                head = fetch.slice.handle.pread(61, fetch.slice.position)
-                base = _FRAME.unpack_from(head)[0]
-                assert base <= o <= base + _LAST_DELTA.unpack_from(head, 23)[0], (o, fetch)
-                found = log.offset_for_timestamp(t)
-                assert found == (t - START_TS, t), (found, t)
-            rate_offset, rate_time = median_of(by_offset), median_of(by_timestamp)
-        shutil.rmtree(directory)
-        print(f"   {segments:5,} segments: by offset {rate_offset:9,.0f}/s   by timestamp {rate_time:9,.0f}/s")
-        for kind, rate in (("offset", rate_offset), ("timestamp", rate_time)):
-            rows.append((f"lookups by {kind} >= 100,000/s, {segments:,} segments", f"{rate:,.0f}/s", rate >= 100_000))
+    size = LOOKUP_BATCHES * len(make_batch(0))
+    print(
+        f"4. lookups: {LOOKUPS:,} random targets a pass, one partition of {LOOKUP_BATCHES:,} batches "
+        f"({size / MiB:.0f} MiB) in {BASE_SEGMENTS} / {' / '.join(f'{n:,}' for n in LOOKUP_TARGETS)} segments"
+    )
+    base = Lookups(tmp, BASE_SEGMENTS)
+    rate_offset, rate_time = median_of(base.by_offset), median_of(base.by_timestamp)
+    print(f"   {BASE_SEGMENTS:6,} segments: by offset {rate_offset:9,.0f}/s          by timestamp {rate_time:9,.0f}/s")
+    rows = [
+        (f"lookups by {kind} >= 100,000/s, {BASE_SEGMENTS} segments", f"{rate:,.0f}/s", rate >= 100_000)
+        for kind, rate in (("offset", rate_offset), ("timestamp", rate_time))
+    ]
+    try:
+        for segments, target in LOOKUP_TARGETS.items():
+            try:
+                other = Lookups(tmp, segments)
+            except TooFewFiles as e:
+                print(f"   {segments:6,} segments: not measured: {e}")
+                if target is not None:
+                    rows += [(share_label(k, segments, target), "no fds", False) for k in ("by offset", "by timestamp")]
+                continue
+            try:
+                shares = []
+                for kind in ("by_offset", "by_timestamp"):
+                    base_rate, rate = alternated(getattr(base, kind), getattr(other, kind))
+                    shares.append((kind.replace("_", " "), rate, rate / base_rate))
+            finally:
+                other.close()
+            print(f"   {segments:6,} segments: " + "   ".join(f"{k} {r:9,.0f}/s ({s:4.0%})" for k, r, s in shares))
+            if target is not None:
+                rows += [(share_label(k, segments, target), f"{s:.0%}", s >= target) for k, _, s in shares]
+    finally:
+        base.close()
+    print(f"   (each share: of the {BASE_SEGMENTS}-segment rate in runs alternated with the row's)")
     batch = RecordBatch(bytes(make_batch(0)))
     walk = median_of(
         lambda: (

@@ -3,7 +3,7 @@ functions and ``TYPE_CHECKING`` blocks count too).
 
 A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``seglog.client``,
 ``seglog.coordinator``, ``seglog.cluster``, ``seglog.broker``, ``seglog.spark``,
-``seglog.tools``, ``seglog.demo``, or the top level (the modules directly in
+``seglog.tools``, ``seglog.demo``, ``seglog.console``, or the top level (the modules directly in
 ``seglog/``: ``errors``, ``config``, ``partitioner``, ``cli``, ...).
 
 1. No module imports a ``_``-prefixed module or name of another package: what a layer
@@ -21,7 +21,8 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``segl
       ``seglog`` package itself (``seglog.open``: a front door to storage);
    4. ``broker`` and ``spark``: storage served over the wire, or to Spark; the
       broker will host the coordinators and a controller;
-   5. ``tools``, ``cli``, ``__main__``, ``demo``: the command line and the demo.
+   5. ``tools``, ``cli``, ``__main__``, ``demo``, ``console``: the command line, the demo and the
+      web console.
 
    Packages on one layer may import each other (none does today).
 
@@ -83,6 +84,7 @@ LAYERS = {
     "cli": 5,
     "__main__": 5,
     "demo": 5,
+    "console": 5,
 }
 
 

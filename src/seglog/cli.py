@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .console import command as console
 from .errors import SeglogError
 from .tools import (
     broker,
@@ -31,7 +32,7 @@ from .tools import (
 )
 from .tools.arguments import USAGE_EXIT, CommandParser, UsageError
 
-COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker, cluster)
+COMMANDS = (dump_log, topics, produce, consume, get_offsets, broker, cluster, console)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,7 +15,7 @@ import zstandard
 
 from seglog.errors import CorruptRecordError, UnsupportedCompressionTypeError
 from seglog.records import Compression
-from seglog.records.compression import compress, decompress
+from seglog.records.compression import compress, decompress, decompress_stream
 
 from ..conftest import KAFKA_DATA
 
@@ -26,6 +26,40 @@ DATA = b"".join(b"record %d of a batch; " % i + bytes(random.Random(i).randbytes
 def test_round_trip(codec):
     assert decompress(codec, compress(codec, DATA)) == DATA
     assert decompress(codec, compress(codec, b"")) == b""
+
+
+# the largest piece of a stream: gzip and zstd cut by the chunk, xerial snappy and lz4 by their blocks
+_LARGEST_PIECE = {
+    Compression.GZIP: 1000,
+    Compression.ZSTD: 1000,
+    Compression.SNAPPY: 32 << 10,
+    Compression.LZ4: 64 << 10,
+}
+
+
+@pytest.mark.parametrize("codec", [c for c in Compression if c != Compression.NONE])
+def test_a_stream_gives_the_same_bytes_in_bounded_pieces(codec):
+    pieces = list(decompress_stream(codec, compress(codec, DATA), 1000))
+    assert b"".join(pieces) == DATA
+    assert len(pieces) > 5 and max(map(len, pieces)) <= _LARGEST_PIECE[codec] and all(pieces)
+    assert list(decompress_stream(codec, compress(codec, b""), 1000)) == []
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1 << 16])
+def test_gzip_streamed_across_members_and_chunk_edges(chunk):
+    members = gzip.compress(DATA[:5000]) + gzip.compress(b"") + gzip.compress(DATA[5000:9000])
+    assert b"".join(decompress_stream(Compression.GZIP, members, chunk)) == DATA[:9000]
+    with pytest.raises(CorruptRecordError, match="gzip"):
+        b"".join(decompress_stream(Compression.GZIP, members[:-3], chunk))
+
+
+def test_a_stream_meets_a_fault_after_the_pieces_before_it():
+    frame = compress(Compression.SNAPPY, DATA)[:-10]  # the last xerial block cut short
+    stream = decompress_stream(Compression.SNAPPY, frame)
+    first = next(stream)
+    assert first == DATA[: len(first)]
+    with pytest.raises(CorruptRecordError, match="xerial block"):
+        list(stream)
 
 
 @pytest.mark.parametrize("linked", [True, False])
@@ -42,6 +76,7 @@ def test_lz4_frames_of_every_shape(linked, content_size, checksums, block_size):
         block_checksum=checksums,
     )
     assert decompress(Compression.LZ4, frame) == DATA
+    assert b"".join(decompress_stream(Compression.LZ4, frame, 1000)) == DATA
 
 
 def test_lz4_written_like_the_java_client():
@@ -164,6 +199,11 @@ def test_decompressed_output_is_bounded(codec, monkeypatch):
     monkeypatch.setattr(compression, "MAX_DECOMPRESSED_BYTES", 1 << 20)
     with pytest.raises(CorruptRecordError, match="decompress to more than"):
         decompress(codec, bomb)
+    given = 0
+    with pytest.raises(CorruptRecordError, match="decompress to more than"):
+        for piece in decompress_stream(codec, bomb, 4096):
+            given += len(piece)
+    assert given <= 1 << 20  # no piece past the bound is given out
 
 
 # --- framings of other clients ---------------------------------------------------------
@@ -229,6 +269,18 @@ def test_gzip_cut_short_is_refused():
 def test_zstd_frames_read_one_after_another():
     z = zstandard.ZstdCompressor()
     assert decompress(Compression.ZSTD, z.compress(b"abc") + z.compress(b"def")) == b"abcdef"
+
+
+def test_zstd_frames_cut_short_are_refused():
+    # python-zstandard's readers end a frame cut short silently (nothing, or part of it, out)
+    frame = zstandard.ZstdCompressor(write_checksum=True).compress(DATA)
+    for cut in [1, 3, 4, 5, 100, len(frame) - 7]:
+        with pytest.raises(CorruptRecordError, match=r"^zstd: "):
+            decompress(Compression.ZSTD, frame[:-cut])
+        with pytest.raises(CorruptRecordError, match=r"^zstd: "):
+            list(decompress_stream(Compression.ZSTD, frame[:-cut], 7))
+    skippable = struct.pack("<II", 0x184D2A53, 5) + b"hello"  # zstd's skippable frame: no output
+    assert decompress(Compression.ZSTD, skippable + frame + skippable) == DATA
 
 
 def test_snappy_faults_name_the_codec_once():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import re
 import struct
 import time
 import zlib
@@ -14,7 +15,9 @@ from crc32c import crc32c
 from seglog.errors import CorruptRecordError, SeglogError
 from seglog.records import BatchIterator, Compression, Record, RecordBatch, build_batch
 from seglog.records import _codec as codec_module
-from seglog.records.compression import compress
+from seglog.records.batches import stream_records
+from seglog.records.compression import compress, decompress_stream
+from seglog.records.varint import decode_varint
 
 from ..conftest import KAFKA_DATA
 
@@ -303,6 +306,7 @@ def _exercise(data: bytes) -> None:
             lambda b: (b.compression, b.is_valid, b.last_sequence, b.crc, b.is_control),
             lambda b: b.validate(),
             lambda b: b.records(),
+            lambda b: list(stream_records(b, 7)) if isinstance(b, RecordBatch) else None,
             lambda b: b.control_records() if isinstance(b, RecordBatch) and b.is_control else None,
             lambda b: (
                 codec_module.check_records(b.records_section(), b.record_count, b.position)
@@ -329,3 +333,63 @@ def test_fuzzed_real_batches_raise_only_seglog_errors():
         _exercise(data)  # the lenient one: every question on its own
     assert outcomes["refused"] > 5000 and outcomes["whole"] > 1000, outcomes
     assert time.perf_counter() - started < 30  # no hang; a bound, not a speed target
+
+
+def test_fuzzed_batches_stream_the_records_a_whole_decode_gives():
+    """``stream_records`` (dump-log's deep iteration) agrees with ``records()``: the same records when
+    the batch is whole; a fault when it is not, after a prefix of the records, worded alike when the
+    whole decode's fault is a record's."""
+    rng = random.Random(25)
+    seeds = [s for s in _seeds() if len(s) >= 61 and s[16] == 2 and s[22] & 7]  # compressed v2 batches
+    agreed = {"whole": 0, "refused": 0}
+    for _ in range(3000):
+        data = _mutate(rng, rng.choice(seeds), seeds)
+        for batch in _whole_v2_batches(data):
+            try:
+                whole = batch.records()
+            except SeglogError as e:
+                whole = e
+            streamed: list[Record] = []
+            try:
+                streamed.extend(stream_records(batch, rng.choice([1, 7, 1 << 16])))
+                fault = None
+            except SeglogError as e:
+                fault = e
+            if isinstance(whole, list):
+                assert fault is None and streamed == whole
+                agreed["whole"] += 1
+                continue
+            assert fault is not None, whole
+            assert streamed == _records_before(batch, len(streamed))
+            if re.match(r"record \d+: ", whole.message):
+                assert (fault.message, fault.position) == (whole.message, whole.position)
+            agreed["refused"] += 1
+    assert agreed["whole"] > 200 and agreed["refused"] > 1000, agreed
+
+
+def _whole_v2_batches(data: bytes) -> list[RecordBatch]:
+    batches: list[RecordBatch] = []
+    scan = BatchIterator(data)
+    with contextlib.suppress(SeglogError):
+        batches.extend(b for b in scan if isinstance(b, RecordBatch) and b.attributes & 7 in range(1, 5))
+    return batches
+
+
+def _records_before(batch: RecordBatch, n: int) -> list[Record]:
+    """The first n records of a batch broken after them: what inflates before the fault, decoded whole."""
+    if n == 0:
+        return []
+    inflated = bytearray()
+    with contextlib.suppress(SeglogError):
+        for piece in decompress_stream(
+            batch.compression, batch.buffer[61:], 1
+        ):  # what inflates before the fault depends on the chunk: take it all
+            inflated += piece
+    end = 0
+    for _ in range(n):
+        length, after = decode_varint(inflated, end)
+        end = after + length
+    head = batch.header()
+    return codec_module.decode_records(
+        bytes(inflated[:end]), n, head[0], head[7], bool(head[5] & 8), head[8], Record, 0
+    )

@@ -137,7 +137,7 @@ def test_translate_and_timestamp_lookups_find_what_a_full_scan_finds(tmp_path_fa
 
 def test_lookup_position_names_the_entry_and_the_next(tmp_path):
     seg = LogSegment.create(str(tmp_path), 10, index_interval_bytes=0)
-    assert seg.offset_index.lookup_position(10) == (-1, 0, -1)  # empty
+    assert seg.offset_index.lookup_position(10) == (-1, 0, -1, -1)  # empty
     positions = []
     for i in range(4):
         data = build_batch(records(2, start=10 + 2 * i), base_offset=10 + 2 * i)
@@ -146,10 +146,10 @@ def test_lookup_position_names_the_entry_and_the_next(tmp_path):
     # index.interval.bytes 0: every batch but the first gets an entry (its last offset, its start)
     entries = [seg.offset_index.entry(i) for i in range(seg.offset_index.entries)]
     assert entries == [(13, positions[1]), (15, positions[2]), (17, positions[3])]
-    assert seg.offset_index.lookup_position(12) == (-1, 0, positions[1])
-    assert seg.offset_index.lookup_position(13) == (13, positions[1], positions[2])
-    assert seg.offset_index.lookup_position(16) == (15, positions[2], positions[3])
-    assert seg.offset_index.lookup_position(99) == (17, positions[3], -1)
+    assert seg.offset_index.lookup_position(12) == (-1, 0, 13, positions[1])
+    assert seg.offset_index.lookup_position(13) == (13, positions[1], 15, positions[2])
+    assert seg.offset_index.lookup_position(16) == (15, positions[2], 17, positions[3])
+    assert seg.offset_index.lookup_position(99) == (17, positions[3], -1, -1)
 
 
 def test_a_short_write_is_completed(tmp_path, monkeypatch):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import base64
+import contextlib
+import io
 import json
 import random
 import shutil
 import struct
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -423,6 +426,71 @@ def test_unknown_codec_and_broken_records_go_on_to_the_next_batch(tmp_path):
     assert lines(result, "error at position 0: unknown compression codec id 6")
     assert lines(result, f"error at position {len(first)}: record ")
     assert lines(result, "| offset: 3 ")  # the third batch is whole and printed
+
+
+def test_the_records_before_a_fault_are_printed(tmp_path):
+    batch = build_batch([Record(b"a", b"1", 1), Record(b"b", b"2", 2)], base_offset=7, compression=Compression.LZ4)
+    struct.pack_into(">i", batch, 57, 3)  # a third record claimed
+    _fix_crc(batch)
+    target = tmp_path / "00000000000000000000.log"
+    target.write_bytes(batch)
+    result = dump("--print-data-log", "--files", target)
+    assert result.returncode == 1
+    assert [line.split(" CreateTime")[0] for line in lines(result, "| ")] == ["| offset: 7", "| offset: 8"]
+    assert lines(result, "error at position 0: record count 3 disagrees with the batch: its records end after 2")
+
+
+# --- decompression bombs: batches of a few KiB that inflate to MiBs ------------------------
+
+
+def _bomb(path: Path, batches: int, count: int | None = None) -> Path:
+    """A segment of gzip batches of 1,024 records of 4 KiB of zeros each (4 MiB inflated, ~10 KiB
+    stored); ``count`` makes each claim that many records, CRC resealed."""
+    data = bytearray()
+    for i in range(batches):
+        batch = build_batch([(None, bytes(4096))] * 1024, base_offset=i * 1024, compression=Compression.GZIP)
+        if count is not None:
+            struct.pack_into(">i", batch, 57, count)
+            _fix_crc(batch)
+        data += batch
+    path.write_bytes(data)
+    return path
+
+
+def _dump_measured(*args: str | Path) -> tuple[int, list[str], int]:
+    """The command run in this process (exit code, output lines, peak of Python's allocations)."""
+    from seglog.cli import main
+
+    out = io.StringIO()
+    tracemalloc.start()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main(["dump-log", *map(str, args)])
+        peak = tracemalloc.get_traced_memory()[1] - len(out.getvalue())  # the output is not the dump's
+    finally:
+        tracemalloc.stop()
+    return code, out.getvalue().splitlines(), peak
+
+
+def test_deep_iteration_of_a_decompression_bomb_holds_a_chunk_not_a_batch(tmp_path):
+    target = _bomb(tmp_path / "00000000000000000000.log", batches=8)
+    assert target.stat().st_size < 200_000  # 32 MiB of records
+    code, out, peak = _dump_measured("--deep-iteration", "--files", target)
+    assert code == 0
+    assert len([line for line in out if line.startswith("| offset: ")]) == 8 * 1024
+    assert out[-1].startswith("| offset: 8191 ") and " valueSize: 4096 " in out[-1]
+    assert peak < 2 << 20, peak  # a batch inflates to 4 MiB
+
+
+def test_a_bomb_whose_batches_claim_one_record_costs_a_chunk_per_batch(tmp_path):
+    # the damage the dump met when it inflated every batch whole: bytes past each batch's count
+    target = _bomb(tmp_path / "00000000000000000000.log", batches=8, count=1)
+    code, out, peak = _dump_measured("--deep-iteration", "--files", target)
+    assert code == 1
+    assert len([line for line in out if line.startswith("| offset: ")]) == 8  # each batch's one record
+    faults = [line for line in out if line.startswith("error at position ")]
+    assert len(faults) == 8 and all("record count 1 disagrees with the batch: more than " in f for f in faults)
+    assert peak < 2 << 20, peak
 
 
 def test_files_that_are_not_batches(tmp_path):

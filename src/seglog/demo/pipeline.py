@@ -29,10 +29,10 @@ from typing import Any
 
 import seglog
 import seglog.broker
+from seglog.client import ClusterClient, check
 from seglog.demo.access_log import START, generate
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import CreateTopicsRequestData, CreateTopicsResponseData
-from seglog.tools.cluster_client import ClusterClient, check
 
 ACCESS_LOG, PAGEVIEWS, PARTITIONS = "access_log", "pageviews", 6
 LINE = r'^(\S+) \S+ \S+ \[[^\]]+\] "(\S+) (\S+) [^"]*" (\d{3}) (\d+) "[^"]*" "([^"]*)"'

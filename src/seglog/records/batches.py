@@ -9,17 +9,35 @@ limited by max_bytes) ends the walk cleanly; ``position`` then tells how many
 bytes were whole. Bad framing (an unknown magic, a size below the minimum or
 above ``max_batch_size``) raises CorruptRecordError, since nothing after it
 can be trusted to start a batch.
+
+``stream_records`` gives a v2 batch's records as its compressed section is
+inflated, for tools that walk every record of a file (dump-log), where a small
+file may inflate to gigabytes.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections.abc import Iterator
 
 from ..errors import CorruptRecordError
+from . import _codec
 from .batch import Buffer, RecordBatch
-from .layout import HEADER, HEADER_SIZE, HEADER_SIZE_UP_TO_MAGIC, LOG_OVERHEAD, MAGIC, MAGIC_OFFSET, MIN_BATCH_LENGTH
+from .compression import STREAM_CHUNK_BYTES, Compression, decompress_stream
+from .layout import (
+    HEADER,
+    HEADER_SIZE,
+    HEADER_SIZE_UP_TO_MAGIC,
+    LOG_OVERHEAD,
+    MAGIC,
+    MAGIC_OFFSET,
+    MIN_BATCH_LENGTH,
+    TIMESTAMP_TYPE_MASK,
+)
 from .legacy import MIN_MESSAGE_SIZE, LegacyBatch
+from .record import Record
+from .varint import MAX_VARINT_BYTES, decode_varint
 
 _FRAME = struct.Struct(">qi")
 _MIN_SIZE = {0: MIN_MESSAGE_SIZE[0], 1: MIN_MESSAGE_SIZE[1], 2: MIN_BATCH_LENGTH}
@@ -122,3 +140,121 @@ class BatchIterator:
 def iter_batches(buffer: Buffer, start: int = 0, *, origin: int = 0) -> BatchIterator:
     """Shorthand for ``BatchIterator(buffer, start, origin=origin)``."""
     return BatchIterator(buffer, start, origin=origin)
+
+
+# --- the records of a compressed batch, as a stream ---------------------------------
+
+_MIN_RECORD_LENGTH = 6  # attributes, and a byte each for the timestamp and offset deltas, key and value lengths
+_RECORD_FAULT = re.compile(r"record (\d+): (.*) at byte (\d+) of the records", re.DOTALL)
+
+
+def stream_records(batch: RecordBatch, chunk: int = STREAM_CHUNK_BYTES) -> Iterator[Record]:
+    """The records of a v2 batch, as ``batch.records()`` gives them, decoded as the compressed
+    section is inflated (``decompress_stream``), as Kafka's DumpLogSegments streams them out of a
+    compressed batch: memory is a ``chunk`` of inflated bytes and the records in it (a record larger
+    than the chunk is held whole), not the batch's inflated size. A fault is raised where the stream
+    meets it, after the records before it; once the batch's count of records is read, a byte more is
+    a fault found without inflating the rest (Kafka's ``ensureNoneRemaining``), so the work a batch
+    costs stops at its count. An uncompressed batch is ``batch.records()``."""
+    head = batch.header()
+    if batch.compression == Compression.NONE:
+        yield from batch.records()
+        return
+    count = head[12]
+    if count < 0:
+        raise CorruptRecordError(f"record count {count} is negative", position=batch.position)
+    pieces = _placed(decompress_stream(batch.compression, batch.buffer[HEADER_SIZE:], chunk), batch)
+    decode = _StreamDecoder(batch.position, head)
+    pending = bytearray()
+    for piece in pieces:
+        pending += piece
+        yield from decode.whole_records(pending, count)
+        if decode.records == count and pending:
+            break
+    if decode.records == count:
+        rest = len(pending) + len(next(pieces, b""))  # a piece more tells that bytes follow, not how many
+        if rest:
+            more = "" if rest == len(pending) else "more than "
+            raise CorruptRecordError(
+                f"record count {count} disagrees with the batch: {more}{len(pending)} bytes follow the last record",
+                position=batch.position,
+            )
+    elif pending:
+        raise decode.fault(decode.records, "record length out of range (truncated record)", 0)
+    else:
+        raise CorruptRecordError(
+            f"record count {count} disagrees with the batch: its records end after {decode.records}",
+            position=batch.position,
+        )
+
+
+def _placed(pieces: Iterator[bytes], batch: RecordBatch) -> Iterator[bytes]:
+    """A codec's faults named with the batch and its base offset, as ``records_section`` names them."""
+    try:
+        yield from pieces
+    except CorruptRecordError as e:
+        raise e.at(position=batch.position, offset=batch.base_offset) from None
+
+
+class _StreamDecoder:
+    """Decodes the whole records at the start of a buffer of inflated bytes, numbering records and
+    bytes from the start of the batch's records (as the C decoder numbers them in a whole section)."""
+
+    def __init__(self, position: int, head: tuple) -> None:
+        self.position = position
+        self.base_offset, self.base_timestamp, self.max_timestamp = head[0], head[7], head[8]
+        self.log_append_time = bool(head[5] & TIMESTAMP_TYPE_MASK)
+        self.records = 0  # records decoded so far
+        self.consumed = 0  # bytes of the records section decoded so far
+
+    def whole_records(self, pending: bytearray, count: int) -> list[Record]:
+        """Decode and remove the whole records at the start of ``pending`` (at most the count's rest)."""
+        n, end, fault = self._frame(pending, count - self.records)
+        records = []
+        if n:
+            with memoryview(pending)[:end] as part:
+                try:
+                    records = _codec.decode_records(
+                        part, n, self.base_offset, self.base_timestamp, self.log_append_time, self.max_timestamp,
+                        Record, self.position,
+                    )  # fmt: skip
+                except CorruptRecordError as e:
+                    raise self._rebased(e) from None
+            del pending[:end]
+            self.records += n
+            self.consumed += end
+        if fault is not None:  # after the records before it, where the C decoder may find an earlier fault
+            raise fault
+        return records
+
+    def _frame(self, buf: bytearray, wanted: int) -> tuple[int, int, CorruptRecordError | None]:
+        """(n, end, fault): the first n records of ``buf`` are whole and end at ``end``; ``fault`` is
+        that of the length of the record after them. Only the length varints are read; the C decoder
+        checks the rest."""
+        n = pos = 0
+        while n < wanted:
+            try:
+                length, after = decode_varint(buf, pos)
+            except CorruptRecordError:
+                if len(buf) - pos < MAX_VARINT_BYTES:
+                    break  # cut by the chunk: the next piece ends it
+                return n, pos, self.fault(self.records + n, "varint too long in the record length", pos)
+            if length < _MIN_RECORD_LENGTH:
+                return n, pos, self.fault(self.records + n, "record length out of range (truncated record)", pos)
+            if after + length > len(buf):
+                break
+            n, pos = n + 1, after + length
+        return n, pos, None
+
+    def fault(self, record: int, fault: str, at: int) -> CorruptRecordError:
+        """A fault of record ``record`` at byte ``at`` of the pending bytes, as the C decoder words it."""
+        return CorruptRecordError(
+            f"record {record}: {fault} at byte {self.consumed + at} of the records", position=self.position
+        )
+
+    def _rebased(self, e: CorruptRecordError) -> CorruptRecordError:
+        """The C decoder's fault in a run of records, numbered from the batch's first record."""
+        found = _RECORD_FAULT.fullmatch(e.message)
+        if found is None:
+            return e
+        return self.fault(self.records + int(found[1]), found[2], int(found[3]))

@@ -22,10 +22,21 @@
   default: a block may copy from the previous 64 KiB of output). Written as
   the Java client writes it: independent 64 KiB blocks, no checksums but the
   header's.
-- zstd: a plain zstd stream.
+- zstd: a plain zstd stream (frames one after another, as zstd-jni reads them)::
+
+      magic 28 B5 2F FD | FHD | [window] [dict id] [content size]
+      blocks: u24 header (bit 0 last, bits 1-2 type: raw, RLE, compressed; size) + data
+      [u32 content checksum]
+
+  Decoded by python-zstandard, whose readers end a frame cut short without a
+  word: the frames' framing is walked here first, so that one is refused.
 
 Decompression is bounded: output past ``MAX_DECOMPRESSED_BYTES`` is refused,
-so a small hostile batch cannot claim gigabytes.
+so a small hostile batch cannot claim gigabytes. ``decompress_stream`` gives the
+output in pieces as it is inflated (gzip and zstd in pieces of a chosen size,
+xerial snappy a block at a time, lz4 a frame block at a time, bare snappy whole:
+it has no blocks), for readers that need not hold a whole batch's records at
+once; ``decompress`` is the same stream joined.
 """
 
 from __future__ import annotations
@@ -33,7 +44,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cramjam
 import lz4.block
@@ -45,6 +56,7 @@ from ..errors import CorruptRecordError, UnsupportedCompressionTypeError
 Buffer = bytes | bytearray | memoryview
 
 MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+STREAM_CHUNK_BYTES = 64 * 1024  # a piece of decompress_stream (gzip, zstd); lz4's blocks are this size too
 
 
 class Compression(enum.IntEnum):
@@ -83,23 +95,34 @@ def _gzip_compress(data: Buffer) -> bytes:
     return co.compress(data) + co.flush()
 
 
-def _gzip_decompress(data: Buffer) -> bytes:
-    out = bytearray()
-    rest: Buffer = data
+def _gzip_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
+    # input goes in by slices of ``chunk`` too: zlib copies the unconsumed input
+    # on each call, which for a whole large input would be quadratic
+    view = memoryview(data)
+    pos, pending = 0, memoryview(b"")
+    member = None
+    produced = 0
     try:
-        while rest:
-            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            while rest:
-                out += d.decompress(rest, MAX_DECOMPRESSED_BYTES + 1 - len(out))
-                if len(out) > MAX_DECOMPRESSED_BYTES:
-                    raise _too_large()
-                rest = d.unconsumed_tail
-            if not d.eof:
+        while True:
+            if not pending and pos < len(view):
+                pending, pos = view[pos : pos + chunk], pos + chunk
+            if member is None:
+                if not pending:
+                    return
+                member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            # never more than one byte past the bound, whatever the chunk (0 would mean no limit)
+            piece = member.decompress(pending, max(1, min(chunk, MAX_DECOMPRESSED_BYTES + 1 - produced)))
+            produced += len(piece)
+            stalled = not piece and len(member.unconsumed_tail) == len(pending)
+            pending = memoryview(member.unconsumed_tail)
+            if piece:
+                yield piece
+            if member.eof:  # another member may follow: Java's GZIPInputStream reads them as one
+                pending, member = memoryview(member.unused_data), None
+            elif stalled:
                 raise CorruptRecordError("gzip stream ends early")
-            rest = d.unused_data
     except zlib.error as e:
         raise CorruptRecordError(f"gzip: {e}") from None
-    return bytes(out)
 
 
 # --- snappy --------------------------------------------------------------------
@@ -140,14 +163,14 @@ def _snappy_error(e: Exception) -> CorruptRecordError:
     return CorruptRecordError("snappy: " + str(e).removeprefix("snappy: "))  # cramjam names itself already
 
 
-def _snappy_decompress(data: Buffer) -> bytes:
+def _snappy_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
     view = memoryview(data)
     if view[:8] != _XERIAL_MAGIC:
-        return _snappy_raw(view, MAX_DECOMPRESSED_BYTES)
+        yield _snappy_raw(view, MAX_DECOMPRESSED_BYTES)
+        return
     if len(view) < 16:
         raise CorruptRecordError("snappy: truncated xerial header")
-    out = bytearray()
-    pos = 16
+    pos, total = 16, 0
     while pos < len(view):
         if pos + 4 > len(view):
             raise CorruptRecordError(f"snappy: truncated xerial block length at byte {pos}")
@@ -155,9 +178,10 @@ def _snappy_decompress(data: Buffer) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(view):
             raise CorruptRecordError(f"snappy: xerial block of {size} bytes at byte {pos - 4} runs past the end")
-        out += _snappy_raw(view[pos : pos + size], MAX_DECOMPRESSED_BYTES - len(out))
+        block = _snappy_raw(view[pos : pos + size], MAX_DECOMPRESSED_BYTES - total)
+        total += len(block)
         pos += size
-    return bytes(out)
+        yield block
 
 
 # --- lz4 -----------------------------------------------------------------------
@@ -205,13 +229,14 @@ def _lz4_header(view: memoryview) -> tuple[int, int, int]:
     return end + 1, block_max, flg
 
 
-def _lz4_decompress(data: Buffer) -> bytes:
+def _lz4_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
     view = memoryview(data)
     pos, block_max, flg = _lz4_header(view)
-    block_checksum, content_checksum = flg & 0x10, flg & 0x04
+    block_checksum = flg & 0x10
+    content = xxhash.xxh32() if flg & 0x04 else None
     # linked blocks (librdkafka's default) may copy from the previous 64 KiB of output
     linked = not flg & 0x20
-    out = bytearray()
+    window = b""
     while True:
         if pos + 4 > len(view):
             raise CorruptRecordError(f"lz4: truncated block size at byte {pos}")
@@ -229,20 +254,19 @@ def _lz4_decompress(data: Buffer) -> bytes:
                 raise CorruptRecordError(f"lz4: block checksum mismatch at byte {pos}")
             pos += 4
         if stored:
-            out += block
+            piece = bytes(block)
         else:
             try:
-                window = bytes(out[-_LZ4_WINDOW:]) if linked and out else b""
-                out += lz4.block.decompress(block, uncompressed_size=block_max, dict=window)
+                piece = lz4.block.decompress(block, uncompressed_size=block_max, dict=window)
             except lz4.block.LZ4BlockError as e:
                 raise CorruptRecordError(f"lz4: {e} in block at byte {pos - size}") from None
-        if len(out) > MAX_DECOMPRESSED_BYTES:
-            raise _too_large()
-    if content_checksum and (
-        pos + 4 > len(view) or struct.unpack_from("<I", view, pos)[0] != xxhash.xxh32_intdigest(out)
-    ):
+        if linked:
+            window = piece[-_LZ4_WINDOW:] if len(piece) >= _LZ4_WINDOW else (window + piece)[-_LZ4_WINDOW:]
+        if content is not None:
+            content.update(piece)
+        yield piece
+    if content is not None and (pos + 4 > len(view) or struct.unpack_from("<I", view, pos)[0] != content.intdigest()):
         raise CorruptRecordError("lz4: content checksum mismatch")
-    return bytes(out)
 
 
 # --- zstd ----------------------------------------------------------------------
@@ -254,18 +278,53 @@ def _zstd_compress(data: Buffer) -> bytes:
     return _ZSTD_COMPRESSOR.compress(data)
 
 
-def _zstd_decompress(data: Buffer) -> bytes:
-    out = bytearray()
+_ZSTD_MAGIC = 0xFD2FB528
+_ZSTD_SKIPPABLE_MAGIC = 0x184D2A50  # the low 4 bits are free
+_ZSTD_RLE_BLOCK = 1  # one byte stored, repeated size times
+
+
+def _zstd_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
+    _zstd_check_framing(memoryview(data))
     try:
         # streaming, so the frame's content-size field never sizes an allocation
         reader = zstandard.ZstdDecompressor().stream_reader(bytes(data), read_across_frames=True)
-        while chunk := reader.read(1 << 20):
-            out += chunk
-            if len(out) > MAX_DECOMPRESSED_BYTES:
-                raise _too_large()
+        # read(n) allocates n bytes before inflating: pieces of a MiB at most, whatever the chunk
+        while piece := reader.read(min(chunk, 1 << 20)):
+            yield piece
     except zstandard.ZstdError as e:
         raise CorruptRecordError(f"zstd: {e}") from None
-    return bytes(out)
+
+
+def _zstd_check_framing(view: memoryview) -> None:
+    """Refuse frames cut short (block headers and sizes only: nothing is inflated here). Bytes
+    that do not start a frame are left to the decoder, which names them."""
+    pos = 0
+    while pos < len(view):
+        if pos + 4 > len(view):
+            raise CorruptRecordError(f"zstd: {len(view) - pos} bytes after the last frame")
+        (magic,) = struct.unpack_from("<I", view, pos)
+        if magic & ~0xF == _ZSTD_SKIPPABLE_MAGIC:
+            pos += 8 + (struct.unpack_from("<I", view, pos + 4)[0] if pos + 8 <= len(view) else 0)
+            continue
+        if magic != _ZSTD_MAGIC:
+            return
+        fhd = view[pos + 4] if pos + 4 < len(view) else 0
+        single_segment = fhd >> 5 & 1
+        pos += 5 + (1 - single_segment) + (0, 1, 2, 4)[fhd & 3] + (single_segment, 2, 4, 8)[fhd >> 6]
+        last = 0
+        while not last:
+            if pos + 3 > len(view):
+                raise _zstd_cut_short(len(view))
+            header = view[pos] | view[pos + 1] << 8 | view[pos + 2] << 16
+            last, kind, size = header & 1, header >> 1 & 3, header >> 3
+            pos += 3 + (1 if kind == _ZSTD_RLE_BLOCK else size)
+        pos += 4 if fhd & 0x04 else 0  # the content checksum
+    if pos > len(view):
+        raise _zstd_cut_short(len(view))
+
+
+def _zstd_cut_short(size: int) -> CorruptRecordError:
+    return CorruptRecordError(f"zstd: a frame is cut short (its blocks run past the {size} bytes)")
 
 
 # --- dispatch ------------------------------------------------------------------
@@ -276,11 +335,11 @@ _COMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
     Compression.LZ4: _lz4_compress,
     Compression.ZSTD: _zstd_compress,
 }
-_DECOMPRESSORS: dict[int, Callable[[Buffer], bytes]] = {
-    Compression.GZIP: _gzip_decompress,
-    Compression.SNAPPY: _snappy_decompress,
-    Compression.LZ4: _lz4_decompress,
-    Compression.ZSTD: _zstd_decompress,
+_STREAMS: dict[int, Callable[[Buffer, int], Iterator[bytes]]] = {
+    Compression.GZIP: _gzip_stream,
+    Compression.SNAPPY: _snappy_stream,
+    Compression.LZ4: _lz4_stream,
+    Compression.ZSTD: _zstd_stream,
 }
 
 
@@ -293,8 +352,26 @@ def compress(codec: int, data: Buffer) -> bytes:
 
 def decompress(codec: int, data: Buffer) -> bytes:
     """Decompress one compressed block; corrupt input raises CorruptRecordError."""
+    # one piece as large as the bound: gzip and zstd inflate in a single call, as before streaming
+    return b"".join(decompress_stream(codec, data, MAX_DECOMPRESSED_BYTES + 1))
+
+
+def decompress_stream(codec: int, data: Buffer, chunk: int = STREAM_CHUNK_BYTES) -> Iterator[bytes]:
+    """The decompressed bytes of one compressed block, in pieces as they are inflated: gzip and zstd
+    in pieces of at most ``chunk`` bytes, xerial snappy and lz4 a block at a time (at most 4 MiB, an
+    lz4 frame's largest block), bare snappy whole. Corrupt input raises CorruptRecordError when the
+    stream meets it (after the pieces before it); so does output past ``MAX_DECOMPRESSED_BYTES``."""
     try:
-        fn = _DECOMPRESSORS[codec]
+        stream = _STREAMS[codec]
     except KeyError:
         raise UnsupportedCompressionTypeError(f"unknown compression codec id {codec}") from None
-    return fn(data)
+    return _bounded(stream(data, chunk))
+
+
+def _bounded(pieces: Iterator[bytes]) -> Iterator[bytes]:
+    total = 0
+    for piece in pieces:
+        total += len(piece)
+        if total > MAX_DECOMPRESSED_BYTES:
+            raise _too_large()
+        yield piece

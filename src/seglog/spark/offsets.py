@@ -1,8 +1,9 @@
-"""Resolving offset options against a log dir, on the driver: which partitions,
-which offset ranges, and where to cut a range into several Spark tasks.
+"""Resolving offset options on the driver: which partitions, which offset ranges, and where
+to cut a range into several Spark tasks.
 
-The driver reads the dir read-only (``seglog.open(..., read_only=True)``), so
-it plans beside a process that owns and writes the dir.
+The driver plans over a ``Logs`` view: a log dir read read-only (``seglog.open(...,
+read_only=True)``, so it plans beside a process that owns and writes the dir), or the brokers'
+answers to Metadata and ListOffsets (``consumer.BrokerLogs``); both answer the same questions.
 """
 
 from __future__ import annotations
@@ -11,17 +12,43 @@ import itertools
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from ..common import INTERNAL_TOPICS, TopicPartition
 from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from ..storage import LogManager, PartitionLog, open, retry_while_vanishing
+from ..storage import LogManager, open, retry_while_vanishing
 from .options import EARLIEST, LATEST, READ_COMMITTED, OffsetSpec, OptionError, Subscription
 
 log = logging.getLogger(__name__)
 
 Offsets = dict[TopicPartition, int]
 T = TypeVar("T")
+
+
+class PartitionOffsets(Protocol):
+    """What planning asks of one partition (a read-only ``PartitionLog`` answers it too)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def dir(self) -> str | None: ...  # where its files are; None through the brokers
+    @property
+    def log_start_offset(self) -> int: ...
+    @property
+    def log_end_offset(self) -> int: ...
+    @property
+    def high_watermark(self) -> int: ...
+    @property
+    def last_stable_offset(self) -> int: ...
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None: ...
+
+
+class Logs(Protocol):
+    """The topics planning reads (a read-only ``LogManager`` answers it too)."""
+
+    def topics(self) -> list[str]: ...
+    def partitions(self, topic: str) -> list[int]: ...
+    def partition(self, topic: str, partition: int) -> PartitionOffsets: ...
 
 
 class DataLossError(OffsetOutOfRangeError):
@@ -65,7 +92,7 @@ def read_logs(dirs: list[str], question: Callable[[LogManager], T]) -> T:
 METADATA_LOG = "__cluster_metadata"
 
 
-def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition]:
+def topic_partitions(logs: Logs, sub: Subscription) -> list[TopicPartition]:
     """The partitions a subscription names; an unknown topic is an error (not for a pattern).
     Internal topics are read only when named; the metadata log never."""
     named = [t for t, _ in sub.assigned] if sub.kind == "assign" else list(sub.topics)
@@ -87,7 +114,7 @@ def topic_partitions(logs: LogManager, sub: Subscription) -> list[TopicPartition
     )
 
 
-def readable_end(pl: PartitionLog, isolation: str) -> int:
+def readable_end(pl: PartitionOffsets, isolation: str) -> int:
     """Where a consumer's reads end: the high watermark, or with read_committed the last
     stable offset (what Kafka's ListOffsets gives each as "latest"). A read-only log's
     comes from its producer state as its owner keeps it: the owner's latest snapshot and
@@ -96,13 +123,13 @@ def readable_end(pl: PartitionLog, isolation: str) -> int:
 
 
 def resolve(
-    logs: LogManager,
+    logs: Logs,
     spec: OffsetSpec,
     tps: Iterable[TopicPartition],
     *,
     starting: bool,
     strategy: str = "error",
-    latest: Callable[[PartitionLog], int] = lambda pl: pl.high_watermark,
+    latest: Callable[[PartitionOffsets], int] = lambda pl: pl.high_watermark,
 ) -> Offsets:
     """The offset ``spec`` gives for each partition."""
     tps = list(tps)
@@ -124,12 +151,12 @@ def resolve(
 
 
 def _resolve_one(
-    pl: PartitionLog,
+    pl: PartitionOffsets,
     spec: OffsetSpec,
     tp: TopicPartition,
     starting: bool,
     strategy: str,
-    latest: Callable[[PartitionLog], int],
+    latest: Callable[[PartitionOffsets], int],
 ) -> int:
     if spec.kind == "earliest":
         return pl.log_start_offset
@@ -156,7 +183,7 @@ def _resolve_one(
     return latest(pl)
 
 
-def check_data_loss(pl: PartitionLog, start: int, fail_on_data_loss: bool) -> int:
+def check_data_loss(pl: PartitionOffsets, start: int, fail_on_data_loss: bool) -> int:
     """Where reading from ``start`` can begin; raises or warns when offsets are gone."""
     first = pl.log_start_offset
     if start >= first:

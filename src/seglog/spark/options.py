@@ -96,6 +96,53 @@ def log_dirs(options: Mapping[str, str]) -> list[str]:
     return [p for p in path.split(",") if p]
 
 
+# Kafka's consumer defaults (ConsumerConfig)
+_REQUEST_TIMEOUT_MS = 30_000
+_FETCH_MAX_BYTES = 50 * 1024 * 1024
+_MAX_PARTITION_FETCH_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """What the ``kafka.*`` consumer options mean to a read through the brokers."""
+
+    bootstrap_servers: str
+    client_id: str
+    request_timeout_ms: int  # a request's answer, and a task's retries of a moved leader
+    fetch_max_bytes: int
+    max_partition_fetch_bytes: int
+
+
+def client_options(options: Mapping[str, str]) -> ClientOptions | None:
+    """The brokers to read through (``kafka.bootstrap.servers``), or None to read the log dirs of
+    ``path``: one of the two, not both."""
+    servers = _get(options, "kafka.bootstrap.servers")
+    if servers is None:
+        log_dirs(options)
+        return None
+    if _get(options, "path"):
+        raise OptionError(
+            'give either option "path" (read log dirs) or "kafka.bootstrap.servers" (read through brokers), not both'
+        )
+    if not [a for a in servers.split(",") if a.strip()]:
+        raise OptionError("option kafka.bootstrap.servers names no broker (HOST:PORT[,HOST:PORT...])")
+    for address in servers.split(","):
+        host, sep, port = address.strip().rpartition(":")
+        if address.strip() and (not sep or not host or not port.isdigit()):
+            raise OptionError(f"option kafka.bootstrap.servers: {address.strip()!r} is not HOST:PORT")
+    return ClientOptions(
+        bootstrap_servers=servers,
+        client_id=_get(options, "kafka.client.id") or "seglog-spark",
+        request_timeout_ms=parse_int(options, "kafka.request.timeout.ms", _REQUEST_TIMEOUT_MS, minimum=1)
+        or _REQUEST_TIMEOUT_MS,
+        fetch_max_bytes=parse_int(options, "kafka.fetch.max.bytes", _FETCH_MAX_BYTES, minimum=1) or _FETCH_MAX_BYTES,
+        max_partition_fetch_bytes=parse_int(
+            options, "kafka.max.partition.fetch.bytes", _MAX_PARTITION_FETCH_BYTES, minimum=1
+        )
+        or _MAX_PARTITION_FETCH_BYTES,
+    )
+
+
 def _json(options: Mapping[str, str], name: str) -> Any:
     text = _get(options, name)
     try:
@@ -232,7 +279,7 @@ def validate_source(options: Mapping[str, str]) -> None:
     """Check every source option that means the same in batch and streaming queries, so
     that a mistake shows at ``load()`` (Spark calls the source's schema there), as Spark's
     Kafka source does, not when the query runs."""
-    log_dirs(options)
+    client_options(options)
     subscription(options)
     parse_bool(options, "includeHeaders", False)
     parse_bool(options, "failOnDataLoss", True)

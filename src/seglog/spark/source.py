@@ -1,11 +1,13 @@
-"""The ``seglog`` data source: Spark's Kafka source, reading log dirs directly.
+"""The ``seglog`` data source: Spark's Kafka source, reading log dirs directly or through brokers.
 
     spark.read.format("seglog").option("path", LOG_DIR).option("subscribe", "events").load()
+    spark.read.format("seglog").option("kafka.bootstrap.servers", "host:9092").option("subscribe", "events").load()
 
-Planning happens on the driver over a read-only view of the dirs; each Spark
-task opens only its partition's directory, read-only, and turns the batches of
-its offset range into Arrow record batches (``arrow.py``). Options and their
-meaning follow Spark's Kafka source (``options.py``).
+Planning happens on the driver over a read-only view of the dirs, or over the brokers'
+Metadata and ListOffsets (``consumer.py``); each Spark task opens only its partition's
+directory, read-only, or fetches its range from the partition's leader, and turns the batches
+of its offset range into Arrow record batches (``arrow.py``). Options and their meaning follow
+Spark's Kafka source (``options.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,14 +47,17 @@ from pyspark.sql.types import StructType
 from ..common import TopicPartition
 from ..config import LogConfig
 from ..errors import UnknownTopicOrPartitionError
-from ..storage import LogManager, PartitionLog, retry_while_vanishing
+from ..storage import PartitionLog, retry_while_vanishing
 from ..storage.isolation import committed_batches
 from . import options as opt
 from .arrow import ArrowAssembler, spark_schema_ddl
+from .consumer import BrokerLogs, FetchPartition, read_fetched
 from .offsets import (
     DataLossError,
+    Logs,
     OffsetRange,
     Offsets,
+    PartitionOffsets,
     PartitionsGoneError,
     check_data_loss,
     from_json,
@@ -65,6 +70,7 @@ from .offsets import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass
@@ -125,6 +131,16 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
             log.info("%s: %s went while it was read; reading on from offset %d", pl.name, gone, start)
         finally:
             pl.close()
+
+
+def read_task(partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    """A task's rows: from its log dir, or fetched from its partition's leader."""
+    if isinstance(partition, SeglogPartition):
+        return read_partition(partition)
+    if isinstance(partition, FetchPartition):
+        low, high = partition.min_timestamp_us, partition.max_timestamp_us
+        return (_filter_timestamps(batch, low, high) for batch in read_fetched(partition))
+    return iter(())  # Spark asks for one partition even when the plan has none
 
 
 def _lost_tail(pl: PartitionLog, end: int, fail: bool) -> int:
@@ -221,7 +237,8 @@ class SeglogDataSource(DataSource):
 class _Common:
     """What batch and stream readers share: the parsed options."""
 
-    dirs: list[str]
+    dirs: list[str]  # the log dirs of ``path``, when not reading through brokers
+    client: opt.ClientOptions | None  # the brokers of ``kafka.bootstrap.servers``
     subscription: opt.Subscription
     include_headers: bool
     fail_on_data_loss: bool
@@ -230,8 +247,10 @@ class _Common:
 
     @classmethod
     def parse(cls, options: dict[str, str]) -> _Common:
+        client = opt.client_options(options)
         return cls(
-            dirs=opt.log_dirs(options),
+            dirs=opt.log_dirs(options) if client is None else [],
+            client=client,
             subscription=opt.subscription(options),
             include_headers=opt.parse_bool(options, "includeHeaders", False),
             fail_on_data_loss=opt.parse_bool(options, "failOnDataLoss", True),
@@ -239,22 +258,31 @@ class _Common:
             isolation=opt.isolation_level(options),
         )
 
-    def latest(self, pl: PartitionLog) -> int:
+    def latest(self, pl: PartitionOffsets) -> int:
         """Where the partition's readable records end: the high watermark, or the LSO."""
         return readable_end(pl, self.isolation)
 
-    def plan(
-        self, logs: LogManager, ranges: Sequence[OffsetRange], filters: _Filters | None = None
-    ) -> list[SeglogPartition]:
+    def ask(self, question: Callable[[Logs], T]) -> T:
+        """``question`` asked of the log dirs, or of the brokers."""
+        if self.client is not None:
+            with BrokerLogs(self.client, self.isolation) as brokers:
+                return question(brokers)
+        return read_logs(self.dirs, question)
+
+    def plan(self, logs: Logs, ranges: Sequence[OffsetRange], filters: _Filters | None = None) -> list[InputPartition]:
         """One task per range, ranges split evenly up to minPartitions tasks."""
         live = [r for r in ranges if r.end > r.start]
         wanted = self.min_partitions or 0
         total = sum(r.size for r in live) or 1
-        out = []
+        out: list[InputPartition] = []
         for r in live:
-            pl = logs.partition(r.topic, r.partition)
             pieces = max(1, round(wanted * r.size / total)) if wanted > len(live) else 1
             for start, end in split(r.start, r.end, pieces):
+                if self.client is not None:
+                    out.append(self._fetch_task(r, start, end, filters))
+                    continue
+                pl = logs.partition(r.topic, r.partition)
+                assert isinstance(pl, PartitionLog)  # the dirs' view
                 aborted = None
                 if self.isolation == opt.READ_COMMITTED:
                     # the .txnindex of the range's segments, and the markers the log's producer
@@ -278,6 +306,21 @@ class _Common:
                     )
                 )
         return out
+
+    def _fetch_task(self, r: OffsetRange, start: int, end: int, filters: _Filters | None) -> FetchPartition:
+        assert self.client is not None
+        return FetchPartition(
+            self.client,
+            r.topic,
+            r.partition,
+            start,
+            end,
+            self.fail_on_data_loss,
+            self.include_headers,
+            self.isolation,
+            None if filters is None else filters.min_timestamp_us,
+            None if filters is None else filters.max_timestamp_us,
+        )
 
 
 @dataclass
@@ -338,7 +381,7 @@ class _Filters:
     def keep(self, tp: TopicPartition) -> bool:
         return self.partitions is None or tp[1] in self.partitions
 
-    def narrow(self, pl: PartitionLog, start: int, end: int) -> tuple[int, int]:
+    def narrow(self, pl: PartitionOffsets, start: int, end: int) -> tuple[int, int]:
         start, end = max(start, self.min_offset), min(end, self.max_offset + 1)
         if self.min_timestamp_us is not None:
             # every record before this offset is older than the bound: skip them
@@ -357,10 +400,10 @@ class SeglogBatchReader(DataSourceReader):
         self.filters = _Filters()
         self._plan()  # fail at load() on bad options or unknown topics, as Spark's Kafka source does
 
-    def _plan(self) -> list[SeglogPartition]:
-        return read_logs(self.common.dirs, self._plan_over)
+    def _plan(self) -> list[InputPartition]:
+        return self.common.ask(self._plan_over)
 
-    def _plan_over(self, logs: LogManager) -> list[SeglogPartition]:
+    def _plan_over(self, logs: Logs) -> list[InputPartition]:
         tps = [tp for tp in topic_partitions(logs, self.common.subscription) if self.filters.keep(tp)]
         latest = self.common.latest
         starts = resolve(logs, self.starting, tps, starting=True, strategy=self.strategy, latest=latest)
@@ -382,8 +425,7 @@ class SeglogBatchReader(DataSourceReader):
         return self._plan()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # Spark asks for one partition even when the plan has none
-        return read_partition(partition) if isinstance(partition, SeglogPartition) else iter(())
+        return read_task(partition)
 
 
 class SeglogFilteringReader(SeglogBatchReader):
@@ -419,18 +461,18 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # offsets ---------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
-        def initial(logs: LogManager) -> Offsets:
+        def initial(logs: Logs) -> Offsets:
             tps = topic_partitions(logs, self.common.subscription)
             return resolve(logs, self.starting, tps, starting=True, strategy=self.strategy, latest=self.common.latest)
 
-        return to_json(read_logs(self.common.dirs, initial))
+        return to_json(self.common.ask(initial))
 
-    def _latest(self, logs: LogManager) -> Offsets:
+    def _latest(self, logs: Logs) -> Offsets:
         subscribed = topic_partitions(logs, self.common.subscription)
         return {tp: self.common.latest(logs.partition(*tp)) for tp in subscribed}
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = read_logs(self.common.dirs, self._latest)
+        self._available_now = self.common.ask(self._latest)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.min_offsets is not None:
@@ -440,7 +482,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        def offsets(logs: LogManager) -> tuple[Offsets, Offsets]:
+        def offsets(logs: Logs) -> tuple[Offsets, Offsets]:
             begin = self._drop_deleted(logs, from_json(start))
             latest = self._available_now if self._available_now is not None else self._latest(logs)
             latest = {tp: offset for tp, offset in latest.items() if _exists(logs, tp)}
@@ -454,7 +496,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     begin[tp] = max(begin[tp], logs.partition(*tp).log_start_offset)
             return begin, latest
 
-        begin, latest = read_logs(self.common.dirs, offsets)
+        begin, latest = self.common.ask(offsets)
         end = {tp: max(latest.get(tp, offset), offset) for tp, offset in begin.items()}
         if isinstance(limit, ReadAllAvailable):
             return to_json(end)
@@ -470,7 +512,7 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger = self.clock()
         return to_json(end)
 
-    def _drop_deleted(self, logs: LogManager, offsets: Offsets) -> Offsets:
+    def _drop_deleted(self, logs: Logs, offsets: Offsets) -> Offsets:
         """Partitions of the last offsets whose topic was deleted since are data loss, as in
         Spark's Kafka source: an error with failOnDataLoss, else a warning, and they go."""
         gone = sorted(tp for tp in offsets if not _exists(logs, tp))
@@ -483,14 +525,14 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {tp: offset for tp, offset in offsets.items() if tp not in gone}
 
     def reportLatestOffset(self) -> dict | None:
-        return to_json(read_logs(self.common.dirs, self._latest))
+        return to_json(self.common.ask(self._latest))
 
     # planning and reading -------------------------------------------------------------
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin, finish = from_json(start), from_json(end)
 
-        def plan(logs: LogManager) -> list[SeglogPartition]:
+        def plan(logs: Logs) -> list[InputPartition]:
             ranges = []
             for tp, stop in sorted(self._drop_deleted(logs, finish).items()):
                 pl = logs.partition(*tp)
@@ -498,17 +540,16 @@ class SeglogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 ranges.append(OffsetRange(tp[0], tp[1], first, stop))
             return self.common.plan(logs, ranges)
 
-        return read_logs(self.common.dirs, plan)
+        return self.common.ask(plan)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        # Spark asks for one partition even when the plan has none
-        return read_partition(partition) if isinstance(partition, SeglogPartition) else iter(())
+        return read_task(partition)
 
     def commit(self, end: dict) -> None:
         """Nothing to release: the source keeps no state per micro-batch."""
 
 
-def _exists(logs: LogManager, tp: TopicPartition) -> bool:
+def _exists(logs: Logs, tp: TopicPartition) -> bool:
     try:
         logs.partition(*tp)
     except UnknownTopicOrPartitionError:
@@ -516,7 +557,7 @@ def _exists(logs: LogManager, tp: TopicPartition) -> bool:
     return True
 
 
-def _check_end(pl: PartitionLog, end: int, readable: int, isolation: str) -> None:
+def _check_end(pl: PartitionOffsets, end: int, readable: int, isolation: str) -> None:
     """An ending offset past what can be read names offsets that were never written (or,
     with read_committed, not yet committed): a mistake in the query, said as such."""
     if end <= readable:

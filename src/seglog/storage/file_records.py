@@ -52,6 +52,7 @@ _V1_PEEK = (
 )  # a magic 1 message's framing, crc, magic, attributes and timestamp
 _HEADER_READ = 64  # a read for one v2 header (the _V2_PEEK.size bytes a scan needs)
 _FIRST_SCAN_CHUNK = 4 * 1024
+NEAR = _FIRST_SCAN_CHUNK  # a batch at most this far on is reached by a scan's first read
 _SCAN_CHUNK = 64 * 1024
 
 # Named tuples rather than dataclasses: a lookup makes one of each, and a frozen
@@ -193,7 +194,14 @@ def scan_headers(handle: fileio.FileHandle, start: int, limit: int, first_read: 
 def first_read_for(span: int) -> int:
     """How much a scan reads first to reach a batch at most ``span`` bytes on (-1: no
     bound known): every header up to it in one read when near, one header when far."""
-    return 0 if span < 0 else span + _V2_PEEK.size if span <= _FIRST_SCAN_CHUNK else _HEADER_READ
+    return 0 if span < 0 else span + _V2_PEEK.size if span <= NEAR else _HEADER_READ
+
+
+def first_read_between(span: int) -> int:
+    """How much a scan reads first to reach a batch ``span`` bytes on when batches
+    smaller than an index interval lie before it: all of them in one read, within
+    twice a near span (else one header, as ``first_read_for``)."""
+    return span if span <= 2 * NEAR else _HEADER_READ
 
 
 def first_offset(handle: fileio.FileHandle, header: BatchHeader) -> int:

@@ -377,19 +377,23 @@ class OffsetIndex(_Index):
         rel, position = _OFFSET_ENTRY.unpack_from(mm, slot * 8)
         return base + rel, position
 
-    def lookup_position(self, offset: int) -> tuple[int, int, int]:
+    def lookup_position(self, offset: int) -> tuple[int, int, int, int]:
         """The largest entry with offset <= ``offset``, as its offset and position ((-1, 0)
-        below the first), and the next entry's position (-1 after the last). A reader
-        checks the batch at the position against the entry's offset: an index whose
-        entries are in order can still name the wrong batch (see ``LogSegment``)."""
+        below the first), and the next entry's offset and position ((-1, -1) after the
+        last). A reader checks the batch at a position against the entry's offset: an
+        index whose entries are in order can still name the wrong batch (see
+        ``LogSegment``)."""
         slot, mm = self._largest_lower_bound(offset - self.base_offset), self._mmap
-        if mm is None:
-            return -1, 0, -1
+        if mm is None or not self.entries:
+            return -1, 0, -1, -1
         if slot < 0:
-            return -1, 0, _I32.unpack_from(mm, 4)[0] if self.entries else -1
+            rel, following = _OFFSET_ENTRY.unpack_from(mm, 0)
+            return -1, 0, self.base_offset + rel, following
+        if slot + 1 < self.entries:
+            rel, position, next_rel, following = _TWO_ENTRIES.unpack_from(mm, slot * 8)
+            return self.base_offset + rel, position, self.base_offset + next_rel, following
         rel, position = _OFFSET_ENTRY.unpack_from(mm, slot * 8)
-        following = _I32.unpack_from(mm, slot * 8 + 12)[0] if slot + 1 < self.entries else -1
-        return self.base_offset + rel, position, following
+        return self.base_offset + rel, position, -1, -1
 
     def positions_after(self, offset: int) -> tuple[int, int, int] | None:
         """When an entry has offset ``offset``: its position, and the positions of the

@@ -543,7 +543,7 @@ class LogSegment:
         ``offset`` starts at the next entry's position at the latest: when that is near,
         one read takes every header up to it; when it is far, the first batch is large,
         and its header is read alone."""
-        entry_offset, position, following = self.offset_index.lookup_position(offset)
+        entry_offset, position, _, following = self.offset_index.lookup_position(offset)
         first_read = file_records.first_read_for(following - position)
         headers = file_records.scan_headers(self._handle or self.handle, position, self.size, first_read)
         return entry_offset, position, headers
@@ -551,12 +551,29 @@ class LogSegment:
     def translate_offset(self, offset: int) -> BatchHeader | None:
         """The first batch whose last offset >= ``offset``, found through the index.
 
-        The batch at the entry's position must end at the entry's offset: an entry in
+        The batch at an entry's position must end at the entry's offset: an entry in
         order and inside the log (what loading checks) can still name another batch, or
         the middle of one (a damaged file), and a read through it would skip records or
         fail. Such an entry is passed over with a warning, and the scan starts at the
-        segment's first batch instead."""
-        entry_offset, start, headers = self._scan_from_index(offset)
+        segment's first batch instead.
+
+        When the entry above lies far on (the entry's batch is large), the batch that
+        entry names is looked at first: when it starts at or below ``offset`` it is the
+        answer (every batch before it holds lower offsets), found in one read of one
+        header, where a scan from the entry below reads two, each likely a cold page.
+        Else batches smaller than an index interval lie between (a batch larger than
+        one gets the next batch an entry; or a compaction left a gap)."""
+        index = self._offset_index or self.offset_index
+        entry_offset, start, next_offset, following = index.lookup_position(offset)
+        span = following - start
+        if 0 <= entry_offset < offset and span > file_records.NEAR:
+            header = self._entry_batch(next_offset, following)
+            if header is not None and header.base_offset <= offset:
+                return header
+            first_read = file_records.first_read_between(span)
+        else:
+            first_read = file_records.first_read_for(span)
+        headers = file_records.scan_headers(self._handle or self.handle, start, self.size, first_read)
         try:
             return self._first_reaching(offset, headers, start, entry_offset)
         except _MisleadingEntry:
@@ -570,6 +587,14 @@ class LogSegment:
                 entry_offset,
             )
         return self._first_reaching(offset, self.scan_headers(0), 0, -1)
+
+    def _entry_batch(self, entry_offset: int, position: int) -> BatchHeader | None:
+        """The header of the batch an offset index entry names, when it is one: a whole
+        batch inside the segment, ending at the entry's offset; else None."""
+        header = header_at_position(self._handle or self.handle, position)
+        if header is None or header.last_offset != entry_offset or position + header.size > self.size:
+            return None
+        return header
 
     def _first_reaching(
         self, offset: int, headers: Iterator[BatchHeader], start: int, entry_offset: int

@@ -24,13 +24,12 @@ import threading
 import time
 from pathlib import Path
 
-from ..client import connect
+from ..client import connect, metadata
 from ..cluster.zookeeper_server import ZooKeeperServer, free_port
 from ..errors import BrokerNotAvailableError, SeglogError
 from ..protocol.message_data import MetadataResponseData
 from . import CLIENT_ID
 from .arguments import UsageError
-from .cluster_client import metadata
 
 DEFAULT_PORT = 9092
 PID_FILE = "cluster.pid"  # in --dir, while `cluster up` runs: what `cluster down` signals

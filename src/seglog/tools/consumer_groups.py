@@ -22,7 +22,7 @@ import struct
 import sys
 from datetime import datetime
 
-from ..client import BlockingConnection
+from ..client import BlockingConnection, ClusterClient, check, check_coordinator, topics_by_name
 from ..common import TopicPartition
 from ..errors import SeglogError
 from ..protocol import ApiKey
@@ -39,8 +39,8 @@ from ..protocol.message_data import (
     OffsetFetchResponseData,
 )
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from . import CLIENT_ID
 from .arguments import UsageError, int_between
-from .cluster_client import ClusterClient, check, check_coordinator, topics_by_name
 from .remote import list_offsets
 
 MISSING = "-"
@@ -73,7 +73,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_arguments(args)
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
+    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
         # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
         return client.retrying(lambda: _run_once(client, args))
 
@@ -117,7 +117,7 @@ def _datetime_ms(text: str) -> int:
 # --- the coordinator's answers ---------------------------------------------------------------------------------
 
 
-def _describe_group(coordinator: BlockingConnection, group: str) -> DescribeGroupsResponseData.DescribedGroup:
+def describe_group(coordinator: BlockingConnection, group: str) -> DescribeGroupsResponseData.DescribedGroup:
     request = DescribeGroupsRequestData(groups=[group], include_authorized_operations=False)
     answer: DescribeGroupsResponseData = coordinator.request(ApiKey.DESCRIBE_GROUPS, request)
     described = answer.groups[0]
@@ -127,7 +127,7 @@ def _describe_group(coordinator: BlockingConnection, group: str) -> DescribeGrou
     return described
 
 
-def _committed(coordinator: BlockingConnection, group: str) -> dict[TopicPartition, int]:
+def committed_offsets(coordinator: BlockingConnection, group: str) -> dict[TopicPartition, int]:
     # every topic's offsets (topics None) of one group, in the fields of before and after version 8
     # (KIP-709: groups batched)
     request = OffsetFetchRequestData(
@@ -151,7 +151,7 @@ def _committed(coordinator: BlockingConnection, group: str) -> dict[TopicPartiti
     return out
 
 
-def _log_offsets(client: ClusterClient, partitions: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
+def log_offsets(client: ClusterClient, partitions: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
     by_topic: dict[str, list[int]] = {}
     for topic, p in partitions:
         by_topic.setdefault(topic, []).append(p)
@@ -179,30 +179,35 @@ def assigned_partitions(assignment: bytes) -> list[TopicPartition]:
 # --- --list, --describe, --delete -------------------------------------------------------------------
 
 
-def _list(client: ClusterClient) -> int:
-    """Every broker's groups (each lists those it coordinates), as Kafka's admin client asks them."""
+def consumer_groups(client: ClusterClient) -> list[str]:
+    """Every broker's consumer groups (each lists those it coordinates), as Kafka's admin client
+    asks them, sorted."""
     groups = []
     for node in client.node_ids():
         request = ListGroupsRequestData(states_filter=[], types_filter=[])
         answer: ListGroupsResponseData = client.broker(node).request(ApiKey.LIST_GROUPS, request)
         check_coordinator(answer.error_code, f"cannot list the groups of broker {node}")
         groups += [g.group_id for g in answer.groups if g.protocol_type in (CONSUMER_PROTOCOL, "")]
-    for group in sorted(set(groups)):
+    return sorted(set(groups))
+
+
+def _list(client: ClusterClient) -> int:
+    for group in consumer_groups(client):
         print(group)
     return 0
 
 
 def _describe(client: ClusterClient, coordinator: BlockingConnection, group: str) -> int:
-    described = _describe_group(coordinator, group)
+    described = describe_group(coordinator, group)
     state = described.group_state
-    committed = _committed(coordinator, group)
+    committed = committed_offsets(coordinator, group)
     if state == "Dead":
         raise SeglogError(f"Consumer group '{group}' does not exist.")
     members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
     members.sort(key=lambda m: -len(m[1]))
     held = {tp for _, tps in members for tp in tps}
     partitions = sorted(held | set(committed))
-    ends = _log_offsets(client, partitions, LATEST_TIMESTAMP) if partitions else {}
+    ends = log_offsets(client, partitions, LATEST_TIMESTAMP) if partitions else {}
     rows = []
     for member, tps in members:
         who = (member.member_id, member.client_host, member.client_id)
@@ -266,12 +271,12 @@ def _delete(coordinator: BlockingConnection, group: str) -> int:
 
 def _reset(client: ClusterClient, coordinator: BlockingConnection, args: argparse.Namespace) -> int:
     group = args.group
-    state = _describe_group(coordinator, group).group_state
+    state = describe_group(coordinator, group).group_state
     if state not in INACTIVE_STATES:
         raise SeglogError(
             f"Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}."
         )
-    committed = _committed(coordinator, group)
+    committed = committed_offsets(coordinator, group)
     partitions = _partitions_to_reset(client, args, committed)
     new = _new_offsets(client, args, partitions, committed)
     if args.execute:
@@ -308,14 +313,14 @@ def _new_offsets(
     partitions: list[TopicPartition],
     committed: dict[TopicPartition, int],
 ) -> dict[TopicPartition, int]:
-    earliest = _log_offsets(client, partitions, EARLIEST_TIMESTAMP)
-    latest = _log_offsets(client, partitions, LATEST_TIMESTAMP)
+    earliest = log_offsets(client, partitions, EARLIEST_TIMESTAMP)
+    latest = log_offsets(client, partitions, LATEST_TIMESTAMP)
     if args.to_earliest:
         return {tp: earliest[tp] for tp in partitions}
     if args.to_latest:
         return {tp: latest[tp] for tp in partitions}
     if args.to_datetime is not None:
-        found = _log_offsets(client, partitions, args.timestamp)
+        found = log_offsets(client, partitions, args.timestamp)
         return {tp: found[tp] if found[tp] >= 0 else latest[tp] for tp in partitions}
     out = {}
     for tp in partitions:

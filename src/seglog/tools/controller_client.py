@@ -3,10 +3,9 @@ partition reassignment requests to the controller Metadata names, and so do the 
 
 from __future__ import annotations
 
-from ..client import BlockingConnection, connect
+from ..client import BlockingConnection, connect, metadata
 from ..errors import NotControllerError
 from . import CLIENT_ID
-from .cluster_client import metadata
 
 
 def connect_to_controller(bootstrap: str, timeout: float) -> BlockingConnection:

@@ -14,12 +14,12 @@ import argparse
 import json
 from pathlib import Path
 
+from ..client import check
 from ..common import TopicPartition
 from ..errors import ErrorCode, SeglogError, error_name
 from ..protocol import ApiKey
 from ..protocol.message_data import ElectLeadersRequestData, ElectLeadersResponseData
 from .arguments import UsageError, int_between, partition_id
-from .cluster_client import check
 from .controller_client import connect_to_controller
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}

@@ -7,7 +7,7 @@ import argparse
 import base64
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import KafkaStorageError
@@ -94,17 +94,20 @@ def b64(data: bytes | None) -> str | None:
     return None if data is None else base64.b64encode(data).decode("ascii")
 
 
-def record_json(record: Record, timestamp_type: str, **extra: Any) -> dict[str, Any]:
-    """The JSON shape of a record, shared by ``consume --json`` and ``dump-log --json``."""
+def record_json(
+    record: Record, timestamp_type: str, data: Callable[[bytes | None], Any] = b64, **extra: Any
+) -> dict[str, Any]:
+    """The JSON shape of a record, shared by ``consume --json``, ``dump-log --json`` and the web
+    console; ``data`` writes keys and values (base64 by default; the console's text or hex)."""
     return {
         "type": "record",
         **extra,
         "offset": record.offset,
         "timestamp": record.timestamp,
         "timestampType": timestamp_type,
-        "key": b64(record.key),
-        "value": b64(record.value),
-        "headers": [{"key": _text(k), "value": b64(v)} for k, v in record.headers],
+        "key": data(record.key),
+        "value": data(record.value),
+        "headers": [{"key": _text(k), "value": data(v)} for k, v in record.headers],
     }
 
 

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..client import BlockingConnection, connect
+from ..client import BlockingConnection, check, connect, metadata, topics_by_name
 from ..cluster.assignment import BrokerMetadata, assign_replicas_to_brokers
 from ..common import TopicPartition
 from ..errors import SeglogError, error_for, error_name
@@ -35,7 +35,6 @@ from ..protocol.message_data import (
 )
 from . import CLIENT_ID
 from .arguments import UsageError, int_between
-from .cluster_client import check, metadata, topics_by_name
 from .controller_client import connect_to_controller
 
 Ongoing = ListPartitionReassignmentsResponseData.OngoingPartitionReassignment

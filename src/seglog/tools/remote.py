@@ -25,10 +25,17 @@ import json
 import sys
 import uuid
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
-from ..client import BlockingConnection
+from ..client import (
+    BlockingConnection,
+    ClusterClient,
+    MetadataTopic,
+    Unanswered,
+    check,
+    check_partition,
+    topics_by_name,
+)
 from ..common import TopicPartition
 from ..partitioner import partition_for_key
 from ..protocol import ApiKey
@@ -43,12 +50,8 @@ from ..protocol.message_data import (
     DeleteTopicsResponseData,
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
-    FetchRequestData,
-    FetchResponseData,
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
-    ListOffsetsRequestData,
-    ListOffsetsResponseData,
     MetadataResponseData,
     ProduceRequestData,
     ProduceResponseData,
@@ -56,8 +59,8 @@ from ..protocol.message_data import (
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from . import CLIENT_ID
 from .arguments import CommandParser, parse_configs, partition_list
-from .cluster_client import ClusterClient, MetadataTopic, Unanswered, check, check_partition, topics_by_name
 from .logdir import record_json
 
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
@@ -172,7 +175,7 @@ def _metadata(client: ClusterClient, names: list[str] | None) -> dict[str, Metad
 
 
 def _describe(client: ClusterClient, name: str, topic: MetadataTopic) -> None:
-    configs = _describe_configs(client, 2, name)
+    configs = describe_configs(client, 2, name)
     overrides = ",".join(f"{c.name}={c.value}" for c in configs if c.config_source == 1)
     partitions = sorted(topic.partitions, key=lambda p: p.partition_index)
     factor = len(partitions[0].replica_nodes) if partitions else 0
@@ -310,7 +313,7 @@ def consume(args: argparse.Namespace) -> int:
         starts = dict(list_offsets(client, args.topic, wanted, time))
         for p in wanted:
             start = args.offset if args.offset is not None else starts[p]
-            for record in _fetch(client, TopicPartition(args.topic, p), topic.topic_id, start):
+            for record in _fetch(client, TopicPartition(args.topic, p), start):
                 if args.max_messages is not None and count >= args.max_messages:
                     break
                 if args.json:
@@ -323,14 +326,12 @@ def consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fetch(client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> Iterator[Record]:
+def _fetch(client: ClusterClient, tp: TopicPartition, offset: int) -> Iterator[Record]:
     """Records of one partition from ``offset`` up to its high watermark, from its leader."""
     while True:
-        answered = client.to_leaders([tp], partial(_fetch_once, tp, topic_id, offset))[tp]
-        answer = check_partition(answered, f"cannot fetch {tp} at offset {offset}")
-        data = answer.records
+        answer = client.fetch(tp, offset)
         last = offset - 1
-        for batch in BatchIterator(bytes(data) if data is not None else b""):
+        for batch in BatchIterator(answer.records):
             if not batch.is_control:
                 for record in batch.records():
                     if record.offset >= offset:
@@ -339,35 +340,6 @@ def _fetch(client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offse
         if last < offset or last + 1 >= answer.high_watermark:
             return
         offset = last + 1
-
-
-def _fetch_once(
-    tp: TopicPartition, topic_id: uuid.UUID, offset: int, leader: BlockingConnection, _: list[TopicPartition]
-) -> dict[TopicPartition, FetchResponseData.PartitionData]:
-    # a consumer's sessionless fetch (Kafka's FetchRequest.CONSUMER_REPLICA_ID, no session): the
-    # topic by name up to version 12, by id after
-    partition = FetchRequestData.FetchPartition(
-        partition=tp.partition,
-        current_leader_epoch=-1,
-        fetch_offset=offset,
-        last_fetched_epoch=-1,
-        log_start_offset=-1,
-        partition_max_bytes=1 << 20,
-    )
-    request = FetchRequestData(
-        replica_id=-1,
-        max_wait_ms=0,
-        min_bytes=0,
-        max_bytes=4 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[FetchRequestData.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[partition])],
-        forgotten_topics_data=[],
-        rack_id="",
-    )
-    answer: FetchResponseData = leader.request(ApiKey.FETCH, request)
-    return {tp: answer.responses[0].partitions[0]}
 
 
 # --- get-offsets --------------------------------------------------------------------------------------
@@ -401,25 +373,9 @@ def get_offsets(args: argparse.Namespace) -> int:
 
 def list_offsets(client: ClusterClient, topic: str, partitions: list[int], time: int) -> list[tuple[int, int]]:
     """Each partition's offset at ``time``, from its leader (in the order of ``partitions``)."""
-
-    def send(
-        leader: BlockingConnection, tps: list[TopicPartition]
-    ) -> dict[TopicPartition, ListOffsetsResponseData.ListOffsetsPartitionResponse]:
-        wanted = [
-            ListOffsetsRequestData.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=time)
-            for _, p in tps
-        ]
-        request = ListOffsetsRequestData(
-            replica_id=-1,  # a consumer's (Kafka's ListOffsetsRequest.CONSUMER_REPLICA_ID)
-            isolation_level=0,
-            topics=[ListOffsetsRequestData.ListOffsetsTopic(name=topic, partitions=wanted)],
-        )
-        answer: ListOffsetsResponseData = leader.request(ApiKey.LIST_OFFSETS, request)
-        return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
-
     tps = [TopicPartition(topic, p) for p in partitions]
-    found = client.to_leaders(tps, send)
-    return [(tp.partition, check_partition(found[tp], f"cannot list offsets of {tp}").offset) for tp in tps]
+    found = client.list_offsets(dict.fromkeys(tps, time))
+    return [(tp.partition, found[tp].offset) for tp in tps]
 
 
 # --- delete-records ----------------------------------------------------------------------------------------
@@ -454,7 +410,9 @@ def delete_records(args: argparse.Namespace) -> int:
         answer: DeleteRecordsResponseData = leader.request(ApiKey.DELETE_RECORDS, request)
         return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
 
-    with ClusterClient(args.bootstrap_server, args.timeout_ms / 1000, answer_margin=ANSWER_MARGIN_S) as client:
+    with ClusterClient(
+        args.bootstrap_server, args.timeout_ms / 1000, answer_margin=ANSWER_MARGIN_S, client_id=CLIENT_ID
+    ) as client:
         answer = client.to_leaders(list(offsets), send)
     print("Records delete operation completed:")
     failed = 0
@@ -492,7 +450,7 @@ def configs(args: argparse.Namespace) -> int:
         named = kind == 4 and args.entity_name.isdigit()
         client = cluster.broker(int(args.entity_name)) if named else cluster.bootstrap
         if args.describe:
-            entries = _describe_configs(client, kind, args.entity_name)
+            entries = describe_configs(client, kind, args.entity_name)
             shown = entries if args.all else [e for e in entries if e.config_source in (1, 2, 4)]
             label = "All" if args.all else "Dynamic"
             print(f"{label} configs for {what} {args.entity_name} are:")
@@ -521,7 +479,7 @@ def configs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_configs(
+def describe_configs(
     client: BlockingConnection | ClusterClient, kind: int, name: str
 ) -> list[DescribeConfigsResponseData.DescribeConfigsResourceResult]:
     resource = DescribeConfigsRequestData.DescribeConfigsResource(
@@ -535,4 +493,4 @@ def _describe_configs(
 
 
 def _client(args: argparse.Namespace) -> ClusterClient:
-    return ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000)
+    return ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID)

@@ -16,6 +16,7 @@ import argparse
 import time
 from typing import Any
 
+from ..client import ClusterClient, check_coordinator
 from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey
 from ..protocol.message_data import (
@@ -24,8 +25,8 @@ from ..protocol.message_data import (
     ListTransactionsRequestData,
     ListTransactionsResponseData,
 )
+from . import CLIENT_ID
 from .arguments import INT64_MAX, UsageError, int_between
-from .cluster_client import ClusterClient, check_coordinator
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = (
@@ -64,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--describe needs --transactional-id")
     if args.list and args.transactional_id:
         raise UsageError("--transactional-id goes with --describe, not --list")
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000) as client:
+    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
         if args.list:
             client.retrying(lambda: _list(client, args.duration_filter))
         else:
@@ -73,10 +74,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _list(client: ClusterClient, duration: int | None) -> None:
+    rows = [
+        [t.transactional_id, str(node), str(t.producer_id), t.transaction_state] for node, t in listed(client, duration)
+    ]
+    _print_table(LIST_HEADERS, rows)
+
+
+def listed(
+    client: ClusterClient, duration: int | None = None
+) -> list[tuple[int, ListTransactionsResponseData.TransactionState]]:
+    """Every broker's transactions (each lists those its coordinator holds), with the broker's id;
+    only those running longer than ``duration`` ms when given."""
     request = ListTransactionsRequestData(
         state_filters=[], producer_id_filters=[], duration_filter=-1 if duration is None else duration
     )
-    rows = []
+    found = []
     for node in client.node_ids():
         broker = client.broker(node)
         if duration is not None and broker.version_for(ApiKey.LIST_TRANSACTIONS) < 1:
@@ -84,18 +96,22 @@ def _list(client: ClusterClient, duration: int | None) -> None:
             raise ApiError(ErrorCode.UNSUPPORTED_VERSION, message)
         answer: ListTransactionsResponseData = broker.request(ApiKey.LIST_TRANSACTIONS, request)
         check_coordinator(answer.error_code, f"cannot list the transactions of broker {node}")
-        rows += [
-            [t.transactional_id, str(node), str(t.producer_id), t.transaction_state] for t in answer.transaction_states
-        ]
-    _print_table(LIST_HEADERS, rows)
+        found += [(node, t) for t in answer.transaction_states]
+    return found
 
 
-def _describe(client: ClusterClient, txn_id: str) -> None:
+def described(client: ClusterClient, txn_id: str) -> tuple[int, DescribeTransactionsResponseData.TransactionState]:
+    """A transactional id's state, from its coordinator, with the coordinator's id."""
     coordinator, broker = client.coordinator(txn_id, KEY_TYPE_TRANSACTION)
     request = DescribeTransactionsRequestData(transactional_ids=[txn_id])
     answer: DescribeTransactionsResponseData = broker.request(ApiKey.DESCRIBE_TRANSACTIONS, request)
     state = answer.transaction_states[0]
     check_coordinator(state.error_code, f"cannot describe the transaction state of transactional-id `{txn_id}`")
+    return coordinator, state
+
+
+def _describe(client: ClusterClient, txn_id: str) -> None:
+    coordinator, state = described(client, txn_id)
     start = state.transaction_start_time_ms
     started = start >= 0
     partitions = ",".join(f"{t.topic}-{p}" for t in state.topics for p in t.partitions)

@@ -1,10 +1,18 @@
-"""The answers the command line's cluster client reads, as the typed messages a broker's
+"""The answers the cluster client reads, as the typed messages a broker's
 bytes decode to: each error told once, through seglog.errors."""
 
 from __future__ import annotations
 
 import pytest
 
+from seglog.client import (
+    RetriableError,
+    Unanswered,
+    check,
+    check_coordinator,
+    check_partition,
+    topics_by_name,
+)
 from seglog.errors import (
     ApiError,
     ErrorCode,
@@ -13,14 +21,6 @@ from seglog.errors import (
     TopicExistsError,
 )
 from seglog.protocol.message_data import FetchResponseData, MetadataResponseData, ProduceResponseData
-from seglog.tools.cluster_client import (
-    RetriableError,
-    Unanswered,
-    check,
-    check_coordinator,
-    check_partition,
-    topics_by_name,
-)
 
 
 def test_check_names_what_failed_and_the_brokers_message():

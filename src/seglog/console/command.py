@@ -1,0 +1,45 @@
+"""``seglog console``: a web console of a Kafka-protocol cluster.
+
+    seglog console --bootstrap-server H:P [--port 8080] [--host 127.0.0.1] [--read-only]
+
+It prints the address it serves at and serves until Ctrl-C. The cluster is reached only through
+Kafka's protocol, so it may be seglog's brokers or any other."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..client import parse_address
+from ..tools.arguments import int_between
+from .server import ConsoleServer
+
+DEFAULT_PORT = 8080
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser("console", help="a web console of a cluster: brokers, topics, groups, messages")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster")
+    p.add_argument("--port", type=int_between(0, 65535), default=DEFAULT_PORT, help="to serve on (0: a free one)")
+    p.add_argument("--host", default="127.0.0.1", help="the address to serve on (default 127.0.0.1: this machine)")
+    p.add_argument("--read-only", action="store_true", help="no actions: the console only shows")
+    p.add_argument(
+        "--timeout-ms", type=int_between(1, 2**31 - 1), default=10_000, help="how long a page waits for the cluster"
+    )
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    parse_address(args.bootstrap_server.split(",")[0])  # a malformed address: said now, not at each page
+    server = ConsoleServer(
+        (args.host, args.port), args.bootstrap_server, read_only=args.read_only, timeout=args.timeout_ms / 1000
+    )
+    mode = " (read-only)" if args.read_only else ""
+    print(f"seglog console of {args.bootstrap_server} at {server.url}{mode}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:  # Ctrl-C ends the console: not an error
+        pass
+    finally:
+        server.server_close()
+    return 0

@@ -1,0 +1,407 @@
+"""What the console shows, read from a cluster through Kafka's protocol: each function takes a
+``ClusterClient`` and returns the JSON-able answer of one endpoint of the console's API (the README's
+"Console" section lists them). Nothing here knows HTTP; nothing reads a broker's files, so any
+Kafka-protocol cluster answers.
+
+This is the console's one import of the routing client: the other modules reach the cluster
+through ``open_client`` and the functions here."""
+
+from __future__ import annotations
+
+import uuid
+from functools import partial
+from typing import Any
+
+from ..client.cluster import ClusterClient, MetadataTopic, check, check_partition, topics_by_name
+from ..common import TopicPartition
+from ..errors import ErrorCode, OffsetOutOfRangeError, SeglogError, error_for
+from ..protocol import ApiKey
+from ..protocol.message_data import (
+    CreateTopicsRequestData,
+    CreateTopicsResponseData,
+    FetchRequestData,
+    FetchResponseData,
+    MetadataResponseData,
+)
+from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
+from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from ..tools.consumer_groups import (
+    assigned_partitions,
+    committed_offsets,
+    consumer_groups,
+    describe_group,
+    log_offsets,
+)
+from ..tools.logdir import record_json
+from ..tools.remote import describe_configs
+from ..tools.transactions import described, listed
+
+CLIENT_ID = "seglog-console"
+TOPIC_RESOURCE = 2  # DescribeConfigs' resource type of a topic (Kafka's ConfigResource.Type.TOPIC)
+GROUP_KEY = 0  # FindCoordinator's key type of a group
+# DescribeConfigs' config_source, as Kafka's ConfigSource names them (KIP-226)
+CONFIG_SOURCES = {
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "CLIENT_METRICS_CONFIG",
+    8: "GROUP_CONFIG",
+}
+FETCH_PARTITION_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
+MAX_MESSAGES = 500  # the most records one page of the browser asks
+SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
+
+
+class ConsoleInputError(SeglogError):
+    """A request of the console's API that cannot be served as asked (a malformed offset, a limit
+    out of range): the caller's mistake, answered 400."""
+
+
+def open_client(bootstrap: str, timeout: float) -> ClusterClient:
+    """A client of the cluster for one request of the console (its ``timeout`` bounds the
+    retries of that request: a ClusterClient's deadline starts when it is made)."""
+    return ClusterClient(bootstrap, timeout)
+
+
+# --- the cluster and its topics -----------------------------------------------------------------------
+
+
+def cluster(client: ClusterClient) -> dict[str, Any]:
+    """The brokers and the counts of topics, partitions, under-replicated and offline partitions.
+    Metadata names the live brokers only: a broker that replicas name and Metadata does not is
+    listed as down (``alive`` false, its address unknown)."""
+    answer = client.metadata(None)
+    live = {b.node_id for b in answer.brokers}
+    partitions = [p for t in answer.topics if not t.error_code for p in t.partitions]
+    down = {r for p in partitions for r in p.replica_nodes} - live
+    controller = answer.controller_id
+    brokers = [
+        {
+            "id": b.node_id,
+            "host": b.host,
+            "port": b.port,
+            "rack": b.rack,
+            "alive": True,
+            "controller": b.node_id == controller,
+        }
+        for b in answer.brokers
+    ]
+    brokers += [{"id": b, "host": None, "port": None, "rack": None, "alive": False, "controller": False} for b in down]
+    return {
+        "clusterId": answer.cluster_id,
+        "controller": answer.controller_id,
+        "brokers": sorted(brokers, key=lambda b: b["id"]),
+        "topics": sum(1 for t in answer.topics if not t.error_code),
+        "partitions": len(partitions),
+        "underReplicated": sum(1 for p in partitions if _under_replicated(p)),
+        "offline": sum(1 for p in partitions if p.leader_id not in live),
+    }
+
+
+def _under_replicated(p: MetadataResponseData.MetadataResponsePartition) -> bool:
+    return len(p.isr_nodes) < len(p.replica_nodes)
+
+
+def topics(client: ClusterClient) -> dict[str, Any]:
+    """Every topic: its partition count, replication factor and whether it is internal."""
+    found = topics_by_name(client.metadata(None))
+    return {"topics": [_topic_summary(name, t) for name, t in sorted(found.items()) if not t.error_code]}
+
+
+def _topic_summary(name: str, topic: MetadataTopic) -> dict[str, Any]:
+    return {
+        "name": name,
+        "partitions": len(topic.partitions),
+        "replicationFactor": max((len(p.replica_nodes) for p in topic.partitions), default=0),
+        "internal": topic.is_internal,
+        "underReplicated": sum(1 for p in topic.partitions if _under_replicated(p)),
+    }
+
+
+def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[int]]:
+    """The Metadata of topic ``name`` and the live brokers' ids; UnknownTopicOrPartitionError when
+    the cluster has no such topic."""
+    answer = client.metadata([name])
+    found = topics_by_name(answer).get(name)
+    if found is None:
+        raise SeglogError(f"the cluster did not answer for topic {name}")
+    check(found.error_code, f"topic {name}")
+    return found, {b.node_id for b in answer.brokers}
+
+
+def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
+    return log_offsets(client, tps, time) if tps else {}
+
+
+def topic(client: ClusterClient, name: str) -> dict[str, Any]:
+    """A topic's partitions (leader, replicas, ISR, log start offset, high watermark) and configs.
+    The offsets of a partition without a live leader are null: nobody can tell them."""
+    found, live = _known_topic(client, name)
+    led = [TopicPartition(name, p.partition_index) for p in found.partitions if p.leader_id in live]
+    starts, ends = _offsets(client, led, EARLIEST_TIMESTAMP), _offsets(client, led, LATEST_TIMESTAMP)
+    partitions = [
+        {
+            "partition": p.partition_index,
+            "leader": p.leader_id,
+            "replicas": list(p.replica_nodes),
+            "isr": list(p.isr_nodes),
+            "logStartOffset": starts.get(TopicPartition(name, p.partition_index)),
+            "highWatermark": ends.get(TopicPartition(name, p.partition_index)),
+        }
+        for p in sorted(found.partitions, key=lambda p: p.partition_index)
+    ]
+    configs = [
+        {
+            "name": c.name,
+            "value": None if c.is_sensitive else c.value,
+            "source": CONFIG_SOURCES.get(c.config_source, str(c.config_source)),
+            "readOnly": c.read_only,
+            "sensitive": c.is_sensitive,
+        }
+        for c in sorted(describe_configs(client, TOPIC_RESOURCE, name), key=lambda c: c.name)
+    ]
+    return {**_topic_summary(name, found), "partitionList": partitions, "configs": configs}
+
+
+def create_topic(client: ClusterClient, body: Any, timeout_ms: int) -> dict[str, Any]:
+    """Create the topic ``body`` names (``{"name", "partitions", "replicationFactor", "configs"}``;
+    the counts default to the broker's); the broker's refusal is raised with its message."""
+    if not isinstance(body, dict):
+        raise ConsoleInputError("expected a JSON object: {name, partitions, replicationFactor, configs}")
+    name = body.get("name")
+    if not isinstance(name, str) or not name:
+        raise ConsoleInputError("a topic needs a name")
+    partitions = _int_field(body, "partitions", -1)
+    factor = _int_field(body, "replicationFactor", -1)
+    configs = body.get("configs") or {}
+    if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+        raise ConsoleInputError("configs is an object of strings: {key: value}")
+    creatable = CreateTopicsRequestData.CreatableTopic(
+        name=name,
+        num_partitions=partitions,
+        replication_factor=factor,
+        assignments=[],
+        configs=[CreateTopicsRequestData.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()],
+    )
+    request = CreateTopicsRequestData(topics=[creatable], timeout_ms=timeout_ms, validate_only=False)
+    answer: CreateTopicsResponseData = client.request(ApiKey.CREATE_TOPICS, request)
+    result = answer.topics[0]
+    check(result.error_code, f"cannot create topic {name}", result.error_message)
+    return {"name": name, "partitions": result.num_partitions, "replicationFactor": result.replication_factor}
+
+
+def _int_field(body: dict[str, Any], key: str, default: int) -> int:
+    value = body.get(key)
+    if value is None or value == "":
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ConsoleInputError(f"{key} is a whole number, not {value!r}")
+    try:
+        return int(value)
+    except ValueError:
+        raise ConsoleInputError(f"{key} is a whole number, not {value!r}") from None
+
+
+# --- consumer groups -----------------------------------------------------------------------------------
+
+
+def groups(client: ClusterClient) -> dict[str, Any]:
+    """Every consumer group: its state, member count and total lag."""
+    out = []
+    for group_id in consumer_groups(client):
+        described = client.retrying(partial(_group, client, group_id))
+        summary = {k: described[k] for k in ("id", "state", "protocol", "totalLag")}
+        out.append(summary | {"members": len(described["members"])})
+    return {"groups": out}
+
+
+def group(client: ClusterClient, group_id: str) -> dict[str, Any]:
+    """A consumer group: state, protocol, members with their assignments, committed offsets and the
+    lag of each partition (high watermark - committed offset)."""
+    return client.retrying(lambda: _group(client, group_id))
+
+
+def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
+    _, coordinator = client.coordinator(group_id, GROUP_KEY)
+    described = describe_group(coordinator, group_id)
+    if described.group_state == "Dead":
+        raise error_for(ErrorCode.GROUP_ID_NOT_FOUND, f"consumer group {group_id} does not exist")
+    committed = committed_offsets(coordinator, group_id)
+    members = [(m, assigned_partitions(bytes(m.member_assignment))) for m in described.members]
+    holder = {tp: m.member_id for m, tps in members for tp in tps}
+    partitions = sorted(set(holder) | set(committed))
+    ends = _offsets(client, partitions, LATEST_TIMESTAMP)
+    offsets = []
+    for tp in partitions:
+        at = committed.get(tp)
+        lag = None if at is None else max(ends[tp] - at, 0)
+        offsets.append(
+            {
+                "topic": tp.topic,
+                "partition": tp.partition,
+                "committed": at,
+                "highWatermark": ends[tp],
+                "lag": lag,
+                "member": holder.get(tp),
+            }
+        )
+    return {
+        "id": group_id,
+        "state": described.group_state,
+        "protocolType": described.protocol_type,
+        "protocol": described.protocol_data,
+        "members": [
+            {
+                "memberId": m.member_id,
+                "clientId": m.client_id,
+                "host": m.client_host,
+                "assignment": [{"topic": t, "partition": p} for t, p in sorted(tps)],
+            }
+            for m, tps in members
+        ],
+        "offsets": offsets,
+        "totalLag": sum(o["lag"] or 0 for o in offsets),
+    }
+
+
+# --- transactions --------------------------------------------------------------------------------------
+
+
+def transactions(client: ClusterClient) -> dict[str, Any]:
+    """Every transactional id the coordinators hold: its coordinator, producer id and state."""
+    found = client.retrying(partial(listed, client))
+    return {
+        "transactions": [
+            {
+                "transactionalId": t.transactional_id,
+                "coordinator": node,
+                "producerId": t.producer_id,
+                "state": t.transaction_state,
+            }
+            for node, t in sorted(found, key=lambda found: found[1].transactional_id)
+        ]
+    }
+
+
+def transaction(client: ClusterClient, txn_id: str) -> dict[str, Any]:
+    """A transactional id's state: its producer, the transaction's start and partitions."""
+    coordinator, state = client.retrying(partial(described, client, txn_id))
+    return {
+        "transactionalId": txn_id,
+        "coordinator": coordinator,
+        "producerId": state.producer_id,
+        "producerEpoch": state.producer_epoch,
+        "state": state.transaction_state,
+        "timeoutMs": state.transaction_timeout_ms,
+        "startTimeMs": state.transaction_start_time_ms if state.transaction_start_time_ms >= 0 else None,
+        "partitions": [{"topic": t.topic, "partition": p} for t in state.topics for p in sorted(t.partitions)],
+    }
+
+
+# --- messages ------------------------------------------------------------------------------------------
+
+
+def messages(
+    client: ClusterClient, name: str, partition: int, offset: int | None, limit: int, timestamp: int | None = None
+) -> dict[str, Any]:
+    """Up to ``limit`` records of one partition from ``offset``, or from the first record at or
+    after ``timestamp`` (ms; ListOffsets finds it), else from its log start; below its high
+    watermark. Each record's key, value and headers are text when UTF-8, else hex."""
+    if not 1 <= limit <= MAX_MESSAGES:
+        raise ConsoleInputError(f"limit is from 1 to {MAX_MESSAGES}, not {limit}")
+    if offset is not None and timestamp is not None:
+        raise ConsoleInputError("messages start at an offset or at a timestamp, not both")
+    found, _ = _known_topic(client, name)
+    tp = TopicPartition(name, partition)
+    if partition not in {p.partition_index for p in found.partitions}:
+        raise ConsoleInputError(f"topic {name} has no partition {partition}")
+    start = log_offsets(client, [tp], EARLIEST_TIMESTAMP)[tp]
+    end = log_offsets(client, [tp], LATEST_TIMESTAMP)[tp]
+    at = start if offset is None else offset
+    if timestamp is not None:
+        found_at = log_offsets(client, [tp], timestamp)[tp]
+        at = end if found_at < 0 else found_at  # -1: no record is that recent
+    if not start <= at <= end:
+        raise OffsetOutOfRangeError(
+            f"offset {at} of {tp} is not between its log start and its high watermark",
+            log_start_offset=start,
+            log_end_offset=end,
+        )
+    records: list[dict[str, Any]] = []
+    while at < end and len(records) < limit:
+        batches, at = _fetch(client, tp, found.topic_id, at)
+        records += batches[: limit - len(records)]
+        if not batches and at < end:
+            break  # nothing whole came back: no more can be shown from here
+    return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
+
+
+def _fetch(
+    client: ClusterClient, tp: TopicPartition, topic_id: uuid.UUID, offset: int
+) -> tuple[list[dict[str, Any]], int]:
+    """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
+    ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
+    ABORT ..., else null), and the offset to fetch next."""
+    answered = client.to_leaders([tp], lambda leader, _: {tp: _fetch_once(leader, tp, topic_id, offset)})[tp]
+    data = check_partition(answered, f"cannot fetch {tp} at offset {offset}").records
+    found, after = [], offset
+    for batch in BatchIterator(bytes(data) if data is not None else b""):
+        label, transactional = batch.timestamp_type.label, batch.is_transactional
+        for r in batch.records():
+            if r.offset >= offset:
+                control = _control_type(r) if batch.is_control else None
+                found.append(record_json(r, label, shown, transactional=transactional, control=control))
+        after = max(after, batch.last_offset + 1)
+    return found, after
+
+
+def _control_type(record: Record) -> str:
+    parsed = parse_control_record(record)
+    return parsed.type.name if isinstance(parsed, EndTransactionMarker) else type(parsed).__name__
+
+
+def _fetch_once(leader: Any, tp: TopicPartition, topic_id: uuid.UUID, offset: int) -> FetchResponseData.PartitionData:
+    # a consumer's sessionless fetch (no replica id, no session), the topic by name before
+    # version 13 and by id from it, returning at once (max_wait_ms 0) with what there is
+    wanted = FetchRequestData.FetchPartition(
+        partition=tp.partition,
+        current_leader_epoch=-1,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=FETCH_PARTITION_BYTES,
+    )
+    topics = [FetchRequestData.FetchTopic(topic=tp.topic, topic_id=topic_id, partitions=[wanted])]
+    request = FetchRequestData(
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=0,
+        max_bytes=FETCH_PARTITION_BYTES,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=topics,
+        forgotten_topics_data=[],
+        rack_id="",
+    )
+    answer: FetchResponseData = leader.request(ApiKey.FETCH, request)
+    return answer.responses[0].partitions[0]
+
+
+def shown(data: bytes | None) -> dict[str, Any] | None:
+    """Bytes as the console shows them: ``{"text": ...}`` when they are UTF-8, else ``{"hex": ...}``
+    (None stays None: a null key, a tombstone); at most SHOWN_CHARS characters of either, with the
+    whole ``size`` in bytes when they are cut."""
+    if data is None:
+        return None
+    raw = bytes(data)
+    try:
+        text = raw.decode("utf-8")
+        out, whole = {"text": text[:SHOWN_CHARS]}, len(text) <= SHOWN_CHARS
+    except UnicodeDecodeError:
+        out, whole = {"hex": raw[: SHOWN_CHARS // 2].hex()}, len(raw) <= SHOWN_CHARS // 2
+    return out if whole else {**out, "size": len(raw)}

@@ -1,0 +1,214 @@
+"""The console's HTTP server: the pages (static files shipped in the package) and the JSON API
+under them, on the standard library's threading HTTP server.
+
+Each API request opens its own client of the cluster (``figures.open_client``), so requests run
+side by side and a slow or unreachable broker holds up only the requests that need it. Every
+error is answered as ``{"error": "..."}`` with a status that says whose it is (400 a malformed
+request, 403 an action of a read-only console, 404 no such topic or group, 502 the cluster could
+not be reached or refused); an unexpected one is logged and answered 500 without its traceback,
+and the server goes on serving."""
+
+from __future__ import annotations
+
+import json
+import logging
+import mimetypes
+import threading
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError
+from . import figures
+from .figures import ConsoleInputError
+
+log = logging.getLogger(__name__)
+
+STATIC = resources.files(__package__).joinpath("static")
+MAX_BODY = 1 << 20  # a POST's JSON: a topic to create is a few hundred bytes
+NOT_FOUND_CODES = frozenset(
+    {ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.TRANSACTIONAL_ID_NOT_FOUND}
+)
+# the pages load only the package's own files: no inline script, nothing from elsewhere
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; object-src 'none'; frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class ConsoleServer(ThreadingHTTPServer):
+    """The console of the cluster at ``bootstrap``, listening on ``address``."""
+
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], bootstrap: str, *, read_only: bool, timeout: float) -> None:
+        super().__init__(address, ConsoleHandler)
+        self.bootstrap = bootstrap
+        self.read_only = read_only
+        self.request_timeout = timeout
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host if isinstance(host, str) else host.decode()}:{port}/"
+
+    def start(self) -> ConsoleServer:
+        """Serve on a thread of its own (tests, an embedding program); ``stop`` ends it."""
+        self._thread = threading.Thread(target=self.serve_forever, name="seglog-console", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> ConsoleServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start(bootstrap: str, port: int = 0, *, host: str = "127.0.0.1", read_only: bool = False) -> ConsoleServer:
+    """A console of ``bootstrap`` serving on its own thread at ``host:port`` (0: a free port)."""
+    return ConsoleServer((host, port), bootstrap, read_only=read_only, timeout=10.0).start()
+
+
+class ConsoleHandler(BaseHTTPRequestHandler):
+    server: ConsoleServer
+    protocol_version = "HTTP/1.1"  # keep-alive: a page asks a few requests at once
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    # --- routing -----------------------------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        if url.path in ("/", "/index.html"):
+            self._static("index.html")
+        elif url.path.startswith("/static/"):
+            self._static(url.path.removeprefix("/static/"))
+        elif url.path.startswith("/api/"):
+            self._api(lambda: self._get(url.path.removeprefix("/api/"), parse_qs(url.query)))
+        else:
+            self._error(HTTPStatus.NOT_FOUND, f"no page {url.path}")
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        if path != "/api/topics":
+            self._error(HTTPStatus.NOT_FOUND, f"nothing to POST to at {path}")
+        elif self.server.read_only:
+            self._error(HTTPStatus.FORBIDDEN, "this console is read-only (started with --read-only)")
+        else:
+            self._api(self._create_topic, HTTPStatus.CREATED)
+
+    def _get(self, path: str, query: dict[str, list[str]]) -> Any:
+        parts = [unquote(p) for p in path.split("/")]
+        if parts == ["console"]:
+            return {"bootstrap": self.server.bootstrap, "readOnly": self.server.read_only}
+        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+            match parts:
+                case ["cluster"]:
+                    return figures.cluster(client)
+                case ["topics"]:
+                    return figures.topics(client)
+                case ["topics", name] if name:
+                    return figures.topic(client, name)
+                case ["topics", name, "messages"] if name:
+                    partition, limit = _number(query, "partition", 0), _number(query, "limit", 50)
+                    offset, timestamp = _number(query, "offset", None), _number(query, "timestamp", None)
+                    return figures.messages(client, name, partition, offset, limit, timestamp)
+                case ["groups"]:
+                    return figures.groups(client)
+                case ["groups", *_] if len(parts) > 1:
+                    # a group id may hold a slash (sent as %2F): all that follows groups/ is the id
+                    return figures.group(client, unquote(path.removeprefix("groups/")))
+                case ["transactions"]:
+                    return figures.transactions(client)
+                case ["transactions", *_] if len(parts) > 1:
+                    return figures.transaction(client, unquote(path.removeprefix("transactions/")))
+        raise _NotFound(f"no API at /api/{path}")
+
+    def _create_topic(self) -> Any:
+        if self.headers.get_content_type() != "application/json":
+            # a page of another site can POST a form, but not JSON, without the browser asking first
+            raise ConsoleInputError("a topic to create is sent as application/json")
+        size = int(self.headers.get("Content-Length") or 0)
+        if not 0 < size <= MAX_BODY:
+            raise ConsoleInputError(f"the request's body is from 1 to {MAX_BODY} bytes, not {size}")
+        try:
+            body = json.loads(self.rfile.read(size))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise ConsoleInputError(f"the request's body is not JSON: {e}") from None
+        timeout_ms = int(self.server.request_timeout * 1000)
+        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+            return figures.create_topic(client, body, timeout_ms)
+
+    # --- answers -------------------------------------------------------------------------------------------
+
+    def _api(self, answer: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
+        try:
+            found = answer()
+        except _NotFound as e:
+            self._error(HTTPStatus.NOT_FOUND, str(e))
+        except SeglogError as e:
+            self._error(_status(e), str(e))
+        except Exception as e:  # a bug of ours: said in the log, and the server goes on
+            log.exception("console: %s %s failed", self.command, self.path)
+            self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(e).__name__}: {e}")
+        else:
+            self._send(status, "application/json", json.dumps(found).encode(), {"Cache-Control": "no-store"})
+
+    def _static(self, name: str) -> None:
+        file = STATIC.joinpath(name)
+        if "/" in name or name.startswith(".") or not file.is_file():
+            self._error(HTTPStatus.NOT_FOUND, f"no file {name}")
+            return
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        self._send(HTTPStatus.OK, f"{kind}; charset=utf-8", file.read_bytes(), {})
+
+    def _error(self, status: HTTPStatus, message: str) -> None:
+        self._send(status, "application/json", json.dumps({"error": message}).encode(), {"Cache-Control": "no-store"})
+
+    def _send(self, status: HTTPStatus, kind: str, body: bytes, headers: dict[str, str]) -> None:
+        self.send_response(status)
+        for key, value in {**SECURITY_HEADERS, **headers, "Content-Type": kind}.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+class _NotFound(Exception):
+    """No page or API at a path."""
+
+
+def _number(query: dict[str, list[str]], key: str, default: Any) -> Any:
+    """The whole number ``key`` of a query string, ``default`` when absent or empty."""
+    text = query.get(key, [""])[-1].strip()
+    if not text:
+        return default
+    if not text.isdigit() or len(text) > 19:
+        raise ConsoleInputError(f"{key} is a whole number from 0, not {text!r}")
+    return int(text)
+
+
+def _status(error: SeglogError) -> HTTPStatus:
+    """The HTTP status of an error: whose mistake it is."""
+    if isinstance(error, ConsoleInputError | OffsetOutOfRangeError):
+        return HTTPStatus.BAD_REQUEST
+    if error.error_code in NOT_FOUND_CODES:
+        return HTTPStatus.NOT_FOUND
+    if error.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+        return HTTPStatus.CONFLICT
+    if isinstance(error, BrokerNotAvailableError):
+        return HTTPStatus.BAD_GATEWAY
+    # the broker refused what was asked (an invalid config or replication factor ...): said as it said it
+    return HTTPStatus.BAD_REQUEST if error.error_code != ErrorCode.UNKNOWN_SERVER_ERROR else HTTPStatus.BAD_GATEWAY

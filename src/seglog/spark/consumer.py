@@ -1,0 +1,273 @@
+"""Reading through the brokers (``kafka.bootstrap.servers``): Spark's Kafka source without a JVM.
+
+The driver plans over ``BrokerLogs``: topics and partitions from Metadata, offsets from the
+partition leaders' ListOffsets (earliest, latest: the high watermark or under read_committed the
+last stable offset, and by timestamp), the same questions ``offsets.py`` asks of a log dir. Each
+task (``FetchPartition``) fetches its offset range from the partition's leader
+(``seglog.client.ClusterClient``, which finds a moved leader again) and hands the fetched bytes,
+batch by batch, to the column builder the file reader uses (``arrow.ArrowAssembler``): no Python
+object per record, and Arrow batches that span fetches.
+
+A task never reads above the high watermark (or the last stable offset under read_committed)
+that the leader reports with each fetch, whatever its planned end: a range planned on one
+leader's offsets and read after a failover stops where the new leader's committed data does.
+Records a fetch returns below the task's start (its first batch may begin earlier) are skipped
+by the builder. Offsets removed between planning and reading (retention, DeleteRecords) are data
+loss, which ``failOnDataLoss`` decides as for a log dir.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from ..client import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_COMMITTED, READ_UNCOMMITTED, ClusterClient
+from ..common import TopicPartition
+from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..records import AnyBatch, BatchIterator
+from ..storage.isolation import committed_batches
+from . import options as opt
+from .arrow import ArrowAssembler
+from .offsets import DataLossError
+
+log = logging.getLogger(__name__)
+
+_WAIT_MS = 100  # how long a fetch waits at the leader for data below the range's end
+
+
+def connect(client: opt.ClientOptions) -> ClusterClient:
+    return ClusterClient(client.bootstrap_servers, client.request_timeout_ms / 1000, client_id=client.client_id)
+
+
+def _isolation(isolation: str) -> int:
+    return READ_COMMITTED if isolation == opt.READ_COMMITTED else READ_UNCOMMITTED
+
+
+class BrokerLogs:
+    """The driver's ``offsets.Logs`` through the brokers, for one planning question: one Metadata,
+    and each topic's offsets asked of its leaders once, for all its partitions together."""
+
+    def __init__(self, client: opt.ClientOptions, isolation: str) -> None:
+        self.client = connect(client)
+        self.isolation = _isolation(isolation)
+        try:
+            answer = self.client.metadata(None)
+        except BaseException:
+            self.client.close()
+            raise
+        self._partitions = {
+            t.name: sorted(p.partition_index for p in t.partitions)
+            for t in answer.topics
+            if t.name is not None and not t.error_code
+        }
+        self._offsets: dict[TopicPartition, tuple[int, int, int]] = {}
+
+    def topics(self) -> list[str]:
+        # Kafka's internal topics are listed as a log dir lists them: a pattern leaves them out
+        return sorted(self._partitions)
+
+    def partitions(self, topic: str) -> list[int]:
+        if topic not in self._partitions:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        return self._partitions[topic]
+
+    def partition(self, topic: str, partition: int) -> BrokerPartition:
+        known = self._partitions.get(topic)
+        if known is None or partition not in known:
+            detail = f"topic {topic!r} has partitions {known}" if known else f"unknown topic {topic!r}"
+            raise UnknownTopicOrPartitionError(f"no partition {topic}-{partition}: {detail}")
+        return BrokerPartition(self, TopicPartition(topic, partition))
+
+    def offsets(self, tp: TopicPartition) -> tuple[int, int, int]:
+        """(log start offset, high watermark, last stable offset) of ``tp``, asked with its topic's."""
+        if tp not in self._offsets:
+            tps = [TopicPartition(tp.topic, p) for p in self._partitions[tp.topic]]
+            first = self.client.list_offsets(dict.fromkeys(tps, EARLIEST_TIMESTAMP))
+            high = self.client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP))
+            stable = high
+            if self.isolation == READ_COMMITTED:
+                stable = self.client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP), READ_COMMITTED)
+            for t in tps:
+                self._offsets[t] = (first[t].offset, high[t].offset, stable[t].offset)
+        return self._offsets[tp]
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> BrokerLogs:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass(frozen=True)
+class BrokerPartition:
+    """One partition's ``offsets.PartitionOffsets``, as its leader lists them."""
+
+    logs: BrokerLogs
+    tp: TopicPartition
+
+    @property
+    def name(self) -> str:
+        return str(self.tp)
+
+    @property
+    def dir(self) -> str | None:
+        return None
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.logs.offsets(self.tp)[0]
+
+    @property
+    def high_watermark(self) -> int:
+        return self.logs.offsets(self.tp)[1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.high_watermark  # all a consumer sees of the log
+
+    @property
+    def last_stable_offset(self) -> int:
+        return self.logs.offsets(self.tp)[2]
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        found = self.logs.client.list_offsets({self.tp: timestamp}, self.logs.isolation)[self.tp]
+        return None if found.offset < 0 else (found.offset, found.timestamp)
+
+
+@dataclass
+class FetchPartition(InputPartition):
+    """One Spark task's share through the brokers: an offset range of one partition."""
+
+    client: opt.ClientOptions
+    topic: str
+    partition: int
+    start: int
+    end: int
+    fail_on_data_loss: bool
+    include_headers: bool
+    isolation: str
+    min_timestamp_us: int | None = None  # inclusive bounds of pushed timestamp filters
+    max_timestamp_us: int | None = None
+
+    def __post_init__(self) -> None:
+        self.value = (self.topic, self.partition, self.start, self.end)
+
+
+def read_fetched(part: FetchPartition) -> Iterator[pa.RecordBatch]:
+    """What a task does: fetch [start, end) from the partition's leader, as Arrow."""
+    assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
+    with connect(part.client) as client:
+        batches = _FetchedBatches(client, part)
+        while True:
+            # from where the batches go on: after a skip of removed offsets, records of the
+            # first batch fetched may lie below the new start (DeleteRecords cuts inside batches)
+            start = batches.next_offset
+            yield from assembler.record_batches(batches, start, part.end)
+            if not batches.skipped:
+                return
+
+
+class _FetchedBatches:
+    """The batches of a task's range, fetch after fetch; read_committed drops the aborted ones
+    (and every control batch) as Kafka's consumer does, with each fetch's aborted transactions."""
+
+    def __init__(self, client: ClusterClient, part: FetchPartition) -> None:
+        self.client = client
+        self.part = part
+        self.tp = TopicPartition(part.topic, part.partition)
+        self.next_offset = part.start
+        self.isolation = _isolation(part.isolation)
+        self.log_start_offset = -1  # as the last fetch told it
+        self.skipped = False  # the last iteration ended at a skip of removed offsets
+
+    def __iter__(self) -> Iterator[AnyBatch]:
+        """The batches up to the range's end, or up to a skip of removed offsets (``skipped``)."""
+        part = self.part
+        self.skipped = False
+        deadline = time.monotonic() + part.client.request_timeout_ms / 1000
+        while self.next_offset < part.end:
+            fetched = self._fetch()
+            if fetched is None:
+                return
+            records, limit, aborted = fetched
+            stop = min(part.end, limit)
+            batches: Iterator[AnyBatch] = self._upto(records, stop)
+            if self.isolation == READ_COMMITTED:
+                batches = committed_batches(batches, aborted)
+            before = self.next_offset
+            yield from batches
+            if self.next_offset > before:
+                deadline = time.monotonic() + part.client.request_timeout_ms / 1000
+            elif time.monotonic() > deadline:
+                self._lost_tail(limit)
+                return
+
+    def _upto(self, records: bytes, stop: int) -> Iterator[AnyBatch]:
+        """The whole batches of one fetch below ``stop``; ``next_offset`` follows them."""
+        for batch in BatchIterator(records):
+            if batch.base_offset >= stop:
+                return
+            self.next_offset = max(self.next_offset, batch.last_offset + 1)
+            yield batch
+
+    def _fetch(self) -> tuple[bytes, int, tuple[tuple[int, int], ...]] | None:
+        """The next fetch's bytes, where they may be read up to, and their aborted transactions;
+        None, with failOnDataLoss=false, when the rest of the range is gone or offsets were
+        removed (``skipped``: the iteration ends there, to go on from the log start)."""
+        part = self.part
+        self.client.renew_deadline()  # a moved leader is looked for again for request.timeout.ms each time
+        try:
+            fetched = self.client.fetch(
+                self.tp,
+                self.next_offset,
+                isolation_level=self.isolation,
+                max_bytes=part.client.fetch_max_bytes,
+                partition_max_bytes=part.client.max_partition_fetch_bytes,
+                max_wait_ms=_WAIT_MS,
+            )
+        except OffsetOutOfRangeError as e:
+            self.log_start_offset = e.log_start_offset
+            if self.next_offset >= e.log_start_offset:
+                self._lost_tail(e.log_end_offset)
+            else:
+                self.next_offset = self._skip_removed(e.log_start_offset, e.log_end_offset)
+                self.skipped = True
+            return None
+        self.log_start_offset = fetched.log_start_offset
+        limit = fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
+        return fetched.records, limit, fetched.aborted_transactions
+
+    def _skip_removed(self, first: int, end: int) -> int:
+        message = (
+            f"offsets {self.next_offset}..{first - 1} of {self.tp} were removed before they were read "
+            "(retention or DeleteRecords)"
+        )
+        if self.part.fail_on_data_loss:
+            raise DataLossError(
+                message + "; set failOnDataLoss=false to skip them", log_start_offset=first, log_end_offset=end
+            )
+        log.warning("%s; skipping to offset %d (failOnDataLoss=false)", message, first)
+        return min(first, self.part.end)
+
+    def _lost_tail(self, limit: int) -> None:
+        """The leader has nothing more below the range's end within the request timeout."""
+        end = self.part.end
+        message = (
+            f"offsets {self.next_offset}..{end - 1} of {self.tp} were planned to be read, but its leader "
+            f"serves records only up to offset {limit}"
+        )
+        if self.part.fail_on_data_loss:
+            raise DataLossError(
+                message + " (the log was truncated); set failOnDataLoss=false to skip them",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=limit,
+            )
+        log.warning("%s; skipping them (failOnDataLoss=false)", message)

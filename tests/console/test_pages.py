@@ -1,0 +1,152 @@
+"""The console's pages in a real headless Chromium (conftest.py's ``page``), against the broker,
+records and group of conftest.py.
+
+Each check waits for what it looks for (Playwright's ``expect`` retries until its timeout): no
+sleeps, so a loaded machine is slower, not failing."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
+
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
+
+
+def cells(page: Any, table: str, column: int) -> list[str]:
+    return [c.strip() for c in page.locator(f"#{table} tbody tr td:nth-child({column})").all_inner_texts()]
+
+
+def test_cluster_page_shows_the_broker(page, console, cluster):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/cluster", "clusterPage")
+    row = page.locator("#brokers tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("td")).to_have_text([str(cluster.broker_id), "127.0.0.1", str(cluster.port), "", "yes", "up"])
+    expect(page.locator("#count-offline")).to_have_text("0")
+
+
+def test_topic_page_shows_each_partitions_high_watermark(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/topics", "topicsPage")
+    page.locator("#topics").get_by_role("link", name=TOPIC, exact=True).click()
+    expect(page.locator("#view")).to_have_attribute("data-loaded", "topicPage")
+    expect(page.locator("#topic-name")).to_have_text(TOPIC)
+    expect(page.locator("#partitions tbody tr")).to_have_count(len(PRODUCED))
+    assert cells(page, "partitions", 1) == [str(p) for p in PRODUCED]
+    assert cells(page, "partitions", 6) == [str(n) for n in PRODUCED.values()]
+    expect(page.locator('#configs tr[data-config="retention.ms"] td')).to_have_text(
+        ["retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG"]
+    )
+
+
+def test_the_topic_filter_keeps_the_matching_topics(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/topics", "topicsPage")
+    offsets = page.locator('#topics tr[data-topic="__consumer_offsets"]')
+    expect(offsets).to_be_visible()
+    page.locator("#topic-filter").fill(TOPIC[:3].upper())  # any case
+    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
+    expect(offsets).to_be_hidden()
+
+
+def test_messages_browser_shows_records_as_text_never_as_markup(page, console, cluster):
+    from playwright.sync_api import expect
+
+    open_page(page, console, f"#/topics/{TOPIC}/messages?partition=0&offset=2", "messagesPage")
+    expect(page.locator("#messages tbody tr")).to_have_count(PRODUCED[0] - 2)
+    assert cells(page, "messages", 1) == [str(o) for o in range(2, PRODUCED[0])]
+    assert cells(page, "messages", 3) == [f"key-0-{o}" for o in range(2, PRODUCED[0])]
+    assert cells(page, "messages", 4)[-1] == SCRIPT
+    assert cells(page, "messages", 5)[0] == "source: test"
+    assert page.evaluate("window.pwned") is None
+    expect(page.locator("#next-page")).to_have_count(0)  # the page reached the high watermark
+    # a malformed offset typed in: the page says so, and the form stays to correct it
+    page.locator("#browse input[name=offset]").fill("ten")
+    page.locator("#browse button").click()
+    expect(page.locator("#error")).to_contain_text("offset is a whole number")
+    # from a time typed as a date: the first record at or after it
+    at = datetime.fromtimestamp((cluster.first_timestamp + 3 * STEP_MS) / 1000, UTC)
+    page.locator("#browse input[name=offset]").fill("")
+    page.locator("#browse input[name=time]").fill(at.isoformat(timespec="milliseconds"))
+    page.locator("#browse button").click()
+    expect(page.locator("#messages tbody tr td:first-child")).to_have_text([str(o) for o in range(3, PRODUCED[0])])
+
+
+def test_groups_page_shows_the_groups_lag(page, console):
+    from playwright.sync_api import expect
+
+    lag = sum(PRODUCED[p] - COMMITTED[p] for p in PRODUCED)
+    open_page(page, console, "#/groups", "groupsPage")
+    row = page.locator("#groups tbody tr").filter(has_text=GROUP)
+    expect(row.locator("td").nth(3)).to_have_text(str(lag))
+    row.get_by_role("link", name=GROUP).click()
+    expect(page.locator("#view")).to_have_attribute("data-loaded", "groupPage")
+    expect(page.locator("#total-lag")).to_have_text(str(lag))
+    expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
+    assert cells(page, "offsets", 5) == [str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)]
+
+
+def test_a_groups_lag_chart_moves_as_it_commits(page, console, cluster):
+    from playwright.sync_api import expect
+
+    # a group of no member, whose offsets an admin's commits set (as kafka-consumer-groups --reset-offsets)
+    committer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "charted", "enable.auto.commit": False})
+    try:
+        committer.commit(offsets=[KafkaPartition(TOPIC, p, 0) for p in PRODUCED], asynchronous=False)
+        open_page(page, console, "#/groups/charted", "groupPage")
+        chart = page.locator("#lag-chart")
+        expect(chart).to_have_attribute("data-last", str(sum(PRODUCED.values())))
+        committer.commit(offsets=[KafkaPartition(TOPIC, p, n) for p, n in PRODUCED.items()], asynchronous=False)
+        expect(chart).to_have_attribute("data-last", "0")  # the page asked again by itself
+        assert int(chart.get_attribute("data-points")) >= 2
+        expect(chart.locator("polyline")).to_have_attribute("points", re.compile(r"^\S+( \S+)+$"))  # a line drawn
+    finally:
+        committer.close()
+
+
+def test_transactions_page_shows_an_open_transaction(page, console, cluster):
+    from playwright.sync_api import expect
+
+    producer = begin_transaction(cluster.bootstrap, "page-txn", "in-page-transaction")
+    open_page(page, console, "#/transactions", "transactionsPage")
+    page.locator("#transactions").get_by_role("link", name="page-txn").click()
+    expect(page.locator("#transaction-state")).to_have_text("Ongoing")
+    expect(page.locator("#transaction-partitions tbody tr td")).to_have_text(["in-page-transaction", "0"])
+    producer.abort_transaction(60)
+    expect(page.locator("#transaction-state")).to_have_text("CompleteAbort")  # the page asks again by itself
+
+
+def test_create_a_topic_through_the_form(page, console):
+    from playwright.sync_api import expect
+
+    open_page(page, console, "#/topics", "topicsPage")
+    form = page.locator("#create-topic")
+    form.locator("input[name=name]").fill("from-the-browser")
+    form.locator("input[name=partitions]").fill("2")
+    form.locator("#create-button").click()
+    expect(page.locator("#create-confirm")).to_contain_text("Create topic from-the-browser with 2 partitions")
+    page.locator("#create-confirm-button").click()
+    expect(page.locator('#topics tr[data-topic="from-the-browser"] td').nth(1)).to_have_text("2")
+    expect(page.locator("#create-done")).to_have_text("Created topic from-the-browser.")
+    # the broker's refusal, shown as it said it
+    page.locator("#create-topic input[name=name]").fill(TOPIC)
+    page.locator("#create-button").click()
+    page.locator("#create-confirm-button").click()
+    expect(page.locator("#create-error")).to_contain_text("already exists")
+
+
+def test_a_read_only_console_has_no_create_form(page, read_only_console):
+    from playwright.sync_api import expect
+
+    open_page(page, read_only_console, "#/topics", "topicsPage")
+    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_be_visible()
+    expect(page.locator("#create-topic")).to_have_count(0)
+    expect(page.locator("#view")).not_to_contain_text("null")  # nothing drawn where the form was
+    expect(page.locator("#bootstrap")).to_contain_text("read-only")

@@ -1,0 +1,92 @@
+"""Lookups by offset in segments of batches larger than index.interval.bytes (every
+batch but the first gets an offset index entry): the batch the entry above names is
+taken in one read of its header when it holds the offset, and taken on trust never
+(a damaged entry, a gap a compaction left, smaller batches between)."""
+
+from __future__ import annotations
+
+import os
+import struct
+from pathlib import Path
+
+import pytest
+
+from seglog.records import BatchIterator, build_batch
+from seglog.storage import fileio
+from seglog.storage.segment import LogSegment
+
+from .conftest import records
+
+RECORD_BYTES = 1500  # four records a batch: some 6 KiB, past a scan's first read (4 KiB)
+
+
+def large_segment(tmp_path: Path, bases: list[int]) -> LogSegment:
+    seg = LogSegment.create(str(tmp_path), 0, index_interval_bytes=4096, max_index_size=4096)
+    for base in bases:
+        data = build_batch(records(4, start=base, size=RECORD_BYTES), base_offset=base)
+        head = next(BatchIterator(data))
+        seg.append(data, [(0, len(data), head.last_offset, head.max_timestamp)])
+    return seg
+
+
+def holder(seg: LogSegment, offset: int) -> tuple[int, int] | None:
+    """(position, last offset) of the first batch whose last offset >= ``offset``, from the bytes."""
+    batches = BatchIterator(Path(seg.log_path).read_bytes())
+    return next(((b.position, b.last_offset) for b in batches if b.last_offset >= offset), None)
+
+
+@pytest.fixture
+def preads(monkeypatch) -> list[int]:
+    """The sizes of the reads made of files, as they are made."""
+    made: list[int] = []
+    real = os.pread
+
+    def counted(fd: int, size: int, position: int) -> bytes:
+        made.append(size)
+        return real(fd, size, position)
+
+    monkeypatch.setattr(fileio.os, "pread", counted)
+    return made
+
+
+def test_a_lookup_by_offset_reads_one_header_among_large_batches(tmp_path, preads):
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    assert seg.offset_index.entries == 9  # every batch but the first
+    for target in range(40):
+        preads.clear()
+        header = seg.translate_offset(target)
+        assert header is not None and (header.position, header.last_offset) == holder(seg, target)
+        assert header.base_offset <= target
+        # below the first entry (offset 7) the scan starts at the segment's start: in the
+        # second batch (4..6), past the first batch's header
+        assert len(preads) == (2 if 4 <= target < 7 else 1), (target, preads)
+    assert seg.translate_offset(40) is None
+    seg.close()
+
+
+def test_offsets_in_a_gap_between_large_batches_find_the_batch_after_it(tmp_path):
+    seg = large_segment(tmp_path, [0, 10, 14, 30, 34])  # gaps 4..9 and 18..29, as a compaction leaves
+    for target in range(38):
+        header = seg.translate_offset(target)
+        assert header is not None and (header.position, header.last_offset) == holder(seg, target), target
+    assert seg.translate_offset(38) is None
+    seg.close()
+
+
+def test_an_entry_naming_another_large_batch_is_not_taken(tmp_path):
+    """The entry of the batch holding offsets 12..15 damaged to name the next batch's
+    start (in order, inside the log: what loading checks): lookups below it, which look
+    at the entry above first, and at it, find the right batches."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    seg.close()
+    positions = [b.position for b in BatchIterator(Path(seg.log_path).read_bytes())]
+    with open(seg.index_path, "r+b") as f:
+        data = f.read()
+        slot = next(i for i in range(len(data) // 8) if struct.unpack_from(">i", data, 8 * i)[0] == 15)
+        f.seek(8 * slot + 4)
+        f.write(struct.pack(">i", positions[4]))
+    again = LogSegment(seg.dir, 0, index_interval_bytes=4096, max_index_size=4096)
+    for target in range(40):
+        header = again.translate_offset(target)
+        assert header is not None and (header.position, header.last_offset) == holder(again, target), target
+    again.close()
