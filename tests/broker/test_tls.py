@@ -4,6 +4,8 @@ refused at startup without their secrets; principal mapping rules as a unit."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import json
 import logging
@@ -11,6 +13,7 @@ import os
 import socket
 import ssl
 import struct
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -291,6 +294,19 @@ def test_mutual_tls_refuses_an_expired_or_untrusted_certificate(broker, pki, tmp
         assert _api_versions(sock)[:4] == struct.pack(">i", 7)
 
 
+def test_a_clients_close_notify_ends_its_connection_and_the_broker_serves_on(broker, pki) -> None:
+    ssl_server = next(s for s in broker.server.socket_servers if s.listener == "SSL")
+    sock = _tls_client(pki, broker.server.port_of("SSL"), False)
+    assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+    ours = wait_for(lambda: {c for c in list(ssl_server.connections) if c.request_context is not None})
+    with contextlib.suppress(OSError):  # the broker closes without a close_notify of its own
+        sock.unwrap()  # TLS's close_notify: the end of the stream
+    sock.close()
+    wait_for(lambda: not ours & set(ssl_server.connections), what="the connection's end")
+    with _tls_client(pki, broker.server.port_of("SSL"), False) as other:
+        assert _api_versions(other)[:4] == struct.pack(">i", 7)
+
+
 def test_a_plaintext_client_on_the_ssl_port_is_closed_and_the_broker_serves_on(broker, pki) -> None:
     with socket.create_connection(("127.0.0.1", broker.server.port_of("SSL")), timeout=10) as sock:
         sock.sendall(API_VERSIONS_V0)  # not a TLS record: the handshake fails
@@ -425,17 +441,22 @@ def test_the_transport_sends_bytes_and_file_regions_through_a_full_socket(tmp_pa
     payload = os.urandom(4 << 20)
     path = tmp_path / "segment"
     path.write_bytes(payload)
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(pki.keystore)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pki.keystore)
     a, b = socket.socketpair()
     a.setblocking(False)
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
-    transport = TlsTransport(a, server_context, PrincipalMapper("DEFAULT"), memoryview(bytearray(64 * 1024)))
+    transport = TlsTransport(
+        a, context, PrincipalMapper("DEFAULT"), memoryview(bytearray(64 * 1024)), memoryview(bytearray(32 * 1024))
+    )
     client = ssl.create_default_context(cafile=pki.ca_file).wrap_socket(
         b, server_hostname="127.0.0.1", do_handshake_on_connect=False
     )
+    handshake = threading.Thread(target=client.do_handshake)
+    handshake.start()
+    assert asyncio.run(transport.handshake("the client")) == ANONYMOUS
+    handshake.join()
     client.setblocking(False)
-    _handshake_both(transport.sock, client)
     fd = os.open(path, os.O_RDONLY)
     try:
         handle = SimpleNamespace(fd=fd)
@@ -464,18 +485,6 @@ class _Region(NamedTuple):
     handle: Any
     position: int
     size: int
-
-
-def _handshake_both(server: ssl.SSLSocket, client: ssl.SSLSocket) -> None:
-    done = [False, False]
-    while not all(done):
-        for i, side in enumerate((server, client)):
-            if not done[i]:
-                try:
-                    side.do_handshake()
-                    done[i] = True
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    pass
 
 
 def _drain(client: ssl.SSLSocket) -> bytes:
