@@ -349,11 +349,16 @@ class _TlsSocket(socket.socket):
         self.tls = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
         self._ciphertext = ciphertext  # the listener's: a read copies it into the BIO at once
         self._unsent: memoryview | None = None  # ciphertext the kernel did not take yet
+        # the last read filled its buffer, and TLS may hold more (after the handshake, too: the
+        # client's first request may have come with its last flight); else the kernel was
+        # emptied and signals what comes next
+        self._more = True
 
     def recv_into(self, buffer: Any, nbytes: int | None = None, flags: int = 0) -> int:
         """Plaintext into ``buffer``: all TLS has now, up to its size; BlockingIOError when it has none."""
         view = memoryview(buffer).cast("B")[: nbytes or None]
         n = 0
+        self._more = False
         try:
             while n < len(view):
                 try:
@@ -371,6 +376,7 @@ class _TlsSocket(socket.socket):
                 if got == 0:  # the client's close_notify: the end of the stream
                     return n
                 n += got
+            self._more = True
             return n
         finally:
             if self._outgoing.pending:  # TLS's own answers to what it read (a key update)
@@ -394,8 +400,9 @@ class _TlsSocket(socket.socket):
         return True
 
     def pending(self) -> int:
-        """Bytes TLS holds that no read took yet, decrypted or not: the socket will not signal them."""
-        return self.tls.pending() or self._incoming.pending
+        """Bytes TLS holds that no read took yet, decrypted or not, when the kernel will not
+        signal them (a partial record waits for the rest, which it signals)."""
+        return (self.tls.pending() or self._incoming.pending) if self._more else 0
 
     def flush(self) -> bool:
         """What TLS wrote, to the kernel; False when the socket is full and some waits."""
