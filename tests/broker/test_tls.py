@@ -4,6 +4,8 @@ refused at startup without their secrets; principal mapping rules as a unit."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 import json
 import logging
@@ -11,7 +13,9 @@ import os
 import socket
 import ssl
 import struct
+import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
@@ -19,6 +23,7 @@ import pytest
 import trustme
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from kafka import KafkaConsumer, KafkaProducer
 from kafka import TopicPartition as KpTopicPartition
@@ -63,10 +68,14 @@ def pki(tmp_path_factory) -> Pki:
 def broker(pki, tmp_path_factory) -> Any:
     config = {
         "num.partitions": 1,
-        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL",
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0,MTLS://127.0.0.1:0,REQ://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,MTLS:SSL,REQ:SSL",
         "ssl.keystore.type": "PEM",
         "ssl.keystore.location": pki.keystore,
+        # the broker-wide truststore as text (REQ's), the MTLS listener's own as a file
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.certificates": pki.ca.cert_pem.bytes().decode(),
+        "listener.name.req.ssl.client.auth": "requested",
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.mtls.ssl.truststore.type": "PEM",
         "listener.name.mtls.ssl.truststore.location": pki.ca_file,
@@ -189,6 +198,17 @@ def test_metadata_answers_with_the_endpoints_of_the_listener_asked(broker, pki) 
         assert [(b.host, b.port) for b in brokers.values()] == [("127.0.0.1", ports[name])], name
 
 
+def test_requested_client_auth_serves_either_and_names_a_certificate_by_its_dn(broker, pki) -> None:
+    port = broker.server.port_of("REQ")
+    subject = x509.load_pem_x509_certificate(Path(pki.client_cert).read_bytes()).subject
+    dn = subject.rfc4514_string()  # cryptography's RFC 4514 (2253's successor): the same string
+    for certificate, principal in ((False, ANONYMOUS), (True, KafkaPrincipal("User", dn))):
+        with _tls_client(pki, port, certificate) as sock:
+            assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+            assert _principals(broker, "REQ") == {(principal, principal)}
+        wait_for(lambda: not _principals(broker, "REQ"), what="the connection's end")
+
+
 def _principals(broker: Any, listener: str) -> set[Any]:
     """The principals of the listener's open connections, as their request contexts hold them."""
     server = next(s for s in broker.server.socket_servers if s.listener == listener)
@@ -258,19 +278,33 @@ def test_mutual_tls_refuses_an_expired_or_untrusted_certificate(broker, pki, tmp
     context.load_cert_chain(certificate, key)
     port = broker.server.port_of("MTLS")
     reason = "certificate has expired" if kind == "expired" else "unable to get local issuer certificate"
-    with (
-        caplog.at_level(logging.INFO, logger="seglog.broker.tls"),
-        pytest.raises((ssl.SSLError, ConnectionError)),
-        context.wrap_socket(
-            socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1"
-        ) as sock,
-    ):
-        _api_versions(sock)
-    wait_for(lambda: reason in caplog.text, what="the broker's log line")
+    # the broker logs after its alert has left: the client may have its error first
+    with caplog.at_level(logging.INFO, logger="seglog.broker.tls"):
+        with (
+            pytest.raises((ssl.SSLError, ConnectionError)),
+            context.wrap_socket(
+                socket.create_connection(("127.0.0.1", port), timeout=10), server_hostname="127.0.0.1"
+            ) as sock,
+        ):
+            _api_versions(sock)
+        wait_for(lambda: reason in caplog.text, what="the broker's log line")
     mtls = next(s for s in broker.server.socket_servers if s.listener == "MTLS")
     assert not any(c.principal == KafkaPrincipal("User", "mallory") for c in list(mtls.connections))
     with _tls_client(pki, port, certificate=True) as sock:  # a good certificate is served on
         assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+
+
+def test_a_clients_close_notify_ends_its_connection_and_the_broker_serves_on(broker, pki) -> None:
+    ssl_server = next(s for s in broker.server.socket_servers if s.listener == "SSL")
+    sock = _tls_client(pki, broker.server.port_of("SSL"), False)
+    assert _api_versions(sock)[:4] == struct.pack(">i", 7)
+    ours = wait_for(lambda: {c for c in list(ssl_server.connections) if c.request_context is not None})
+    with contextlib.suppress(OSError):  # the broker closes without a close_notify of its own
+        sock.unwrap()  # TLS's close_notify: the end of the stream
+    sock.close()
+    wait_for(lambda: not ours & set(ssl_server.connections), what="the connection's end")
+    with _tls_client(pki, broker.server.port_of("SSL"), False) as other:
+        assert _api_versions(other)[:4] == struct.pack(">i", 7)
 
 
 def test_a_plaintext_client_on_the_ssl_port_is_closed_and_the_broker_serves_on(broker, pki) -> None:
@@ -407,17 +441,22 @@ def test_the_transport_sends_bytes_and_file_regions_through_a_full_socket(tmp_pa
     payload = os.urandom(4 << 20)
     path = tmp_path / "segment"
     path.write_bytes(payload)
-    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    server_context.load_cert_chain(pki.keystore)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(pki.keystore)
     a, b = socket.socketpair()
     a.setblocking(False)
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16384)
-    transport = TlsTransport(a, server_context, PrincipalMapper("DEFAULT"), memoryview(bytearray(64 * 1024)))
+    transport = TlsTransport(
+        a, context, PrincipalMapper("DEFAULT"), memoryview(bytearray(64 * 1024)), memoryview(bytearray(32 * 1024))
+    )
     client = ssl.create_default_context(cafile=pki.ca_file).wrap_socket(
         b, server_hostname="127.0.0.1", do_handshake_on_connect=False
     )
+    handshake = threading.Thread(target=client.do_handshake)
+    handshake.start()
+    assert asyncio.run(transport.handshake("the client")) == ANONYMOUS
+    handshake.join()
     client.setblocking(False)
-    _handshake_both(transport.sock, client)
     fd = os.open(path, os.O_RDONLY)
     try:
         handle = SimpleNamespace(fd=fd)
@@ -446,18 +485,6 @@ class _Region(NamedTuple):
     handle: Any
     position: int
     size: int
-
-
-def _handshake_both(server: ssl.SSLSocket, client: ssl.SSLSocket) -> None:
-    done = [False, False]
-    while not all(done):
-        for i, side in enumerate((server, client)):
-            if not done[i]:
-                try:
-                    side.do_handshake()
-                    done[i] = True
-                except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-                    pass
 
 
 def _drain(client: ssl.SSLSocket) -> bytes:

@@ -97,7 +97,7 @@ class Transport(Protocol):
     """What a connection of a TLS listener reads and writes through (tls.py's TlsTransport)."""
 
     @property
-    def sock(self) -> socket.socket: ...  # the SSL socket, read as a plain one
+    def sock(self) -> socket.socket: ...  # its socket, read as a plain one (TLS inside)
 
     async def handshake(self, peer: str) -> Any: ...  # the client's principal; None: failed, close
     def pending(self) -> int: ...  # bytes decrypted that the socket will not signal
