@@ -5,6 +5,7 @@ taken in one read of its header when it holds the offset, and taken on trust nev
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from pathlib import Path
@@ -15,7 +16,7 @@ from seglog.records import BatchIterator, build_batch
 from seglog.storage import fileio
 from seglog.storage.segment import LogSegment
 
-from .conftest import records
+from .conftest import MS, records
 
 RECORD_BYTES = 1500  # four records a batch: some 6 KiB, past a scan's first read (4 KiB)
 
@@ -23,7 +24,7 @@ RECORD_BYTES = 1500  # four records a batch: some 6 KiB, past a scan's first rea
 def large_segment(tmp_path: Path, bases: list[int]) -> LogSegment:
     seg = LogSegment.create(str(tmp_path), 0, index_interval_bytes=4096, max_index_size=4096)
     for base in bases:
-        data = build_batch(records(4, start=base, size=RECORD_BYTES), base_offset=base)
+        data = build_batch(records(4, start=base, ts=MS + base, size=RECORD_BYTES), base_offset=base)
         head = next(BatchIterator(data))
         seg.append(data, [(0, len(data), head.last_offset, head.max_timestamp)])
     return seg
@@ -89,4 +90,34 @@ def test_an_entry_naming_another_large_batch_is_not_taken(tmp_path):
     for target in range(40):
         header = again.translate_offset(target)
         assert header is not None and (header.position, header.last_offset) == holder(again, target), target
+    again.close()
+
+
+def test_a_time_entry_found_right_is_not_read_again(tmp_path, preads):
+    """The one-read path of a lookup by time reads the entry's batch header once; later
+    lookups through the entry read only the batch they search."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    target = MS + 13  # in the batch of offsets 12..15, after the entry of the batch 8..11
+    assert seg.find_offset_by_timestamp(target, 0) == (target, 13)
+    assert len(preads) == 2  # the entry's batch header, the batch after it
+    preads.clear()
+    assert seg.find_offset_by_timestamp(target + 1, 0) == (target + 1, 14)
+    assert len(preads) == 1 and preads[0] > 4096
+    seg.close()
+
+
+def test_a_damaged_time_entry_is_never_marked_checked(tmp_path, caplog):
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    seg.close()
+    with open(seg.time_index_path, "r+b") as f:  # the entry of the batch 8..11 says MS + 10, not MS + 11
+        data = f.read()
+        slot = next(i for i in range(len(data) // 12) if struct.unpack_from(">qi", data, 12 * i)[1] == 11)
+        f.seek(12 * slot)
+        f.write(struct.pack(">q", MS + 10))
+    again = LogSegment(seg.dir, 0, index_interval_bytes=4096, max_index_size=4096)
+    for _ in range(2):
+        with caplog.at_level(logging.WARNING):
+            assert again.find_offset_by_timestamp(MS + 11, 0) == (MS + 11, 11)
+        assert not again.time_index.checked(slot)
+    assert "is not the max timestamp of its batch" in caplog.text
     again.close()

@@ -547,6 +547,7 @@ class TimeIndex(_Index):
 
     entry_size = _TIME_ENTRY.size
     _key_size = 8
+    _checked: bytes | bytearray = b""  # per slot: 1 when ``mark_checked`` (an index's own once marked)
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of a slot."""
@@ -567,16 +568,38 @@ class TimeIndex(_Index):
     def is_full(self) -> bool:
         return self.entries >= self.length // 12 - 1  # the last slot is the roll's
 
-    def lookup(self, timestamp: int) -> tuple[int, int]:
-        """The largest entry with timestamp <= ``timestamp``; (-1, base offset) below the first."""
+    def lookup(self, timestamp: int) -> tuple[int, int, int]:
+        """The largest entry with timestamp <= ``timestamp``, and its slot; (-1, base
+        offset, -1) below the first."""
         mm = self._mmap
         if mm is None:
-            return NO_TIMESTAMP, self.base_offset
+            return NO_TIMESTAMP, self.base_offset, -1
         slot = _scan.floor_entry(mm, self.entries, 12, 8, timestamp, _WARM_BYTES)  # (_largest_lower_bound's search)
         if slot < 0:
-            return NO_TIMESTAMP, self.base_offset
+            return NO_TIMESTAMP, self.base_offset, -1
         ts, rel = _TIME_ENTRY.unpack_from(mm, slot * 12)
-        return ts, self.base_offset + rel
+        return ts, self.base_offset + rel, slot
+
+    def checked(self, slot: int) -> bool:
+        """Whether the batch entry ``slot`` names was found to carry its timestamp as its
+        max (``mark_checked``): a lookup by time checks the entry it starts from once."""
+        marks = self._checked
+        return slot < len(marks) and marks[slot] == 1
+
+    def mark_checked(self, slot: int) -> None:
+        """Entry ``slot`` agrees with its batch. Until a truncation drops the slot: the
+        entries below it, and the log bytes they name, change no other way. (A reader
+        racing a truncation may mark a slot the writer then fills anew: with an entry
+        the writer made, right by construction.)"""
+        marks = self._checked
+        if slot >= len(marks) or not isinstance(marks, bytearray):  # grown by doubling: linear in all
+            marks = self._checked = bytearray(marks) + bytes(max(slot + 1, 2 * len(marks), 64) - len(marks))
+        marks[slot] = 1
+
+    def _truncate_to_slot(self, slot_count: int) -> None:
+        if len(self._checked) > slot_count:
+            self._checked = self._checked[:slot_count]
+        super()._truncate_to_slot(slot_count)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` is larger than the last entry's (an empty index's last
