@@ -16,7 +16,7 @@ from seglog.records import BatchIterator, build_batch
 from seglog.storage import fileio
 from seglog.storage.segment import LogSegment
 
-from .conftest import MS, records
+from .conftest import MS, check_log, crash, index_file_entries, new_log, open_logs, records
 
 RECORD_BYTES = 1500  # four records a batch: some 6 KiB, past a scan's first read (4 KiB)
 
@@ -121,3 +121,58 @@ def test_a_damaged_time_entry_is_never_marked_checked(tmp_path, caplog):
         assert not again.time_index.checked(slot)
     assert "is not the max timestamp of its batch" in caplog.text
     again.close()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+SMALL_SEGMENTS = {"segment.bytes": 2500, "index.interval.bytes": 100}  # a few 700-byte batches a segment
+
+
+def fill_small(log, batches: int = 150) -> None:
+    for i in range(batches):
+        log.append(records(5, start=5 * i, ts=MS + 5 * i, size=100))
+
+
+def test_small_sealed_segments_hold_one_fd_each(tmp_path):
+    """A small segment's indexes, full once trimmed at its roll, are copies, not maps (a
+    map holds an fd): written in this process, or mapped on their first lookup."""
+    before = open_fds()
+    manager, log = new_log(tmp_path, config=SMALL_SEGMENTS)
+    fill_small(log)
+    segments = len(log.segments)
+    assert segments > 30
+    assert open_fds() - before < segments + 10  # a .log each; the active segment's maps
+    manager.close()
+    before = open_fds()
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        for offset in range(0, 750, 3):
+            assert log.read(offset, 1).fetch_offset_metadata.message_offset == offset
+            assert log.offset_for_timestamp(MS + offset) == (offset, MS + offset)
+        assert open_fds() - before < segments + 10
+        check_log(log)
+
+
+def test_truncating_into_a_segment_whose_index_is_a_copy_zeroes_the_entries_cut(tmp_path):
+    """A follower's truncation into a sealed small segment: its indexes map again, grown
+    for entries, and the entries cut are zeros in the files, as a reopening after a crash
+    (or a reader in another process) counts entries up to the first zero slot."""
+    manager, log = new_log(tmp_path, config=SMALL_SEGMENTS)
+    fill_small(log)
+    middle = log.segments[len(log.segments) // 2]
+    entries = middle.offset_index.entries
+    assert entries >= 2
+    cut = middle.offset_index.entry(1)[0] - 4  # from the batch of entry 1 on: entry 0 stays
+    log.truncate_to(cut)
+    assert log.log_end_offset == cut
+    assert log.active_segment is middle and middle.offset_index.entries == 1
+    assert index_file_entries(middle.index_path)[1:] == []
+    for i in range(20):  # the follower catches up
+        log.append_as_follower(build_batch(records(5, start=cut + 5 * i, ts=MS), base_offset=cut + 5 * i))
+    crash(manager)
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        check_log(log)
+        assert [r.offset for r in log.records(cut - 3)][:8] == list(range(cut - 3, cut + 5))
