@@ -290,9 +290,9 @@ def recovery(big: str) -> list[tuple[str, str, bool]]:
 # --- 4. lookups --------------------------------------------------------------------------------
 
 
-# a segment whose indexes are mapped holds three fds: its .log's, and one for each map
-# (Python's mmap keeps a dup of the fd it maps, until Python 3.13's trackfd=False)
-FILES_A_SEGMENT = 3
+# open files a segment holds: its .log's; its indexes, rolled (full) and of a page at most,
+# are copies (index.py), larger ones maps, each holding an fd (Python's mmap keeps a dup)
+FILES_A_SEGMENT = 1
 
 
 class TooFewFiles(Exception):
@@ -305,7 +305,7 @@ class Lookups:
     checked."""
 
     def __init__(self, tmp: str, segments: int) -> None:
-        files_needed = FILES_A_SEGMENT * segments + 1000
+        files_needed = FILES_A_SEGMENT * segments + 1000  # and the 10-segment log's (mapped: 3 each)
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         if soft < files_needed:
             if hard != resource.RLIM_INFINITY and hard < files_needed:

@@ -274,11 +274,25 @@ def test_time_index_lookup(tmp_path):
     index = time_index(tmp_path, base=1000)
     for ts, offset in [(100, 1000), (200, 1010), (300, 1010), (400, 1040)]:
         index.maybe_append(ts, offset)
-    assert index.lookup(99) == (-1, 1000)  # below the first: the base offset
-    assert index.lookup(100) == (100, 1000)
-    assert index.lookup(250) == (200, 1010)
-    assert index.lookup(10**15) == (400, 1040)
-    assert time_index(tmp_path, name="empty.timeindex").lookup(5) == (-1, 100)
+    assert index.lookup(99) == (-1, 1000, -1)  # below the first: the base offset
+    assert index.lookup(100) == (100, 1000, 0)
+    assert index.lookup(250) == (200, 1010, 1)
+    assert index.lookup(10**15) == (400, 1040, 3)
+    assert time_index(tmp_path, name="empty.timeindex").lookup(5) == (-1, 100, -1)
+
+
+def test_time_index_marks_of_checked_entries_go_with_the_entries_truncated(tmp_path):
+    index = time_index(tmp_path, base=0)
+    for ts, offset in [(100, 0), (200, 10), (300, 20), (400, 40)]:
+        index.maybe_append(ts, offset)
+    assert not any(index.checked(slot) for slot in range(5))
+    for slot in (1, 3, 200):  # past a first allocation of marks
+        index.mark_checked(slot)
+    assert [slot for slot in range(300) if index.checked(slot)] == [1, 3, 200]
+    index.truncate_to(20)  # drops the entries from slot 2 on, and their marks
+    assert [slot for slot in range(300) if index.checked(slot)] == [1]
+    index.maybe_append(500, 30)  # slot 2 again, a new entry
+    assert not index.checked(2)
 
 
 def test_time_index_truncate_to(tmp_path):

@@ -5,6 +5,7 @@ taken in one read of its header when it holds the offset, and taken on trust nev
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from pathlib import Path
@@ -15,7 +16,7 @@ from seglog.records import BatchIterator, build_batch
 from seglog.storage import fileio
 from seglog.storage.segment import LogSegment
 
-from .conftest import records
+from .conftest import MS, check_log, crash, index_file_entries, new_log, open_logs, records
 
 RECORD_BYTES = 1500  # four records a batch: some 6 KiB, past a scan's first read (4 KiB)
 
@@ -23,7 +24,7 @@ RECORD_BYTES = 1500  # four records a batch: some 6 KiB, past a scan's first rea
 def large_segment(tmp_path: Path, bases: list[int]) -> LogSegment:
     seg = LogSegment.create(str(tmp_path), 0, index_interval_bytes=4096, max_index_size=4096)
     for base in bases:
-        data = build_batch(records(4, start=base, size=RECORD_BYTES), base_offset=base)
+        data = build_batch(records(4, start=base, ts=MS + base, size=RECORD_BYTES), base_offset=base)
         head = next(BatchIterator(data))
         seg.append(data, [(0, len(data), head.last_offset, head.max_timestamp)])
     return seg
@@ -90,3 +91,88 @@ def test_an_entry_naming_another_large_batch_is_not_taken(tmp_path):
         header = again.translate_offset(target)
         assert header is not None and (header.position, header.last_offset) == holder(again, target), target
     again.close()
+
+
+def test_a_time_entry_found_right_is_not_read_again(tmp_path, preads):
+    """The one-read path of a lookup by time reads the entry's batch header once; later
+    lookups through the entry read only the batch they search."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    target = MS + 13  # in the batch of offsets 12..15, after the entry of the batch 8..11
+    assert seg.find_offset_by_timestamp(target, 0) == (target, 13)
+    assert len(preads) == 2  # the entry's batch header, the batch after it
+    preads.clear()
+    assert seg.find_offset_by_timestamp(target + 1, 0) == (target + 1, 14)
+    assert len(preads) == 1 and preads[0] > 4096
+    seg.close()
+
+
+def test_a_damaged_time_entry_is_never_marked_checked(tmp_path, caplog):
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    seg.close()
+    with open(seg.time_index_path, "r+b") as f:  # the entry of the batch 8..11 says MS + 10, not MS + 11
+        data = f.read()
+        slot = next(i for i in range(len(data) // 12) if struct.unpack_from(">qi", data, 12 * i)[1] == 11)
+        f.seek(12 * slot)
+        f.write(struct.pack(">q", MS + 10))
+    again = LogSegment(seg.dir, 0, index_interval_bytes=4096, max_index_size=4096)
+    for _ in range(2):
+        with caplog.at_level(logging.WARNING):
+            assert again.find_offset_by_timestamp(MS + 11, 0) == (MS + 11, 11)
+        assert not again.time_index.checked(slot)
+    assert "is not the max timestamp of its batch" in caplog.text
+    again.close()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+SMALL_SEGMENTS = {"segment.bytes": 2500, "index.interval.bytes": 100}  # a few 700-byte batches a segment
+
+
+def fill_small(log, batches: int = 150) -> None:
+    for i in range(batches):
+        log.append(records(5, start=5 * i, ts=MS + 5 * i, size=100))
+
+
+def test_small_sealed_segments_hold_one_fd_each(tmp_path):
+    """A small segment's indexes, full once trimmed at its roll, are copies, not maps (a
+    map holds an fd): written in this process, or mapped on their first lookup."""
+    before = open_fds()
+    manager, log = new_log(tmp_path, config=SMALL_SEGMENTS)
+    fill_small(log)
+    segments = len(log.segments)
+    assert segments > 30
+    assert open_fds() - before < segments + 10  # a .log each; the active segment's maps
+    manager.close()
+    before = open_fds()
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        for offset in range(0, 750, 3):
+            assert log.read(offset, 1).fetch_offset_metadata.message_offset == offset
+            assert log.offset_for_timestamp(MS + offset) == (offset, MS + offset)
+        assert open_fds() - before < segments + 10
+        check_log(log)
+
+
+def test_truncating_into_a_segment_whose_index_is_a_copy_zeroes_the_entries_cut(tmp_path):
+    """A follower's truncation into a sealed small segment: its indexes map again, grown
+    for entries, and the entries cut are zeros in the files, as a reopening after a crash
+    (or a reader in another process) counts entries up to the first zero slot."""
+    manager, log = new_log(tmp_path, config=SMALL_SEGMENTS)
+    fill_small(log)
+    middle = log.segments[len(log.segments) // 2]
+    entries = middle.offset_index.entries
+    assert entries >= 2
+    cut = middle.offset_index.entry(1)[0] - 4  # from the batch of entry 1 on: entry 0 stays
+    log.truncate_to(cut)
+    assert log.log_end_offset == cut
+    assert log.active_segment is middle and middle.offset_index.entries == 1
+    assert index_file_entries(middle.index_path)[1:] == []
+    for i in range(20):  # the follower catches up
+        log.append_as_follower(build_batch(records(5, start=cut + 5 * i, ts=MS), base_offset=cut + 5 * i))
+    crash(manager)
+    with open_logs(tmp_path) as reopened:
+        log = reopened.partition("t", 0)
+        check_log(log)
+        assert [r.offset for r in log.records(cut - 3)][:8] == list(range(cut - 3, cut + 5))

@@ -36,7 +36,8 @@ those pages are the ones sure to be in the page cache.
 States (``IndexState``), and the only moves between them::
 
     state      what it is                                     event        next
-    WRITABLE   the file, mapped read-write (a writer's)       close        CLOSED
+    WRITABLE   the file, mapped read-write (a writer's; a     close        CLOSED
+               full one of a page at most: a copy, below)
     IN_MEMORY  entries in an anonymous map: a recovery's      write_out    WRITABLE
                rebuild (written out whole at its end), or a   close        CLOSED
                reader's rebuild of an index it may not write
@@ -47,6 +48,13 @@ States (``IndexState``), and the only moves between them::
 
 WRITABLE and IN_MEMORY indexes take entries; every state answers lookups but
 CLOSED (no entries).
+
+A writer's full index of a page at most (a small segment's, trimmed at its roll)
+is held as a copy rather than mapped: a map costs an fd (Python's mmap keeps a
+dup of the fd it maps, until 3.13's trackfd) and a page of address space, so a
+log of 10,000 small segments would need 30,000 fds, and its lookups would each
+touch a page, and a TLB entry, of their own. No entry comes to a full index
+until a truncation makes room, and that maps it again (``resize``).
 """
 
 from __future__ import annotations
@@ -74,6 +82,7 @@ NO_TIMESTAMP = -1
 MAX_RELATIVE_OFFSET = 0x7FFFFFFF  # an offset an index can hold: base offset + an int32
 _BELOW_ANY = -(1 << 64)  # below every int64 offset: what an empty index's last offset is compared as
 _RESERVE_MIN, _RESERVE_MAX = 16 * 1024, 1024 * 1024  # the chunks blocks are reserved in (see the top)
+_COPY_BYTES = mmap.PAGESIZE  # a writer's full index this small is a copy (see the top)
 
 
 def _whole_pages(size: int) -> int:
@@ -181,6 +190,14 @@ class _Index:
             # a preallocated tail: without this, the first store into it faults in the kernel's
             # read-around window of the file (read_ahead_kb, MiBs of zero-filled holes: ms)
             self._mmap.madvise(mmap.MADV_RANDOM)
+        self._copy_if_full()
+
+    def _copy_if_full(self) -> None:
+        """A full mapped index of a page at most becomes a copy (see the top). The map
+        goes with its last holder (a reader mid-lookup may hold it)."""
+        mm, full = self._mmap, self.entries * self.entry_size == self.length
+        if isinstance(mm, mmap.mmap) and self.state is WRITABLE and full and self.length <= _COPY_BYTES:
+            self._mmap = mm[:]
 
     def _round(self, size: int) -> int:
         return size // self.entry_size * self.entry_size
@@ -227,6 +244,7 @@ class _Index:
             self.length = size
         finally:
             handle.close()
+        self._copy_if_full()
 
     def write_out(self) -> None:
         """An index built in memory becomes its file: the entries in one write, the file
@@ -251,8 +269,16 @@ class _Index:
             self.resize(self.entries * self.entry_size)
 
     def flush(self) -> None:
-        if isinstance(self._mmap, mmap.mmap) and self.state is WRITABLE:
+        if self.state is not WRITABLE or self._mmap is None:
+            return
+        if isinstance(self._mmap, mmap.mmap):
             self._mmap.flush()
+            return
+        handle = fileio.open_file(self.path)  # a copy: its entries went to the file's pages before
+        try:
+            handle.fsync()
+        finally:
+            handle.close()
 
     def close(self) -> None:
         self.trim_to_valid_size()
@@ -348,6 +374,10 @@ class _Index:
         mm, size = self._mmap, self.entry_size
         if isinstance(mm, mmap.mmap) and slot_count < self.entries:
             mm[slot_count * size : self.entries * size] = bytes((self.entries - slot_count) * size)
+        elif mm is not None and self.state is WRITABLE and slot_count < self.entries:  # a copy (see the top)
+            zeros = bytes((self.entries - slot_count) * size)
+            self._write_through_file(slot_count * size, zeros)
+            self._mmap = mm[: slot_count * size] + zeros
         self.entries = slot_count
 
 
@@ -547,6 +577,7 @@ class TimeIndex(_Index):
 
     entry_size = _TIME_ENTRY.size
     _key_size = 8
+    _checked: bytes | bytearray = b""  # per slot: 1 when ``mark_checked`` (an index's own once marked)
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of a slot."""
@@ -567,16 +598,38 @@ class TimeIndex(_Index):
     def is_full(self) -> bool:
         return self.entries >= self.length // 12 - 1  # the last slot is the roll's
 
-    def lookup(self, timestamp: int) -> tuple[int, int]:
-        """The largest entry with timestamp <= ``timestamp``; (-1, base offset) below the first."""
+    def lookup(self, timestamp: int) -> tuple[int, int, int]:
+        """The largest entry with timestamp <= ``timestamp``, and its slot; (-1, base
+        offset, -1) below the first."""
         mm = self._mmap
         if mm is None:
-            return NO_TIMESTAMP, self.base_offset
+            return NO_TIMESTAMP, self.base_offset, -1
         slot = _scan.floor_entry(mm, self.entries, 12, 8, timestamp, _WARM_BYTES)  # (_largest_lower_bound's search)
         if slot < 0:
-            return NO_TIMESTAMP, self.base_offset
+            return NO_TIMESTAMP, self.base_offset, -1
         ts, rel = _TIME_ENTRY.unpack_from(mm, slot * 12)
-        return ts, self.base_offset + rel
+        return ts, self.base_offset + rel, slot
+
+    def checked(self, slot: int) -> bool:
+        """Whether the batch entry ``slot`` names was found to carry its timestamp as its
+        max (``mark_checked``): a lookup by time checks the entry it starts from once."""
+        marks = self._checked
+        return slot < len(marks) and marks[slot] == 1
+
+    def mark_checked(self, slot: int) -> None:
+        """Entry ``slot`` agrees with its batch. Until a truncation drops the slot: the
+        entries below it, and the log bytes they name, change no other way. (A reader
+        racing a truncation may mark a slot the writer then fills anew: with an entry
+        the writer made, right by construction.)"""
+        marks = self._checked
+        if slot >= len(marks) or not isinstance(marks, bytearray):  # grown by doubling: linear in all
+            marks = self._checked = bytearray(marks) + bytes(max(slot + 1, 2 * len(marks), 64) - len(marks))
+        marks[slot] = 1
+
+    def _truncate_to_slot(self, slot_count: int) -> None:
+        if len(self._checked) > slot_count:
+            self._checked = self._checked[:slot_count]
+        super()._truncate_to_slot(slot_count)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Append when ``timestamp`` is larger than the last entry's (an empty index's last

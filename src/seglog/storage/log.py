@@ -827,7 +827,8 @@ class PartitionLog:
         if offset >= end:
             return self._nothing_at(offset, read_committed)
         i = max(0, bisect.bisect_right(bases, offset) - 1)
-        end_segment = max(0, bisect.bisect_right(bases, end - 1) - 1)
+        # the bound (high watermark, log end) lies in the last segment but for moments: no second bisect
+        end_segment = len(bases) - 1 if end > bases[-1] else max(0, bisect.bisect_right(bases, end - 1) - 1)
         while i <= end_segment:
             segment = segments[i]
             max_position = self._position_of(segment, end) if i == end_segment else segment.size

@@ -676,8 +676,12 @@ class LogSegment:
         The time index entry the search starts from is checked on the way: the batch
         holding its offset must carry its timestamp as its max. An entry whose timestamp
         is lower than that (a damaged file, still in order) would make the search skip
-        records that reach the target; then the segment is searched from its start."""
-        ts, ts_offset = (self._time_index or self.time_index).lookup(timestamp)
+        records that reach the target; then the segment is searched from its start.
+        An entry found right is marked so (``TimeIndex.mark_checked``), and not read
+        again: its batch header is likely a cold page, a read costing as much as the
+        rest of the lookup but for the batch searched."""
+        time_index = self._time_index or self.time_index
+        ts, ts_offset, slot = time_index.lookup(timestamp)
         if ts == NO_TIMESTAMP or ts_offset < starting_offset:
             return self._search_time(self._scan_from_index(starting_offset)[2], timestamp, starting_offset)
         span = (self._offset_index or self.offset_index).positions_after(ts_offset) if ts < timestamp else None
@@ -689,17 +693,10 @@ class LogSegment:
         # fills the span (else the scan below, from the index entry, as ever).
         if span is not None and 0 < span[2] - span[1] <= _TIME_SEARCH_READ:
             handle = self._handle or self.handle
-            # (a v2 holder's max timestamp unpacked here: header_at_position's calls were a
-            # tenth of a lookup)
-            head = handle.pread(_V2_PEEK.size, span[0])
-            fields = _V2_PEEK.unpack_from(head) if len(head) == _V2_PEEK.size and head[MAGIC_OFFSET] == 2 else None
-            if fields is not None and fields[1] >= MIN_BATCH_LENGTH:
-                holder_ts = fields[3]
-            else:  # no whole v2 header there: header_at_position's rules
-                holder = header_at_position(handle, span[0])
-                holder_ts = NO_TIMESTAMP if holder is None else holder.max_timestamp
-            if holder_ts != ts:
-                return self._search_time_afresh(timestamp, starting_offset, ts_offset)
+            if not time_index.checked(slot):
+                if self._holder_timestamp(handle, span[0]) != ts:
+                    return self._search_time_afresh(timestamp, starting_offset, ts_offset)
+                time_index.mark_checked(slot)
             data = handle.pread(span[2] - span[1], span[1])
             if len(data) >= _V2_PEEK.size and data[MAGIC_OFFSET] == 2:  # else the scan below finds out what it is
                 first, size, _, max_ts = _V2_PEEK.unpack_from(data)
@@ -714,6 +711,17 @@ class LogSegment:
         if holder is None or holder.max_timestamp != ts:
             return self._search_time_afresh(timestamp, starting_offset, ts_offset)
         return self._search_time(itertools.chain((holder,), headers), timestamp, starting_offset)
+
+    @staticmethod
+    def _holder_timestamp(handle: fileio.FileHandle, position: int) -> int:
+        """The max timestamp of the batch at ``position`` (-1: no batch there). A v2
+        header's is unpacked here: header_at_position's calls were a tenth of a lookup."""
+        head = handle.pread(_V2_PEEK.size, position)
+        fields = _V2_PEEK.unpack_from(head) if len(head) == _V2_PEEK.size and head[MAGIC_OFFSET] == 2 else None
+        if fields is not None and fields[1] >= MIN_BATCH_LENGTH:
+            return fields[3]
+        holder = header_at_position(handle, position)  # no whole v2 header there: its rules
+        return NO_TIMESTAMP if holder is None else holder.max_timestamp
 
     def _search_time_afresh(self, timestamp: int, starting_offset: int, ts_offset: int) -> tuple[int, int] | None:
         """The search by time when the time index entry for ``ts_offset`` misled."""
