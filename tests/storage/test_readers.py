@@ -7,6 +7,7 @@ import errno
 import os
 import sys
 import threading
+import time
 
 import pytest
 
@@ -217,3 +218,101 @@ def test_a_reader_takes_the_owners_index_after_a_truncation_without_rebuilding_i
         assert "rebuilding" not in caplog.text
     finally:
         logs.close()
+
+
+def test_a_reader_following_a_rolling_writer_returns_every_offset_once_in_order(tmp_path):
+    """A reader of a live dir (a Spark task beside a broker) follows a writer that rolls at
+    every append, reading from where it stopped up to the end each refresh found: it gets
+    every offset the writer appended once, in order, none skipped. (Each listing of the dir
+    races the writer's rolls, and may name a segment without the one made before it: the
+    more so, the longer the listing, so the log starts with a thousand segments.)"""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 400, "index.interval.bytes": 0})
+    for i in range(1000):
+        log.append(records(5, start=5 * i, size=30))
+    done = threading.Event()
+
+    def write() -> None:
+        i = 1000
+        while not done.is_set():
+            log.append(records(5, start=5 * i, size=30))
+            i += 1
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    position = refreshes = 0
+    try:
+        with open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:
+                seen.refresh()
+                end = seen.log_end_offset
+                got = [r.offset for r in seen.records(position, end)]
+                assert got == list(range(position, end)), sorted(set(range(position, end)) - set(got))[:10]
+                position, refreshes = end, refreshes + 1
+            done.set()
+            writer.join()
+            seen.refresh()
+            assert [r.offset for r in seen.records()] == list(range(log.log_end_offset))
+    finally:
+        done.set()
+        writer.join()
+        manager.close()
+    assert refreshes > 1 and len(log.segments) > 10
+
+
+def _listing_without_once(monkeypatch, dir: str, base: int) -> list[str]:
+    """``os.listdir`` as a readdir racing the owner's rolls may answer (ext4 names files in
+    hash order, and a file made during the listing may or may not be named): the first
+    listing of ``dir`` that holds segment ``base`` leaves its files out, later ones name them.
+    Returns the listings so changed (the test checks that the race was met)."""
+    real, stem, changed = os.listdir, f"{base:020d}.", []
+
+    def listdir(path: str = ".") -> list[str]:
+        names = real(path)
+        if os.fspath(path) == dir and not changed and any(n.startswith(stem) for n in names):
+            changed.append(path)
+            return [n for n in names if not n.startswith(stem)]
+        return names
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    return changed
+
+
+def test_a_reader_opening_beside_a_roll_skips_no_segment(tmp_path, monkeypatch):
+    """A read-only open lists the dir while its owner rolls: the listing may name the newest
+    segments without one made just before them. The reader takes no such hole for the log."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 400})
+    for i in range(6):
+        log.append(records(5, start=5 * i, size=30))
+    assert [s.base_offset for s in log.segments] == [0, 5, 10, 15, 20, 25]
+    try:
+        changed = _listing_without_once(monkeypatch, log.dir, 15)
+        with open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            assert changed
+            assert [s.base_offset for s in seen.segments] == [0, 5, 10, 15, 20, 25]
+            assert [r.offset for r in seen.records()] == list(range(30))
+    finally:
+        manager.close()
+
+
+def test_a_reader_refreshing_beside_a_roll_skips_no_segment(tmp_path, monkeypatch):
+    """As at open, so at refresh: the segments rolled since the last refresh come in whole,
+    without a hole where one a racing listing left out was (and not later behind the tail,
+    where the next listing would no longer look)."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 400})
+    log.append(records(5, size=30))
+    try:
+        with open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            for i in range(1, 5):
+                log.append(records(5, start=5 * i, size=30))
+            changed = _listing_without_once(monkeypatch, log.dir, 10)
+            assert seen.refresh() and changed
+            for _ in range(2):  # and the next refresh, which lists it, keeps it
+                assert [s.base_offset for s in seen.segments] == [0, 5, 10, 15, 20]
+                assert [r.offset for r in seen.records()] == list(range(25))
+                seen.refresh()
+    finally:
+        manager.close()

@@ -61,7 +61,6 @@ import bisect
 import contextlib
 import enum
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -89,8 +88,8 @@ from . import _scan, fileio
 from .file_records import FetchDataInfo, LogOffsetMetadata
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
-from .loader import LogLoader
-from .naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, parse_offset_file
+from .loader import LogLoader, reader_segment_bases
+from .naming import DELETED_SUFFIX, SWAP_SUFFIX
 from .producer_entry import AppendOrigin
 from .producer_state import PRODUCER_ID_EXPIRATION_MS
 from .producer_state_manager import ProducerStateManager, aborted_txns_rebuilt, first_unstable
@@ -1053,10 +1052,10 @@ class PartitionLog:
             if self._state is not READ_ONLY:
                 raise KafkaStorageError(f"only an open read-only log is refreshed, not {self.name}", file=self.dir)
             before = self._next_offset
-            # listed before any size is read: a segment the owner rolled away from is whole by then
-            listed = self._listed_segment_bases()
             segments = self._segments
             tail = segments[-1]
+            # listed before any size is read: a segment the owner rolled away from is whole by then
+            listed = set(reader_segment_bases(self.dir, fileio.list_dir(self.dir), tail.base_offset))
             known_end = self._followed_end(tail)
             if tail.base_offset not in listed or tail.reread_size() < known_end:
                 self._reload_read_only()
@@ -1080,13 +1079,6 @@ class PartitionLog:
             for segment in gone:
                 segment.close_handlers()
             return self._next_offset != before
-
-    def _listed_segment_bases(self) -> set[int]:
-        try:
-            names = os.listdir(self.dir)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot list the partition directory: {e.strerror}", file=self.dir) from None
-        return {p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX}
 
     def _followed_end(self, tail: LogSegment) -> int:
         """The position after the last whole batch of ``tail`` that this reader knows of."""
