@@ -316,3 +316,80 @@ def test_a_reader_refreshing_beside_a_roll_skips_no_segment(tmp_path, monkeypatc
                 seen.refresh()
     finally:
         manager.close()
+
+
+def test_a_reader_takes_an_index_preallocated_to_its_writers_size(tmp_path, caplog):
+    """A broker run with log.index.size.max.bytes=65536 preallocates its active segment's
+    indexes to that size; a reader with the default (10 MiB) takes them as they are."""
+    manager = open_logs(tmp_path, {"log.index.size.max.bytes": 65536})  # the broker's, not the topic's
+    manager.create_topic("t", 1, {"index.interval.bytes": 0})
+    log = manager.partition("t", 0)
+    try:
+        for i in range(5):
+            log.append(records(2, start=2 * i))
+        log.flush()
+        with caplog.at_level("WARNING"), open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            assert [r.offset for r in seen.records()] == list(range(10))
+            assert seen.active_segment.offset_index.entries == 4
+        assert "rebuilding" not in caplog.text, caplog.text[:500]
+    finally:
+        manager.close()
+
+
+def test_a_reader_takes_the_indexes_of_a_segment_its_writer_is_rolling_away_from(tmp_path, caplog):
+    """The writer makes the next segment before it trims the last one's indexes: a reader
+    opening in between lists that one as inactive, its indexes still preallocated. It takes
+    them as they are (no warning, no rebuild) and reads every offset."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 400, "index.interval.bytes": 0})
+    for i in range(4):
+        log.append(records(1, start=i, size=30))
+    rolling = log.active_segment
+    trim = rolling.on_become_inactive
+    seen_mid_roll: list[list[int]] = []
+
+    def read_mid_roll() -> None:  # the writer paused between making the next segment and the trim
+        del rolling.on_become_inactive  # (once: the trim of this roll)
+        assert os.path.getsize(rolling.index_path) > rolling.offset_index.size_in_bytes  # not trimmed yet
+        with open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            seen_mid_roll.append([r.offset for r in seen.records()])
+            assert seen_mid_roll[0] == list(range(log.log_end_offset))  # (the rolling append is not in yet)
+            assert seen.segments[-2].base_offset == rolling.base_offset
+            assert seen.segments[-2].offset_index.entries == 3
+        trim()
+
+    rolling.on_become_inactive = read_mid_roll
+    try:
+        with caplog.at_level("WARNING"):
+            while len(log.segments) == 1:
+                log.append(records(1, start=log.log_end_offset, size=30))
+    finally:
+        manager.close()
+    assert len(seen_mid_roll) == 1 and len(seen_mid_roll[0]) == 4
+    assert "rebuilding" not in caplog.text, caplog.text[:500]
+
+
+def test_a_reader_trusts_no_index_entry_past_the_bytes_it_knows_of(tmp_path, caplog):
+    """A reader reads a segment's size when it refreshes, and copies the segment's indexes at
+    its first lookup there: entries the writer added meanwhile name batches past that size.
+    They are left out (the reader reads up to what it knows), not taken for damage."""
+    manager, log = new_log(tmp_path, config={"index.interval.bytes": 0})
+    log.append(records(2))
+    try:
+        with caplog.at_level("WARNING"), open_logs(tmp_path, read_only=True) as reader:
+            seen = reader.partition("t", 0)
+            log.roll()
+            for i in range(1, 3):
+                log.append(records(2, start=2 * i))
+            assert seen.refresh() and seen.log_end_offset == 6
+            for i in range(3, 6):  # indexed, past the size the reader read
+                log.append(records(2, start=2 * i))
+            assert not seen.active_segment.indexes_loaded
+            assert [r.offset for r in seen.records()] == list(range(6))
+            tail = seen.active_segment
+            assert tail.offset_index.entries == 1 and tail.time_index.last_entry[1] < 6
+            assert seen.refresh() and [r.offset for r in seen.records(4)] == list(range(4, 12))
+        assert "rebuilding" not in caplog.text, caplog.text[:500]
+    finally:
+        manager.close()
