@@ -13,9 +13,9 @@ import pytest
 
 from seglog.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from seglog.records import BatchIterator
-from seglog.storage import fileio
+from seglog.storage import MAX_TIMESTAMP, fileio
 
-from .conftest import new_log, open_logs, records
+from .conftest import MS, new_log, open_logs, records
 
 
 def test_batches_records_and_read_share_one_range_rule(tmp_path):
@@ -393,3 +393,55 @@ def test_a_reader_trusts_no_index_entry_past_the_bytes_it_knows_of(tmp_path, cap
         assert "rebuilding" not in caplog.text, caplog.text[:500]
     finally:
         manager.close()
+
+
+def test_lookups_by_time_racing_retention_answer_or_are_out_of_range(tmp_path):
+    """ListOffsets beside retention (file.delete.delay.ms=0, the files go at once): a lookup
+    by time, of the largest timestamp, or by segment times (ListOffsets v0) that meets a
+    segment deleted since it took the list looks again at the segments there now. It
+    answers or is out of range; never a storage error, nor an OS one."""
+    config = {"segment.bytes": 1024, "file.delete.delay.ms": 0, "retention.bytes": 3000}
+    manager, log = new_log(tmp_path, config=config)
+    failures: list[BaseException] = []
+    answers = {"time": 0, "max": 0, "v0": 0}
+    done = threading.Event()
+
+    def look_up(kind: str) -> None:
+        while not done.is_set():
+            start = log.log_start_offset
+            try:
+                if kind == "time":
+                    found = log.offset_for_timestamp(MS + start + 5)
+                    assert found is None or found[0] >= start + 5, (found, start)
+                elif kind == "max":
+                    found = log.offset_for_timestamp(MAX_TIMESTAMP)
+                else:
+                    found = log.legacy_offsets_before(MS + 10**9, 10)
+                answers[kind] += found is not None
+            except OffsetOutOfRangeError:
+                pass
+            except BaseException as e:  # any other error is what the test looks for
+                failures.append(e)
+                return
+
+    threads = [threading.Thread(target=look_up, args=(kind,)) for kind in answers]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-4)  # the writer, its file calls releasing the GIL, gets it back soon
+    for t in threads:
+        t.start()
+    try:
+        for i in range(300):
+            log.append(records(10, start=10 * i, size=30))
+            if i % 3 == 2:
+                manager.enforce_retention()
+            if failures:
+                break
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+        sys.setswitchinterval(switch)
+    assert not failures, repr(failures[0])
+    assert all(answers.values()), answers
+    assert log.log_start_offset > 0
+    manager.close()

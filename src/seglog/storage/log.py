@@ -64,7 +64,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..config import LogConfig
 from ..errors import (
@@ -106,6 +106,7 @@ MAX_TIMESTAMP = -3
 _READ_ATTEMPTS = 5  # a read that finds its segments deleted looks again at most this often
 _NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
 _new = tuple.__new__
+_T = TypeVar("_T")
 
 
 class LogState(enum.Enum):
@@ -1116,10 +1117,24 @@ class PartitionLog:
         if timestamp == LATEST_TIMESTAMP:
             return self._high_watermark, -1
         if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset()
+            return self._looking_again_while_vanishing(self._max_timestamp_offset)
         if timestamp < 0:
             raise InvalidTimestampError(f"invalid target timestamp {timestamp}", file=self.dir)
-        segments = self._segments
+        return self._looking_again_while_vanishing(lambda segments: self._first_at_or_after(segments, timestamp))
+
+    def _looking_again_while_vanishing(self, lookup: Callable[[tuple[LogSegment, ...]], _T]) -> _T:
+        """``lookup`` over the segments listed now; as ``read``: a segment deleted under it
+        (retention, a truncation, a cleaner's swap) is no storage error, the lookup runs
+        again over the segments listed then."""
+        for attempt in retry_while_vanishing(_READ_ATTEMPTS):
+            segments = self._segments
+            with attempt:
+                return lookup(segments)
+            if self._segments is segments and attempt.error is not None:
+                raise attempt.error  # the log still lists it: a file went behind its back
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _first_at_or_after(self, segments: tuple[LogSegment, ...], timestamp: int) -> tuple[int, int] | None:
         prefix = self._timestamp_prefix(segments)
         i = bisect.bisect_left(prefix, timestamp)
         start = self.log_start_offset
@@ -1138,7 +1153,11 @@ class PartitionLog:
         was last modified (the log end by now). -1 (latest) starts from the log end, -2
         (earliest) from the first segment alone, a time from the last whose mtime is at or
         before it: the granularity of old clients' offset lookups, a segment."""
-        segments = self._segments
+        return self._looking_again_while_vanishing(
+            lambda segments: self._legacy_offsets_in(segments, timestamp, max_num_offsets)
+        )
+
+    def _legacy_offsets_in(self, segments: tuple[LogSegment, ...], timestamp: int, max_num_offsets: int) -> list[int]:
         points = [(max(s.base_offset, self.log_start_offset), s.last_modified_ms) for s in segments]
         if segments[-1].size > 0:
             points.append((self._next_offset, self._clock()))
@@ -1169,8 +1188,7 @@ class PartitionLog:
         self._ts_prefix = (segments, prefix)
         return prefix
 
-    def _max_timestamp_offset(self) -> tuple[int, int] | None:
-        segments = self._segments
+    def _max_timestamp_offset(self, segments: tuple[LogSegment, ...]) -> tuple[int, int] | None:
         best = max(segments, key=lambda s: s.max_timestamp)
         max_ts, shallow = best.max_timestamp_and_offset
         if max_ts < 0:

@@ -528,7 +528,10 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.stat(self.log_path).st_mtime * 1000)
+        status = fileio.stat(self.log_path)
+        if status is None:
+            raise self._vanished()  # deleted since the reader took it: the log looks again
+        return int(status.st_mtime * 1000)
 
     @property
     def rolling_based_timestamp(self) -> int | None:
