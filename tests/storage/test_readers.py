@@ -13,7 +13,7 @@ import pytest
 
 from seglog.errors import CorruptRecordError, KafkaStorageError, OffsetOutOfRangeError
 from seglog.records import BatchIterator
-from seglog.storage import MAX_TIMESTAMP, fileio
+from seglog.storage import LATEST_TIMESTAMP, MAX_TIMESTAMP, fileio
 
 from .conftest import MS, new_log, open_logs, records
 
@@ -133,38 +133,33 @@ def test_a_read_failing_on_a_file_its_log_still_lists_raises_without_a_second_at
     manager.close()
 
 
-def test_readers_racing_retention_read_the_data_or_are_out_of_range(tmp_path):
-    """With file.delete.delay.ms=0 the files of a deleted segment go at once, while
-    readers that took the segment list before may still be opening them: a reader
-    either reads the records or learns that the offset is now below the log start."""
-    manager, log = new_log(tmp_path, config={"segment.bytes": 1024, "file.delete.delay.ms": 0})
+def _race_deletions(log, readers: list, delete, appends: int) -> list[BaseException]:
+    """Each of ``readers`` called in a loop on a thread of its own while ``appends`` batches
+    of 10 records go in, ``delete()`` after every third. Returns the errors the readers met
+    but OffsetOutOfRangeError (a reader stops at its first)."""
     failures: list[BaseException] = []
-    reads = {"data": 0, "out of range": 0}
     done = threading.Event()
 
-    def reader() -> None:
+    def loop(read) -> None:
         while not done.is_set():
-            start = log.log_start_offset
             try:
-                got = [r.offset for r in log.records(start, start + 30)]
-                assert got == list(range(start, start + len(got))), got
-                reads["data"] += bool(got)
+                read()
             except OffsetOutOfRangeError:
-                reads["out of range"] += 1
-            except BaseException as e:  # any other error is what the test looks for
+                pass
+            except BaseException as e:  # any other error is what the tests look for
                 failures.append(e)
                 return
 
-    threads = [threading.Thread(target=reader) for _ in range(2)]
+    threads = [threading.Thread(target=loop, args=(read,)) for read in readers]
     switch = sys.getswitchinterval()
     sys.setswitchinterval(1e-4)  # the writer, its file calls releasing the GIL, gets it back soon
     for t in threads:
         t.start()
     try:
-        for i in range(150):
+        for i in range(appends):
             log.append(records(10, start=10 * i, size=30))
             if i % 3 == 2:
-                manager.delete_records("t", 0, log.log_end_offset - 20)
+                delete()
             if failures:
                 break
     finally:
@@ -172,6 +167,23 @@ def test_readers_racing_retention_read_the_data_or_are_out_of_range(tmp_path):
         for t in threads:
             t.join()
         sys.setswitchinterval(switch)
+    return failures
+
+
+def test_readers_racing_retention_read_the_data_or_are_out_of_range(tmp_path):
+    """With file.delete.delay.ms=0 the files of a deleted segment go at once, while
+    readers that took the segment list before may still be opening them: a reader
+    either reads the records or learns that the offset is now below the log start."""
+    manager, log = new_log(tmp_path, config={"segment.bytes": 1024, "file.delete.delay.ms": 0})
+    reads = {"data": 0}
+
+    def read() -> None:
+        start = log.log_start_offset
+        got = [r.offset for r in log.records(start, start + 30)]
+        assert got == list(range(start, start + len(got))), got
+        reads["data"] += bool(got)
+
+    failures = _race_deletions(log, [read, read], lambda: manager.delete_records("t", 0, log.log_end_offset - 20), 150)
     assert not failures, failures[0]
     assert reads["data"] > 0
     manager.close()
@@ -402,45 +414,21 @@ def test_lookups_by_time_racing_retention_answer_or_are_out_of_range(tmp_path):
     answers or is out of range; never a storage error, nor an OS one."""
     config = {"segment.bytes": 1024, "file.delete.delay.ms": 0, "retention.bytes": 3000}
     manager, log = new_log(tmp_path, config=config)
-    failures: list[BaseException] = []
     answers = {"time": 0, "max": 0, "v0": 0}
-    done = threading.Event()
 
-    def look_up(kind: str) -> None:
-        while not done.is_set():
-            start = log.log_start_offset
-            try:
-                if kind == "time":
-                    found = log.offset_for_timestamp(MS + start + 5)
-                    assert found is None or found[0] >= start + 5, (found, start)
-                elif kind == "max":
-                    found = log.offset_for_timestamp(MAX_TIMESTAMP)
-                else:
-                    found = log.legacy_offsets_before(MS + 10**9, 10)
-                answers[kind] += found is not None
-            except OffsetOutOfRangeError:
-                pass
-            except BaseException as e:  # any other error is what the test looks for
-                failures.append(e)
-                return
+    def by_time() -> None:
+        start = log.log_start_offset
+        found = log.offset_for_timestamp(MS + start + 5)
+        assert found is None or found[0] >= start + 5, (found, start)
+        answers["time"] += found is not None
 
-    threads = [threading.Thread(target=look_up, args=(kind,)) for kind in answers]
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(1e-4)  # the writer, its file calls releasing the GIL, gets it back soon
-    for t in threads:
-        t.start()
-    try:
-        for i in range(300):
-            log.append(records(10, start=10 * i, size=30))
-            if i % 3 == 2:
-                manager.enforce_retention()
-            if failures:
-                break
-    finally:
-        done.set()
-        for t in threads:
-            t.join()
-        sys.setswitchinterval(switch)
+    def largest() -> None:
+        answers["max"] += log.offset_for_timestamp(MAX_TIMESTAMP) is not None
+
+    def by_segment_times() -> None:
+        answers["v0"] += bool(log.legacy_offsets_before(LATEST_TIMESTAMP, 10))  # (every segment's time read)
+
+    failures = _race_deletions(log, [by_time, largest, by_segment_times], manager.enforce_retention, 300)
     assert not failures, repr(failures[0])
     assert all(answers.values()), answers
     assert log.log_start_offset > 0
