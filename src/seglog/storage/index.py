@@ -177,7 +177,8 @@ class _Index:
                 # a reader copies the file: a writer may trim it at any moment, and a
                 # mapped page past the new end would be a SIGBUS, not an error
                 self._mmap = handle.pread(self.length, 0)
-                self.length = len(self._mmap)
+                # whole entries: a trim racing the copy cuts it anywhere past the entries
+                self.length = self._round(len(self._mmap))
             elif self.length:
                 self._mmap = handle.mmap(self.length, True)
         finally:

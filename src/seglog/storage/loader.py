@@ -11,6 +11,8 @@ segments deleted).
 
 A read-only opener (a reader in another process) touches no file: it lists the
 segments and takes them as they are, listing again when one goes under it.
+A listing is no snapshot: a ``readdir`` running while the owner rolls may return a
+segment without the one made just before it (``reader_segment_bases``).
 """
 
 from __future__ import annotations
@@ -101,8 +103,8 @@ class LogLoader:
         raise AssertionError("unreachable: the last attempt raises")
 
     def _load_files(self, recovery_point: int, log_start_offset: int, clean: bool) -> LoadedLog:
-        names = os.listdir(self.dir)
-        bases = sorted(_offsets(names, LOG_SUFFIX)) if self.read_only else self._resolve_leftovers(names)
+        names = fileio.list_dir(self.dir)
+        bases = reader_segment_bases(self.dir, names) if self.read_only else self._resolve_leftovers(names)
         args = self._segment_args()  # (one roll jitter drawn: only the active segment's counts)
         segments = [LogSegment(self.dir, b, **args) for b in bases]
         if not segments:
@@ -222,6 +224,26 @@ class LogLoader:
                 segments = segments[: i + 1]
                 break
         self._set_segments(segments)
+
+
+def reader_segment_bases(dir: str, names: list[str], known_up_to: int = -1) -> list[int]:
+    """The base offsets of the segments in ``dir``, sorted, as a reader beside the owning
+    process may take them from ``names``, a listing of ``dir``.
+
+    A listing is no snapshot: a file made while ``readdir`` runs may be named or not,
+    whatever its place (ext4 returns names in hash order), so a listing taken while the
+    owner rolls may hold a segment without the one rolled just before it, and a reader
+    taking it would skip that segment's batches for good. Names present all through a
+    listing are all in it, though, and the owner makes segments in the order of their
+    offsets: when ``names`` holds segments above ``known_up_to`` (the newest the reader
+    knows), ``dir`` is listed again, and every segment made before the newest of the first
+    listing is in the second. Segments the second names above that are left for the next
+    listing."""
+    first = _offsets(names, LOG_SUFFIX)
+    newest = max(first, default=known_up_to)
+    if newest <= known_up_to:
+        return sorted(first)
+    return sorted(b for b in _offsets(fileio.list_dir(dir), LOG_SUFFIX) if b <= newest)
 
 
 def _offsets(names: list[str], suffix: str) -> list[int]:

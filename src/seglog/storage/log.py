@@ -61,11 +61,10 @@ import bisect
 import contextlib
 import enum
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 from ..config import LogConfig
 from ..errors import (
@@ -89,8 +88,8 @@ from . import _scan, fileio
 from .file_records import FetchDataInfo, LogOffsetMetadata
 from .index import MAX_RELATIVE_OFFSET
 from .leader_epoch import LeaderEpochCache
-from .loader import LogLoader
-from .naming import DELETED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, parse_offset_file
+from .loader import LogLoader, reader_segment_bases
+from .naming import DELETED_SUFFIX, SWAP_SUFFIX
 from .producer_entry import AppendOrigin
 from .producer_state import PRODUCER_ID_EXPIRATION_MS
 from .producer_state_manager import ProducerStateManager, aborted_txns_rebuilt, first_unstable
@@ -107,6 +106,7 @@ MAX_TIMESTAMP = -3
 _READ_ATTEMPTS = 5  # a read that finds its segments deleted looks again at most this often
 _NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
 _new = tuple.__new__
+_T = TypeVar("_T")
 
 
 class LogState(enum.Enum):
@@ -1054,10 +1054,10 @@ class PartitionLog:
             if self._state is not READ_ONLY:
                 raise KafkaStorageError(f"only an open read-only log is refreshed, not {self.name}", file=self.dir)
             before = self._next_offset
-            # listed before any size is read: a segment the owner rolled away from is whole by then
-            listed = self._listed_segment_bases()
             segments = self._segments
             tail = segments[-1]
+            # listed before any size is read: a segment the owner rolled away from is whole by then
+            listed = set(reader_segment_bases(self.dir, fileio.list_dir(self.dir), tail.base_offset))
             known_end = self._followed_end(tail)
             if tail.base_offset not in listed or tail.reread_size() < known_end:
                 self._reload_read_only()
@@ -1081,13 +1081,6 @@ class PartitionLog:
             for segment in gone:
                 segment.close_handlers()
             return self._next_offset != before
-
-    def _listed_segment_bases(self) -> set[int]:
-        try:
-            names = os.listdir(self.dir)
-        except OSError as e:
-            raise KafkaStorageError(f"cannot list the partition directory: {e.strerror}", file=self.dir) from None
-        return {p[0] for p in map(parse_offset_file, names) if p is not None and p[1] == LOG_SUFFIX}
 
     def _followed_end(self, tail: LogSegment) -> int:
         """The position after the last whole batch of ``tail`` that this reader knows of."""
@@ -1125,10 +1118,24 @@ class PartitionLog:
         if timestamp == LATEST_TIMESTAMP:
             return self._high_watermark, -1
         if timestamp == MAX_TIMESTAMP:
-            return self._max_timestamp_offset()
+            return self._looking_again_while_vanishing(self._max_timestamp_offset)
         if timestamp < 0:
             raise InvalidTimestampError(f"invalid target timestamp {timestamp}", file=self.dir)
-        segments = self._segments
+        return self._looking_again_while_vanishing(lambda segments: self._first_at_or_after(segments, timestamp))
+
+    def _looking_again_while_vanishing(self, lookup: Callable[[tuple[LogSegment, ...]], _T]) -> _T:
+        """``lookup`` over the segments listed now; as ``read``: a segment deleted under it
+        (retention, a truncation, a cleaner's swap) is no storage error, the lookup runs
+        again over the segments listed then."""
+        for attempt in retry_while_vanishing(_READ_ATTEMPTS):
+            segments = self._segments
+            with attempt:
+                return lookup(segments)
+            if self._segments is segments and attempt.error is not None:
+                raise attempt.error  # the log still lists it: a file went behind its back
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _first_at_or_after(self, segments: tuple[LogSegment, ...], timestamp: int) -> tuple[int, int] | None:
         prefix = self._timestamp_prefix(segments)
         i = bisect.bisect_left(prefix, timestamp)
         start = self.log_start_offset
@@ -1147,7 +1154,11 @@ class PartitionLog:
         was last modified (the log end by now). -1 (latest) starts from the log end, -2
         (earliest) from the first segment alone, a time from the last whose mtime is at or
         before it: the granularity of old clients' offset lookups, a segment."""
-        segments = self._segments
+        return self._looking_again_while_vanishing(
+            lambda segments: self._legacy_offsets_in(segments, timestamp, max_num_offsets)
+        )
+
+    def _legacy_offsets_in(self, segments: tuple[LogSegment, ...], timestamp: int, max_num_offsets: int) -> list[int]:
         points = [(max(s.base_offset, self.log_start_offset), s.last_modified_ms) for s in segments]
         if segments[-1].size > 0:
             points.append((self._next_offset, self._clock()))
@@ -1178,8 +1189,7 @@ class PartitionLog:
         self._ts_prefix = (segments, prefix)
         return prefix
 
-    def _max_timestamp_offset(self) -> tuple[int, int] | None:
-        segments = self._segments
+    def _max_timestamp_offset(self, segments: tuple[LogSegment, ...]) -> tuple[int, int] | None:
         best = max(segments, key=lambda s: s.max_timestamp)
         max_ts, shallow = best.max_timestamp_and_offset
         if max_ts < 0:

@@ -307,13 +307,20 @@ class LogSegment:
         clean shutdown, so a zero-filled tail in any other file was zeroed or never
         trimmed. The last offset entry must name the batch that starts at its
         position, and the last time entry the max timestamp of the batch holding its
-        offset (a few header reads), which a zeroed or stale index does not."""
+        offset (a few header reads), which a zeroed or stale index does not.
+
+        A reader in another process takes a zero tail as its writer left it: the writer
+        makes the next segment before it trims this one's indexes, and preallocates them
+        to its own log.index.size.max.bytes. It trusts no entry past the bytes it knows
+        of (``_known_entries``), and checks the rest as the writer would."""
+        if self.read_only:
+            self._known_entries(oi, ti)
         oi.verify(self.size)  # every entry in order and inside the log (lookups trust them)
         ti.sanity_check()
         for index in (oi, ti):
             unused = index.length - index.size_in_bytes
             preallocated = self.max_index_size // index.entry_size * index.entry_size
-            if unused and (not self.active or index.length != preallocated):
+            if unused and not self.read_only and (not self.active or index.length != preallocated):
                 raise CorruptIndexError(
                     f"{unused} bytes of unused slots in a file of {index.length} bytes", file=index.path
                 )
@@ -337,6 +344,25 @@ class LogSegment:
                     f"last entry (timestamp {timestamp}, offset {offset}) is not the max timestamp of its batch",
                     file=ti.path,
                 )
+
+    def _known_entries(self, oi: OffsetIndex, ti: TimeIndex) -> None:
+        """A reader's copies of a live segment's indexes, cut to the batches it knows of:
+        the size it read may be older than the copies, whose writer indexes each append
+        after writing its batch. Offset entries go from the first at or past that size,
+        time entries from the first naming an offset past the last whole batch before it."""
+        past = oi.fetch_upper_bound_offset(self.size)  # (positions in order: what verify checks next)
+        if past is not None:
+            oi.truncate_to(past)
+        if not ti.entries:
+            return
+        start = oi.entry(oi.entries - 1)[1] if oi.entries else 0
+        next_offset = self.base_offset
+        try:
+            for header in self.scan_headers(start):
+                next_offset = header.next_offset
+        except CorruptRecordError:
+            return  # damaged bytes: the checks that follow find them
+        ti.truncate_to(next_offset)
 
     def _reset_indexes(self, in_memory: bool = False) -> None:
         """Replace both indexes by empty ones: files preallocated, or maps in memory (for
@@ -502,7 +528,10 @@ class LogSegment:
 
     @property
     def last_modified_ms(self) -> int:
-        return int(os.stat(self.log_path).st_mtime * 1000)
+        status = fileio.stat(self.log_path)
+        if status is None:
+            raise self._vanished()  # deleted since the reader took it: the log looks again
+        return int(status.st_mtime * 1000)
 
     @property
     def rolling_based_timestamp(self) -> int | None:
