@@ -75,3 +75,22 @@ def test_acknowledged_records_survive_sigkill(tmp_path) -> None:
         stored = {r.value for r in logs.partition("durable", 0).records()}
     missing = [v for v in acked if v not in stored]
     assert missing == []
+
+
+def test_every_listener_is_printed_and_serves(tmp_path) -> None:
+    """The first line is where clients go (scripts read its last word); each further listener
+    has its own line, and a client bootstrapped there is told that listener's address."""
+    listeners = "listeners=PLAINTEXT://127.0.0.1:0,INTERNAL://127.0.0.2:0"
+    protocols = "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT"
+    with BrokerProcess(tmp_path / "data", listeners, protocols) as broker:
+        assert broker.proc.stdout is not None
+        line = broker.proc.stdout.readline()
+        assert line.startswith("also serving INTERNAL on 127.0.0.2:"), line
+        internal = line.split()[-1]
+        for bootstrap in (broker.bootstrap_servers, internal):
+            producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
+            producer.produce("listed", b"v")
+            assert producer.flush(30) == 0
+            metadata = producer.list_topics("listed", timeout=10)
+            (only,) = metadata.brokers.values()
+            assert f"{only.host}:{only.port}" == bootstrap

@@ -44,7 +44,11 @@ async def serve(server: KafkaServer) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await server.startup()
-    print(f"serving on {server.listener.host or '0.0.0.0'}:{server.port}", flush=True)
+    # the first listener's line is the one scripts read (its last word: where clients go)
+    for i, listener in enumerate(server.listeners.listeners):
+        name, host = listener.name, listener.bound.host or "0.0.0.0"
+        prefix = "serving on" if i == 0 else f"also serving {name} on"
+        print(f"{prefix} {host}:{server.port_of(name)}", flush=True)
     await stop.wait()
     await server.shutdown()
     return 0
