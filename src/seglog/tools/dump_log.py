@@ -398,7 +398,7 @@ def _log_size(path: str, base: int, out: _Output) -> int | None:
 def _dump_offset_index(path: str, base: int, sanity_only: bool, out: _Output) -> None:
     index = OffsetIndex(path, base, max(os.path.getsize(path), 8), writable=False)
     if sanity_only:
-        _sanity(path, index.length, 8, _offset_index_faults(index, _log_size(path, base, out)), out)
+        _sanity(path, os.path.getsize(path), 8, _offset_index_faults(index, _log_size(path, base, out)), out)
         return
     if index.entries == 0:
         out.text(f"{path} is empty.")
@@ -451,7 +451,7 @@ def _offset_index_faults(index: OffsetIndex, log_size: int | None) -> list[_Faul
 def _dump_time_index(path: str, base: int, sanity_only: bool, out: _Output) -> None:
     index = TimeIndex(path, base, max(os.path.getsize(path), 12), writable=False)
     if sanity_only:
-        _sanity(path, index.length, 12, _time_index_faults(index), out)
+        _sanity(path, os.path.getsize(path), 12, _time_index_faults(index), out)
         return
     if index.entries == 0:
         out.text(f"{path} is empty.")
@@ -480,6 +480,7 @@ def _time_index_faults(index: TimeIndex) -> list[_Fault]:
 
 
 def _sanity(path: str, length: int, entry_size: int, faults: list[_Fault], out: _Output) -> None:
+    """``length``: the file's, not what the index took of it (which ends at its last whole entry)."""
     if length % entry_size:
         faults.insert(0, (length // entry_size * entry_size, f"{length % entry_size} bytes that are not a whole entry"))
     for position, fault in faults:
