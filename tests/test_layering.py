@@ -1,7 +1,7 @@
 """The package's layers, checked on every module's imports (their AST, so imports inside
 functions and ``TYPE_CHECKING`` blocks count too).
 
-A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``seglog.client``,
+A package is ``seglog.records``, ``seglog.protocol``, ``seglog.security``, ``seglog.storage``, ``seglog.client``,
 ``seglog.coordinator``, ``seglog.cluster``, ``seglog.broker``, ``seglog.spark``,
 ``seglog.tools``, ``seglog.demo``, ``seglog.console``, or the top level (the modules directly in
 ``seglog/``: ``errors``, ``config``, ``partitioner``, ``cli``, ...).
@@ -13,7 +13,8 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.storage``, ``segl
 
    0. ``errors``, ``common``, ``config``, ``partitioner``: imported by everyone, importing
       nothing of seglog but each other;
-   1. ``records``, ``protocol``: the sans-IO formats (bytes in, values out);
+   1. ``records``, ``protocol``: the sans-IO formats (bytes in, values out); ``security``:
+      principals, SASL mechanisms and ACLs, sans-IO;
    2. ``storage``: the log engine, on records; ``client``: connections to brokers, on
       protocol's sans-IO connection;
    3. ``coordinator`` (the coordinators' state, on storage's logs and records),
@@ -73,6 +74,7 @@ LAYERS = {
     "_partitioner": 0,  # partitioner.py's C
     "records": 1,
     "protocol": 1,
+    "security": 1,
     "storage": 2,
     "client": 2,
     "coordinator": 3,

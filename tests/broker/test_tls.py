@@ -30,10 +30,10 @@ from kafka import TopicPartition as KpTopicPartition
 from kazoo.client import KazooClient
 
 import seglog.broker
-from seglog.broker.request_context import ANONYMOUS, KafkaPrincipal
 from seglog.broker.tls import PrincipalMapper, TlsTransport, distinguished_name, server_context
 from seglog.config import BrokerConfig
 from seglog.errors import InvalidConfigurationError
+from seglog.security import ANONYMOUS, KafkaPrincipal
 
 from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
 from .conftest import CONSUMER, PRODUCER, wait_for

@@ -11,21 +11,8 @@ from __future__ import annotations
 
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import NamedTuple
 
-
-class KafkaPrincipal(NamedTuple):
-    """Who a connection authenticated as (Kafka's ``KafkaPrincipal``): ``User:ANONYMOUS`` on a
-    plaintext listener or a TLS one without a client certificate."""
-
-    principal_type: str
-    name: str
-
-    def __str__(self) -> str:
-        return f"{self.principal_type}:{self.name}"
-
-
-ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")
+from ..security import ANONYMOUS, KafkaPrincipal
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from ..config import BrokerConfig
 from ..coordinator.producer_id_manager import BLOCK_SIZE
 from ..errors import CoordinatorNotAvailableError
 from ..protocol import ApiKey, Request
+from ..security import ANONYMOUS
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
@@ -33,7 +34,7 @@ from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
-from .request_context import ANONYMOUS, RequestContext, client_host, set_current_request
+from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
 from .tls import transport_factory
 from .txn_apis import TxnApis

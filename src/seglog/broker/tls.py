@@ -46,8 +46,8 @@ from typing import Any, NamedTuple, cast
 
 from ..config import BrokerConfig
 from ..errors import InvalidConfigurationError
+from ..security import ANONYMOUS, KafkaPrincipal
 from .network import FileRegion
-from .request_context import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
