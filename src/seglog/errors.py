@@ -285,6 +285,23 @@ class InvalidTxnStateError(SeglogError):
     error_code = ErrorCode.INVALID_TXN_STATE
 
 
+class ProducerFencedError(SeglogError):
+    """A transactional id initialised again by another producer (a newer epoch): this one can only
+    be closed."""
+
+    error_code = ErrorCode.PRODUCER_FENCED
+
+
+class InvalidProducerIdMappingError(SeglogError):
+    """A transactional request whose producer id is not the one its transactional id holds now."""
+
+    error_code = ErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
+class TransactionalIdAuthorizationError(SeglogError):
+    error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
 class TransactionCoordinatorFencedError(SeglogError):
     """A transaction marker from a coordinator epoch older than the last one seen."""
 

@@ -1,6 +1,7 @@
 """seglog's Kafka client: connections to brokers, on ``protocol``'s sans-IO connection, and the
 routing of requests in a cluster (``ClusterClient``: leaders, coordinators, retries, the
-consumer's Fetch and ListOffsets).
+consumer's Fetch and ListOffsets), and a transactional producer's requests to its coordinators
+(``TransactionManager``).
 
 Layering: uses ``protocol``, ``common`` and ``errors``; the broker (its inter-broker channels), the
 command-line tools and Spark use it.
@@ -24,6 +25,7 @@ from seglog.client.cluster import (
     topics_by_name,
 )
 from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
+from seglog.client.transactions import OffsetAndMetadata, PreparedTxnState, TransactionManager, committed_offsets
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
@@ -36,11 +38,15 @@ __all__ = [
     "FetchedPartition",
     "ListedOffset",
     "MetadataTopic",
+    "OffsetAndMetadata",
+    "PreparedTxnState",
     "RetriableError",
+    "TransactionManager",
     "Unanswered",
     "check",
     "check_coordinator",
     "check_partition",
+    "committed_offsets",
     "connect",
     "metadata",
     "parse_address",

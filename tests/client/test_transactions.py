@@ -1,0 +1,280 @@
+"""TransactionManager against a real embedded broker: transactional batches (built with seglog's
+record writers, sent with a raw Produce to the partition's leader) committed and aborted as a
+real consumer (confluent-kafka, read_committed) sees them; an old epoch fenced by a re-init;
+offsets committed with a transaction; a transaction ended by another client than the one that
+opened it, and one left open aborted by re-initialising its id (the exactly-once sink's two
+phases)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seglog.client import (
+    LATEST_TIMESTAMP,
+    READ_COMMITTED,
+    ClusterClient,
+    OffsetAndMetadata,
+    PreparedTxnState,
+    RetriableError,
+    TransactionManager,
+    check_partition,
+    committed_offsets,
+)
+from seglog.client.transactions import State
+from seglog.common import TopicPartition
+from seglog.errors import (
+    ApiError,
+    ErrorCode,
+    IllegalStateTransitionError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    SeglogError,
+)
+from seglog.protocol import ApiKey
+from seglog.protocol.message_data import ProduceRequestData, ProduceResponseData
+from seglog.records import Record, build_batch
+
+TIMEOUT = 30.0
+
+
+@pytest.fixture(scope="module")
+def seglog_broker_config() -> dict[str, Any]:
+    return {
+        "num.partitions": 1,
+        "transaction.state.log.num.partitions": 4,
+        "offsets.topic.num.partitions": 4,
+        "log.retention.ms": -1,
+    }
+
+
+def create(bootstrap: str, topic: str, partitions: int = 1, replicas: int = 1, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, replicas, config=config)]).values():
+        future.result(60)
+
+
+def produce(client: ClusterClient, txn: TransactionManager, tp: TopicPartition, values: list[bytes]) -> None:
+    """``values`` written in ``txn``'s open transaction: the partition joins it first, as the
+    producer's hook does before its first write there."""
+    txn.add_partitions([tp])
+    produce_as(client, txn.prepared, tp, values)
+
+
+def produce_as(client: ClusterClient, producer: PreparedTxnState, tp: TopicPartition, values: list[bytes]) -> None:
+    """``values`` as one transactional batch of ``producer`` sent to ``tp``'s leader (acks=all)."""
+    key = (producer.producer_id, producer.producer_epoch, tp)
+    sequence = SEQUENCES.get(key, 0)
+    batch = build_batch(
+        [Record(key=None, value=v) for v in values],
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        base_sequence=sequence,
+        transactional=True,
+    )
+    SEQUENCES[key] = sequence + len(values)
+
+    def send(leader: Any, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        Data = ProduceRequestData
+        topic = Data.TopicProduceData(tp.topic, [Data.PartitionProduceData(tp.partition, batch)])
+        request = Data(transactional_id=producer.transactional_id, acks=-1, timeout_ms=10_000, topic_data=[topic])
+        answer: ProduceResponseData = leader.request(ApiKey.PRODUCE, request)
+        return {tp: answer.responses[0].partition_responses[0]}
+
+    check_partition(client.to_leaders([tp], send)[tp], f"cannot produce to {tp}")
+
+
+SEQUENCES: dict[tuple[int, int, TopicPartition], int] = {}
+
+
+def read(bootstrap: str, tp: TopicPartition, isolation_level: str) -> list[bytes]:
+    """The values of ``tp`` from its start as a confluent-kafka consumer at ``isolation_level`` reads
+    them, once its position reached the end (read_committed: once no transaction is open there)."""
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # markers are written after EndTxn's answer: wait for the last stable offset
+            end = client.list_offsets({tp: LATEST_TIMESTAMP})[tp].offset
+            stable = client.list_offsets({tp: LATEST_TIMESTAMP}, READ_COMMITTED)[tp].offset
+            if stable == end or isolation_level == "read_uncommitted":
+                break
+            assert time.monotonic() < deadline, f"{tp} stays unstable at {stable} < {end}"
+            time.sleep(0.05)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "unused",
+            "enable.auto.commit": False,
+            "isolation.level": isolation_level,
+            "fetch.wait.max.ms": 50,
+        }
+    )
+    try:
+        consumer.assign([KafkaTopicPartition(tp.topic, tp.partition, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT
+        while consumer.position([KafkaTopicPartition(tp.topic, tp.partition)])[0].offset < end:
+            assert time.monotonic() < deadline, f"the consumer stopped at {got}"
+            msg = consumer.poll(0.1)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+        return got
+    finally:
+        consumer.close()
+
+
+def test_committed_records_appear_once_and_aborted_never(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "orders")
+    tp = TopicPartition("orders", 0)
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        txn = TransactionManager(client, "orders-app", transaction_timeout_ms=30_000)
+        assert txn.state is State.UNINITIALIZED
+        first = txn.init_transactions()
+        assert (txn.state, first.producer_epoch) == (State.READY, 0)
+        outcomes = [([b"c1", b"c2"], True), ([b"a1", b"a2"], False), ([b"c3"], True)]
+        for values, commit in outcomes:
+            txn.begin_transaction()
+            produce(client, txn, tp, values)
+            txn.commit_transaction() if commit else txn.abort_transaction()
+            assert txn.state is State.READY and not txn.partitions
+        # one with nothing written sends no EndTxn: the coordinator never heard of it
+        txn.begin_transaction()
+        txn.commit_transaction()
+    assert read(bootstrap, tp, "read_committed") == [b"c1", b"c2", b"c3"]
+    assert read(bootstrap, tp, "read_uncommitted") == [b"c1", b"c2", b"a1", b"a2", b"c3"]
+
+
+def test_a_reinit_bumps_the_epoch_and_fences_the_old_one(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "fenced", 2)
+    tp0, tp1 = TopicPartition("fenced", 0), TopicPartition("fenced", 1)
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        old = TransactionManager(client, "fenced-app")
+        first = old.init_transactions()
+        old.begin_transaction()
+        produce(client, old, tp0, [b"zombie"])
+        new = TransactionManager(client, "fenced-app")
+        # the open transaction is aborted with the epoch bumped (its marker carries it), then the
+        # retried InitProducerId bumps it again, as Kafka's coordinator does
+        second = new.init_transactions()
+        assert (second.producer_id, second.producer_epoch) == (first.producer_id, first.producer_epoch + 2)
+        with pytest.raises(ProducerFencedError, match="AddPartitionsToTxn of fenced-1 of transactional id"):
+            old.add_partitions([tp1])
+        assert old.state is State.FATAL_ERROR
+        with pytest.raises(ProducerFencedError):  # fatal: every later call says so
+            old.commit_transaction()
+        # the partition's leader refuses the old epoch's writes too
+        with pytest.raises((InvalidProducerEpochError, ProducerFencedError)):
+            produce_as(client, first, tp0, [b"late"])
+        new.begin_transaction()
+        produce(client, new, tp0, [b"current"])
+        new.commit_transaction()
+    assert read(bootstrap, tp0, "read_committed") == [b"current"]
+
+
+def test_offsets_sent_to_a_transaction_are_committed_with_it(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "in")
+    create(bootstrap, "out")
+    source, sink = TopicPartition("in", 0), TopicPartition("out", 0)
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        txn = TransactionManager(client, "offsets-app")
+        txn.init_transactions()
+        assert committed_offsets(client, "g", [source]) == {source: None}
+        for offset, commit in ((5, True), (9, False), (12, True)):
+            txn.begin_transaction()
+            produce(client, txn, sink, [b"x%d" % offset])
+            txn.send_offsets({source: OffsetAndMetadata(offset, f"batch {offset}")}, "g")
+            txn.commit_transaction() if commit else txn.abort_transaction()
+            expected = 5 if offset == 9 else offset
+            assert committed_offsets(client, "g", [source]) == {
+                source: OffsetAndMetadata(expected, f"batch {expected}")
+            }
+    # the group's offsets as a real consumer of the group reads them
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
+    try:
+        (found,) = consumer.committed([KafkaTopicPartition("in", 0)], 30)
+        assert (found.offset, found.metadata) == (12, "batch 12")
+    finally:
+        consumer.close()
+    assert read(bootstrap, sink, "read_committed") == [b"x5", b"x12"]
+
+
+def test_misuse_and_refusals_are_clear_errors(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    with ClusterClient(bootstrap, 2.0) as client:
+        with pytest.raises(SeglogError, match="must not be empty"):
+            TransactionManager(client, "")
+        txn = TransactionManager(client, "misused-app")
+        with pytest.raises(IllegalStateTransitionError, match="cannot add partitions in state Uninitialized"):
+            txn.add_partitions([TopicPartition("orders", 0)])
+        txn.init_transactions()
+        with pytest.raises(IllegalStateTransitionError, match="cannot go from Ready to CommittingTransaction"):
+            txn.commit_transaction()
+        # a topic nobody created: retried (its metadata may be on the way) until the timeout,
+        # then the transaction is still open and may be aborted
+        txn.begin_transaction()
+        with pytest.raises(RetriableError, match="UNKNOWN_TOPIC_OR_PARTITION"):
+            txn.add_partitions([TopicPartition("no-such-topic", 0)])
+        assert txn.state is State.IN_TRANSACTION
+        txn.abort_transaction()
+        # a timeout the broker refuses: fatal, with Kafka's code
+        refused = TransactionManager(client, "refused-app", transaction_timeout_ms=24 * 3600 * 1000)
+        with pytest.raises(ApiError, match="InitProducerId of transactional id 'refused-app'") as raised:
+            refused.init_transactions()
+        assert raised.value.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
+        assert refused.state is State.FATAL_ERROR
+
+
+# --- the exactly-once sink's two phases -----------------------------------------------------------
+
+
+def test_a_transaction_opened_by_one_client_is_committed_by_another(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "handed")
+    tp = TopicPartition("handed", 0)
+    with ClusterClient(bootstrap, TIMEOUT) as task_client:  # a task: writes, hands its transaction over
+        task = TransactionManager(task_client, "query-1-p0")
+        task.init_transactions()
+        task.begin_transaction()
+        produce(task_client, task, tp, [b"r1", b"r2"])
+        prepared = task.prepared
+    assert read(bootstrap, tp, "read_uncommitted") == [b"r1", b"r2"]
+    with ClusterClient(bootstrap, TIMEOUT) as driver_client:  # the driver: ends it
+        TransactionManager.resume(driver_client, prepared).commit_transaction()
+        # a driver restarted after the commit commits again: answered as done, nothing changes
+        TransactionManager.resume(driver_client, prepared).commit_transaction()
+        with pytest.raises(InvalidTxnStateError, match=r"EndTxn\(abort\) of transactional id 'query-1-p0'"):
+            TransactionManager.resume(driver_client, prepared).abort_transaction()
+    assert read(bootstrap, tp, "read_committed") == [b"r1", b"r2"]
+
+
+def test_an_abandoned_transaction_is_aborted_by_reinitialising_its_id(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "abandoned")
+    tp = TopicPartition("abandoned", 0)
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        dead = TransactionManager(client, "query-2-p0")
+        dead.init_transactions()
+        dead.begin_transaction()
+        produce(client, dead, tp, [b"lost"])
+        prepared = dead.prepared  # the task's commit message, never committed: its driver died
+    with ClusterClient(bootstrap, TIMEOUT) as client:  # the restarted query's task of that partition
+        again = TransactionManager(client, "query-2-p0")
+        bumped = again.init_transactions()
+        assert bumped.producer_epoch == prepared.producer_epoch + 2  # the abort's bump, then its own
+        again.begin_transaction()
+        produce(client, again, tp, [b"rewritten"])
+        again.commit_transaction()
+        # the dead driver's commit message, sent late: fenced, not committed
+        with pytest.raises(ProducerFencedError):
+            TransactionManager.resume(client, prepared).commit_transaction()
+    assert read(bootstrap, tp, "read_committed") == [b"rewritten"]
+    assert read(bootstrap, tp, "read_uncommitted") == [b"lost", b"rewritten"]
