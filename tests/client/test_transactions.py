@@ -8,6 +8,7 @@ phases)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from seglog.client import (
     committed_offsets,
 )
 from seglog.client.transactions import State
+from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.common import TopicPartition
 from seglog.errors import (
     ApiError,
@@ -40,6 +42,9 @@ from seglog.errors import (
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import ProduceRequestData, ProduceResponseData
 from seglog.records import Record, build_batch
+from seglog.tools.cluster import LocalCluster
+
+from ..cluster.conftest import chrooted_local_cluster, zookeeper  # noqa: F401 (a fixture)
 
 TIMEOUT = 30.0
 
@@ -278,3 +283,51 @@ def test_an_abandoned_transaction_is_aborted_by_reinitialising_its_id(seglog_bro
             TransactionManager.resume(client, prepared).commit_transaction()
     assert read(bootstrap, tp, "read_committed") == [b"rewritten"]
     assert read(bootstrap, tp, "read_uncommitted") == [b"lost", b"rewritten"]
+
+
+# --- a 3-broker cluster: the transaction coordinator killed mid-transaction ----------------------
+
+
+# the transactions' state, and the groups', on 3 replicas: a coordinator's successor has them
+REPLICATED_STATE = [
+    f"{log}.{key}={value}"
+    for log in ("transaction.state.log", "offsets.topic")
+    for key, value in (("replication.factor", 3), ("num.partitions", 3))
+] + ["transaction.state.log.min.isr=2", "zookeeper.session.timeout.ms=6000", "controlled.shutdown.enable=false"]
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:  # noqa: F811
+    with chrooted_local_cluster(
+        zookeeper, tmp_path_factory.mktemp("txn-cluster"), "txn-cluster", 3, REPLICATED_STATE
+    ) as local:
+        yield local
+
+
+def test_a_commit_goes_on_at_the_next_coordinator_when_the_first_is_killed(cluster: LocalCluster) -> None:
+    """AddPartitionsToTxn, the writes, then the coordinator's broker SIGKILLed before EndTxn: the
+    commit is retried at the broker that leads the id's ``__transaction_state`` partition next
+    (which read the transaction's Ongoing state from its replica) and completes: every record
+    visible once to read_committed, on each partition, whichever leaders they lost."""
+    bootstrap = cluster.bootstrap_servers
+    create(bootstrap, "replicated-txn", 3, 3, **{"min.insync.replicas": "2"})
+    partitions = [TopicPartition("replicated-txn", p) for p in range(3)]
+    with ClusterClient(bootstrap, 90.0) as client:
+        txn = TransactionManager(client, "cluster-app")
+        txn.init_transactions()
+        victim = client.coordinator("cluster-app", 1)[0]
+        txn.begin_transaction()
+        for tp in partitions:
+            produce(client, txn, tp, [b"%s-%d" % (tp.topic.encode(), tp.partition), b"second"])
+        cluster.brokers[victim].kill()
+        txn.commit_transaction()
+        assert txn.state is State.READY
+        assert client.coordinator("cluster-app", 1)[0] != victim
+        # the next transaction, at the new coordinator, with the same epoch
+        txn.begin_transaction()
+        produce(client, txn, partitions[0], [b"after"])
+        txn.commit_transaction()
+    live = ",".join(b.address for i, b in cluster.brokers.items() if i != victim)
+    for tp in partitions:
+        expected = [b"replicated-txn-%d" % tp.partition, b"second"] + ([b"after"] if tp.partition == 0 else [])
+        assert read(live, tp, "read_committed") == expected

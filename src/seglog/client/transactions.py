@@ -149,6 +149,8 @@ class TransactionManager:
         # the coordinator knows of the open transaction (Kafka's transactionStarted)
         self.transaction_started = False
         self._epoch_bump_required = False
+        # the coordinators found, by (key, key type): asked again after one moved (Kafka keeps them too)
+        self._coordinators: dict[tuple[str, int], int] = {}
 
     @classmethod
     def resume(
@@ -310,14 +312,20 @@ class TransactionManager:
 
         def attempt() -> tuple[int, Any]:
             try:
-                _, coordinator = client.coordinator(key, key_type)
+                if (key, key_type) not in self._coordinators:
+                    self._coordinators[key, key_type] = client.coordinator(key, key_type)[0]
+                coordinator = client.broker(self._coordinators[key, key_type])
                 answer = coordinator.request(api_key, body, coordinator.version_for(api_key, highest))
             except BrokerNotAvailableError as e:  # the coordinator (or the bootstrap broker) went away
+                self._coordinators.pop((key, key_type), None)
                 client.metadata([])  # a bootstrap broker that died is replaced by one that answers
                 raise RetriableError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: {e.message}") from None
             code = error_of(answer)
-            if _ERRORS.get(code) in (Outcome.RETRY, Outcome.FIND_COORDINATOR):
-                raise RetriableError(code, what)  # ``retrying`` closes the connections: found anew
+            outcome = _ERRORS.get(code)
+            if outcome is Outcome.FIND_COORDINATOR:
+                self._coordinators.pop((key, key_type), None)
+            if outcome in (Outcome.RETRY, Outcome.FIND_COORDINATOR):
+                raise RetriableError(code, what)  # ``retrying`` closes the connections: opened anew
             return code, answer
 
         client.renew_deadline()
