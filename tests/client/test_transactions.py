@@ -19,7 +19,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from seglog.client import (
     LATEST_TIMESTAMP,
     READ_COMMITTED,
+    BatchTransactions,
     ClusterClient,
+    DecidedBatch,
     OffsetAndMetadata,
     PreparedTxnState,
     RetriableError,
@@ -56,6 +58,7 @@ def seglog_broker_config() -> dict[str, Any]:
         "transaction.state.log.num.partitions": 4,
         "offsets.topic.num.partitions": 4,
         "log.retention.ms": -1,
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": 200,
     }
 
 
@@ -283,6 +286,106 @@ def test_an_abandoned_transaction_is_aborted_by_reinitialising_its_id(seglog_bro
             TransactionManager.resume(client, prepared).commit_transaction()
     assert read(bootstrap, tp, "read_committed") == [b"rewritten"]
     assert read(bootstrap, tp, "read_uncommitted") == [b"lost", b"rewritten"]
+
+
+def test_a_decision_reads_back_as_written_and_a_foreign_one_is_refused() -> None:
+    decision = DecidedBatch(7, {0: (1000, 3), 12: (1001, 32767)})
+    assert decision.metadata() == "0:1000:3,12:1001:32767"
+    assert DecidedBatch.parse(7, decision.metadata()) == decision
+    assert DecidedBatch.parse(8, "") == DecidedBatch(8, {})  # a batch no task wrote to
+    with pytest.raises(
+        SeglogError, match="batch 7's decision holds 'consumer-offsets', not partition:producer id:epoch"
+    ):
+        DecidedBatch.parse(7, "0:1000:3,consumer-offsets")
+
+
+def run_tasks(
+    bootstrap: str, prefix: str, batch_id: int, rows: dict[int, list[bytes]], topic: str
+) -> dict[int, PreparedTxnState]:
+    """Batch ``batch_id``'s tasks, each on a client of its own as on an executor: task ``p`` writes
+    ``rows[p]`` to ``topic``-``p`` and hands back its transaction, unless the batch was decided."""
+    prepared = {}
+    for partition, values in rows.items():
+        with ClusterClient(bootstrap, TIMEOUT) as client:
+            txn = BatchTransactions(client, prefix).open_task(batch_id, partition)
+            if txn is not None:
+                produce(client, txn, TopicPartition(topic, partition), values)
+                prepared[partition] = txn.prepared
+    return prepared
+
+
+def rows_of(batch_id: int, run: str) -> dict[int, list[bytes]]:
+    return {p: [b"b%d-p%d-%s" % (batch_id, p, run.encode())] for p in (0, 1)}
+
+
+def test_each_batch_is_committed_once_whenever_its_driver_dies(seglog_broker: Any) -> None:
+    """A query's batches through a driver "killed" (its client dropped) before, during and after
+    its commits, and "restarted" (a new one, the same batch run again): read_committed sees each
+    batch's records once, from the run whose decision committed it."""
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "eos-out", 2)
+    prefix = "query-3"
+
+    def driver() -> tuple[ClusterClient, BatchTransactions]:
+        client = ClusterClient(bootstrap, TIMEOUT)
+        batches = BatchTransactions(client, prefix)
+        batches.start()
+        return client, batches
+
+    client, batches = driver()
+    assert batches.decided() is None
+    batches.commit(0, run_tasks(bootstrap, prefix, 0, rows_of(0, "first"), "eos-out"))
+    decided = batches.decided()
+    assert decided is not None and (decided.batch_id, sorted(decided.producers)) == (0, [0, 1])
+
+    # killed before the commit: the run again writes batch 1 anew, the first run's aborted
+    run_tasks(bootstrap, prefix, 1, rows_of(1, "lost"), "eos-out")
+    client.close()
+    client, batches = driver()
+    batches.commit(1, run_tasks(bootstrap, prefix, 1, rows_of(1, "again"), "eos-out"))
+
+    # killed during the commit: decided, one of its two transactions committed
+    decision = batches.decide(2, run_tasks(bootstrap, prefix, 2, rows_of(2, "decided"), "eos-out"))
+    pid, epoch = decision.producers[0]
+    TransactionManager.resume(client, PreparedTxnState(f"{prefix}-0", pid, epoch)).commit_transaction()
+    old_client, old = client, batches
+    client, batches = driver()
+    with pytest.raises(ProducerFencedError):  # the old driver, were it still running, is fenced
+        old.decide(3, {})
+    old_client.close()
+    assert run_tasks(bootstrap, prefix, 2, rows_of(2, "skipped"), "eos-out") == {}  # tasks see the decision
+    batches.commit(2, {})
+
+    # killed after the commit, before the query logged it: the run again finds it decided
+    batches.commit(3, run_tasks(bootstrap, prefix, 3, rows_of(3, "first"), "eos-out"))
+    client.close()
+    client, batches = driver()
+    assert run_tasks(bootstrap, prefix, 3, rows_of(3, "skipped"), "eos-out") == {}
+    batches.commit(3, {})
+    client.close()
+
+    runs = {0: "first", 1: "again", 2: "decided", 3: "first"}
+    for p in (0, 1):
+        expected = [b"b%d-p%d-%s" % (n, p, run.encode()) for n, run in runs.items()]
+        assert read(bootstrap, TopicPartition("eos-out", p), "read_committed") == expected
+
+
+def test_a_decided_batch_whose_transactions_timed_out_is_reported_lost(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "eos-late")
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        batches = BatchTransactions(client, "query-4", transaction_timeout_ms=1000)
+        batches.start()
+        txn = batches.open_task(0, 0)
+        assert txn is not None
+        produce(client, txn, TopicPartition("eos-late", 0), [b"late"])
+        decision = batches.decide(0, {0: txn.prepared})
+        # the driver is away longer than the transaction's timeout: the coordinator aborts it
+        assert read(bootstrap, TopicPartition("eos-late", 0), "read_committed") == []
+        with pytest.raises(
+            SeglogError, match=r"batch 0 was decided, but the transactions of query-4-0 \(PRODUCER_FENCED\)"
+        ):
+            batches.commit_decided(decision)
 
 
 # --- a 3-broker cluster: the transaction coordinator killed mid-transaction ----------------------

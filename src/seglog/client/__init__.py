@@ -1,7 +1,7 @@
 """seglog's Kafka client: connections to brokers, on ``protocol``'s sans-IO connection, and the
 routing of requests in a cluster (``ClusterClient``: leaders, coordinators, retries, the
 consumer's Fetch and ListOffsets), and a transactional producer's requests to its coordinators
-(``TransactionManager``).
+(``TransactionManager``; ``BatchTransactions``: the exactly-once sink's two phases).
 
 Layering: uses ``protocol``, ``common`` and ``errors``; the broker (its inter-broker channels), the
 command-line tools and Spark use it.
@@ -25,7 +25,14 @@ from seglog.client.cluster import (
     topics_by_name,
 )
 from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
-from seglog.client.transactions import OffsetAndMetadata, PreparedTxnState, TransactionManager, committed_offsets
+from seglog.client.transactions import (
+    BatchTransactions,
+    DecidedBatch,
+    OffsetAndMetadata,
+    PreparedTxnState,
+    TransactionManager,
+    committed_offsets,
+)
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
@@ -33,8 +40,10 @@ __all__ = [
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "AsyncConnection",
+    "BatchTransactions",
     "BlockingConnection",
     "ClusterClient",
+    "DecidedBatch",
     "FetchedPartition",
     "ListedOffset",
     "MetadataTopic",

@@ -23,12 +23,21 @@ ABORTABLE_ERROR (the transaction must be aborted, then the next may begin), as `
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from enum import Enum
 from typing import Any, NamedTuple
 
-from ..common import TopicPartition
-from ..errors import BrokerNotAvailableError, ErrorCode, IllegalStateTransitionError, SeglogError, error_for
+from ..common import GROUP_METADATA_TOPIC, TopicPartition
+from ..errors import (
+    BrokerNotAvailableError,
+    ErrorCode,
+    IllegalStateTransitionError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    SeglogError,
+    error_for,
+)
 from ..protocol import ApiKey
 from ..protocol.message_data import (
     AddOffsetsToTxnRequestData,
@@ -427,3 +436,140 @@ def committed_offsets(
 
     client.renew_deadline()
     return client.retrying(attempt)
+
+
+# --- the exactly-once sink's two phases ------------------------------------------------------------
+#
+# A streaming query's batch N is written by tasks, each in a transaction of its own id
+# "<prefix>-<partition>", left open; the driver then decides the batch (a transaction of
+# "<prefix>-driver" that commits, in the group "<prefix>", the offset N of the marker partition
+# with the tasks' producer ids and epochs as its metadata) and commits each task's transaction.
+# docs/architecture.md ("Exactly-once Spark sink") gives the protocol and its failure cases.
+#
+# The decision's metadata: "<partition>:<producer id>:<epoch>" for each task that wrote, joined by
+# ","; it must fit the broker's offset.metadata.max.bytes (4096 by default: some 300 tasks).
+
+# An offset needs a partition the cluster knows (Kafka's TxnOffsetCommit answers
+# UNKNOWN_TOPIC_OR_PARTITION for one it does not): the groups' own topic's first is always there.
+DECISION_MARKER = TopicPartition(GROUP_METADATA_TOPIC, 0)
+
+
+class DecidedBatch(NamedTuple):
+    """A batch the driver decided to commit: its id, and each writing task's producer id and epoch."""
+
+    batch_id: int
+    producers: dict[int, tuple[int, int]]
+
+    def metadata(self) -> str:
+        return ",".join(f"{p}:{pid}:{epoch}" for p, (pid, epoch) in sorted(self.producers.items()))
+
+    @classmethod
+    def parse(cls, batch_id: int, metadata: str) -> DecidedBatch:
+        producers = {}
+        for entry in filter(None, metadata.split(",")):
+            try:
+                partition, pid, epoch = map(int, entry.split(":"))
+            except ValueError:
+                raise SeglogError(
+                    f"batch {batch_id}'s decision holds {entry!r}, not partition:producer id:epoch"
+                ) from None
+            producers[partition] = (pid, epoch)
+        return cls(batch_id, producers)
+
+
+class BatchTransactions:
+    """The transactions of one streaming query's batches, named by ``prefix`` (the query's):
+    ``open_task`` on an executor, ``start``, ``commit`` and ``abort`` on the driver."""
+
+    def __init__(
+        self, client: ClusterClient, prefix: str, transaction_timeout_ms: int = TRANSACTION_TIMEOUT_MS
+    ) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.group_id = prefix
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._driver = TransactionManager(client, f"{prefix}-driver", transaction_timeout_ms)
+
+    def transactional_id(self, partition: int) -> str:
+        return f"{self.prefix}-{partition}"
+
+    def decided(self) -> DecidedBatch | None:
+        """The last batch decided, as stable: a decision being written is waited for."""
+        found = committed_offsets(self.client, self.group_id, [DECISION_MARKER])[DECISION_MARKER]
+        return None if found is None else DecidedBatch.parse(found.offset, found.metadata)
+
+    # --- a task -------------------------------------------------------------------------------------
+
+    def open_task(self, batch_id: int, partition: int) -> TransactionManager | None:
+        """The task's transaction, begun: None when the batch was decided already (a run before a
+        restart wrote it: this run's records of it must not be written). Initialising the id aborts
+        what an earlier attempt of the task, or an earlier run, left open there, and fences it."""
+        decided = self.decided()
+        if decided is not None and decided.batch_id >= batch_id:
+            return None
+        txn = TransactionManager(self.client, self.transactional_id(partition), self.transaction_timeout_ms)
+        txn.init_transactions()
+        txn.begin_transaction()
+        return txn
+
+    # --- the driver ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Before the query's first task: the driver's id initialised, which fences a driver still
+        running from before a restart and aborts a decision it had not committed."""
+        self._driver.init_transactions()
+
+    def commit(self, batch_id: int, prepared: Mapping[int, PreparedTxnState]) -> None:
+        """Batch ``batch_id`` made visible: decided (``decide``), then each task's transaction
+        committed (``commit_decided``). A batch an earlier run decided is committed from its
+        decision, and this run's transactions of it (none, when its tasks saw the decision) aborted."""
+        decided = self.decided()
+        if decided is not None and decided.batch_id >= batch_id:
+            self.abort(prepared.values())
+            if decided.batch_id == batch_id:
+                self.commit_decided(decided)
+            return
+        self.commit_decided(self.decide(batch_id, prepared))
+
+    def decide(self, batch_id: int, prepared: Mapping[int, PreparedTxnState]) -> DecidedBatch:
+        """The first phase's end: the batch id and its tasks' producers committed in one transaction
+        of the driver's id, to the query's group. From its EndTxn on, the batch is the tasks'
+        transactions, whatever happens to this driver; if it fails, they are aborted."""
+        strangers = [t.transactional_id for p, t in prepared.items() if t.transactional_id != self.transactional_id(p)]
+        if strangers:
+            raise SeglogError(f"batch {batch_id}: {', '.join(strangers)} are no transactional ids of {self.prefix!r}")
+        decision = DecidedBatch(batch_id, {p: (t.producer_id, t.producer_epoch) for p, t in prepared.items()})
+        self._driver.begin_transaction()
+        try:
+            offsets = {DECISION_MARKER: OffsetAndMetadata(batch_id, decision.metadata())}
+            self._driver.send_offsets(offsets, self.group_id)
+            self._driver.commit_transaction()
+        except SeglogError:
+            if self._driver.state is not State.FATAL_ERROR:
+                self._driver.abort_transaction()
+            self.abort(prepared.values())
+            raise
+        return decision
+
+    def commit_decided(self, decided: DecidedBatch) -> None:
+        """The second phase: every transaction of a decided batch committed (again, after a
+        restart: a commit done is answered so); one that cannot be is lost, and said so."""
+        lost = []
+        for partition, (pid, epoch) in sorted(decided.producers.items()):
+            state = PreparedTxnState(self.transactional_id(partition), pid, epoch)
+            try:
+                TransactionManager.resume(self.client, state, self.transaction_timeout_ms).commit_transaction()
+            except (ProducerFencedError, InvalidTxnStateError) as e:
+                lost.append(f"{state.transactional_id} ({e.error_code.name})")
+        if lost:
+            raise SeglogError(
+                f"batch {decided.batch_id} was decided, but the transactions of {', '.join(lost)} were aborted "
+                f"before their commit (by transaction.timeout.ms, {self.transaction_timeout_ms} ms, or a writer "
+                "that initialised their id again): their records are lost"
+            )
+
+    def abort(self, prepared: Iterable[PreparedTxnState]) -> None:
+        """Transactions of a batch that will not be committed, aborted (one fenced is aborted already)."""
+        for state in prepared:
+            with contextlib.suppress(ProducerFencedError):  # its id was initialised again, which aborted it
+                TransactionManager.resume(self.client, state, self.transaction_timeout_ms).abort_transaction()
