@@ -37,6 +37,7 @@ from seglog.errors import (
     ErrorCode,
     IllegalStateTransitionError,
     InvalidProducerEpochError,
+    InvalidProducerIdMappingError,
     InvalidTxnStateError,
     ProducerFencedError,
     SeglogError,
@@ -239,6 +240,17 @@ def test_misuse_and_refusals_are_clear_errors(seglog_broker: Any) -> None:
             refused.init_transactions()
         assert raised.value.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         assert refused.state is State.FATAL_ERROR
+        # a producer id the transactional id does not hold: abortable, the abort re-initialises
+        # with it (KIP-360), which the coordinator refuses as another producer's
+        create(bootstrap, "misused")
+        held = txn.init_transactions()
+        stranger = TransactionManager.resume(client, held._replace(producer_id=held.producer_id + 100))
+        with pytest.raises(InvalidProducerIdMappingError, match="AddPartitionsToTxn of misused-0"):
+            stranger.add_partitions([TopicPartition("misused", 0)])
+        assert stranger.state is State.ABORTABLE_ERROR
+        with pytest.raises(ProducerFencedError, match="InitProducerId of transactional id 'misused-app'"):
+            stranger.abort_transaction()
+        assert stranger.state is State.FATAL_ERROR
 
 
 # --- the exactly-once sink's two phases -----------------------------------------------------------

@@ -113,7 +113,7 @@ class Outcome(Enum):
 
 
 _E = ErrorCode
-# every transactional request's answers; a code not listed is FATAL (Kafka: "unexpected error").
+# every transactional request's answers; a code not listed is FATAL too (Kafka: "unexpected error").
 # REQUEST_TIMED_OUT is TxnOffsetCommit's (its group coordinator writes with acks=all);
 # UNKNOWN_TOPIC_OR_PARTITION is AddPartitionsToTxn's and TxnOffsetCommit's (metadata not there yet);
 # the producer id ones are abortable only where the coordinator can bump the epoch (KIP-360), as
@@ -134,6 +134,13 @@ _ERRORS: dict[int, Outcome] = {
     _E.UNKNOWN_PRODUCER_ID: Outcome.ABORTABLE,
     _E.INVALID_PRODUCER_ID_MAPPING: Outcome.ABORTABLE,
     _E.TRANSACTION_ABORTABLE: Outcome.ABORTABLE,
+    # INVALID_PRODUCER_EPOCH is an older coordinator's PRODUCER_FENCED (KIP-588): raised as that
+    _E.PRODUCER_FENCED: Outcome.FATAL,
+    _E.INVALID_PRODUCER_EPOCH: Outcome.FATAL,
+    _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Outcome.FATAL,
+    _E.CLUSTER_AUTHORIZATION_FAILED: Outcome.FATAL,
+    _E.INVALID_TXN_STATE: Outcome.FATAL,
+    _E.UNSUPPORTED_FOR_MESSAGE_FORMAT: Outcome.FATAL,
 }
 # answers after which the producer id is not the coordinator's: the abort bumps the epoch
 _NEEDS_EPOCH_BUMP = frozenset({int(_E.UNKNOWN_PRODUCER_ID), int(_E.INVALID_PRODUCER_ID_MAPPING)})
@@ -349,9 +356,8 @@ class TransactionManager:
 
     def _fail(self, code: int, what: str) -> SeglogError:
         """The error of ``code``, the manager moved to the state Kafka's client moves to."""
-        # an older coordinator's INVALID_PRODUCER_EPOCH means what PRODUCER_FENCED means now (KIP-588)
         error = error_for(ErrorCode.PRODUCER_FENCED if code == ErrorCode.INVALID_PRODUCER_EPOCH else code, None, what)
-        if _ERRORS.get(code) is Outcome.ABORTABLE and self.state in _TRANSITIONS[State.ABORTABLE_ERROR]:
+        if _ERRORS.get(code, Outcome.FATAL) is Outcome.ABORTABLE and self.state in _TRANSITIONS[State.ABORTABLE_ERROR]:
             self._epoch_bump_required = code in _NEEDS_EPOCH_BUMP
             self._transition(State.ABORTABLE_ERROR)
         else:
