@@ -400,6 +400,21 @@ def test_a_decided_batch_whose_transactions_timed_out_is_reported_lost(seglog_br
             batches.commit_decided(decision)
 
 
+def test_a_decision_too_large_for_the_broker_aborts_the_batch(seglog_broker_factory: Any) -> None:
+    broker = seglog_broker_factory(config={"offset.metadata.max.bytes": 10})
+    bootstrap = broker.bootstrap_servers
+    create(bootstrap, "wide", 3)
+    prepared = run_tasks(bootstrap, "query-5", 0, {p: [b"never-%d" % p] for p in range(3)}, "wide")
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        batches = BatchTransactions(client, "query-5")
+        batches.start()
+        with pytest.raises(ApiError, match=r"TxnOffsetCommit of group 'query-5'.*OFFSET_METADATA_TOO_LARGE"):
+            batches.commit(0, prepared)
+        assert batches.decided() is None
+    for p in range(3):
+        assert read(bootstrap, TopicPartition("wide", p), "read_committed") == []
+
+
 # --- a 3-broker cluster: the transaction coordinator killed mid-transaction ----------------------
 
 

@@ -453,7 +453,7 @@ def committed_offsets(
 # docs/architecture.md ("Exactly-once Spark sink") gives the protocol and its failure cases.
 #
 # The decision's metadata: "<partition>:<producer id>:<epoch>" for each task that wrote, joined by
-# ","; it must fit the broker's offset.metadata.max.bytes (4096 by default: some 300 tasks).
+# ","; it must fit the broker's offset.metadata.max.bytes (4096 by default: 200 to 400 tasks).
 
 # An offset needs a partition the cluster knows (Kafka's TxnOffsetCommit answers
 # UNKNOWN_TOPIC_OR_PARTITION for one it does not): the groups' own topic's first is always there.
