@@ -221,6 +221,7 @@ def test_misuse_and_refusals_are_clear_errors(seglog_broker: Any) -> None:
     with ClusterClient(bootstrap, 2.0) as client:
         with pytest.raises(SeglogError, match="must not be empty"):
             TransactionManager(client, "")
+        create(bootstrap, "misused", 2)
         txn = TransactionManager(client, "misused-app")
         with pytest.raises(IllegalStateTransitionError, match="cannot add partitions in state Uninitialized"):
             txn.add_partitions([TopicPartition("orders", 0)])
@@ -240,10 +241,27 @@ def test_misuse_and_refusals_are_clear_errors(seglog_broker: Any) -> None:
             refused.init_transactions()
         assert raised.value.error_code == ErrorCode.INVALID_TRANSACTION_TIMEOUT
         assert refused.state is State.FATAL_ERROR
+        # the producer's hooks: a write lost makes the transaction abortable, a fenced one fatal
+        txn.begin_transaction()
+        produce(client, txn, TopicPartition("misused", 0), [b"half"])
+        lost = SeglogError("a write to misused-0 was lost")
+        txn.abortable_error(lost)
+        for call in (txn.commit_transaction, lambda: txn.add_partitions([TopicPartition("misused", 1)])):
+            with pytest.raises(SeglogError) as raised:
+                call()
+            assert raised.value is lost
+        txn.abort_transaction()
+        txn.begin_transaction()
+        fenced = ProducerFencedError("misused-0 answered PRODUCER_FENCED")
+        txn.fatal_error(fenced)
+        for call in (txn.abort_transaction, txn.init_transactions):
+            with pytest.raises(ProducerFencedError) as raised_fatal:
+                call()
+            assert raised_fatal.value is fenced
+        assert read(bootstrap, TopicPartition("misused", 0), "read_committed") == []
         # a producer id the transactional id does not hold: abortable, the abort re-initialises
         # with it (KIP-360), which the coordinator refuses as another producer's
-        create(bootstrap, "misused")
-        held = txn.init_transactions()
+        held = TransactionManager(client, "misused-app").init_transactions()
         stranger = TransactionManager.resume(client, held._replace(producer_id=held.producer_id + 100))
         with pytest.raises(InvalidProducerIdMappingError, match="AddPartitionsToTxn of misused-0"):
             stranger.add_partitions([TopicPartition("misused", 0)])

@@ -359,16 +359,27 @@ class TransactionManager:
         error = error_for(ErrorCode.PRODUCER_FENCED if code == ErrorCode.INVALID_PRODUCER_EPOCH else code, None, what)
         if _ERRORS.get(code, Outcome.FATAL) is Outcome.ABORTABLE and self.state in _TRANSITIONS[State.ABORTABLE_ERROR]:
             self._epoch_bump_required = code in _NEEDS_EPOCH_BUMP
-            self._transition(State.ABORTABLE_ERROR)
+            self.abortable_error(error)
         else:
-            self.state = State.FATAL_ERROR
-        self.last_error = error
+            self.fatal_error(error)
         return error
 
     # --- states --------------------------------------------------------------------------------
 
+    def abortable_error(self, error: SeglogError) -> None:
+        """The open transaction cannot commit (the producer's hook: a write it lost, Kafka's
+        Sender does so): ``error`` is raised by every call but ``abort_transaction``."""
+        self._transition(State.ABORTABLE_ERROR)
+        self.last_error = error
+
+    def fatal_error(self, error: SeglogError) -> None:
+        """This producer can do nothing more (the producer's hook: a write answered PRODUCER_FENCED
+        ...): ``error`` is raised by every call from now on."""
+        self.state = State.FATAL_ERROR
+        self.last_error = error
+
     def _transition(self, target: State) -> None:
-        self._raise_fatal()
+        self._raise_error(target)
         if self.state not in _TRANSITIONS[target]:
             raise IllegalStateTransitionError(
                 f"transactional id {self.transactional_id!r}: cannot go from {self.state.value} to {target.value}"
@@ -376,14 +387,17 @@ class TransactionManager:
         self.state = target
 
     def _require(self, state: State, what: str) -> None:
-        self._raise_fatal()
+        self._raise_error(state)
         if self.state is not state:
             raise IllegalStateTransitionError(
                 f"transactional id {self.transactional_id!r}: cannot {what} in state {self.state.value}"
             )
 
-    def _raise_fatal(self) -> None:
-        if self.state is State.FATAL_ERROR:
+    def _raise_error(self, target: State) -> None:
+        """The error that put the manager in an error state, unless the call leads out of it."""
+        if self.state is State.FATAL_ERROR or (
+            self.state is State.ABORTABLE_ERROR and target not in (State.ABORTING_TRANSACTION, State.ABORTABLE_ERROR)
+        ):
             assert self.last_error is not None
             raise self.last_error
 
