@@ -4,15 +4,18 @@ row checked against what the producer was told it wrote."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient
-from pyspark.errors import PySparkException
+from pyspark.errors import PySparkException, StreamingQueryException
 
 import seglog.broker
 from seglog.spark import options as opt
@@ -102,13 +105,70 @@ def test_subscribe_pattern_and_assign(spark: Any, events: Any) -> None:
     ]
 
 
-def test_bad_input_names_the_option_or_the_partition(spark: Any, events: Any) -> None:
+BAD_OPTIONS = [
+    ({"subscribe": "missing"}, "option subscribe: unknown topic 'missing'"),
+    ({"subscribe": "events,missing"}, "option subscribe: unknown topic 'missing'"),
+    ({"assign": {"missing": [0]}}, "option assign: no partition missing-0: unknown topic 'missing'"),
+    (
+        {"assign": {"events": [0, 7]}},
+        r"option assign: no partition events-7: topic 'events' has partitions \[0, 1, 2\]",
+    ),
+    (
+        {"subscribe": "events", "startingOffsets": {"events": {"0": 1, "1": 1, "2": 1, "7": 1}}},
+        "startingOffsets names partitions the query does not read: events-7",
+    ),
+    (
+        {"subscribe": "events", "endingOffsets": {"events": {"0": 1, "1": 1, "2": 1, "7": 1}}},
+        "endingOffsets names partitions the query does not read: events-7",
+    ),
+    (
+        {"assign": {"events": [0]}, "startingOffsetsByTimestamp": {"events": {"3": MS}}},
+        "startingOffsetsByTimestamp names specific offsets or timestamps but not partitions events-0",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD_OPTIONS, ids=repr)
+def test_a_missing_topic_or_partition_is_one_error_naming_it(
+    spark: Any, events: Any, options: dict[str, Any], message: str
+) -> None:
+    """As Spark's Kafka source, subscribe and assign both refuse a topic the cluster does not have
+    (assign also a partition it does not have, where Spark's drops it unsaid)."""
     bootstrap, _ = events
-    with pytest.raises(PySparkException, match="unknown topic 'missing'"):
-        read(spark, bootstrap, subscribe="missing").collect()
-    with pytest.raises(PySparkException, match="endingOffsets names partitions the query does not read: events-7"):
-        ending = {"events": {"0": 1, "1": 1, "2": 1, "7": 1}}
-        read(spark, bootstrap, subscribe="events", endingOffsets=ending).collect()
+    with pytest.raises(PySparkException, match=message):
+        read(spark, bootstrap, **options).collect()
+
+
+def test_a_stream_of_a_missing_topic_fails_naming_it(spark: Any, events: Any, tmp_path: Any) -> None:
+    bootstrap, _ = events
+    query = stream(spark, bootstrap, "missing", tmp_path).queryName("of_missing").start()
+    with pytest.raises((StreamingQueryException, PySparkException), match="option subscribe: unknown topic 'missing'"):
+        query.awaitTermination(60)
+
+
+@contextlib.contextmanager
+def _not_a_broker() -> Iterator[str]:
+    """A server that answers whatever it is sent with an HTTP error, as a proxy would."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(1024)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+
+
+def test_bootstrap_servers_that_cannot_be_read_are_one_error_naming_the_option(spark: Any, events: Any) -> None:
+    bootstrap, _ = events
     with pytest.raises(PySparkException, match="not both"):
         spark.read.format("seglog").option("kafka.bootstrap.servers", bootstrap).option("path", "/tmp").option(
             "subscribe", "events"
@@ -116,8 +176,16 @@ def test_bad_input_names_the_option_or_the_partition(spark: Any, events: Any) ->
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
-    with pytest.raises(PySparkException, match=f"cannot connect to {dead}"):
+    with pytest.raises(PySparkException, match=f"option kafka.bootstrap.servers={dead}: cannot connect to {dead}"):
         read(spark, dead, subscribe="events").collect()
+    unknown = "no-such-host.invalid:9092"  # a name no resolver knows (RFC 2606)
+    with pytest.raises(PySparkException, match=f"option kafka.bootstrap.servers={unknown}: cannot connect"):
+        read(spark, unknown, subscribe="events").collect()
+    with (
+        _not_a_broker() as address,
+        pytest.raises(PySparkException, match=f"option kafka.bootstrap.servers={address}: not a Kafka broker"),
+    ):
+        read(spark, address, subscribe="events").collect()
 
 
 def test_offsets_removed_after_planning_are_data_loss(events: Any, seglog_broker: Any) -> None:

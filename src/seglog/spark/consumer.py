@@ -36,7 +36,7 @@ from ..client import (
     FetchedPartition,
 )
 from ..common import TopicPartition
-from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..errors import BrokerNotAvailableError, InvalidResponseError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from ..records import AnyBatch, BatchIterator
 from ..storage.isolation import committed_batches
 from . import options as opt
@@ -49,7 +49,16 @@ _WAIT_MS = 100  # how long a fetch waits at the leader for data below the range'
 
 
 def connect(client: opt.ClientOptions) -> ClusterClient:
-    return ClusterClient(client.bootstrap_servers, client.request_timeout_ms / 1000, client_id=client.client_id)
+    """A client of the brokers of ``kafka.bootstrap.servers``; when none of them answers as a Kafka
+    broker, an error that names the option (the one error of a mistyped or unreachable address)."""
+    try:
+        return ClusterClient(client.bootstrap_servers, client.request_timeout_ms / 1000, client_id=client.client_id)
+    except BrokerNotAvailableError as e:
+        raise BrokerNotAvailableError(f"option kafka.bootstrap.servers={client.bootstrap_servers}: {e}") from e
+    except InvalidResponseError as e:  # something answers there, not in Kafka's protocol
+        raise InvalidResponseError(
+            f"option kafka.bootstrap.servers={client.bootstrap_servers}: not a Kafka broker ({e})"
+        ) from e
 
 
 def _isolation(isolation: str) -> int:
