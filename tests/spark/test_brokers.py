@@ -4,23 +4,25 @@ row checked against what the producer was told it wrote."""
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
+import contextlib
 import json
 import socket
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka import TopicPartition as KafkaPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from pyspark.errors import PySparkException
+from confluent_kafka.admin import AdminClient
+from pyspark.errors import PySparkException, StreamingQueryException
 
 import seglog.broker
 from seglog.spark import options as opt
 from seglog.spark.offsets import DataLossError
 from seglog.spark.source import SeglogBatchReader, read_task
 
+from .brokers import create, produce, read, rows_of, stream
 from .conftest import MS, fill
 
 PER_PARTITION = 120
@@ -37,66 +39,21 @@ def seglog_broker_config() -> dict[str, Any]:
     }
 
 
-def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
-        future.result(30)
-
-
-def _produce(bootstrap: str, topic: str, partitions: int, count: int, **config: Any) -> list[tuple]:
-    """``count`` records into each partition, several to a batch; what the broker acknowledged,
-    as (partition, offset, key, value, timestamp ms, headers)."""
-    acked: list[tuple] = []
-
-    def delivered(headers: list[tuple[str, bytes | None]], err: Any, msg: Any) -> None:
-        # (a delivery report carries no headers: the ones sent are bound to it)
-        assert err is None, err
-        acked.append((msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1], headers))
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, **config})
-    for i in range(count):
-        for p in range(partitions):
-            key = None if i % 17 == 5 else b"key-%d-%d" % (p, i)
-            value = None if i % 23 == 7 else b"value-%d-%d" % (p, i) * (1 + i % 5)
-            headers = [("n", b"%d" % i), ("empty", None)] if i % 3 else None
-            report = functools.partial(delivered, headers or [])
-            producer.produce(topic, value, key, partition=p, timestamp=MS + 10 * i, headers=headers, on_delivery=report)
-        producer.poll(0)
-    assert producer.flush(30) == 0
-    return sorted(acked)
-
-
 @pytest.fixture(scope="module")
 def events(seglog_broker: Any) -> tuple[str, list[tuple]]:
     bootstrap = seglog_broker.bootstrap_servers
-    _create(bootstrap, "events", 3)
-    _create(bootstrap, "other", 1)
-    produced = _produce(bootstrap, "events", 3, PER_PARTITION)
-    _produce(bootstrap, "other", 1, 10)
+    create(bootstrap, "events", 3)
+    create(bootstrap, "other", 1)
+    produced = produce(bootstrap, "events", 3, PER_PARTITION)
+    produce(bootstrap, "other", 1, 10)
     return bootstrap, produced
-
-
-def read(spark: Any, bootstrap: str, **options: Any) -> Any:
-    reader = spark.read.format("seglog").option("kafka.bootstrap.servers", bootstrap)
-    for k, v in options.items():
-        reader = reader.option(k, v if isinstance(v, str) else json.dumps(v))
-    return reader.load()
-
-
-def _rows(df: Any) -> list[tuple]:
-    out = []
-    for r in df.collect():
-        headers = [(h.key, h.value) for h in r.headers] if "headers" in df.columns and r.headers is not None else []
-        ms = (r.timestamp - dt.datetime(1970, 1, 1)) // dt.timedelta(milliseconds=1)
-        out.append((r.partition, r.offset, r.key, r.value, ms, headers))
-    return sorted(out)
 
 
 def test_every_record_read_is_the_one_produced(spark: Any, events: Any) -> None:
     bootstrap, produced = events
     df = read(spark, bootstrap, subscribe="events", includeHeaders="true")
     assert len(produced) == 3 * PER_PARTITION
-    assert _rows(df) == produced
+    assert rows_of(df) == produced
     assert {(r.topic, r.timestampType) for r in df.select("topic", "timestampType").distinct().collect()} == {
         ("events", 0)
     }
@@ -106,20 +63,20 @@ def test_tasks_cut_inside_batches_read_each_record_once(spark: Any, events: Any)
     bootstrap, produced = events
     df = read(spark, bootstrap, subscribe="events", includeHeaders="true", minPartitions="12")
     assert df.rdd.getNumPartitions() == 12
-    assert _rows(df) == produced
+    assert rows_of(df) == produced
 
 
 def test_small_fetches_build_the_same_rows(spark: Any, events: Any) -> None:
     bootstrap, produced = events
     df = read(spark, bootstrap, subscribe="events", includeHeaders="true", **{"kafka.max.partition.fetch.bytes": "300"})
-    assert _rows(df) == produced
+    assert rows_of(df) == produced
 
 
 def test_starting_and_ending_offsets(spark: Any, events: Any) -> None:
     bootstrap, produced = events
     starting = {"events": {"0": 5, "1": -2, "2": 100}}
     ending = {"events": {"0": 17, "1": 3, "2": -1}}
-    got = _rows(read(spark, bootstrap, subscribe="events", startingOffsets=starting, endingOffsets=ending))
+    got = rows_of(read(spark, bootstrap, subscribe="events", startingOffsets=starting, endingOffsets=ending))
     bounds = {0: (5, 17), 1: (0, 3), 2: (100, PER_PARTITION)}
     expected = [(*row[:5], []) for row in produced if bounds[row[0]][0] <= row[1] < bounds[row[0]][1]]
     assert got == expected
@@ -127,12 +84,12 @@ def test_starting_and_ending_offsets(spark: Any, events: Any) -> None:
 
 def test_timestamps_start_and_end_by_listoffsets(spark: Any, events: Any) -> None:
     bootstrap, produced = events
-    got = _rows(
+    got = rows_of(
         read(spark, bootstrap, subscribe="events", startingTimestamp=str(MS + 95), endingTimestamp=str(MS + 300))
     )
     assert got == [(*row[:5], []) for row in produced if MS + 100 <= row[4] < MS + 300]
     per_partition = {"events": {"0": MS + 1000, "1": MS, "2": MS + 1190}}
-    got = _rows(read(spark, bootstrap, subscribe="events", startingOffsetsByTimestamp=per_partition))
+    got = rows_of(read(spark, bootstrap, subscribe="events", startingOffsetsByTimestamp=per_partition))
     firsts = {0: MS + 1000, 1: MS, 2: MS + 1190}
     assert got == [(*row[:5], []) for row in produced if row[4] >= firsts[row[0]]]
 
@@ -148,13 +105,70 @@ def test_subscribe_pattern_and_assign(spark: Any, events: Any) -> None:
     ]
 
 
-def test_bad_input_names_the_option_or_the_partition(spark: Any, events: Any) -> None:
+BAD_OPTIONS = [
+    ({"subscribe": "missing"}, "option subscribe: unknown topic 'missing'"),
+    ({"subscribe": "events,missing"}, "option subscribe: unknown topic 'missing'"),
+    ({"assign": {"missing": [0]}}, "option assign: no partition missing-0: unknown topic 'missing'"),
+    (
+        {"assign": {"events": [0, 7]}},
+        r"option assign: no partition events-7: topic 'events' has partitions \[0, 1, 2\]",
+    ),
+    (
+        {"subscribe": "events", "startingOffsets": {"events": {"0": 1, "1": 1, "2": 1, "7": 1}}},
+        "startingOffsets names partitions the query does not read: events-7",
+    ),
+    (
+        {"subscribe": "events", "endingOffsets": {"events": {"0": 1, "1": 1, "2": 1, "7": 1}}},
+        "endingOffsets names partitions the query does not read: events-7",
+    ),
+    (
+        {"assign": {"events": [0]}, "startingOffsetsByTimestamp": {"events": {"3": MS}}},
+        "startingOffsetsByTimestamp names specific offsets or timestamps but not partitions events-0",
+    ),
+]
+
+
+@pytest.mark.parametrize(("options", "message"), BAD_OPTIONS, ids=repr)
+def test_a_missing_topic_or_partition_is_one_error_naming_it(
+    spark: Any, events: Any, options: dict[str, Any], message: str
+) -> None:
+    """As Spark's Kafka source, subscribe and assign both refuse a topic the cluster does not have
+    (assign also a partition it does not have, where Spark's drops it unsaid)."""
     bootstrap, _ = events
-    with pytest.raises(PySparkException, match="unknown topic 'missing'"):
-        read(spark, bootstrap, subscribe="missing").collect()
-    with pytest.raises(PySparkException, match="endingOffsets names partitions the query does not read: events-7"):
-        ending = {"events": {"0": 1, "1": 1, "2": 1, "7": 1}}
-        read(spark, bootstrap, subscribe="events", endingOffsets=ending).collect()
+    with pytest.raises(PySparkException, match=message):
+        read(spark, bootstrap, **options).collect()
+
+
+def test_a_stream_of_a_missing_topic_fails_naming_it(spark: Any, events: Any, tmp_path: Any) -> None:
+    bootstrap, _ = events
+    query = stream(spark, bootstrap, "missing", tmp_path).queryName("of_missing").start()
+    with pytest.raises((StreamingQueryException, PySparkException), match="option subscribe: unknown topic 'missing'"):
+        query.awaitTermination(60)
+
+
+@contextlib.contextmanager
+def _not_a_broker() -> Iterator[str]:
+    """A server that answers whatever it is sent with an HTTP error, as a proxy would."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(1024)
+                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        server.close()
+
+
+def test_bootstrap_servers_that_cannot_be_read_are_one_error_naming_the_option(spark: Any, events: Any) -> None:
+    bootstrap, _ = events
     with pytest.raises(PySparkException, match="not both"):
         spark.read.format("seglog").option("kafka.bootstrap.servers", bootstrap).option("path", "/tmp").option(
             "subscribe", "events"
@@ -162,15 +176,23 @@ def test_bad_input_names_the_option_or_the_partition(spark: Any, events: Any) ->
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         dead = f"127.0.0.1:{s.getsockname()[1]}"
-    with pytest.raises(PySparkException, match=f"cannot connect to {dead}"):
+    with pytest.raises(PySparkException, match=f"option kafka.bootstrap.servers={dead}: cannot connect to {dead}"):
         read(spark, dead, subscribe="events").collect()
+    unknown = "no-such-host.invalid:9092"  # a name no resolver knows (RFC 2606)
+    with pytest.raises(PySparkException, match=f"option kafka.bootstrap.servers={unknown}: cannot connect"):
+        read(spark, unknown, subscribe="events").collect()
+    with (
+        _not_a_broker() as address,
+        pytest.raises(PySparkException, match=f"option kafka.bootstrap.servers={address}: not a Kafka broker"),
+    ):
+        read(spark, address, subscribe="events").collect()
 
 
 def test_offsets_removed_after_planning_are_data_loss(events: Any, seglog_broker: Any) -> None:
     """The task's own code, run here after its plan: DeleteRecords between the two."""
     bootstrap = seglog_broker.bootstrap_servers
-    _create(bootstrap, "shrinking", 1)
-    produced = _produce(bootstrap, "shrinking", 1, 50)
+    create(bootstrap, "shrinking", 1)
+    produced = produce(bootstrap, "shrinking", 1, 50)
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "shrinking"}
     strict = SeglogBatchReader(options).partitions()
     lenient = SeglogBatchReader({**options, "failOnDataLoss": "false"}).partitions()
@@ -186,7 +208,7 @@ def test_offsets_removed_after_planning_are_data_loss(events: Any, seglog_broker
 
 def test_read_committed_skips_aborted_and_open_transactions(spark: Any, seglog_broker: Any) -> None:
     bootstrap = seglog_broker.bootstrap_servers
-    _create(bootstrap, "txns", 1)
+    create(bootstrap, "txns", 1)
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "spark-test"})
     producer.init_transactions(30)
     committed = []
@@ -213,24 +235,14 @@ def test_read_committed_skips_aborted_and_open_transactions(spark: Any, seglog_b
         producer.abort_transaction(30)
 
 
-def _stream(spark: Any, bootstrap: str, topic: str, tmp_path: Any, options: dict[str, str] | None = None) -> Any:
-    """A stream of ``topic`` from its start, with headers, into a memory sink (not started)."""
-    reader = spark.readStream.format("seglog").option("kafka.bootstrap.servers", bootstrap)
-    reader = reader.option("subscribe", topic).option("startingOffsets", "earliest").option("includeHeaders", "true")
-    for k, v in (options or {}).items():
-        reader = reader.option(k, v)
-    writer = reader.load().writeStream.format("memory")
-    return writer.option("checkpointLocation", str(tmp_path / "checkpoint"))
-
-
 def test_stream_available_now_reads_every_record_once(spark: Any, events: Any, tmp_path: Any) -> None:
     bootstrap, produced = events
-    query = _stream(spark, bootstrap, "events", tmp_path, {"maxOffsetsPerTrigger": "50"}).trigger(availableNow=True)
+    query = stream(spark, bootstrap, "events", tmp_path, {"maxOffsetsPerTrigger": "50"}).trigger(availableNow=True)
     query = query.queryName("through_brokers").start()
     query.awaitTermination(300)
     assert query.exception() is None
     assert len(query.recentProgress) >= 3 * PER_PARTITION // 50  # the limit made several micro-batches
-    assert _rows(spark.sql("select * from through_brokers")) == produced
+    assert rows_of(spark.sql("select * from through_brokers")) == produced
 
 
 # --- the jobs the log-dir tests run, through a broker serving the same dir --------------------
@@ -306,17 +318,17 @@ def test_a_job_reads_the_same_rows_through_the_broker_as_from_the_dir(
 
 def test_a_stream_reads_what_producers_write_while_it_runs(spark: Any, seglog_broker: Any, tmp_path: Any) -> None:
     bootstrap = seglog_broker.bootstrap_servers
-    _create(bootstrap, "live", 2)
-    first = _produce(bootstrap, "live", 2, 30)
-    query = _stream(spark, bootstrap, "live", tmp_path).trigger(processingTime="500 milliseconds")
+    create(bootstrap, "live", 2)
+    first = produce(bootstrap, "live", 2, 30)
+    query = stream(spark, bootstrap, "live", tmp_path).trigger(processingTime="500 milliseconds")
     query = query.queryName("live_through_brokers").start()
     try:
         query.processAllAvailable()
-        later = _produce(bootstrap, "live", 2, 40)  # offsets 30..69 of each partition
+        later = produce(bootstrap, "live", 2, 40)  # offsets 30..69 of each partition
         query.processAllAvailable()
     finally:
         query.stop()
-    assert _rows(spark.sql("select * from live_through_brokers")) == sorted(first + later)
+    assert rows_of(spark.sql("select * from live_through_brokers")) == sorted(first + later)
 
 
 def test_the_client_options_and_their_mistakes() -> None:

@@ -36,8 +36,8 @@ from ..client import (
     FetchedPartition,
 )
 from ..common import TopicPartition
-from ..errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
-from ..records import AnyBatch, BatchIterator
+from ..errors import BrokerNotAvailableError, InvalidResponseError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..records import NO_TIMESTAMP, AnyBatch, BatchIterator
 from ..storage.isolation import committed_batches
 from . import options as opt
 from .arrow import ArrowAssembler
@@ -49,7 +49,16 @@ _WAIT_MS = 100  # how long a fetch waits at the leader for data below the range'
 
 
 def connect(client: opt.ClientOptions) -> ClusterClient:
-    return ClusterClient(client.bootstrap_servers, client.request_timeout_ms / 1000, client_id=client.client_id)
+    """A client of the brokers of ``kafka.bootstrap.servers``; when none of them answers as a Kafka
+    broker, an error that names the option (the one error of a mistyped or unreachable address)."""
+    try:
+        return ClusterClient(client.bootstrap_servers, client.request_timeout_ms / 1000, client_id=client.client_id)
+    except BrokerNotAvailableError as e:
+        raise BrokerNotAvailableError(f"option kafka.bootstrap.servers={client.bootstrap_servers}: {e}") from e
+    except InvalidResponseError as e:  # something answers there, not in Kafka's protocol
+        raise InvalidResponseError(
+            f"option kafka.bootstrap.servers={client.bootstrap_servers}: not a Kafka broker ({e})"
+        ) from e
 
 
 def _isolation(isolation: str) -> int:
@@ -101,8 +110,24 @@ class BrokerLogs:
             if self.isolation == READ_COMMITTED:
                 stable = self.client.list_offsets(dict.fromkeys(tps, LATEST_TIMESTAMP), READ_COMMITTED)
             for t in tps:
-                self._offsets[t] = (first[t].offset, high[t].offset, stable[t].offset)
+                ends = (high[t].offset, stable[t].offset)
+                if high[t].timestamp != NO_TIMESTAMP:
+                    ends = self._fetched_ends(t, high[t].offset)
+                self._offsets[t] = (first[t].offset, *ends)
         return self._offsets[tp]
+
+    def _fetched_ends(self, tp: TopicPartition, offset: int) -> tuple[int, int]:
+        """(high watermark, last stable offset) as a Fetch at ``offset`` answers them. Kafka answers
+        ListOffsets' latest with no timestamp (the end of a log is no record); a broker that gives
+        one there answers something else (Tansu 0.6: offset 1 whatever the log holds), and what a
+        Fetch answer says of the log's end is the protocol's other word on it. Asked with the least
+        bytes and wait (Tansu leaves a Fetch of max_wait_ms 0 unanswered): at the true end the
+        answer holds no records."""
+        fetched = self.client.fetch(
+            tp, offset, isolation_level=self.isolation, max_bytes=1, partition_max_bytes=1, max_wait_ms=1
+        )
+        stable = fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
+        return fetched.high_watermark, stable
 
     def close(self) -> None:
         self.client.close()

@@ -97,13 +97,16 @@ def topic_partitions(logs: Logs, sub: Subscription) -> list[TopicPartition]:
     Internal topics are read only when named; the metadata log never."""
     named = [t for t, _ in sub.assigned] if sub.kind == "assign" else list(sub.topics)
     if METADATA_LOG in named:
-        raise UnknownTopicOrPartitionError(f"{METADATA_LOG} is KRaft's metadata log, not a topic")
-    if sub.kind == "assign":
-        for topic, p in sub.assigned:
-            logs.partition(topic, p)  # UnknownTopicOrPartitionError names what exists
-        return sorted(set(sub.assigned))
-    if sub.kind == "subscribe":
-        return sorted(TopicPartition(t, p) for t in sub.topics for p in logs.partitions(t))
+        raise UnknownTopicOrPartitionError(f"option {sub.kind}: {METADATA_LOG} is KRaft's metadata log, not a topic")
+    try:
+        if sub.kind == "assign":
+            for topic, p in sub.assigned:
+                logs.partition(topic, p)  # UnknownTopicOrPartitionError names what exists
+            return sorted(set(sub.assigned))
+        if sub.kind == "subscribe":
+            return sorted(TopicPartition(t, p) for t in sub.topics for p in logs.partitions(t))
+    except UnknownTopicOrPartitionError as e:
+        raise UnknownTopicOrPartitionError(f"option {sub.kind}: {e.message}") from e
     assert sub.pattern is not None
     # a pattern never matches Kafka's internal topics: the admin client Spark lists topics with leaves them out
     return sorted(
@@ -135,7 +138,7 @@ def resolve(
     tps = list(tps)
     if spec.kind in ("offsets", "timestamps"):
         # as Spark's Kafka source: the partitions named must be exactly those subscribed
-        what = "startingOffsets" if starting else "endingOffsets"
+        what = spec.option
         missing = [f"{t}-{p}" for t, p in tps if (t, p) not in spec.per_partition]
         if missing:
             raise OptionError(

@@ -37,6 +37,7 @@ class OffsetSpec:
     kind: str  # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
     per_partition: Mapping[TopicPartition, int] = field(default_factory=dict)
     timestamp: int = 0
+    option: str = ""  # the option that gave it, for its errors (startingOffsetsByTimestamp ...)
 
 
 @dataclass(frozen=True)
@@ -215,15 +216,19 @@ def ending_spec(options: Mapping[str, str]) -> OffsetSpec:
 def _spec(options: Mapping[str, str], which: str, default: int, streaming: bool) -> OffsetSpec:
     ts = parse_int(options, f"{which}Timestamp", minimum=0)
     if ts is not None:
-        return OffsetSpec("timestamp", timestamp=ts)
+        return OffsetSpec("timestamp", timestamp=ts, option=f"{which}Timestamp")
     if _get(options, f"{which}OffsetsByTimestamp") is not None:
-        return OffsetSpec("timestamps", _per_partition(options, f"{which}OffsetsByTimestamp"))
+        name = f"{which}OffsetsByTimestamp"
+        return OffsetSpec("timestamps", _per_partition(options, name), option=name)
     text = _get(options, f"{which}Offsets")
     name = f"{which}Offsets"
     if text is None:
-        return OffsetSpec("earliest" if default == EARLIEST else "latest")
+        return OffsetSpec("earliest" if default == EARLIEST else "latest", option=name)
     word = text.strip().lower()
-    spec = OffsetSpec(word) if word in ("earliest", "latest") else OffsetSpec("offsets", _per_partition(options, name))
+    if word in ("earliest", "latest"):
+        spec = OffsetSpec(word, option=name)
+    else:
+        spec = OffsetSpec("offsets", _per_partition(options, name), option=name)
     if not streaming and which == "starting" and (spec.kind == "latest" or LATEST in spec.per_partition.values()):
         raise OptionError("startingOffsets cannot be latest (-1) for batch queries")
     if which == "ending" and (spec.kind == "earliest" or EARLIEST in spec.per_partition.values()):
