@@ -22,6 +22,8 @@ from ..coordinator.producer_id_manager import BLOCK_SIZE
 from ..errors import CoordinatorNotAvailableError
 from ..protocol import ApiKey, Request
 from ..security import ANONYMOUS
+from .acl_apis import AclApis
+from .acl_authorizer import BrokerAuthorizer
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
@@ -98,6 +100,7 @@ class KafkaServer:
         self._modules: list[Routes] = []  # the handler modules' routes it is made of
         self.cluster: ClusterMember | None = None
         self.controller_apis: ControllerApis | None = None  # in a cluster
+        self.authorizer = BrokerAuthorizer(config)  # every handler's checks go through this one
         self.started = asyncio.Event()
 
     @property
@@ -153,6 +156,7 @@ class KafkaServer:
         the listener served and, in a cluster, ZooKeeper joined."""
         host, port = broker.host, broker.port
         await replicas.startup()
+        await self.authorizer.startup()  # the ACLs loaded before a request is served
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
         admin = AdminManager(self.config, replicas, member)
@@ -178,8 +182,11 @@ class KafkaServer:
                 GROUP_METADATA_TOPIC: self.groups.ensure_offsets_topic,
                 TRANSACTION_STATE_TOPIC: txn.ensure_state_topic,
             },
+            authorizer=self.authorizer,
         )
+        acl_apis = AclApis(self.authorizer)
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
+        self._modules.append(acl_apis.routes())
         self._route()
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
         replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
@@ -255,6 +262,7 @@ class KafkaServer:
             cluster, self.cluster = self.cluster, None
             await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
         await self._stop_listening()
+        self.authorizer.shutdown()
         if self.txn is not None:
             self.txn.shutdown()
         if self.groups is not None:

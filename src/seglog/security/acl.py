@@ -12,7 +12,7 @@ Kafka's JSON in ZooKeeper and kafka-acls.sh write (``Topic``, ``IdempotentWrite`
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import NamedTuple
+from typing import NamedTuple, Self
 
 from ..errors import InvalidRequestError
 from .principal import KafkaPrincipal
@@ -29,7 +29,7 @@ class _Named(IntEnum):
         return _title(self.name)
 
     @classmethod
-    def parse(cls, text: str) -> _Named:
+    def parse(cls, text: str) -> Self:
         """A member from its Kafka name in any case and spelling (``Topic``, ``TOPIC``,
         ``transactional-id``, ``TransactionalId``)."""
         wanted = text.replace("-", "").replace("_", "").upper()
