@@ -27,7 +27,7 @@ from ..cluster import znodes
 from ..cluster.acl_store import Entries, ZkAclStore
 from ..cluster.zk_client import ZkClient
 from ..config import ACL_AUTHORIZER, BrokerConfig
-from ..errors import InvalidZNodeError, SeglogError
+from ..errors import ApiError, ErrorCode, InvalidZNodeError, SeglogError
 from ..security import (
     CLUSTER_NAME,
     AccessControlEntry,
@@ -45,6 +45,14 @@ from ..storage.fileio import write_atomically
 from .request_context import current_request
 
 ACL_FILE = "kafka-acl.json"
+# the error a request refused on a resource of each type gets
+AUTHORIZATION_FAILED = {
+    ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: ErrorCode.GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: ErrorCode.CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    ResourceType.DELEGATION_TOKEN: ErrorCode.DELEGATION_TOKEN_AUTHORIZATION_FAILED,
+}
 
 
 class AclStore(Protocol):
@@ -185,6 +193,12 @@ class BrokerAuthorizer:
         context = current_request()
         host = context.client_host.lstrip("/")  # the address alone, as Java's getHostAddress gives it
         return self.acls.authorize(context.principal, host, operation, resource_type, name)
+
+    def check(self, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
+        """``authorize`` as an error: the resource type's *_AUTHORIZATION_FAILED when refused."""
+        if not self.authorize(operation, resource_type, name):
+            what = f"{resource_type.title} {name!r}" if resource_type != ResourceType.CLUSTER else "the cluster"
+            raise ApiError(AUTHORIZATION_FAILED[resource_type], f"{operation.title} on {what} is not authorized")
 
     def authorize_cluster(self, operation: AclOperation) -> bool:
         return self.authorize(operation, ResourceType.CLUSTER, CLUSTER_NAME)

@@ -159,7 +159,7 @@ class KafkaServer:
         await self.authorizer.startup()  # the ACLs loaded before a request is served
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-        admin = AdminManager(self.config, replicas, member)
+        admin = AdminManager(self.config, replicas, member, self.authorizer)
         claim = self._claim_producer_id_block if member is not None else None
         # the group coordinator first: the transaction coordinator tells it of the markers it writes
         groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
@@ -170,9 +170,10 @@ class KafkaServer:
             admin.create_internal_topic,
             claim_producer_id_block=claim,
             on_markers_written=groups.complete_transaction,
+            authorizer=self.authorizer,
         )
         await txn.startup()
-        self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition)
+        self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition, self.authorizer)
         apis = KafkaApis(
             self.config,
             replicas,
@@ -207,10 +208,14 @@ class KafkaServer:
         assert self.replicas is not None
         self.cluster = cluster
         controller_apis = ControllerApis(
-            self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller, self.listeners.inter_broker
+            self.replicas,
+            lambda: cluster.broker_epoch,
+            lambda: cluster.controller,
+            self.listeners.inter_broker,
+            self.authorizer,
         )
         self.controller_apis = controller_apis
-        cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
+        cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata, self.authorizer)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
