@@ -5,6 +5,7 @@ as Kafka's AclAuthorizer and KafkaApis decide, and the ACLs kept across a restar
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,7 +51,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 
 import seglog.broker
 from seglog.client import BlockingConnection
-from seglog.errors import ErrorCode
+from seglog.errors import ErrorCode, InvalidZNodeError
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import (
     DescribeLogDirsRequestData,
@@ -502,3 +503,32 @@ def test_the_brokers_requests_need_cluster_action(broker: Any, pki: Pki, alice_a
         )
         for future in admin(broker, pki).delete_acls([filters], request_timeout=30).values():
             future.result()
+
+
+# --- a broker without ZooKeeper keeps them in its log dir ---------------------------------------------
+
+
+def test_acls_outlive_a_restart_in_the_log_dir(pki: Pki, tmp_path: Path) -> None:
+    binding = allow("alice", ResourceType.GROUP, "g-", AclOperation.READ, ResourcePatternType.PREFIXED)
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, ANY_PERMISSION
+    )
+    with seglog.broker.start(str(tmp_path), config=broker_config(pki)) as first:
+        add_acls(first, pki, binding)
+    stored = json.loads((tmp_path / "kafka-acl.json").read_text())
+    assert stored["resources"] == [
+        {
+            "resourceType": "Group",
+            "patternType": "PREFIXED",
+            "name": "g-",
+            "acls": [{"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}],
+        }
+    ]
+    with seglog.broker.start(str(tmp_path), config=broker_config(pki)) as second:
+        assert admin(second, pki).describe_acls(everything, request_timeout=30).result() == [binding]
+
+
+def test_a_damaged_acl_file_stops_the_broker_with_its_name(pki: Pki, tmp_path: Path) -> None:
+    (tmp_path / "kafka-acl.json").write_text('{"version":1,"resources":[{"resourceType":"Topic"')
+    with pytest.raises(InvalidZNodeError, match=r"kafka-acl\.json"):
+        seglog.broker.start(str(tmp_path), config=broker_config(pki))

@@ -88,12 +88,16 @@ class ZkAclStore:
         """``on_change(pattern, entries)`` for each pattern a new notification names, from now on."""
         for pattern_type in PATTERN_TYPES:
             path = znodes.acl_change_path(pattern_type)
-
-            def handler(path: str = path) -> None:
-                self._process(path, handler, on_change)
-
             self.zk.ensure_path(path)
-            handler()
+            self._watcher(path, on_change)()
+
+    def _watcher(self, path: str, on_change: Callable[[ResourcePattern, Entries], None]) -> Callable[[], None]:
+        """The change path's handler: it reads the new notifications and watches the path again."""
+
+        def handler() -> None:
+            self._process(path, handler, on_change)
+
+        return handler
 
     def _process(
         self, path: str, handler: Callable[[], None], on_change: Callable[[ResourcePattern, Entries], None]
