@@ -598,6 +598,15 @@ BROKER_KEYS.update(
         ),
     )
 )
+# ACLs (Kafka's AclAuthorizer): the authorizer Kafka names turns them on; none, every request passes
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+for _key in (
+    Key("authorizer.class.name", str, "", "The authorizer: empty for none.", choices=("", ACL_AUTHORIZER)),
+    Key("super.users", str, "", "Principals every ACL check allows, ';'-separated: User:admin;User:broker."),
+    Key("allow.everyone.if.no.acl.found", _bool, False, "Allow a resource no ACL covers to everyone."),
+):
+    BROKER_KEYS[_key.name] = _key
+
 # Keys a listener may override for itself as listener.name.<name in lowercase>.<key>
 LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
 _LISTENER_PREFIX = "listener.name."

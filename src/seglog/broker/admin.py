@@ -51,6 +51,8 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsRequestData,
     IncrementalAlterConfigsResponseData,
 )
+from ..security import CLUSTER_NAME, AclOperation, ResourceType
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
     from .cluster_member import ClusterMember
 
 R = TypeVar("R")
+TOPIC = ResourceType.TOPIC
 INTERNAL_TOPIC_TIMEOUT_MS = 30_000  # how long a coordinator waits for its topic to reach the metadata
 
 # DescribeConfigs' resource types and config sources, IncrementalAlterConfigs' operations
@@ -83,8 +86,15 @@ def config_string(value: Any) -> str | None:
 
 
 class AdminManager:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, cluster: ClusterMember | None = None) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        replicas: ReplicaManager,
+        cluster: ClusterMember | None = None,
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
+    ) -> None:
         self.config = config
+        self.authorizer = authorizer
         self.replicas = replicas
         self.metadata = replicas.metadata
         # in a cluster, topics change through ZooKeeper and the controller (Kafka's ZkAdminManager)
@@ -124,7 +134,9 @@ class AdminManager:
                 fault = InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
                 results.append(self._created(topic.name, fault))
                 continue
-            try:
+            try:  # Create on the cluster, or on the topic
+                if not self.authorizer.authorize_cluster(AclOperation.CREATE):
+                    self.authorizer.check(AclOperation.CREATE, TOPIC, topic.name)
                 count, overrides = self._check_new_topic(topic)
                 factor = self._replication_factor(topic)
                 if not body.validate_only:
@@ -241,6 +253,7 @@ class AdminManager:
             try:
                 if name is None:
                     raise UnknownTopicIdError(f"no topic has id {topic_id}")
+                self.authorizer.check(AclOperation.DELETE, TOPIC, name)
                 found = self.metadata.topic(name)
                 if found is None:
                     raise UnknownTopicOrPartitionError("This server does not host this topic-partition.")
@@ -268,6 +281,7 @@ class AdminManager:
             name, count = topic.name, topic.count
             entry = CreatePartitionsResponseData.CreatePartitionsTopicResult(name=name)
             try:
+                self.authorizer.check(AclOperation.ALTER, TOPIC, name)
                 current = self.metadata.partition_count(name)
                 if current == 0:
                     raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
@@ -306,13 +320,17 @@ class AdminManager:
     # --- DeleteRecords ------------------------------------------------------------------------------------
 
     async def delete_records(self, version: int, body: DeleteRecordsRequestData) -> DeleteRecordsResponseData:
-        lookups = [(t.name, p.partition_index, p.offset) for t in body.topics for p in t.partitions]
+        deletable = self.authorizer.authorized(AclOperation.DELETE, TOPIC, (t.name for t in body.topics))
+        lookups = [
+            (t.name, p.partition_index, p.offset) for t in body.topics if t.name in deletable for p in t.partitions
+        ]
         answers = iter(await self.replicas.delete_records(lookups, body.timeout_ms))
+        refused = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, -1)
         topics = []
         for t in body.topics:
             parts = []
             for p in t.partitions:
-                code, low = next(answers)
+                code, low = next(answers) if t.name in deletable else refused
                 parts.append(
                     DeleteRecordsResponseData.DeleteRecordsPartitionResult(
                         partition_index=p.partition_index, low_watermark=low, error_code=code
@@ -331,6 +349,7 @@ class AdminManager:
                 error_message=None, resource_type=kind, resource_name=name
             )
             try:
+                self._check_config_access(AclOperation.DESCRIBE_CONFIGS, kind, name)
                 entries = self._config_entries(kind, name, body.include_synonyms, body.include_documentation)
                 keys = resource.configuration_keys
                 entry.configs = [e for e in entries if keys is None or e.name in keys]
@@ -426,6 +445,7 @@ class AdminManager:
         for resource in body.resources:
             kind, name = resource.resource_type, resource.resource_name
             try:
+                self._check_config_access(AclOperation.ALTER_CONFIGS, kind, name)
                 self._alter_resource(kind, name)
                 resolved = self.replicas.topic_config(name) if self.cluster is None else self.cluster.topic_config(name)
                 current = dict(resolved.overrides)
@@ -440,6 +460,13 @@ class AdminManager:
             else:
                 responses.append(answer(error_message=None, resource_type=kind, resource_name=name))
         return responses
+
+    def _check_config_access(self, operation: AclOperation, kind: int, name: str) -> None:
+        """A topic's configs need the operation on the topic, a broker's on the cluster."""
+        if kind == TOPIC_RESOURCE:
+            self.authorizer.check(operation, TOPIC, name)
+        elif kind == BROKER_RESOURCE:
+            self.authorizer.check(operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
     def _alter_resource(self, kind: int, name: str) -> None:
         """Whether a resource's configs may be altered: a topic's that exists may, a broker's not."""
@@ -462,6 +489,8 @@ class AdminManager:
     # --- DescribeLogDirs -----------------------------------------------------------------------------------
 
     async def describe_log_dirs(self, version: int, body: DescribeLogDirsRequestData) -> DescribeLogDirsResponseData:
+        if not self.authorizer.authorize_cluster(AclOperation.DESCRIBE):  # as Kafka: no log dirs, the error from v3
+            return DescribeLogDirsResponseData(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         wanted = body.topics
         filter_: set[tuple[str, int]] | None = (
             None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}

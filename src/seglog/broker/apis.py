@@ -53,7 +53,9 @@ from ..protocol.message_data import (
 from ..records import Compression
 from ..records.conversion import to_legacy
 from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
+from ..security import AclOperation, ResourceType
 from ..storage import EARLIEST_TIMESTAMP
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .metadata_cache import BrokerInfo, TopicMetadata
 from .network import abandoned_on_disconnect
 from .replica_manager import (
@@ -75,6 +77,8 @@ _TopicResponse = ProduceResponseData.TopicProduceResponse
 
 READ_COMMITTED = 1
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
+TOPIC_AUTHORIZATION_FAILED = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+TOPIC = ResourceType.TOPIC
 # Produce v7 (Kafka 2.1, KIP-110) is the first that may carry zstd batches: the codec in bits
 # 0-2 of a v2 batch's attributes (Kafka's ProduceRequest.validateRecords)
 ZSTD_PRODUCE_VERSION = 7
@@ -96,8 +100,10 @@ class KafkaApis:
         *,
         auto_create_topic: Callable[[str], Awaitable[object]] | None = None,
         internal_topic_creators: Mapping[str, Callable[[], Awaitable[object]]] | None = None,
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
     ) -> None:
         self.config = config
+        self.authorizer = authorizer
         self.replicas = replicas
         self.metadata = replicas.metadata
         self.advertised = advertised
@@ -127,8 +133,12 @@ class KafkaApis:
         requested = body.topics
         allow_create = body.allow_auto_topic_creation and self.config["auto.create.topics.enable"]
         topics: list[MetadataResponseData.MetadataResponseTopic] = []
-        if requested is None or (version == 0 and not requested):
+        if requested is None or (version == 0 and not requested):  # all topics: those it may describe
+            described = self.authorizer.authorized(
+                AclOperation.DESCRIBE, TOPIC, (t.name for t in self.metadata.topics())
+            )
             topics = [self._topic_entry(t) for t in sorted(self.metadata.topics(), key=lambda t: t.name)]
+            topics = [t for t in topics if t.name in described]
         else:
             for entry in requested:
                 topics.append(await self._requested_topic(entry.name, entry.topic_id, allow_create))
@@ -147,11 +157,17 @@ class KafkaApis:
     async def _requested_topic(
         self, name: str | None, topic_id: uuid.UUID | None, allow_create: bool
     ) -> MetadataResponseData.MetadataResponseTopic:
+        authorize = self.authorizer.authorize
         if name is None:
             found = self.metadata.topic_by_id(topic_id) if topic_id else None
             if found is None:
                 return _topic_error(None, topic_id or ZERO_UUID, UnknownTopicIdError.error_code)
+            if not authorize(AclOperation.DESCRIBE, TOPIC, found.name):
+                return _topic_error(None, topic_id or ZERO_UUID, TOPIC_AUTHORIZATION_FAILED)
             return self._topic_entry(found)
+        # refused whether it exists or not: a principal learns no topic names it may not describe
+        if not authorize(AclOperation.DESCRIBE, TOPIC, name):
+            return _topic_error(name, ZERO_UUID, TOPIC_AUTHORIZATION_FAILED)
         found = self.metadata.topic(name)
         if found is not None:
             return self._topic_entry(found)
@@ -161,6 +177,8 @@ class KafkaApis:
             return _topic_error(name, ZERO_UUID, e.error_code)
         if not allow_create:
             return _topic_error(name, ZERO_UUID, UnknownTopicOrPartitionError.error_code)
+        if not (self.authorizer.authorize_cluster(AclOperation.CREATE) or authorize(AclOperation.CREATE, TOPIC, name)):
+            return _topic_error(name, ZERO_UUID, TOPIC_AUTHORIZATION_FAILED)
         creator = self.internal_topic_creators.get(name)
         try:
             await (creator() if creator is not None else self.auto_create_topic(name))
@@ -197,11 +215,16 @@ class KafkaApis:
         results: dict[TopicPartition, AppendResult] = {}
         batches: dict[TopicPartition, Any] = {}
         order: list[TopicPartition] = []
+        refused = self._produce_refusal(body.transactional_id)
         for topic in body.topic_data:
+            # per topic, not per partition: the check's cost stays one call a topic
+            denied = refused or self._write_refusal(topic.name)
             for part in topic.partition_data:
                 tp = _tuple_new(TopicPartition, (topic.name, part.index))  # as TopicPartition(), without its __new__
                 order.append(tp)
-                if acks not in (-1, 0, 1):
+                if denied is not None:
+                    results[tp] = denied
+                elif acks not in (-1, 0, 1):
                     results[tp] = _append_error(InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}"))
                 elif part.records is None or len(part.records) == 0:
                     results[tp] = _append_error(CorruptRecordError("a produce request without records"))
@@ -237,6 +260,19 @@ class KafkaApis:
             )
         return ProduceResponseData([_TopicResponse(t, parts) for t, parts in by_topic.items()])
 
+    def _produce_refusal(self, transactional_id: str | None) -> AppendResult | None:
+        """A transactional produce needs Write on its transactional id (else every partition fails)."""
+        if transactional_id is None or self.authorizer.authorize(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ):
+            return None
+        return AppendResult(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+
+    def _write_refusal(self, topic: str) -> AppendResult | None:
+        if self.authorizer.authorize(AclOperation.WRITE, TOPIC, topic):
+            return None
+        return AppendResult(TOPIC_AUTHORIZATION_FAILED)
+
     # --- Fetch ---------------------------------------------------------------------------------------
 
     async def fetch(self, version: int, body: FetchRequestData) -> FetchResponseData:
@@ -245,13 +281,20 @@ class KafkaApis:
         slots: list[tuple[str | None, uuid.UUID, int]] = []
         # a follower's fetch (KIP-903 moved its id into replica_state at v15)
         replica_id = body.replica_state.replica_id if version >= 15 else body.replica_id
+        # a follower needs ClusterAction (else every partition is refused), a consumer Read on each topic
+        follower_denied = replica_id >= 0 and not self.authorizer.authorize_cluster(AclOperation.CLUSTER_ACTION)
         for topic in body.topics:
             name, topic_id, count = self._fetch_topic(version, topic)
+            denied = name is not None and (
+                follower_denied or (replica_id < 0 and not self.authorizer.authorize(AclOperation.READ, TOPIC, name))
+            )
             for part in topic.partitions:
                 index = part.partition
                 slots.append((name, topic_id, index))
                 # the leader epoch is the partition's to check (the replica manager's read)
-                if name is None:
+                if denied:
+                    errors[len(slots) - 1] = TOPIC_AUTHORIZATION_FAILED
+                elif name is None:
                     errors[len(slots) - 1] = UnknownTopicIdError.error_code
                 elif not 0 <= index < count:
                     errors[len(slots) - 1] = UnknownTopicOrPartitionError.error_code
@@ -300,9 +343,12 @@ class KafkaApis:
         lookups: list[ListOffsetsPartition] = []
         answers: list[tuple[str, ListOffsetsResponseData.ListOffsetsPartitionResponse]] = []
         for topic in body.topics:
+            described = self.authorizer.authorize(AclOperation.DESCRIBE, TOPIC, topic.name)
             for part in topic.partitions:
                 entry = ListOffsetsResponseData.ListOffsetsPartitionResponse(partition_index=part.partition_index)
-                if self._partition_unknown(topic.name, part.partition_index):
+                if not described:
+                    entry.error_code = TOPIC_AUTHORIZATION_FAILED
+                elif self._partition_unknown(topic.name, part.partition_index):
                     entry.error_code = UnknownTopicOrPartitionError.error_code
                 else:  # the leader epoch is the partition's to check (the replica manager's)
                     lookups.append(
@@ -332,9 +378,12 @@ class KafkaApis:
         lookups: list[tuple[str, int, int, int]] = []
         answers: list[tuple[str, ListOffsetsResponseData.ListOffsetsPartitionResponse]] = []
         for topic in body.topics:
+            described = self.authorizer.authorize(AclOperation.DESCRIBE, TOPIC, topic.name)
             for part in topic.partitions:
                 entry = ListOffsetsResponseData.ListOffsetsPartitionResponse(partition_index=part.partition_index)
-                if part.timestamp < EARLIEST_TIMESTAMP:
+                if not described:
+                    entry.error_code = TOPIC_AUTHORIZATION_FAILED
+                elif part.timestamp < EARLIEST_TIMESTAMP:
                     entry.error_code = UnsupportedVersionError.error_code
                 elif self._partition_unknown(topic.name, part.partition_index):
                     entry.error_code = UnknownTopicOrPartitionError.error_code
@@ -355,10 +404,17 @@ class KafkaApis:
         self, version: int, body: OffsetForLeaderEpochRequestData
     ) -> OffsetForLeaderEpochResponseData:
         topics = []
+        # a follower's (ClusterAction), or a consumer's after a leader change (Describe on the topic)
+        follower = self.authorizer.authorize_cluster(AclOperation.CLUSTER_ACTION)
         for topic in body.topics:
             parts = []
+            described = follower or self.authorizer.authorize(AclOperation.DESCRIBE, TOPIC, topic.topic)
             for part in topic.partitions:
                 entry = OffsetForLeaderEpochResponseData.EpochEndOffset(partition=part.partition)
+                if not described:
+                    entry.error_code = TOPIC_AUTHORIZATION_FAILED
+                    parts.append(entry)
+                    continue
                 try:  # the partition's own leader epoch decides (a follower asks as soon as LeaderAndIsr came)
                     entry.leader_epoch, entry.end_offset = self.replicas.end_offset_for_epoch(
                         topic.topic, part.partition, part.leader_epoch, part.current_leader_epoch

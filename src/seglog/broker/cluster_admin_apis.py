@@ -21,6 +21,8 @@ from ..protocol.message_data import (
     ListPartitionReassignmentsRequestData,
     ListPartitionReassignmentsResponseData,
 )
+from ..security import CLUSTER_NAME, AclOperation, ResourceType
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .metadata_cache import MetadataCache
 from .routes import Route, Routes
 
@@ -29,9 +31,15 @@ PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election_type
 
 class ClusterAdminApis:
     # Kafka 3.6's versions; ApiVersions lists them in cluster mode only
-    def __init__(self, controller: Callable[[], KafkaController | None], metadata: MetadataCache) -> None:
+    def __init__(
+        self,
+        controller: Callable[[], KafkaController | None],
+        metadata: MetadataCache,
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
+    ) -> None:
         self._controller = controller
         self.metadata = metadata
+        self.authorizer = authorizer
 
     def routes(self) -> Routes:
         return {
@@ -40,7 +48,12 @@ class ClusterAdminApis:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: Route(self.list_partition_reassignments, (0, 0)),
         }
 
-    async def _on_controller(self, call: Callable[[KafkaController], Any]) -> Any:
+    async def _on_controller(
+        self, call: Callable[[KafkaController], Any], operation: AclOperation = AclOperation.ALTER
+    ) -> Any:
+        """The call run by this broker's active controller, for a request that may do the operation
+        on the cluster (Alter to elect or move, Describe to list)."""
+        self.authorizer.check(operation, ResourceType.CLUSTER, CLUSTER_NAME)
         controller = self._controller()
         if controller is None or not controller.is_active:
             raise NotControllerError("this broker is not the controller")
@@ -109,7 +122,8 @@ class ClusterAdminApis:
         if body.topics is not None:
             wanted = [TopicPartition(t.name, p) for t in body.topics for p in t.partition_indexes]
         try:
-            ongoing = await self._on_controller(lambda c: c.list_partition_reassignments(wanted))
+            describe = AclOperation.DESCRIBE
+            ongoing = await self._on_controller(lambda c: c.list_partition_reassignments(wanted), describe)
         except SeglogError as e:
             return ListPartitionReassignmentsResponseData(error_code=e.error_code, error_message=e.message)
         by_topic: dict[str, list[ListPartitionReassignmentsResponseData.OngoingPartitionReassignment]] = {}

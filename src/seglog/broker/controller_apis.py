@@ -39,6 +39,8 @@ from ..protocol.message_data import (
     UpdateMetadataRequestData,
     UpdateMetadataResponseData,
 )
+from ..security import AclOperation
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .metadata_cache import BrokerInfo, PartitionState
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
@@ -55,8 +57,10 @@ class ControllerApis:
         broker_epoch: Callable[[], int],
         controller: Callable[[], KafkaController | None],
         listener: str = "PLAINTEXT",
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
     ) -> None:
         self.replicas = replicas
+        self.authorizer = authorizer
         self._broker_epoch = broker_epoch
         self._controller = controller
         self._listener = listener
@@ -79,6 +83,8 @@ class ControllerApis:
 
     def _check(self, what: str, body: ControllerRequestData) -> ErrorCode:
         """NONE, or why a controller request is refused; a newer controller epoch is remembered."""
+        if not self._from_a_broker():
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         epoch = body.controller_epoch
         with self._lock:
             if epoch < self.controller_epoch:
@@ -96,6 +102,10 @@ class ControllerApis:
             log.warning("%s for broker epoch %d refused: this broker's is %d", what, broker_epoch, self._broker_epoch())
             return StaleBrokerEpochError.error_code
         return ErrorCode.NONE
+
+    def _from_a_broker(self) -> bool:
+        """Brokers' and controllers' requests need ClusterAction on the cluster."""
+        return self.authorizer.authorize_cluster(AclOperation.CLUSTER_ACTION)
 
     # --- LeaderAndIsr --------------------------------------------------------------------------
 
@@ -205,6 +215,8 @@ class ControllerApis:
     async def controlled_shutdown(
         self, version: int, body: ControlledShutdownRequestData
     ) -> ControlledShutdownResponseData:
+        if not self._from_a_broker():
+            return ControlledShutdownResponseData(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         controller = self._controller()
         try:
             if controller is None or not controller.is_active:
@@ -226,6 +238,8 @@ class ControllerApis:
 
     async def alter_partition(self, version: int, body: AlterPartitionRequestData) -> AlterPartitionResponseData:
         """A leader's ISR changes, checked and written by the controller (``KafkaController.alter_partition``)."""
+        if not self._from_a_broker():
+            return AlterPartitionResponseData(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
         changes: dict[TopicPartition, znodes.LeaderAndIsr] = {}
         topic_ids: dict[str, uuid.UUID] = {}  # from v2 topics are named by id, and answered so
         unknown: list[tuple[uuid.UUID, int]] = []

@@ -13,7 +13,7 @@ event loop.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from ..common import GROUP_METADATA_TOPIC, TopicPartition
@@ -65,12 +65,21 @@ from ..protocol.message_data import (
     TxnOffsetCommitRequestData,
     TxnOffsetCommitResponseData,
 )
+from ..security import AclOperation, ResourceType
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import MetadataCache
 from .request_context import current_request
 from .routes import Route, Routes
 
 GROUP_KEY, TRANSACTION_KEY = CoordinatorType.GROUP, CoordinatorType.TRANSACTION  # FindCoordinator's key types
+# what FindCoordinator's key names, and the error a principal that may not describe it gets
+_KEY_RESOURCES: dict[int, tuple[ResourceType, ErrorCode]] = {
+    GROUP_KEY: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+    TRANSACTION_KEY: (ResourceType.TRANSACTIONAL_ID, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+}
+GROUP_AUTHORIZATION_FAILED = ErrorCode.GROUP_AUTHORIZATION_FAILED
+READ, DESCRIBE = AclOperation.READ, AclOperation.DESCRIBE
 
 # a FindCoordinator key type's lookup: the key -> the partition whose leader coordinates it
 CoordinatorLookup = Callable[[str], Awaitable[TopicPartition]]
@@ -82,10 +91,15 @@ T = TypeVar("T")
 
 class GroupApis:
     def __init__(
-        self, groups: GroupMetadataManager, metadata: MetadataCache, transaction_partition: CoordinatorLookup
+        self,
+        groups: GroupMetadataManager,
+        metadata: MetadataCache,
+        transaction_partition: CoordinatorLookup,
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
     ) -> None:
         """``transaction_partition``: the transaction coordinator's lookup, FindCoordinator's key type 1."""
         self.groups = groups
+        self.authorizer = authorizer
         self.metadata = metadata
         self._lookups: dict[int, CoordinatorLookup] = {
             GROUP_KEY: self._group_partition,
@@ -112,6 +126,16 @@ class GroupApis:
             ApiKey.OFFSET_DELETE: Route(self.offset_delete, (0, 0)),
         }
 
+    def _group_error(self, group_id: str, operation: AclOperation = READ) -> int:
+        """Why the request may not act on the group (GROUP_AUTHORIZATION_FAILED first, as Kafka
+        checks ACLs before it asks the coordinator), or NONE."""
+        if not self.authorizer.authorize(operation, ResourceType.GROUP, group_id):
+            return GROUP_AUTHORIZATION_FAILED
+        return self.groups.group_error(group_id)
+
+    def _topic_allowed(self, operation: AclOperation, names: Iterable[str]) -> set[str]:
+        return self.authorizer.authorized(operation, ResourceType.TOPIC, names)
+
     # --- FindCoordinator ---------------------------------------------------------------------------
 
     async def find_coordinator(self, version: int, body: FindCoordinatorRequestData) -> FindCoordinatorResponseData:
@@ -132,6 +156,9 @@ class GroupApis:
         lookup = self._lookups.get(key_type)
         if lookup is None:
             return error(ErrorCode.INVALID_REQUEST, f"unknown key type {key_type}")
+        resource_type, refused = _KEY_RESOURCES[key_type]
+        if not self.authorizer.authorize(DESCRIBE, resource_type, key):
+            return error(refused, f"may not describe {resource_type.title} {key}")
         try:
             topic, partition = await lookup(key)
         except InvalidRequestError as e:  # a key no coordinator takes (an empty transactional id)
@@ -154,7 +181,7 @@ class GroupApis:
     # --- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------------
 
     async def join_group(self, version: int, body: JoinGroupRequestData) -> JoinGroupResponseData | None:
-        error = self.groups.group_error(body.group_id)
+        error = self._group_error(body.group_id)
         if error:
             return _join_data(version, JoinGroupResponse(error))
         context = current_request()
@@ -175,7 +202,7 @@ class GroupApis:
         return None if response is None else _join_data(version, response)
 
     async def sync_group(self, version: int, body: SyncGroupRequestData) -> SyncGroupResponseData | None:
-        error = self.groups.group_error(body.group_id)
+        error = self._group_error(body.group_id)
         if error:
             return _sync_data(SyncGroupResponse(error))
         request = SyncGroupRequest(
@@ -191,7 +218,7 @@ class GroupApis:
         return None if response is None else _sync_data(response)
 
     async def heartbeat(self, version: int, body: HeartbeatRequestData) -> HeartbeatResponseData | None:
-        error = self.groups.group_error(body.group_id)
+        error = self._group_error(body.group_id)
         if not error:
             request = HeartbeatRequest(body.group_id, body.generation_id, body.member_id, body.group_instance_id)
             response = await self.groups.call(lambda token, now: self.groups.coordinator.heartbeat(token, request, now))
@@ -205,7 +232,7 @@ class GroupApis:
             members = tuple(MemberIdentity(m.member_id, m.group_instance_id) for m in body.members)
         else:
             members = (MemberIdentity(body.member_id),)
-        error = self.groups.group_error(body.group_id)
+        error = self._group_error(body.group_id)
         if error:
             response = LeaveGroupResponse(error)
         else:
@@ -233,14 +260,17 @@ class GroupApis:
         self, group_id: str, commits: dict[TopicPartition, PartitionCommit]
     ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, PartitionCommit]]:
         """An OffsetCommit's or TxnOffsetCommit's partitions: the errors found before the
-        coordinator is asked (its group not coordinated here, an unknown partition), and
-        the commits to ask it for."""
+        coordinator is asked (Read refused on the group or a topic, its group not coordinated
+        here, an unknown partition), and the commits to ask it for."""
         errors: dict[TopicPartition, int] = {}
         offsets: dict[TopicPartition, PartitionCommit] = {}
-        group_error = self.groups.group_error(group_id)
+        group_error = self._group_error(group_id)
+        readable = self._topic_allowed(READ, {tp.topic for tp in commits})
         for tp, commit in commits.items():
             if group_error:
                 errors[tp] = group_error
+            elif tp.topic not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             elif not self.metadata.has_partition(tp):
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
@@ -289,6 +319,8 @@ class GroupApis:
             for p in t.partitions
         }
         errors, offsets = self._checked(body.group_id, commits)
+        if not self.authorizer.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+            errors, offsets = dict.fromkeys(commits, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED), {}
         if offsets:
             request = TxnOffsetCommitRequest(
                 body.transactional_id,
@@ -341,18 +373,33 @@ class GroupApis:
     ) -> OffsetFetchResponse:
         """``topics``: the partitions asked for, by topic; None: every committed one."""
         wanted = None if topics is None else tuple(TopicPartition(t, p) for t, ps in topics for p in ps)
-        error = self.groups.group_error(group_id)
+        error = self._group_error(group_id, DESCRIBE)
         if error:
             return OffsetFetchResponse(group_id, error, dict.fromkeys(wanted or (), FetchedOffset()))
-        return self.groups.offsets.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
+        fetched = self.groups.offsets.fetch_offsets(OffsetFetchRequest(group_id, wanted, require_stable))
+        # a topic it may not describe: refused when asked for, left out of "every committed one"
+        described = self._topic_allowed(DESCRIBE, {tp.topic for tp in fetched.partitions})
+        refused = FetchedOffset(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        partitions = {
+            tp: o if tp.topic in described else refused
+            for tp, o in fetched.partitions.items()
+            if tp.topic in described or wanted is not None
+        }
+        return OffsetFetchResponse(fetched.group_id, fetched.error_code, partitions)
 
     async def offset_delete(self, version: int, body: OffsetDeleteRequestData) -> OffsetDeleteResponseData:
         group_id = body.group_id
         wanted = [TopicPartition(t.name, p.partition_index) for t in body.topics for p in t.partitions]
-        error = self.groups.group_error(group_id)
+        error = self._group_error(group_id, AclOperation.DELETE)
         if error:
             return OffsetDeleteResponseData(error_code=error)
-        errors = {tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for tp in wanted if not self.metadata.has_partition(tp)}
+        readable = self._topic_allowed(READ, {tp.topic for tp in wanted})
+        errors = {tp: ErrorCode.TOPIC_AUTHORIZATION_FAILED for tp in wanted if tp.topic not in readable}
+        errors |= {
+            tp: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            for tp in wanted
+            if tp not in errors and not self.metadata.has_partition(tp)
+        }
         request = OffsetDeleteRequest(group_id, tuple(tp for tp in wanted if tp not in errors))
         response = await self.groups.call(lambda token, now: self.groups.offsets.delete_offsets(token, request, now))
         if response.error_code:
@@ -371,6 +418,9 @@ class GroupApis:
         if types and "classic" not in types:
             return ListGroupsResponseData(error_code=ErrorCode.NONE, groups=[])
         listed = self.groups.admin.list_groups(tuple(body.states_filter))  # empty before v4: every state
+        # Describe on the cluster lists them all, else those it may describe
+        everything = self.authorizer.authorize_cluster(DESCRIBE)
+        shown = {g.group_id for g in listed.groups} if everything else self._described_groups(listed.groups)
         return ListGroupsResponseData(
             error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.groups.loading else listed.error_code,
             groups=[
@@ -378,16 +428,19 @@ class GroupApis:
                     group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.group_state, group_type="classic"
                 )
                 for g in listed.groups
-                if self.groups.coordinates(g.group_id)
+                if self.groups.coordinates(g.group_id) and g.group_id in shown
             ],
         )
+
+    def _described_groups(self, groups: Iterable[Any]) -> set[str]:
+        return self.authorizer.authorized(DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
 
     async def describe_groups(self, version: int, body: DescribeGroupsRequestData) -> DescribeGroupsResponseData:
         Data = DescribeGroupsResponseData
         # authorized_operations is left at its default, Kafka's "not asked for" (no ACLs here)
         described = []
         for group_id in body.groups:
-            error = self.groups.group_error(group_id)
+            error = self._group_error(group_id, DESCRIBE)
             if error:
                 described.append(Data.DescribedGroup(error, group_id))
                 continue
@@ -404,7 +457,7 @@ class GroupApis:
         return Data(groups=described)
 
     async def delete_groups(self, version: int, body: DeleteGroupsRequestData) -> DeleteGroupsResponseData:
-        results = {group_id: self.groups.group_error(group_id) for group_id in body.groups_names}
+        results = {group_id: self._group_error(group_id, AclOperation.DELETE) for group_id in body.groups_names}
         deletable = tuple(group_id for group_id, error in results.items() if not error)
 
         def delete(now: int) -> list[Any]:

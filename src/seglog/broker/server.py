@@ -22,6 +22,8 @@ from ..coordinator.producer_id_manager import BLOCK_SIZE
 from ..errors import CoordinatorNotAvailableError
 from ..protocol import ApiKey, Request
 from ..security import ANONYMOUS
+from .acl_apis import AclApis
+from .acl_authorizer import BrokerAuthorizer
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
 from .cluster_admin_apis import ClusterAdminApis
@@ -98,6 +100,7 @@ class KafkaServer:
         self._modules: list[Routes] = []  # the handler modules' routes it is made of
         self.cluster: ClusterMember | None = None
         self.controller_apis: ControllerApis | None = None  # in a cluster
+        self.authorizer = BrokerAuthorizer(config)  # every handler's checks go through this one
         self.started = asyncio.Event()
 
     @property
@@ -153,9 +156,10 @@ class KafkaServer:
         the listener served and, in a cluster, ZooKeeper joined."""
         host, port = broker.host, broker.port
         await replicas.startup()
+        await self.authorizer.startup()  # the ACLs loaded before a request is served
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-        admin = AdminManager(self.config, replicas, member)
+        admin = AdminManager(self.config, replicas, member, self.authorizer)
         claim = self._claim_producer_id_block if member is not None else None
         # the group coordinator first: the transaction coordinator tells it of the markers it writes
         groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
@@ -166,9 +170,10 @@ class KafkaServer:
             admin.create_internal_topic,
             claim_producer_id_block=claim,
             on_markers_written=groups.complete_transaction,
+            authorizer=self.authorizer,
         )
         await txn.startup()
-        self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition)
+        self.group_apis = GroupApis(groups, replicas.metadata, txn.transaction_partition, self.authorizer)
         apis = KafkaApis(
             self.config,
             replicas,
@@ -178,8 +183,11 @@ class KafkaServer:
                 GROUP_METADATA_TOPIC: self.groups.ensure_offsets_topic,
                 TRANSACTION_STATE_TOPIC: txn.ensure_state_topic,
             },
+            authorizer=self.authorizer,
         )
+        acl_apis = AclApis(self.authorizer)
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
+        self._modules.append(acl_apis.routes())
         self._route()
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
         replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
@@ -200,10 +208,14 @@ class KafkaServer:
         assert self.replicas is not None
         self.cluster = cluster
         controller_apis = ControllerApis(
-            self.replicas, lambda: cluster.broker_epoch, lambda: cluster.controller, self.listeners.inter_broker
+            self.replicas,
+            lambda: cluster.broker_epoch,
+            lambda: cluster.controller,
+            self.listeners.inter_broker,
+            self.authorizer,
         )
         self.controller_apis = controller_apis
-        cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
+        cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata, self.authorizer)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
@@ -255,6 +267,7 @@ class KafkaServer:
             cluster, self.cluster = self.cluster, None
             await asyncio.get_running_loop().run_in_executor(None, cluster.shutdown)
         await self._stop_listening()
+        self.authorizer.shutdown()
         if self.txn is not None:
             self.txn.shutdown()
         if self.groups is not None:

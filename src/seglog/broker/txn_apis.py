@@ -85,7 +85,9 @@ from ..protocol.message_data import (
 )
 from ..records import build_batch
 from ..records.control import end_transaction_marker
+from ..security import AclOperation, ResourceType
 from ..storage import AppendOrigin
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .coordinator_runtime import CoordinatorRuntime, TopicCreator, TopicSpec
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
@@ -113,8 +115,10 @@ class TxnApis:
         clock: Callable[[], int] = _now_ms,
         claim_producer_id_block: Callable[[], tuple[int, int]] | None = None,
         on_markers_written: MarkersWritten | None = None,
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
     ) -> None:
         self.config = config
+        self.authorizer = authorizer
         self.replicas = replicas
         self.advertised = advertised
         self.clock = clock
@@ -358,8 +362,24 @@ class TxnApis:
             ApiKey.LIST_TRANSACTIONS: Route(self.list_transactions, (0, 1)),
         }
 
+    def _may_write(self, txn_id: str) -> bool:
+        return self.authorizer.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, txn_id)
+
+    def _may_init(self, txn_id: str | None) -> int:
+        """InitProducerId's check: Write on the transactional id; for an idempotent producer
+        IdempotentWrite on the cluster or Write on some topic (KIP-679)."""
+        if txn_id is not None:
+            return _E.NONE if self._may_write(txn_id) else _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if self.authorizer.authorize_cluster(AclOperation.IDEMPOTENT_WRITE) or self.authorizer.authorize_any(
+            AclOperation.WRITE, ResourceType.TOPIC
+        ):
+            return _E.NONE
+        return _E.CLUSTER_AUTHORIZATION_FAILED
+
     async def init_producer_id(self, version: int, body: InitProducerIdRequestData) -> InitProducerIdResponseData:
         txn_id = body.transactional_id
+        if refused := self._may_init(txn_id):
+            return InitProducerIdResponseData(error_code=refused, producer_id=-1, producer_epoch=-1)
         if txn_id is not None:
             try:
                 await self.ensure_state_topic()
@@ -396,6 +416,8 @@ class TxnApis:
                 [TopicPartition(t.name, p) for t in body.v3_and_below_topics for p in t.partitions],
             )
             return AddPartitionsToTxnResponseData(results_by_topic_v3_and_below=_results_by_topic(errors))
+        if not self.authorizer.authorize_cluster(AclOperation.CLUSTER_ACTION):  # v4+: brokers' requests
+            return AddPartitionsToTxnResponseData(error_code=_E.CLUSTER_AUTHORIZATION_FAILED)
         results = []
         for txn in body.transactions:
             asked = [TopicPartition(t.name, p) for t in txn.topics for p in t.partitions]
@@ -411,9 +433,17 @@ class TxnApis:
     async def _add_partitions(
         self, txn_id: str, pid: int, epoch: int, asked: list[TopicPartition]
     ) -> dict[TopicPartition, int]:
-        unknown = {tp for tp in asked if not self.replicas.metadata.has_partition(tp)}
-        if unknown:  # as Kafka: nothing is added, the known partitions are not attempted
-            return {tp: _E.UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else _E.OPERATION_NOT_ATTEMPTED for tp in asked}
+        if not self._may_write(txn_id):
+            return dict.fromkeys(asked, _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        writable = self.authorizer.authorized(AclOperation.WRITE, ResourceType.TOPIC, {tp.topic for tp in asked})
+        refused = {tp: _E.TOPIC_AUTHORIZATION_FAILED for tp in asked if tp.topic not in writable}
+        refused |= {
+            tp: _E.UNKNOWN_TOPIC_OR_PARTITION
+            for tp in asked
+            if tp not in refused and not self.replicas.metadata.has_partition(tp)
+        }
+        if refused:  # as Kafka: nothing is added, the other partitions are not attempted
+            return {tp: refused.get(tp, _E.OPERATION_NOT_ATTEMPTED) for tp in asked}
         if error := self._not_here(txn_id):
             return dict.fromkeys(asked, error)
         response: AddPartitionsToTxnResponse = await self._call(
@@ -444,6 +474,10 @@ class TxnApis:
         return dict.fromkeys(asked, error)
 
     async def add_offsets_to_txn(self, version: int, body: AddOffsetsToTxnRequestData) -> AddOffsetsToTxnResponseData:
+        if not self._may_write(body.transactional_id):
+            return AddOffsetsToTxnResponseData(error_code=_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        if not self.authorizer.authorize(AclOperation.READ, ResourceType.GROUP, body.group_id):
+            return AddOffsetsToTxnResponseData(error_code=_E.GROUP_AUTHORIZATION_FAILED)
         if error := self._not_here(body.transactional_id):
             return AddOffsetsToTxnResponseData(error_code=error)
         response: AddOffsetsToTxnResponse = await self._call(
@@ -454,6 +488,8 @@ class TxnApis:
         return AddOffsetsToTxnResponseData(error_code=response.error_code)
 
     async def end_txn(self, version: int, body: EndTxnRequestData) -> EndTxnResponseData:
+        if not self._may_write(body.transactional_id):
+            return EndTxnResponseData(error_code=_E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         if error := self._not_here(body.transactional_id):
             return EndTxnResponseData(error_code=error)
         response: EndTxnResponse = await self._call(
@@ -467,6 +503,12 @@ class TxnApis:
         """WriteTxnMarkers: markers sent by a transaction coordinator (another broker's, or a
         tool), each appended to its partitions with acks -1; the markers are written at once."""
         markers = body.markers
+        if not self.authorizer.authorize_cluster(AclOperation.CLUSTER_ACTION):  # coordinators' requests only
+            denied: int = _E.CLUSTER_AUTHORIZATION_FAILED
+            refused = [
+                {TopicPartition(t.name, p): denied for t in m.topics for p in t.partition_indexes} for m in markers
+            ]
+            return _markers_response(markers, refused)
         appended = await asyncio.gather(
             *(
                 self.append_markers(
@@ -479,15 +521,7 @@ class TxnApis:
                 for m in markers
             )
         )
-        Data = WriteTxnMarkersResponseData
-        answers = []
-        for marker, errors in zip(markers, appended, strict=True):
-            by_topic: dict[str, list[WriteTxnMarkersResponseData.WritableTxnMarkerPartitionResult]] = {}
-            for (topic, p), code in errors.items():
-                by_topic.setdefault(topic, []).append(Data.WritableTxnMarkerPartitionResult(p, code))
-            topics = [Data.WritableTxnMarkerTopicResult(t, parts) for t, parts in by_topic.items()]
-            answers.append(Data.WritableTxnMarkerResult(marker.producer_id, topics))
-        return WriteTxnMarkersResponseData(answers)
+        return _markers_response(markers, appended)
 
     # --- DescribeTransactions, ListTransactions ----------------------------------------------------
 
@@ -498,6 +532,10 @@ class TxnApis:
         states = []
         for txn_id in body.transactional_ids:
             txn = self.coordinator.transactions.get(txn_id)
+            if not self.authorizer.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, txn_id):
+                refused = _E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                states.append(State(refused, txn_id, transaction_start_time_ms=-1, producer_id=-1, producer_epoch=-1))
+                continue
             if txn is None:
                 # Kafka's answer for an unknown id: no producer, no start time
                 states.append(
@@ -511,8 +549,12 @@ class TxnApis:
                 )
                 continue
             by_topic: dict[str, list[int]] = {}
+            described = self.authorizer.authorized(
+                AclOperation.DESCRIBE, ResourceType.TOPIC, {t for t, _ in txn.partitions}
+            )
             for topic, p in sorted(txn.partitions):
-                by_topic.setdefault(topic, []).append(p)
+                if topic in described:  # as Kafka: the topics it may not describe are left out
+                    by_topic.setdefault(topic, []).append(p)
             states.append(
                 State(
                     _E.NONE,
@@ -542,6 +584,7 @@ class TxnApis:
             and (not wanted or name in wanted)
             and (not pids or t.producer_id in pids)
             and (duration < 0 or (t.start_timestamp >= 0 and now - t.start_timestamp > duration))
+            and self.authorizer.authorize(AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id)
         ]
         return ListTransactionsResponseData(
             unknown_state_filters=sorted(wanted - known),
@@ -560,6 +603,20 @@ class TxnApis:
         except SeglogError as e:
             raise CoordinatorNotAvailableError(f"{TRANSACTION_STATE_TOPIC} is not available: {e.message}") from e
         return TopicPartition(TRANSACTION_STATE_TOPIC, self.coordinator.partition_for(key))
+
+
+def _markers_response(
+    markers: list[WriteTxnMarkersRequestData.WritableTxnMarker], results: Iterable[dict[TopicPartition, int]]
+) -> WriteTxnMarkersResponseData:
+    Data = WriteTxnMarkersResponseData
+    answers = []
+    for marker, errors in zip(markers, results, strict=True):
+        by_topic: dict[str, list[WriteTxnMarkersResponseData.WritableTxnMarkerPartitionResult]] = {}
+        for (topic, p), code in errors.items():
+            by_topic.setdefault(topic, []).append(Data.WritableTxnMarkerPartitionResult(p, code))
+        topics = [Data.WritableTxnMarkerTopicResult(t, parts) for t, parts in by_topic.items()]
+        answers.append(Data.WritableTxnMarkerResult(marker.producer_id, topics))
+    return WriteTxnMarkersResponseData(answers)
 
 
 def _results_by_topic(

@@ -295,6 +295,10 @@ class ZkClient:
         """Set a znode's data at ``version`` (-1: any); ``BadVersionError`` if it moved on."""
         self._call(self._kazoo.set, path, data, version)
 
+    def delete(self, path: str, version: int = -1) -> None:
+        """Delete a znode at ``version`` (-1: any); ``NoNodeError`` if gone, ``BadVersionError`` if it moved on."""
+        self._call(self._kazoo.delete, path, version)
+
     def set_or_create(self, path: str, data: bytes) -> None:
         try:
             self._call(self._kazoo.set, path, data)

@@ -23,6 +23,14 @@ same bytes, so that Kafka's tools and a seglog cluster read each other's::
     /isr_change_notification/isr_change_<seq>    {"version":1,"partitions":[{"topic":"t","partition":0}]}
     /latest_producer_id_block                    {"version":1,"broker":1,"block_start":"1000","block_end":"1999"}
                                                  (empty until the first block; zkVersion compare-and-set)
+    /kafka-acl/<Type>/<name>                     {"version":1,"acls":[{"principal":"User:alice",
+                                                  "permissionType":"Allow","operation":"Read","host":"*"}]}
+                                                 (LITERAL patterns; Type as Topic, TransactionalId, ...)
+    /kafka-acl-extended/prefixed/<Type>/<name>   the same, for PREFIXED patterns
+    /kafka-acl-changes/acl_changes_<seq>         TOPIC:<name>   (plain text: a LITERAL pattern changed)
+    /kafka-acl-extended-changes/acl_changes_<seq>
+                                                 {"version":1,"resourceType":"TOPIC","name":"<name>",
+                                                  "patternType":"PREFIXED"}
 
 Decoding checks every field Kafka reads and raises ``InvalidZNodeError`` naming
 the znode (and the byte where the JSON broke) instead of a KeyError deep inside.
@@ -39,7 +47,9 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from ..common import TopicPartition
-from ..errors import InvalidZNodeError
+from ..errors import InvalidRequestError, InvalidZNodeError
+from ..security import AccessControlEntry, AclOperation, AclPermissionType, PatternType, ResourcePattern, ResourceType
+from ..security import parse_principal as _parse_principal
 
 # --- paths -----------------------------------------------------------------------
 
@@ -63,6 +73,12 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+# ACLs (ZkData.scala's ZkAclStore and ZkAclChangeStore): a root and a change path per pattern type
+LITERAL_ACLS = "/kafka-acl"
+EXTENDED_ACLS = "/kafka-acl-extended"
+LITERAL_ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
 
 # Config entity types (``ConfigType.ALL``): each has /config/<type>.
 CONFIG_TYPES = ("topics", "clients", "users", "brokers", "ips")
@@ -643,3 +659,96 @@ def _partition_entries(data: bytes | None, path: str, versions: Iterable[int]) -
 def _topic_partition(entry: Mapping[str, Any], path: str) -> TopicPartition:
     topic = _str(_field(entry, "topic", path), "topic", path)
     return TopicPartition(topic, _int(_field(entry, "partition", path), "partition", path))
+
+
+# --- ACLs ------------------------------------------------------------------------------
+
+
+def acl_root(pattern_type: PatternType) -> str:
+    """Where a pattern type's ACLs live: /kafka-acl for LITERAL, /kafka-acl-extended/prefixed."""
+    if pattern_type == PatternType.LITERAL:
+        return LITERAL_ACLS
+    return f"{EXTENDED_ACLS}/{pattern_type.name.lower()}"
+
+
+def acl_path(pattern: ResourcePattern) -> str:
+    return f"{acl_root(pattern.pattern_type)}/{pattern.resource_type.title}/{pattern.name}"
+
+
+def acl_change_path(pattern_type: PatternType) -> str:
+    """The notifications' parent: a LITERAL change goes to /kafka-acl-changes, others to the extended one."""
+    return LITERAL_ACL_CHANGES if pattern_type == PatternType.LITERAL else EXTENDED_ACL_CHANGES
+
+
+def encode_acls(entries: Iterable[AccessControlEntry]) -> bytes:
+    """A pattern's znode (``ResourceZNode.encode``); also the entries of the log dir's ACL file."""
+    return _dumps({"version": 1, "acls": acl_entries_json(entries)})
+
+
+def acl_entries_json(entries: Iterable[AccessControlEntry]) -> list[dict[str, str]]:
+    return [
+        {
+            "principal": str(e.principal),
+            "permissionType": e.permission_type.title,
+            "operation": e.operation.title,
+            "host": e.host,
+        }
+        for e in sorted(entries)
+    ]
+
+
+def decode_acls(data: bytes | None, path: str) -> frozenset[AccessControlEntry]:
+    obj = _object(_loads(data, path), path)
+    _version(obj, path, (1,))
+    return acl_entries_from_json(_field(obj, "acls", path), path)
+
+
+def acl_entries_from_json(value: Any, path: str) -> frozenset[AccessControlEntry]:
+    if not isinstance(value, list):
+        raise InvalidZNodeError(f"field 'acls' must be an array, not {_kind(value)}", file=path)
+    entries = set()
+    for item in value:
+        obj = _object(item, path, "an ACL")
+        try:
+            entries.add(
+                AccessControlEntry(
+                    _parse_principal(_str(_field(obj, "principal", path), "principal", path)),
+                    _str(_field(obj, "host", path), "host", path),
+                    AclOperation.parse(_str(_field(obj, "operation", path), "operation", path)),
+                    AclPermissionType.parse(_str(_field(obj, "permissionType", path), "permissionType", path)),
+                )
+            )
+        except InvalidRequestError as e:
+            raise InvalidZNodeError(e.message, file=path) from None
+    return frozenset(entries)
+
+
+def encode_acl_change(pattern: ResourcePattern) -> bytes:
+    """A change notification: ``TOPIC:<name>`` for a LITERAL pattern (Java's ResourceType.toString),
+    JSON for the others (``ExtendedAclChangeEvent``)."""
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+    event = {
+        "version": 1,
+        "resourceType": pattern.resource_type.name,
+        "name": pattern.name,
+        "patternType": pattern.pattern_type.name,
+    }
+    return _dumps(event)
+
+
+def decode_acl_change(data: bytes | None, path: str) -> ResourcePattern:
+    """The pattern a notification names (types in any case, as Kafka's ``fromString`` reads them)."""
+    try:
+        if path.startswith(LITERAL_ACL_CHANGES + "/"):
+            type_name, sep, name = (data or b"").decode("utf-8").partition(":")
+            if not sep:
+                raise InvalidZNodeError("an ACL change must read ResourceType:ResourceName", file=path)
+            return ResourcePattern(ResourceType.parse(type_name), name, PatternType.LITERAL)
+        obj = _object(_loads(data, path), path)
+        _version(obj, path, (1,))
+        resource_type = ResourceType.parse(_str(_field(obj, "resourceType", path), "resourceType", path))
+        pattern_type = PatternType.parse(_str(_field(obj, "patternType", path), "patternType", path))
+        return ResourcePattern(resource_type, _str(_field(obj, "name", path), "name", path), pattern_type)
+    except (InvalidRequestError, UnicodeDecodeError) as e:
+        raise InvalidZNodeError(f"not an ACL change: {e}", file=path) from None

@@ -75,6 +75,12 @@ __all__ = [
     "WriteTxnMarkersResponseData",
     "TxnOffsetCommitRequestData",
     "TxnOffsetCommitResponseData",
+    "DescribeAclsRequestData",
+    "DescribeAclsResponseData",
+    "CreateAclsRequestData",
+    "CreateAclsResponseData",
+    "DeleteAclsRequestData",
+    "DeleteAclsResponseData",
     "DescribeConfigsRequestData",
     "DescribeConfigsResponseData",
     "AlterConfigsRequestData",
@@ -3478,6 +3484,335 @@ class TxnOffsetCommitResponseData(Message):
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
+
+
+class DescribeAclsRequestData(Message):
+    """DESCRIBE_ACLS request: API key 29, v0-3, flexible v2+."""
+
+    __slots__ = (
+        "resource_type_filter",
+        "resource_name_filter",
+        "pattern_type_filter",
+        "principal_filter",
+        "host_filter",
+        "operation",
+        "permission_type",
+    )
+
+    resource_type_filter: int  # v0+
+    resource_name_filter: str | None  # v0+, nullable v0+
+    pattern_type_filter: int  # v1+
+    principal_filter: str | None  # v0+, nullable v0+
+    host_filter: str | None  # v0+, nullable v0+
+    operation: int  # v0+
+    permission_type: int  # v0+
+
+    def __init__(
+        self,
+        resource_type_filter: int = 0,
+        resource_name_filter: str | None = None,
+        pattern_type_filter: int = 3,
+        principal_filter: str | None = None,
+        host_filter: str | None = None,
+        operation: int = 0,
+        permission_type: int = 0,
+    ) -> None:
+        self.resource_type_filter = resource_type_filter
+        self.resource_name_filter = resource_name_filter
+        self.pattern_type_filter = pattern_type_filter
+        self.principal_filter = principal_filter
+        self.host_filter = host_filter
+        self.operation = operation
+        self.permission_type = permission_type
+
+
+class DescribeAclsResponseData(Message):
+    """DESCRIBE_ACLS response: API key 29, v0-3, flexible v2+."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "resources")
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+, nullable v0+
+    resources: list[DescribeAclsResponseData.DescribeAclsResource]  # v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = ErrorCode.NONE,
+        error_message: str | None = None,
+        resources: list[DescribeAclsResponseData.DescribeAclsResource] = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.resources = [] if resources is UNSET else resources
+
+    class DescribeAclsResource(Message):
+        """An item of DescribeAclsResponseData.resources."""
+
+        __slots__ = ("resource_type", "resource_name", "pattern_type", "acls")
+
+        resource_type: int  # v0+
+        resource_name: str  # v0+
+        pattern_type: int  # v1+
+        acls: list[DescribeAclsResponseData.AclDescription]  # v0+
+
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = "",
+            pattern_type: int = 3,
+            acls: list[DescribeAclsResponseData.AclDescription] = UNSET,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.acls = [] if acls is UNSET else acls
+
+    class AclDescription(Message):
+        """An item of DescribeAclsResponseData.DescribeAclsResource.acls."""
+
+        __slots__ = ("principal", "host", "operation", "permission_type")
+
+        principal: str  # v0+
+        host: str  # v0+
+        operation: int  # v0+
+        permission_type: int  # v0+
+
+        def __init__(
+            self,
+            principal: str = "",
+            host: str = "",
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+
+class CreateAclsRequestData(Message):
+    """CREATE_ACLS request: API key 30, v0-3, flexible v2+."""
+
+    __slots__ = ("creations",)
+
+    creations: list[CreateAclsRequestData.AclCreation]  # v0+
+
+    def __init__(
+        self,
+        creations: list[CreateAclsRequestData.AclCreation] = UNSET,
+    ) -> None:
+        self.creations = [] if creations is UNSET else creations
+
+    class AclCreation(Message):
+        """An item of CreateAclsRequestData.creations."""
+
+        __slots__ = (
+            "resource_type",
+            "resource_name",
+            "resource_pattern_type",
+            "principal",
+            "host",
+            "operation",
+            "permission_type",
+        )
+
+        resource_type: int  # v0+
+        resource_name: str  # v0+
+        resource_pattern_type: int  # v1+
+        principal: str  # v0+
+        host: str  # v0+
+        operation: int  # v0+
+        permission_type: int  # v0+
+
+        def __init__(
+            self,
+            resource_type: int = 0,
+            resource_name: str = "",
+            resource_pattern_type: int = 3,
+            principal: str = "",
+            host: str = "",
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.resource_pattern_type = resource_pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
+
+
+class CreateAclsResponseData(Message):
+    """CREATE_ACLS response: API key 30, v0-3, flexible v2+."""
+
+    __slots__ = ("throttle_time_ms", "results")
+
+    throttle_time_ms: int  # v0+
+    results: list[CreateAclsResponseData.AclCreationResult]  # v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: list[CreateAclsResponseData.AclCreationResult] = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is UNSET else results
+
+    class AclCreationResult(Message):
+        """An item of CreateAclsResponseData.results."""
+
+        __slots__ = ("error_code", "error_message")
+
+        error_code: int  # v0+
+        error_message: str | None  # v0+, nullable v0+
+
+        def __init__(
+            self,
+            error_code: int = ErrorCode.NONE,
+            error_message: str | None = None,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+
+
+class DeleteAclsRequestData(Message):
+    """DELETE_ACLS request: API key 31, v0-3, flexible v2+."""
+
+    __slots__ = ("filters",)
+
+    filters: list[DeleteAclsRequestData.DeleteAclsFilter]  # v0+
+
+    def __init__(
+        self,
+        filters: list[DeleteAclsRequestData.DeleteAclsFilter] = UNSET,
+    ) -> None:
+        self.filters = [] if filters is UNSET else filters
+
+    class DeleteAclsFilter(Message):
+        """An item of DeleteAclsRequestData.filters."""
+
+        __slots__ = (
+            "resource_type_filter",
+            "resource_name_filter",
+            "pattern_type_filter",
+            "principal_filter",
+            "host_filter",
+            "operation",
+            "permission_type",
+        )
+
+        resource_type_filter: int  # v0+
+        resource_name_filter: str | None  # v0+, nullable v0+
+        pattern_type_filter: int  # v1+
+        principal_filter: str | None  # v0+, nullable v0+
+        host_filter: str | None  # v0+, nullable v0+
+        operation: int  # v0+
+        permission_type: int  # v0+
+
+        def __init__(
+            self,
+            resource_type_filter: int = 0,
+            resource_name_filter: str | None = None,
+            pattern_type_filter: int = 3,
+            principal_filter: str | None = None,
+            host_filter: str | None = None,
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.resource_type_filter = resource_type_filter
+            self.resource_name_filter = resource_name_filter
+            self.pattern_type_filter = pattern_type_filter
+            self.principal_filter = principal_filter
+            self.host_filter = host_filter
+            self.operation = operation
+            self.permission_type = permission_type
+
+
+class DeleteAclsResponseData(Message):
+    """DELETE_ACLS response: API key 31, v0-3, flexible v2+."""
+
+    __slots__ = ("throttle_time_ms", "filter_results")
+
+    throttle_time_ms: int  # v0+
+    filter_results: list[DeleteAclsResponseData.DeleteAclsFilterResult]  # v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        filter_results: list[DeleteAclsResponseData.DeleteAclsFilterResult] = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.filter_results = [] if filter_results is UNSET else filter_results
+
+    class DeleteAclsFilterResult(Message):
+        """An item of DeleteAclsResponseData.filter_results."""
+
+        __slots__ = ("error_code", "error_message", "matching_acls")
+
+        error_code: int  # v0+
+        error_message: str | None  # v0+, nullable v0+
+        matching_acls: list[DeleteAclsResponseData.DeleteAclsMatchingAcl]  # v0+
+
+        def __init__(
+            self,
+            error_code: int = ErrorCode.NONE,
+            error_message: str | None = None,
+            matching_acls: list[DeleteAclsResponseData.DeleteAclsMatchingAcl] = UNSET,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.matching_acls = [] if matching_acls is UNSET else matching_acls
+
+    class DeleteAclsMatchingAcl(Message):
+        """An item of DeleteAclsResponseData.DeleteAclsFilterResult.matching_acls."""
+
+        __slots__ = (
+            "error_code",
+            "error_message",
+            "resource_type",
+            "resource_name",
+            "pattern_type",
+            "principal",
+            "host",
+            "operation",
+            "permission_type",
+        )
+
+        error_code: int  # v0+
+        error_message: str | None  # v0+, nullable v0+
+        resource_type: int  # v0+
+        resource_name: str  # v0+
+        pattern_type: int  # v1+
+        principal: str  # v0+
+        host: str  # v0+
+        operation: int  # v0+
+        permission_type: int  # v0+
+
+        def __init__(
+            self,
+            error_code: int = ErrorCode.NONE,
+            error_message: str | None = None,
+            resource_type: int = 0,
+            resource_name: str = "",
+            pattern_type: int = 3,
+            principal: str = "",
+            host: str = "",
+            operation: int = 0,
+            permission_type: int = 0,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.resource_type = resource_type
+            self.resource_name = resource_name
+            self.pattern_type = pattern_type
+            self.principal = principal
+            self.host = host
+            self.operation = operation
+            self.permission_type = permission_type
 
 
 class DescribeConfigsRequestData(Message):

@@ -5,6 +5,35 @@ The broker runs these over its connections and against its stores (ZooKeeper or 
 the client runs the SASL mechanisms' client side. Nothing here opens a socket or a file.
 """
 
+from .acl import (
+    CLUSTER_NAME,
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+    parse_principal,
+    validate_binding,
+)
+from .authorizer import AclAuthorizer
 from .principal import ANONYMOUS, KafkaPrincipal
 
-__all__ = ["ANONYMOUS", "KafkaPrincipal"]
+__all__ = [
+    "ANONYMOUS",
+    "CLUSTER_NAME",
+    "AccessControlEntry",
+    "AclAuthorizer",
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "KafkaPrincipal",
+    "PatternType",
+    "ResourcePattern",
+    "ResourceType",
+    "parse_principal",
+    "validate_binding",
+]

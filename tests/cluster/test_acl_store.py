@@ -1,0 +1,117 @@
+"""ACLs in a real ZooKeeper, as Kafka 3.x keeps them: the znodes and notifications Kafka writes
+and reads, and every broker's authorizer following the changes another one makes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+
+from seglog import security
+from seglog.broker.acl_authorizer import BrokerAuthorizer
+from seglog.broker.properties import broker_config
+from seglog.cluster.acl_store import ZkAclStore
+from seglog.cluster.zk_client import ZkClient
+
+Op, Perm, T, P = security.AclOperation, security.AclPermissionType, security.ResourceType, security.PatternType
+ALICE = security.KafkaPrincipal("User", "alice")
+READ = security.AccessControlEntry(ALICE, "*", Op.READ, Perm.ALLOW)
+DENY_WRITE = security.AccessControlEntry(security.KafkaPrincipal("User", "*"), "10.0.0.1", Op.WRITE, Perm.DENY)
+TOPIC = security.ResourcePattern(T.TOPIC, "orders", P.LITERAL)
+PREFIX = security.ResourcePattern(T.TRANSACTIONAL_ID, "app-", P.PREFIXED)
+
+
+def test_znodes_and_notifications_are_kafkas(clients: Callable[..., ZkClient]) -> None:
+    zk = clients()
+    store = ZkAclStore(zk)
+    store.update(TOPIC, lambda current: current | {READ, DENY_WRITE})
+    store.update(PREFIX, lambda current: current | {READ})
+    data = json.loads(zk.get("/kafka-acl/Topic/orders")[0])  # type: ignore[index]
+    assert data["version"] == 1
+    assert sorted(data["acls"], key=lambda a: a["operation"]) == [
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
+        {"principal": "User:*", "permissionType": "Deny", "operation": "Write", "host": "10.0.0.1"},
+    ]
+    assert json.loads(zk.get("/kafka-acl-extended/prefixed/TransactionalId/app-")[0])["acls"] == [  # type: ignore[index]
+        {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"}
+    ]
+    (literal,) = zk.get_children("/kafka-acl-changes")
+    assert literal.startswith("acl_changes_") and zk.get(f"/kafka-acl-changes/{literal}")[0] == b"TOPIC:orders"  # type: ignore[index]
+    (extended,) = zk.get_children("/kafka-acl-extended-changes")
+    assert json.loads(zk.get(f"/kafka-acl-extended-changes/{extended}")[0]) == {  # type: ignore[index]
+        "version": 1,
+        "resourceType": "TRANSACTIONAL_ID",
+        "name": "app-",
+        "patternType": "PREFIXED",
+    }
+    # the last entry gone: the znode goes, as Kafka deletes it
+    store.update(PREFIX, lambda current: frozenset())
+    assert zk.get("/kafka-acl-extended/prefixed/TransactionalId/app-") is None
+    assert ZkAclStore(zk).load() == {TOPIC: frozenset({READ, DENY_WRITE})}
+
+
+def test_acls_kafka_wrote_are_read(clients: Callable[..., ZkClient]) -> None:
+    zk = clients()
+    # as kafka-acls.sh against Kafka 3.x leaves them (its JSON's key order, a Cluster ACL)
+    zk.create(
+        "/kafka-acl/Cluster/kafka-cluster",
+        b'{"version":1,"acls":[{"principal":"User:bob","permissionType":"Allow","operation":"IdempotentWrite","host":"*"}]}',
+        makepath=True,
+    )
+    zk.create(
+        "/kafka-acl-extended/prefixed/Group/g-",
+        b'{"version":1,"acls":[{"host":"*","permissionType":"Deny","operation":"All","principal":"User:bob"}]}',
+        makepath=True,
+    )
+    bob = security.KafkaPrincipal("User", "bob")
+    assert ZkAclStore(zk).load() == {
+        security.ResourcePattern(T.CLUSTER, "kafka-cluster", P.LITERAL): frozenset(
+            {security.AccessControlEntry(bob, "*", Op.IDEMPOTENT_WRITE, Perm.ALLOW)}
+        ),
+        security.ResourcePattern(T.GROUP, "g-", P.PREFIXED): frozenset(
+            {security.AccessControlEntry(bob, "*", Op.ALL, Perm.DENY)}
+        ),
+    }
+
+
+def _authorizer(chroot: str, log_dir: str) -> BrokerAuthorizer:
+    config = broker_config(
+        {
+            "log.dirs": log_dir,
+            "zookeeper.connect": chroot,
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "zookeeper.session.timeout.ms": 4000,
+        }
+    )
+    return BrokerAuthorizer(config)
+
+
+def test_every_broker_enforces_the_acls_another_added(chroot: str, tmp_path) -> None:
+    async def run() -> None:
+        one, two = _authorizer(chroot, str(tmp_path / "1")), _authorizer(chroot, str(tmp_path / "2"))
+        await one.startup()
+        await two.startup()
+        try:
+
+            def allowed() -> bool:
+                return two.acls.authorize(ALICE, "10.0.0.1", Op.READ, T.TOPIC, "orders")
+
+            assert not allowed()
+            await one.create([security.AclBinding(TOPIC, READ)])
+            await _until(allowed)
+            await one.delete([security.AclBindingFilter(T.TOPIC, "orders", P.LITERAL)])
+            await _until(lambda: not allowed())
+            assert two.describe(security.AclBindingFilter()) == []
+        finally:
+            one.shutdown()
+            two.shutdown()
+
+    asyncio.run(run())
+
+
+async def _until(check: Callable[[], bool]) -> None:
+    for _ in range(500):  # the watch fires on another thread; the index changes on this loop
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the other broker never saw the change")
