@@ -28,6 +28,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
+from kazoo.client import KazooClient
 
 import seglog.broker
 from seglog.errors import InvalidConfigurationError
@@ -39,9 +40,10 @@ from seglog.protocol.message_data import (
 )
 from seglog.security import KafkaPrincipal
 from seglog.security.plain import PlainClient
-from seglog.security.scram import SCRAM_SHA_512, ScramClient
+from seglog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramCredential, credential
 
 from ..clients.conftest import kcat_path
+from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
 from .conftest import PRODUCER, wait_for
 from .test_hostile import API_VERSIONS_V0, _read_exact, _read_frame
 from .test_tls import Pki, pki  # noqa: F401  (the TLS tests' certificates, made per run)
@@ -501,3 +503,55 @@ def test_the_jaas_config_is_hidden_in_describe_configs(broker) -> None:
     shown = " ".join(f"{name}={entry.value}" for name, entry in entries.items())
     assert not any(p in shown for p in PLAIN_PASSWORDS.values())
     assert entries["sasl.enabled.mechanisms"].value == "SCRAM-SHA-256,SCRAM-SHA-512"
+
+
+# --- a cluster: the credentials in ZooKeeper, as Kafka keeps them --------------------------------
+
+
+def test_a_clusters_scram_credentials_live_in_zookeeper_and_reach_every_broker(chroot, tmp_path) -> None:  # noqa: F811
+    config = {
+        "zookeeper.connect": chroot,
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "offsets.topic.replication.factor": 1,
+    }
+    with (
+        seglog.broker.start(str(tmp_path / "b1"), config={**config, "broker.id": 1}) as one,
+        seglog.broker.start(str(tmp_path / "b2"), config={**config, "broker.id": 2}) as two,
+    ):
+        zk = KazooClient(hosts=chroot)
+        zk.start()
+        try:
+            # frank has a quota already: his credential goes beside it
+            zk.create("/config/users/frank", b'{"version":1,"config":{"producer_byte_rate":"1024"}}', makepath=True)
+            admin = AdminClient({"bootstrap.servers": one.bootstrap_servers})
+            upsert = UserScramCredentialUpsertion(
+                "frank", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"fr-pw"
+            )
+            admin.alter_user_scram_credentials([upsert])["frank"].result(30)
+            stored = json.loads(zk.get("/config/users/frank")[0])
+            notified = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+            # a second user as kafka-configs.sh --zookeeper writes one
+            written = credential(SCRAM_SHA_256, "gina-pw", 4096)
+            gina = {"version": 1, "config": {"SCRAM-SHA-256": written.format()}}
+            zk.create("/config/users/gina", json.dumps(gina).encode())
+            zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/gina"}', sequence=True)
+        finally:
+            zk.stop()
+            zk.close()
+        assert stored["version"] == 1 and sorted(stored["config"]) == ["SCRAM-SHA-256", "producer_byte_rate"]
+        assert ScramCredential.parse(stored["config"]["SCRAM-SHA-256"]).iterations == 4096
+        assert {"version": 2, "entity_path": "users/frank"} in notified
+        for broker in (one, two):
+            for user, password in (("frank", "fr-pw"), ("gina", "gina-pw")):
+                conf = {
+                    "bootstrap.servers": f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "sasl.username": user,
+                    "sasl.password": password,
+                }
+                wait_for(
+                    lambda b=broker, u=user: b.server.credentials.get(u, "SCRAM-SHA-256"), what=f"{user}'s credential"
+                )
+                assert AdminClient(conf).list_topics(timeout=30).brokers

@@ -37,10 +37,12 @@ import json
 import logging
 import os
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..cluster import znodes
 from ..config import BrokerConfig
 from ..errors import ErrorCode, IllegalSaslStateError, InvalidConfigurationError, SaslAuthenticationError
 from ..protocol import ApiKey, Request
@@ -92,7 +94,7 @@ class ScramCredentials:
 
     def __init__(self, save: Callable[[str, dict[str, str]], None] | None = None) -> None:
         self._users: dict[str, dict[str, ScramCredential]] = {}
-        self._save = save
+        self.save = save  # set by the store that keeps them (ZkCredentials joins once the broker has)
 
     def get(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
@@ -126,8 +128,8 @@ class ScramCredentials:
             else:
                 found[mechanism] = change
         stored = {m: c.format() for m, c in found.items()}
-        if self._save is not None:
-            self._save(user, stored)
+        if self.save is not None:
+            self.save(user, stored)
         self.load(user, stored)
 
 
@@ -166,6 +168,49 @@ class LogDirCredentials:
             os.fsync(f.fileno())
         os.replace(temporary, self.path)  # a crash leaves the old file or the new one, whole
         self._stored = everyone
+
+
+class ZkCredentials:
+    """A cluster's SCRAM credentials, in ZooKeeper as Kafka keeps them: ``/config/users/<user>``
+    holds ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,..."}}`` (beside the
+    user's other configs, quotas, which a change keeps), and each change is announced by a
+    ``/config/changes/config_change_<seq>`` notification of ``users/<user>`` that every broker
+    watches (``reload``)."""
+
+    def __init__(self, zk: Any, credentials: ScramCredentials) -> None:
+        self.zk = zk
+        self.credentials = credentials
+        credentials.save = self._save
+
+    def load(self) -> None:
+        """Every user's credentials (at joining: the notifications tell of later changes)."""
+        for entity in self.zk.get_children(f"{znodes.CONFIG}/users"):
+            self.reload(urllib.parse.unquote(entity))
+
+    def reload(self, user: str) -> None:
+        """One user's credentials read again (its config change notification)."""
+        path = _user_path(user)
+        found = self.zk.get(path)
+        self.credentials.load(user, znodes.decode_config(found[0] if found else None, path))
+
+    def _save(self, user: str, stored: dict[str, str]) -> None:
+        path = _user_path(user)
+        found = self.zk.get(path)
+        others = {
+            k: v for k, v in znodes.decode_config(found[0] if found else None, path).items() if k not in MECHANISMS
+        }
+        self.zk.set_or_create(path, znodes.encode_config({**others, **stored}))
+        notification = f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}"
+        self.zk.create_sequential(notification, znodes.encode_config_change(f"users/{_sanitized(user)}"))
+
+
+def _sanitized(user: str) -> str:
+    """A user's name as its znode's (Kafka's ``Sanitizer``: URL-encoded, ``*`` too)."""
+    return urllib.parse.quote(user, safe="")
+
+
+def _user_path(user: str) -> str:
+    return znodes.config_path("users", _sanitized(user))
 
 
 # --- a listener's SASL ---------------------------------------------------------------------------

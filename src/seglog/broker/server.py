@@ -36,7 +36,15 @@ from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
-from .sasl import SASL_PROTOCOLS, LogDirCredentials, SaslApis, SaslAuthenticator, ScramCredentials, listener_sasl
+from .sasl import (
+    SASL_PROTOCOLS,
+    LogDirCredentials,
+    SaslApis,
+    SaslAuthenticator,
+    ScramCredentials,
+    ZkCredentials,
+    listener_sasl,
+)
 from .tls import transport_factory
 from .txn_apis import TxnApis
 
@@ -222,7 +230,10 @@ class KafkaServer:
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
+        credentials = ZkCredentials(cluster.zk, self.credentials)
+        cluster.user_config_listeners.append(credentials.reload)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
+        await asyncio.get_running_loop().run_in_executor(None, credentials.load)  # after the changes are watched
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
