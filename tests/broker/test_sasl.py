@@ -8,6 +8,7 @@ exchange of bare tokens; re-authentication (KIP-368); bad SASL configs refused a
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import socket
@@ -31,6 +32,7 @@ from kafka import KafkaConsumer, KafkaProducer
 from kazoo.client import KazooClient
 
 import seglog.broker
+from seglog.cli import main
 from seglog.errors import InvalidConfigurationError
 from seglog.protocol import ApiKey, ClientConnection
 from seglog.protocol.message_data import (
@@ -555,3 +557,87 @@ def test_a_clusters_scram_credentials_live_in_zookeeper_and_reach_every_broker(c
                     lambda b=broker, u=user: b.server.credentials.get(u, "SCRAM-SHA-256"), what=f"{user}'s credential"
                 )
                 assert AdminClient(conf).list_topics(timeout=30).brokers
+
+
+# --- seglog's own client and tools: --command-config ----------------------------------------------
+
+
+def _cli(capsys, monkeypatch, *argv: str, stdin: str = "") -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _properties(path: Any, **values: str) -> str:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return str(path)
+
+
+def test_the_tools_authenticate_with_command_config(broker, pki, tmp_path, capsys, monkeypatch) -> None:  # noqa: F811
+    scram = _properties(
+        tmp_path / "scram.properties",
+        **{
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": pki.ca_file,
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="carol" password="{SCRAM_PASSWORDS["carol"]}";',
+        },
+    )
+    over_ssl = ("--bootstrap-server", f"127.0.0.1:{broker.server.port_of('SASL_SSL')}", "--command-config", scram)
+    assert _cli(capsys, monkeypatch, "topics", *over_ssl, "--create", "--topic", "cli-sasl")[0] == 0
+    lines = "".join(f"v{i}\n" for i in range(20))
+    assert _cli(capsys, monkeypatch, "produce", *over_ssl, "--topic", "cli-sasl", stdin=lines)[0] == 0
+    code, out, _ = _cli(capsys, monkeypatch, "consume", *over_ssl, "--topic", "cli-sasl", "--from-beginning")
+    assert code == 0 and sorted(out.split()) == sorted(f"v{i}" for i in range(20))
+    code, out, _ = _cli(capsys, monkeypatch, "consumer-groups", *over_ssl, "--list")
+    assert code == 0
+    # a SCRAM user made with the tool (kafka-configs.sh's syntax), then used by confluent-kafka
+    plain = _properties(
+        tmp_path / "plain.properties",
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": PLAIN_PASSWORDS["alice"],
+        },
+    )
+    over_plain = (
+        "--bootstrap-server",
+        f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}",
+        "--command-config",
+        plain,
+    )
+    users = ("configs", *over_plain, "--entity-type", "users", "--entity-name", "henry")
+    added = "SCRAM-SHA-256=[iterations=8192,password=henry-pw-77],SCRAM-SHA-512=[password=henry-pw-77]"
+    assert _cli(capsys, monkeypatch, *users, "--alter", "--add-config", added)[1] == (
+        "Completed updating config for user henry.\n"
+    )
+    assert _cli(capsys, monkeypatch, *users, "--describe")[1] == (
+        "SCRAM credential configs for user-principal 'henry' are SCRAM-SHA-256=iterations=8192, "
+        "SCRAM-SHA-512=iterations=4096\n"
+    )
+    Producer(_scram(broker, pki, "henry", "henry-pw-77", "SCRAM-SHA-256")).list_topics(timeout=30)
+    assert _cli(capsys, monkeypatch, *users, "--alter", "--delete-config", "SCRAM-SHA-256")[0] == 0
+    assert "SCRAM-SHA-256" not in _cli(capsys, monkeypatch, *users, "--describe")[1]
+
+
+def test_a_tool_with_a_wrong_password_says_kafkas_refusal(broker, tmp_path, capsys, monkeypatch) -> None:
+    wrong = _properties(
+        tmp_path / "wrong.properties",
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "wrong-pw-0d1e",
+        },
+    )
+    server = ("--bootstrap-server", f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}", "--command-config", wrong)
+    code, out, err = _cli(capsys, monkeypatch, "topics", *server, "--list")
+    assert code == 1 and "Authentication failed: Invalid username or password" in err
+    assert "wrong-pw-0d1e" not in out + err
+    # no SASL at all on the SASL port: the broker closes the connection at the first request past ApiVersions
+    code, _, err = _cli(capsys, monkeypatch, "topics", "--bootstrap-server", server[1], "--list")
+    assert code == 1 and "closed the connection" in err
