@@ -25,6 +25,7 @@ from seglog.client.cluster import (
     topics_by_name,
 )
 from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
+from seglog.client.security import PLAINTEXT, ClientSecurity, client_security
 from seglog.client.transactions import (
     BatchTransactions,
     DecidedBatch,
@@ -37,11 +38,13 @@ from seglog.client.transactions import (
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "PLAINTEXT",
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "AsyncConnection",
     "BatchTransactions",
     "BlockingConnection",
+    "ClientSecurity",
     "ClusterClient",
     "DecidedBatch",
     "FetchedPartition",
@@ -55,6 +58,7 @@ __all__ = [
     "check",
     "check_coordinator",
     "check_partition",
+    "client_security",
     "committed_offsets",
     "connect",
     "metadata",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import acls, admin, cluster, cluster_admin, data, groups, inter_broker, txn
+from seglog.protocol.messages import acls, admin, cluster, cluster_admin, data, groups, inter_broker, sasl, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -53,5 +53,9 @@ SCHEMAS: dict[int, Api] = {
         acls.DESCRIBE_ACLS,
         acls.CREATE_ACLS,
         acls.DELETE_ACLS,
+        sasl.SASL_HANDSHAKE,
+        sasl.SASL_AUTHENTICATE,
+        sasl.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        sasl.ALTER_USER_SCRAM_CREDENTIALS,
     )
 }
