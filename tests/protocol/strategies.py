@@ -107,7 +107,7 @@ def plain(value: Any) -> Any:
     if isinstance(value, memoryview):
         return bytes(value)
     if isinstance(value, Message):
-        return {name: plain(getattr(value, name)) for name in value.__slots__}
+        return {name: plain(getattr(value, name)) for name in value._fields()}
     if isinstance(value, dict):
         return {k: plain(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -3,6 +3,8 @@ encoded from, with Kafka's names and every field's default."""
 
 from __future__ import annotations
 
+import copy
+import pickle
 import uuid
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 from seglog.protocol import ApiKey, decode_request, decode_response, encode_request, encode_response, message_data
 from seglog.protocol.codec import message_class
 from seglog.protocol.compiler import MESSAGE_DATA_MODULE, message_data_source
-from seglog.protocol.message import Message
+from seglog.protocol.message import UNSET, Message
 from seglog.protocol.message_data import (
     FetchRequestData,
     FetchResponseData,
@@ -40,8 +42,8 @@ def test_every_struct_of_every_message_has_its_class_with_a_slot_per_field(api_k
         assert cls.__name__.endswith("ResponseData" if response else "RequestData")
 
         def check(struct: Struct, owner: type, cls: type = cls) -> None:
-            assert owner.__slots__ == tuple(f.name for f in struct.fields)
             made = owner()  # every argument optional
+            assert made._fields() == tuple(f.name for f in struct.fields)
             for f in struct.fields:
                 value = getattr(made, f.name)
                 inner = f.type.item if isinstance(f.type, Array) else f.type
@@ -62,6 +64,47 @@ def test_lists_and_structs_are_fresh_for_each_instance() -> None:
     a.topics.append(FetchRequestData.FetchTopic(topic="t"))
     a.replica_state.replica_id = 3
     assert b.topics == [] and b.replica_state.replica_id == -1
+
+
+def test_a_struct_field_is_made_at_its_default_on_first_read_and_kept() -> None:
+    partition = FetchResponseData.PartitionData(partition_index=1)
+    assert partition._current_leader is UNSET  # nothing made for a field left at its default
+    leader = partition.current_leader
+    assert leader == FetchResponseData.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1)
+    assert partition.current_leader is leader  # made once, then kept: changes to it stay
+    leader.leader_id = 4
+    assert partition.current_leader.leader_id == 4
+    assert FetchResponseData.PartitionData().current_leader.leader_id == -1  # fresh for each message
+    given = FetchResponseData.SnapshotId(end_offset=9, epoch=2)
+    partition.snapshot_id = given
+    assert partition.snapshot_id is given and partition._snapshot_id is given
+
+
+def test_a_struct_left_unread_equals_and_encodes_as_its_default() -> None:
+    def response(partition: FetchResponseData.PartitionData) -> FetchResponseData:
+        topic = FetchResponseData.FetchableTopicResponse(topic="t", partitions=[partition])
+        return FetchResponseData(responses=[topic])
+
+    lazy = FetchResponseData.PartitionData(records=b"")
+    read = FetchResponseData.PartitionData(records=b"")
+    assert read.diverging_epoch.epoch == -1 and read._diverging_epoch is not UNSET
+    explicit = FetchResponseData.PartitionData(records=b"", current_leader=FetchResponseData.LeaderIdAndEpoch())
+    assert lazy == read == explicit and repr(lazy) == repr(read)
+    for version in (11, 12, 16):
+        frames = {_joined(encode_response(ApiKey.FETCH, version, 1, response(p))) for p in (lazy, read, explicit)}
+        assert len(frames) == 1, version  # no tagged field written for a default, made or not
+        decoded = decode_response(ApiKey.FETCH, version, frames.pop()[4:]).responses[0].partitions[0]
+        assert decoded._diverging_epoch is UNSET and decoded == lazy
+    lazy.current_leader.leader_epoch = 7  # then changed through the property: written
+    changed = decode_response(ApiKey.FETCH, 16, _joined(encode_response(ApiKey.FETCH, 16, 1, response(lazy)))[4:])
+    assert changed.responses[0].partitions[0].current_leader == FetchResponseData.LeaderIdAndEpoch(-1, 7)
+
+
+def test_copies_and_pickles_keep_a_struct_left_unread() -> None:
+    partition = FetchResponseData.PartitionData(partition_index=3)
+    for copied in (copy.copy(partition), copy.deepcopy(partition), pickle.loads(pickle.dumps(partition))):
+        assert copied._current_leader is UNSET and copied == partition
+        assert copied.current_leader.leader_id == -1
 
 
 def test_decoding_makes_the_classes_and_fills_what_a_version_lacks() -> None:

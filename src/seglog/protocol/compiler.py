@@ -26,6 +26,7 @@ from typing import Any
 
 from seglog.errors import ErrorCode, SeglogError
 from seglog.protocol import primitives
+from seglog.protocol.message import UNSET
 from seglog.protocol.schema import (
     BOOL,
     BYTES,
@@ -64,7 +65,7 @@ class _Source:
 
     def __init__(self) -> None:
         self.lines: list[str] = []
-        self.namespace: dict[str, Any] = {}
+        self.namespace: dict[str, Any] = {"_unset": UNSET}
         self.counter = 0
 
     def emit(self, indent: int, line: str) -> None:
@@ -102,12 +103,19 @@ def _is_fixed(f: Field) -> bool:
     return isinstance(f.type, str) and f.type in FIXED_FORMATS
 
 
-def _default_expr(src: _Source, f: Field, classes: Classes) -> str:
-    """Source of an expression making the default value (fresh lists and structs each time)."""
+def _slot(f: Field) -> str:
+    """The slot holding a field: a struct's is private, UNSET until its property first reads it
+    (message.py), so that a message leaving its structs at their defaults makes none of them."""
+    return f"_{f.name}" if isinstance(f.type, Struct) else f.name
+
+
+def _default_expr(src: _Source, f: Field) -> str:
+    """Source of an expression making the default value (a fresh list each time; UNSET for a
+    struct, made by its property when read)."""
     if isinstance(f.type, Array):
         return "[]"
     if isinstance(f.type, Struct):
-        return f"{src.const(classes[id(f.type)])}()"
+        return "_unset"
     if isinstance(f.default, bool | int | float | str | bytes) or f.default is None:
         return repr(f.default)
     return src.const(f.default)
@@ -254,13 +262,13 @@ class _DecoderGen:
         # made without __init__: a store per slot costs less than the call (and than a dict)
         emit(ind, f"{var} = _new({self.src.const(self.classes[id(struct_)])})")
         for f in struct_.fields:
-            value = names[f.name] if f.name in present else _default_expr(self.src, f, self.classes)
-            emit(ind, f"{var}.{f.name} = {value}")
+            value = names[f.name] if f.name in present else _default_expr(self.src, f)
+            emit(ind, f"{var}.{_slot(f)} = {value}")
 
     def tagged_section(self, ind: int, tagged: list[Field], names: dict[str, str], depth: int) -> None:
         emit = self.src.emit
         for f in tagged:
-            emit(ind, f"{names[f.name]} = {_default_expr(self.src, f, self.classes)}")
+            emit(ind, f"{names[f.name]} = {_default_expr(self.src, f)}")
         t = f"t{depth}"
         emit(ind, "if p >= e: raise _short(p, 1, e)")
         emit(ind, f"{t} = b[p]")
@@ -317,13 +325,19 @@ def _differs_source(src: _Source, f: Field, type_: FieldType, value: str) -> str
         return f"bool({value})"
     if isinstance(type_, Struct):
         tests = [
-            f"{value}.{g.name} is not None and {_differs_source(src, g, g.type, f'{value}.{g.name}')}"
+            f"{_set(g, f'{value}.{_slot(g)}')} and {_differs_source(src, g, g.type, f'{value}.{_slot(g)}')}"
             if isinstance(g.type, Array | Struct)
             else f"{value}.{g.name} != {_literal(src, g.default)}"
             for g in type_.fields
         ]
         return "(" + " or ".join(tests) + ")" if tests else "False"
     return f"{value} != {_literal(src, f.default)}"
+
+
+def _set(f: Field, value: str) -> str:
+    """Source of a test that the slot ``value`` of an array or struct field holds a value: not
+    None, nor (a struct's) UNSET, its default."""
+    return f"{value} is not None" + (f" and {value} is not _unset" if isinstance(f.type, Struct) else "")
 
 
 def _literal(src: _Source, value: Any) -> str:
@@ -423,7 +437,9 @@ class _EncoderGen:
                 continue
             flush()
             v = f"v{depth}"
-            emit(ind, f"{v} = {var}.{f.name}")
+            emit(ind, f"{v} = {var}.{_slot(f)}")
+            if isinstance(f.type, Struct):  # left at its default: a default struct's bytes
+                emit(ind, f"if {v} is _unset: {v} = {self.src.const(self.classes[id(f.type)]())}")
             self.value(ind, f, f.type, v, depth)
         flush()
         if self.flexible:
@@ -439,8 +455,8 @@ class _EncoderGen:
         for f in tagged:
             if _contains_records(f.type):
                 raise ValueError(f"records in tagged field {f.name}")
-            emit(ind, f"{v} = {var}.{f.name}")
-            emit(ind, f"if {v} is not None and {_differs_source(self.src, f, f.type, v)}:")
+            emit(ind, f"{v} = {var}.{_slot(f)}")
+            emit(ind, f"if {_set(f, v)} and {_differs_source(self.src, f, f.type, v)}:")
             emit(ind + 1, f"{saved} = o")
             emit(ind + 1, "o = bytearray()")
             self.value(ind + 1, f, f.type, v, depth + 1)
@@ -585,30 +601,48 @@ def _class_lines(
 ) -> list[str]:
     pad = "    " * indent
     out = [f"{pad}class {name}(Message):", f'{pad}    """{doc}"""', ""]
-    slots = ", ".join(f'"{f.name}"' for f in struct_.fields)
+    slots = ", ".join(f'"{_slot(f)}"' for f in struct_.fields)
     out.append(f"{pad}    __slots__ = ({slots}{',' if len(struct_.fields) == 1 else ''})")
     out.append("")
     for f in struct_.fields:
         tag = f", tag {f.tag}" if f.tag is not None else ""
         nullable = f", nullable {_versions_text(f.null)}" if f.null.lo <= f.null.hi else ""
-        out.append(f"{pad}    {f.name}: {_field_annotation(f, top)}  # {_versions_text(f.versions)}{tag}{nullable}")
+        lazy = ", UNSET until its property first reads it" if isinstance(f.type, Struct) else ""
+        versions = _versions_text(f.versions)
+        out.append(f"{pad}    {_slot(f)}: {_field_annotation(f, top)}  # {versions}{tag}{nullable}{lazy}")
     if struct_.fields:
         out += ["", f"{pad}    def __init__(", f"{pad}        self,"]
         for f in struct_.fields:
             out.append(f"{pad}        {f.name}: {_field_annotation(f, top)} = {_default_source(f)},")
         out.append(f"{pad}    ) -> None:")
         for f in struct_.fields:
-            if isinstance(f.type, Array):
-                value = f"[] if {f.name} is UNSET else {f.name}"
-            elif isinstance(f.type, Struct):
-                value = f"{top}.{struct_name(f.type)}() if {f.name} is UNSET else {f.name}"
-            else:
-                value = f.name
-            out.append(f"{pad}        self.{f.name} = {value}")
+            value = f"[] if {f.name} is UNSET else {f.name}" if isinstance(f.type, Array) else f.name
+            out.append(f"{pad}        self.{_slot(f)} = {value}")
+    for f in struct_.fields:
+        if isinstance(f.type, Struct):
+            out.extend(_property_lines(f, top, pad))
     for inner, where in nested:
         out.append("")
         out.extend(_class_lines(inner, struct_name(inner), top, f"{where}.", [], indent + 1))
     return out
+
+
+def _property_lines(f: Field, top: str, pad: str) -> list[str]:
+    """A struct field's property: its slot's struct, the default made on first read."""
+    assert isinstance(f.type, Struct)
+    annotation, slot = _field_annotation(f, top), _slot(f)
+    return [
+        "",
+        f"{pad}    @property",
+        f"{pad}    def {f.name}(self) -> {annotation}:",
+        f"{pad}        if self.{slot} is UNSET:",
+        f"{pad}            self.{slot} = {top}.{struct_name(f.type)}()",
+        f"{pad}        return self.{slot}",
+        "",
+        f"{pad}    @{f.name}.setter",
+        f"{pad}    def {f.name}(self, value: {annotation}) -> None:",
+        f"{pad}        self.{slot} = value",
+    ]
 
 
 def message_data_source(schemas: dict[int, Api]) -> str:

@@ -221,7 +221,7 @@ class ProduceResponseData(Message):
             "log_start_offset",
             "record_errors",
             "error_message",
-            "current_leader",
+            "_current_leader",
         )
 
         index: int  # v0+
@@ -231,7 +231,7 @@ class ProduceResponseData(Message):
         log_start_offset: int  # v5+
         record_errors: list[ProduceResponseData.BatchIndexAndErrorMessage]  # v8+
         error_message: str | None  # v8+, nullable v8+
-        current_leader: ProduceResponseData.LeaderIdAndEpoch  # v10+, tag 0
+        _current_leader: ProduceResponseData.LeaderIdAndEpoch  # v10+, tag 0, UNSET until its property first reads it
 
         def __init__(
             self,
@@ -251,7 +251,17 @@ class ProduceResponseData(Message):
             self.log_start_offset = log_start_offset
             self.record_errors = [] if record_errors is UNSET else record_errors
             self.error_message = error_message
-            self.current_leader = ProduceResponseData.LeaderIdAndEpoch() if current_leader is UNSET else current_leader
+            self._current_leader = current_leader
+
+        @property
+        def current_leader(self) -> ProduceResponseData.LeaderIdAndEpoch:
+            if self._current_leader is UNSET:
+                self._current_leader = ProduceResponseData.LeaderIdAndEpoch()
+            return self._current_leader
+
+        @current_leader.setter
+        def current_leader(self, value: ProduceResponseData.LeaderIdAndEpoch) -> None:
+            self._current_leader = value
 
     class BatchIndexAndErrorMessage(Message):
         """An item of ProduceResponseData.PartitionProduceResponse.record_errors."""
@@ -314,7 +324,7 @@ class FetchRequestData(Message):
     __slots__ = (
         "cluster_id",
         "replica_id",
-        "replica_state",
+        "_replica_state",
         "max_wait_ms",
         "min_bytes",
         "max_bytes",
@@ -328,7 +338,7 @@ class FetchRequestData(Message):
 
     cluster_id: str | None  # v12+, tag 0, nullable v12+
     replica_id: int  # v0-14
-    replica_state: FetchRequestData.ReplicaState  # v15+, tag 1
+    _replica_state: FetchRequestData.ReplicaState  # v15+, tag 1, UNSET until its property first reads it
     max_wait_ms: int  # v0+
     min_bytes: int  # v0+
     max_bytes: int  # v3+
@@ -356,7 +366,7 @@ class FetchRequestData(Message):
     ) -> None:
         self.cluster_id = cluster_id
         self.replica_id = replica_id
-        self.replica_state = FetchRequestData.ReplicaState() if replica_state is UNSET else replica_state
+        self._replica_state = replica_state
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
@@ -366,6 +376,16 @@ class FetchRequestData(Message):
         self.topics = [] if topics is UNSET else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is UNSET else forgotten_topics_data
         self.rack_id = rack_id
+
+    @property
+    def replica_state(self) -> FetchRequestData.ReplicaState:
+        if self._replica_state is UNSET:
+            self._replica_state = FetchRequestData.ReplicaState()
+        return self._replica_state
+
+    @replica_state.setter
+    def replica_state(self, value: FetchRequestData.ReplicaState) -> None:
+        self._replica_state = value
 
     class ReplicaState(Message):
         """The value of FetchRequestData.replica_state."""
@@ -514,9 +534,9 @@ class FetchResponseData(Message):
             "high_watermark",
             "last_stable_offset",
             "log_start_offset",
-            "diverging_epoch",
-            "current_leader",
-            "snapshot_id",
+            "_diverging_epoch",
+            "_current_leader",
+            "_snapshot_id",
             "aborted_transactions",
             "preferred_read_replica",
             "records",
@@ -527,9 +547,9 @@ class FetchResponseData(Message):
         high_watermark: int  # v0+
         last_stable_offset: int  # v4+
         log_start_offset: int  # v5+
-        diverging_epoch: FetchResponseData.EpochEndOffset  # v12+, tag 0
-        current_leader: FetchResponseData.LeaderIdAndEpoch  # v12+, tag 1
-        snapshot_id: FetchResponseData.SnapshotId  # v12+, tag 2
+        _diverging_epoch: FetchResponseData.EpochEndOffset  # v12+, tag 0, UNSET until its property first reads it
+        _current_leader: FetchResponseData.LeaderIdAndEpoch  # v12+, tag 1, UNSET until its property first reads it
+        _snapshot_id: FetchResponseData.SnapshotId  # v12+, tag 2, UNSET until its property first reads it
         aborted_transactions: list[FetchResponseData.AbortedTransaction] | None  # v4+, nullable v4+
         preferred_read_replica: int  # v11+
         records: Any  # v0+, nullable v0+
@@ -553,12 +573,42 @@ class FetchResponseData(Message):
             self.high_watermark = high_watermark
             self.last_stable_offset = last_stable_offset
             self.log_start_offset = log_start_offset
-            self.diverging_epoch = FetchResponseData.EpochEndOffset() if diverging_epoch is UNSET else diverging_epoch
-            self.current_leader = FetchResponseData.LeaderIdAndEpoch() if current_leader is UNSET else current_leader
-            self.snapshot_id = FetchResponseData.SnapshotId() if snapshot_id is UNSET else snapshot_id
+            self._diverging_epoch = diverging_epoch
+            self._current_leader = current_leader
+            self._snapshot_id = snapshot_id
             self.aborted_transactions = [] if aborted_transactions is UNSET else aborted_transactions
             self.preferred_read_replica = preferred_read_replica
             self.records = records
+
+        @property
+        def diverging_epoch(self) -> FetchResponseData.EpochEndOffset:
+            if self._diverging_epoch is UNSET:
+                self._diverging_epoch = FetchResponseData.EpochEndOffset()
+            return self._diverging_epoch
+
+        @diverging_epoch.setter
+        def diverging_epoch(self, value: FetchResponseData.EpochEndOffset) -> None:
+            self._diverging_epoch = value
+
+        @property
+        def current_leader(self) -> FetchResponseData.LeaderIdAndEpoch:
+            if self._current_leader is UNSET:
+                self._current_leader = FetchResponseData.LeaderIdAndEpoch()
+            return self._current_leader
+
+        @current_leader.setter
+        def current_leader(self, value: FetchResponseData.LeaderIdAndEpoch) -> None:
+            self._current_leader = value
+
+        @property
+        def snapshot_id(self) -> FetchResponseData.SnapshotId:
+            if self._snapshot_id is UNSET:
+                self._snapshot_id = FetchResponseData.SnapshotId()
+            return self._snapshot_id
+
+        @snapshot_id.setter
+        def snapshot_id(self, value: FetchResponseData.SnapshotId) -> None:
+            self._snapshot_id = value
 
     class EpochEndOffset(Message):
         """The value of FetchResponseData.PartitionData.diverging_epoch."""
