@@ -1,9 +1,9 @@
 """seglog's Kafka client: connections to brokers, on ``protocol``'s sans-IO connection, and the
 routing of requests in a cluster (``ClusterClient``: leaders, coordinators, retries, the
-consumer's Fetch and ListOffsets).
+consumer's Fetch and ListOffsets), and the idempotent ``Producer`` on it.
 
-Layering: uses ``protocol``, ``common`` and ``errors``; the broker (its inter-broker channels), the
-command-line tools and Spark use it.
+Layering: uses ``protocol``, ``records``, ``partitioner``, ``common`` and ``errors``; the broker
+(its inter-broker channels), the command-line tools and Spark use it.
 """
 
 from seglog.client.cluster import (
@@ -24,6 +24,7 @@ from seglog.client.cluster import (
     topics_by_name,
 )
 from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
+from seglog.client.producer import Delivered, Producer, ProducerConfig, ProducerIdAndEpoch
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
@@ -33,9 +34,13 @@ __all__ = [
     "AsyncConnection",
     "BlockingConnection",
     "ClusterClient",
+    "Delivered",
     "FetchedPartition",
     "ListedOffset",
     "MetadataTopic",
+    "Producer",
+    "ProducerConfig",
+    "ProducerIdAndEpoch",
     "RetriableError",
     "Unanswered",
     "check",
