@@ -161,6 +161,25 @@ def test_in_place_edits_keep_the_crc_valid(codec):
     assert [r.timestamp for r in b.records()] == [100, 200]
 
 
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_producers_stamp_keeps_the_crc_valid_and_reads_back_in_kafka_python(codec):
+    data = build_batch([Record(b"k", b"v", 100), Record(b"k2", b"v2", 200)], compression=codec)
+    b = RecordBatch(data)
+    b.set_producer_state(4242, 3, 17, transactional=True)
+    b.validate()
+    assert (b.producer_id, b.producer_epoch, b.base_sequence, b.last_sequence) == (4242, 3, 17, 18)
+    assert b.is_transactional and b.compression == codec
+    peer = DefaultRecordBatch(bytes(data))
+    assert peer.validate_crc() and (peer.producer_id, peer.producer_epoch, peer.base_sequence) == (4242, 3, 17)
+    assert peer.is_transactional
+    b.set_producer_state(4242, 4, 0)  # an epoch bump restarts the sequence, outside a transaction
+    b.validate()
+    assert (b.producer_epoch, b.base_sequence, b.is_transactional) == (4, 0, False)
+    assert [(r.key, r.value, r.timestamp) for r in b.records()] == [(b"k", b"v", 100), (b"k2", b"v2", 200)]
+    with pytest.raises(InvalidRequestError):
+        b.set_producer_state(1, 2**15, 0)
+
+
 def test_in_place_edits_of_real_broker_batches():
     from ..conftest import KAFKA_DATA
 

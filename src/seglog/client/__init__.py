@@ -1,10 +1,11 @@
 """seglog's Kafka client: connections to brokers, on ``protocol``'s sans-IO connection, and the
 routing of requests in a cluster (``ClusterClient``: leaders, coordinators, retries, the
-consumer's Fetch and ListOffsets), and a transactional producer's requests to its coordinators
-(``TransactionManager``; ``BatchTransactions``: the exactly-once sink's two phases).
+consumer's Fetch and ListOffsets), the idempotent ``Producer`` on it, and a transactional producer's
+requests to its coordinators (``TransactionManager``; ``BatchTransactions``: the exactly-once sink's
+two phases).
 
-Layering: uses ``protocol``, ``common`` and ``errors``; the broker (its inter-broker channels), the
-command-line tools and Spark use it.
+Layering: uses ``protocol``, ``records``, ``partitioner``, ``common`` and ``errors``; the broker
+(its inter-broker channels), the command-line tools and Spark use it.
 """
 
 from seglog.client.cluster import (
@@ -25,6 +26,7 @@ from seglog.client.cluster import (
     topics_by_name,
 )
 from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
+from seglog.client.producer import Delivered, Producer, ProducerConfig, ProducerIdAndEpoch
 from seglog.client.security import PLAINTEXT, ClientSecurity, client_security
 from seglog.client.transactions import (
     BatchTransactions,
@@ -47,11 +49,15 @@ __all__ = [
     "ClientSecurity",
     "ClusterClient",
     "DecidedBatch",
+    "Delivered",
     "FetchedPartition",
     "ListedOffset",
     "MetadataTopic",
     "OffsetAndMetadata",
     "PreparedTxnState",
+    "Producer",
+    "ProducerConfig",
+    "ProducerIdAndEpoch",
     "RetriableError",
     "TransactionManager",
     "Unanswered",

@@ -289,6 +289,24 @@ class RecordBatch:
         _I64.pack_into(self.buffer, MAX_TIMESTAMP_OFFSET, timestamp)
         _U32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
 
+    def set_producer_state(
+        self, producer_id: int, producer_epoch: int, base_sequence: int, *, transactional: bool = False
+    ) -> None:
+        """Stamp a built batch with its producer's id, epoch and first sequence (and the
+        transactional bit), as Kafka's producer does when it drains a batch to send it (and again
+        after an epoch bump); recomputes the CRC, which covers these fields."""
+        check_int("producer_id", producer_id, -1, INT64_MAX)
+        check_int("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+        check_int("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        attributes = self.attributes & ~TRANSACTIONAL_FLAG_MASK
+        if transactional:
+            attributes |= TRANSACTIONAL_FLAG_MASK
+        _I16.pack_into(self.buffer, ATTRIBUTES_OFFSET, attributes)
+        _I64.pack_into(self.buffer, PRODUCER_ID_OFFSET, producer_id)
+        _I16.pack_into(self.buffer, PRODUCER_EPOCH_OFFSET, producer_epoch)
+        _I32.pack_into(self.buffer, BASE_SEQUENCE_OFFSET, base_sequence)
+        _U32.pack_into(self.buffer, CRC_OFFSET, self.compute_crc())
+
     def __repr__(self) -> str:
         return (
             f"RecordBatch(base_offset={self.base_offset}, last_offset={self.last_offset}, "
