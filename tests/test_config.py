@@ -123,6 +123,8 @@ BROKER_CASES = {
     "ssl.cipher.suites": (None, None, "a comma-separated list"),
     "ssl.principal.mapping.rules": ("", None, "a string"),
     "num.io.threads": (2**31, "eight", "an int32"),
+    "quota.window.num": (0, "eleven", "[1, 2147483647]"),
+    "quota.window.size.seconds": (0, "1s", "[1, 2147483647]"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
     "leader.imbalance.check.interval.seconds": (0, "5m", "[1, 9223372036854775807]"),
     "replica.lag.time.max.ms": (0, "30s", "[1, 9223372036854775807]"),

@@ -33,9 +33,11 @@ from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
+from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
+from .throttling import Throttler, timed
 from .tls import transport_factory
 from .txn_apis import TxnApis
 
@@ -99,6 +101,8 @@ class KafkaServer:
         self.cluster: ClusterMember | None = None
         self.controller_apis: ControllerApis | None = None  # in a cluster
         self.started = asyncio.Event()
+        self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
+        self.throttler = Throttler(self.quotas)
 
     @property
     def socket_server(self) -> SocketServer | None:
@@ -293,12 +297,26 @@ class KafkaServer:
         set_current_request(context)
         handler = self.routes[key].handler
         failed = True
+        handler_ns = 0  # its time on the loop, when a request quota counts it
         try:
             if handler is None:  # ApiVersions: the served ranges, or UNSUPPORTED_VERSION at v0 (KIP-511)
                 body = conn.protocol.api_versions_body(request)
+            elif self.throttler.times(key):
+                body, handler_ns = await timed(handler(header.api_version, request.body))
             else:
                 body = await handler(header.api_version, request.body)
             failed = False
         finally:
             self.metrics.request(_API_NAMES[key], time.perf_counter() - started, failed)
+        throttle_ms = self.throttler.throttle(request, body, handler_ns, context)
+        if throttle_ms:
+            await self._hold_back(request, body, conn, throttle_ms)
         return body
+
+    async def _hold_back(self, request: Request, body: Any, conn: Connection, throttle_ms: int) -> None:
+        """A throttled client held back (KIP-219): muted after its answer (or none, to an
+        acks=0 produce), or an older one answered only once the throttle time has passed."""
+        if body is None or self.throttler.client_throttles(request):
+            conn.mute(throttle_ms / 1000)
+        else:
+            await asyncio.sleep(throttle_ms / 1000)
