@@ -24,6 +24,7 @@ from ..protocol import ApiKey, Request
 from ..security import ANONYMOUS
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
+from .client_quota_apis import ClientQuotaApis
 from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
@@ -33,6 +34,7 @@ from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
+from .quota_store import LogDirQuotaStore, ZkQuotaStore
 from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
@@ -184,6 +186,10 @@ class KafkaServer:
             },
         )
         self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
+        if member is None:  # a broker on its own keeps its quotas in its log dir; a cluster's are ZooKeeper's
+            quota_apis = ClientQuotaApis(self.quotas, LogDirQuotaStore(self.config.log_dirs[0]))
+            await quota_apis.load()
+            self._modules.append(quota_apis.routes())
         self._route()
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
         replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
@@ -210,7 +216,14 @@ class KafkaServer:
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
+        # quotas follow their znodes' change notifications from the first one on, then are read
+        quota_apis = ClientQuotaApis(self.quotas, ZkQuotaStore(cluster.zk))
+        for kind in ("users", "clients"):
+            cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
+        await quota_apis.load()
+        self._modules.append(quota_apis.routes())
+        self._route()
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import admin, cluster, cluster_admin, data, groups, inter_broker, txn
+from seglog.protocol.messages import admin, cluster, cluster_admin, data, groups, inter_broker, quotas, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -50,5 +50,7 @@ SCHEMAS: dict[int, Api] = {
         cluster_admin.ELECT_LEADERS,
         cluster_admin.ALTER_PARTITION_REASSIGNMENTS,
         cluster_admin.LIST_PARTITION_REASSIGNMENTS,
+        quotas.DESCRIBE_CLIENT_QUOTAS,
+        quotas.ALTER_CLIENT_QUOTAS,
     )
 }
