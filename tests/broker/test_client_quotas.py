@@ -16,6 +16,7 @@ from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasR
 from seglog.broker.embedded import EmbeddedBroker
 from seglog.broker.quota_store import QUOTA_FILE
 from seglog.broker.quotas import DEFAULT, QuotaEntity
+from seglog.cli import main
 from seglog.errors import ErrorCode
 
 Entry = AlterClientQuotasRequest.EntryData
@@ -209,3 +210,75 @@ def test_a_corrupt_quota_file_stops_the_broker_with_a_clear_error(
     with pytest.raises(Exception, match="not a client quota file") as e:
         seglog_broker_factory(str(log_dir))
     assert QUOTA_FILE in str(e.value)
+
+
+# --- seglog configs: kafka-configs.sh's quota forms ------------------------------------------------
+
+
+def configs(seglog_broker: EmbeddedBroker, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["configs", "--bootstrap-server", seglog_broker.bootstrap_servers, *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.usefixtures("cleared")
+def test_seglog_configs_alters_and_describes_quotas(
+    seglog_broker: EmbeddedBroker, admin: KafkaAdminClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    alice = ("--entity-type", "users", "--entity-name", "alice")
+    added = ("--add-config", "producer_byte_rate=1024,consumer_byte_rate=2048")
+    assert configs(seglog_broker, capsys, "--alter", *alice, *added) == (
+        0,
+        "Completed updating config for user alice.\n",
+        "",
+    )
+    code, out, _ = configs(
+        seglog_broker, capsys, "--alter", *alice, "--entity-type", "clients", "--entity-default", "--add-config",
+        "request_percentage=25.5",
+    )  # fmt: skip
+    assert (code, out) == (0, "Completed updating config for user alice.\n")
+    code, out, _ = configs(
+        seglog_broker, capsys, "--alter", "--entity-type", "clients", "--entity-default", "--add-config",
+        "consumer_byte_rate=512",
+    )  # fmt: skip
+    assert (code, out) == (0, "Completed updating default config for clients in the cluster.\n")
+    # what the tool wrote, as a client describes it
+    assert describe(admin) == {
+        (("user", "alice"),): {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
+        (("user", "alice"), ("client-id", None)): {"request_percentage": 25.5},
+        (("client-id", None),): {"consumer_byte_rate": 512.0},
+    }
+    assert configs(seglog_broker, capsys, "--describe", *alice)[1] == (
+        "Quota configs for user-principal 'alice' are consumer_byte_rate=2048.0, producer_byte_rate=1024.0\n"
+    )
+    out = configs(seglog_broker, capsys, "--describe", *alice, "--entity-type", "clients")[1]
+    assert out == "Quota configs for user-principal 'alice', the default client-id are request_percentage=25.5\n"
+    out = configs(seglog_broker, capsys, "--describe", "--entity-type", "clients")[1]
+    assert out == "Quota configs for the default client-id are consumer_byte_rate=512.0\n"
+    assert configs(seglog_broker, capsys, "--alter", *alice, "--delete-config", "consumer_byte_rate")[0] == 0
+    assert describe(admin, Component(entity_type="user", match_type=EXACT, match="alice"), strict=True) == {
+        (("user", "alice"),): {"producer_byte_rate": 1024.0}
+    }
+
+
+@pytest.mark.parametrize(
+    ("argv", "error"),
+    [
+        (("--add-config", "retention.ms=1"), "not quota configs: retention.ms"),
+        (("--add-config", "producer_byte_rate=fast"), "Cannot parse quota configuration value for producer_byte_rate"),
+        (("--delete-config", "consumer_byte_rate"), "Invalid config(s): consumer_byte_rate"),
+        (("--add-config", "producer_byte_rate=1.5"), "must be a LONG value"),
+    ],
+)
+def test_seglog_configs_refuses_bad_quota_alterations(
+    seglog_broker: EmbeddedBroker, admin: KafkaAdminClient, capsys: pytest.CaptureFixture[str], argv: Any, error: str
+) -> None:
+    try:
+        code, _, said = configs(
+            seglog_broker, capsys, "--alter", "--entity-type", "users", "--entity-name", "bob", *argv
+        )
+        assert code == 1  # the broker's refusal
+    except SystemExit as e:  # the tool's own
+        said = str(e.code)
+    assert error in said
+    assert describe(admin) == {}

@@ -11,6 +11,8 @@ running broker (``seglog broker`` or Kafka), through ``BlockingConnection``.
     seglog delete-records --bootstrap-server H:P --offset-json-file F
     seglog configs      --bootstrap-server H:P --entity-type topics|brokers --entity-name N
                         --describe | --alter [--add-config k=v,...] [--delete-config k,...]
+    seglog configs      --bootstrap-server H:P --entity-type users|clients --entity-name N | --entity-default
+                        [--entity-type clients ...] --describe | --alter ... (client quotas: client_quotas.py)
 
 Output follows Kafka's tools (kafka-topics.sh, kafka-console-producer/consumer.sh,
 kafka-get-offsets.sh, kafka-delete-records.sh, kafka-configs.sh). ``cli.py`` sends a
@@ -62,6 +64,7 @@ from ..records.batch import build_batch
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from . import CLIENT_ID
 from .arguments import CommandParser, parse_configs, partition_list
+from .client_quotas import ENTITY_TYPES, quota_configs
 from .logdir import record_json
 
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
@@ -435,10 +438,18 @@ def delete_records(args: argparse.Namespace) -> int:
 
 
 def add_configs(sub: Any) -> None:
-    p = sub.add_parser("configs", help="describe or alter topic and broker configs (kafka-configs.sh)")
+    p = sub.add_parser("configs", help="describe or alter topic, broker, user and client configs (kafka-configs.sh)")
     _with_server(p)
-    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
-    p.add_argument("--entity-name", required=True)
+    # users and clients combine (a user's client id): each --entity-type takes the next name
+    p.add_argument("--entity-type", required=True, action="append", choices=("topics", "brokers", *ENTITY_TYPES))
+    p.add_argument("--entity-name", action="append")
+    p.add_argument(
+        "--entity-default",
+        dest="entity_name",
+        action="append_const",
+        const="",
+        help="the default user or client id, in place of an --entity-name",
+    )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
@@ -449,6 +460,12 @@ def add_configs(sub: Any) -> None:
 
 
 def configs(args: argparse.Namespace) -> int:
+    if args.entity_type[0] in ENTITY_TYPES:
+        with _client(args) as cluster:
+            return quota_configs(cluster.bootstrap, args)
+    if len(args.entity_type) > 1 or len(args.entity_name or []) != 1 or not args.entity_name[0]:
+        raise SystemExit("error: topics and brokers take one --entity-type and its --entity-name")
+    args.entity_type, args.entity_name = args.entity_type[0], args.entity_name[0]
     kind = ConfigResourceType.TOPIC if args.entity_type == "topics" else ConfigResourceType.BROKER
     what = "topic" if kind == ConfigResourceType.TOPIC else "broker"
     with _client(args) as cluster:
