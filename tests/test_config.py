@@ -129,6 +129,8 @@ BROKER_CASES = {
     "connections.max.reauth.ms": (-1, "1h", "[0, 9223372036854775807]"),
     "connection.failed.authentication.delay.ms": (-1, "100ms", "[0, 2147483647]"),
     "num.io.threads": (2**31, "eight", "an int32"),
+    "quota.window.num": (0, "eleven", "[1, 2147483647]"),
+    "quota.window.size.seconds": (0, "1s", "[1, 2147483647]"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
     "leader.imbalance.check.interval.seconds": (0, "5m", "[1, 9223372036854775807]"),
     "replica.lag.time.max.ms": (0, "30s", "[1, 9223372036854775807]"),

@@ -533,6 +533,14 @@ for _key in (
     BROKER_KEYS[_key.name] = _key
 
 
+# client quotas' sampling (Kafka's QuotaConfig): a rate over num windows of size.seconds each
+for _key in (
+    Key("quota.window.num", _int32, 11, "Samples a client quota's rate is measured over.", minimum=1),
+    Key("quota.window.size.seconds", _int32, 1, "The time span of each client quota sample.", minimum=1),
+):
+    BROKER_KEYS[_key.name] = _key
+
+
 # Kafka's security protocols; a listener's name maps to one (listener.security.protocol.map)
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _STORE_TYPES = ("JKS", "PKCS12", "PEM")

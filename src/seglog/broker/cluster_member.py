@@ -7,9 +7,10 @@ created, the ephemeral ``/brokers/ids/<id>`` registered (again after every sessi
 election, and the elected one sends its requests through a ``ControllerChannelManager``.
 Admin requests write what Kafka's ``AdminZkClient`` writes (``/brokers/topics/<t>`` with an
 assignment, ``/admin/delete_topics/<t>``, ``/config/topics/<t>`` and a ``/config/changes``
-notification) and the controller acts on it. Topic config changes reach every broker through
-``/config/changes``, which each broker watches. At shutdown (``controlled.shutdown.enable``)
-the broker asks the controller to move its leaders off first, as Kafka's does.
+notification) and the controller acts on it. Config changes (of topics, users and clients)
+reach every broker through ``/config/changes``, which each broker watches. At shutdown
+(``controlled.shutdown.enable``) the broker asks the controller to move its leaders off
+first, as Kafka's does.
 
 All calls here block: the broker runs them in a thread.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-import urllib.parse
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -64,8 +64,9 @@ class ClusterMember:
         self.channel = ControllerChannelManager(self.listeners.inter_broker)
         self.controller: KafkaController | None = None
         self._config_change_seen = ""
-        # called with a user's name when its /config/users znode changed (the broker's SCRAM credentials)
-        self.user_config_listeners: list[Callable[[str], None]] = []
+        # what each kind of entity's config change notification does (``users/alice`` -> "users"),
+        # on the ZooKeeper client's event thread; the server adds the users' and clients' quotas
+        self.config_handlers: dict[str, list[Callable[[str], None]]] = {"topics": [self._apply_topic_config]}
 
     @property
     def broker_epoch(self) -> int:
@@ -202,11 +203,12 @@ class ClusterMember:
             if found is None:
                 continue
             try:
-                kind, _, topic = znodes.decode_config_change(found[0]).partition("/")
-                if kind == "topics":
-                    self.replicas.apply_topic_config(topic, validate_topic_config(self.zk.get_topic_config(topic)))
-                elif kind == "users":
-                    for listener in self.user_config_listeners:
-                        listener(urllib.parse.unquote(topic))
+                entity_path = znodes.decode_config_change(found[0])
+                for handler in self.config_handlers.get(entity_path.partition("/")[0], ()):
+                    handler(entity_path)
             except SeglogError:
                 log.exception("config change %s not applied", change)
+
+    def _apply_topic_config(self, entity_path: str) -> None:
+        topic = entity_path.partition("/")[2]
+        self.replicas.apply_topic_config(topic, validate_topic_config(self.zk.get_topic_config(topic)))

@@ -182,6 +182,7 @@ class Connection:
         self._busy = False  # the processor is on a job: a new request waits its turn
         self._reading = False
         self._wakeup: asyncio.Future[None] | None = None
+        self._muted: asyncio.TimerHandle | None = None  # a quota's throttle: nothing read nor answered till then
         # one context for the requests of this connection, whoever runs them (the reader's
         # callback or the processor task): the request context a handler sets stays set
         # when its second half runs in the processor
@@ -226,8 +227,23 @@ class Connection:
 
     # --- reading ------------------------------------------------------------------------------------
 
+    def mute(self, seconds: float) -> None:
+        """KIP-219's throttled channel: the client's next requests are neither read nor
+        answered for ``seconds`` (the response to the one that broke its quota leaves at once)."""
+        if self._muted is not None:
+            if self._muted.when() >= self._loop.time() + seconds:
+                return
+            self._muted.cancel()
+        self._pause_reading()
+        self._muted = self._loop.call_later(seconds, self._unmute)
+
+    def _unmute(self) -> None:
+        self._muted = None
+        self._resume_reading()
+        self._wake_processor()
+
     def _resume_reading(self) -> None:
-        if not self._reading and not self.lost and not self.closed:
+        if not self._reading and not self.lost and not self.closed and self._muted is None:
             self._reading = True
             self._loop.add_reader(self._fd, self._on_readable)
             if self.transport is not None:
@@ -303,7 +319,7 @@ class Connection:
         no wait (the loop's turn that received it sends its response: no task woken, no
         queue), else queued for the processor, in order. Reading pauses while _READ_AHEAD
         requests wait."""
-        if self._busy or self._jobs or not self.server.answers_at_once(request):
+        if self._busy or self._jobs or self._muted is not None or not self.server.answers_at_once(request):
             self._push(request)
             if len(self._jobs) >= _READ_AHEAD:
                 self._pause_reading()
@@ -359,6 +375,9 @@ class Connection:
 
     def _push(self, job: _Job) -> None:
         self._jobs.append(job)
+        self._wake_processor()
+
+    def _wake_processor(self) -> None:
         wakeup = self._wakeup
         if wakeup is not None and not wakeup.done():
             wakeup.set_result(None)
@@ -367,7 +386,7 @@ class Connection:
 
     async def _process(self) -> None:
         while True:
-            while not self._jobs:
+            while not self._jobs or self._muted is not None:
                 self._wakeup = self._loop.create_future()
                 await self._wakeup
             job = self._jobs.popleft()

@@ -187,6 +187,13 @@ class ZkCredentials:
         for entity in self.zk.get_children(f"{znodes.CONFIG}/users"):
             self.reload(urllib.parse.unquote(entity))
 
+    def config_changed(self, entity_path: str) -> None:
+        """A /config/changes notification of a user (``users/<name>``; a user's client id,
+        ``users/<name>/clients/<id>``, holds quotas only)."""
+        kind, _, name = entity_path.partition("/")
+        if kind == "users" and name and "/" not in name:
+            self.reload(urllib.parse.unquote(name))
+
     def reload(self, user: str) -> None:
         """One user's credentials read again (its config change notification)."""
         path = _user_path(user)

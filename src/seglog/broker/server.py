@@ -26,6 +26,7 @@ from .acl_apis import AclApis
 from .acl_authorizer import BrokerAuthorizer
 from .admin import AdminManager
 from .apis import KafkaApis, advertised_host
+from .client_quota_apis import ClientQuotaApis
 from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
 from .controller_apis import ControllerApis
@@ -35,6 +36,8 @@ from .group_metadata_manager import GroupMetadataManager
 from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
+from .quota_store import LogDirQuotaStore, ZkQuotaStore
+from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
@@ -47,6 +50,7 @@ from .sasl import (
     ZkCredentials,
     listener_sasl,
 )
+from .throttling import Throttler, timed
 from .tls import transport_factory
 from .txn_apis import TxnApis
 
@@ -115,6 +119,8 @@ class KafkaServer:
         self.controller_apis: ControllerApis | None = None  # in a cluster
         self.authorizer = BrokerAuthorizer(config)  # every handler's checks go through this one
         self.started = asyncio.Event()
+        self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
+        self.throttler = Throttler(self.quotas)
 
     @property
     def socket_server(self) -> SocketServer | None:
@@ -212,6 +218,10 @@ class KafkaServer:
             sasl_apis.routes(),
             acl_apis.routes(),
         ]
+        if member is None:  # a broker on its own keeps its quotas in its log dir; a cluster's are ZooKeeper's
+            quota_apis = ClientQuotaApis(self.quotas, LogDirQuotaStore(self.config.log_dirs[0]))
+            await quota_apis.load()
+            self._modules.append(quota_apis.routes())
         self._route()
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
         replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
@@ -243,9 +253,16 @@ class KafkaServer:
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
         credentials = ZkCredentials(cluster.zk, self.credentials)
-        cluster.user_config_listeners.append(credentials.reload)
+        cluster.config_handlers.setdefault("users", []).append(credentials.config_changed)
+        # quotas follow their znodes' change notifications from the first one on, then are read
+        quota_apis = ClientQuotaApis(self.quotas, ZkQuotaStore(cluster.zk))
+        for kind in ("users", "clients"):
+            cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
         await asyncio.get_running_loop().run_in_executor(None, credentials.load)  # after the changes are watched
+        await quota_apis.load()
+        self._modules.append(quota_apis.routes())
+        self._route()
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
@@ -342,12 +359,26 @@ class KafkaServer:
         set_current_request(context)
         handler = self.routes[key].handler
         failed = True
+        handler_ns = 0  # its time on the loop, when a request quota counts it
         try:
             if handler is None:  # ApiVersions: the served ranges, or UNSUPPORTED_VERSION at v0 (KIP-511)
                 body = conn.protocol.api_versions_body(request)
+            elif self.throttler.times(key):
+                body, handler_ns = await timed(handler(header.api_version, request.body))
             else:
                 body = await handler(header.api_version, request.body)
             failed = False
         finally:
             self.metrics.request(_API_NAMES[key], time.perf_counter() - started, failed)
+        throttle_ms = self.throttler.throttle(request, body, handler_ns, context)
+        if throttle_ms:
+            await self._hold_back(request, body, conn, throttle_ms)
         return body
+
+    async def _hold_back(self, request: Request, body: Any, conn: Connection, throttle_ms: int) -> None:
+        """A throttled client held back (KIP-219): muted after its answer (or none, to an
+        acks=0 produce), or an older one answered only once the throttle time has passed."""
+        if body is None or self.throttler.client_throttles(request):
+            conn.mute(throttle_ms / 1000)
+        else:
+            await asyncio.sleep(throttle_ms / 1000)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from ..common import TopicPartition
 from ..config import validate_topic_config
@@ -105,6 +105,44 @@ def request_preferred_replica_election(zk: ZkClient, partitions: Iterable[TopicP
         raise ZooKeeperError(
             "a preferred replica election is already in progress", file=znodes.PREFERRED_REPLICA_ELECTION
         ) from None
+
+
+def fetch_entity_config(zk: ZkClient, entity_path: str) -> dict[str, str]:
+    """The config at /config/<entity_path> (``users/alice``, ``users/alice/clients/c1``, ...)."""
+    path = f"{znodes.CONFIG}/{entity_path}"
+    found = zk.get(path)
+    return {} if found is None else znodes.decode_config(found[0], path)
+
+
+def change_entity_config(zk: ZkClient, entity_path: str, change: Callable[[dict[str, str]], dict[str, str]]) -> None:
+    """Kafka's ``changeConfigs``: /config/<entity_path> read, changed and written back at the
+    version read (a concurrent writer's change, another key of the same znode, is read again and
+    kept), then a /config/changes notification every broker acts on."""
+    path = f"{znodes.CONFIG}/{entity_path}"
+    while True:
+        found = zk.get(path)
+        config = change({} if found is None else znodes.decode_config(found[0], path))
+        try:
+            if found is None:
+                zk.create(path, znodes.encode_config(config), makepath=True)
+            else:
+                zk.set(path, znodes.encode_config(config), int(found[1].version))
+            break
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            continue
+    zk.create_sequential(
+        f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}", znodes.encode_config_change(entity_path)
+    )
+
+
+def fetch_entity_paths(zk: ZkClient) -> list[str]:
+    """Every user and client entity with a znode: ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``."""
+    paths = []
+    for user in zk.get_children(f"{znodes.CONFIG}/users"):
+        paths.append(f"users/{user}")
+        paths += [f"users/{user}/clients/{c}" for c in zk.get_children(f"{znodes.CONFIG}/users/{user}/clients")]
+    paths += [f"clients/{c}" for c in zk.get_children(f"{znodes.CONFIG}/clients")]
+    return paths
 
 
 def _validate_assignment(topic: str, replicas: Mapping[int, tuple[int, ...]]) -> None:

@@ -105,6 +105,10 @@ __all__ = [
     "ListPartitionReassignmentsResponseData",
     "OffsetDeleteRequestData",
     "OffsetDeleteResponseData",
+    "DescribeClientQuotasRequestData",
+    "DescribeClientQuotasResponseData",
+    "AlterClientQuotasRequestData",
+    "AlterClientQuotasResponseData",
     "DescribeUserScramCredentialsRequestData",
     "DescribeUserScramCredentialsResponseData",
     "AlterUserScramCredentialsRequestData",
@@ -4909,6 +4913,233 @@ class OffsetDeleteResponseData(Message):
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
+
+
+class DescribeClientQuotasRequestData(Message):
+    """DESCRIBE_CLIENT_QUOTAS request: API key 48, v0-1, flexible v1+."""
+
+    __slots__ = ("components", "strict")
+
+    components: list[DescribeClientQuotasRequestData.ComponentData]  # v0+
+    strict: bool  # v0+
+
+    def __init__(
+        self,
+        components: list[DescribeClientQuotasRequestData.ComponentData] = UNSET,
+        strict: bool = False,
+    ) -> None:
+        self.components = [] if components is UNSET else components
+        self.strict = strict
+
+    class ComponentData(Message):
+        """An item of DescribeClientQuotasRequestData.components."""
+
+        __slots__ = ("entity_type", "match_type", "match")
+
+        entity_type: str  # v0+
+        match_type: int  # v0+
+        match: str | None  # v0+, nullable v0+
+
+        def __init__(
+            self,
+            entity_type: str = "",
+            match_type: int = 0,
+            match: str | None = "",
+        ) -> None:
+            self.entity_type = entity_type
+            self.match_type = match_type
+            self.match = match
+
+
+class DescribeClientQuotasResponseData(Message):
+    """DESCRIBE_CLIENT_QUOTAS response: API key 48, v0-1, flexible v1+."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "entries")
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+, nullable v0+
+    entries: list[DescribeClientQuotasResponseData.EntryData] | None  # v0+, nullable v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = ErrorCode.NONE,
+        error_message: str | None = None,
+        entries: list[DescribeClientQuotasResponseData.EntryData] | None = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.entries = [] if entries is UNSET else entries
+
+    class EntryData(Message):
+        """An item of DescribeClientQuotasResponseData.entries."""
+
+        __slots__ = ("entity", "values")
+
+        entity: list[DescribeClientQuotasResponseData.EntityData]  # v0+
+        values: list[DescribeClientQuotasResponseData.ValueData]  # v0+
+
+        def __init__(
+            self,
+            entity: list[DescribeClientQuotasResponseData.EntityData] = UNSET,
+            values: list[DescribeClientQuotasResponseData.ValueData] = UNSET,
+        ) -> None:
+            self.entity = [] if entity is UNSET else entity
+            self.values = [] if values is UNSET else values
+
+    class EntityData(Message):
+        """An item of DescribeClientQuotasResponseData.EntryData.entity."""
+
+        __slots__ = ("entity_type", "entity_name")
+
+        entity_type: str  # v0+
+        entity_name: str | None  # v0+, nullable v0+
+
+        def __init__(
+            self,
+            entity_type: str = "",
+            entity_name: str | None = "",
+        ) -> None:
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+
+    class ValueData(Message):
+        """An item of DescribeClientQuotasResponseData.EntryData.values."""
+
+        __slots__ = ("key", "value")
+
+        key: str  # v0+
+        value: float  # v0+
+
+        def __init__(
+            self,
+            key: str = "",
+            value: float = 0.0,
+        ) -> None:
+            self.key = key
+            self.value = value
+
+
+class AlterClientQuotasRequestData(Message):
+    """ALTER_CLIENT_QUOTAS request: API key 49, v0-1, flexible v1+."""
+
+    __slots__ = ("entries", "validate_only")
+
+    entries: list[AlterClientQuotasRequestData.EntryData]  # v0+
+    validate_only: bool  # v0+
+
+    def __init__(
+        self,
+        entries: list[AlterClientQuotasRequestData.EntryData] = UNSET,
+        validate_only: bool = False,
+    ) -> None:
+        self.entries = [] if entries is UNSET else entries
+        self.validate_only = validate_only
+
+    class EntryData(Message):
+        """An item of AlterClientQuotasRequestData.entries."""
+
+        __slots__ = ("entity", "ops")
+
+        entity: list[AlterClientQuotasRequestData.EntityData]  # v0+
+        ops: list[AlterClientQuotasRequestData.OpData]  # v0+
+
+        def __init__(
+            self,
+            entity: list[AlterClientQuotasRequestData.EntityData] = UNSET,
+            ops: list[AlterClientQuotasRequestData.OpData] = UNSET,
+        ) -> None:
+            self.entity = [] if entity is UNSET else entity
+            self.ops = [] if ops is UNSET else ops
+
+    class EntityData(Message):
+        """An item of AlterClientQuotasRequestData.EntryData.entity."""
+
+        __slots__ = ("entity_type", "entity_name")
+
+        entity_type: str  # v0+
+        entity_name: str | None  # v0+, nullable v0+
+
+        def __init__(
+            self,
+            entity_type: str = "",
+            entity_name: str | None = "",
+        ) -> None:
+            self.entity_type = entity_type
+            self.entity_name = entity_name
+
+    class OpData(Message):
+        """An item of AlterClientQuotasRequestData.EntryData.ops."""
+
+        __slots__ = ("key", "value", "remove")
+
+        key: str  # v0+
+        value: float  # v0+
+        remove: bool  # v0+
+
+        def __init__(
+            self,
+            key: str = "",
+            value: float = 0.0,
+            remove: bool = False,
+        ) -> None:
+            self.key = key
+            self.value = value
+            self.remove = remove
+
+
+class AlterClientQuotasResponseData(Message):
+    """ALTER_CLIENT_QUOTAS response: API key 49, v0-1, flexible v1+."""
+
+    __slots__ = ("throttle_time_ms", "entries")
+
+    throttle_time_ms: int  # v0+
+    entries: list[AlterClientQuotasResponseData.EntryData]  # v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        entries: list[AlterClientQuotasResponseData.EntryData] = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.entries = [] if entries is UNSET else entries
+
+    class EntryData(Message):
+        """An item of AlterClientQuotasResponseData.entries."""
+
+        __slots__ = ("error_code", "error_message", "entity")
+
+        error_code: int  # v0+
+        error_message: str | None  # v0+, nullable v0+
+        entity: list[AlterClientQuotasResponseData.EntityData]  # v0+
+
+        def __init__(
+            self,
+            error_code: int = ErrorCode.NONE,
+            error_message: str | None = None,
+            entity: list[AlterClientQuotasResponseData.EntityData] = UNSET,
+        ) -> None:
+            self.error_code = error_code
+            self.error_message = error_message
+            self.entity = [] if entity is UNSET else entity
+
+    class EntityData(Message):
+        """An item of AlterClientQuotasResponseData.EntryData.entity."""
+
+        __slots__ = ("entity_type", "entity_name")
+
+        entity_type: str  # v0+
+        entity_name: str | None  # v0+, nullable v0+
+
+        def __init__(
+            self,
+            entity_type: str = "",
+            entity_name: str | None = "",
+        ) -> None:
+            self.entity_type = entity_type
+            self.entity_name = entity_name
 
 
 class DescribeUserScramCredentialsRequestData(Message):

@@ -11,7 +11,9 @@ running broker (``seglog broker`` or Kafka), through ``BlockingConnection``.
     seglog delete-records --bootstrap-server H:P --offset-json-file F
     seglog configs      --bootstrap-server H:P --entity-type topics|brokers|users --entity-name N
                         --describe | --alter [--add-config k=v,...] [--delete-config k,...]
-                        (users: SCRAM credentials, 'SCRAM-SHA-256=[password=...]': user_credentials.py)
+    seglog configs      --bootstrap-server H:P --entity-type users|clients --entity-name N | --entity-default
+                        [--entity-type clients ...] --describe | --alter ... (client quotas: client_quotas.py;
+                        users' SCRAM credentials, 'SCRAM-SHA-256=[password=...]': user_credentials.py)
 
 Each takes ``--command-config FILE``: the client's security.protocol, sasl.* and ssl.* properties.
 
@@ -62,9 +64,11 @@ from ..protocol.message_data import (
 )
 from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
+from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from . import CLIENT_ID
 from .arguments import CommandParser, add_bootstrap_server, command_security, parse_configs, partition_list
+from .client_quotas import ENTITY_TYPES, quota_configs
 from .logdir import record_json
 from .user_credentials import user_configs
 
@@ -443,10 +447,18 @@ def delete_records(args: argparse.Namespace) -> int:
 
 
 def add_configs(sub: Any) -> None:
-    p = sub.add_parser("configs", help="describe or alter topic and broker configs (kafka-configs.sh)")
+    p = sub.add_parser("configs", help="describe or alter topic, broker, user and client configs (kafka-configs.sh)")
     _with_server(p)
-    p.add_argument("--entity-type", required=True, choices=("topics", "brokers", "users"))
-    p.add_argument("--entity-name", required=True)
+    # users and clients combine (a user's client id): each --entity-type takes the next name
+    p.add_argument("--entity-type", required=True, action="append", choices=("topics", "brokers", *ENTITY_TYPES))
+    p.add_argument("--entity-name", action="append")
+    p.add_argument(
+        "--entity-default",
+        dest="entity_name",
+        action="append_const",
+        const="",
+        help="the default user or client id, in place of an --entity-name",
+    )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
@@ -456,10 +468,30 @@ def add_configs(sub: Any) -> None:
     p.set_defaults(run=configs)
 
 
+def _entity_configs(args: argparse.Namespace, cluster: ClusterClient) -> int:
+    """Users' and clients' configs as kafka-configs.sh splits them: a user's SCRAM credentials
+    through AlterUserScramCredentials, quotas through AlterClientQuotas; --describe of one user
+    shows both."""
+    one_user = args.entity_type == ["users"] and len(args.entity_name or []) == 1 and args.entity_name[0]
+    if not one_user:
+        return quota_configs(cluster.bootstrap, args)
+    user = argparse.Namespace(**{**vars(args), "entity_name": args.entity_name[0]})
+    if args.describe:
+        quota_configs(cluster.bootstrap, args)
+        return user_configs(user, cluster)
+    named = [*parse_configs(args.add_config), *(k for item in args.delete_config or [] for k in item.split(","))]
+    if any(k.strip().upper() in SCRAM_MECHANISMS for k in named):
+        return user_configs(user, cluster)
+    return quota_configs(cluster.bootstrap, args)
+
+
 def configs(args: argparse.Namespace) -> int:
-    if args.entity_type == "users":
+    if args.entity_type[0] in ENTITY_TYPES:
         with _client(args) as cluster:
-            return user_configs(args, cluster)
+            return _entity_configs(args, cluster)
+    if len(args.entity_type) > 1 or len(args.entity_name or []) != 1 or not args.entity_name[0]:
+        raise SystemExit("error: topics and brokers take one --entity-type and its --entity-name")
+    args.entity_type, args.entity_name = args.entity_type[0], args.entity_name[0]
     kind = ConfigResourceType.TOPIC if args.entity_type == "topics" else ConfigResourceType.BROKER
     what = "topic" if kind == ConfigResourceType.TOPIC else "broker"
     with _client(args) as cluster:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import acls, admin, cluster, cluster_admin, data, groups, inter_broker, sasl, txn
+from seglog.protocol.messages import acls, admin, cluster, cluster_admin, data, groups, inter_broker, quotas, sasl, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -57,5 +57,7 @@ SCHEMAS: dict[int, Api] = {
         sasl.SASL_AUTHENTICATE,
         sasl.DESCRIBE_USER_SCRAM_CREDENTIALS,
         sasl.ALTER_USER_SCRAM_CREDENTIALS,
+        quotas.DESCRIBE_CLIENT_QUOTAS,
+        quotas.ALTER_CLIENT_QUOTAS,
     )
 }

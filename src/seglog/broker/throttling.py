@@ -1,0 +1,171 @@
+"""Client quotas applied to requests: what each request counts against its client's quotas,
+the ``throttle_time_ms`` its response carries, and how the client is held back.
+
+After a request's handler has answered, the server asks ``Throttler.throttle`` (Kafka's
+``KafkaApis`` and ``RequestHandlerHelper`` do this per API; here it is done once for all):
+
+- Produce counts its records' bytes against ``producer_byte_rate`` (an acks=0 produce too,
+  though it gets no answer); a Fetch its response's records against ``consumer_byte_rate``,
+  and a throttled fetch is answered without records (they are taken back from the rate: the
+  client fetches them again once its throttle ends); a follower's fetch counts against neither;
+- every request but the inter-broker ones counts its handler time against
+  ``request_percentage``: the time the handler ran on the event loop, not the time it waited
+  (for a purgatory, a storage thread);
+- the response carries the larger throttle time. From the versions of KIP-219 on, the client
+  waits it out itself: the response leaves at once and the connection is muted, its next
+  requests neither read nor answered meanwhile. An older client is answered only once the
+  throttle time has passed.
+"""
+
+from __future__ import annotations
+
+import time
+import types
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, cast
+
+from ..protocol import ApiKey, Request
+from .quotas import NANOS_TO_PERCENTAGE, ClientQuotas
+from .request_context import RequestContext
+
+# KIP-219: the first version of each API whose client waits out throttle_time_ms itself
+# (each response's ``shouldClientThrottle`` in Kafka); an API not here gets its answer late
+CLIENT_THROTTLES_FROM = {
+    ApiKey.PRODUCE: 6,
+    ApiKey.FETCH: 8,
+    ApiKey.LIST_OFFSETS: 3,
+    ApiKey.METADATA: 6,
+    ApiKey.OFFSET_COMMIT: 4,
+    ApiKey.OFFSET_FETCH: 4,
+    ApiKey.FIND_COORDINATOR: 2,
+    ApiKey.JOIN_GROUP: 3,
+    ApiKey.HEARTBEAT: 2,
+    ApiKey.LEAVE_GROUP: 2,
+    ApiKey.SYNC_GROUP: 2,
+    ApiKey.DESCRIBE_GROUPS: 2,
+    ApiKey.LIST_GROUPS: 2,
+    ApiKey.API_VERSIONS: 2,
+    ApiKey.CREATE_TOPICS: 3,
+    ApiKey.DELETE_TOPICS: 2,
+    ApiKey.DELETE_RECORDS: 1,
+    ApiKey.INIT_PRODUCER_ID: 1,
+    ApiKey.ADD_PARTITIONS_TO_TXN: 1,
+    ApiKey.ADD_OFFSETS_TO_TXN: 1,
+    ApiKey.END_TXN: 1,
+    ApiKey.TXN_OFFSET_COMMIT: 1,
+    ApiKey.DESCRIBE_ACLS: 1,
+    ApiKey.CREATE_ACLS: 1,
+    ApiKey.DELETE_ACLS: 1,
+    ApiKey.DESCRIBE_CONFIGS: 2,
+    ApiKey.ALTER_CONFIGS: 1,
+    ApiKey.DESCRIBE_LOG_DIRS: 1,
+    ApiKey.CREATE_PARTITIONS: 1,
+    ApiKey.DELETE_GROUPS: 1,
+    ApiKey.ELECT_LEADERS: 0,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 0,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    ApiKey.OFFSET_DELETE: 0,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
+}
+
+# the inter-broker APIs (Kafka's ClusterAction ones), which no client quota holds back
+EXEMPT = frozenset(
+    {
+        ApiKey.LEADER_AND_ISR,
+        ApiKey.STOP_REPLICA,
+        ApiKey.UPDATE_METADATA,
+        ApiKey.CONTROLLED_SHUTDOWN,
+        ApiKey.WRITE_TXN_MARKERS,
+        ApiKey.ALTER_PARTITION,
+    }
+)
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class Throttler:
+    """The broker's quotas applied to the requests it answers (``clock``: ms, injectable)."""
+
+    def __init__(self, quotas: ClientQuotas, clock: Callable[[], int] = _monotonic_ms) -> None:
+        self.quotas = quotas
+        self.clock = clock
+
+    def times(self, key: ApiKey) -> bool:
+        """Whether a request's handler time is wanted (a request quota is set and counts it)."""
+        return self.quotas.request.enabled and key not in EXEMPT
+
+    def throttle(self, request: Request, body: Any, handler_ns: int, who: RequestContext) -> int:
+        """The request counted against its client's quotas; the throttle time, ms, set on
+        ``body`` (a throttled fetch's records are taken out of it)."""
+        if not self.quotas.configs:  # no quota set anywhere: nothing to count
+            return 0
+        key = request.header.api_key
+        if key in EXEMPT or (key == ApiKey.FETCH and _from_follower(request.body)):
+            return 0
+        user, client = who.principal.name, who.client_id
+        now = self.clock()
+        quotas = self.quotas
+        throttle = quotas.request.record(user, client, handler_ns * NANOS_TO_PERCENTAGE, now) if handler_ns else 0
+        if key == ApiKey.PRODUCE:
+            throttle = max(throttle, quotas.produce.record(user, client, _produced(request.body), now))
+        elif key == ApiKey.FETCH and quotas.fetch.enabled and body is not None:
+            fetched = _fetched(body)
+            throttle = max(throttle, quotas.fetch.record(user, client, fetched, now))
+            if throttle:  # answered without records: they do not count
+                quotas.fetch.unrecord(user, client, fetched, now)
+                body.responses = []
+        if throttle and body is not None:
+            body.throttle_time_ms = throttle
+        return throttle
+
+    @staticmethod
+    def client_throttles(request: Request) -> bool:
+        """Whether the client waits out the throttle time itself (KIP-219)."""
+        first = CLIENT_THROTTLES_FROM.get(request.header.api_key)
+        return first is not None and request.header.api_version >= first
+
+
+def _from_follower(body: Any) -> bool:
+    replica_state = getattr(body, "replica_state", None)  # KIP-903 moved the replica's id there (v15)
+    replica_id = replica_state.replica_id if replica_state is not None and replica_state.replica_id >= 0 else -1
+    return max(replica_id, body.replica_id) >= 0
+
+
+def _records_size(records: Any) -> int:
+    if records is None:
+        return 0
+    size = getattr(records, "size", None)  # a storage FileSlice, sent with sendfile
+    return size if isinstance(size, int) else len(records)
+
+
+def _produced(body: Any) -> int:
+    return sum(_records_size(p.records) for t in body.topic_data for p in t.partition_data)
+
+
+def _fetched(body: Any) -> int:
+    return sum(_records_size(p.records) for t in body.responses for p in t.partitions)
+
+
+@types.coroutine
+def timed(awaitable: Awaitable[Any]) -> Generator[Any, Any, tuple[Any, int]]:
+    """Await ``awaitable``; its result and the time, ns, its steps ran (not the time it
+    waited between them)."""
+    coroutine = cast(Generator[Any, Any, Any], awaitable.__await__())
+    spent = 0
+    sent: Any = None
+    thrown: BaseException | None = None
+    while True:
+        started = time.perf_counter_ns()
+        try:
+            waited = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
+        except StopIteration as done:
+            return done.value, spent + time.perf_counter_ns() - started
+        spent += time.perf_counter_ns() - started
+        try:
+            sent, thrown = (yield waited), None
+        except BaseException as e:  # a cancellation of the task: the coroutine's to handle
+            sent, thrown = None, e
