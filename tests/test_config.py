@@ -128,6 +128,10 @@ BROKER_CASES = {
     "sasl.jaas.config": ("", None, "a string"),
     "connections.max.reauth.ms": (-1, "1h", "[0, 9223372036854775807]"),
     "connection.failed.authentication.delay.ms": (-1, "100ms", "[0, 2147483647]"),
+    # ACLs: only Kafka's AclAuthorizer (or none) names an authorizer seglog has
+    "authorizer.class.name": ("kafka.security.authorizer.Other", 3, "kafka.security.authorizer.AclAuthorizer"),
+    "super.users": ("", None, "a string"),
+    "allow.everyone.if.no.acl.found": ("maybe", 2, "true or false"),
     "num.io.threads": (2**31, "eight", "an int32"),
     "quota.window.num": (0, "eleven", "[1, 2147483647]"),
     "quota.window.size.seconds": (0, "1s", "[1, 2147483647]"),
