@@ -7,8 +7,14 @@ phases)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -50,6 +56,7 @@ from seglog.tools.cluster import LocalCluster
 from ..cluster.conftest import chrooted_local_cluster, zookeeper  # noqa: F401 (a fixture)
 
 TIMEOUT = 30.0
+SRC = str(Path(__file__).parents[2] / "src")
 
 
 @pytest.fixture(scope="module")
@@ -398,6 +405,59 @@ def test_each_batch_is_committed_once_whenever_its_driver_dies(seglog_broker: An
     for p in (0, 1):
         expected = [b"b%d-p%d-%s" % (n, p, run.encode()) for n, run in runs.items()]
         assert read(bootstrap, TopicPartition("eos-out", p), "read_committed") == expected
+
+
+# a driver process that SIGKILLs itself at one of these points of its commit of batch 0
+KILL_POINTS = ["before the decision", "after the decision", "during the commit", "after the commit"]
+DRIVER = """
+import json, os, signal, sys
+from seglog.client import BatchTransactions, ClusterClient, PreparedTxnState, TransactionManager
+
+bootstrap, prefix, point, handed = sys.argv[1:]
+prepared = {int(p): PreparedTxnState(*t) for p, t in json.loads(handed).items()}
+
+def die(at):
+    if point == at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+client = ClusterClient(bootstrap, 30)
+batches = BatchTransactions(client, prefix)
+batches.start()
+die("before the decision")
+decided = batches.decide(0, prepared)
+die("after the decision")
+pid, epoch = decided.producers[0]
+TransactionManager.resume(client, PreparedTxnState(prefix + "-0", pid, epoch)).commit_transaction()
+die("during the commit")
+batches.commit_decided(decided)
+die("after the commit")
+"""
+
+
+@pytest.mark.parametrize(
+    "point", ["before the decision", "after the decision", "during the commit", "after the commit"]
+)
+def test_a_driver_killed_with_sigkill_leaves_its_batch_visible_once(seglog_broker: Any, point: str) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    name = "killed-" + point.replace(" ", "-")
+    create(bootstrap, name, 2)
+    handed = run_tasks(bootstrap, name, 0, rows_of(0, "first"), name)
+    driver = subprocess.run(
+        [sys.executable, "-c", DRIVER, bootstrap, name, point, json.dumps(handed)],
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert driver.returncode == -signal.SIGKILL, driver.stderr
+    # the query restarted from its checkpoint: batch 0 run again, then committed
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        batches = BatchTransactions(client, name)
+        batches.start()
+        batches.commit(0, run_tasks(bootstrap, name, 0, rows_of(0, "rerun"), name))
+    run = "rerun" if point == "before the decision" else "first"
+    for p in (0, 1):
+        assert read(bootstrap, TopicPartition(name, p), "read_committed") == rows_of(0, run)[p]
 
 
 def test_a_decided_batch_whose_transactions_timed_out_is_reported_lost(seglog_broker: Any) -> None:
