@@ -210,9 +210,11 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it(seglog_broker: Any)
             txn.send_offsets({source: OffsetAndMetadata(offset, f"batch {offset}")}, "g")
             txn.commit_transaction() if commit else txn.abort_transaction()
             expected = 5 if offset == 9 else offset
-            assert committed_offsets(client, "g", [source]) == {
-                source: OffsetAndMetadata(expected, f"batch {expected}")
-            }
+            for highest in (None, 7):  # by group (v8+), and v7's request and answer
+                got = committed_offsets(client, "g", [source], highest=highest)
+                assert got == {source: OffsetAndMetadata(expected, f"batch {expected}")}
+        with pytest.raises(SeglogError, match="serves OffsetFetch v6, before require_stable"):
+            committed_offsets(client, "g", [source], highest=6)
     # the group's offsets as a real consumer of the group reads them
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
     try:
