@@ -202,7 +202,7 @@ class TransactionManager:
         lost the producer id, the current producer id and epoch go with the request (KIP-360), so
         that the coordinator bumps this producer's epoch and no other's."""
         previous = self.state
-        if previous is not State.ABORTING_TRANSACTION:  # an abort that bumps the epoch is in INITIALIZING
+        if previous is not State.ABORTING_TRANSACTION:  # an abort that bumps the epoch stays Aborting
             self._transition(State.INITIALIZING)
         bump = self._epoch_bump_required
         request = InitProducerIdRequestData(
@@ -226,7 +226,7 @@ class TransactionManager:
 
     def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn of the partitions not yet in the transaction: the producer's hook
-        before its first write to each (the partition's leader refuses a write before it)."""
+        before its first write to each (the coordinator writes its markers to those added only)."""
         self._require(State.IN_TRANSACTION, "add partitions")
         new = sorted(set(partitions) - self.partitions)
         if not new:
@@ -289,7 +289,11 @@ class TransactionManager:
         previous = self.state
         self._transition(State.ABORTING_TRANSACTION)
         if self._epoch_bump_required:
-            self.init_transactions()
+            try:
+                self.init_transactions()
+            except RetriableError:
+                self.state = previous  # timed out: the abort may be asked again
+                raise
         else:
             self._end(previous, committed=False)
 
