@@ -373,7 +373,11 @@ def test_each_batch_is_committed_once_whenever_its_driver_dies(seglog_broker: An
 
     client, batches = driver()
     assert batches.decided() is None
+    # task 0's first attempt dies after its write; the retry's init aborts that transaction
+    (dead_attempt,) = run_tasks(bootstrap, prefix, 0, {0: [b"b0-p0-dead-attempt"]}, "eos-out").values()
     batches.commit(0, run_tasks(bootstrap, prefix, 0, rows_of(0, "first"), "eos-out"))
+    with pytest.raises(ProducerFencedError):  # its commit message, had it got out, is refused
+        TransactionManager.resume(client, dead_attempt).commit_transaction()
     decided = batches.decided()
     assert decided is not None and (decided.batch_id, sorted(decided.producers)) == (0, [0, 1])
 
@@ -410,10 +414,12 @@ def test_each_batch_is_committed_once_whenever_its_driver_dies(seglog_broker: An
 
 
 # a driver process that SIGKILLs itself at one of these points of its commit of batch 0
-KILL_POINTS = ["before the decision", "after the decision", "during the commit", "after the commit"]
+KILL_POINTS = ["before the decision", "while deciding", "after the decision", "during the commit", "after the commit"]
 DRIVER = """
 import json, os, signal, sys
-from seglog.client import BatchTransactions, ClusterClient, PreparedTxnState, TransactionManager
+from seglog.client import BatchTransactions, ClusterClient, DecidedBatch, OffsetAndMetadata, PreparedTxnState
+from seglog.client import TransactionManager
+from seglog.client.transactions import DECISION_MARKER
 
 bootstrap, prefix, point, handed = sys.argv[1:]
 prepared = {int(p): PreparedTxnState(*t) for p, t in json.loads(handed).items()}
@@ -426,6 +432,13 @@ client = ClusterClient(bootstrap, 30)
 batches = BatchTransactions(client, prefix)
 batches.start()
 die("before the decision")
+if point == "while deciding":  # decide's transaction, its offset written, never ended
+    deciding = TransactionManager(client, prefix + "-driver")
+    deciding.init_transactions()
+    deciding.begin_transaction()
+    decision = DecidedBatch(0, {p: t[1:] for p, t in prepared.items()})
+    deciding.send_offsets({DECISION_MARKER: OffsetAndMetadata(0, decision.metadata())}, prefix)
+    die("while deciding")
 decided = batches.decide(0, prepared)
 die("after the decision")
 pid, epoch = decided.producers[0]
@@ -436,9 +449,7 @@ die("after the commit")
 """
 
 
-@pytest.mark.parametrize(
-    "point", ["before the decision", "after the decision", "during the commit", "after the commit"]
-)
+@pytest.mark.parametrize("point", KILL_POINTS)
 def test_a_driver_killed_with_sigkill_leaves_its_batch_visible_once(seglog_broker: Any, point: str) -> None:
     bootstrap = seglog_broker.bootstrap_servers
     name = "killed-" + point.replace(" ", "-")
@@ -457,7 +468,7 @@ def test_a_driver_killed_with_sigkill_leaves_its_batch_visible_once(seglog_broke
         batches = BatchTransactions(client, name)
         batches.start()
         batches.commit(0, run_tasks(bootstrap, name, 0, rows_of(0, "rerun"), name))
-    run = "rerun" if point == "before the decision" else "first"
+    run = "rerun" if point in ("before the decision", "while deciding") else "first"
     for p in (0, 1):
         assert read(bootstrap, TopicPartition(name, p), "read_committed") == rows_of(0, run)[p]
 
