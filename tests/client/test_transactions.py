@@ -35,7 +35,7 @@ from seglog.client import (
     check_partition,
     committed_offsets,
 )
-from seglog.client.transactions import State
+from seglog.client.transactions import TRANSACTION_KEY, State
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.common import TopicPartition
 from seglog.errors import (
@@ -536,14 +536,14 @@ def test_a_commit_goes_on_at_the_next_coordinator_when_the_first_is_killed(clust
     with ClusterClient(bootstrap, 90.0) as client:
         txn = TransactionManager(client, "cluster-app")
         txn.init_transactions()
-        victim = client.coordinator("cluster-app", 1)[0]
+        victim = client.coordinator("cluster-app", TRANSACTION_KEY)[0]
         txn.begin_transaction()
         for tp in partitions:
             produce(client, txn, tp, [b"%s-%d" % (tp.topic.encode(), tp.partition), b"second"])
         cluster.brokers[victim].kill()
         txn.commit_transaction()
         assert txn.state is State.READY
-        assert client.coordinator("cluster-app", 1)[0] != victim
+        assert client.coordinator("cluster-app", TRANSACTION_KEY)[0] != victim
         # the next transaction, at the new coordinator, with the same epoch
         txn.begin_transaction()
         produce(client, txn, partitions[0], [b"after"])
