@@ -7,8 +7,14 @@ phases)."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,7 +35,7 @@ from seglog.client import (
     check_partition,
     committed_offsets,
 )
-from seglog.client.transactions import State
+from seglog.client.transactions import TRANSACTION_KEY, State
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.common import TopicPartition
 from seglog.errors import (
@@ -50,6 +56,7 @@ from seglog.tools.cluster import LocalCluster
 from ..cluster.conftest import chrooted_local_cluster, zookeeper  # noqa: F401 (a fixture)
 
 TIMEOUT = 30.0
+SRC = str(Path(__file__).parents[2] / "src")
 
 
 @pytest.fixture(scope="module")
@@ -203,9 +210,11 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it(seglog_broker: Any)
             txn.send_offsets({source: OffsetAndMetadata(offset, f"batch {offset}")}, "g")
             txn.commit_transaction() if commit else txn.abort_transaction()
             expected = 5 if offset == 9 else offset
-            assert committed_offsets(client, "g", [source]) == {
-                source: OffsetAndMetadata(expected, f"batch {expected}")
-            }
+            for highest in (None, 7):  # by group (v8+), and v7's request and answer
+                got = committed_offsets(client, "g", [source], highest=highest)
+                assert got == {source: OffsetAndMetadata(expected, f"batch {expected}")}
+        with pytest.raises(SeglogError, match="serves OffsetFetch v6, before require_stable"):
+            committed_offsets(client, "g", [source], highest=6)
     # the group's offsets as a real consumer of the group reads them
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "g", "enable.auto.commit": False})
     try:
@@ -364,7 +373,11 @@ def test_each_batch_is_committed_once_whenever_its_driver_dies(seglog_broker: An
 
     client, batches = driver()
     assert batches.decided() is None
+    # task 0's first attempt dies after its write; the retry's init aborts that transaction
+    (dead_attempt,) = run_tasks(bootstrap, prefix, 0, {0: [b"b0-p0-dead-attempt"]}, "eos-out").values()
     batches.commit(0, run_tasks(bootstrap, prefix, 0, rows_of(0, "first"), "eos-out"))
+    with pytest.raises(ProducerFencedError):  # its commit message, had it got out, is refused
+        TransactionManager.resume(client, dead_attempt).commit_transaction()
     decided = batches.decided()
     assert decided is not None and (decided.batch_id, sorted(decided.producers)) == (0, [0, 1])
 
@@ -398,6 +411,66 @@ def test_each_batch_is_committed_once_whenever_its_driver_dies(seglog_broker: An
     for p in (0, 1):
         expected = [b"b%d-p%d-%s" % (n, p, run.encode()) for n, run in runs.items()]
         assert read(bootstrap, TopicPartition("eos-out", p), "read_committed") == expected
+
+
+# a driver process that SIGKILLs itself at one of these points of its commit of batch 0
+KILL_POINTS = ["before the decision", "while deciding", "after the decision", "during the commit", "after the commit"]
+DRIVER = """
+import json, os, signal, sys
+from seglog.client import BatchTransactions, ClusterClient, DecidedBatch, OffsetAndMetadata, PreparedTxnState
+from seglog.client import TransactionManager
+from seglog.client.transactions import DECISION_MARKER
+
+bootstrap, prefix, point, handed = sys.argv[1:]
+prepared = {int(p): PreparedTxnState(*t) for p, t in json.loads(handed).items()}
+
+def die(at):
+    if point == at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+client = ClusterClient(bootstrap, 30)
+batches = BatchTransactions(client, prefix)
+batches.start()
+die("before the decision")
+if point == "while deciding":  # decide's transaction, its offset written, never ended
+    deciding = TransactionManager(client, prefix + "-driver")
+    deciding.init_transactions()
+    deciding.begin_transaction()
+    decision = DecidedBatch(0, {p: t[1:] for p, t in prepared.items()})
+    deciding.send_offsets({DECISION_MARKER: OffsetAndMetadata(0, decision.metadata())}, prefix)
+    die("while deciding")
+decided = batches.decide(0, prepared)
+die("after the decision")
+pid, epoch = decided.producers[0]
+TransactionManager.resume(client, PreparedTxnState(prefix + "-0", pid, epoch)).commit_transaction()
+die("during the commit")
+batches.commit_decided(decided)
+die("after the commit")
+"""
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_a_driver_killed_with_sigkill_leaves_its_batch_visible_once(seglog_broker: Any, point: str) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    name = "killed-" + point.replace(" ", "-")
+    create(bootstrap, name, 2)
+    handed = run_tasks(bootstrap, name, 0, rows_of(0, "first"), name)
+    driver = subprocess.run(
+        [sys.executable, "-c", DRIVER, bootstrap, name, point, json.dumps(handed)],
+        env={**os.environ, "PYTHONPATH": SRC},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert driver.returncode == -signal.SIGKILL, driver.stderr
+    # the query restarted from its checkpoint: batch 0 run again, then committed
+    with ClusterClient(bootstrap, TIMEOUT) as client:
+        batches = BatchTransactions(client, name)
+        batches.start()
+        batches.commit(0, run_tasks(bootstrap, name, 0, rows_of(0, "rerun"), name))
+    run = "rerun" if point in ("before the decision", "while deciding") else "first"
+    for p in (0, 1):
+        assert read(bootstrap, TopicPartition(name, p), "read_committed") == rows_of(0, run)[p]
 
 
 def test_a_decided_batch_whose_transactions_timed_out_is_reported_lost(seglog_broker: Any) -> None:
@@ -463,14 +536,14 @@ def test_a_commit_goes_on_at_the_next_coordinator_when_the_first_is_killed(clust
     with ClusterClient(bootstrap, 90.0) as client:
         txn = TransactionManager(client, "cluster-app")
         txn.init_transactions()
-        victim = client.coordinator("cluster-app", 1)[0]
+        victim = client.coordinator("cluster-app", TRANSACTION_KEY)[0]
         txn.begin_transaction()
         for tp in partitions:
             produce(client, txn, tp, [b"%s-%d" % (tp.topic.encode(), tp.partition), b"second"])
         cluster.brokers[victim].kill()
         txn.commit_transaction()
         assert txn.state is State.READY
-        assert client.coordinator("cluster-app", 1)[0] != victim
+        assert client.coordinator("cluster-app", TRANSACTION_KEY)[0] != victim
         # the next transaction, at the new coordinator, with the same epoch
         txn.begin_transaction()
         produce(client, txn, partitions[0], [b"after"])

@@ -60,6 +60,7 @@ TRANSACTION_TIMEOUT_MS = 60_000  # Kafka's transaction.timeout.ms
 # a standalone sendOffsetsToTransaction(offsets, groupId) names no member: Kafka's
 # ConsumerGroupMetadata(groupId) has JoinGroupRequest's UNKNOWN_GENERATION_ID and UNKNOWN_MEMBER_ID
 UNKNOWN_GENERATION_ID, UNKNOWN_MEMBER_ID = -1, ""
+STABLE_OFFSET_FETCH_VERSION = 7  # OffsetFetch's require_stable (KIP-447)
 
 
 class PreparedTxnState(NamedTuple):
@@ -201,7 +202,7 @@ class TransactionManager:
         lost the producer id, the current producer id and epoch go with the request (KIP-360), so
         that the coordinator bumps this producer's epoch and no other's."""
         previous = self.state
-        if previous is not State.ABORTING_TRANSACTION:  # an abort that bumps the epoch is in INITIALIZING
+        if previous is not State.ABORTING_TRANSACTION:  # an abort that bumps the epoch stays Aborting
             self._transition(State.INITIALIZING)
         bump = self._epoch_bump_required
         request = InitProducerIdRequestData(
@@ -225,7 +226,7 @@ class TransactionManager:
 
     def add_partitions(self, partitions: Iterable[TopicPartition]) -> None:
         """AddPartitionsToTxn of the partitions not yet in the transaction: the producer's hook
-        before its first write to each (the partition's leader refuses a write before it)."""
+        before its first write to each (the coordinator writes its markers to those added only)."""
         self._require(State.IN_TRANSACTION, "add partitions")
         new = sorted(set(partitions) - self.partitions)
         if not new:
@@ -288,7 +289,11 @@ class TransactionManager:
         previous = self.state
         self._transition(State.ABORTING_TRANSACTION)
         if self._epoch_bump_required:
-            self.init_transactions()
+            try:
+                self.init_transactions()
+            except RetriableError:
+                self.state = previous  # timed out: the abort may be asked again
+                raise
         else:
             self._end(previous, committed=False)
 
@@ -419,30 +424,32 @@ def _offset_commit_error(answer: TxnOffsetCommitResponseData) -> int:
 
 
 def committed_offsets(
-    client: ClusterClient, group_id: str, partitions: Iterable[TopicPartition]
+    client: ClusterClient, group_id: str, partitions: Iterable[TopicPartition], *, highest: int | None = None
 ) -> dict[TopicPartition, OffsetAndMetadata | None]:
     """The group's committed offsets of ``partitions`` (None: none committed), from its coordinator,
     stable: an offset committed inside a transaction whose outcome is decided but whose marker is
     not yet written (UNSTABLE_OFFSET_COMMIT) is asked again until it is, so that what is read is
-    the outcome, as a consumer at read_committed asks (KIP-447's require_stable)."""
-    wanted = sorted(set(partitions))
+    the outcome, as a consumer at read_committed asks (KIP-447's require_stable, OffsetFetch v7+;
+    ``highest``: the highest version to ask at)."""
     by_topic: dict[str, list[int]] = {}
-    for tp in wanted:
+    for tp in sorted(set(partitions)):
         by_topic.setdefault(tp.topic, []).append(tp.partition)
-    Request = OffsetFetchRequestData
-    topics = [Request.OffsetFetchRequestTopics(name, ps) for name, ps in by_topic.items()]
-    request = Request(groups=[Request.OffsetFetchRequestGroup(group_id, topics=topics)], require_stable=True)
     what = f"cannot fetch the offsets of group {group_id!r}"
 
     def attempt() -> dict[TopicPartition, OffsetAndMetadata | None]:
         try:
             _, coordinator = client.coordinator(group_id, GROUP_KEY)
-            # v8+: groups, and the group's error in its own field (seglog's broker and Kafka 3.0+)
-            answer: OffsetFetchResponseData = coordinator.request(ApiKey.OFFSET_FETCH, request)
+            version = coordinator.version_for(ApiKey.OFFSET_FETCH, highest)
+            if version < STABLE_OFFSET_FETCH_VERSION:
+                raise SeglogError(f"{what}: {coordinator.address} serves OffsetFetch v{version}, before require_stable")
+            answer: OffsetFetchResponseData = coordinator.request(
+                ApiKey.OFFSET_FETCH, _offset_fetch(group_id, by_topic, version), version
+            )
         except BrokerNotAvailableError as e:
             client.metadata([])
             raise RetriableError(ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{what}: {e.message}") from None
-        (group,) = answer.groups
+        # v8+ asks by group and answers each group's error beside its offsets
+        group = answer.groups[0] if version >= 8 else answer
         check_coordinator(group.error_code, what)
         found: dict[TopicPartition, OffsetAndMetadata | None] = {}
         for topic in group.topics:
@@ -456,6 +463,15 @@ def committed_offsets(
 
     client.renew_deadline()
     return client.retrying(attempt)
+
+
+def _offset_fetch(group_id: str, by_topic: dict[str, list[int]], version: int) -> OffsetFetchRequestData:
+    Request = OffsetFetchRequestData
+    if version >= 8:
+        topics = [Request.OffsetFetchRequestTopics(name, ps) for name, ps in by_topic.items()]
+        return Request(groups=[Request.OffsetFetchRequestGroup(group_id, topics=topics)], require_stable=True)
+    old = [Request.OffsetFetchRequestTopic(name, ps) for name, ps in by_topic.items()]
+    return Request(group_id=group_id, topics=old, require_stable=True)
 
 
 # --- the exactly-once sink's two phases ------------------------------------------------------------
