@@ -8,6 +8,7 @@ exchange of bare tokens; re-authentication (KIP-368); bad SASL configs refused a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -19,7 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -164,10 +165,8 @@ def _end_offsets(broker: Any, topic: str) -> list[int]:
         consumer.close()
 
 
-def _tp(topic: str, partition: int) -> Any:
-    from confluent_kafka import TopicPartition
-
-    return TopicPartition(topic, partition)
+def _tp(topic: str, partition: int, offset: int = -1001) -> Any:  # -1001: librdkafka's OFFSET_INVALID
+    return TopicPartition(topic, partition, offset)
 
 
 # --- real clients ---------------------------------------------------------------------------------
@@ -641,3 +640,68 @@ def test_a_tool_with_a_wrong_password_says_kafkas_refusal(broker, tmp_path, caps
     # no SASL at all on the SASL port: the broker closes the connection at the first request past ApiVersions
     code, _, err = _cli(capsys, monkeypatch, "topics", "--bootstrap-server", server[1], "--list")
     assert code == 1 and "closed the connection" in err
+
+
+# --- a cluster whose brokers speak SASL_SSL to each other ------------------------------------------
+
+
+def test_a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over(chroot, tmp_path, pki) -> None:  # noqa: F811
+    zk = KazooClient(hosts=chroot)
+    zk.start()
+    try:  # the users first, as kafka-configs.sh --zookeeper makes them before a SCRAM cluster starts
+        for user, password in (("broker", "broker-pw-3c1d"), ("carol", SCRAM_PASSWORDS["carol"])):
+            stored = {"SCRAM-SHA-512": credential(SCRAM_SHA_512, password, 4096).format()}
+            zk.create(f"/config/users/{user}", json.dumps({"version": 1, "config": stored}).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    config = {
+        "zookeeper.connect": chroot,
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "inter.broker.listener.name": "SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+            'password="broker-pw-3c1d";'
+        ),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki.ca_file,
+        "offsets.topic.replication.factor": 2,
+        "default.replication.factor": 2,
+        "replica.lag.time.max.ms": 5000,
+    }
+    with contextlib.ExitStack() as stack:
+        brokers = {}
+        for i in (1, 2):
+            brokers[i] = seglog.broker.start(str(tmp_path / f"b{i}"), config={**config, "broker.id": i})
+            stack.callback(brokers[i].stop)
+        conf = _scram(brokers[1], pki)
+        admin = AdminClient(conf)
+        wait_for(lambda: len(admin.list_topics(timeout=30).brokers) == 2, what="both brokers registered")
+        admin.create_topics([NewTopic("secure", 1, 2)])["secure"].result(30)
+
+        def partition(client: AdminClient) -> Any:
+            return client.list_topics("secure", timeout=30).topics["secure"].partitions[0]
+
+        wait_for(lambda: sorted(partition(admin).isrs) == [1, 2], what="both replicas in sync over SASL_SSL")
+        _produce({**conf, "acks": "all"}, "secure", 200)
+        leader = partition(admin).leader
+        brokers[leader].stop()  # the leader goes: the other takes over, over SASL_SSL
+        survivor = 3 - leader
+        survivor_admin = AdminClient(_scram(brokers[survivor], pki))
+        wait_for(lambda: partition(survivor_admin).leader == survivor, what="the survivor elected")
+        consumer = Consumer({**_scram(brokers[survivor], pki), "group.id": "unused", "enable.auto.commit": False})
+        try:
+            consumer.assign([_tp("secure", 0, 0)])
+            got: set[bytes] = set()
+            deadline = time.monotonic() + 60
+            while len(got) < 200 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.add(msg.value())
+        finally:
+            consumer.close()
+        assert got == {b"v%d" % i for i in range(200)}  # every acknowledged record, from the new leader

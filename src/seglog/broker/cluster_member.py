@@ -42,6 +42,7 @@ from ..protocol import ApiKey
 from ..protocol.message_data import ControlledShutdownRequestData
 from .controller_channel_manager import SOCKET_TIMEOUT_S, ControllerChannelManager
 from .endpoint import broker_listeners
+from .inter_broker import inter_broker_security
 from .metadata_cache import BrokerInfo
 from .replica_manager import ReplicaManager
 
@@ -61,7 +62,8 @@ class ClusterMember:
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
-        self.channel = ControllerChannelManager(self.listeners.inter_broker)
+        self.security = inter_broker_security(config)  # how this broker reaches the others
+        self.channel = ControllerChannelManager(self.listeners.inter_broker, self.security)
         self.controller: KafkaController | None = None
         self._config_change_seen = ""
         # called with a user's name when its /config/users znode changed (the broker's SCRAM credentials)
@@ -84,6 +86,10 @@ class ClusterMember:
             changes = self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes)
             self._config_change_seen = max(changes, default="")
             self.zk.on_new_session(self._on_config_changes)  # watches end with the session
+            # every user's config read once (its SCRAM credentials) before this broker registers and
+            # the others authenticate to it; the notifications tell of later changes
+            for user in self.zk.get_children(f"{znodes.CONFIG}/users"):
+                self._user_config_changed(user)
             registration = znodes.BrokerRegistration(
                 self.broker.broker_id,
                 self._endpoints(),
@@ -142,7 +148,8 @@ class ClusterMember:
         if registration is None:
             raise BrokerNotAvailableError("no controller is registered")
         host, port = endpoint_of(registration, self.listeners.inter_broker)
-        with BlockingConnection(host, port, f"broker-{self.broker.broker_id}", timeout=SOCKET_TIMEOUT_S) as conn:
+        client_id = f"broker-{self.broker.broker_id}"
+        with BlockingConnection(host, port, client_id, timeout=SOCKET_TIMEOUT_S, security=self.security) as conn:
             body = ControlledShutdownRequestData(broker_id=self.broker.broker_id, broker_epoch=self.broker_epoch)
             answer = conn.request(ApiKey.CONTROLLED_SHUTDOWN, body, CONTROLLED_SHUTDOWN_VERSION)
         if answer.error_code != ErrorCode.NONE:
@@ -189,6 +196,11 @@ class ClusterMember:
             f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}", znodes.encode_config_change(f"topics/{name}")
         )
 
+    def _user_config_changed(self, entity: str) -> None:
+        """A user's config (``/config/users/<entity>``, its name URL-encoded as Kafka's Sanitizer does)."""
+        for listener in self.user_config_listeners:
+            listener(urllib.parse.unquote(entity))
+
     def _on_config_changes(self) -> None:
         # the client's event thread: read the new notifications, apply topic changes to the logs held here
         try:
@@ -206,7 +218,6 @@ class ClusterMember:
                 if kind == "topics":
                     self.replicas.apply_topic_config(topic, validate_topic_config(self.zk.get_topic_config(topic)))
                 elif kind == "users":
-                    for listener in self.user_config_listeners:
-                        listener(urllib.parse.unquote(topic))
+                    self._user_config_changed(topic)
             except SeglogError:
                 log.exception("config change %s not applied", change)

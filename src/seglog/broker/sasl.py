@@ -175,17 +175,12 @@ class ZkCredentials:
     holds ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,..."}}`` (beside the
     user's other configs, quotas, which a change keeps), and each change is announced by a
     ``/config/changes/config_change_<seq>`` notification of ``users/<user>`` that every broker
-    watches (``reload``)."""
+    watches (``reload``; the cluster member reads every user once as it joins)."""
 
     def __init__(self, zk: Any, credentials: ScramCredentials) -> None:
         self.zk = zk
         self.credentials = credentials
         credentials.save = self._save
-
-    def load(self) -> None:
-        """Every user's credentials (at joining: the notifications tell of later changes)."""
-        for entity in self.zk.get_children(f"{znodes.CONFIG}/users"):
-            self.reload(urllib.parse.unquote(entity))
 
     def reload(self, user: str) -> None:
         """One user's credentials read again (its config change notification)."""

@@ -233,7 +233,6 @@ class KafkaServer:
         credentials = ZkCredentials(cluster.zk, self.credentials)
         cluster.user_config_listeners.append(credentials.reload)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
-        await asyncio.get_running_loop().run_in_executor(None, credentials.load)  # after the changes are watched
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""

@@ -87,6 +87,7 @@ from ..records import build_batch
 from ..records.control import end_transaction_marker
 from ..storage import AppendOrigin
 from .coordinator_runtime import CoordinatorRuntime, TopicCreator, TopicSpec
+from .inter_broker import inter_broker_security
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 from .txn_marker_channel_manager import TransactionMarkerChannelManager
@@ -129,6 +130,7 @@ class TxnApis:
             config["broker.id"],
             self._append_marker,
             timeout_s=config["request.timeout.ms"] / 1000,
+            security=inter_broker_security(config),
         )
         # Kafka's TransactionStateManager appends within request.timeout.ms
         self.runtime: CoordinatorRuntime[dict[str, TransactionMetadata]] = CoordinatorRuntime(
