@@ -45,7 +45,7 @@ from seglog.security import KafkaPrincipal
 from seglog.security.plain import PlainClient
 from seglog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramCredential, credential
 
-from ..clients.conftest import kcat_path
+from ..clients.conftest import kafkajs_command, kcat_path, results, round_trip, run_ops  # noqa: F401
 from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
 from .conftest import PRODUCER, wait_for
 from .test_hostile import API_VERSIONS_V0, _read_exact, _read_frame
@@ -264,6 +264,43 @@ def test_kcat_with_scram_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
     )
     assert done.returncode == 0, done.stderr
     assert [json.loads(x)["payload"] for x in done.stdout.splitlines()] == [f"line {i}" for i in range(20)]
+
+
+def test_kafkajs_with_scram_over_sasl_ssl(broker, pki, kafkajs_command) -> None:  # noqa: F811
+    ops, expected = round_trip("scram-kafkajs", "gzip", "fetch", 0)
+    request = {
+        "bootstrap": f"127.0.0.1:{broker.server.port_of('SASL_SSL')}",
+        "ca": pki.ca_file,
+        "sasl": {"mechanism": "scram-sha-512", "username": "dave", "password": SCRAM_PASSWORDS["dave"]},
+        "ops": ops,
+    }
+    created, sent_1, sent_all, from_start, _ = results(run_ops(kafkajs_command, request))
+    assert created is True and sent_1[0]["error_code"] == sent_all[0]["error_code"] == 0
+    assert from_start == expected
+
+
+def test_confluent_kafka_transactions_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
+    _create(broker, "scram-txn")
+    producer = Producer({**_scram(broker, pki), "transactional.id": "scram-txn-1"})
+    producer.init_transactions(30)
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce("scram-txn", b"%s-%d" % (b"kept" if commit else b"aborted", i), partition=0)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    consumer = Consumer({**_scram(broker, pki, "dave"), "group.id": "txn-reader", "isolation.level": "read_committed"})
+    try:
+        consumer.assign([_tp("scram-txn", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert consumer.poll(1.0) is None  # the aborted ones never come
+    finally:
+        consumer.close()
+    assert got == [b"kept-%d" % i for i in range(10)]
 
 
 # --- SCRAM credentials' administration -------------------------------------------------------------
