@@ -27,7 +27,6 @@ import tempfile
 import time
 
 from broker import cpu_seconds, free_port, start_seglog  # bench/broker.py: the same broker process and CPU clock
-
 from seglog.client import BlockingConnection, ClientSecurity, client_security
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import AlterUserScramCredentialsRequestData
