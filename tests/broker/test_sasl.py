@@ -30,6 +30,7 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
 from kazoo.client import KazooClient
 
 import seglog.broker
@@ -236,6 +237,22 @@ def test_kafka_python_with_scram_sha_512_over_sasl_ssl(broker, pki) -> None:  # 
         "sasl_plain_password": SCRAM_PASSWORDS["carol"],
     }
     _kafka_python_round_trip(common, "scram-kp")
+    # and a transaction, committed, beside one aborted
+    producer = KafkaProducer(transactional_id="scram-kp-txn", **common)
+    producer.init_transactions()
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.send("scram-kp", b"%s-%d" % (b"kept" if commit else b"aborted", i), partition=0)
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    producer.close()
+    consumer = KafkaConsumer(
+        isolation_level="read_committed", auto_offset_reset="earliest", consumer_timeout_ms=5_000, **common
+    )
+    consumer.assign([KpTopicPartition("scram-kp", 0)])
+    values = [msg.value for msg in consumer]
+    consumer.close()
+    assert [v for v in values if v.startswith((b"kept", b"aborted"))] == [b"kept-%d" % i for i in range(5)]
 
 
 def test_kcat_with_scram_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
