@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import json
 import logging
 import os
@@ -473,7 +474,7 @@ class SaslApis:
                 results.append(Result(user=user, error_code=code, error_message=message))
                 continue
             try:
-                await self._run(lambda user=user: self.credentials.alter(user, changes[user]))  # type: ignore[misc]
+                await self._run(functools.partial(self.credentials.alter, user, changes[user]))
             except Exception as e:  # ZooKeeper or the disk: this user's change did not happen
                 log.warning("SCRAM credentials of %s not altered: %s", user, e)
                 results.append(Result(user=user, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)))
