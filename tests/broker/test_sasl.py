@@ -17,6 +17,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,6 +35,7 @@ from kafka import TopicPartition as KpTopicPartition
 from kazoo.client import KazooClient
 
 import seglog.broker
+from seglog.broker.properties import parse_properties
 from seglog.cli import main
 from seglog.errors import InvalidConfigurationError
 from seglog.protocol import ApiKey, ClientConnection
@@ -45,6 +47,7 @@ from seglog.protocol.message_data import (
 from seglog.security import KafkaPrincipal
 from seglog.security.plain import PlainClient
 from seglog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramCredential, credential
+from seglog.tools.cluster import LocalCluster
 
 from ..clients.conftest import kafkajs_command, kcat_path, results, round_trip, run_ops  # noqa: F401
 from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
@@ -762,3 +765,31 @@ def test_a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over(chroot
         finally:
             consumer.close()
         assert got == {b"v%d" % i for i in range(200)}  # every acknowledged record, from the new leader
+
+
+# --- seglog cluster up --secure ---------------------------------------------------------------------
+
+
+def test_a_secure_local_cluster_serves_sasl_ssl_only_with_the_properties_it_writes(chroot, tmp_path) -> None:  # noqa: F811
+    overrides = ["offsets.topic.replication.factor=2"]
+    local = LocalCluster(tmp_path, 2, zookeeper=chroot, port=None, overrides=overrides, secure=True)
+    local.start()
+    try:
+        assert local.secure is not None
+        client = parse_properties(local.secure.client_properties.read_text())
+        assert oct(local.secure.client_properties.stat().st_mode & 0o777) == "0o600"
+        conf = {**client, "bootstrap.servers": local.bootstrap_servers}
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("secure-local", 1, 2)])["secure-local"].result(60)
+        _produce({**conf, "acks": "all"}, "secure-local", 50)
+        assert len(_consume_in_group(conf, "secure-local", "secure-local-group", 50)) == 50
+        for broker in local.brokers.values():  # the password is in a file, not in the command line
+            assert broker.proc is not None
+            command_line = Path(f"/proc/{broker.proc.pid}/cmdline").read_bytes()
+            assert client["sasl.password"].encode() not in command_line
+        errors: list[KafkaError] = []  # no SASL: refused
+        producer = Producer({"bootstrap.servers": local.bootstrap_servers, "error_cb": errors.append})
+        wait_for(lambda: (producer.poll(0.1), errors)[1], what="the client's error")
+        producer.flush(0)
+    finally:
+        local.stop()
