@@ -323,10 +323,6 @@ def test_listeners_named_mapped_and_advertised():
         ({"inter.broker.listener.name": "SSL"}, r"inter\.broker\.listener\.name is SSL, which must name a listener"),
         ({"inter.broker.listener.name": "X"}, r"inter\.broker\.listener\.name: listener X is not in listener"),
         (
-            {"listeners": "SSL://:1", "security.inter.broker.protocol": "SSL", "zookeeper.connect": "zk:2181"},
-            r"inter-broker listener SSL uses SSL, which brokers do not speak to each other yet",
-        ),
-        (
             {"inter.broker.listener.name": "PLAINTEXT", "security.inter.broker.protocol": "PLAINTEXT"},
             "only one of inter.broker.listener.name and security.inter.broker.protocol",
         ),

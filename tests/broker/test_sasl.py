@@ -8,6 +8,7 @@ exchange of bare tokens; re-authentication (KIP-368); bad SASL configs refused a
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
@@ -16,10 +17,11 @@ import struct
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     NewTopic,
@@ -29,9 +31,11 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 from kafka import KafkaConsumer, KafkaProducer
+from kafka import TopicPartition as KpTopicPartition
 from kazoo.client import KazooClient
 
 import seglog.broker
+from seglog.broker.properties import parse_properties
 from seglog.cli import main
 from seglog.errors import InvalidConfigurationError
 from seglog.protocol import ApiKey, ClientConnection
@@ -43,8 +47,9 @@ from seglog.protocol.message_data import (
 from seglog.security import KafkaPrincipal
 from seglog.security.plain import PlainClient
 from seglog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramCredential, credential
+from seglog.tools.cluster import LocalCluster
 
-from ..clients.conftest import kcat_path
+from ..clients.conftest import kafkajs_command, kcat_path, results, round_trip, run_ops  # noqa: F401
 from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
 from .conftest import PRODUCER, wait_for
 from .test_hostile import API_VERSIONS_V0, _read_exact, _read_frame
@@ -164,10 +169,8 @@ def _end_offsets(broker: Any, topic: str) -> list[int]:
         consumer.close()
 
 
-def _tp(topic: str, partition: int) -> Any:
-    from confluent_kafka import TopicPartition
-
-    return TopicPartition(topic, partition)
+def _tp(topic: str, partition: int, offset: int = -1001) -> Any:  # -1001: librdkafka's OFFSET_INVALID
+    return TopicPartition(topic, partition, offset)
 
 
 # --- real clients ---------------------------------------------------------------------------------
@@ -237,6 +240,22 @@ def test_kafka_python_with_scram_sha_512_over_sasl_ssl(broker, pki) -> None:  # 
         "sasl_plain_password": SCRAM_PASSWORDS["carol"],
     }
     _kafka_python_round_trip(common, "scram-kp")
+    # and a transaction, committed, beside one aborted
+    producer = KafkaProducer(transactional_id="scram-kp-txn", **common)
+    producer.init_transactions()
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(5):
+            producer.send("scram-kp", b"%s-%d" % (b"kept" if commit else b"aborted", i), partition=0)
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    producer.close()
+    consumer = KafkaConsumer(
+        isolation_level="read_committed", auto_offset_reset="earliest", consumer_timeout_ms=5_000, **common
+    )
+    consumer.assign([KpTopicPartition("scram-kp", 0)])
+    values = [msg.value for msg in consumer]
+    consumer.close()
+    assert [v for v in values if v.startswith((b"kept", b"aborted"))] == [b"kept-%d" % i for i in range(5)]
 
 
 def test_kcat_with_scram_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
@@ -265,6 +284,43 @@ def test_kcat_with_scram_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
     )
     assert done.returncode == 0, done.stderr
     assert [json.loads(x)["payload"] for x in done.stdout.splitlines()] == [f"line {i}" for i in range(20)]
+
+
+def test_kafkajs_with_scram_over_sasl_ssl(broker, pki, kafkajs_command) -> None:  # noqa: F811
+    ops, expected = round_trip("scram-kafkajs", "gzip", "fetch", 0)
+    request = {
+        "bootstrap": f"127.0.0.1:{broker.server.port_of('SASL_SSL')}",
+        "ca": pki.ca_file,
+        "sasl": {"mechanism": "scram-sha-512", "username": "dave", "password": SCRAM_PASSWORDS["dave"]},
+        "ops": ops,
+    }
+    created, sent_1, sent_all, from_start, _ = results(run_ops(kafkajs_command, request))
+    assert created is True and sent_1[0]["error_code"] == sent_all[0]["error_code"] == 0
+    assert from_start == expected
+
+
+def test_confluent_kafka_transactions_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
+    _create(broker, "scram-txn")
+    producer = Producer({**_scram(broker, pki), "transactional.id": "scram-txn-1"})
+    producer.init_transactions(30)
+    for commit in (True, False):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce("scram-txn", b"%s-%d" % (b"kept" if commit else b"aborted", i), partition=0)
+        (producer.commit_transaction if commit else producer.abort_transaction)(30)
+    consumer = Consumer({**_scram(broker, pki, "dave"), "group.id": "txn-reader", "isolation.level": "read_committed"})
+    try:
+        consumer.assign([_tp("scram-txn", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 10 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got.append(msg.value())
+        assert consumer.poll(1.0) is None  # the aborted ones never come
+    finally:
+        consumer.close()
+    assert got == [b"kept-%d" % i for i in range(10)]
 
 
 # --- SCRAM credentials' administration -------------------------------------------------------------
@@ -422,11 +478,12 @@ def _scram_authenticate(sock: socket.socket, conn: ClientConnection, password: s
     return body
 
 
-def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki, tmp_path) -> None:  # noqa: F811
+def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki, tmp_path, caplog) -> None:  # noqa: F811
+    lifetime = 2.0  # seconds: requests made right after an authentication come well within it
     config = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "connections.max.reauth.ms": 1500,
+        "connections.max.reauth.ms": int(lifetime * 1000),
     }
     with seglog.broker.start(str(tmp_path / "data"), config=config) as running:
         admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
@@ -437,17 +494,18 @@ def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki
         sock, conn = _client(running.server.port_of("SASL_PLAINTEXT"))
         with sock:
             done = _scram_authenticate(sock, conn, SCRAM_PASSWORDS["carol"])
-            assert (done.error_code, done.session_lifetime_ms) == (0, 1500)
-            time.sleep(1.0)
+            assert (done.error_code, done.session_lifetime_ms) == (0, 2000)
+            time.sleep(lifetime + 0.2)  # past the session's end: a re-authentication may still begin
             assert _scram_authenticate(sock, conn, SCRAM_PASSWORDS["carol"]).error_code == 0  # renewed
-            time.sleep(1.0)  # past the first session's end, inside the second's
             assert _call(sock, conn, ApiKey.METADATA, MetadataRequestData(topics=None), 1).brokers
-            time.sleep(1.0)  # past the second's
+            time.sleep(lifetime + 0.2)  # past the second session's end
             _, parts = conn.send_request(ApiKey.METADATA, MetadataRequestData(topics=None), 1)
             sock.sendall(b"".join(bytes(p) for p in parts))
             with pytest.raises(ConnectionError):
                 _read_exact(sock, 4)
-        # librdkafka re-authenticates on its own (KIP-368) and keeps producing across sessions
+        # librdkafka re-authenticates on its own (KIP-368) and keeps producing across sessions: the
+        # broker never closes its connection for a session past its end
+        caplog.clear()
         producer = Producer(
             {
                 "bootstrap.servers": f"127.0.0.1:{running.server.port_of('SASL_PLAINTEXT')}",
@@ -461,7 +519,8 @@ def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki
         for i in range(8):
             producer.produce("reauth", b"%d" % i)
             assert producer.flush(30) == 0
-            time.sleep(0.5)
+            time.sleep(0.6)
+        assert "expired: closing its connection" not in caplog.text
 
 
 # --- bad configs ----------------------------------------------------------------------------------
@@ -641,3 +700,96 @@ def test_a_tool_with_a_wrong_password_says_kafkas_refusal(broker, tmp_path, caps
     # no SASL at all on the SASL port: the broker closes the connection at the first request past ApiVersions
     code, _, err = _cli(capsys, monkeypatch, "topics", "--bootstrap-server", server[1], "--list")
     assert code == 1 and "closed the connection" in err
+
+
+# --- a cluster whose brokers speak SASL_SSL to each other ------------------------------------------
+
+
+def test_a_cluster_with_only_sasl_ssl_listeners_replicates_and_fails_over(chroot, tmp_path, pki) -> None:  # noqa: F811
+    zk = KazooClient(hosts=chroot)
+    zk.start()
+    try:  # the users first, as kafka-configs.sh --zookeeper makes them before a SCRAM cluster starts
+        for user, password in (("broker", "broker-pw-3c1d"), ("carol", SCRAM_PASSWORDS["carol"])):
+            stored = {"SCRAM-SHA-512": credential(SCRAM_SHA_512, password, 4096).format()}
+            zk.create(f"/config/users/{user}", json.dumps({"version": 1, "config": stored}).encode(), makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    config = {
+        "zookeeper.connect": chroot,
+        "listeners": "SASL_SSL://127.0.0.1:0",
+        "inter.broker.listener.name": "SASL_SSL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+        "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config": (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+            'password="broker-pw-3c1d";'
+        ),
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": pki.ca_file,
+        "offsets.topic.replication.factor": 2,
+        "default.replication.factor": 2,
+        "replica.lag.time.max.ms": 5000,
+    }
+    with contextlib.ExitStack() as stack:
+        brokers = {}
+        for i in (1, 2):
+            brokers[i] = seglog.broker.start(str(tmp_path / f"b{i}"), config={**config, "broker.id": i})
+            stack.callback(brokers[i].stop)
+        conf = _scram(brokers[1], pki)
+        admin = AdminClient(conf)
+        wait_for(lambda: len(admin.list_topics(timeout=30).brokers) == 2, what="both brokers registered")
+        admin.create_topics([NewTopic("secure", 1, 2)])["secure"].result(30)
+
+        def partition(client: AdminClient) -> Any:
+            return client.list_topics("secure", timeout=30).topics["secure"].partitions[0]
+
+        wait_for(lambda: sorted(partition(admin).isrs) == [1, 2], what="both replicas in sync over SASL_SSL")
+        _produce({**conf, "acks": "all"}, "secure", 200)
+        leader = partition(admin).leader
+        brokers[leader].stop()  # the leader goes: the other takes over, over SASL_SSL
+        survivor = 3 - leader
+        survivor_admin = AdminClient(_scram(brokers[survivor], pki))
+        wait_for(lambda: partition(survivor_admin).leader == survivor, what="the survivor elected")
+        consumer = Consumer({**_scram(brokers[survivor], pki), "group.id": "unused", "enable.auto.commit": False})
+        try:
+            consumer.assign([_tp("secure", 0, 0)])
+            got: set[bytes] = set()
+            deadline = time.monotonic() + 60
+            while len(got) < 200 and time.monotonic() < deadline:
+                msg = consumer.poll(0.5)
+                if msg is not None and msg.error() is None:
+                    got.add(msg.value())
+        finally:
+            consumer.close()
+        assert got == {b"v%d" % i for i in range(200)}  # every acknowledged record, from the new leader
+
+
+# --- seglog cluster up --secure ---------------------------------------------------------------------
+
+
+def test_a_secure_local_cluster_serves_sasl_ssl_only_with_the_properties_it_writes(chroot, tmp_path) -> None:  # noqa: F811
+    overrides = ["offsets.topic.replication.factor=2"]
+    local = LocalCluster(tmp_path, 2, zookeeper=chroot, port=None, overrides=overrides, secure=True)
+    local.start()
+    try:
+        assert local.secure is not None
+        client = parse_properties(local.secure.client_properties.read_text())
+        assert oct(local.secure.client_properties.stat().st_mode & 0o777) == "0o600"
+        conf = {**client, "bootstrap.servers": local.bootstrap_servers}
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic("secure-local", 1, 2)])["secure-local"].result(60)
+        _produce({**conf, "acks": "all"}, "secure-local", 50)
+        assert len(_consume_in_group(conf, "secure-local", "secure-local-group", 50)) == 50
+        for broker in local.brokers.values():  # the password is in a file, not in the command line
+            assert broker.proc is not None
+            command_line = Path(f"/proc/{broker.proc.pid}/cmdline").read_bytes()
+            assert client["sasl.password"].encode() not in command_line
+        errors: list[KafkaError] = []  # no SASL: refused
+        producer = Producer({"bootstrap.servers": local.bootstrap_servers, "error_cb": errors.append})
+        wait_for(lambda: (producer.poll(0.1), errors)[1], what="the client's error")
+        producer.flush(0)
+    finally:
+        local.stop()

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..client import AsyncConnection
+from ..client import PLAINTEXT, AsyncConnection, ClientSecurity
 from ..common import ZERO_UUID
 from ..errors import BrokerNotAvailableError, InvalidResponseError, NotControllerError
 from ..protocol import ApiKey
@@ -59,9 +59,15 @@ class WireAlterPartitionChannel:
     """AlterPartition over the wire to the controller that ``controller()`` names (id, host,
     port), or NOT_CONTROLLER when none is known."""
 
-    def __init__(self, controller: Callable[[], tuple[int, str, int] | None], timeout_s: float) -> None:
+    def __init__(
+        self,
+        controller: Callable[[], tuple[int, str, int] | None],
+        timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self._controller = controller
         self._timeout_s = timeout_s
+        self._security = security
         self._connection: tuple[tuple[int, str, int], AsyncConnection] | None = None
 
     async def alter_partition(self, broker_id: int, broker_epoch: int, change: IsrChange) -> IsrChangeResult:
@@ -72,7 +78,9 @@ class WireAlterPartitionChannel:
             self.close()
             self._connection = (
                 node,
-                AsyncConnection(node[1], node[2], f"broker-{broker_id}-alter-partition", self._timeout_s),
+                AsyncConnection(
+                    node[1], node[2], f"broker-{broker_id}-alter-partition", self._timeout_s, self._security
+                ),
             )
         connection = self._connection[1]
         by_id = change.topic_id != ZERO_UUID

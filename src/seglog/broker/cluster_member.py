@@ -42,6 +42,7 @@ from ..protocol import ApiKey
 from ..protocol.message_data import ControlledShutdownRequestData
 from .controller_channel_manager import SOCKET_TIMEOUT_S, ControllerChannelManager
 from .endpoint import broker_listeners
+from .inter_broker import inter_broker_security
 from .metadata_cache import BrokerInfo
 from .replica_manager import ReplicaManager
 
@@ -61,7 +62,8 @@ class ClusterMember:
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
-        self.channel = ControllerChannelManager(self.listeners.inter_broker)
+        self.security = inter_broker_security(config)  # how this broker reaches the others
+        self.channel = ControllerChannelManager(self.listeners.inter_broker, self.security)
         self.controller: KafkaController | None = None
         self._config_change_seen = ""
         # what each kind of entity's config change notification does (``users/alice`` -> "users"),
@@ -85,6 +87,11 @@ class ClusterMember:
             changes = self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes)
             self._config_change_seen = max(changes, default="")
             self.zk.on_new_session(self._on_config_changes)  # watches end with the session
+            # every user's config read once (its SCRAM credentials) before this broker registers and
+            # the others authenticate to it; the notifications tell of later changes
+            for user in self.zk.get_children(f"{znodes.CONFIG}/users"):
+                for handler in self.config_handlers.get("users", ()):
+                    handler(f"users/{user}")
             registration = znodes.BrokerRegistration(
                 self.broker.broker_id,
                 self._endpoints(),
@@ -143,7 +150,8 @@ class ClusterMember:
         if registration is None:
             raise BrokerNotAvailableError("no controller is registered")
         host, port = endpoint_of(registration, self.listeners.inter_broker)
-        with BlockingConnection(host, port, f"broker-{self.broker.broker_id}", timeout=SOCKET_TIMEOUT_S) as conn:
+        client_id = f"broker-{self.broker.broker_id}"
+        with BlockingConnection(host, port, client_id, timeout=SOCKET_TIMEOUT_S, security=self.security) as conn:
             body = ControlledShutdownRequestData(broker_id=self.broker.broker_id, broker_epoch=self.broker_epoch)
             answer = conn.request(ApiKey.CONTROLLED_SHUTDOWN, body, CONTROLLED_SHUTDOWN_VERSION)
         if answer.error_code != ErrorCode.NONE:

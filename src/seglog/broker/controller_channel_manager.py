@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..client import BlockingConnection
+from ..client import PLAINTEXT, BlockingConnection, ClientSecurity
 from ..cluster.controller_channel import ControllerRequest, endpoint_of
 from ..cluster.znodes import BrokerRegistration
 from ..errors import SeglogError, error_name
@@ -56,7 +56,8 @@ API_VERSIONS: dict[type[ControllerRequest], tuple[ApiKey, int]] = {
 class _Sender:
     """One broker's queue and the thread that empties it, in order, over one connection."""
 
-    def __init__(self, broker: BrokerRegistration, listener: str) -> None:
+    def __init__(self, broker: BrokerRegistration, listener: str, security: ClientSecurity) -> None:
+        self.security = security
         self.broker = broker
         self.listener = listener  # the inter-broker listener, whose address the controller uses
         self.queue: queue.Queue[tuple[ControllerRequest, ResponseHandler | None] | None] = queue.Queue()
@@ -85,7 +86,9 @@ class _Sender:
             try:
                 if self._conn is None:
                     host, port = endpoint_of(self.broker, self.listener)
-                    self._conn = BlockingConnection(host, port, "seglog-controller", timeout=SOCKET_TIMEOUT_S)
+                    self._conn = BlockingConnection(
+                        host, port, "seglog-controller", timeout=SOCKET_TIMEOUT_S, security=self.security
+                    )
                 return self._conn.request(api_key, body, version)
             # as Kafka's RequestSendThread: whatever failed (unreachable, a broken answer, ApiVersions
             # refused), a new connection and the same request
@@ -114,8 +117,9 @@ class _Sender:
 class ControllerChannelManager:
     """The ``ControllerChannel`` of a broker's controller: requests to each live broker over TCP."""
 
-    def __init__(self, listener: str = "PLAINTEXT") -> None:
+    def __init__(self, listener: str = "PLAINTEXT", security: ClientSecurity = PLAINTEXT) -> None:
         self.listener = listener  # the inter-broker listener's name: brokers are reached there
+        self.security = security  # and with its protocol
         self._lock = threading.Lock()
         self._senders: dict[int, _Sender] = {}
 
@@ -126,7 +130,7 @@ class ControllerChannelManager:
                 return
             if old is not None:
                 old.stop()
-            self._senders[broker.broker_id] = _Sender(broker, self.listener)
+            self._senders[broker.broker_id] = _Sender(broker, self.listener, self.security)
 
     def remove_broker(self, broker_id: int) -> None:
         with self._lock:

@@ -119,14 +119,7 @@ def broker_listeners(config: BrokerConfig) -> Listeners:
     if any(e.host == "0.0.0.0" for e in advertised.values()):
         raise InvalidConfigurationError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0")
     found = tuple(Listener(e.listener, protocols[e.listener], e, advertised.get(e.listener, e)) for e in bound)
-    inter_broker = _inter_broker_listener(config, protocols, names)
-    if config["zookeeper.connect"] and protocols[inter_broker] != "PLAINTEXT":
-        # the replica fetchers, the controller's channel and the transaction markers speak plaintext only
-        raise InvalidConfigurationError(
-            f"the inter-broker listener {inter_broker} uses {protocols[inter_broker]}, which brokers do not "
-            "speak to each other yet: set inter.broker.listener.name to a PLAINTEXT listener"
-        )
-    return Listeners(found, inter_broker)
+    return Listeners(found, _inter_broker_listener(config, protocols, names))
 
 
 def _inter_broker_listener(config: BrokerConfig, protocols: dict[str, str], names: list[str]) -> str:

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from ..client import AsyncConnection
+from ..client import PLAINTEXT, AsyncConnection, ClientSecurity
 from ..common import ZERO_UUID, TopicPartition
 from ..config import BrokerConfig
 from ..coordinator.partitioning import java_string_hash
@@ -93,13 +93,21 @@ class ReplicaFetcher:
     """One connection to a leader and the partitions fetched through it."""
 
     def __init__(
-        self, leader_id: int, fetcher: int, config: BrokerConfig, broker_id: int, endpoint: Endpoint, run: Run
+        self,
+        leader_id: int,
+        fetcher: int,
+        config: BrokerConfig,
+        broker_id: int,
+        endpoint: Endpoint,
+        run: Run,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.leader_id = leader_id
         self.config = config
         self.broker_id = broker_id
         self._endpoint = endpoint
         self._run = run
+        self._security = security
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self._wake = asyncio.Event()
         self._connection: AsyncConnection | None = None
@@ -165,7 +173,9 @@ class ReplicaFetcher:
             if old is not None:
                 old.close()
             timeout = self.config["replica.socket.timeout.ms"] / 1000
-            self._connection = AsyncConnection(found[0], found[1], f"broker-{self.broker_id}-fetcher", timeout)
+            self._connection = AsyncConnection(
+                found[0], found[1], f"broker-{self.broker_id}-fetcher", timeout, self._security
+            )
         assert self._connection is not None
         return self._connection
 
@@ -305,8 +315,11 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """The fetchers of this broker, by (leader, fetcher id)."""
 
-    def __init__(self, config: BrokerConfig, broker_id: int, endpoint: Endpoint, run: Run) -> None:
+    def __init__(
+        self, config: BrokerConfig, broker_id: int, endpoint: Endpoint, run: Run, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.config = config
+        self.security = security  # the fetchers' connections' (the inter-broker listener's TLS, SASL)
         self.broker_id = broker_id
         self._endpoint = endpoint
         self._run = run
@@ -326,7 +339,7 @@ class ReplicaFetcherManager:
         fetcher = self._fetchers.get(key)
         if fetcher is None:
             fetcher = self._fetchers[key] = ReplicaFetcher(
-                key[0], key[1], self.config, self.broker_id, self._endpoint, self._run
+                key[0], key[1], self.config, self.broker_id, self._endpoint, self._run, self.security
             )
         fetcher.add(partition)
         self._fetched_by[tp] = key

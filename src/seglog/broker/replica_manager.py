@@ -61,6 +61,7 @@ from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChange
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
 from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
+from .inter_broker import inter_broker_security
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata
 from .partition import LeaderAndIsrPartitionState, Partition, check_leader_epoch
 from .purgatory import DelayedOperation, Purgatory
@@ -241,9 +242,12 @@ class ReplicaManager:
         self.produce_purgatory = Purgatory("Produce")
         self.delete_records_purgatory = Purgatory("DeleteRecords")
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
-        self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run)
+        security = inter_broker_security(config)  # TLS and SASL to the other brokers, as the listener has them
+        self.fetchers = ReplicaFetcherManager(config, broker.broker_id, self._endpoint, self._run, security)
         timeout = config["replica.socket.timeout.ms"] / 1000
-        self.alter_partition_channel: AlterPartitionChannel = WireAlterPartitionChannel(self._controller_node, timeout)
+        self.alter_partition_channel: AlterPartitionChannel = WireAlterPartitionChannel(
+            self._controller_node, timeout, security
+        )
         self.broker_epoch = broker_epoch  # this broker's registration (KIP-380), once registered
         self._controller_epoch = -1
         self._loop: asyncio.AbstractEventLoop | None = None

@@ -33,11 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import json
 import logging
 import os
 import time
-import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +66,7 @@ from ..security.scram import (
     ScramServer,
     credential_from_salted,
 )
+from .quotas import desanitize, sanitize
 from .routes import Route, Routes
 
 log = logging.getLogger(__name__)
@@ -175,24 +176,19 @@ class ZkCredentials:
     holds ``{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,..."}}`` (beside the
     user's other configs, quotas, which a change keeps), and each change is announced by a
     ``/config/changes/config_change_<seq>`` notification of ``users/<user>`` that every broker
-    watches (``reload``)."""
+    watches (``reload``; the cluster member reads every user once as it joins)."""
 
     def __init__(self, zk: Any, credentials: ScramCredentials) -> None:
         self.zk = zk
         self.credentials = credentials
         credentials.save = self._save
 
-    def load(self) -> None:
-        """Every user's credentials (at joining: the notifications tell of later changes)."""
-        for entity in self.zk.get_children(f"{znodes.CONFIG}/users"):
-            self.reload(urllib.parse.unquote(entity))
-
     def config_changed(self, entity_path: str) -> None:
         """A /config/changes notification of a user (``users/<name>``; a user's client id,
         ``users/<name>/clients/<id>``, holds quotas only)."""
         kind, _, name = entity_path.partition("/")
         if kind == "users" and name and "/" not in name:
-            self.reload(urllib.parse.unquote(name))
+            self.reload(desanitize(name))
 
     def reload(self, user: str) -> None:
         """One user's credentials read again (its config change notification)."""
@@ -208,16 +204,11 @@ class ZkCredentials:
         }
         self.zk.set_or_create(path, znodes.encode_config({**others, **stored}))
         notification = f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}"
-        self.zk.create_sequential(notification, znodes.encode_config_change(f"users/{_sanitized(user)}"))
-
-
-def _sanitized(user: str) -> str:
-    """A user's name as its znode's (Kafka's ``Sanitizer``: URL-encoded, ``*`` too)."""
-    return urllib.parse.quote(user, safe="")
+        self.zk.create_sequential(notification, znodes.encode_config_change(f"users/{sanitize(user)}"))
 
 
 def _user_path(user: str) -> str:
-    return znodes.config_path("users", _sanitized(user))
+    return znodes.config_path("users", sanitize(user))
 
 
 # --- a listener's SASL ---------------------------------------------------------------------------
@@ -485,7 +476,7 @@ class SaslApis:
                 results.append(Result(user=user, error_code=code, error_message=message))
                 continue
             try:
-                await self._run(lambda user=user: self.credentials.alter(user, changes[user]))  # type: ignore[misc]
+                await self._run(functools.partial(self.credentials.alter, user, changes[user]))
             except Exception as e:  # ZooKeeper or the disk: this user's change did not happen
                 log.warning("SCRAM credentials of %s not altered: %s", user, e)
                 results.append(Result(user=user, error_code=ErrorCode.UNKNOWN_SERVER_ERROR, error_message=str(e)))

@@ -259,7 +259,6 @@ class KafkaServer:
         for kind in ("users", "clients"):
             cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
-        await asyncio.get_running_loop().run_in_executor(None, credentials.load)  # after the changes are watched
         await quota_apis.load()
         self._modules.append(quota_apis.routes())
         self._route()

@@ -89,6 +89,7 @@ from ..security import AclOperation, ResourceType
 from ..storage import AppendOrigin
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .coordinator_runtime import CoordinatorRuntime, TopicCreator, TopicSpec
+from .inter_broker import inter_broker_security
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 from .txn_marker_channel_manager import TransactionMarkerChannelManager
@@ -133,6 +134,7 @@ class TxnApis:
             config["broker.id"],
             self._append_marker,
             timeout_s=config["request.timeout.ms"] / 1000,
+            security=inter_broker_security(config),
         )
         # Kafka's TransactionStateManager appends within request.timeout.ms
         self.runtime: CoordinatorRuntime[dict[str, TransactionMetadata]] = CoordinatorRuntime(

@@ -38,7 +38,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from ..client import AsyncConnection
+from ..client import PLAINTEXT, AsyncConnection, ClientSecurity
 from ..common import TopicPartition
 from ..coordinator.transaction_coordinator import WriteTxnMarkers
 from ..errors import BrokerNotAvailableError, InvalidResponseError
@@ -130,7 +130,16 @@ def partition_errors(
 class TransactionMarkerChannelManager:
     """The markers of the transactions this broker coordinates, on their way to the leaders."""
 
-    def __init__(self, metadata: MetadataCache, broker_id: int, write_locally: LocalWrite, *, timeout_s: float) -> None:
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        broker_id: int,
+        write_locally: LocalWrite,
+        *,
+        timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
+        self.security = security  # the markers' connections' (the inter-broker listener's TLS, SASL)
         self.metadata = metadata
         self.broker_id = broker_id
         self.write_locally = write_locally
@@ -248,7 +257,9 @@ class TransactionMarkerChannelManager:
         if found is None or (found.host, found.port) != (broker.host, broker.port):
             if found is not None:
                 found.close()
-            found = AsyncConnection(broker.host, broker.port, f"seglog-txn-markers-{self.broker_id}", self.timeout_s)
+            found = AsyncConnection(
+                broker.host, broker.port, f"seglog-txn-markers-{self.broker_id}", self.timeout_s, self.security
+            )
             self._connections[broker_id] = found
         return found
 

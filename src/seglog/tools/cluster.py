@@ -1,7 +1,7 @@
 """``seglog cluster up``: a ZooKeeper and N brokers on this machine, the way to try a cluster in one command.
 
     seglog cluster up --brokers 3 --dir D [--zookeeper HOST:PORT | --zookeeper-port P] [--port 9092]
-                      [--override KEY=VALUE ...]
+                      [--override KEY=VALUE ...] [--secure]
     seglog cluster down --dir D
 
 Broker i (from 1) is ``broker.id=i`` on 127.0.0.i (Linux answers on all of 127/8 without setup),
@@ -10,7 +10,9 @@ its log dir ``D/broker-i``, its output in ``D/broker-i.log``. ZooKeeper (Debian'
 ``--zookeeper-port`` (default: a free port). The bootstrap servers are
 printed once every broker serves; SIGINT or SIGTERM stops the brokers (each moves its leaders off
 first: controlled shutdown) and then ZooKeeper; so does ``cluster down``, through the pid file
-``D/cluster.pid``. ``LocalCluster`` is the same for programs and tests.
+``D/cluster.pid``. ``LocalCluster`` is the same for programs and tests. With ``--secure`` the
+brokers listen on SASL_SSL only, with TLS and SCRAM between them too (secure_cluster.py), and
+the client properties to use are printed.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import threading
 import time
 from pathlib import Path
 
-from ..client import connect, metadata
+from ..client import PLAINTEXT, ClientSecurity, connect, metadata
 from ..cluster.zookeeper_server import ZooKeeperServer, free_port
 from ..errors import BrokerNotAvailableError, SeglogError
 from ..protocol.message_data import MetadataResponseData
 from . import CLIENT_ID
 from .arguments import UsageError
+from .secure_cluster import SecureSetup
 
 DEFAULT_PORT = 9092
 PID_FILE = "cluster.pid"  # in --dir, while `cluster up` runs: what `cluster down` signals
@@ -39,8 +42,20 @@ START_TIMEOUT_S = 60.0
 class BrokerProcess:
     """One ``seglog broker`` child of a local cluster."""
 
-    def __init__(self, broker_id: int, host: str, port: int, log_dir: Path, overrides: list[str]) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        host: str,
+        port: int,
+        log_dir: Path,
+        overrides: list[str],
+        *,
+        protocol: str = "PLAINTEXT",
+        config: Path | None = None,
+    ) -> None:
         self.broker_id = broker_id
+        self.protocol = protocol  # its one listener's
+        self.config = config  # a server.properties, under the overrides
         self.host = host
         self.port = port
         self.log_dir = log_dir
@@ -57,10 +72,12 @@ class BrokerProcess:
 
     def start(self, zookeeper: str) -> None:
         args = [sys.executable, "-m", "seglog.cli", "broker"]
+        if self.config is not None:
+            args += ["--config", str(self.config)]
         settings = [
             f"broker.id={self.broker_id}",
             f"log.dirs={self.log_dir}",
-            f"listeners=PLAINTEXT://{self.host}:{self.port}",
+            f"listeners={self.protocol}://{self.host}:{self.port}",
             f"zookeeper.connect={zookeeper}",
             *self.overrides,
         ]
@@ -133,6 +150,7 @@ class LocalCluster:
         port: int | None = DEFAULT_PORT,
         overrides: list[str] | None = None,
         zookeeper_tick_ms: int = 200,
+        secure: bool = False,
     ) -> None:
         if not 1 <= brokers <= 254:
             raise UsageError(f"--brokers must be between 1 and 254, not {brokers}")
@@ -148,10 +166,21 @@ class LocalCluster:
                 self.directory / "zookeeper", port=zookeeper_port, tick_time_ms=zookeeper_tick_ms
             )
         self.brokers: dict[int, BrokerProcess] = {}
+        self.secure = SecureSetup(self.directory) if secure else None
+        self.security: ClientSecurity = PLAINTEXT  # the clients' (SASL_SSL's, once --secure has made it)
         for i in range(1, brokers + 1):
             host = f"127.0.0.{i}"
             chosen = port if port is not None else free_port(host)
-            self.brokers[i] = BrokerProcess(i, host, chosen, self.directory / f"broker-{i}", list(overrides or []))
+            extra = [] if self.secure is None else [f"ssl.keystore.location={self.secure.keystore(i)}"]
+            self.brokers[i] = BrokerProcess(
+                i,
+                host,
+                chosen,
+                self.directory / f"broker-{i}",
+                [*extra, *(overrides or [])],
+                protocol="PLAINTEXT" if self.secure is None else "SASL_SSL",
+                config=None if self.secure is None else self.secure.broker_properties,
+            )
 
     @property
     def zookeeper_connect(self) -> str:
@@ -169,6 +198,9 @@ class LocalCluster:
         try:
             if self.zookeeper is not None:
                 self.zookeeper.start()
+            if self.secure is not None:
+                self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
+                self.secure.create_admin(self.zookeeper_connect)
             for broker in self.brokers.values():
                 broker.start(self.zookeeper_connect)
             self.wait_until_formed()
@@ -183,7 +215,7 @@ class LocalCluster:
         wanted = sorted(b.broker_id for b in running)
         deadline = time.monotonic() + timeout
         for broker in running:
-            while _known_brokers(broker.address) != wanted:
+            while _known_brokers(broker.address, self.security) != wanted:
                 if time.monotonic() > deadline:
                     raise BrokerNotAvailableError(f"broker {broker.broker_id} was not told of brokers {wanted}")
                 time.sleep(0.05)
@@ -198,7 +230,7 @@ class LocalCluster:
         shutting down, so brokers stopped at once left each other nowhere to move them and each
         retried until controlled.shutdown.max.retries ran out."""
         running = [b for b in self.brokers.values() if b.running]
-        controller = _controller_id(running[0].address) if running else None
+        controller = _controller_id(running[0].address, self.security) if running else None
         for broker in sorted(running, key=lambda b: b.broker_id == controller):
             broker.stop()
         if self.zookeeper is not None:
@@ -211,22 +243,22 @@ class LocalCluster:
         self.stop()
 
 
-def _metadata(address: str) -> MetadataResponseData | None:
+def _metadata(address: str, security: ClientSecurity) -> MetadataResponseData | None:
     """The broker's Metadata answer (no topics), None when it does not answer."""
     try:
-        with connect(address, client_id=CLIENT_ID, timeout=5) as client:
+        with connect(address, client_id=CLIENT_ID, timeout=5, security=security) as client:
             return metadata(client, [])
     except SeglogError:
         return None
 
 
-def _known_brokers(address: str) -> list[int]:
-    answer = _metadata(address)
+def _known_brokers(address: str, security: ClientSecurity) -> list[int]:
+    answer = _metadata(address, security)
     return [] if answer is None else sorted(b.node_id for b in answer.brokers)
 
 
-def _controller_id(address: str) -> int | None:
-    answer = _metadata(address)
+def _controller_id(address: str, security: ClientSecurity) -> int | None:
+    answer = _metadata(address, security)
     return None if answer is None or answer.controller_id < 0 else answer.controller_id
 
 
@@ -246,6 +278,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--port", type=int, default=DEFAULT_PORT, help="each broker's port on its address (0: any)")
     up.add_argument(
         "--override", action="append", default=[], metavar="KEY=VALUE", help="a broker config for every broker"
+    )
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="SASL_SSL listeners only: TLS and SCRAM-SHA-512, between the brokers too; prints the client properties",
     )
     up.set_defaults(run=run_up)
     down = actions.add_parser("down", help="stop the cluster `cluster up --dir D` runs")
@@ -267,6 +304,7 @@ def run_up(args: argparse.Namespace) -> int:
         zookeeper_port=args.zookeeper_port,
         port=args.port or None,
         overrides=args.override,
+        secure=args.secure,
     )
     cluster.start()
     pid_file = Path(args.dir) / PID_FILE
@@ -274,6 +312,10 @@ def run_up(args: argparse.Namespace) -> int:
         pid_file.write_text(f"{os.getpid()}\n")
         print(f"zookeeper.connect={cluster.zookeeper_connect}", flush=True)
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        if cluster.secure is not None:  # the password stays in the file (its owner's only)
+            print(f"client properties: {cluster.secure.client_properties}", flush=True)
+            for line in cluster.secure.client_properties.read_text().splitlines():
+                print(f"  {line}" if not line.startswith("sasl.password=") else "  sasl.password=(in the file)")
         while not stop.wait(1.0):
             for broker in cluster.brokers.values():
                 if broker.proc is not None and not broker.running and broker.proc.returncode is not None:

@@ -1,7 +1,8 @@
 // kafkajs_client runs a list of operations against a Kafka broker with kafkajs and prints
 // what each returned: the same operations, on stdin and stdout, as tests/clients/go/sarama_client.go.
 //
-// stdin: {"bootstrap": "host:port", "ops": [{"op": "produce", ...}, ...]}
+// stdin: {"bootstrap": "host:port", "ops": [{"op": "produce", ...}, ...]}, with "ca" (a PEM file: TLS) and
+// "sasl" ({"mechanism": "scram-sha-512", "username": ..., "password": ...}) for a secured listener
 // stdout: a JSON list, one {"result": ...} or {"error": "..."} per op.
 //
 // kafkajs consumes only through a consumer group, which these tests leave alone, so "fetch"
@@ -155,6 +156,8 @@ async function main() {
     brokers: [request.bootstrap],
     logLevel: logLevel.NOTHING,
     retry: { retries: 0 },
+    ssl: request.ca ? { ca: [require('fs').readFileSync(request.ca, 'utf-8')] } : undefined,
+    sasl: request.sasl,
   })
   const admin = kafka.admin()
   const cluster = clusterOf(kafka)
