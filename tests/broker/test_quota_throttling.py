@@ -33,6 +33,10 @@ from kafka import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest
 
 from seglog.broker.embedded import EmbeddedBroker
+from seglog.client import BlockingConnection
+from seglog.protocol import ApiKey
+from seglog.protocol.message_data import MetadataRequestData, ProduceRequestData
+from seglog.records.batch import build_batch
 
 from .conftest import CONSUMER, PRODUCER
 from .test_client_quotas import alter, entity, remove_op, send, set_op
@@ -209,3 +213,41 @@ def test_a_request_quota_throttles_a_kafka_python_client(
     finally:
         busy.close()
         assert alter(admin, entity(client="busy"), remove_op("request_percentage"))[0] == 0
+
+
+def produce_request(size: int) -> ProduceRequestData:
+    """A produce of one ``size``-byte record to partition 0 of "probed" (which need not exist:
+    a produce quota counts the bytes a request carries, whatever becomes of them)."""
+    data = ProduceRequestData.PartitionProduceData(index=0, records=build_batch([(None, b"x" * size)]))
+    return ProduceRequestData(
+        transactional_id=None,
+        acks=1,
+        timeout_ms=5000,
+        topic_data=[ProduceRequestData.TopicProduceData(name="probed", partition_data=[data])],
+    )
+
+
+def test_a_throttled_connection_is_muted_and_an_older_client_answered_late(
+    seglog_broker: EmbeddedBroker, admin: KafkaAdminClient
+) -> None:
+    """KIP-219: the answer over the quota comes at once with its throttle time, and the
+    connection's next request is not answered before that time is out; to Produce v5, from
+    before KIP-219, the answer itself comes only then. (Bounds from below: the broker's timer
+    cannot fire early, however loaded the machine.)"""
+    # 4 KiB against 2 KiB/s over the 1 s a first request is measured over: a 1 s throttle
+    assert alter(admin, entity(client="muted"), set_op("producer_byte_rate", 2048))[0] == 0
+    host, port = seglog_broker.bootstrap_servers.rsplit(":", 1)
+    try:
+        with BlockingConnection(host, int(port), "muted") as conn:
+            sent = time.monotonic()  # the throttle runs from the broker's reading it, after this
+            throttled = conn.request(ApiKey.PRODUCE, produce_request(4096))
+            assert throttled.throttle_time_ms > 0
+            conn.request(ApiKey.METADATA, MetadataRequestData(topics=[]))
+            assert time.monotonic() - sent >= throttled.throttle_time_ms / 1000 - 0.01
+        with BlockingConnection(host, int(port), "muted") as old:
+            sent = time.monotonic()
+            late = old.request(ApiKey.PRODUCE, produce_request(4096), 5)
+            assert late.throttle_time_ms > 0
+            assert time.monotonic() - sent >= late.throttle_time_ms / 1000 - 0.01
+    finally:
+        assert alter(admin, entity(client="muted"), remove_op("producer_byte_rate"))[0] == 0

@@ -20,10 +20,10 @@ from seglog.cli import main
 from seglog.client import BlockingConnection
 from seglog.cluster.zookeeper_server import ZooKeeperServer
 from seglog.protocol import ApiKey
-from seglog.protocol.message_data import ProduceRequestData, ProduceResponseData
-from seglog.records.batch import build_batch
+from seglog.protocol.message_data import ProduceResponseData
 from seglog.tools.cluster import BrokerProcess, LocalCluster
 
+from ..broker.test_quota_throttling import produce_request
 from .conftest import chrooted_local_cluster
 
 CHROOT = "quotas-test"
@@ -51,16 +51,8 @@ def zk(zookeeper: ZooKeeperServer) -> Iterator[KazooClient]:
 def throttle_ms(broker: BrokerProcess, client_id: str) -> int:
     """The throttle time of a 4 KiB produce from ``client_id`` (a connection of its own: a
     throttled one is muted)."""
-    batch = build_batch([(None, b"x" * 4096)])
-    data = ProduceRequestData.PartitionProduceData(index=0, records=batch)
-    request = ProduceRequestData(
-        transactional_id=None,
-        acks=1,
-        timeout_ms=5000,
-        topic_data=[ProduceRequestData.TopicProduceData(name="no-such-topic", partition_data=[data])],
-    )
     with BlockingConnection(broker.host, broker.port, client_id, timeout=10) as conn:
-        answer: ProduceResponseData = conn.request(ApiKey.PRODUCE, request)
+        answer: ProduceResponseData = conn.request(ApiKey.PRODUCE, produce_request(4096))
     return answer.throttle_time_ms
 
 
