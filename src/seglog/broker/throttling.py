@@ -101,8 +101,6 @@ class Throttler:
     def throttle(self, request: Request, body: Any, handler_ns: int, who: RequestContext) -> int:
         """The request counted against its client's quotas; the throttle time, ms, set on
         ``body`` (a throttled fetch's records are taken out of it)."""
-        if not self.quotas.configs:  # no quota set anywhere: nothing to count
-            return 0
         key = request.header.api_key
         if key in EXEMPT or (key == ApiKey.FETCH and _from_follower(request.body)):
             return 0
