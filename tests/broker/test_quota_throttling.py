@@ -251,3 +251,23 @@ def test_a_throttled_connection_is_muted_and_an_older_client_answered_late(
             assert time.monotonic() - sent >= late.throttle_time_ms / 1000 - 0.01
     finally:
         assert alter(admin, entity(client="muted"), remove_op("producer_byte_rate"))[0] == 0
+
+
+@pytest.mark.parametrize("user", ["ANONYMOUS", None])
+def test_a_plaintext_client_is_the_user_anonymous(
+    seglog_broker: EmbeddedBroker, admin: KafkaAdminClient, user: str | None
+) -> None:
+    """Without authentication a client is ``User:ANONYMOUS``: that user's quota, or the
+    default user's, holds it (with any client id); another user's does not."""
+    host, port = seglog_broker.bootstrap_servers.rsplit(":", 1)
+    parts = entity(user, default_user=True)
+    assert alter(admin, entity("someone-else"), set_op("producer_byte_rate", 2048))[0] == 0
+    try:
+        with BlockingConnection(host, int(port), "any-client") as conn:
+            assert conn.request(ApiKey.PRODUCE, produce_request(4096)).throttle_time_ms == 0
+        assert alter(admin, parts, set_op("producer_byte_rate", 2048))[0] == 0
+        with BlockingConnection(host, int(port), "any-client") as conn:
+            assert conn.request(ApiKey.PRODUCE, produce_request(4096)).throttle_time_ms > 0
+    finally:
+        assert alter(admin, parts, remove_op("producer_byte_rate"))[0] == 0
+        assert alter(admin, entity("someone-else"), remove_op("producer_byte_rate"))[0] == 0
