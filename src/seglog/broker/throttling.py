@@ -149,7 +149,9 @@ def _fetched(body: Any) -> int:
 
 
 @types.coroutine
-def timed(awaitable: Awaitable[Any]) -> Generator[Any, Any, tuple[Any, int]]:
+def timed(
+    awaitable: Awaitable[Any], clock: Callable[[], int] = time.perf_counter_ns
+) -> Generator[Any, Any, tuple[Any, int]]:
     """Await ``awaitable``; its result and the time, ns, its steps ran (not the time it
     waited between them)."""
     coroutine = cast(Generator[Any, Any, Any], awaitable.__await__())
@@ -157,12 +159,12 @@ def timed(awaitable: Awaitable[Any]) -> Generator[Any, Any, tuple[Any, int]]:
     sent: Any = None
     thrown: BaseException | None = None
     while True:
-        started = time.perf_counter_ns()
+        started = clock()
         try:
             waited = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
         except StopIteration as done:
-            return done.value, spent + time.perf_counter_ns() - started
-        spent += time.perf_counter_ns() - started
+            return done.value, spent + clock() - started
+        spent += clock() - started
         try:
             sent, thrown = (yield waited), None
         except BaseException as e:  # a cancellation of the task: the coroutine's to handle
