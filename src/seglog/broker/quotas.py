@@ -214,6 +214,8 @@ class ClientQuotaManager:
         self.key = key
         self.samples = samples
         self.window_ms = window_s * 1000
+        # a quota times this: what it lets through in the window's whole samples (Kafka's getMaxValueInQuotaWindow)
+        self.window_bytes_factor = (samples - 1) * window_s
         self._cap_ms = self.window_ms if cap_to_window else None
         self._quotas: dict[QuotaEntity, float] = {}
         self._sensors: dict[tuple[str, str], Rate] = {}  # by their tags (user, client id)

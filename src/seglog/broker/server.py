@@ -315,7 +315,7 @@ class KafkaServer:
         try:
             if handler is None:  # ApiVersions: the served ranges, or UNSUPPORTED_VERSION at v0 (KIP-511)
                 body = conn.protocol.api_versions_body(request)
-            elif quotas and self.throttler.times(key):
+            elif quotas and self.throttler.before(request, context):  # True: its handler's time counts
                 body, handler_ns = await timed(handler(header.api_version, request.body))
             else:
                 body = await handler(header.api_version, request.body)

@@ -11,6 +11,8 @@ After a request's handler has answered, the server asks ``Throttler.throttle`` (
 - every request but the inter-broker ones counts its handler time against
   ``request_percentage``: the time the handler ran on the event loop, not the time it waited
   (for a purgatory, a storage thread);
+- a consumer's fetch asks for no more than its quota lets through in a window (its
+  ``max_bytes`` cut before the handler runs, as Kafka's);
 - the response carries the larger throttle time. From the versions of KIP-219 on, the client
   waits it out itself: the response leaves at once and the connection is muted, its next
   requests neither read nor answered meanwhile. An older client is answered only once the
@@ -94,8 +96,15 @@ class Throttler:
         self.quotas = quotas
         self.clock = clock
 
-    def times(self, key: ApiKey) -> bool:
-        """Whether a request's handler time is wanted (a request quota is set and counts it)."""
+    def before(self, request: Request, who: RequestContext) -> bool:
+        """Before the handler: a consumer's fetch cut to what its quota lets through in a
+        window (Kafka's ``getMaxValueInQuotaWindow``), which a larger answer would exceed at
+        once; whether the handler's time is wanted (a request quota is set and counts it)."""
+        key, body = request.header.api_key, request.body
+        if key == ApiKey.FETCH and self.quotas.fetch.enabled and not _from_follower(body):
+            quota = self.quotas.fetch.quota(who.principal.name, who.client_id)
+            if quota is not None:
+                body.max_bytes = min(body.max_bytes, int(quota * self.quotas.fetch.window_bytes_factor))
         return self.quotas.request.enabled and key not in EXEMPT
 
     def throttle(self, request: Request, body: Any, handler_ns: int, who: RequestContext) -> int:
