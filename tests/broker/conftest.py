@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -46,3 +46,15 @@ def consume_assigned(bootstrap: str, topic: str, partition: int, start: int, cou
         return got
     finally:
         consumer.close()
+
+
+@pytest.fixture
+def admin(seglog_broker: Any) -> Iterator[Any]:
+    """A kafka-python admin client of the module's broker."""
+    from kafka import KafkaAdminClient
+
+    client = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        yield client
+    finally:
+        client.close()

@@ -26,15 +26,6 @@ Component = DescribeClientQuotasRequest.ComponentData
 EXACT, DEFAULT_MATCH, SPECIFIED = 0, 1, 2
 
 
-@pytest.fixture
-def admin(seglog_broker: EmbeddedBroker) -> Iterator[KafkaAdminClient]:
-    client = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
-    try:
-        yield client
-    finally:
-        client.close()
-
-
 def send(admin: KafkaAdminClient, request: Any) -> Any:
     return admin._manager.run(admin._manager.send, request)
 

@@ -169,3 +169,13 @@ def test_other_paths_are_not_entities(path: str) -> None:
 def test_quota_values_keep_only_quota_keys() -> None:
     stored = {"producer_byte_rate": "1024", "SCRAM-SHA-256": "salt=...", "request_percentage": "x"}
     assert quota_values(stored) == {PRODUCER_BYTE_RATE: 1024.0}
+
+
+def test_the_running_total_is_the_samples_sum() -> None:
+    """The shortcut past the samples (a total within the quota over the shortest window) sees
+    what the samples hold, through recycled and purged samples and values taken back."""
+    rate = Rate(3, 1000)
+    for now, value in [(0, 500), (400, -200), (1200, 700), (2500, 100), (3100, 50), (9000, 10), (9500, -10)]:
+        rate.record(value, now)
+        total, _ = rate.sum_and_window(now)
+        assert rate.total == pytest.approx(total)

@@ -126,14 +126,16 @@ class Rate:
     would be a rate over a few milliseconds).
     """
 
-    __slots__ = ("_current", "_samples", "last_record_ms", "samples", "window_ms")
+    __slots__ = ("_current", "_samples", "last_record_ms", "least_window_ms", "samples", "total", "window_ms")
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.samples = samples
         self.window_ms = window_ms
+        self.least_window_ms = max((samples - 1) * window_ms, 1)  # what any rate is measured over
         self._samples: list[list[float]] = []
         self._current = 0
         self.last_record_ms = 0
+        self.total = 0.0  # the samples' sum, obsolete ones included until they are reset
 
     def record(self, value: float, now_ms: int) -> None:
         self.last_record_ms = now_ms
@@ -146,41 +148,53 @@ class Rate:
                 self._samples.append([now_ms, now_ms, 0.0])
             sample = self._samples[self._current]
             sample[0] = sample[1] = now_ms
+            self.total -= sample[2]
             sample[2] = 0.0
         sample[2] += value
         sample[1] = now_ms
+        self.total += value
 
-    def _purge(self, now_ms: int) -> None:
+    def sum_and_window(self, now_ms: int) -> tuple[float, int]:
+        """The samples' sum and the time, ms, it is measured over now (in one pass: the
+        samples whose last value is a whole window old reset first, as Kafka purges them)."""
         expiry = self.samples * self.window_ms
+        total = 0.0
+        oldest: float = now_ms
         for sample in self._samples:
             if now_ms - sample[1] >= expiry:
                 sample[0] = sample[1] = now_ms
+                self.total -= sample[2]
                 sample[2] = 0.0
-
-    def window_size(self, now_ms: int) -> int:
-        """The time, ms, the rate is measured over now."""
-        self._purge(now_ms)
-        oldest = min((s[0] for s in self._samples), default=now_ms)
+                continue
+            total += sample[2]
+            if sample[0] < oldest:
+                oldest = sample[0]
         elapsed = now_ms - oldest
         whole, least = elapsed // self.window_ms, self.samples - 1
         if whole < least:
             elapsed += (least - whole) * self.window_ms
-        return max(int(elapsed), 1)
+        return total, max(int(elapsed), 1)
+
+    def window_size(self, now_ms: int) -> int:
+        """The time, ms, the rate is measured over now."""
+        return self.sum_and_window(now_ms)[1]
 
     def measure(self, now_ms: int) -> float:
         """The rate, per second."""
-        self._purge(now_ms)
-        total = sum(s[2] for s in self._samples)
-        return total / (self.window_size(now_ms) / 1000)
+        total, window = self.sum_and_window(now_ms)
+        return total * 1000 / window
 
 
 def throttle_time_ms(rate: Rate, quota: float, now_ms: int, cap_ms: int | None = None) -> int:
     """How long the client must wait for ``rate`` to come back to ``quota`` (0: it is within it)."""
-    observed = rate.measure(now_ms)
+    if rate.total * 1000 <= quota * rate.least_window_ms:  # within it over the shortest window: no need to look
+        return 0
+    total, window = rate.sum_and_window(now_ms)
+    observed = total * 1000 / window
     if observed <= quota:
         return 0
     # Java's Math.round: halves up
-    throttle = int((observed - quota) / quota * rate.window_size(now_ms) + 0.5)
+    throttle = int((observed - quota) / quota * window + 0.5)
     return throttle if cap_ms is None else min(throttle, cap_ms)
 
 
@@ -200,6 +214,8 @@ class ClientQuotaManager:
         self.key = key
         self.samples = samples
         self.window_ms = window_s * 1000
+        # a quota times this: what it lets through in the window's whole samples (Kafka's getMaxValueInQuotaWindow)
+        self.window_bytes_factor = (samples - 1) * window_s
         self._cap_ms = self.window_ms if cap_to_window else None
         self._quotas: dict[QuotaEntity, float] = {}
         self._sensors: dict[tuple[str, str], Rate] = {}  # by their tags (user, client id)

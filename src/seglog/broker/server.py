@@ -359,19 +359,21 @@ class KafkaServer:
         handler = self.routes[key].handler
         failed = True
         handler_ns = 0  # its time on the loop, when a request quota counts it
+        quotas = self.quotas.configs  # none set anywhere (nearly always): nothing is counted
         try:
             if handler is None:  # ApiVersions: the served ranges, or UNSUPPORTED_VERSION at v0 (KIP-511)
                 body = conn.protocol.api_versions_body(request)
-            elif self.throttler.times(key):
+            elif quotas and self.throttler.before(request, context):  # True: its handler's time counts
                 body, handler_ns = await timed(handler(header.api_version, request.body))
             else:
                 body = await handler(header.api_version, request.body)
             failed = False
         finally:
             self.metrics.request(_API_NAMES[key], time.perf_counter() - started, failed)
-        throttle_ms = self.throttler.throttle(request, body, handler_ns, context)
-        if throttle_ms:
-            await self._hold_back(request, body, conn, throttle_ms)
+        if quotas:
+            throttle_ms = self.throttler.throttle(request, body, handler_ns, context)
+            if throttle_ms:
+                await self._hold_back(request, body, conn, throttle_ms)
         return body
 
     async def _hold_back(self, request: Request, body: Any, conn: Connection, throttle_ms: int) -> None:

@@ -11,6 +11,8 @@ After a request's handler has answered, the server asks ``Throttler.throttle`` (
 - every request but the inter-broker ones counts its handler time against
   ``request_percentage``: the time the handler ran on the event loop, not the time it waited
   (for a purgatory, a storage thread);
+- a consumer's fetch asks for no more than its quota lets through in a window (its
+  ``max_bytes`` cut before the handler runs, as Kafka's);
 - the response carries the larger throttle time. From the versions of KIP-219 on, the client
   waits it out itself: the response leaves at once and the connection is muted, its next
   requests neither read nor answered meanwhile. An older client is answered only once the
@@ -94,15 +96,20 @@ class Throttler:
         self.quotas = quotas
         self.clock = clock
 
-    def times(self, key: ApiKey) -> bool:
-        """Whether a request's handler time is wanted (a request quota is set and counts it)."""
+    def before(self, request: Request, who: RequestContext) -> bool:
+        """Before the handler: a consumer's fetch cut to what its quota lets through in a
+        window (Kafka's ``getMaxValueInQuotaWindow``), which a larger answer would exceed at
+        once; whether the handler's time is wanted (a request quota is set and counts it)."""
+        key, body = request.header.api_key, request.body
+        if key == ApiKey.FETCH and self.quotas.fetch.enabled and not _from_follower(body):
+            quota = self.quotas.fetch.quota(who.principal.name, who.client_id)
+            if quota is not None:
+                body.max_bytes = min(body.max_bytes, int(quota * self.quotas.fetch.window_bytes_factor))
         return self.quotas.request.enabled and key not in EXEMPT
 
     def throttle(self, request: Request, body: Any, handler_ns: int, who: RequestContext) -> int:
         """The request counted against its client's quotas; the throttle time, ms, set on
         ``body`` (a throttled fetch's records are taken out of it)."""
-        if not self.quotas.configs:  # no quota set anywhere: nothing to count
-            return 0
         key = request.header.api_key
         if key in EXEMPT or (key == ApiKey.FETCH and _from_follower(request.body)):
             return 0
@@ -151,7 +158,9 @@ def _fetched(body: Any) -> int:
 
 
 @types.coroutine
-def timed(awaitable: Awaitable[Any]) -> Generator[Any, Any, tuple[Any, int]]:
+def timed(
+    awaitable: Awaitable[Any], clock: Callable[[], int] = time.perf_counter_ns
+) -> Generator[Any, Any, tuple[Any, int]]:
     """Await ``awaitable``; its result and the time, ns, its steps ran (not the time it
     waited between them)."""
     coroutine = cast(Generator[Any, Any, Any], awaitable.__await__())
@@ -159,12 +168,12 @@ def timed(awaitable: Awaitable[Any]) -> Generator[Any, Any, tuple[Any, int]]:
     sent: Any = None
     thrown: BaseException | None = None
     while True:
-        started = time.perf_counter_ns()
+        started = clock()
         try:
             waited = coroutine.send(sent) if thrown is None else coroutine.throw(thrown)
         except StopIteration as done:
-            return done.value, spent + time.perf_counter_ns() - started
-        spent += time.perf_counter_ns() - started
+            return done.value, spent + clock() - started
+        spent += clock() - started
         try:
             sent, thrown = (yield waited), None
         except BaseException as e:  # a cancellation of the task: the coroutine's to handle

@@ -1,0 +1,125 @@
+"""Client quotas in a cluster of three ``seglog broker`` processes over a real ZooKeeper: a
+quota altered through one broker is in ZooKeeper as Kafka 3.x keeps it and is enforced by every
+broker within a second (their /config/changes watches); a restarted broker reads it back.
+
+A broker enforces a produce quota on the bytes a Produce request carries, whatever becomes of
+them: the probe here produces to a topic that does not exist, and the answer's throttle_time_ms
+says whether the broker held the client to its quota.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from seglog.cli import main
+from seglog.client import BlockingConnection
+from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.protocol import ApiKey
+from seglog.protocol.message_data import ProduceResponseData
+from seglog.tools.cluster import BrokerProcess, LocalCluster
+
+from ..broker.test_quota_throttling import produce_request
+from .conftest import chrooted_local_cluster
+
+CHROOT = "quotas-test"
+PROPAGATION_S = 1.0  # the issue's bound: enforced by every broker within a second
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    overrides = ["zookeeper.session.timeout.ms=6000", "controlled.shutdown.enable=false"]
+    with chrooted_local_cluster(zookeeper, tmp_path_factory.mktemp("quotas"), CHROOT, 3, overrides) as local:
+        yield local
+
+
+@pytest.fixture
+def zk(zookeeper: ZooKeeperServer) -> Iterator[KazooClient]:
+    client = KazooClient(hosts=f"{zookeeper.connect_string}/{CHROOT}")
+    client.start()
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def throttle_ms(broker: BrokerProcess, client_id: str) -> int:
+    """The throttle time of a 4 KiB produce from ``client_id`` (a connection of its own: a
+    throttled one is muted)."""
+    with BlockingConnection(broker.host, broker.port, client_id, timeout=10) as conn:
+        answer: ProduceResponseData = conn.request(ApiKey.PRODUCE, produce_request(4096))
+    return answer.throttle_time_ms
+
+
+def seglog_configs(broker: BrokerProcess, *argv: str) -> None:
+    assert main(["configs", "--bootstrap-server", broker.address, *argv]) == 0
+
+
+def enforced_within(cluster: LocalCluster, client_id: str, throttled: bool, since: float) -> list[float]:
+    """For each broker, how long after ``since`` its answers to ``client_id`` were first
+    throttled (or no longer): polled until PROPAGATION_S is out (and a little past it, to tell
+    late from never)."""
+    took = []
+    for broker in cluster.brokers.values():
+        while (throttle_ms(broker, client_id) > 0) != throttled:
+            assert time.monotonic() - since < 10 * PROPAGATION_S, f"broker {broker.broker_id} never followed"
+            time.sleep(0.01)
+        took.append(time.monotonic() - since)
+    return took
+
+
+def test_a_quota_altered_through_one_broker_is_enforced_by_all(cluster: LocalCluster, zk: KazooClient) -> None:
+    brokers = list(cluster.brokers.values())
+    assert all(throttle_ms(b, "capped") == 0 for b in brokers)
+    seglog_configs(brokers[0], "--alter", "--entity-type", "clients", "--entity-name", "capped", "--add-config",
+                   "producer_byte_rate=100")  # fmt: skip
+    altered = time.monotonic()
+    assert max(enforced_within(cluster, "capped", True, altered)) < PROPAGATION_S
+    # as Kafka keeps it, and the notification every broker read
+    data, _ = zk.get("/config/clients/capped")
+    assert json.loads(data) == {"version": 1, "config": {"producer_byte_rate": "100"}}
+    changes = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+    assert {"version": 2, "entity_path": "clients/capped"} in changes
+    # another client id is not held back
+    assert all(throttle_ms(b, "free") == 0 for b in brokers)
+
+    seglog_configs(brokers[1], "--alter", "--entity-type", "clients", "--entity-name", "capped", "--delete-config",
+                   "producer_byte_rate")  # fmt: skip
+    removed = time.monotonic()
+    assert max(enforced_within(cluster, "capped", False, removed)) < PROPAGATION_S
+
+
+def test_a_users_other_keys_are_kept(cluster: LocalCluster, zk: KazooClient) -> None:
+    """A user's znode holds its SCRAM credentials beside its quotas: a quota change keeps them."""
+    credential = "salt=c2FsdA==,stored_key=c3Q=,server_key=c2s=,iterations=4096"
+    zk.create("/config/users/alice", json.dumps({"version": 1, "config": {"SCRAM-SHA-256": credential}}).encode())
+    broker = cluster.brokers[2]
+    seglog_configs(broker, "--alter", "--entity-type", "users", "--entity-name", "alice", "--entity-type", "clients",
+                   "--entity-default", "--add-config", "consumer_byte_rate=2048")  # fmt: skip
+    seglog_configs(broker, "--alter", "--entity-type", "users", "--entity-name", "alice", "--add-config",
+                   "producer_byte_rate=1024")  # fmt: skip
+    config = json.loads(zk.get("/config/users/alice")[0])["config"]
+    assert config == {"SCRAM-SHA-256": credential, "producer_byte_rate": "1024"}
+    nested = json.loads(zk.get("/config/users/alice/clients/<default>")[0])
+    assert nested == {"version": 1, "config": {"consumer_byte_rate": "2048"}}
+    seglog_configs(broker, "--alter", "--entity-type", "users", "--entity-name", "alice", "--delete-config",
+                   "producer_byte_rate")  # fmt: skip
+    assert json.loads(zk.get("/config/users/alice")[0])["config"] == {"SCRAM-SHA-256": credential}
+
+
+def test_a_restarted_broker_reads_the_quotas_back(cluster: LocalCluster) -> None:
+    seglog_configs(cluster.brokers[1], "--alter", "--entity-type", "clients", "--entity-default", "--add-config",
+                   "producer_byte_rate=100")  # fmt: skip
+    try:
+        restarted = cluster.brokers[3]
+        restarted.stop()
+        cluster.start_broker(3)
+        assert throttle_ms(restarted, "anyone") > 0
+    finally:
+        seglog_configs(cluster.brokers[1], "--alter", "--entity-type", "clients", "--entity-default",
+                       "--delete-config", "producer_byte_rate")  # fmt: skip
