@@ -109,6 +109,32 @@ ALLOWED_BY: dict[AclOperation, frozenset[AclOperation]] = {
 }
 
 
+# The operations each resource type has a use for, All besides (Kafka's AclEntry.supportedOperations):
+# what kafka-acls.sh lets one add
+_O = AclOperation
+SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
+    ResourceType.TOPIC: frozenset(
+        (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.ALL)
+    ),
+    ResourceType.GROUP: frozenset((_O.READ, _O.DESCRIBE, _O.DELETE, _O.ALL)),
+    ResourceType.CLUSTER: frozenset(
+        (
+            _O.CREATE,
+            _O.CLUSTER_ACTION,
+            _O.DESCRIBE_CONFIGS,
+            _O.ALTER_CONFIGS,
+            _O.IDEMPOTENT_WRITE,
+            _O.ALTER,
+            _O.DESCRIBE,
+            _O.ALL,
+        )
+    ),
+    ResourceType.TRANSACTIONAL_ID: frozenset((_O.DESCRIBE, _O.WRITE, _O.ALL)),
+    ResourceType.DELEGATION_TOKEN: frozenset((_O.DESCRIBE, _O.ALL)),
+    ResourceType.USER: frozenset((_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS, _O.ALL)),
+}
+
+
 def parse_principal(text: str) -> KafkaPrincipal:
     """``User:alice`` as Kafka's ``SecurityUtils.parseKafkaPrincipal`` reads it (the name may hold ':')."""
     principal_type, sep, name = text.partition(":")
