@@ -24,6 +24,10 @@ def _title(name: str) -> str:
 
 
 class _Named(IntEnum):
+    # an int's hash, as equality is an int's: Enum's own hashes the name in Python, and every
+    # authorization hashes an operation and a resource type
+    __hash__ = int.__hash__
+
     @property
     def title(self) -> str:
         return _title(self.name)
