@@ -45,11 +45,17 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    fetch loop over TLS_FETCH_MIB MiB over each, alternated, best of TLS_ROUNDS, with the
    broker's CPU per MiB fetched (plaintext's fetches use sendfile, SSL's read the segment
    into memory and encrypt it).
+8. ACLs (seglog alone): step 3's one-record produce requests to a broker without an
+   authorizer and to one with ``authorizer.class.name`` and ACL_COUNT ACLs (literal and
+   prefixed topics, groups and transactional ids of other users, other users' ACLs on the
+   topic written to, and the one ALLOW that lets the client write), in turn, medians of
+   ACL_ROUNDS rounds: the broker's CPU per request of each and their ratio.
 
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
 FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
 one of ``produce`` (steps 1-4: produce, consume, small requests, half-of-peak latency),
-``small`` (step 3 alone), ``fetch`` (step 5), ``startup`` (step 6) or ``tls`` (step 7), to
+``small`` (step 3 alone), ``fetch`` (step 5), ``startup`` (step 6), ``tls`` (step 7) or ``acl``
+(step 8), to
 measure one part alone). Figures on a
 shared machine are not final.
 """
@@ -96,6 +102,8 @@ PRODUCE_ROUNDS = 3
 CONSUME_ROUNDS = 3
 TLS_ROUNDS = 3
 TLS_FETCH_MIB = 256
+ACL_COUNT = 1000
+ACL_ROUNDS = 6  # the two brokers differ by a few per cent: more rounds than step 3's
 
 
 def free_port() -> int:
@@ -494,7 +502,7 @@ def startup_ms() -> float:
     return statistics.median(times)
 
 
-PARTS = ("produce", "small", "fetch", "startup", "tls")
+PARTS = ("produce", "small", "fetch", "startup", "tls", "acl")
 
 
 def main() -> int:
@@ -517,6 +525,8 @@ def main() -> int:
         print(f"embedded start-up to the first answered request: {startup_ms():.1f} ms (median of 5)")
     if "tls" in parts:
         tls_part()
+    if "acl" in parts:
+        acl_part()
     return 0
 
 
@@ -579,21 +589,109 @@ def fetch_in_turn(pid: int, listeners: dict[str, tuple[int, str | None]], size: 
     return {name: max(results) for name, results in rounds.items()}
 
 
+def write_acls(log_dir: str, topic: str) -> int:
+    """ACL_COUNT ACLs in a broker's ACL file, through its own store: other users' on other
+    resources and on ``topic``, and User:ANONYMOUS's (the bench's plaintext client) All on
+    ``topic``. Returns how many were written."""
+    from seglog import security as acl
+    from seglog.broker.acl_authorizer import FileAclStore
+
+    def entry(user: str, operation: acl.AclOperation) -> acl.AccessControlEntry:
+        return acl.AccessControlEntry(acl.KafkaPrincipal("User", user), "*", operation, acl.AclPermissionType.ALLOW)
+
+    patterns: dict[acl.ResourcePattern, set[acl.AccessControlEntry]] = {}
+    literal, prefixed = acl.PatternType.LITERAL, acl.PatternType.PREFIXED
+    for i in range(ACL_COUNT - 1):
+        user, kind = f"user-{i}", i % 10
+        if kind < 5:
+            pattern = acl.ResourcePattern(acl.ResourceType.TOPIC, f"topic-{i}", literal)
+        elif kind < 7:
+            pattern = acl.ResourcePattern(acl.ResourceType.TOPIC, f"{topic[: 1 + i % len(topic)]}-{i}", prefixed)
+        elif kind == 7:
+            pattern = acl.ResourcePattern(acl.ResourceType.TOPIC, topic, literal)  # other users' on the same topic
+        elif kind == 8:
+            pattern = acl.ResourcePattern(acl.ResourceType.GROUP, f"group-{i}", literal)
+        else:
+            pattern = acl.ResourcePattern(acl.ResourceType.TRANSACTIONAL_ID, f"txn-{i}", prefixed)
+        patterns.setdefault(pattern, set()).add(entry(user, acl.AclOperation.READ))
+    patterns.setdefault(acl.ResourcePattern(acl.ResourceType.TOPIC, topic, literal), set()).add(
+        entry("ANONYMOUS", acl.AclOperation.ALL)
+    )
+    store = FileAclStore(log_dir)
+    for pattern, entries in patterns.items():
+        store.update(pattern, lambda _, entries=frozenset(entries): entries)
+    return sum(len(e) for e in patterns.values())
+
+
+def acl_part() -> None:
+    """Step 8: one-record produce requests without an authorizer and with ACL_COUNT ACLs, in turn."""
+    plain, guarded = tempfile.mkdtemp(prefix="seglog-bench-"), tempfile.mkdtemp(prefix="seglog-bench-")
+    count = write_acls(guarded, "small")
+    guarded_acls = os.path.join(guarded, "kafka-acl.json")
+    with open(guarded_acls, "rb") as f:
+        guarded_acls = f.read()
+    brokers = {
+        "no authorizer": start_seglog(plain),
+        f"{count:,} ACLs": start_seglog(guarded, "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"),
+    }
+    try:
+        small = small_rounds(brokers, ACL_ROUNDS)
+    finally:
+        for proc, _ in brokers.values():
+            proc.kill()
+            proc.wait()
+        shutil.rmtree(plain, ignore_errors=True)
+        shutil.rmtree(guarded, ignore_errors=True)
+    uncached = decision_us(guarded_acls)
+    base = small[0][2]
+    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7}"
+    print(f"\n{'ACLs':16} {'broker':14} {header}   (medians of {ACL_ROUNDS} rounds)")
+    for name, rate, cpu, p50, p99 in small:
+        print(f"{'1 record each':16} {name:14} {rate:11,.0f} {cpu:22.1f} {cpu / base:6.1%} {p50:7.2f} {p99:7.2f}")
+    print(
+        f"one decision among the {count:,} ACLs, uncached (a name the broker has not decided on since the "
+        f"ACLs last changed): {uncached:.2f} us, {uncached / base:.1%} of a request's CPU without an authorizer"
+    )
+
+
+def decision_us(acl_file: bytes) -> float:
+    """The sans-IO decision's time (µs) over the ACLs of a broker's ACL file, best of 5 runs."""
+    import timeit
+
+    from seglog.broker.acl_authorizer import FileAclStore
+    from seglog.security import AclAuthorizer, AclOperation, KafkaPrincipal, ResourceType
+
+    with tempfile.TemporaryDirectory() as d:
+        with open(os.path.join(d, "kafka-acl.json"), "wb") as f:
+            f.write(acl_file)
+        authorizer = AclAuthorizer()
+        for pattern, entries in FileAclStore(d).load().items():
+            authorizer.set_acls(pattern, entries)
+    anonymous, n = KafkaPrincipal("User", "ANONYMOUS"), 20_000
+    runs = timeit.repeat(
+        lambda: authorizer.authorize(anonymous, "127.0.0.1", AclOperation.WRITE, ResourceType.TOPIC, "small"),
+        number=n,
+        repeat=5,
+    )
+    return min(runs) / n * 1e6
+
+
 # a small-request row: broker, requests/s, broker CPU us/request, p50 ms, p99 ms
 SmallRow = tuple[str, float, float, float, float]
 
 
-def small_rounds(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> list[SmallRow]:
-    """Step 3: each broker's medians over SMALL_ROUNDS rounds, the brokers in turn."""
+def small_rounds(brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int = SMALL_ROUNDS) -> list[SmallRow]:
+    """Step 3: each broker's medians over ``rounds`` rounds, the brokers in turn (every other
+    round in the reverse order: neither always runs first)."""
     for _, port in brokers.values():
         create_topic(f"127.0.0.1:{port}", "small", 1)
     measured: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in brokers}
-    for _ in range(SMALL_ROUNDS):
-        for name, (proc, port) in brokers.items():
+    for i in range(rounds):
+        for name, (proc, port) in list(brokers.items())[:: 1 if i % 2 == 0 else -1]:
             measured[name].append(small_requests(proc.pid, f"127.0.0.1:{port}", "small"))
     rows = []
-    for name, rounds in measured.items():
-        rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*rounds, strict=True))
+    for name, results in measured.items():
+        rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*results, strict=True))
         rows.append((name, rate, cpu, p50, p99))
     return rows
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from .console import command as console
 from .errors import SeglogError
 from .tools import (
+    acls,
     broker,
     cluster,
     consume,
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     remote.add_delete_records(sub)  # broker-only commands; the rest take --bootstrap-server too (remote.py)
     remote.add_configs(sub)
     transactions.add_parser(sub)
+    acls.add_parser(sub)
     consumer_groups.add_parser(sub)
     leader_election.add_parser(sub)
     reassign_partitions.add_parser(sub)

@@ -4,17 +4,34 @@ and reads, and every broker's authorizer following the changes another one makes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    NewTopic,
+    ResourcePatternType,
+    ResourceType,
+)
+
+import seglog.broker
 from seglog import security
 from seglog.broker.acl_authorizer import BrokerAuthorizer
 from seglog.broker.properties import broker_config
 from seglog.cluster.acl_store import ZkAclStore
 from seglog.cluster.zk_client import ZkClient
 
+from ..broker.conftest import wait_for
+from ..broker.test_acls import broker_config as acl_broker_config
+from ..broker.test_acls import client, pki  # noqa: F401  (pki: a fixture)
+
 Op, Perm, T, P = security.AclOperation, security.AclPermissionType, security.ResourceType, security.PatternType
 ALICE = security.KafkaPrincipal("User", "alice")
+DESCRIBE, ALLOW = AclOperation.DESCRIBE, AclPermissionType.ALLOW  # confluent-kafka's
 READ = security.AccessControlEntry(ALICE, "*", Op.READ, Perm.ALLOW)
 DENY_WRITE = security.AccessControlEntry(security.KafkaPrincipal("User", "*"), "10.0.0.1", Op.WRITE, Perm.DENY)
 TOPIC = security.ResourcePattern(T.TOPIC, "orders", P.LITERAL)
@@ -115,3 +132,41 @@ async def _until(check: Callable[[], bool]) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the other broker never saw the change")
+
+
+def test_an_acl_added_on_one_broker_is_enforced_by_the_other(chroot: str, pki, tmp_path) -> None:  # noqa: F811
+    """Two brokers of a cluster (their own PLAINTEXT between them, User:ANONYMOUS a super user;
+    clients on mutual TLS): alice, refused on the second, is let through there once the first
+    took her ACL."""
+    config = {
+        **acl_broker_config(pki),
+        "zookeeper.connect": chroot,
+        "listeners": "PLAINTEXT://127.0.0.1:0,MTLS://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,MTLS:SSL",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "super.users": "User:admin;User:ANONYMOUS",
+        "offsets.topic.replication.factor": 1,
+    }
+    with contextlib.ExitStack() as stack:
+        one, two = (
+            stack.enter_context(seglog.broker.start(str(tmp_path / str(i)), config={**config, "broker.id": i}))
+            for i in (1, 2)
+        )
+        admin = AdminClient({**client(one, pki, "admin"), "bootstrap.servers": mtls(one)})
+        admin.create_topics([NewTopic("orders", 1, 2)])["orders"].result(30)
+        alice_on_two = AdminClient({**client(two, pki, "alice"), "bootstrap.servers": mtls(two)})
+
+        def alice_sees_orders() -> bool:
+            return alice_on_two.list_topics("orders", timeout=30).topics["orders"].error is None
+
+        assert not alice_sees_orders()
+        alice_may_describe = AclBinding(
+            ResourceType.TOPIC, "orders", ResourcePatternType.LITERAL, "User:alice", "*", DESCRIBE, ALLOW
+        )
+        for future in admin.create_acls([alice_may_describe]).values():
+            future.result(30)
+        wait_for(alice_sees_orders, timeout=10, what="the second broker to enforce the first's ACL")
+
+
+def mtls(broker: object) -> str:
+    return f"127.0.0.1:{broker.server.port_of('MTLS')}"  # type: ignore[attr-defined]

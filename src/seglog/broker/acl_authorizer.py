@@ -45,6 +45,9 @@ from ..storage.fileio import write_atomically
 from .request_context import current_request
 
 ACL_FILE = "kafka-acl.json"
+# decisions remembered until the ACLs change; past this many (a client asking for ever new
+# names), forgotten all at once
+DECISION_CACHE_SIZE = 10_000
 # the error a request refused on a resource of each type gets
 AUTHORIZATION_FAILED = {
     ResourceType.TOPIC: ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -130,6 +133,9 @@ class BrokerAuthorizer:
                 _super_users(config["super.users"]),
                 allow_everyone_if_no_acl_found=config["allow.everyone.if.no.acl.found"],
             )
+        # (principal, client host, operation, resource type, name) -> allowed: a request's check
+        # is one dict lookup while the ACLs stay as they are (the decision reads nothing else)
+        self._decisions: dict[tuple[Any, ...], bool] = {}
         self._store: AclStore | None = None
         self._zk: ZkClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -142,7 +148,7 @@ class BrokerAuthorizer:
         self._loop = asyncio.get_running_loop()
         loaded = await self._loop.run_in_executor(None, self._open_store)
         for pattern, entries in loaded.items():
-            self.acls.set_acls(pattern, entries)
+            self._set_acls(pattern, entries)
 
     def _open_store(self) -> dict[ResourcePattern, Entries]:
         assert self.config is not None  # enabled
@@ -161,6 +167,11 @@ class BrokerAuthorizer:
         zk.on_new_session(self._on_new_session)  # watches end with a session: read everything anew
         return loaded
 
+    def _set_acls(self, pattern: ResourcePattern, entries: Iterable[AccessControlEntry]) -> None:
+        """One pattern's entries replaced in the index (on the loop), the decisions forgotten."""
+        self.acls.set_acls(pattern, entries)
+        self._decisions.clear()
+
     def shutdown(self) -> None:
         if self._zk is not None:
             self._zk.close()
@@ -168,7 +179,7 @@ class BrokerAuthorizer:
     def _on_change(self, pattern: ResourcePattern, entries: Entries) -> None:
         # ZooKeeper's event thread: the index changes on the loop
         if self._loop is not None:
-            self._loop.call_soon_threadsafe(self.acls.set_acls, pattern, entries)
+            self._loop.call_soon_threadsafe(self._set_acls, pattern, entries)
 
     def _on_new_session(self) -> None:
         assert isinstance(self._store, ZkAclStore)
@@ -180,9 +191,9 @@ class BrokerAuthorizer:
     def _replace_all(self, loaded: dict[ResourcePattern, Entries]) -> None:
         for pattern in list(self.acls.patterns()):
             if pattern not in loaded:
-                self.acls.set_acls(pattern, ())
+                self._set_acls(pattern, ())
         for pattern, entries in loaded.items():
-            self.acls.set_acls(pattern, entries)
+            self._set_acls(pattern, entries)
 
     # --- the checks handlers make ----------------------------------------------------------------
 
@@ -191,8 +202,15 @@ class BrokerAuthorizer:
         if not self.enabled:
             return True
         context = current_request()
-        host = context.client_host.lstrip("/")  # the address alone, as Java's getHostAddress gives it
-        return self.acls.authorize(context.principal, host, operation, resource_type, name)
+        key = (context.principal, context.client_host, operation, resource_type, name)
+        decided = self._decisions.get(key)
+        if decided is None:
+            host = context.client_host.lstrip("/")  # the address alone, as Java's getHostAddress gives it
+            decided = self.acls.authorize(context.principal, host, operation, resource_type, name)
+            if len(self._decisions) >= DECISION_CACHE_SIZE:
+                self._decisions.clear()
+            self._decisions[key] = decided
+        return decided
 
     def check(self, operation: AclOperation, resource_type: ResourceType, name: str) -> None:
         """``authorize`` as an error: the resource type's *_AUTHORIZATION_FAILED when refused."""
@@ -259,7 +277,7 @@ class BrokerAuthorizer:
         store = self._store
         async with self._changes:
             entries = await self._loop.run_in_executor(None, store.update, pattern, change)
-        self.acls.set_acls(pattern, entries)
+        self._set_acls(pattern, entries)
 
 
 NO_AUTHORIZER = BrokerAuthorizer()  # a handler module's own, when the server gives it none (unit tests)

@@ -7,6 +7,7 @@ the client runs the SASL mechanisms' client side. Nothing here opens a socket or
 
 from .acl import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     AccessControlEntry,
     AclBinding,
     AclBindingFilter,
@@ -24,6 +25,7 @@ from .principal import ANONYMOUS, KafkaPrincipal
 __all__ = [
     "ANONYMOUS",
     "CLUSTER_NAME",
+    "SUPPORTED_OPERATIONS",
     "AccessControlEntry",
     "AclAuthorizer",
     "AclBinding",

@@ -24,6 +24,10 @@ def _title(name: str) -> str:
 
 
 class _Named(IntEnum):
+    # an int's hash, as equality is an int's: Enum's own hashes the name in Python, and every
+    # authorization hashes an operation and a resource type
+    __hash__ = int.__hash__
+
     @property
     def title(self) -> str:
         return _title(self.name)
@@ -106,6 +110,32 @@ _IMPLYING = {
 }
 ALLOWED_BY: dict[AclOperation, frozenset[AclOperation]] = {
     op: frozenset((op, AclOperation.ALL, *_IMPLYING.get(op, ()))) for op in AclOperation
+}
+
+
+# The operations each resource type has a use for, All besides (Kafka's AclEntry.supportedOperations):
+# what kafka-acls.sh lets one add
+_O = AclOperation
+SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
+    ResourceType.TOPIC: frozenset(
+        (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.ALL)
+    ),
+    ResourceType.GROUP: frozenset((_O.READ, _O.DESCRIBE, _O.DELETE, _O.ALL)),
+    ResourceType.CLUSTER: frozenset(
+        (
+            _O.CREATE,
+            _O.CLUSTER_ACTION,
+            _O.DESCRIBE_CONFIGS,
+            _O.ALTER_CONFIGS,
+            _O.IDEMPOTENT_WRITE,
+            _O.ALTER,
+            _O.DESCRIBE,
+            _O.ALL,
+        )
+    ),
+    ResourceType.TRANSACTIONAL_ID: frozenset((_O.DESCRIBE, _O.WRITE, _O.ALL)),
+    ResourceType.DELEGATION_TOKEN: frozenset((_O.DESCRIBE, _O.ALL)),
+    ResourceType.USER: frozenset((_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS, _O.ALL)),
 }
 
 

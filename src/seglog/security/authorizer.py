@@ -39,6 +39,8 @@ from .acl import (
 from .principal import KafkaPrincipal
 
 _EMPTY: tuple[acl.AccessControlEntry, ...] = ()
+# enum members as module constants: a class attribute of an Enum is a descriptor call per use
+_DENY, _ALL = AclPermissionType.DENY, AclOperation.ALL
 EVERY_ACL = acl.AclBindingFilter()
 
 
@@ -65,11 +67,19 @@ class _TypeIndex:
 
     def covering(self, name: str) -> list[_PatternAcls]:
         """The ACLs of every pattern that covers the resource named so."""
-        keys = (name,) if name == WILDCARD_RESOURCE else (name, WILDCARD_RESOURCE)
-        found = [acls for key in keys if (acls := self.literal.get(key)) is not None]
+        literal = self.literal
+        found = []
+        acls = literal.get(name)
+        if acls is not None:
+            found.append(acls)
+        if name != WILDCARD_RESOURCE:
+            acls = literal.get(WILDCARD_RESOURCE)
+            if acls is not None:
+                found.append(acls)
         prefixed = self.prefixed
+        size = len(name)
         for length in self.prefix_lengths:
-            if length > len(name):
+            if length > size:
                 break
             acls = prefixed.get(name[:length])
             if acls is not None:
@@ -139,21 +149,18 @@ class AclAuthorizer:
         covering = index.covering(name) if index is not None else []
         if not covering:
             return self.allow_everyone_if_no_acl_found
-        entries = [
-            entry
-            for acls in covering
-            for who in (principal, WILDCARD_PRINCIPAL)
-            for entry in acls.by_principal.get(who, _EMPTY)
-            if entry.host == host or entry.host == WILDCARD_HOST
-        ]
         allowing = ALLOWED_BY[operation]
         allowed = False
-        for entry in entries:
-            if entry.permission_type == AclPermissionType.DENY:
-                if entry.operation == operation or entry.operation == AclOperation.ALL:
-                    return False
-            elif entry.operation in allowing:
-                allowed = True
+        for acls in covering:
+            for who in (principal, WILDCARD_PRINCIPAL):
+                for entry in acls.by_principal.get(who, _EMPTY):
+                    if entry.host != host and entry.host != WILDCARD_HOST:
+                        continue
+                    if entry.permission_type == _DENY:
+                        if entry.operation == operation or entry.operation == _ALL:
+                            return False
+                    elif entry.operation in allowing:
+                        allowed = True
         return allowed
 
     def authorize_by_resource_type(
