@@ -9,8 +9,9 @@ by a seglog broker in a process of its own; one task's read of it, to Arrow, thr
 3. a confluent-kafka Consumer loop building the same key, value, offset and timestamp columns:
    the pure-Python alternative a user would write.
 
-Medians of ROUNDS rounds (the consumer loop: one). Run: ``.venv/bin/python bench/spark_fetch.py
-[RECORDS]``. Figures on a shared machine are not final: run it again before quoting a ratio.
+The three task reads are taken in turn, ROUNDS rounds, and each one's median is given, with the
+range of the per-round ratios to the log dir (how much the machine's noise moved them); the
+consumer loop runs once. Run: ``.venv/bin/python bench/spark_fetch.py [RECORDS]``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from seglog.spark.source import SeglogBatchReader, read_task
 
 RECORDS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 PER_BATCH = 500
-ROUNDS = 3
+ROUNDS = 7
 MS = 1_700_000_000_000
 
 
@@ -93,14 +94,22 @@ def consumer_loop(bootstrap: str) -> int:
     return len(offsets)
 
 
-def median_seconds(read: Callable[[], int], rounds: int = ROUNDS) -> float:
-    times = []
+def seconds(read: Callable[[], int]) -> float:
+    start = time.perf_counter()
+    rows = read()
+    took = time.perf_counter() - start
+    assert rows == RECORDS, rows
+    return took
+
+
+def in_turn(reads: dict[str, Callable[[], int]], rounds: int = ROUNDS) -> dict[str, list[float]]:
+    """Each read's times, the reads taken in turn round after round: a burst of load from the
+    machine's other users falls on all of them alike, not on the one that ran then."""
+    times: dict[str, list[float]] = {name: [] for name in reads}
     for _ in range(rounds):
-        start = time.perf_counter()
-        rows = read()
-        times.append(time.perf_counter() - start)
-        assert rows == RECORDS, rows
-    return statistics.median(times)
+        for name, read in reads.items():
+            times[name].append(seconds(read))
+    return times
 
 
 def main() -> None:
@@ -109,20 +118,32 @@ def main() -> None:
     broker, bootstrap = start_broker(path)
     try:
         task_read({"kafka.bootstrap.servers": bootstrap})  # warm: the broker's first reads of the files
-        from_dir = median_seconds(lambda: task_read({"path": path}))
-        fetched = median_seconds(lambda: task_read({"kafka.bootstrap.servers": bootstrap}))
         big = {"kafka.bootstrap.servers": bootstrap, "kafka.max.partition.fetch.bytes": str(16 << 20)}
-        fetched_big = median_seconds(lambda: task_read(big))
-        loop = median_seconds(lambda: consumer_loop(bootstrap), 1)
+        times = in_turn(
+            {
+                "dir": lambda: task_read({"path": path}),
+                "1m": lambda: task_read({"kafka.bootstrap.servers": bootstrap}),
+                "16m": lambda: task_read(big),
+            }
+        )
+        loop = seconds(lambda: consumer_loop(bootstrap))
     finally:
         broker.kill()
         broker.wait()
+    median = {name: statistics.median(t) for name, t in times.items()}
     rate = lambda s: RECORDS / s / 1e6  # noqa: E731
-    print(f"{RECORDS} records of 100 B, one partition, one task (M records/s)")
-    print(f"log dir (path), baseline             {rate(from_dir):6.2f}")
-    print(f"brokers, 1 MiB partition fetches     {rate(fetched):6.2f}   {from_dir / fetched:.2f} x the log dir")
-    print(f"brokers, 16 MiB partition fetches    {rate(fetched_big):6.2f}   {from_dir / fetched_big:.2f} x the log dir")
-    print(f"confluent-kafka Consumer loop        {rate(loop):6.2f}   brokers (1 MiB): {loop / fetched:.1f} x it")
+
+    def spread(name: str) -> str:
+        ratios = sorted(d / t for d, t in zip(times["dir"], times[name], strict=True))
+        return f"(rounds: {ratios[0]:.2f}..{ratios[-1]:.2f})"
+
+    print(f"{RECORDS} records of 100 B, one partition, one task; medians of {ROUNDS} rounds in turn (M records/s)")
+    print(f"log dir (path), baseline             {rate(median['dir']):6.2f}")
+    for name, label in (("1m", "1 MiB"), ("16m", "16 MiB")):
+        ratio = median["dir"] / median[name]
+        figure = f"{rate(median[name]):6.2f}   {ratio:.2f} x the log dir {spread(name)}"
+        print(f"brokers, {label:6} partition fetches    {figure}")
+    print(f"confluent-kafka Consumer loop        {rate(loop):6.2f}   brokers (1 MiB): {loop / median['1m']:.1f} x it")
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ record produced, once, from the leader elected after it."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,8 +13,10 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import seglog
 from seglog.client import ClusterClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.errors import BrokerNotAvailableError
 from seglog.spark.source import SeglogBatchReader, read_task
 from seglog.tools.cluster import LocalCluster
 
@@ -43,7 +46,7 @@ def _leaders(bootstrap: str, name: str = TOPIC) -> dict[int, int]:
 
 
 def _leader_of(bootstrap: str, name: str) -> int:
-    return _leaders(bootstrap, name)[0]
+    return _leaders(bootstrap, name).get(0, -1)  # none yet: a topic just created may have no partitions listed
 
 
 def test_a_leader_killed_after_planning_is_found_again_by_the_tasks(cluster: LocalCluster) -> None:
@@ -116,3 +119,95 @@ def test_a_leader_killed_while_a_task_fetches(cluster: LocalCluster) -> None:
     finally:
         kill.join()
     assert rows == sorted(acked)
+
+
+# --- path beside kafka.bootstrap.servers: a task reads a replica's files, never past the HW ------
+
+
+def _all_running(cluster: LocalCluster) -> str:
+    """Every broker up (an earlier test killed some); the bootstrap servers."""
+    for broker_id, broker in cluster.brokers.items():
+        deadline = time.monotonic() + 60
+        while not broker.running:
+            try:
+                cluster.start_broker(broker_id)
+            except BrokerNotAvailableError:  # its last session is not expired in ZooKeeper yet
+                assert time.monotonic() < deadline
+                time.sleep(1)
+    return ",".join(b.address for b in cluster.brokers.values())
+
+
+def _produce_acked(bootstrap: str, topic: str, count: int, first: int = 0) -> list[tuple[Any, ...]]:
+    acked: list[tuple[Any, ...]] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        assert err is None, err
+        acked.append((msg.partition(), msg.offset(), msg.value()))
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i in range(first, first + count):
+        producer.produce(topic, b"value-%d" % i, partition=0, on_delivery=delivered)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return sorted(acked)
+
+
+def _replicated_topic(bootstrap: str, topic: str, assignment: list[int] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if assignment is None:
+        new = NewTopic(topic, 1, 3, config={"min.insync.replicas": "2"})
+    else:
+        new = NewTopic(topic, 1, replica_assignment=[assignment], config={"min.insync.replicas": "1"})
+    admin.create_topics([new])[topic].result(60)
+    wait_until(lambda: _leader_of(bootstrap, topic) >= 0, 60, "a leader")
+
+
+def _files_end(log_dir: Any, topic: str) -> int:
+    with seglog.open(str(log_dir), read_only=True) as logs:
+        return logs.partition(topic, 0).log_end_offset if topic in logs.topics() else -1
+
+
+def _task_rows(task: Any) -> list[tuple[Any, ...]]:
+    return sorted((r["partition"], r["offset"], r["value"]) for b in read_task(task) for r in b.to_pylist())
+
+
+def test_a_task_beside_a_follower_reads_its_files_up_to_the_high_watermark_planned(cluster: LocalCluster) -> None:
+    """Planned at the leader's high watermark, then more records written, which the follower's
+    files hold too: the task reads the follower's files, with every broker down, and stops at the
+    planned high watermark."""
+    bootstrap = _all_running(cluster)
+    _replicated_topic(bootstrap, "beside-follower")
+    first = _produce_acked(bootstrap, "beside-follower", 500)
+    follower = next(i for i in cluster.brokers if i != _leader_of(bootstrap, "beside-follower"))
+    log_dir = cluster.brokers[follower].log_dir
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "beside-follower", "path": str(log_dir)}
+    (task,) = SeglogBatchReader(options).partitions()
+    assert (task.start, task.end, task.high_watermark) == (0, 500, 500)
+    _produce_acked(bootstrap, "beside-follower", 300, first=500)
+    wait_until(lambda: _files_end(log_dir, "beside-follower") >= 800, 60, "the follower's copy")
+    for broker in cluster.brokers.values():  # what the task reads comes from the files alone
+        broker.kill()
+    assert _task_rows(task) == first
+
+
+def test_a_task_fetches_what_the_files_beside_it_lack(cluster: LocalCluster) -> None:
+    """A follower that is down while records are written holds less than the high watermark, and a
+    broker that holds no replica of a partition has no files of it: both tasks fetch from the
+    leader, every record once."""
+    bootstrap = _all_running(cluster)
+    _replicated_topic(bootstrap, "behind-follower")
+    acked = _produce_acked(bootstrap, "behind-follower", 300)
+    follower = next(i for i in cluster.brokers if i != _leader_of(bootstrap, "behind-follower"))
+    elsewhere = next(i for i in cluster.brokers if i != follower)
+    _replicated_topic(bootstrap, "elsewhere", [elsewhere])
+    other = _produce_acked(bootstrap, "elsewhere", 100)
+    cluster.brokers[follower].kill()
+    acked += _produce_acked(bootstrap, "behind-follower", 300, first=300)  # once the ISR shrank
+    log_dir = cluster.brokers[follower].log_dir
+    assert _files_end(log_dir, "behind-follower") < 600
+    assert _files_end(log_dir, "elsewhere") == -1
+    servers = ",".join(b.address for b in cluster.brokers.values() if b.running)
+    options = {"kafka.bootstrap.servers": servers, "subscribe": "behind-follower,elsewhere", "path": str(log_dir)}
+    tasks = SeglogBatchReader(options).partitions()
+    rows = {t.topic: _task_rows(t) for t in tasks}
+    assert rows == {"behind-follower": acked, "elsewhere": other}

@@ -189,6 +189,8 @@ class FetchPartition(InputPartition):
     isolation: str
     min_timestamp_us: int | None = None  # inclusive bounds of pushed timestamp filters
     max_timestamp_us: int | None = None
+    local_dirs: tuple[str, ...] = ()  # ``path``'s log dirs, whose replica files may hold the range
+    high_watermark: int = 0  # the leader's, at planning
 
     def __post_init__(self) -> None:
         self.value = (self.topic, self.partition, self.start, self.end)

@@ -97,6 +97,10 @@ def log_dirs(options: Mapping[str, str]) -> list[str]:
     return [p for p in path.split(",") if p]
 
 
+def has_path(options: Mapping[str, str]) -> bool:
+    return bool(_get(options, "path"))
+
+
 # Kafka's consumer defaults (ConsumerConfig)
 _REQUEST_TIMEOUT_MS = 30_000
 _FETCH_MAX_BYTES = 50 * 1024 * 1024
@@ -116,15 +120,12 @@ class ClientOptions:
 
 def client_options(options: Mapping[str, str]) -> ClientOptions | None:
     """The brokers to read through (``kafka.bootstrap.servers``), or None to read the log dirs of
-    ``path``: one of the two, not both."""
+    ``path`` alone. Given both, the brokers plan and serve the reads, and a task running beside a
+    replica's log dir of ``path`` reads that replica's files instead (``source.py``)."""
     servers = _get(options, "kafka.bootstrap.servers")
     if servers is None:
         log_dirs(options)
         return None
-    if _get(options, "path"):
-        raise OptionError(
-            'give either option "path" (read log dirs) or "kafka.bootstrap.servers" (read through brokers), not both'
-        )
     security = (_get(options, "kafka.security.protocol") or "PLAINTEXT").strip().upper()
     if security != "PLAINTEXT":
         raise OptionError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -134,13 +135,66 @@ def read_partition(part: SeglogPartition) -> Iterator[pa.RecordBatch]:
 
 
 def read_task(partition: InputPartition) -> Iterator[pa.RecordBatch]:
-    """A task's rows: from its log dir, or fetched from its partition's leader."""
+    """A task's rows: from its log dir, from a replica's files beside it, or fetched from its
+    partition's leader."""
     if isinstance(partition, SeglogPartition):
         return read_partition(partition)
     if isinstance(partition, FetchPartition):
+        local = _replica_share(partition) if partition.local_dirs else None
+        if local is not None:
+            return read_partition(local)
         low, high = partition.min_timestamp_us, partition.max_timestamp_us
         return (_filter_timestamps(batch, low, high) for batch in read_fetched(partition))
     return iter(())  # Spark asks for one partition even when the plan has none
+
+
+def _replica_share(part: FetchPartition) -> SeglogPartition | None:
+    """The task's range as a read of the partition's files in the dirs of ``path`` (a replica's,
+    leader or follower), when they hold all of it; None to fetch it from the leader.
+
+    The range ends at or below the high watermark (or the last stable offset) its leader reported
+    at planning, and a follower's files match the leader's below the high watermark: records above
+    it, which a failover may truncate away, lie past the range and are never read. The files must
+    reach that high watermark, not just the range's end: then they hold every transaction marker
+    a read_committed range needs (a transaction that began below the last stable offset ended
+    below the high watermark), and a follower that is still behind (or was cut off before a
+    failover) is not read at all. Files that lack the start (retention, DeleteRecords on the
+    replica) are not read either: the leader says what is lost."""
+
+    def share(logs: Logs) -> SeglogPartition | None:
+        try:
+            pl = logs.partition(part.topic, part.partition)
+        except UnknownTopicOrPartitionError:
+            return None
+        assert isinstance(pl, PartitionLog)  # the dirs' view
+        if pl.log_start_offset > part.start or pl.log_end_offset < max(part.end, part.high_watermark):
+            log.info(
+                "%s: the files in %s hold offsets %d..%d, not %d..%d below the high watermark %d: fetching",
+                pl.name, pl.dir, pl.log_start_offset, pl.log_end_offset - 1, part.start, part.end - 1,
+                part.high_watermark,
+            )  # fmt: skip
+            return None
+        aborted = None
+        if part.isolation == opt.READ_COMMITTED:
+            txns = pl.collect_aborted_transactions(part.start, part.end)
+            aborted = tuple((t.producer_id, t.first_offset) for t in txns)
+        return SeglogPartition(
+            part.topic,
+            part.partition,
+            pl.dir,
+            part.start,
+            part.end,
+            pl.log_start_offset,
+            part.fail_on_data_loss,
+            part.include_headers,
+            pl.config,
+            aborted,
+            part.min_timestamp_us,
+            part.max_timestamp_us,
+        )
+
+    here = [d for d in part.local_dirs if os.path.isdir(d)]  # a task on another machine has none
+    return read_logs(here, share) if here else None
 
 
 def _lost_tail(pl: PartitionLog, end: int, fail: bool) -> int:
@@ -237,7 +291,7 @@ class SeglogDataSource(DataSource):
 class _Common:
     """What batch and stream readers share: the parsed options."""
 
-    dirs: list[str]  # the log dirs of ``path``, when not reading through brokers
+    dirs: list[str]  # the log dirs of ``path``: read, or with brokers read where they hold a task's range
     client: opt.ClientOptions | None  # the brokers of ``kafka.bootstrap.servers``
     subscription: opt.Subscription
     include_headers: bool
@@ -249,7 +303,7 @@ class _Common:
     def parse(cls, options: dict[str, str]) -> _Common:
         client = opt.client_options(options)
         return cls(
-            dirs=opt.log_dirs(options) if client is None else [],
+            dirs=opt.log_dirs(options) if client is None or opt.has_path(options) else [],
             client=client,
             subscription=opt.subscription(options),
             include_headers=opt.parse_bool(options, "includeHeaders", False),
@@ -277,11 +331,11 @@ class _Common:
         out: list[InputPartition] = []
         for r in live:
             pieces = max(1, round(wanted * r.size / total)) if wanted > len(live) else 1
+            pl = logs.partition(r.topic, r.partition)
             for start, end in split(r.start, r.end, pieces):
                 if self.client is not None:
-                    out.append(self._fetch_task(r, start, end, filters))
+                    out.append(self._fetch_task(pl, r, start, end, filters))
                     continue
-                pl = logs.partition(r.topic, r.partition)
                 assert isinstance(pl, PartitionLog)  # the dirs' view
                 aborted = None
                 if self.isolation == opt.READ_COMMITTED:
@@ -307,7 +361,9 @@ class _Common:
                 )
         return out
 
-    def _fetch_task(self, r: OffsetRange, start: int, end: int, filters: _Filters | None) -> FetchPartition:
+    def _fetch_task(
+        self, pl: PartitionOffsets, r: OffsetRange, start: int, end: int, filters: _Filters | None
+    ) -> FetchPartition:
         assert self.client is not None
         return FetchPartition(
             self.client,
@@ -320,6 +376,8 @@ class _Common:
             self.isolation,
             None if filters is None else filters.min_timestamp_us,
             None if filters is None else filters.max_timestamp_us,
+            tuple(self.dirs),
+            pl.high_watermark,
         )
 
 
