@@ -121,13 +121,8 @@ def main() -> None:
     spark = None
     try:
         create_topics(bootstrap, ["loop", "task", "spark", "spark-loop"])
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.memory", "2g")
-            .getOrCreate()
-        )
+        settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g"}
+        spark = SparkSession.builder.master("local[2]").config(map=settings).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         seglog.spark.register(spark)
         df = spark.createDataFrame(table).repartition(2).cache()
