@@ -8,6 +8,8 @@ contiguous offsets."""
 
 from __future__ import annotations
 
+import itertools
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -187,6 +189,26 @@ def test_a_producer_given_its_id_does_not_bump_it_and_fails_the_batch_naming_its
         with pytest.raises(OutOfOrderSequenceError, match="fenced-0"):
             given.flush()
         assert given.producer_id_and_epoch == pid
+
+
+def test_a_batch_too_large_for_the_topic_is_split_and_a_record_too_large_fails(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic("small-messages", 1, 1, config={"max.message.bytes": "1000"})])[
+        "small-messages"
+    ].result(30)
+    tp = TopicPartition("small-messages", 0)
+    with Producer(bootstrap) as producer:
+        producer.send_batches(tp, [build_batch([(b"k%d" % i, os.urandom(40)) for i in range(100)], compression="gzip")])
+        producer.send_batches(tp, [build_batch([(None, b"after")])])
+        delivered = producer.flush()
+        assert sum(d.record_count for d in delivered) == 101 and len(delivered) > 2
+        producer.send_batches(tp, [build_batch([(None, b"x" * 2000)])])
+        with pytest.raises(RecordTooLargeError, match="cannot produce to small-messages-0"):
+            producer.flush()
+    batches = _batches(bootstrap, tp)
+    assert [r.key for b in batches for r in b[4]] == [b"k%d" % i for i in range(100)] + [None]
+    assert [b[2] for b in batches] == list(itertools.accumulate([0] + [len(b[4]) for b in batches[:-1]]))
 
 
 def test_before_first_write_is_called_once_per_partition_until_reset(seglog_broker: Any) -> None:

@@ -17,7 +17,8 @@ has no state of the producer: the log's head was deleted) mean what Kafka's
 ``TransactionManager.canRetry`` makes of them for an idempotent producer: bump the epoch (a new
 InitProducerId, which restarts every partition's sequences at 0) and send the batch again,
 restamped. A bump waits until no batch is in doubt, so that no batch whose first send may have
-been written is sent again under a new epoch. A batch that fails for good (a leader's refusal,
+been written is sent again under a new epoch. A batch larger than the topic takes is split in two
+and sent again (Kafka's ``splitAndReenqueue``). A batch that fails for good (a leader's refusal,
 ``retries`` used up, the delivery timeout) is an error the next ``flush`` raises, naming its
 partition; the sequences of its partition are no longer known, so the epoch is bumped before the
 next send (Kafka's ``handleFailedBatch``).
@@ -194,6 +195,44 @@ def _bool(name: str, value: Any) -> bool:
     return text == "true"
 
 
+# --- topics ----------------------------------------------------------------------------------------
+
+
+def partition_count(client: ClusterClient, topic: str, max_block_ms: int) -> int:
+    """The topic's count of partitions, from Metadata that lets the broker create a topic it does not
+    have (as Kafka's producer asks), asked again until it has them or ``max_block_ms`` passed; then
+    UnknownTopicOrPartitionError says so."""
+    give_up = time.monotonic() + max_block_ms / 1000
+    while True:
+        found = topics_by_name(_metadata(client, topic)).get(topic)
+        if found is not None and not found.error_code and found.partitions:
+            return len(found.partitions)
+        code = found.error_code if found is not None else _E.UNKNOWN_TOPIC_OR_PARTITION
+        if code not in (_E.UNKNOWN_TOPIC_OR_PARTITION, _E.LEADER_NOT_AVAILABLE, _E.NONE):
+            raise error_for(code, None, f"cannot produce to topic {topic!r}")
+        if time.monotonic() + RETRY_BACKOFF_S > give_up:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} not present in metadata after {max_block_ms} ms:"
+                " it does not exist, and the broker did not create it (auto.create.topics.enable)"
+            )
+        time.sleep(RETRY_BACKOFF_S)
+
+
+def _metadata(client: ClusterClient, topic: str) -> MetadataResponseData:
+    request = MetadataRequestData(
+        topics=[MetadataRequestData.MetadataRequestTopic(name=topic)],
+        allow_auto_topic_creation=True,
+        include_topic_authorized_operations=False,
+    )
+    client.renew_deadline()
+    try:
+        answer: MetadataResponseData = client.request(ApiKey.METADATA, request)
+    except BrokerNotAvailableError:  # the bootstrap broker went away: ClusterClient finds another
+        client.metadata([])
+        answer = client.request(ApiKey.METADATA, request)
+    return answer
+
+
 # --- batches ---------------------------------------------------------------------------------------
 
 
@@ -281,39 +320,10 @@ class Producer:
     # --- topics ---------------------------------------------------------------------------------------
 
     def partition_count(self, topic: str) -> int:
-        """The topic's count of partitions, from Metadata that lets the broker create a topic it does
-        not have (as Kafka's producer asks), waited for until ``max.block.ms``."""
-        if topic in self._partition_counts:
-            return self._partition_counts[topic]
-        give_up = self._clock() + self.config.max_block_ms / 1000
-        while True:
-            found = topics_by_name(self._metadata(topic)).get(topic)
-            if found is not None and not found.error_code and found.partitions:
-                self._partition_counts[topic] = len(found.partitions)
-                return len(found.partitions)
-            code = found.error_code if found is not None else _E.UNKNOWN_TOPIC_OR_PARTITION
-            if code not in (_E.UNKNOWN_TOPIC_OR_PARTITION, _E.LEADER_NOT_AVAILABLE, _E.NONE):
-                raise error_for(code, None, f"cannot produce to topic {topic!r}")
-            if self._clock() + RETRY_BACKOFF_S > give_up:
-                raise UnknownTopicOrPartitionError(
-                    f"topic {topic!r} not present in metadata after {self.config.max_block_ms} ms:"
-                    " it does not exist, and the broker did not create it (auto.create.topics.enable)"
-                )
-            time.sleep(RETRY_BACKOFF_S)
-
-    def _metadata(self, topic: str) -> MetadataResponseData:
-        request = MetadataRequestData(
-            topics=[MetadataRequestData.MetadataRequestTopic(name=topic)],
-            allow_auto_topic_creation=True,
-            include_topic_authorized_operations=False,
-        )
-        self.client.renew_deadline()
-        try:
-            answer: MetadataResponseData = self.client.request(ApiKey.METADATA, request)
-        except BrokerNotAvailableError:  # the bootstrap broker went away: ClusterClient finds another
-            self.client.metadata([])
-            answer = self.client.request(ApiKey.METADATA, request)
-        return answer
+        """The topic's count of partitions (``partition_count``), kept once known."""
+        if topic not in self._partition_counts:
+            self._partition_counts[topic] = partition_count(self.client, topic, self.config.max_block_ms)
+        return self._partition_counts[topic]
 
     def _checked(self, topic: str, partition: int) -> TopicPartition:
         count = self.partition_count(topic)
@@ -493,6 +503,9 @@ class Producer:
             offset = answer.base_offset if isinstance(answer, ProduceResponseData.PartitionProduceResponse) else -1
             self._done(batch, offset if code == _E.NONE else -1)
             return False
+        if code == _E.MESSAGE_TOO_LARGE and batch.record_count > 1:
+            self._split(batch)
+            return False
         why = answer.why if isinstance(answer, Unanswered) else (answer.error_message or error_name(code))
         batch.last_error = f"{error_name(code)}: {why}" if why != error_name(code) else why
         if self._clock() >= batch.expires:
@@ -513,6 +526,24 @@ class Producer:
             return True
         self._fail(batch, error_for(code, answer.error_message, f"cannot produce to {batch.tp}"))
         return False
+
+    def _split(self, batch: _Batch) -> None:
+        """A batch larger than the topic takes (MESSAGE_TOO_LARGE) goes again as two halves, each
+        split again until it fits or holds one record (Kafka's ``splitAndReenqueue``). It was not
+        written: its partition's next sequence is its own again."""
+        view = RecordBatch(batch.buffer)
+        records, compression = view.records(), view.compression
+        if batch.stamped == self._state and self._state is not None:
+            self._sequences[batch.tp] = view.base_sequence
+        half = len(records) // 2
+        halves = [
+            _Batch(batch.tp, build_batch(part, compression=compression), len(part), batch.created, batch.expires)
+            for part in (records[:half], records[half:])
+        ]
+        queue = self._queues[batch.tp]
+        queue.popleft()
+        queue.extendleft(reversed(halves))
+        self._queued_bytes += sum(len(h.buffer) for h in halves) - len(batch.buffer)
 
     def _expired(self, batch: _Batch) -> str:
         return (

@@ -334,10 +334,11 @@ class ProducerOptions:
     max_request_size: int  # the largest record (and batch) accepted
 
 
-def producer_options(options: Mapping[str, str]) -> ProducerOptions:
+def producer_options(options: Mapping[str, str], to_brokers: bool = False) -> ProducerOptions:
     """The ``kafka.*`` options Spark passes to its producer, where they mean something
-    for a log dir; the others are logged as ignored. ``compression`` (seglog's own
-    name) is taken when ``kafka.compression.type`` is not given."""
+    for a log dir; the others are logged as ignored (not ``to_brokers``: the producer
+    takes them). ``compression`` (seglog's own name) is taken when
+    ``kafka.compression.type`` is not given."""
     honoured = {"compression.type", "batch.size", "max.request.size", "acks"}
     for key in options:
         name = key[len("kafka.") :] if key.lower().startswith("kafka.") else None
@@ -345,7 +346,7 @@ def producer_options(options: Mapping[str, str]) -> ProducerOptions:
             continue
         if name.lower() in _REFUSED:
             raise OptionError(f"Kafka option '{name}' is not supported: {_REFUSED[name.lower()]}")
-        if name not in honoured:
+        if name not in honoured and not to_brokers:
             log.info("option %s means nothing to a log dir; ignored", key)
     codec = _get(options, "kafka.compression.type") or _get(options, "compression") or "none"
     try:

@@ -26,7 +26,7 @@ dir's lock, so never while a commit runs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,19 +53,22 @@ class StagedWrite(WriterCommitMessage):
     rows: int
 
 
-class _Encoder:
-    """A task's side: Arrow batches into record batches, grouped by topic and partition.
+class Encoder:
+    """A task's side: Arrow batches into record batches, grouped by topic and partition (for the
+    log dirs' staging here, or for the producer of ``broker_sink``).
 
     The work is columnar: pyarrow splits the rows by topic and partition, and the C
     encoder (``build_batches_from_columns``) writes records straight from the Arrow
-    buffers. Only rows with headers take the per-record path.
+    buffers. Only rows with headers take the per-record path. ``partitions(topic)`` is the
+    topic's partitions that can be written (it raises for a topic that cannot), ``batch_bytes(topic)``
+    what its batches are filled to.
     """
 
     def __init__(
         self,
         topic: str | None,
-        partitions: dict[str, list[int]],
-        batch_bytes: dict[str, int],
+        partitions: Callable[[str], list[int]],
+        batch_bytes: Callable[[str], int],
         compression: Compression,
         *,
         use_timestamps: bool = False,
@@ -79,7 +82,7 @@ class _Encoder:
         self.max_record_bytes = max_record_bytes
         # keyless rows stick to a partition present here (Kafka's: an available one), keyed rows
         # hash over the topic's count, its highest partition + 1 where a dir holds only some
-        self.choosers = {t: StickyPartitioner(len(present)) for t, present in partitions.items()}
+        self.choosers: dict[str, StickyPartitioner] = {}
 
     def encode(self, batch: pa.RecordBatch) -> Iterator[tuple[str, int, list[bytearray]]]:
         """The rows of ``batch`` as record batches: (topic, partition, batches), in row order
@@ -100,11 +103,12 @@ class _Encoder:
             raise opt.OptionError('a row has no topic: give a "topic" column or the "topic" option')
 
     def _encode_topic(self, topic: str, rows: pa.RecordBatch) -> Iterator[tuple[str, int, list[bytearray]]]:
-        if topic not in self.partitions:
-            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: create it before writing to it")
-        targets = self._partitions(topic, rows)
+        present = self.partitions(topic)
+        if topic not in self.choosers:
+            self.choosers[topic] = StickyPartitioner(len(present))
+        targets = self._partitions(topic, present, rows)
         chosen = pc.unique(targets)
-        limit = self.batch_bytes[topic]
+        limit = self.batch_bytes(topic)
         if len(chosen) == 1:  # the usual case: a task's rows of one partition, or keyless rows
             yield topic, chosen[0].as_py(), self._batches(rows, limit)
         else:
@@ -112,9 +116,8 @@ class _Encoder:
                 yield topic, p.as_py(), self._batches(rows.filter(pc.equal(targets, p)), limit)
         self.choosers[topic].batch_done()
 
-    def _partitions(self, topic: str, rows: pa.RecordBatch) -> pa.Array:
+    def _partitions(self, topic: str, present: list[int], rows: pa.RecordBatch) -> pa.Array:
         """Each row's partition: its ``partition`` column, else Kafka's default partitioner."""
-        present = self.partitions[topic]
         count = present[-1] + 1
         given = rows.column("partition").cast(pa.int32()) if "partition" in rows.schema.names else None
         if given is not None and given.null_count == 0:
@@ -237,6 +240,20 @@ _COLUMN_TYPES = {
 }
 
 
+def check_columns(options: dict[str, str], schema: StructType) -> tuple[str | None, bool]:
+    """The ``topic`` option and ``useTimestampColumn`` of a write, after checking that the columns
+    are those of Spark's Kafka sink: a value, a topic (or the option), each of its type."""
+    topic = next((v for k, v in options.items() if k.lower() == "topic"), None)
+    names = {f.name for f in schema.fields}
+    if "value" not in names:
+        raise opt.OptionError('writing to seglog needs a "value" column')
+    use_timestamps = opt.parse_bool(options, "useTimestampColumn", False)
+    _check_types(schema, use_timestamps)
+    if topic is None and "topic" not in names:
+        raise opt.OptionError('writing to seglog needs a "topic" column or the "topic" option')
+    return topic, use_timestamps
+
+
 def _check_types(schema: StructType, use_timestamps: bool) -> None:
     for f in schema.fields:
         allowed = _COLUMN_TYPES.get(f.name) if f.name != "timestamp" or use_timestamps else None
@@ -254,15 +271,8 @@ class _SinkBase:
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.dirs = opt.log_dirs(options)
-        self.topic = next((v for k, v in options.items() if k.lower() == "topic"), None)
-        names = {f.name for f in schema.fields}
-        if "value" not in names:
-            raise opt.OptionError('writing to seglog needs a "value" column')
+        self.topic, self.use_timestamps = check_columns(options, schema)
         self.producer = opt.producer_options(options)
-        self.use_timestamps = opt.parse_bool(options, "useTimestampColumn", False)
-        _check_types(schema, self.use_timestamps)
-        if self.topic is None and "topic" not in names:
-            raise opt.OptionError('writing to seglog needs a "topic" column or the "topic" option')
         # take the lock once now: a dir another process owns is refused before any task runs
         with open_logs(self.dirs, background=False) as logs:
             self.partitions = {t: logs.partitions(t) for t in logs.topics()}
@@ -280,10 +290,10 @@ class _SinkBase:
         self.staging = Staging.begin(self.dirs[0], marked=self.uses_marker)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedWrite:
-        encoder = _Encoder(
+        encoder = Encoder(
             self.topic,
-            self.partitions,
-            self.batch_bytes,
+            self._present,
+            self.batch_bytes.__getitem__,
             self.producer.compression,
             use_timestamps=self.use_timestamps,
             max_record_bytes=self.producer.max_request_size,
@@ -295,6 +305,12 @@ class _SinkBase:
                 for topic, partition, batches in encoder.encode(batch):
                     staged.append(topic, partition, batches)
         return StagedWrite(staged.files, rows)
+
+    def _present(self, topic: str) -> list[int]:
+        """The partitions of ``topic`` in the log dirs."""
+        if topic not in self.partitions:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}: create it before writing to it")
+        return self.partitions[topic]
 
     def _commit(self, messages: list[WriterCommitMessage | None]) -> None:
         staged = [m for m in messages if isinstance(m, StagedWrite)]
@@ -335,3 +351,22 @@ class SeglogStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         self._discard(messages)
+
+
+def batch_writer(options: dict[str, str], schema: StructType) -> DataSourceArrowWriter:
+    """A batch write's writer: through the brokers with ``kafka.bootstrap.servers``
+    (``broker_sink``), else into the log dirs of ``path``."""
+    if opt.client_options(options) is None:
+        return SeglogWriter(options, schema)
+    from .broker_sink import BrokerWriter
+
+    return BrokerWriter(options, schema)
+
+
+def stream_writer(options: dict[str, str], schema: StructType) -> DataSourceStreamArrowWriter:
+    """``batch_writer`` for a streaming query."""
+    if opt.client_options(options) is None:
+        return SeglogStreamWriter(options, schema)
+    from .broker_sink import BrokerStreamWriter
+
+    return BrokerStreamWriter(options, schema)

@@ -276,15 +276,15 @@ class SeglogDataSource(DataSource):
         return SeglogStreamReader(dict(self.options))
 
     def writer(self, schema: StructType, overwrite: bool) -> Any:
-        from .sink import SeglogWriter
+        from .sink import batch_writer
 
         opt.reject_save_mode(overwrite)
-        return SeglogWriter(dict(self.options), schema)
+        return batch_writer(dict(self.options), schema)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
-        from .sink import SeglogStreamWriter
+        from .sink import stream_writer
 
-        return SeglogStreamWriter(dict(self.options), schema)
+        return stream_writer(dict(self.options), schema)
 
 
 @dataclass
