@@ -2,10 +2,16 @@
 
 1. Compaction throughput, MB/s of input (the segments the cleaner reads), for
    several record sizes, against a raw sequential read plus write (and fsync)
-   of the same segment files. Target: >= 40 % of the raw rate. For a
-   compressed log, also the codec's own work measured alone: decompressing the
-   input twice (the map pass and the rewrite each read it) and compressing the
-   output once, which bounds what any cleaning of it can reach.
+   of the same segment files. Target: >= 40 % of the raw rate. For the lz4
+   log, also the codec ceiling: lz4's own work alone, in liblz4's one-call
+   frame functions (python-lz4) with Kafka's settings (64 KiB independent
+   blocks, no checksums, the fast level): decompressing each input batch
+   twice (the map pass and the rewrite each read it) and compressing each
+   output batch once, which bounds what any cleaning of it can reach; printed
+   beside the cleaning, alternated with it. Both in the cleaning thread's CPU
+   time (the codec waits on nothing; the cleaning's fsyncs run in a thread of
+   their own), so that other processes' load moves both alike. Target: the
+   cleaning >= 90 % of the ceiling.
 2. Memory of a cleaning whose dedupe buffer is smaller than its dirty section
    needs (so it cleans in several passes): tracemalloc's peak and the growth
    of the peak RSS, against log.cleaner.dedupe.buffer.size.
@@ -14,6 +20,8 @@
 Each log: 64 MiB of 100-record batches whose keys are drawn from 100,000, a
 first cleaning (every offset dirty). Medians of a few repeats, interleaved
 with the baseline so both see the same machine.
+
+Run: ``.venv/bin/python bench/cleaner.py [lz4]`` (``lz4``: the lz4 row of 1. alone).
 """
 
 from __future__ import annotations
@@ -30,9 +38,11 @@ import tempfile
 import time
 import tracemalloc
 
+import lz4.frame
+
 import seglog
 from seglog.records import BatchIterator, Compression, RecordBatch, build_batch
-from seglog.records.compression import compress
+from seglog.records.layout import HEADER_SIZE
 from seglog.storage import checkpoint
 
 NOW = 1_700_000_000_000
@@ -95,16 +105,17 @@ def raw_copy_rate(directory: str) -> float:
     return rate
 
 
-def clean_rate(source: str, work: str, config: dict | None = None) -> tuple[float, int, int]:
-    """MB/s of input of one forced cleaning of a fresh copy; bytes read, bytes written."""
+def clean_rate(source: str, work: str, config: dict | None = None) -> tuple[float, int, int, float]:
+    """MB/s of input of one forced cleaning of a fresh copy; bytes read, bytes written, and the
+    cleaning thread's CPU seconds."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
     with seglog.open(work, config, clock=lambda: NOW, background=False) as logs:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         stats = logs.clean(force=True)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, time.thread_time() - cpu
     read = sum(s.bytes_read for s in stats)
-    return read / seconds / 1e6, read, sum(s.bytes_written for s in stats)
+    return read / seconds / 1e6, read, sum(s.bytes_written for s in stats), cpu
 
 
 def log_batches(directory: str) -> list[RecordBatch]:
@@ -117,41 +128,54 @@ def log_batches(directory: str) -> list[RecordBatch]:
 
 
 def codec_seconds(source: str, cleaned: str) -> tuple[float, float]:
-    """The codec's work in a cleaning, alone: seconds to decompress each input batch twice,
-    and to compress each output batch's records once."""
-    inputs, outputs = log_batches(source), log_batches(cleaned)
-    sections = [b.records_section() for b in outputs]
-    start = time.perf_counter()
+    """lz4's work in a cleaning, alone, in liblz4's own calls: seconds to decompress each input
+    batch twice, and to compress each output batch's records once with Kafka's settings."""
+    inputs = [bytes(b.buffer[HEADER_SIZE:]) for b in log_batches(source)]
+    sections = [lz4.frame.decompress(b.buffer[HEADER_SIZE:]) for b in log_batches(cleaned)]
+    start = time.thread_time()
     for _ in range(2):
-        for batch in inputs:
-            batch.records_section()
-    middle = time.perf_counter()
-    for batch, section in zip(outputs, sections, strict=True):
-        compress(batch.compression, section)
-    return middle - start, time.perf_counter() - middle
+        for frame in inputs:
+            lz4.frame.decompress(frame)
+    middle = time.thread_time()
+    for section in sections:
+        lz4.frame.compress(
+            section,
+            block_size=lz4.frame.BLOCKSIZE_MAX64KB,
+            block_linked=False,
+            content_checksum=False,
+            block_checksum=False,
+            store_size=False,
+        )
+    return middle - start, time.thread_time() - middle
 
 
-def throughput(tmp: str) -> list[tuple[str, float, float]]:
+LOGS = [
+    ("100 B values", 100, Compression.NONE),
+    ("1 KiB values", 1024, Compression.NONE),
+    ("4 KiB values", 4096, Compression.NONE),
+    ("1 KiB values, lz4", 1024, Compression.LZ4),
+]
+
+
+def throughput(tmp: str, logs: list[tuple[str, int, Compression]]) -> tuple[list[tuple[str, float, float]], float]:
+    """The rows (label, raw MB/s, clean MB/s) and the lz4 cleaning's share of its codec ceiling."""
     print("1. compaction throughput (MB/s of input; raw = read + write + fsync of the same files; medians)")
     print(f"   {'records':24s} {'in MB':>6s} {'out MB':>6s} {'raw MB/s':>9s} {'clean MB/s':>10s} {'ratio':>6s}")
     rows = []
     codec_notes = []
-    for label, size, codec in [
-        ("100 B values", 100, Compression.NONE),
-        ("1 KiB values", 1024, Compression.NONE),
-        ("4 KiB values", 4096, Compression.NONE),
-        ("1 KiB values, lz4", 1024, Compression.LZ4),
-    ]:
+    share = 0.0
+    for label, size, codec in logs:
         source = os.path.join(tmp, "source")
         work = os.path.join(tmp, "work")
         shutil.rmtree(source, ignore_errors=True)
         build(source, size, codec)
-        raws, cleans, codecs = [], [], []
+        raws, cleans, cpus, codecs = [], [], [], []
         for _ in range(REPEATS):
             raws.append(raw_copy_rate(source))
-            rate, read, written = clean_rate(source, work)
+            rate, read, written, cpu = clean_rate(source, work)
             cleans.append(rate)
-            if codec != Compression.NONE:
+            cpus.append(cpu)
+            if codec == Compression.LZ4:
                 codecs.append(codec_seconds(source, work))
         raw, clean = statistics.median(raws), statistics.median(cleans)
         ratio = clean / raw
@@ -160,15 +184,16 @@ def throughput(tmp: str) -> list[tuple[str, float, float]]:
         if codecs:
             decompress = statistics.median(d for d, _ in codecs)
             compress_ = statistics.median(c for _, c in codecs)
-            alone = read / (decompress + compress_) / 1e6
+            cpu = statistics.median(cpus)
+            share = (decompress + compress_) / cpu
             codec_notes.append(
-                f"   {label}: {codec.name.lower()} alone, 2 x decompress in {decompress * 1e3:.0f} ms + compress out "
-                f"{compress_ * 1e3:.0f} ms = {alone:.0f} MB/s of input, {alone / raw:.0%} of raw: "
-                f"the cleaning reaches {clean / alone:.0%} of that bound"
+                f"   {label}, CPU time: codec ceiling (liblz4 alone: 2 x decompress {decompress * 1e3:.0f} ms + "
+                f"compress out {compress_ * 1e3:.0f} ms) {read / (decompress + compress_) / 1e6:.0f} MB/s of input; "
+                f"the cleaning {cpu * 1e3:.0f} ms, {read / cpu / 1e6:.0f} MB/s: {share:.0%} of the ceiling"
             )
     for note in codec_notes:
         print(note)
-    return rows
+    return rows, share
 
 
 def _vm(field: str) -> int:
@@ -260,15 +285,21 @@ def retention(tmp: str) -> list[tuple[str, float]]:
 def main() -> None:
     tmp = tempfile.mkdtemp(prefix="seglog-bench-cleaner-")
     try:
-        rows = throughput(tmp)
-        memory(tmp)
-        ret = retention(tmp)
+        only_lz4 = sys.argv[1:] == ["lz4"]
+        rows, share = throughput(tmp, [log for log in LOGS if log[2] == Compression.LZ4] if only_lz4 else LOGS)
+        ret = []
+        if not only_lz4:
+            memory(tmp)
+            ret = retention(tmp)
         print("targets:")
         for label, raw, clean in rows:
             verdict = "met" if clean >= 0.4 * raw else "NOT met"
             print(f"   compaction >= 40 % of raw I/O, {label:20s} {clean / raw:5.0%}  {verdict}")
-        worst = max(ms for _, ms in ret)
-        print(f"   retention pass < 100 ms: worst first pass {worst:.1f} ms  {'met' if worst < 100 else 'NOT met'}")
+        verdict = "met" if share >= 0.9 else "NOT met"
+        print(f"   lz4 compaction >= 90 % of its codec ceiling      {share:5.0%}  {verdict}")
+        if ret:
+            worst = max(ms for _, ms in ret)
+            print(f"   retention pass < 100 ms: worst first pass {worst:.1f} ms  {'met' if worst < 100 else 'NOT met'}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -8,8 +8,13 @@ millisecond apart), 16 KiB each, uncompressed, as a producer sends them.
    CRC, magic, offsets against the record count, max.message.bytes, every
    record walked, timestamps; offsets and epoch written; the segment written
    and indexed; no fsync), one batch a call, against ``os.write`` of the same
-   bytes, one batch a call, to a fresh file. Target >= 60 %. The checks alone
-   are timed too, to show what share of the budget they take.
+   bytes, one batch a call, to a fresh file. Target >= 60 %. And against the
+   work itself in series: the C checks and offset assignment an append makes
+   (``_scan.check_and_assign``, as the log calls it) then ``os.write`` of the
+   batch, one batch at a time. Target >= 90 % (Python may add a tenth on top
+   of the work). All in the thread's CPU time (the page cache takes the
+   writes: nothing waits on the disk), so that other processes' load moves
+   each alike; the checks alone are timed too.
 2. read: a whole 1 GiB partition (128 MiB segments) as file slices:
    ``read(offset, 1 MiB)``, its ``FileSlice`` read into memory, for each fetch
    offset a reader asks for (each starts after the last whole batch of the
@@ -142,13 +147,22 @@ def append(tmp: str) -> list[tuple[str, str, bool]]:
     size = sum(len(b) for b in batches)
     print(f"1. append: {APPEND_BATCHES} batches of {len(batches[0]):,} bytes ({size / MiB:.0f} MiB), one a call")
 
-    def raw() -> float:
+    bounds = (START_TS - 3_600_000, START_TS + 100 * 3_600_000)
+
+    def raw(check: bool = False) -> float:
+        """os.write of each batch; with ``check``, each checked and assigned its offsets first."""
         path = os.path.join(tmp, "raw-append")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        start = time.perf_counter()
+        offset, write, check_and_assign = 0, os.write, _scan.check_and_assign
+        start = time.thread_time()
         for b in batches:
-            os.write(fd, b)
-        seconds = time.perf_counter() - start
+            if check:  # as PartitionLog.append_batches calls it: (next offset, epoch, stamp, segment.bytes)
+                assigned = check_and_assign(
+                    b, False, False, 1 << 20, bounds, decompress, tmp, (offset, 0, None, 1 << 30)
+                )
+                offset = assigned[2] + 1  # its last offset
+            write(fd, b)
+        seconds = time.thread_time() - start
         os.close(fd)
         os.unlink(path)
         return seconds
@@ -158,36 +172,38 @@ def append(tmp: str) -> list[tuple[str, str, bool]]:
         with seglog.open(directory, background=False) as logs:
             logs.create_topic("p", 1)
             log = logs.partition("p", 0)
-            start = time.perf_counter()
+            start = time.thread_time()
             for b in batches:
                 log.append_batches(b)
-            seconds = time.perf_counter() - start
+            seconds = time.thread_time() - start
         shutil.rmtree(directory)
         return seconds
 
     def checks() -> float:
         """The checks an append makes of its batches, alone: the C walk (CRC32C, every record)."""
-        bounds = (START_TS - 3_600_000, START_TS + 100 * 3_600_000)
-        start = time.perf_counter()
+        start = time.thread_time()
         for b in batches:
             _scan.check_append(b, True, False, False, 1 << 20, bounds, decompress, None)
-        return time.perf_counter() - start
+        return time.thread_time() - start
 
-    raws, appends, walks = [], [], []
+    raws, series, appends, walks = [], [], [], []
     for _ in range(REPEATS):
         raws.append(raw())
+        series.append(raw(check=True))
         appends.append(ours())
         walks.append(checks())
-    raw_s, ours_s, walk_s = statistics.median(raws), statistics.median(appends), statistics.median(walks)
+    raw_s, series_s = statistics.median(raws), statistics.median(series)
+    ours_s, walk_s = statistics.median(appends), statistics.median(walks)
     per = 1e6 / APPEND_BATCHES
-    print(f"   os.write          {raw_s * per:6.2f} µs/batch  {size / raw_s / 1e6:7.0f} MB/s")
-    print(f"   append_batches    {ours_s * per:6.2f} µs/batch  {size / ours_s / 1e6:7.0f} MB/s")
-    print(
-        f"   (its checks alone, the batches cold in memory as in the runs: {walk_s * per:.2f} µs/batch; "
-        f"os.write plus them: {raw_s / (raw_s + walk_s):.0%} of os.write)"
-    )
-    ratio = raw_s / ours_s
-    return [("append >= 60 % of os.write", f"{ratio:.0%}", ratio >= 0.6)]
+    print(f"   os.write                    {raw_s * per:6.2f} µs/batch  {size / raw_s / 1e6:7.0f} MB/s")
+    print(f"   checks + os.write in series {series_s * per:6.2f} µs/batch  {size / series_s / 1e6:7.0f} MB/s")
+    print(f"   append_batches              {ours_s * per:6.2f} µs/batch  {size / ours_s / 1e6:7.0f} MB/s")
+    print(f"   (its checks alone, the batches cold in memory as in the runs: {walk_s * per:.2f} µs/batch)")
+    ratio, work = raw_s / ours_s, series_s / ours_s
+    return [
+        ("append >= 60 % of os.write", f"{ratio:.0%}", ratio >= 0.6),
+        ("append >= 90 % of checks + os.write in series", f"{work:.0%}", work >= 0.9),
+    ]
 
 
 # --- 2. read -----------------------------------------------------------------------------------

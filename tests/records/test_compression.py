@@ -287,3 +287,15 @@ def test_snappy_faults_name_the_codec_once():
     with pytest.raises(CorruptRecordError, match=r"^snappy: corrupt input") as e:
         decompress(Compression.SNAPPY, b"\x05abc")
     assert "snappy: snappy" not in str(e.value)
+
+
+@pytest.mark.parametrize("claim", [0, 1, len(DATA) - 1, len(DATA), len(DATA) + 1, 2**40])
+def test_lz4_content_size_claims_size_nothing(claim):
+    """A declared content size, true or not, changes nothing read: the blocks are read as they
+    come (the hostile test above shows it sizes no allocation)."""
+    frame = bytearray(lz4.frame.compress(DATA, store_size=True, block_size=lz4.frame.BLOCKSIZE_MAX64KB))
+    assert frame[4] & 0x08
+    frame[6:14] = struct.pack("<Q", claim)
+    frame[14] = (xxhash.xxh32_intdigest(bytes(frame[4:14])) >> 8) & 0xFF
+    assert decompress(Compression.LZ4, bytes(frame)) == DATA
+    assert b"".join(decompress_stream(Compression.LZ4, bytes(frame))) == DATA
