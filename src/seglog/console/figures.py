@@ -178,6 +178,15 @@ def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[i
     return found, {b.node_id for b in answer.brokers}
 
 
+def replicas(client: ClusterClient, name: str, partition: int) -> list[int]:
+    """The brokers holding a replica of ``name``-``partition``, its leader first."""
+    found, _ = _known_topic(client, name)
+    for p in found.partitions:
+        if p.partition_index == partition:
+            return sorted(p.replica_nodes, key=lambda b: b != p.leader_id)
+    raise ConsoleInputError(f"topic {name} has no partition {partition}")
+
+
 def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
     """Each partition's offset at ``time`` (ListOffsets, one request a leader for them all)."""
     return {tp: found.offset for tp, found in client.list_offsets(dict.fromkeys(tps, time)).items()} if tps else {}

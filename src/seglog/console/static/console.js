@@ -135,6 +135,7 @@ const routes = [
   [/^#\/topics$/, topicsPage, "topics"],
   [/^#\/topics\/([^/?]+)$/, topicPage, "topics"],
   [/^#\/topics\/([^/?]+)\/messages(\?.*)?$/, messagesPage, "topics"],
+  [/^#\/topics\/([^/?]+)\/partitions\/(\d+)\/layout$/, layoutPage, "topics"],
   [/^#\/groups$/, groupsPage, "groups"],
   [/^#\/groups\/(.+)$/, groupPage, "groups"],
   [/^#\/transactions$/, transactionsPage, "transactions"],
@@ -364,6 +365,7 @@ async function topicPage(encoded) {
   const name = decodeURIComponent(encoded);
   const t = await api("topics/" + encodeURIComponent(name));
   const messages = (p) => `#/topics/${encodeURIComponent(name)}/messages?partition=${p}`;
+  const layout = (p) => `#/topics/${encodeURIComponent(name)}/partitions/${p}/layout`;
   const partitions = t.partitionList.map((p) => [
     p.partition,
     p.leader < 0 ? el("span", { class: "bad" }, "none") : p.leader,
@@ -372,7 +374,7 @@ async function topicPage(encoded) {
     orDash(p.logStartOffset),
     orDash(p.highWatermark),
     p.highWatermark === null ? "-" : p.highWatermark - p.logStartOffset,
-    el("a", { href: messages(p.partition) }, "messages"),
+    el("span", {}, el("a", { href: messages(p.partition) }, "messages"), " · ", el("a", { href: layout(p.partition) }, "layout")),
   ]);
   const configs = t.configs.map((c) => [c.name, c.sensitive ? el("span", { class: "null" }, "(sensitive)") : c.value ?? "", c.source]);
   const configTable = table("configs", ["Name", "Value", "Source"], configs);
@@ -468,6 +470,99 @@ async function messagesPage(encoded, query) {
     el("p", { class: "muted" }, `Partition ${m.partition}: log start ${m.logStartOffset}, high watermark ${m.highWatermark}; ${m.messages.length} shown.`),
     list,
     more,
+  ];
+}
+
+// a partition's segments on disk (seglog brokers only), drawn to scale by their bytes; a
+// segment clicked shows its index entries below. Log start and the cleaner checkpoint are
+// marked where their offsets fall (between a segment's base offset and the next one's).
+async function layoutPage(encoded, partition) {
+  const name = decodeURIComponent(encoded);
+  const path = `topics/${encodeURIComponent(name)}/partitions/${partition}`;
+  const l = await api(path + "/layout");
+  const segments = l.segments;
+  const entries = el("div", { id: "segment-indexes" });
+  const show = async (s) => {
+    for (const node of document.querySelectorAll(".segment.selected")) node.classList.remove("selected");
+    for (const node of document.querySelectorAll(`[data-base="${s.baseOffset}"]`)) node.classList.add("selected");
+    entries.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    try {
+      const found = await api(`${path}/segments/${s.baseOffset}`);
+      entries.replaceChildren(...indexTables(found));
+    } catch (e) {
+      entries.replaceChildren(el("p", { class: "error", role: "alert", id: "segment-error" }, e.message));
+    }
+  };
+  // where an offset falls along the bar: inside the segment holding it, in proportion to its offsets
+  const marker = (offset, id, label) => {
+    if (offset === null || offset === undefined) return null;
+    let i = segments.findIndex((s, j) => offset >= s.baseOffset && (j + 1 === segments.length || offset < segments[j + 1].baseOffset));
+    if (i < 0) return null;
+    const s = segments[i];
+    const next = i + 1 < segments.length ? segments[i + 1].baseOffset : Math.max(l.logEndOffset, s.baseOffset + 1);
+    const before = segments.slice(0, i).reduce((sum, x) => sum + x.size, 0);
+    const within = next > s.baseOffset ? (offset - s.baseOffset) / (next - s.baseOffset) : 0;
+    const at = l.size ? (before + within * s.size) / l.size : 0;
+    const node = el("div", { class: "marker", id, title: `${label} ${offset}` }, el("span", {}, `${label} ${offset}`));
+    node.style.left = `${(Math.min(1, at) * 100).toFixed(2)}%`;
+    return node;
+  };
+  const bar = el(
+    "div",
+    { class: "segments", id: "segment-bar" },
+    segments.map((s) => {
+      const node = el(
+        "button",
+        {
+          type: "button",
+          class: "segment" + (s.active ? " active" : ""),
+          "data-base": s.baseOffset,
+          title: `segment ${s.baseOffset}: ${bytes(s.size)}`,
+          onclick: () => show(s),
+        },
+        String(s.baseOffset),
+      );
+      node.style.flexGrow = String(Math.max(s.size, 1));
+      return node;
+    }),
+  );
+  const track = el("div", { class: "track" }, bar, marker(l.logStartOffset, "mark-log-start", "log start"), marker(l.cleanerCheckpoint, "mark-cleaner", "cleaner checkpoint"));
+  const rows = segments.map((s) => [
+    el("a", { href: "#" + location.hash.slice(1), "data-base": s.baseOffset, onclick: (e) => (e.preventDefault(), show(s)) }, String(s.baseOffset)),
+    bytes(s.size),
+    time(s.firstTimestamp ?? -1),
+    time(s.lastTimestamp ?? -1),
+    s.offsetIndexEntries,
+    s.timeIndexEntries,
+    s.active ? "active" : "",
+  ]);
+  return [
+    el("h1", {}, "Layout of ", topicLink(name), ` partition ${partition}`),
+    summary([
+      ["Broker", l.broker, "layout-broker"],
+      ["Segments", segments.length, "layout-segments"],
+      ["Size", bytes(l.size), "layout-size"],
+      ["Log start", l.logStartOffset, "layout-log-start"],
+      ["High watermark", l.highWatermark, "layout-high-watermark"],
+      ["Log end", l.logEndOffset, "layout-log-end"],
+      ["Cleaner checkpoint", l.cleanerCheckpoint ?? "none", "layout-cleaner"],
+    ]),
+    el("p", { class: "muted" }, `Its segments in ${l.dir}, each as wide as its bytes; click one for its index entries.`),
+    track,
+    table("segments", ["Base offset", "Size", "First timestamp", "Last timestamp", "Offset index", "Time index", ""], rows, [0, 1, 4, 5]),
+    entries,
+  ];
+}
+
+function indexTables(found) {
+  const more = (shown, all) => (shown < all ? el("p", { class: "muted" }, `the first ${shown} of ${all} entries`) : null);
+  return [
+    el("h2", {}, `Segment ${found.baseOffset}: offset index (${found.offsetIndexEntries} entries)`),
+    table("offset-index", ["Offset", "Position"], found.offsetIndex.map((e) => [e.offset, e.position]), [0, 1]),
+    more(found.offsetIndex.length, found.offsetIndexEntries),
+    el("h2", {}, `Time index (${found.timeIndexEntries} entries)`),
+    table("time-index", ["Timestamp", "Offset"], found.timeIndex.map((e) => [`${time(e.timestamp)} (${e.timestamp})`, e.offset]), [1]),
+    more(found.timeIndex.length, found.timeIndexEntries),
   ];
 }
 
