@@ -103,7 +103,7 @@ class Remote:
     for its counters alone)."""
 
     def __init__(self, url: str) -> None:
-        self.label = self.url = url.rstrip("/") + "/"
+        self.label = self.url = http_url(url)
         self._id: int | None = None
 
     def broker_id(self) -> int | None:
@@ -129,7 +129,7 @@ class Remote:
             _now_ms(),
             int(_sample(text, "seglog_bytes_in_total")),
             int(_sample(text, "seglog_bytes_out_total")),
-            int(_sample(text, "seglog_requests_total")),
+            int(_sample(text, "seglog_requests_total", required=False)),  # none before the first request
         )
 
     def _get(self, path: str) -> tuple[int, Any]:
@@ -152,10 +152,19 @@ class Remote:
             raise BrokerNotAvailableError(f"cannot read {self.url}{path}: {e}") from None
 
 
-def _sample(text: str, name: str) -> float:
+def http_url(text: str) -> str:
+    """A broker's HTTP address as given (``host:port`` or ``http://host:port/``) as a URL ending in
+    a slash; ValueError for another scheme."""
+    url = text.strip() if "://" in text else f"http://{text.strip()}"
+    if not url.startswith("http://"):
+        raise ValueError(f"{text!r} is not an http:// address (host:port or http://host:port)")
+    return url.rstrip("/") + "/"
+
+
+def _sample(text: str, name: str, *, required: bool = True) -> float:
     """The sum of the samples of metric ``name`` in Prometheus' text format (every label's)."""
     found = re.findall(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)", text, re.MULTILINE)
-    if not found:
+    if not found and required:
         raise BrokerNotAvailableError(f"no {name} in the broker's /metrics: not a seglog broker's")
     return sum(float(v) for v in found)
 

@@ -183,7 +183,7 @@ function refreshLater(mine, view) {
 // --- pages ------------------------------------------------------------------------------------------
 
 async function clusterPage() {
-  const c = await api("cluster");
+  const [c, throughput] = await Promise.all([api("cluster"), api("throughput").catch((e) => ({ error: e.message }))]);
   return [
     el("h1", {}, "Cluster ", el("span", { class: "muted" }, c.clusterId || "")),
     summary([
@@ -208,9 +208,44 @@ async function clusterPage() {
       ]),
       [0, 2],
     ),
+    el("h2", {}, "Throughput"),
+    ...throughputCharts(throughput, c.brokers.filter((b) => b.alive).length),
   ];
 }
 clusterPage.refresh = true;
+
+// bytes in and out and requests per second, summed over the seglog brokers this console reads
+// (their counters, sampled by the console at each refresh); other brokers count them where
+// Kafka's protocol cannot ask (JMX), which the page says
+function throughputCharts(t, alive) {
+  if (t.error) return [el("p", { class: "error", id: "throughput-error" }, t.error)];
+  if (!t.seglogBrokers) {
+    return [
+      el(
+        "p",
+        { class: "muted", id: "throughput-none" },
+        "No throughput: brokers count bytes and requests themselves, and Kafka's protocol has no request for " +
+          "them (Kafka's brokers give them over JMX). seglog brokers give them on their HTTP port: start this " +
+          "console with --broker-http, or open a broker's own console (seglog broker --http-port).",
+      ),
+    ];
+  }
+  const failed = t.sources.filter((s) => s.error);
+  const notes = [
+    el("p", { class: "muted", id: "throughput-sources" }, `Counters of ${t.sources.length - failed.length} of ${alive} live brokers (${t.sources.map((s) => s.source).join(", ")}), per second between the console's samples.`),
+    ...failed.map((s) => el("p", { class: "error" }, `${s.source}: ${s.error}`)),
+  ];
+  if (!t.points.length) return [...notes, el("p", { class: "muted", id: "throughput-wait" }, "The first rates come at the next refresh.")];
+  const series = (key) => t.points.map((p) => ({ t: p.timeMs, value: p[key] }));
+  return [
+    ...notes,
+    el("div", { class: "charts" },
+      el("div", {}, el("h3", {}, "Bytes in per second"), chart("chart-bytes-in", series("bytesIn"))),
+      el("div", {}, el("h3", {}, "Bytes out per second"), chart("chart-bytes-out", series("bytesOut"))),
+      el("div", {}, el("h3", {}, "Requests per second"), chart("chart-requests", series("requests"))),
+    ),
+  ];
+}
 
 async function topicsPage() {
   const { topics } = await api("topics");

@@ -1,6 +1,8 @@
-"""The Partition layout page and its API: a broker's console (``seglog broker --http-port``, here
+"""What only seglog's brokers tell, beyond Kafka's protocol: the Partition layout page and its API,
+and the cluster page's throughput charts. A broker's console (``seglog broker --http-port``, here
 ``serve_in_broker`` on an embedded broker) reads its partitions' segments in-process; a console of
-the cluster (``seglog console --broker-http``) reaches them through the broker's HTTP port.
+the cluster (``seglog console --broker-http``) reaches them through the broker's HTTP port, and
+reads the broker's counters from its ``/metrics``.
 
 Each figure is checked against the broker's files on disk, read here byte by byte: the segment
 files' names and sizes, the sealed index files' sizes, the batch each index entry points at."""
@@ -8,6 +10,7 @@ files' names and sizes, the sealed index files' sizes, the batch each index entr
 from __future__ import annotations
 
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -213,3 +216,66 @@ def test_seglog_broker_serves_its_console_and_metrics_on_its_http_port(tmp_path)
     finally:
         process.terminate()
         assert process.wait(60) == 0
+
+
+def _produce(bootstrap: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for _ in range(count):
+        producer.produce("traffic", value=b"t" * 1000)
+    assert producer.flush(30) == 0
+
+
+def test_throughput_is_the_brokers_counters_per_second(broker, broker_console, first_timestamp):
+    with start(broker.bootstrap_servers, broker_http=[broker_console.url]) as console:
+        for server in (broker_console, console):
+            status, first = get(server, "api/throughput")
+            assert status == 200, first
+            assert first["seglogBrokers"] == 1
+            assert [s["error"] for s in first["sources"]] == [None]
+        _produce(broker.bootstrap_servers, 50)
+
+        def rates(server: ConsoleServer) -> Any:
+            found = get(server, "api/throughput")[1]
+            moved = [p for p in found["points"] if p["bytesIn"] > 50_000 / 60]
+            return moved or None
+
+        for server in (broker_console, console):  # 50 KB came in within the points' span, a minute at most
+            (point, *_) = wait_for(lambda server=server: rates(server), 60, "a point with the bytes produced")
+            assert point["requests"] > 0 and point["bytesOut"] > 0 and point["brokers"] == 1
+
+
+def test_a_broker_with_metrics_alone_gives_its_counters(tmp_path):
+    with (
+        seglog.broker.start(str(tmp_path), metrics_port=0) as plain,
+        start(plain.bootstrap_servers, broker_http=[f"127.0.0.1:{plain.metrics_port}"]) as console,
+    ):
+        assert get(console, "api/throughput")[1]["sources"][0]["error"] is None
+        admin = AdminClient({"bootstrap.servers": plain.bootstrap_servers})  # held until it answers
+        admin.create_topics([NewTopic("measured", 1, 1)])["measured"].result(60)
+        status, found = get(console, "api/topics/measured/partitions/0/layout")
+        assert status == 501  # /metrics alone does not say which broker it is, nor holds a layout
+        assert "reads the disks of brokers none yet" in found["error"]
+
+
+def test_throughput_of_a_console_without_seglog_brokers_says_why(broker):
+    with start(broker.bootstrap_servers) as console:
+        assert get(console, "api/throughput")[1] == {"sources": [], "points": [], "seglogBrokers": 0}
+
+
+def test_the_cluster_page_charts_the_throughput(page, broker, broker_console):
+    from playwright.sync_api import expect
+
+    open_page(page, broker_console, "#/cluster", "clusterPage")
+    expect(page.locator("#throughput-sources")).to_contain_text("Counters of 1 of 1 live brokers (in-process)")
+    _produce(broker.bootstrap_servers, 20)
+    chart = page.locator("#chart-requests")  # drawn at a refresh, once two samples were taken
+    expect(chart.locator("polyline")).to_have_count(1)
+    expect(page.locator("#chart-bytes-in")).to_have_attribute("data-last", re.compile(r"^\d"))
+
+
+def test_the_cluster_page_of_a_console_without_seglog_brokers_says_why(page, broker):
+    from playwright.sync_api import expect
+
+    with start(broker.bootstrap_servers) as console:
+        open_page(page, console, "#/cluster", "clusterPage")
+        expect(page.locator("#throughput-none")).to_contain_text("Kafka's protocol has no request for them")
