@@ -11,7 +11,7 @@ import socket
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -200,3 +200,36 @@ def test_a_read_only_console_has_no_create_form(page, read_only_console):
     expect(page.locator("form.action")).to_have_count(0)
     expect(page.locator("#view")).not_to_contain_text("null")  # nothing drawn where the form was
     expect(page.locator("#bootstrap")).to_contain_text("read-only")
+
+
+def test_messages_as_json_filtered_with_aborted_records_marked(page, console, cluster):
+    from playwright.sync_api import expect
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("shown-json", 1, 1)])["shown-json"].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "shown-json-txn"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce("shown-json", key=b"first", value=b'{"user": "ada", "items": [1, 2]}', partition=0)
+    producer.produce("shown-json", key=b"second", value=b"not json", partition=0)
+    assert producer.flush(60) == 0
+    producer.abort_transaction(60)
+    open_page(page, console, "#/topics/shown-json/messages", "messagesPage")
+    rows = page.locator("#messages tbody tr")
+    expect(rows).to_have_count(3)  # two aborted records and the ABORT marker
+    expect(page.locator("#messages tbody tr.aborted")).to_have_count(2)
+    expect(rows.nth(0).locator("td").first).to_have_text("0 txn aborted")
+    expect(rows.nth(2)).to_contain_text("control record: ABORT")
+    expect(rows.nth(0).locator("td").nth(3)).to_have_text('{"user": "ada", "items": [1, 2]}')
+    page.locator("#browse select[name=view]").select_option("json")
+    page.locator("#browse button").click()
+    pretty = rows.nth(0).locator("td").nth(3).locator("pre.json")
+    expect(pretty).to_have_text('{\n  "user": "ada",\n  "items": [\n    1,\n    2\n  ]\n}')
+    expect(rows.nth(1).locator("td").nth(3)).to_have_text("not json")  # not JSON: as text
+    page.locator("#browse input[name=filter]").fill("SECOND")
+    page.locator("#browse button").click()
+    expect(page.locator("#messages tbody tr td:first-child")).to_have_text(["1 txn aborted"])
+    expect(page.locator("#messages-summary")).to_contain_text('3 records looked through for "SECOND"')
+    page.locator("#browse select[name=view]").select_option("hex")
+    page.locator("#browse button").click()
+    expect(rows.nth(0).locator("td").nth(3).locator(".hex")).to_have_text(b"not json".hex())

@@ -11,7 +11,15 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..client import ClusterClient, MetadataTopic, check, topics_by_name
+from ..client import (
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ClusterClient,
+    FetchedPartition,
+    MetadataTopic,
+    check,
+    topics_by_name,
+)
 from ..common import TopicPartition
 from ..errors import (
     BrokerNotAvailableError,
@@ -36,7 +44,7 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsResponseData,
     MetadataResponseData,
 )
-from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
+from ..records import BatchIterator, ControlRecordType, EndTransactionMarker, Record, parse_control_record
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..tools.consumer_groups import (
     assigned_partitions,
@@ -51,6 +59,7 @@ from ..tools.transactions import described, listed
 CLIENT_ID = "seglog-console"  # the client id of the console's requests, in the brokers' logs and quotas
 FETCH_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
 MAX_MESSAGES = 500  # the most records one page of the browser asks
+MAX_SCANNED = 20_000  # records a filtered page looks through before it answers with what it found
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
 
 
@@ -413,11 +422,21 @@ def transaction(client: ClusterClient, txn_id: str) -> dict[str, Any]:
 
 
 def messages(
-    client: ClusterClient, name: str, partition: int, offset: int | None, limit: int, timestamp: int | None = None
+    client: ClusterClient,
+    name: str,
+    partition: int,
+    offset: int | None,
+    limit: int,
+    timestamp: int | None = None,
+    contains: str | None = None,
 ) -> dict[str, Any]:
     """Up to ``limit`` records of one partition from ``offset``, or from the first record at or
     after ``timestamp`` (ms; ListOffsets finds it), else from its log start; below its high
-    watermark. Each record's key, value and headers are text when UTF-8, else hex."""
+    watermark. Each record's key, value and headers are text when UTF-8, else hex; each is marked
+    ``control`` (a control record's type) and ``aborted`` (in a transaction that aborted).
+
+    With ``contains``, only the data records whose key or value holds that text (any case), looked
+    for among at most ``MAX_SCANNED`` records: ``nextOffset`` says where a next page goes on."""
     if not 1 <= limit <= MAX_MESSAGES:
         raise ConsoleInputError(f"limit is from 1 to {MAX_MESSAGES}, not {limit}")
     if offset is not None and timestamp is not None:
@@ -438,29 +457,94 @@ def messages(
             log_start_offset=start,
             log_end_offset=end,
         )
+    browse = _Browse(client, tp, contains.casefold() if contains else None)
     records: list[dict[str, Any]] = []
-    while at < end and len(records) < limit:
-        batches, at = _fetch(client, tp, at)
-        records += batches[: limit - len(records)]
-        if not batches and at < end:
+    while at < end and len(records) < limit and browse.scanned < MAX_SCANNED:
+        fetched, after = browse.fetch(at)
+        if not fetched and after < end and after == at:
             break  # nothing whole came back: no more can be shown from here
-    return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
+        at = after
+        for r in fetched:
+            records.append(r)
+            if len(records) == limit:
+                at = r["offset"] + 1
+                break
+    return {
+        "topic": name,
+        "partition": partition,
+        "logStartOffset": start,
+        "highWatermark": end,
+        "filter": contains or None,
+        "scanned": browse.scanned,
+        "nextOffset": min(at, end),
+        "messages": records,
+    }
 
 
-def _fetch(client: ClusterClient, tp: TopicPartition, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
-    ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
-    ABORT ..., else null), and the offset to fetch next."""
-    fetched = client.fetch(tp, offset, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES)
-    found, after = [], offset
-    for batch in BatchIterator(fetched.records):
-        label, transactional = batch.timestamp_type.label, batch.is_transactional
-        for r in batch.records():
-            if r.offset >= offset:
+class _Browse:
+    """The records of one partition fetched in offset order, each marked aborted as a
+    read_committed consumer tells (Kafka's ``CompletedFetch``): a transactional batch of a
+    producer whose aborted transaction (the Fetch's ``aborted_transactions``: producer id, first
+    offset) began at or before it is aborted, until that producer's ABORT marker.
+
+    A broker lists aborted transactions only to a read_committed Fetch, which stops at the last
+    stable offset; and unlike a consumer the browser shows the aborted records. So below the last
+    stable offset it fetches read_committed (every record comes, the aborted ones with the list),
+    and from there to the high watermark read_uncommitted: records of transactions still open,
+    whose end nobody knows yet (``aborted`` false)."""
+
+    def __init__(self, client: ClusterClient, tp: TopicPartition, needle: str | None) -> None:
+        self.client, self.tp, self.needle = client, tp, needle
+        self.scanned = 0
+        self._starts: list[tuple[int, int]] = []  # (first offset, producer id) of aborted transactions ahead
+        self._aborting: set[int] = set()  # producers whose batches are aborted until their marker
+
+    def fetch(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The records shown of one Fetch from ``offset``, and the offset to fetch next."""
+        fetched = self._fetch(offset, READ_COMMITTED)
+        if not fetched.records and offset >= fetched.last_stable_offset:
+            fetched = self._fetch(offset, READ_UNCOMMITTED)
+        self._starts = sorted({*self._starts, *((first, pid) for pid, first in fetched.aborted_transactions)})
+        found, after = [], offset
+        for batch in BatchIterator(fetched.records):
+            aborted = self._aborted(batch)
+            label = batch.timestamp_type.label
+            for r in batch.records():
+                if r.offset < offset:
+                    continue
+                self.scanned += 1
+                if self.needle is not None and (batch.is_control or not self._matches(r)):
+                    continue
                 control = _control_type(r) if batch.is_control else None
-                found.append(record_json(r, label, shown, transactional=transactional, control=control))
-        after = max(after, batch.last_offset + 1)
-    return found, after
+                extra = {"transactional": batch.is_transactional, "control": control, "aborted": aborted}
+                found.append(record_json(r, label, shown, **extra))
+            after = max(after, batch.last_offset + 1)
+        return found, after
+
+    def _fetch(self, offset: int, isolation_level: int) -> FetchedPartition:
+        return self.client.fetch(
+            self.tp, offset, isolation_level=isolation_level, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES
+        )
+
+    def _aborted(self, batch: Any) -> bool:
+        if not batch.is_transactional:
+            return False
+        pid = batch.producer_id
+        while self._starts and self._starts[0][0] <= batch.last_offset:
+            self._aborting.add(self._starts.pop(0)[1])
+        if batch.is_control:
+            marker = parse_control_record(next(iter(batch.records())))
+            if isinstance(marker, EndTransactionMarker) and marker.type is ControlRecordType.ABORT:
+                self._aborting.discard(pid)
+            return False  # the marker itself is a control record, shown as one
+        return pid in self._aborting
+
+    def _matches(self, record: Record) -> bool:
+        assert self.needle is not None
+        return any(
+            data is not None and self.needle in bytes(data).decode("utf-8", "replace").casefold()
+            for data in (record.key, record.value)
+        )
 
 
 def _control_type(record: Record) -> str:

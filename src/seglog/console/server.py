@@ -190,7 +190,8 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["topics", name, "messages"] if name:
                     partition, limit = _number(query, "partition", 0), _number(query, "limit", 50)
                     offset, timestamp = _number(query, "offset", None), _number(query, "timestamp", None)
-                    return figures.messages(client, name, partition, offset, limit, timestamp)
+                    contains = query.get("filter", [""])[-1].strip() or None
+                    return figures.messages(client, name, partition, offset, limit, timestamp, contains)
                 case ["groups"]:
                     return figures.groups(client)
                 case ["groups", *_] if len(parts) > 1:

@@ -444,6 +444,28 @@ function typedTime(text) {
   return isNaN(ms) ? text : String(ms);
 }
 
+// bytes as the view asks: "json" pretty-prints a text that parses as a JSON object or array (any
+// other text as it is), "hex" shows a text's UTF-8 bytes too; else data()'s text or hex
+function viewed(value, view) {
+  if (value === null || value === undefined || !("text" in value)) return data(value);
+  if (view === "hex") {
+    const hex = [...new TextEncoder().encode(value.text)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    return data({ hex, size: value.size });
+  }
+  if (view === "json") {
+    let parsed;
+    try {
+      parsed = JSON.parse(value.text);
+    } catch (e) {
+      return data(value);
+    }
+    if (parsed !== null && typeof parsed === "object") return el("pre", { class: "json" }, JSON.stringify(parsed, null, 2));
+  }
+  return data(value);
+}
+
+const VIEWS = [["text", "Text"], ["json", "JSON"], ["hex", "Hex"]];
+
 async function messagesPage(encoded, query) {
   const name = decodeURIComponent(encoded);
   const asked = new URLSearchParams((query || "").slice(1));
@@ -451,11 +473,15 @@ async function messagesPage(encoded, query) {
   const offset = asked.get("offset") || "";
   const timestamp = asked.get("timestamp") || "";
   const limit = asked.get("limit") || "50";
+  const filter = asked.get("filter") || "";
+  const view = VIEWS.some(([v]) => v === asked.get("view")) ? asked.get("view") : "text";
   const wanted = new URLSearchParams({ partition, limit });
   if (offset) wanted.set("offset", offset);
   if (timestamp) wanted.set("timestamp", timestamp);
+  if (filter) wanted.set("filter", filter);
   const field = (label, key, value, attrs = {}) =>
     el("label", {}, label, el("input", { name: key, value, inputmode: "numeric", ...attrs }));
+  const views = el("select", { name: "view", "aria-label": "View" }, VIEWS.map(([v, label]) => el("option", { value: v, selected: v === view }, label)));
   const form = el(
     "form",
     { id: "browse", class: "inline" },
@@ -467,6 +493,8 @@ async function messagesPage(encoded, query) {
       size: 24,
     }),
     field("Limit", "limit", limit, { size: 5 }),
+    field("Key or value holds", "filter", filter, { inputmode: "text", size: 16, type: "search" }),
+    el("label", {}, "View", views),
     el("button", { type: "submit" }, "Show"),
   );
   const here = `#/topics/${encodeURIComponent(name)}/messages?`;
@@ -474,8 +502,9 @@ async function messagesPage(encoded, query) {
     event.preventDefault();
     const typed = (key) => form.elements[key].value.trim();
     const next = new URLSearchParams();
-    for (const key of ["partition", "offset", "limit"]) if (typed(key)) next.set(key, typed(key));
+    for (const key of ["partition", "offset", "limit", "filter"]) if (typed(key)) next.set(key, typed(key));
     if (typed("time")) next.set("timestamp", typedTime(typed("time")));
+    if (typed("view") !== "text") next.set("view", typed("view"));
     location.hash = here + next;
   });
   const heading = [el("h1", {}, "Messages of ", topicLink(name)), form];
@@ -485,27 +514,47 @@ async function messagesPage(encoded, query) {
   } catch (e) {
     return [...heading, el("p", { class: "error", role: "alert", id: "error" }, e.message)];
   }
-  // a control record (a transaction's COMMIT or ABORT marker) is named, not shown as bytes
+  // a control record (a transaction's COMMIT or ABORT marker) is named, not shown as bytes; a
+  // record of an aborted transaction is marked (a read_committed consumer never sees it)
   const rows = m.messages.map((r) => [
-    el("span", {}, r.offset, r.transactional ? el("span", { class: "muted", title: "written in a transaction" }, " txn") : null),
+    el(
+      "span",
+      {},
+      r.offset,
+      r.transactional ? el("span", { class: "muted", title: "written in a transaction" }, " txn") : null,
+      r.aborted ? el("span", { class: "bad aborted", title: "its transaction aborted" }, " aborted") : null,
+    ),
     time(r.timestamp),
-    r.control ? "" : data(r.key),
-    r.control ? el("span", { class: "muted control" }, `control record: ${r.control}`) : data(r.value),
+    r.control ? "" : viewed(r.key, view),
+    r.control ? el("span", { class: "muted control" }, `control record: ${r.control}`) : viewed(r.value, view),
     r.headers.map((h) => el("div", {}, `${h.key}: `, data(h.value))),
   ]);
-  const last = m.messages.length ? m.messages[m.messages.length - 1].offset : null;
   const more =
-    last !== null && last + 1 < m.highWatermark
-      ? el("a", { id: "next-page", href: here + new URLSearchParams({ partition, offset: last + 1, limit }) }, "Next page")
+    m.nextOffset < m.highWatermark
+      ? el("a", { id: "next-page", href: here + nextQuery(asked, m.nextOffset) }, "Next page")
       : null;
   const list = table("messages", ["Offset", "Timestamp", "Key", "Value", "Headers"], rows, [0]);
-  for (const row of list.tBodies[0].rows) for (const i of [2, 3, 4]) row.cells[i].classList.add("data");
+  m.messages.forEach((r, i) => {
+    const row = list.tBodies[0].rows[i];
+    for (const cell of [2, 3, 4]) row.cells[cell].classList.add("data");
+    if (r.aborted) row.classList.add("aborted");
+    if (r.control) row.classList.add("control");
+  });
+  const looked = m.filter ? ` ${m.scanned} records looked through for "${m.filter}".` : "";
   return [
     ...heading,
-    el("p", { class: "muted" }, `Partition ${m.partition}: log start ${m.logStartOffset}, high watermark ${m.highWatermark}; ${m.messages.length} shown.`),
+    el("p", { class: "muted", id: "messages-summary" }, `Partition ${m.partition}: log start ${m.logStartOffset}, high watermark ${m.highWatermark}; ${m.messages.length} shown.${looked}`),
     list,
     more,
   ];
+}
+
+// the query of the page after this one: the same, from ``offset`` (not from a time)
+function nextQuery(asked, offset) {
+  const next = new URLSearchParams(asked);
+  next.delete("timestamp");
+  next.set("offset", offset);
+  return next;
 }
 
 // a partition's segments on disk (seglog brokers only), drawn to scale by their bytes; a
