@@ -19,7 +19,18 @@ from seglog.console import start
 from seglog.console.figures import SHOWN_CHARS
 
 from ..broker.conftest import wait_for
-from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, value_of
+from .conftest import (
+    BINARY,
+    COMMITTED,
+    GROUP,
+    PRODUCED,
+    SCRIPT,
+    STEP_MS,
+    TOPIC,
+    begin_transaction,
+    filled_topic,
+    value_of,
+)
 
 
 def get(server: Any, path: str) -> tuple[int, Any]:
@@ -366,3 +377,61 @@ def test_a_filter_keeps_the_records_whose_key_or_value_holds_the_text(console):
     assert offsets == [0, 1] and found["nextOffset"] == 2 and found["filter"] == "key-0"
     offsets, found = shown("filter=nowhere")
     assert offsets == [] and found["scanned"] == PRODUCED[0] and found["nextOffset"] == PRODUCED[0]
+
+
+def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return tuple(reader.get_watermark_offsets(KafkaPartition(topic, partition), timeout=30))
+    finally:
+        reader.close()
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = reader.committed([KafkaPartition(topic, p) for p in range(partitions)], timeout=30)
+        return [tp.offset for tp in found]
+    finally:
+        reader.close()
+
+
+def test_delete_records_below_an_offset_or_the_leaders_refusal(console, read_only_console, cluster):
+    filled_topic(cluster.bootstrap, "trimmed", 5)
+    assert post(read_only_console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": 2})[0] == 403
+    assert _watermarks(cluster.bootstrap, "trimmed", 0) == (0, 5)
+    done = post(console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": 2})
+    assert done == (200, {"topic": "trimmed", "partition": 0, "lowWatermark": 2})
+    assert _watermarks(cluster.bootstrap, "trimmed", 0) == (2, 5)
+    status, refused = post(console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": 9})
+    assert status == 400 and "OFFSET_OUT_OF_RANGE" in refused["error"], refused
+    assert post(console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": -1})[1]["lowWatermark"] == 5
+    assert post(console, "api/topics/trimmed/delete-records", {"offset": 1})[0] == 400  # which partition?
+    assert post(console, "api/topics/no-such/delete-records", {"partition": 0, "offset": 1})[0] == 404
+
+
+def test_reset_a_groups_offsets_only_when_it_is_empty(console, read_only_console, cluster):
+    settings = {"bootstrap.servers": cluster.bootstrap, "group.id": "resettable", "enable.auto.commit": False}
+    committer = Consumer(settings)
+    committer.commit(offsets=[KafkaPartition(TOPIC, p, 1) for p in PRODUCED], asynchronous=False)
+    committer.close()
+    path = "api/groups/resettable/reset-offsets"
+    assert post(read_only_console, path, {"to": "earliest"})[0] == 403
+    status, done = post(console, path, {"to": "latest"})
+    assert status == 200, done
+    assert [o["offset"] for o in done["offsets"]] == list(PRODUCED.values())
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == list(PRODUCED.values())
+    assert post(console, path, {"to": "earliest"})[0] == 200
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == [0, 0, 0]
+    assert post(console, path, {"to": "offset", "offset": 4, "topic": TOPIC})[0] == 200
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == [min(4, n) for n in PRODUCED.values()]
+    at = cluster.first_timestamp + STEP_MS * 2  # offset 2 of each partition
+    assert post(console, path, {"to": "timestamp", "timestamp": at})[0] == 200
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == [2, 2, 2]
+    # a group with a member is refused, as kafka-consumer-groups.sh refuses it
+    status, refused = post(console, f"api/groups/{GROUP}/reset-offsets", {"to": "earliest"})
+    assert status == 409
+    assert "can only be reset if the group 'billing' is inactive, but the current state is Stable" in refused["error"]
+    for bad, why in [({"to": "yesterday"}, "to is one of"), ({"to": "offset"}, "needs offset"), ({}, "to is one of")]:
+        status, refused = post(console, path, bad)
+        assert status == 400 and why in refused["error"], (bad, refused)

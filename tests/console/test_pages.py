@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.console import start
 
-from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, filled_topic, open_page
 
 
 def cells(page: Any, table: str, column: int) -> list[str]:
@@ -233,3 +233,50 @@ def test_messages_as_json_filtered_with_aborted_records_marked(page, console, cl
     page.locator("#browse select[name=view]").select_option("hex")
     page.locator("#browse button").click()
     expect(rows.nth(0).locator("td").nth(3).locator(".hex")).to_have_text(b"not json".hex())
+
+
+def test_delete_records_through_the_topic_page(page, console, cluster):
+    from playwright.sync_api import expect
+
+    filled_topic(cluster.bootstrap, "trimmed-in-page", 4)
+    open_page(page, console, "#/topics/trimmed-in-page", "topicPage")
+    question = "Delete the records of trimmed-in-page-0 below offset 3? They cannot be brought back."
+    act(page, "delete-records", {"partition": "0", "offset": "3"}, question)
+    expect(page.locator("#delete-records-done")).to_have_text("Partition 0 of trimmed-in-page starts at offset 3.")
+    expect(page.locator("#partitions tbody tr td").nth(4)).to_have_text("3")  # its log start, drawn again
+    act(page, "delete-records", {"partition": "0", "offset": "10"})  # past the high watermark: refused
+    expect(page.locator("#delete-records-error")).to_contain_text("OFFSET_OUT_OF_RANGE")
+
+
+def test_reset_a_groups_offsets_through_its_page(page, console, cluster):
+    from playwright.sync_api import expect
+
+    settings = {"bootstrap.servers": cluster.bootstrap, "group.id": "reset-in-page", "enable.auto.commit": False}
+    committer = Consumer(settings)
+    committer.commit(offsets=[KafkaPartition(TOPIC, p, 0) for p in PRODUCED], asynchronous=False)
+    committer.close()
+    open_page(page, console, "#/groups/reset-in-page", "groupPage")
+    expect(page.locator("#total-lag")).to_have_text(str(sum(PRODUCED.values())))
+    page.locator("#reset-offsets select[name=to]").select_option("latest")
+    asked = "Reset group reset-in-page's offsets of every topic it committed to the high watermark?"
+    act(page, "reset-offsets", {}, asked)
+    expect(page.locator("#reset-offsets-done")).to_have_text("Reset 3 offsets of group reset-in-page.")
+    expect(page.locator("#total-lag")).to_have_text("0")
+    page.locator("#reset-offsets select[name=to]").select_option("offset")
+    act(page, "reset-offsets", {"at": "1", "topic": TOPIC}, f"of topic {TOPIC} to offset 1?")
+    expect(page.locator("#total-lag")).to_have_text(str(sum(n - 1 for n in PRODUCED.values())))
+    # a group with a member: refused, the broker-side reason shown
+    open_page(page, console, f"#/groups/{GROUP}", "groupPage")
+    act(page, "reset-offsets", {})
+    expect(page.locator("#reset-offsets-error")).to_contain_text("the current state is Stable")
+
+
+def test_a_read_only_console_has_no_delete_nor_reset_forms(page, read_only_console):
+    from playwright.sync_api import expect
+
+    open_page(page, read_only_console, f"#/groups/{GROUP}", "groupPage")
+    expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
+    expect(page.locator("#reset-offsets")).to_have_count(0)
+    open_page(page, read_only_console, f"#/topics/{TOPIC}", "topicPage")
+    expect(page.locator("#partitions tbody tr")).to_have_count(len(PRODUCED))
+    expect(page.locator("#delete-records")).to_have_count(0)

@@ -18,6 +18,7 @@ from ..client import (
     FetchedPartition,
     MetadataTopic,
     check,
+    check_partition,
     topics_by_name,
 )
 from ..common import TopicPartition
@@ -36,6 +37,8 @@ from ..protocol.message_data import (
     CreatePartitionsResponseData,
     CreateTopicsRequestData,
     CreateTopicsResponseData,
+    DeleteRecordsRequestData,
+    DeleteRecordsResponseData,
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeLogDirsRequestData,
@@ -47,7 +50,9 @@ from ..protocol.message_data import (
 from ..records import BatchIterator, ControlRecordType, EndTransactionMarker, Record, parse_control_record
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..tools.consumer_groups import (
+    INACTIVE_STATES,
     assigned_partitions,
+    commit_offsets,
     committed_offsets,
     consumer_groups,
     describe_group,
@@ -294,6 +299,28 @@ def alter_configs(client: ClusterClient, body: dict[str, Any], timeout_ms: int, 
     return {"name": name, "set": changed, "delete": deleted}
 
 
+def delete_records(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, name: str) -> dict[str, Any]:
+    """Delete the records of partition ``body["partition"]`` of topic ``name`` below offset
+    ``body["offset"]`` (-1: its high watermark, as kafka-delete-records.sh takes it) with
+    DeleteRecords; the leader's refusal (an offset past the high watermark) is raised."""
+    tp = TopicPartition(name, _int_field(body, "partition", -1))
+    below = _int_field(body, "offset", -2)
+    if tp.partition < 0 or below < -1:
+        raise ConsoleInputError("delete records needs a partition and an offset (-1: the high watermark)")
+
+    def send(leader: Any, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        wanted = DeleteRecordsRequestData.DeleteRecordsPartition(partition_index=tp.partition, offset=below)
+        topics = [DeleteRecordsRequestData.DeleteRecordsTopic(name=name, partitions=[wanted])]
+        # the leader answers by timeout_ms; the client's socket waits as long: half of it, to hear it
+        request = DeleteRecordsRequestData(topics=topics, timeout_ms=timeout_ms // 2)
+        answer: DeleteRecordsResponseData = leader.request(ApiKey.DELETE_RECORDS, request)
+        return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
+
+    _known_topic(client, name)
+    result = check_partition(client.to_leaders([tp], send)[tp], f"cannot delete the records of {tp} below {below}")
+    return {"topic": name, "partition": tp.partition, "lowWatermark": result.low_watermark}
+
+
 def _int_field(body: dict[str, Any], key: str, default: int) -> int:
     value = body.get(key)
     if value is None or value == "":
@@ -381,6 +408,62 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
         ],
         "offsets": offsets,
         "totalLag": sum(o["lag"] or 0 for o in offsets),
+    }
+
+
+RESETS = ("earliest", "latest", "offset", "timestamp")
+
+
+def reset_offsets(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, group_id: str) -> dict[str, Any]:
+    """Commit new offsets for a group, as ``kafka-consumer-groups.sh --reset-offsets --execute``:
+    ``body["to"]`` is earliest, latest, offset (``body["offset"]``, kept within each partition's
+    log start and high watermark) or timestamp (``body["timestamp"]`` ms: the first offset at or
+    after it, else the high watermark), for ``body["topic"]``'s partitions or, without one, every
+    partition the group committed. Refused, as Kafka refuses it, unless the group is empty."""
+    to = body.get("to")
+    if to not in RESETS:
+        raise ConsoleInputError(f"to is one of {', '.join(RESETS)}, not {to!r}")
+    value = _int_field(body, to, -1) if to in ("offset", "timestamp") else 0
+    if value < 0:
+        raise ConsoleInputError(f"a reset to an {to} needs {to}: a whole number from 0")
+    topic = body.get("topic") or None
+    if topic is not None and not isinstance(topic, str):
+        raise ConsoleInputError("topic is a topic's name")
+    return client.retrying(lambda: _reset(client, group_id, to, value, topic))
+
+
+def _reset(client: ClusterClient, group_id: str, to: str, value: int, topic: str | None) -> dict[str, Any]:
+    _, coordinator = client.coordinator(group_id, CoordinatorType.GROUP)
+    state = describe_group(coordinator, group_id).group_state
+    if state not in INACTIVE_STATES:  # Kafka's words (ConsumerGroupCommand)
+        raise error_for(
+            ErrorCode.NON_EMPTY_GROUP,
+            f"Assignments can only be reset if the group '{group_id}' is inactive, but the current state is {state}.",
+        )
+    if topic is not None:
+        found, _ = _known_topic(client, topic)
+        partitions = [
+            TopicPartition(topic, p.partition_index) for p in sorted(found.partitions, key=lambda p: p.partition_index)
+        ]
+    else:
+        partitions = sorted(committed_offsets(coordinator, group_id))
+    if not partitions:
+        raise ConsoleInputError(f"group {group_id} committed no offsets: name a topic to reset")
+    earliest = _offsets(client, partitions, EARLIEST_TIMESTAMP)
+    latest = _offsets(client, partitions, LATEST_TIMESTAMP)
+    if to == "earliest":
+        new = earliest
+    elif to == "latest":
+        new = latest
+    elif to == "offset":
+        new = {tp: min(max(value, earliest[tp]), latest[tp]) for tp in partitions}
+    else:
+        found_at = _offsets(client, partitions, value)
+        new = {tp: found_at[tp] if found_at[tp] >= 0 else latest[tp] for tp in partitions}
+    commit_offsets(coordinator, group_id, new)
+    return {
+        "group": group_id,
+        "offsets": [{"topic": tp.topic, "partition": tp.partition, "offset": new[tp]} for tp in partitions],
     }
 
 

@@ -154,6 +154,12 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 action, status = partial(figures.add_partitions, name=name), HTTPStatus.OK
             case ["topics", name, "configs"] if name:
                 action, status = partial(figures.alter_configs, name=name), HTTPStatus.OK
+            case ["topics", name, "delete-records"] if name:
+                action, status = partial(figures.delete_records, name=name), HTTPStatus.OK
+            case ["groups", *_, "reset-offsets"] if len(parts) > 2:
+                # a group id may hold a slash (sent as %2F): all between groups/ and the action is the id
+                group_id = unquote(path.removeprefix("groups/").removesuffix("/reset-offsets"))
+                action, status = partial(figures.reset_offsets, group_id=group_id), HTTPStatus.OK
             case _:
                 self._error(HTTPStatus.NOT_FOUND, f"nothing to POST to at {self.path}")
                 return
@@ -324,7 +330,7 @@ def _status(error: SeglogError) -> HTTPStatus:
         return HTTPStatus.NOT_IMPLEMENTED
     if error.error_code in NOT_FOUND_CODES:
         return HTTPStatus.NOT_FOUND
-    if error.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+    if error.error_code in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.NON_EMPTY_GROUP):
         return HTTPStatus.CONFLICT
     if isinstance(error, BrokerNotAvailableError):
         return HTTPStatus.BAD_GATEWAY

@@ -173,7 +173,9 @@ async function route(refreshing = false) {
 function refreshLater(mine, view) {
   setTimeout(() => {
     if (mine !== drawing) return;
-    const typing = [...view.querySelectorAll("form.action input")].some((i) => i.value || i === document.activeElement);
+    const typing =
+      [...view.querySelectorAll("form.action input")].some((i) => i.value || i === document.activeElement) ||
+      [...view.querySelectorAll("form.action select")].some((s) => s.selectedIndex > 0 || s === document.activeElement);
     const asking = [...view.querySelectorAll(".confirm")].some((box) => !box.hidden);
     if (typing || asking) refreshLater(mine, view);
     else route(true);
@@ -311,7 +313,7 @@ function actionForm({ id, title, fields, button, question, run }) {
   const form = el(
     "form",
     { id, class: "inline action" },
-    fields.map(([label, name, attrs]) => el("label", {}, label, el("input", { name, ...attrs }))),
+    fields.map(([label, name, attrs]) => el("label", {}, label, field(name, attrs))),
     el("button", { type: "submit", id: `${id}-button` }, button),
   );
   form.addEventListener("submit", (event) => {
@@ -342,6 +344,12 @@ function actionForm({ id, title, fields, button, question, run }) {
   sessionStorage.removeItem(`done:${id}`);
   if (done) message.append(el("p", { class: "ok", id: `${id}-done` }, done));
   return el("section", { class: "action" }, el("h2", {}, title), form, confirmBox, message);
+}
+
+// an action's field: a choice among ``options`` ([value, label]), else an input
+function field(name, { options, ...attrs }) {
+  if (!options) return el("input", { name, ...attrs });
+  return el("select", { name, ...attrs }, options.map(([value, label]) => el("option", { value }, label)));
 }
 
 function post(path, body) {
@@ -393,7 +401,47 @@ function topicActions(name, partitions) {
       return v.value ? `Set ${v.key} = ${v.value}.` : `Removed the topic's own ${v.key}.`;
     },
   });
-  return [grow, alter];
+  const trim = actionForm({
+    id: "delete-records",
+    title: "Delete records",
+    fields: [
+      ["Partition", "partition", { type: "number", min: 0, required: true }],
+      ["Below offset", "offset", { type: "number", min: -1, required: true, placeholder: "-1: high watermark" }],
+    ],
+    button: "Delete records…",
+    question: (v) =>
+      `Delete the records of ${name}-${v.partition} below offset ${v.offset === "-1" ? "its high watermark" : v.offset}? ` +
+      "They cannot be brought back.",
+    run: async (v) => {
+      const done = await post(path + "/delete-records", v);
+      return `Partition ${done.partition} of ${name} starts at offset ${done.lowWatermark}.`;
+    },
+  });
+  return [grow, alter, trim];
+}
+
+function resetOffsetsForm(id) {
+  const to = { earliest: "the log start", latest: "the high watermark" };
+  return actionForm({
+    id: "reset-offsets",
+    title: "Reset offsets",
+    fields: [
+      ["To", "to", { options: [["earliest", "earliest"], ["latest", "latest"], ["offset", "an offset"], ["timestamp", "a time"]] }],
+      ["Offset or time", "at", { placeholder: "123, or 2026-12-06T23:05:00Z" }],
+      ["Topic", "topic", { placeholder: "every committed topic" }],
+    ],
+    button: "Reset offsets…",
+    question: (v) =>
+      `Reset group ${id}'s offsets of ${v.topic ? "topic " + v.topic : "every topic it committed"} to ` +
+      `${to[v.to] || `${v.to} ${v.at}`}? Its consumers will read from there.`,
+    run: async (v) => {
+      const body = { to: v.to, topic: v.topic || null };
+      if (v.to === "offset") body.offset = v.at;
+      if (v.to === "timestamp") body.timestamp = typedTime(v.at);
+      const done = await post(`groups/${encodeURIComponent(id)}/reset-offsets`, body);
+      return `Reset ${done.offsets.length} offsets of group ${id}.`;
+    },
+  });
 }
 
 async function topicPage(encoded) {
@@ -696,6 +744,7 @@ async function groupPage(encoded) {
     table("members", ["Member", "Client", "Host", "Assignment"], members),
     el("h2", {}, "Offsets and lag"),
     table("offsets", ["Topic", "Partition", "Committed", "High watermark", "Lag", "Member"], offsets, [1, 2, 3, 4]),
+    consoleInfo.readOnly ? null : resetOffsetsForm(id),
   ];
 }
 groupPage.refresh = true;
