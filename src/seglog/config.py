@@ -598,9 +598,51 @@ BROKER_KEYS.update(
         ),
     )
 )
+# SASL (Kafka's BrokerSecurityConfigs and SaslConfigs)
+BROKER_KEYS.update(
+    (k.name, k)
+    for k in (
+        Key(
+            "sasl.enabled.mechanisms",
+            _list,
+            ("GSSAPI",),
+            "The SASL mechanisms a SASL listener offers; seglog serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512.",
+        ),
+        Key(
+            "sasl.mechanism.inter.broker.protocol",
+            str,
+            "GSSAPI",
+            "The SASL mechanism brokers authenticate to each other with.",
+        ),
+        Key(
+            "sasl.jaas.config",
+            str,
+            None,
+            "A JAAS login module, set per listener and mechanism as "
+            'listener.name.<listener>.<mechanism>.sasl.jaas.config (PLAIN\'s users: user_<name>="<password>").',
+            secret=True,
+        ),
+        Key(
+            "connections.max.reauth.ms",
+            _int,
+            0,
+            "A SASL session's lifetime: past it a connection closes unless it re-authenticated (0: forever).",
+            minimum=0,
+        ),
+        Key(
+            "connection.failed.authentication.delay.ms",
+            _int32,
+            100,
+            "How long a failed authentication waits before its answer and the connection's close.",
+            minimum=0,
+        ),
+    )
+)
 # Keys a listener may override for itself as listener.name.<name in lowercase>.<key>
 LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
 _LISTENER_PREFIX = "listener.name."
+# keys set per listener and SASL mechanism: listener.name.<listener>.<mechanism>.<key>
+_MECHANISM_KEYS = ("sasl.jaas.config",)
 
 
 def listener_override(name: str) -> tuple[str, Key] | None:
@@ -609,6 +651,9 @@ def listener_override(name: str) -> tuple[str, Key] | None:
     if not name.startswith(_LISTENER_PREFIX):
         return None
     listener, _, base = name[len(_LISTENER_PREFIX) :].partition(".")
+    mechanism, _, rest = base.partition(".")
+    if rest in _MECHANISM_KEYS:  # listener.name.<listener>.<mechanism>.sasl.jaas.config: the pair is the "listener"
+        listener, base = f"{listener}.{mechanism}", rest
     key = BROKER_KEYS.get(base)
     if not listener or key is None or not base.startswith(LISTENER_KEY_PREFIXES):
         return None

@@ -526,6 +526,24 @@ class NoReassignmentInProgressError(SeglogError):
     error_code = ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
 
 
+# --- security ---------------------------------------------------------------------
+
+
+class SaslAuthenticationError(SeglogError):
+    """A SASL exchange that failed: its message is what the client is told (Kafka's
+    ``SaslAuthenticationException``), and names no secret."""
+
+    error_code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+class UnsupportedSaslMechanismError(SeglogError):
+    error_code = ErrorCode.UNSUPPORTED_SASL_MECHANISM
+
+
+class IllegalSaslStateError(SeglogError):
+    error_code = ErrorCode.ILLEGAL_SASL_STATE
+
+
 # --- any other code ---------------------------------------------------------------
 
 

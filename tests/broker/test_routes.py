@@ -25,7 +25,7 @@ def test_ranges_are_cut_to_what_the_protocol_package_handles() -> None:
 def test_an_api_without_a_schema_or_a_version_in_common_is_left_out() -> None:
     high = supported_versions(ApiKey.PRODUCE)[1]
     table = routing_table(
-        {ApiKey.SASL_AUTHENTICATE: Route(_handler, (0, 2))},  # no schema declared
+        {ApiKey.EXPIRE_DELEGATION_TOKEN: Route(_handler, (0, 2))},  # no schema declared
         {ApiKey.PRODUCE: Route(_handler, (high + 1, high + 3))},
     )
     assert table == {}
@@ -81,6 +81,10 @@ KAFKA_3_9 = {
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 1),
+    ApiKey.SASL_HANDSHAKE: (0, 1),
+    ApiKey.SASL_AUTHENTICATE: (0, 2),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 

@@ -168,7 +168,7 @@ def test_supported_versions() -> None:
     assert supported_versions(ApiKey.API_VERSIONS) == (0, 4)
     assert supported_versions(ApiKey.FETCH) == (0, 17)
     with pytest.raises(UnsupportedVersionError):
-        supported_versions(ApiKey.SASL_HANDSHAKE)
+        supported_versions(ApiKey.CREATE_DELEGATION_TOKEN)
 
 
 @given(st.integers(0, 2**32 - 1))

@@ -130,7 +130,13 @@ def test_records_length_past_the_frame() -> None:
 
 
 def test_unknown_api_keys_and_versions_keep_the_correlation_id() -> None:
-    for api_key, version in ((999, 0), (-1, 0), (ApiKey.SASL_HANDSHAKE, 0), (ApiKey.PRODUCE, 12), (ApiKey.FETCH, -1)):
+    for api_key, version in (
+        (999, 0),
+        (-1, 0),
+        (ApiKey.EXPIRE_DELEGATION_TOKEN, 0),
+        (ApiKey.PRODUCE, 12),
+        (ApiKey.FETCH, -1),
+    ):
         with pytest.raises(UnsupportedVersionError) as info:
             decode_request(_header(api_key, version) + b"\0" * 40)
         error = info.value

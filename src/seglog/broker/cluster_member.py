@@ -19,7 +19,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+import urllib.parse
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..client import BlockingConnection
@@ -63,6 +64,8 @@ class ClusterMember:
         self.channel = ControllerChannelManager(self.listeners.inter_broker)
         self.controller: KafkaController | None = None
         self._config_change_seen = ""
+        # called with a user's name when its /config/users znode changed (the broker's SCRAM credentials)
+        self.user_config_listeners: list[Callable[[str], None]] = []
 
     @property
     def broker_epoch(self) -> int:
@@ -202,5 +205,8 @@ class ClusterMember:
                 kind, _, topic = znodes.decode_config_change(found[0]).partition("/")
                 if kind == "topics":
                     self.replicas.apply_topic_config(topic, validate_topic_config(self.zk.get_topic_config(topic)))
+                elif kind == "users":
+                    for listener in self.user_config_listeners:
+                        listener(urllib.parse.unquote(topic))
             except SeglogError:
                 log.exception("config change %s not applied", change)

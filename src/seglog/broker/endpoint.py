@@ -20,8 +20,6 @@ from ..config import SECURITY_PROTOCOLS, BrokerConfig
 from ..errors import InvalidConfigurationError
 
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
-# the protocols seglog serves so far (SASL comes with its handshake)
-SERVED_PROTOCOLS = ("PLAINTEXT", "SSL")
 
 
 class EndPoint(NamedTuple):
@@ -110,11 +108,6 @@ def broker_listeners(config: BrokerConfig) -> Listeners:
             raise InvalidConfigurationError(
                 f"listeners: listener {endpoint.listener} has no security protocol in listener.security.protocol.map "
                 f"(which names {', '.join(protocols)})"
-            )
-        if protocol not in SERVED_PROTOCOLS:
-            raise InvalidConfigurationError(
-                f"listeners: listener {endpoint.listener} uses {protocol}, which seglog does not support yet "
-                f"(it serves {', '.join(SERVED_PROTOCOLS)})"
             )
     advertised = {e.listener: e for e in parse_endpoints(config["advertised.listeners"] or (), "advertised.listeners")}
     names = [e.listener for e in bound]

@@ -38,6 +38,13 @@ Sockets are used directly (non-blocking ``send``, ``recv``), not through transpo
 no write buffer of asyncio's own in between, ``os.sendfile`` can follow the bytes before
 it directly, with an explicit offset that leaves the segment file's position alone.
 
+A SASL listener's connection has an ``Authenticator`` (sasl.py's): the server asks it about
+every request before answering (an unauthenticated client gets nothing but ApiVersions and
+the SASL requests). After SaslHandshake v0 the client's SASL tokens come as bare frames
+(no request header): the reader hands them to the processor, which answers each with the
+authenticator's token, in order with the responses before it. A response the server marks
+``close_after_response`` (a failed authentication) is the connection's last.
+
 A TLS listener's connection has a ``Transport`` (tls.py's): it is read through the
 transport's SSL socket as a plain one is (once its handshake is done), and written
 through the transport, which encrypts what sendfile would have sent. A plaintext
@@ -104,6 +111,18 @@ class Transport(Protocol):
     def write(self, parts: list[Any]) -> list[Any]: ...  # as _write: what is left to write
 
 
+class Authenticator(Protocol):
+    """What a connection of a SASL listener authenticates through (sasl.py's SaslAuthenticator)."""
+
+    @property
+    def raw_tokens(self) -> bool: ...  # the next frames are bare SASL tokens (after SaslHandshake v0)
+
+    def takes(self, request: Request) -> bool: ...  # the request is the authenticator's to answer (or refuse)
+    async def handle(self, request: Request, conn: Connection) -> Any: ...  # its answer; an error closes
+
+    async def token(self, token: bytes, conn: Connection) -> bytes | None: ...  # the answer; None: close
+
+
 # what a read of a TLS socket with nothing to read raises (a plain socket's BlockingIOError)
 _NOTHING_YET = (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError)
 
@@ -147,7 +166,9 @@ class Connection:
         self.sock = sock if self.transport is None else self.transport.sock
         self.server = server
         self.peer = _peer(self.sock)
-        self.principal: Any = None  # who the client authenticated as (a TLS transport's handshake)
+        self.principal: Any = None  # who the client authenticated as (a TLS transport's handshake, SASL)
+        self.authenticator = None if server.authenticator is None else server.authenticator(self.peer)
+        self.close_after_response = False  # the response being sent is the last (a failed authentication)
         self.closed = False
         self.lost = False  # the reader met the end of the stream (or an error): the client is gone
         self.waiting: set[Abandonable] = set()
@@ -264,13 +285,18 @@ class Connection:
             protocol.receive_data(data)  # b"": the end of the stream
         self.server.metrics.bytes_in(n)
         while not self.lost:
-            request = protocol.next_event()
-            if request is NEED_DATA:
+            # after SaslHandshake v0 a frame is a bare SASL token, not a request
+            raw = self.authenticator is not None and self.authenticator.raw_tokens
+            event = protocol.next_token() if raw else protocol.next_event()
+            if event is NEED_DATA:
                 return
-            if request is CLOSED:
+            if event is CLOSED:
                 raise ConnectionClosed
-            assert isinstance(request, Request)
-            self._request_received(request)
+            if isinstance(event, Request):
+                self._request_received(event)
+            else:
+                assert isinstance(event, bytearray)
+                self._push(_Token(bytes(event)))  # answered by the processor, in order
 
     def _request_received(self, request: Request) -> None:
         """A whole request: answered here when nothing is ahead of it and its handler needs
@@ -356,12 +382,14 @@ class Connection:
             finally:
                 self._busy = False
 
-    async def _do(self, job: Request | _Started | _Unsent) -> bool:
+    async def _do(self, job: Request | _Started | _Unsent | _Token) -> bool:
         """One job of the processor; False when the connection must close."""
         if self.protocol.state is State.BROKEN:  # a later frame broke the protocol: nothing more is sent
             return False
         if isinstance(job, _Unsent):
             return await self._send(job.left, job.parts)
+        if isinstance(job, _Token):
+            return await self._answer_token(job.token)
         request = job.request if isinstance(job, _Started) else job
         try:
             if isinstance(job, _Started):
@@ -381,6 +409,16 @@ class Connection:
             return False
         return parts is None or await self._send(parts, parts)
 
+    async def _answer_token(self, token: bytes) -> bool:
+        """A bare SASL token (the v0 exchange) answered with the authenticator's; False when
+        the connection must close (the authentication failed)."""
+        assert self.authenticator is not None
+        answer = await self.authenticator.token(token, self)
+        if answer is None:
+            return False
+        parts = [self.protocol.send_token(answer)]
+        return await self._send(parts, parts)
+
     async def _send(self, left: list[Any], parts: list[Any]) -> bool:
         """``left`` of the response ``parts`` written, waiting for room in the socket as
         needed; False when the connection must close."""
@@ -398,6 +436,8 @@ class Connection:
     def _sent(self, parts: list[Any]) -> None:
         # a response of one part is one bytearray (the protocol encodes any other with its records apart)
         self.server.metrics.bytes_out(len(parts[0]) if len(parts) == 1 else sum(_size(p) for p in parts))
+        if self.close_after_response:
+            self._end_of_stream()
 
     def _write(self, parts: list[Any]) -> list[Any]:
         """As much of ``parts`` as the socket takes now (bytes with send, storage
@@ -488,8 +528,14 @@ class _Unsent(NamedTuple):
     parts: list[Any]
 
 
-# the processor's jobs: a request, a request begun, a response begun, or the end of the stream
-_Job = Request | _Started | _Unsent | None
+class _Token(NamedTuple):
+    """A bare SASL token (after SaslHandshake v0), for the authenticator."""
+
+    token: bytes
+
+
+# the processor's jobs: a request, a request begun, a response begun, a SASL token, or the end of the stream
+_Job = Request | _Started | _Unsent | _Token | None
 
 
 @types.coroutine
@@ -537,7 +583,8 @@ def _peer(sock: socket.socket) -> str:
 
 class SocketServer:
     """Accepts connections on one listener and runs a ``Connection`` for each; ``transport``
-    wraps each accepted socket on a TLS listener."""
+    wraps each accepted socket on a TLS listener, ``authenticator`` authenticates each
+    connection of a SASL listener."""
 
     def __init__(
         self,
@@ -551,9 +598,11 @@ class SocketServer:
         *,
         listener: str = "PLAINTEXT",
         transport: Callable[[socket.socket], Transport] | None = None,
+        authenticator: Callable[[str], Authenticator] | None = None,
     ) -> None:
         self.listener = listener  # its name
         self.transport = transport
+        self.authenticator = authenticator  # a SASL listener's: one for each connection, given its peer
         self.handler = handler
         self.answers_at_once = answers_at_once
         # the versions served, by API key (the routing table's: it may grow while connections are open)

@@ -36,6 +36,15 @@ from .network import Connection, SocketServer
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions
+from .sasl import (
+    SASL_PROTOCOLS,
+    LogDirCredentials,
+    SaslApis,
+    SaslAuthenticator,
+    ScramCredentials,
+    ZkCredentials,
+    listener_sasl,
+)
 from .tls import transport_factory
 from .txn_apis import TxnApis
 
@@ -84,6 +93,10 @@ class KafkaServer:
         self.config = config
         self.metrics = BrokerMetrics()
         self.listeners = broker_listeners(config)
+        # SCRAM credentials: a broker without ZooKeeper keeps them in its log dir
+        standalone = not config["zookeeper.connect"]
+        self.scram: LogDirCredentials | None = LogDirCredentials(config.log_dirs[0]) if standalone else None
+        self.credentials = self.scram.credentials if self.scram is not None else ScramCredentials()
         self.listener = self.listeners.listeners[0].bound  # the first: where tools point their clients
         self.metrics_port = metrics_port
         self.metrics_host = metrics_host
@@ -152,6 +165,7 @@ class KafkaServer:
         """The coordinators, the handlers and the routing table over the replica manager, then
         the listener served and, in a cluster, ZooKeeper joined."""
         host, port = broker.host, broker.port
+        loop = asyncio.get_running_loop()
         await replicas.startup()
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
@@ -179,7 +193,17 @@ class KafkaServer:
                 TRANSACTION_STATE_TOPIC: txn.ensure_state_topic,
             },
         )
-        self._modules = [self._routes(), apis.routes(), admin.routes(), txn.routes(), self.group_apis.routes()]
+        if self.scram is not None:
+            await loop.run_in_executor(None, self.scram.load)
+        sasl_apis = SaslApis(self.credentials, lambda change: loop.run_in_executor(None, change))
+        self._modules = [
+            self._routes(),
+            apis.routes(),
+            admin.routes(),
+            txn.routes(),
+            self.group_apis.routes(),
+            sasl_apis.routes(),
+        ]
         self._route()
         # the coordinators follow their partitions' leadership; deleted topics' offsets go
         replicas.leadership_listeners += [self.groups.on_leadership_change, txn.on_leadership_change]
@@ -206,7 +230,10 @@ class KafkaServer:
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
+        credentials = ZkCredentials(cluster.zk, self.credentials)
+        cluster.user_config_listeners.append(credentials.reload)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
+        await asyncio.get_running_loop().run_in_executor(None, credentials.load)  # after the changes are watched
 
     def _broker_epoch(self) -> int:
         """This broker's registration in ZooKeeper (KIP-380), which AlterPartition carries; -1 before."""
@@ -219,7 +246,12 @@ class KafkaServer:
         return self.cluster.zk.claim_producer_id_block(self.config["broker.id"], BLOCK_SIZE)[1:]
 
     def _socket_server(self, listener: Listener) -> SocketServer:
-        transport = transport_factory(self.config, listener.name) if listener.protocol == "SSL" else None
+        tls = listener.protocol in ("SSL", "SASL_SSL")
+        transport = transport_factory(self.config, listener.name) if tls else None
+        authenticator = None
+        if listener.protocol in SASL_PROTOCOLS:
+            sasl = listener_sasl(self.config, listener.name, self.credentials)
+            authenticator = functools.partial(SaslAuthenticator, sasl)
         return SocketServer(
             listener.bound.host,
             listener.bound.port,
@@ -230,6 +262,7 @@ class KafkaServer:
             _answers_at_once,
             listener=listener.name,
             transport=transport,
+            authenticator=authenticator,
         )
 
     def _served_listeners(self) -> list[tuple[SocketServer, Listener]]:
@@ -285,6 +318,9 @@ class KafkaServer:
         started = time.perf_counter()
         header = request.header
         key = header.api_key
+        authenticator = conn.authenticator
+        if authenticator is not None and authenticator.takes(request):  # SASL's, or refused before it
+            return await authenticator.handle(request, conn)
         context = conn.request_context  # the last request's: a client's id stays what it was, nearly always
         if context is None or context.client_id != (header.client_id or ""):
             context = conn.request_context = RequestContext(

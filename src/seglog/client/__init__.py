@@ -24,14 +24,17 @@ from seglog.client.cluster import (
     topics_by_name,
 )
 from seglog.client.connection import AsyncConnection, BlockingConnection, connect, parse_address
+from seglog.client.security import PLAINTEXT, ClientSecurity, client_security
 
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "PLAINTEXT",
     "READ_COMMITTED",
     "READ_UNCOMMITTED",
     "AsyncConnection",
     "BlockingConnection",
+    "ClientSecurity",
     "ClusterClient",
     "FetchedPartition",
     "ListedOffset",
@@ -41,6 +44,7 @@ __all__ = [
     "check",
     "check_coordinator",
     "check_partition",
+    "client_security",
     "connect",
     "metadata",
     "parse_address",

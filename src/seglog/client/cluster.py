@@ -36,6 +36,7 @@ from ..protocol.message_data import (
     MetadataResponseData,
 )
 from .connection import BlockingConnection, parse_address
+from .security import PLAINTEXT, ClientSecurity
 
 RETRIABLE_LEADER = frozenset(
     {
@@ -156,7 +157,13 @@ class ClusterClient:
     """Connections to the brokers of one cluster, opened as requests need them."""
 
     def __init__(
-        self, bootstrap: str, timeout: float, answer_margin: float = 0.0, *, client_id: str = "seglog"
+        self,
+        bootstrap: str,
+        timeout: float,
+        answer_margin: float = 0.0,
+        *,
+        client_id: str = "seglog",
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         """``bootstrap``: ``host:port[,host:port...]``, tried in turn until one answers;
         ``timeout``: for the whole command's retries; a socket waits ``answer_margin`` longer
@@ -164,6 +171,7 @@ class ClusterClient:
         self.timeout = timeout
         self.deadline = time.monotonic() + timeout
         self.client_id = client_id
+        self.security = security  # every connection's: TLS, SASL
         self._socket_timeout = timeout + answer_margin
         self._servers = bootstrap
         self.bootstrap = self._connect_bootstrap(bootstrap)
@@ -181,11 +189,14 @@ class ClusterClient:
         for i, address in enumerate(addresses):
             host, port = parse_address(address)
             try:
-                return BlockingConnection(host, port, self.client_id, timeout=self._socket_timeout)
+                return self._open(host, port)
             except BrokerNotAvailableError:
                 if i == len(addresses) - 1:
                     raise
         raise AssertionError("unreachable: the last address raises")
+
+    def _open(self, host: str, port: int) -> BlockingConnection:
+        return BlockingConnection(host, port, self.client_id, timeout=self._socket_timeout, security=self.security)
 
     def renew_deadline(self) -> None:
         """Retries from now on go on for ``timeout`` again (a long-lived client's next request)."""
@@ -221,7 +232,7 @@ class ClusterClient:
             for address in candidates:
                 host, port = parse_address(address)
                 try:
-                    return BlockingConnection(host, port, self.client_id, timeout=self._socket_timeout)
+                    return self._open(host, port)
                 except BrokerNotAvailableError:
                     if time.monotonic() + RETRY_BACKOFF_S > self.deadline:
                         raise
@@ -258,9 +269,7 @@ class ClusterClient:
             found = next((b for b in self.metadata([]).brokers if b.node_id == node_id), None)
         if found is None:
             raise BrokerNotAvailableError(f"broker {node_id} is not among the live brokers of the cluster")
-        self._brokers[node_id] = BlockingConnection(
-            found.host, found.port, self.client_id, timeout=self._socket_timeout
-        )
+        self._brokers[node_id] = self._open(found.host, found.port)
         return self._brokers[node_id]
 
     def _forget(self, node_id: int) -> None:
@@ -281,9 +290,7 @@ class ClusterClient:
         check_coordinator(found.error_code, what, found.error_message)
         node = found.node_id
         if node not in self._brokers:
-            self._brokers[node] = BlockingConnection(
-                found.host, found.port, self.client_id, timeout=self._socket_timeout
-            )
+            self._brokers[node] = self._open(found.host, found.port)
         return node, self._brokers[node]
 
     # --- retries -------------------------------------------------------------------------------------

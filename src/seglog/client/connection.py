@@ -8,7 +8,9 @@ Two shapes, for the two kinds of callers:
   again after a failure (a broker's replica fetchers, its AlterPartition and transaction
   marker channels).
 
-Both learn the broker's versions with ApiVersions as they connect, and send each request at
+Both learn the broker's versions with ApiVersions as they connect (over TLS and then
+authenticated with SASL when their ``ClientSecurity`` says so: SaslHandshake v1 and
+SaslAuthenticate, as Kafka's clients), and send each request at
 the highest version both sides speak unless told otherwise. What the protocol refuses (a
 response that does not decode, another correlation id) is InvalidResponseError; a broker
 that cannot be reached, closes the connection or does not answer in time ("no answer within N s") is
@@ -19,11 +21,23 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
+from collections.abc import Generator
 from typing import Any
 
-from ..errors import BrokerNotAvailableError, InvalidResponseError, SeglogError
+from ..errors import (
+    BrokerNotAvailableError,
+    InvalidResponseError,
+    SaslAuthenticationError,
+    SeglogError,
+    UnsupportedVersionError,
+    error_for,
+)
 from ..protocol import CLOSED, NEED_DATA, ApiKey, ClientConnection, Response
 from ..protocol.connection import DEFAULT_MAX_RESPONSE, RECEIVE_CHUNK
+from ..protocol.message_data import SaslAuthenticateRequestData, SaslHandshakeRequestData
+from ..security.sasl import SaslError
+from .security import PLAINTEXT, ClientSecurity
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -35,12 +49,44 @@ def parse_address(address: str) -> tuple[str, int]:
 
 
 def connect(
-    bootstrap: str, *, client_id: str = "seglog", timeout: float = 30.0, source_host: str | None = None
+    bootstrap: str,
+    *,
+    client_id: str = "seglog",
+    timeout: float = 30.0,
+    source_host: str | None = None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> BlockingConnection:
     """A blocking connection to the first broker of a ``--bootstrap-server`` list (``h:p,h:p``)."""
     first = bootstrap.split(",")[0]
     host, port = parse_address(first)
-    return BlockingConnection(host, port, client_id, timeout=timeout, source_host=source_host)
+    return BlockingConnection(host, port, client_id, timeout=timeout, source_host=source_host, security=security)
+
+
+# a request of the SASL exchange: (API, body, version or None for the highest both speak)
+_Step = tuple[ApiKey, Any, int | None]
+
+
+def _sasl_exchange(security: ClientSecurity, versions: ClientConnection) -> Generator[_Step, Any, None]:
+    """The requests that authenticate a connection, each sent by the caller, who sends its
+    answer's body back in; SaslAuthenticationError (or the broker's error) when refused."""
+    if versions.version_for(ApiKey.SASL_HANDSHAKE) < 1:  # v0 sends bare tokens: Kafka 0.10's, not spoken here
+        raise UnsupportedVersionError(
+            "the broker speaks SaslHandshake v0 only (Kafka before 1.0)", api_key=ApiKey.SASL_HANDSHAKE, api_version=0
+        )
+    handshake = yield ApiKey.SASL_HANDSHAKE, SaslHandshakeRequestData(mechanism=security.mechanism), 1
+    if handshake.error_code:
+        offered = ", ".join(handshake.mechanisms) or "none"
+        raise error_for(handshake.error_code, f"the broker offers SASL mechanisms {offered}", security.mechanism)
+    client = security.sasl_client()
+    token: bytes | None = client.first_token()
+    while token is not None:
+        answer = yield ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequestData(auth_bytes=token), None
+        if answer.error_code:
+            raise error_for(answer.error_code, answer.error_message)
+        try:
+            token = client.evaluate(answer.auth_bytes)
+        except SaslError as e:  # the broker's answer did not hold (a server signature not its own)
+            raise SaslAuthenticationError(f"{security.mechanism}: {e}") from None
 
 
 def _bytes(parts: list[Any]) -> list[bytes | bytearray | memoryview]:
@@ -60,6 +106,7 @@ class BlockingConnection:
         timeout: float = 30.0,
         source_host: str | None = None,
         max_response_size: int = DEFAULT_MAX_RESPONSE,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.address = f"{host}:{port}"
         self._timeout = timeout
@@ -69,6 +116,8 @@ class BlockingConnection:
             self._sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
         except OSError as e:
             raise BrokerNotAvailableError(f"cannot connect to {self.address}: {e.strerror or e}") from None
+        if security.ssl_context is not None:
+            self._sock = _wrap(security.ssl_context, self._sock, host, self.address)
         try:
             self._send(self._protocol.api_versions_request()[1])
             versions = self._receive()
@@ -77,9 +126,20 @@ class BlockingConnection:
                 versions = self._receive()
             if self._protocol.versions is None:
                 raise SeglogError(f"{self.address} refused ApiVersions (error {versions.body.error_code})")
+            if security.sasl:
+                self._authenticate(security)
         except BaseException:
             self._sock.close()
             raise
+
+    def _authenticate(self, security: ClientSecurity) -> None:
+        steps = _sasl_exchange(security, self._protocol)
+        try:
+            step = next(steps)
+            while True:
+                step = steps.send(self.request(*step))
+        except StopIteration:
+            return
 
     @property
     def versions(self) -> dict[int, tuple[int, int]]:
@@ -156,11 +216,14 @@ class AsyncConnection:
     request's); anything else (unreachable, closed, no answer in time, no version in common)
     raises BrokerNotAvailableError. Both name the broker's address."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str, timeout_s: float, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security
         self._protocol: ClientConnection | None = None
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -205,7 +268,13 @@ class AsyncConnection:
         self._reader = self._writer = self._protocol = None
 
     async def _connect(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        context = self.security.ssl_context
+        if context is None:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        else:
+            self._reader, self._writer = await asyncio.open_connection(
+                self.host, self.port, ssl=context, server_hostname=self.host
+            )
         self._protocol = ClientConnection(self.client_id)
         answer = await self._exchange(self._protocol.api_versions_request()[1])
         if self._protocol.versions is None:  # the fallback answer at v0: ask again at a version it serves
@@ -214,6 +283,16 @@ class AsyncConnection:
             raise BrokerNotAvailableError(
                 f"{self.host}:{self.port} refused ApiVersions (error {answer.body.error_code})"
             )
+        if self.security.sasl:
+            steps = _sasl_exchange(self.security, self._protocol)
+            try:
+                step = next(steps)
+                while True:
+                    key, body, version = step
+                    version = self._protocol.version_for(key) if version is None else version
+                    step = steps.send((await self._call(key, body, version)).body)
+            except StopIteration:
+                pass
 
     async def _call(self, api_key: ApiKey, body: Any, version: int) -> Response:
         assert self._protocol is not None
@@ -232,6 +311,16 @@ class AsyncConnection:
                 raise BrokerNotAvailableError(f"{self.host}:{self.port} closed the connection")
             assert event is NEED_DATA
             protocol.receive_data(await self._reader.read(RECEIVE_CHUNK))
+
+
+def _wrap(context: ssl.SSLContext, sock: socket.socket, host: str, address: str) -> ssl.SSLSocket:
+    """``sock`` with TLS on, its handshake done; BrokerNotAvailableError naming why when it fails."""
+    try:
+        return context.wrap_socket(sock, server_hostname=host)
+    except (ssl.SSLError, ssl.CertificateError, OSError) as e:
+        sock.close()
+        reason = getattr(e, "reason", None) or getattr(e, "strerror", None) or e
+        raise BrokerNotAvailableError(f"TLS with {address} failed: {reason}") from None
 
 
 def _fallback(body: Any) -> int:

@@ -266,6 +266,17 @@ class ServerConnection(_Framing):
             self._unanswered.append(request.header)
         return request
 
+    def next_token(self) -> bytearray | _Need:
+        """The next frame as it came, not decoded: a SASL token of the v0 exchange (after
+        SaslHandshake v0 the client sends its tokens size-prefixed, without a request header);
+        NEED_DATA, or CLOSED once the peer ended the stream."""
+        return self._next_frame()
+
+    def send_token(self, token: bytes) -> bytes:
+        """A SASL token of the v0 exchange as its frame: size-prefixed, no response header."""
+        self._check_open("send a SASL token")
+        return _SIZE.pack(len(token)) + token
+
     def send_response(self, request: Request, body: Any) -> list[Any]:
         """The response frame to ``request`` as parts to write in order (bytes, and records
         too large to copy: a FileSlice goes by sendfile). Requests are answered in the order

@@ -53,6 +53,8 @@ __all__ = [
     "DescribeGroupsResponseData",
     "ListGroupsRequestData",
     "ListGroupsResponseData",
+    "SaslHandshakeRequestData",
+    "SaslHandshakeResponseData",
     "ApiVersionsRequestData",
     "ApiVersionsResponseData",
     "CreateTopicsRequestData",
@@ -81,6 +83,8 @@ __all__ = [
     "AlterConfigsResponseData",
     "DescribeLogDirsRequestData",
     "DescribeLogDirsResponseData",
+    "SaslAuthenticateRequestData",
+    "SaslAuthenticateResponseData",
     "CreatePartitionsRequestData",
     "CreatePartitionsResponseData",
     "DeleteGroupsRequestData",
@@ -95,6 +99,10 @@ __all__ = [
     "ListPartitionReassignmentsResponseData",
     "OffsetDeleteRequestData",
     "OffsetDeleteResponseData",
+    "DescribeUserScramCredentialsRequestData",
+    "DescribeUserScramCredentialsResponseData",
+    "AlterUserScramCredentialsRequestData",
+    "AlterUserScramCredentialsResponseData",
     "AlterPartitionRequestData",
     "AlterPartitionResponseData",
     "DescribeClusterRequestData",
@@ -2395,6 +2403,37 @@ class ListGroupsResponseData(Message):
             self.group_type = group_type
 
 
+class SaslHandshakeRequestData(Message):
+    """SASL_HANDSHAKE request: API key 17, v0-1."""
+
+    __slots__ = ("mechanism",)
+
+    mechanism: str  # v0+
+
+    def __init__(
+        self,
+        mechanism: str = "",
+    ) -> None:
+        self.mechanism = mechanism
+
+
+class SaslHandshakeResponseData(Message):
+    """SASL_HANDSHAKE response: API key 17, v0-1."""
+
+    __slots__ = ("error_code", "mechanisms")
+
+    error_code: int  # v0+
+    mechanisms: list[str]  # v0+
+
+    def __init__(
+        self,
+        error_code: int = ErrorCode.NONE,
+        mechanisms: list[str] = UNSET,
+    ) -> None:
+        self.error_code = error_code
+        self.mechanisms = [] if mechanisms is UNSET else mechanisms
+
+
 class ApiVersionsRequestData(Message):
     """API_VERSIONS request: API key 18, v0-4, flexible v3+."""
 
@@ -3831,6 +3870,43 @@ class DescribeLogDirsResponseData(Message):
             self.is_future_key = is_future_key
 
 
+class SaslAuthenticateRequestData(Message):
+    """SASL_AUTHENTICATE request: API key 36, v0-2, flexible v2+."""
+
+    __slots__ = ("auth_bytes",)
+
+    auth_bytes: bytes  # v0+
+
+    def __init__(
+        self,
+        auth_bytes: bytes = b"",
+    ) -> None:
+        self.auth_bytes = auth_bytes
+
+
+class SaslAuthenticateResponseData(Message):
+    """SASL_AUTHENTICATE response: API key 36, v0-2, flexible v2+."""
+
+    __slots__ = ("error_code", "error_message", "auth_bytes", "session_lifetime_ms")
+
+    error_code: int  # v0+
+    error_message: str | None  # v0+, nullable v0+
+    auth_bytes: bytes  # v0+
+    session_lifetime_ms: int  # v1+
+
+    def __init__(
+        self,
+        error_code: int = ErrorCode.NONE,
+        error_message: str | None = "",
+        auth_bytes: bytes = b"",
+        session_lifetime_ms: int = 0,
+    ) -> None:
+        self.error_code = error_code
+        self.error_message = error_message
+        self.auth_bytes = auth_bytes
+        self.session_lifetime_ms = session_lifetime_ms
+
+
 class CreatePartitionsRequestData(Message):
     """CREATE_PARTITIONS request: API key 37, v0-3, flexible v2+."""
 
@@ -4448,6 +4524,188 @@ class OffsetDeleteResponseData(Message):
         ) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
+
+
+class DescribeUserScramCredentialsRequestData(Message):
+    """DESCRIBE_USER_SCRAM_CREDENTIALS request: API key 50, v0, flexible v0+."""
+
+    __slots__ = ("users",)
+
+    users: list[DescribeUserScramCredentialsRequestData.UserName] | None  # v0+, nullable v0+
+
+    def __init__(
+        self,
+        users: list[DescribeUserScramCredentialsRequestData.UserName] | None = UNSET,
+    ) -> None:
+        self.users = [] if users is UNSET else users
+
+    class UserName(Message):
+        """An item of DescribeUserScramCredentialsRequestData.users."""
+
+        __slots__ = ("name",)
+
+        name: str  # v0+
+
+        def __init__(
+            self,
+            name: str = "",
+        ) -> None:
+            self.name = name
+
+
+class DescribeUserScramCredentialsResponseData(Message):
+    """DESCRIBE_USER_SCRAM_CREDENTIALS response: API key 50, v0, flexible v0+."""
+
+    __slots__ = ("throttle_time_ms", "error_code", "error_message", "results")
+
+    throttle_time_ms: int  # v0+
+    error_code: int  # v0+
+    error_message: str | None  # v0+, nullable v0+
+    results: list[DescribeUserScramCredentialsResponseData.DescribeUserScramCredentialsResult]  # v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        error_code: int = ErrorCode.NONE,
+        error_message: str | None = "",
+        results: list[DescribeUserScramCredentialsResponseData.DescribeUserScramCredentialsResult] = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.results = [] if results is UNSET else results
+
+    class DescribeUserScramCredentialsResult(Message):
+        """An item of DescribeUserScramCredentialsResponseData.results."""
+
+        __slots__ = ("user", "error_code", "error_message", "credential_infos")
+
+        user: str  # v0+
+        error_code: int  # v0+
+        error_message: str | None  # v0+, nullable v0+
+        credential_infos: list[DescribeUserScramCredentialsResponseData.CredentialInfo]  # v0+
+
+        def __init__(
+            self,
+            user: str = "",
+            error_code: int = ErrorCode.NONE,
+            error_message: str | None = "",
+            credential_infos: list[DescribeUserScramCredentialsResponseData.CredentialInfo] = UNSET,
+        ) -> None:
+            self.user = user
+            self.error_code = error_code
+            self.error_message = error_message
+            self.credential_infos = [] if credential_infos is UNSET else credential_infos
+
+    class CredentialInfo(Message):
+        """An item of DescribeUserScramCredentialsResponseData.DescribeUserScramCredentialsResult.credential_infos."""
+
+        __slots__ = ("mechanism", "iterations")
+
+        mechanism: int  # v0+
+        iterations: int  # v0+
+
+        def __init__(
+            self,
+            mechanism: int = 0,
+            iterations: int = 0,
+        ) -> None:
+            self.mechanism = mechanism
+            self.iterations = iterations
+
+
+class AlterUserScramCredentialsRequestData(Message):
+    """ALTER_USER_SCRAM_CREDENTIALS request: API key 51, v0, flexible v0+."""
+
+    __slots__ = ("deletions", "upsertions")
+
+    deletions: list[AlterUserScramCredentialsRequestData.ScramCredentialDeletion]  # v0+
+    upsertions: list[AlterUserScramCredentialsRequestData.ScramCredentialUpsertion]  # v0+
+
+    def __init__(
+        self,
+        deletions: list[AlterUserScramCredentialsRequestData.ScramCredentialDeletion] = UNSET,
+        upsertions: list[AlterUserScramCredentialsRequestData.ScramCredentialUpsertion] = UNSET,
+    ) -> None:
+        self.deletions = [] if deletions is UNSET else deletions
+        self.upsertions = [] if upsertions is UNSET else upsertions
+
+    class ScramCredentialDeletion(Message):
+        """An item of AlterUserScramCredentialsRequestData.deletions."""
+
+        __slots__ = ("name", "mechanism")
+
+        name: str  # v0+
+        mechanism: int  # v0+
+
+        def __init__(
+            self,
+            name: str = "",
+            mechanism: int = 0,
+        ) -> None:
+            self.name = name
+            self.mechanism = mechanism
+
+    class ScramCredentialUpsertion(Message):
+        """An item of AlterUserScramCredentialsRequestData.upsertions."""
+
+        __slots__ = ("name", "mechanism", "iterations", "salt", "salted_password")
+
+        name: str  # v0+
+        mechanism: int  # v0+
+        iterations: int  # v0+
+        salt: bytes  # v0+
+        salted_password: bytes  # v0+
+
+        def __init__(
+            self,
+            name: str = "",
+            mechanism: int = 0,
+            iterations: int = 0,
+            salt: bytes = b"",
+            salted_password: bytes = b"",
+        ) -> None:
+            self.name = name
+            self.mechanism = mechanism
+            self.iterations = iterations
+            self.salt = salt
+            self.salted_password = salted_password
+
+
+class AlterUserScramCredentialsResponseData(Message):
+    """ALTER_USER_SCRAM_CREDENTIALS response: API key 51, v0, flexible v0+."""
+
+    __slots__ = ("throttle_time_ms", "results")
+
+    throttle_time_ms: int  # v0+
+    results: list[AlterUserScramCredentialsResponseData.AlterUserScramCredentialsResult]  # v0+
+
+    def __init__(
+        self,
+        throttle_time_ms: int = 0,
+        results: list[AlterUserScramCredentialsResponseData.AlterUserScramCredentialsResult] = UNSET,
+    ) -> None:
+        self.throttle_time_ms = throttle_time_ms
+        self.results = [] if results is UNSET else results
+
+    class AlterUserScramCredentialsResult(Message):
+        """An item of AlterUserScramCredentialsResponseData.results."""
+
+        __slots__ = ("user", "error_code", "error_message")
+
+        user: str  # v0+
+        error_code: int  # v0+
+        error_message: str | None  # v0+, nullable v0+
+
+        def __init__(
+            self,
+            user: str = "",
+            error_code: int = ErrorCode.NONE,
+            error_message: str | None = "",
+        ) -> None:
+            self.user = user
+            self.error_code = error_code
+            self.error_message = error_message
 
 
 class AlterPartitionRequestData(Message):

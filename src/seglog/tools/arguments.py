@@ -16,6 +16,10 @@ import argparse
 from collections.abc import Callable
 from typing import NoReturn
 
+from ..broker.properties import parse_properties
+from ..client import PLAINTEXT, ClientSecurity, client_security
+from ..errors import InvalidConfigurationError
+
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
 USAGE_EXIT = 2  # argparse's own, for every mistake in the command line
@@ -90,3 +94,29 @@ def _split_outside_brackets(text: str) -> list[str]:
             start = i + 1
     parts.append(text[start:])
     return [p for p in parts if p.strip()]
+
+
+def add_bootstrap_server(p: argparse.ArgumentParser, help: str = "the broker to talk to") -> None:
+    """``--bootstrap-server`` and, as Kafka's tools take it beside, ``--command-config``."""
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help=help)
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="client properties: security.protocol, sasl.mechanism, sasl.username/password or sasl.jaas.config, ssl.*",
+    )
+
+
+def command_security(args: argparse.Namespace) -> ClientSecurity:
+    """The security settings of ``--command-config`` (plaintext without one)."""
+    path = getattr(args, "command_config", None)
+    if path is None:
+        return PLAINTEXT
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise InvalidConfigurationError(f"--command-config: cannot read {path}: {e.strerror}") from None
+    try:
+        return client_security(parse_properties(text, path))
+    except InvalidConfigurationError as e:
+        raise e.at(file=path) from None

@@ -41,7 +41,7 @@ from ..protocol.message_data import (
 )
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from . import CLIENT_ID
-from .arguments import UsageError, int_between
+from .arguments import UsageError, add_bootstrap_server, command_security, int_between
 from .remote import list_offsets
 
 MISSING = "-"
@@ -51,7 +51,7 @@ INACTIVE_STATES = ("Empty", "Dead")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("consumer-groups", help="list, describe, reset or delete consumer groups (a broker's)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker to talk to")
+    add_bootstrap_server(p)
     p.add_argument("--timeout-ms", type=int_between(1, 2**31 - 1), default=30_000, help="how long to wait for it")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="the consumer groups")
@@ -74,7 +74,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check_arguments(args)
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
+    with ClusterClient(
+        args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID, security=command_security(args)
+    ) as client:
         # as Kafka's admin client: a coordinator loading or moving is waited for, to --timeout-ms
         return client.retrying(lambda: _run_once(client, args))
 

@@ -19,7 +19,7 @@ from ..common import TopicPartition
 from ..errors import ErrorCode, SeglogError, error_name
 from ..protocol import ApiKey
 from ..protocol.message_data import ElectLeadersRequestData, ElectLeadersResponseData
-from .arguments import UsageError, int_between, partition_id
+from .arguments import UsageError, add_bootstrap_server, command_security, int_between, partition_id
 from .controller_client import connect_to_controller
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -27,7 +27,7 @@ ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leader-election", help="elect preferred or unclean leaders (a cluster's controller)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster")
+    add_bootstrap_server(p, "a broker of the cluster")
     p.add_argument(
         "--election-type",
         required=True,
@@ -88,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         else [ElectLeadersRequestData.TopicPartitions(topic=t, partitions=ps) for t, ps in topics.items()],
         timeout_ms=args.timeout_ms,
     )
-    with connect_to_controller(args.bootstrap_server, args.timeout_ms / 1000) as client:
+    with connect_to_controller(args.bootstrap_server, args.timeout_ms / 1000, command_security(args)) as client:
         response: ElectLeadersResponseData = client.request(ApiKey.ELECT_LEADERS, request)
     check(response.error_code, "leader election refused")
     succeeded, noop, failed = [], [], []

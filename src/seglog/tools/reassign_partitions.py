@@ -34,7 +34,7 @@ from ..protocol.message_data import (
     MetadataResponseData,
 )
 from . import CLIENT_ID
-from .arguments import UsageError, int_between
+from .arguments import UsageError, add_bootstrap_server, command_security, int_between
 from .controller_client import connect_to_controller
 
 Ongoing = ListPartitionReassignmentsResponseData.OngoingPartitionReassignment
@@ -43,7 +43,7 @@ ACTIONS = ("generate", "execute", "verify", "list", "cancel")
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("reassign-partitions", help="move partitions' replicas between brokers (a cluster's)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="a broker of the cluster")
+    add_bootstrap_server(p, "a broker of the cluster")
     for action in ACTIONS:
         p.add_argument(f"--{action}", action="store_true", help=f"{action} (Kafka's action of that name)")
     p.add_argument("--topics-to-move-json-file", metavar="F", help='--generate: {"version":1,"topics":[...]}')
@@ -80,14 +80,16 @@ def run(args: argparse.Namespace) -> int:
     if action == "generate":
         topics = read_topics_to_move(Path(args.topics_to_move_json_file))
         brokers = parse_broker_list(args.broker_list)
-        with connect(args.bootstrap_server, client_id=CLIENT_ID, timeout=timeout) as client:
+        with connect(
+            args.bootstrap_server, client_id=CLIENT_ID, timeout=timeout, security=command_security(args)
+        ) as client:
             answer = metadata(client, topics)
         current, proposed = generate(answer, topics, brokers)
         print(f"Current partition replica assignment\n{reassignment_json(current)}\n")
         print(f"Proposed partition reassignment configuration\n{reassignment_json(proposed)}")
         return 0
     targets = None if action == "list" else read_reassignment(Path(args.reassignment_json_file))
-    with connect_to_controller(args.bootstrap_server, timeout) as controller:
+    with connect_to_controller(args.bootstrap_server, timeout, command_security(args)) as controller:
         if action == "list":
             print(_ongoing_text(list_reassignments(controller, None)))
         elif action == "execute":

@@ -9,8 +9,11 @@ running broker (``seglog broker`` or Kafka), through ``BlockingConnection``.
                         | --timestamp MS] [--max-messages N] [--json]
     seglog get-offsets  --bootstrap-server H:P --topic T [--partitions 0,1] [--time earliest|latest|...]
     seglog delete-records --bootstrap-server H:P --offset-json-file F
-    seglog configs      --bootstrap-server H:P --entity-type topics|brokers --entity-name N
+    seglog configs      --bootstrap-server H:P --entity-type topics|brokers|users --entity-name N
                         --describe | --alter [--add-config k=v,...] [--delete-config k,...]
+                        (users: SCRAM credentials, 'SCRAM-SHA-256=[password=...]': user_credentials.py)
+
+Each takes ``--command-config FILE``: the client's security.protocol, sasl.* and ssl.* properties.
 
 Output follows Kafka's tools (kafka-topics.sh, kafka-console-producer/consumer.sh,
 kafka-get-offsets.sh, kafka-delete-records.sh, kafka-configs.sh). ``cli.py`` sends a
@@ -61,8 +64,9 @@ from ..records import BatchIterator, Compression, Record
 from ..records.batch import build_batch
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from . import CLIENT_ID
-from .arguments import CommandParser, parse_configs, partition_list
+from .arguments import CommandParser, add_bootstrap_server, command_security, parse_configs, partition_list
 from .logdir import record_json
+from .user_credentials import user_configs
 
 REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
 _TIMES = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
@@ -91,7 +95,7 @@ def build_parser(prog: str = "seglog") -> argparse.ArgumentParser:
 
 
 def _with_server(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker to talk to")
+    add_bootstrap_server(p)
     p.add_argument("--timeout-ms", type=int, default=30_000, help="how long to wait for the broker")
 
 
@@ -417,7 +421,11 @@ def delete_records(args: argparse.Namespace) -> int:
         return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
 
     with ClusterClient(
-        args.bootstrap_server, args.timeout_ms / 1000, answer_margin=ANSWER_MARGIN_S, client_id=CLIENT_ID
+        args.bootstrap_server,
+        args.timeout_ms / 1000,
+        answer_margin=ANSWER_MARGIN_S,
+        client_id=CLIENT_ID,
+        security=command_security(args),
     ) as client:
         answer = client.to_leaders(list(offsets), send)
     print("Records delete operation completed:")
@@ -437,7 +445,7 @@ def delete_records(args: argparse.Namespace) -> int:
 def add_configs(sub: Any) -> None:
     p = sub.add_parser("configs", help="describe or alter topic and broker configs (kafka-configs.sh)")
     _with_server(p)
-    p.add_argument("--entity-type", required=True, choices=("topics", "brokers"))
+    p.add_argument("--entity-type", required=True, choices=("topics", "brokers", "users"))
     p.add_argument("--entity-name", required=True)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
@@ -449,6 +457,9 @@ def add_configs(sub: Any) -> None:
 
 
 def configs(args: argparse.Namespace) -> int:
+    if args.entity_type == "users":
+        with _client(args) as cluster:
+            return user_configs(args, cluster)
     kind = ConfigResourceType.TOPIC if args.entity_type == "topics" else ConfigResourceType.BROKER
     what = "topic" if kind == ConfigResourceType.TOPIC else "broker"
     with _client(args) as cluster:
@@ -500,4 +511,6 @@ def describe_configs(
 
 
 def _client(args: argparse.Namespace) -> ClusterClient:
-    return ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID)
+    return ClusterClient(
+        args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID, security=command_security(args)
+    )

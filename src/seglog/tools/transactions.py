@@ -27,7 +27,7 @@ from ..protocol.message_data import (
     ListTransactionsResponseData,
 )
 from . import CLIENT_ID
-from .arguments import INT64_MAX, UsageError, int_between
+from .arguments import INT64_MAX, UsageError, add_bootstrap_server, command_security, int_between
 
 LIST_HEADERS = ("TransactionalId", "Coordinator", "ProducerId", "TransactionState")
 DESCRIBE_HEADERS = (
@@ -45,7 +45,7 @@ DESCRIBE_HEADERS = (
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser("transactions", help="list or describe transactions (kafka-transactions.sh)")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker to talk to")
+    add_bootstrap_server(p)
     p.add_argument("--timeout-ms", type=int_between(1, INT64_MAX), default=30_000)
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--list", action="store_true", help="every transactional id the coordinator knows")
@@ -65,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--describe needs --transactional-id")
     if args.list and args.transactional_id:
         raise UsageError("--transactional-id goes with --describe, not --list")
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
+    with ClusterClient(
+        args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID, security=command_security(args)
+    ) as client:
         if args.list:
             client.retrying(lambda: _list(client, args.duration_filter))
         else:

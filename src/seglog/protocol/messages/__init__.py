@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seglog.protocol.messages import admin, cluster, cluster_admin, data, groups, inter_broker, txn
+from seglog.protocol.messages import admin, cluster, cluster_admin, data, groups, inter_broker, sasl, txn
 from seglog.protocol.schema import Api
 
 SCHEMAS: dict[int, Api] = {
@@ -50,5 +50,9 @@ SCHEMAS: dict[int, Api] = {
         cluster_admin.ELECT_LEADERS,
         cluster_admin.ALTER_PARTITION_REASSIGNMENTS,
         cluster_admin.LIST_PARTITION_REASSIGNMENTS,
+        sasl.SASL_HANDSHAKE,
+        sasl.SASL_AUTHENTICATE,
+        sasl.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        sasl.ALTER_USER_SCRAM_CREDENTIALS,
     )
 }

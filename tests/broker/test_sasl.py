@@ -1,0 +1,643 @@
+"""SASL listeners with real clients: confluent-kafka and kafka-python produce and consume in groups
+over SASL_PLAINTEXT with PLAIN and over SASL_SSL with SCRAM-SHA-512 (certificates made per run
+with trustme), kcat over SASL_SSL; SCRAM users made and described with confluent-kafka's admin
+client (AlterUserScramCredentials, DescribeUserScramCredentials); the denials Kafka makes (a wrong
+password, an unknown user, a client that skips the handshake, a client without SASL), each
+leaving the broker serving the others, nothing written and no secret in its output; the v0
+exchange of bare tokens; re-authentication (KIP-368); bad SASL configs refused at startup."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import socket
+import struct
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
+from kafka import KafkaConsumer, KafkaProducer
+from kazoo.client import KazooClient
+
+import seglog.broker
+from seglog.cli import main
+from seglog.errors import InvalidConfigurationError
+from seglog.protocol import ApiKey, ClientConnection
+from seglog.protocol.message_data import (
+    MetadataRequestData,
+    SaslAuthenticateRequestData,
+    SaslHandshakeRequestData,
+)
+from seglog.security import KafkaPrincipal
+from seglog.security.plain import PlainClient
+from seglog.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, ScramClient, ScramCredential, credential
+
+from ..clients.conftest import kcat_path
+from ..cluster.conftest import chroot, zookeeper  # noqa: F401  (the cluster tests' real ZooKeeper)
+from .conftest import PRODUCER, wait_for
+from .test_hostile import API_VERSIONS_V0, _read_exact, _read_frame
+from .test_tls import Pki, pki  # noqa: F401  (the TLS tests' certificates, made per run)
+
+PLAIN_PASSWORDS = {"alice": "alice-pw-7f3a", "bob": "bob-pw-91c2"}
+SCRAM_PASSWORDS = {"carol": "carol-pw-5e88", "dave": "dave-pw-c410"}
+SECRETS = [*PLAIN_PASSWORDS.values(), *SCRAM_PASSWORDS.values(), "wrong-pw-0d1e"]
+JAAS = "org.apache.kafka.common.security.plain.PlainLoginModule required " + " ".join(
+    f'user_{user}="{password}"' for user, password in PLAIN_PASSWORDS.items()
+)
+
+
+@pytest.fixture(scope="module")
+def broker(pki, tmp_path_factory) -> Iterator[Any]:  # noqa: F811
+    config = {
+        "num.partitions": 1,
+        "offsets.topic.num.partitions": 1,
+        "group.initial.rebalance.delay.ms": 0,
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS + ";",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": pki.keystore,
+        "connection.failed.authentication.delay.ms": 50,
+    }
+    with seglog.broker.start(str(tmp_path_factory.mktemp("sasl-broker")), config=config) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+        upsertions = [
+            UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanism, 4096), password.encode())
+            for user, password in SCRAM_PASSWORDS.items()
+            for mechanism in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)
+        ]
+        for future in admin.alter_user_scram_credentials(upsertions).values():
+            future.result(30)
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def no_secret_in_the_log(caplog) -> Iterator[None]:
+    with caplog.at_level(logging.DEBUG, logger="seglog"):
+        yield
+    for secret in SECRETS:
+        assert secret not in caplog.text
+
+
+def _plain(broker: Any, user: str = "alice", password: str | None = None) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": user,
+        "sasl.password": PLAIN_PASSWORDS[user] if password is None else password,
+    }
+
+
+def _scram(
+    broker: Any,
+    pki: Pki,  # noqa: F811
+    user: str = "carol",
+    password: str | None = None,
+    mechanism: str = "SCRAM-SHA-512",
+) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": f"127.0.0.1:{broker.server.port_of('SASL_SSL')}",
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": pki.ca_file,
+        "sasl.mechanism": mechanism,
+        "sasl.username": user,
+        "sasl.password": SCRAM_PASSWORDS.get(user, "") if password is None else password,
+    }
+
+
+def _create(broker: Any, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    try:
+        admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(30)
+    except KafkaException as e:  # made by an earlier test
+        assert e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS
+
+
+def _produce(conf: dict[str, Any], topic: str, count: int) -> None:
+    producer = Producer({**conf, **PRODUCER})
+    for i in range(count):
+        producer.produce(topic, key=b"k%d" % i, value=b"v%d" % i)
+    assert producer.flush(60) == 0
+
+
+def _consume_in_group(conf: dict[str, Any], topic: str, group: str, count: int) -> set[bytes]:
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "fetch.wait.max.ms": 100})
+    try:
+        consumer.subscribe([topic])
+        got: set[bytes] = set()
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None:
+                assert msg.error() is None, msg.error()
+                got.add(msg.value())
+        consumer.commit(asynchronous=False)
+        return got
+    finally:
+        consumer.close()
+
+
+def _principals(broker: Any, listener: str) -> set[Any]:
+    server = next(s for s in broker.server.socket_servers if s.listener == listener)
+    return {c.principal for c in list(server.connections)}
+
+
+def _end_offsets(broker: Any, topic: str) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "offsets"})
+    try:
+        return [consumer.get_watermark_offsets(_tp(topic, p), timeout=30)[1] for p in range(2)]
+    finally:
+        consumer.close()
+
+
+def _tp(topic: str, partition: int) -> Any:
+    from confluent_kafka import TopicPartition
+
+    return TopicPartition(topic, partition)
+
+
+# --- real clients ---------------------------------------------------------------------------------
+
+
+def test_confluent_kafka_with_plain_over_sasl_plaintext(broker) -> None:
+    _create(broker, "plain-ck")
+    _produce(_plain(broker), "plain-ck", 300)
+    assert _consume_in_group(_plain(broker, "bob"), "plain-ck", "plain-ck-group", 300) == {
+        b"v%d" % i for i in range(300)
+    }
+    producer = Producer(_plain(broker))  # a connection held open: its principal is the user's
+    producer.list_topics(timeout=30)
+    assert KafkaPrincipal("User", "alice") in wait_for(lambda: _principals(broker, "SASL_PLAINTEXT"))
+    producer.flush(0)
+
+
+def test_kafka_python_with_plain_over_sasl_plaintext(broker) -> None:
+    _create(broker, "plain-kp")
+    common = {
+        "bootstrap_servers": f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}",
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "PLAIN",
+        "sasl_plain_username": "bob",
+        "sasl_plain_password": PLAIN_PASSWORDS["bob"],
+    }
+    _kafka_python_round_trip(common, "plain-kp")
+
+
+def _kafka_python_round_trip(common: dict[str, Any], topic: str) -> None:
+    """100 records produced, then consumed in a group whose offsets are committed."""
+    producer = KafkaProducer(**common)
+    for i in range(100):
+        producer.send(topic, b"kp%d" % i)
+    producer.flush(30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic, group_id=f"{topic}-group", auto_offset_reset="earliest", consumer_timeout_ms=20_000, **common
+    )
+    got = set()
+    for msg in consumer:
+        got.add(msg.value)
+        if len(got) == 100:
+            break
+    consumer.commit()
+    consumer.close()
+    assert got == {b"kp%d" % i for i in range(100)}
+
+
+def test_confluent_kafka_with_scram_sha_512_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
+    _create(broker, "scram-ck")
+    _produce(_scram(broker, pki), "scram-ck", 300)
+    got = _consume_in_group(_scram(broker, pki, "dave"), "scram-ck", "scram-ck-group", 300)
+    assert got == {b"v%d" % i for i in range(300)}
+    # SCRAM-SHA-256 too, on the same listener
+    assert len(_consume_in_group(_scram(broker, pki, mechanism="SCRAM-SHA-256"), "scram-ck", "g256", 300)) == 300
+
+
+def test_kafka_python_with_scram_sha_512_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
+    _create(broker, "scram-kp")
+    common = {
+        "bootstrap_servers": f"127.0.0.1:{broker.server.port_of('SASL_SSL')}",
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": pki.ca_file,
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "carol",
+        "sasl_plain_password": SCRAM_PASSWORDS["carol"],
+    }
+    _kafka_python_round_trip(common, "scram-kp")
+
+
+def test_kcat_with_scram_over_sasl_ssl(broker, pki) -> None:  # noqa: F811
+    kcat = kcat_path()
+    _create(broker, "scram-kcat")
+    args = [
+        kcat,
+        "-b",
+        f"127.0.0.1:{broker.server.port_of('SASL_SSL')}",
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        f"ssl.ca.location={pki.ca_file}",
+        "-X",
+        "sasl.mechanisms=SCRAM-SHA-256",
+        "-X",
+        "sasl.username=dave",
+        "-X",
+        f"sasl.password={SCRAM_PASSWORDS['dave']}",
+    ]
+    lines = "".join(f"line {i}\n" for i in range(20))
+    done = subprocess.run([*args, "-P", "-t", "scram-kcat", "-p", "0"], input=lines, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(
+        [*args, "-C", "-t", "scram-kcat", "-p", "0", "-e", "-J", "-q"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(x)["payload"] for x in done.stdout.splitlines()] == [f"line {i}" for i in range(20)]
+
+
+# --- SCRAM credentials' administration -------------------------------------------------------------
+
+
+def test_scram_credentials_are_described_altered_and_deleted(broker, pki) -> None:  # noqa: F811
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    described = admin.describe_user_scram_credentials(["carol"])["carol"].result(30)
+    assert sorted((i.mechanism, i.iterations) for i in described.scram_credential_infos) == [
+        (ScramMechanism.SCRAM_SHA_256, 4096),
+        (ScramMechanism.SCRAM_SHA_512, 4096),
+    ]
+    with pytest.raises(KafkaException, match="does not exist"):
+        admin.describe_user_scram_credentials(["nobody"])["nobody"].result(30)
+    with pytest.raises(KafkaException, match="Too few iterations"):
+        upsert = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 100), b"pw")
+        admin.alter_user_scram_credentials([upsert])["erin"].result(30)
+    erin = UserScramCredentialUpsertion("erin", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), b"erin-pw")
+    admin.alter_user_scram_credentials([erin])["erin"].result(30)
+    conf = {**_scram(broker, pki, "erin", "erin-pw")}
+    Producer(conf).list_topics(timeout=30)  # erin authenticates at once
+    deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_512)
+    admin.alter_user_scram_credentials([deletion])["erin"].result(30)
+    with pytest.raises(KafkaException, match="does not exist"):
+        admin.alter_user_scram_credentials([deletion])["erin"].result(30)
+    # kept in the log dir, salted: no password there
+    with open(broker.server.scram.path, encoding="utf-8") as f:
+        stored = f.read()
+    assert "carol" in stored and "erin" not in stored
+    assert not any(p in stored for p in SCRAM_PASSWORDS.values())
+
+
+# --- denials ---------------------------------------------------------------------------------------
+
+
+def _auth_error(conf: dict[str, Any]) -> KafkaError:
+    errors: list[KafkaError] = []
+    producer = Producer({**conf, **PRODUCER, "error_cb": errors.append})
+    producer.produce("denied", b"never")
+    wait_for(lambda: (producer.poll(0.1), errors)[1], what="the client's error")
+    producer.purge()
+    producer.flush(0)
+    return errors[0]
+
+
+@pytest.mark.parametrize(
+    ("who", "message"),
+    [
+        ("wrong PLAIN password", "Authentication failed: Invalid username or password"),
+        ("unknown PLAIN user", "Authentication failed: Invalid username or password"),
+        (
+            "wrong SCRAM password",
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+        ),
+        (
+            "unknown SCRAM user",
+            "Authentication failed during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512",
+        ),
+    ],
+)
+def test_refused_credentials_get_kafkas_error_and_write_nothing(broker, pki, caplog, who, message) -> None:  # noqa: F811
+    _create(broker, "denied")
+    conf = {
+        "wrong PLAIN password": lambda: _plain(broker, "alice", "wrong-pw-0d1e"),
+        "unknown PLAIN user": lambda: {**_plain(broker), "sasl.username": "mallory"},
+        "wrong SCRAM password": lambda: _scram(broker, pki, "carol", "wrong-pw-0d1e"),
+        "unknown SCRAM user": lambda: _scram(broker, pki, "mallory", "wrong-pw-0d1e"),
+    }[who]()
+    error = _auth_error(conf)
+    assert error.code() == KafkaError._AUTHENTICATION, error
+    assert message in error.str()
+    wait_for(lambda: "failed authentication with" in caplog.text, what="the broker's log line")
+    assert _end_offsets(broker, "denied") == [0, 0]
+    _produce(_plain(broker), "after-denial", 5)  # the others are served on
+
+
+def _client(port: int) -> tuple[socket.socket, ClientConnection]:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return sock, ClientConnection("test")
+
+
+def _call(sock: socket.socket, conn: ClientConnection, key: ApiKey, body: Any, version: int) -> Any:
+    _, parts = conn.send_request(key, body, version)
+    sock.sendall(b"".join(bytes(p) for p in parts))
+    frame = _read_frame(sock)
+    conn.receive_data(struct.pack(">i", len(frame)) + frame)
+    return conn.next_event().body
+
+
+def test_a_client_that_skips_the_handshake_is_closed_unanswered(broker, caplog) -> None:
+    sock, conn = _client(broker.server.port_of("SASL_PLAINTEXT"))
+    with sock:
+        sock.sendall(API_VERSIONS_V0)  # ApiVersions is answered before authentication
+        assert _read_frame(sock)[:4] == struct.pack(">i", 7)
+        _, parts = conn.send_request(ApiKey.METADATA, MetadataRequestData(topics=None), 1)
+        sock.sendall(b"".join(bytes(p) for p in parts))
+        with pytest.raises(ConnectionError):
+            _read_exact(sock, 4)
+    assert "Unexpected Kafka request of type METADATA during SASL handshake" in caplog.text
+
+
+def test_a_client_without_sasl_on_a_sasl_port_is_closed_and_the_broker_serves_on(broker) -> None:
+    errors: list[KafkaError] = []
+    conf = {"bootstrap.servers": f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}", "error_cb": errors.append}
+    producer = Producer({**conf, **PRODUCER})
+    producer.produce("denied", b"never")
+    wait_for(lambda: (producer.poll(0.1), errors)[1], what="the client's error")
+    producer.purge()
+    producer.flush(0)
+    assert _end_offsets(broker, "denied") == [0, 0]
+    _produce(_plain(broker), "after-plaintext-client", 5)
+
+
+def test_an_unsupported_mechanism_is_answered_with_the_enabled_ones_then_closed(broker) -> None:
+    sock, conn = _client(broker.server.port_of("SASL_PLAINTEXT"))
+    with sock:
+        body = _call(sock, conn, ApiKey.SASL_HANDSHAKE, SaslHandshakeRequestData(mechanism="GSSAPI"), 1)
+        assert (body.error_code, body.mechanisms) == (33, ["PLAIN"])  # UNSUPPORTED_SASL_MECHANISM
+        with pytest.raises(ConnectionError):
+            _read_exact(sock, 4)
+
+
+# --- the v0 exchange, SaslAuthenticate by hand, re-authentication ----------------------------------
+
+
+def test_the_v0_exchange_of_bare_tokens(broker, pki) -> None:  # noqa: F811
+    sock, conn = _client(broker.server.port_of("SASL_PLAINTEXT"))
+    with sock:
+        body = _call(sock, conn, ApiKey.SASL_HANDSHAKE, SaslHandshakeRequestData(mechanism="PLAIN"), 0)
+        assert body.error_code == 0
+        token = PlainClient("alice", PLAIN_PASSWORDS["alice"]).first_token()
+        sock.sendall(struct.pack(">i", len(token)) + token)  # no request header
+        assert _read_frame(sock) == b""  # PLAIN's empty answer, size-prefixed
+        metadata = _call(sock, conn, ApiKey.METADATA, MetadataRequestData(topics=None), 1)
+        assert metadata.brokers
+    # a wrong password in v0: closed, no answer
+    sock, conn = _client(broker.server.port_of("SASL_PLAINTEXT"))
+    with sock:
+        _call(sock, conn, ApiKey.SASL_HANDSHAKE, SaslHandshakeRequestData(mechanism="PLAIN"), 0)
+        token = PlainClient("alice", "wrong-pw-0d1e").first_token()
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        with pytest.raises(ConnectionError):
+            _read_exact(sock, 4)
+
+
+def _scram_authenticate(sock: socket.socket, conn: ClientConnection, password: str) -> Any:
+    _call(sock, conn, ApiKey.SASL_HANDSHAKE, SaslHandshakeRequestData(mechanism="SCRAM-SHA-512"), 1)
+    client = ScramClient(SCRAM_SHA_512, "carol", password)
+    token: bytes | None = client.first_token()
+    while token is not None:
+        body = _call(sock, conn, ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequestData(auth_bytes=token), 2)
+        if body.error_code:
+            return body
+        token = client.evaluate(body.auth_bytes)
+    return body
+
+
+def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki, tmp_path) -> None:  # noqa: F811
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "connections.max.reauth.ms": 1500,
+    }
+    with seglog.broker.start(str(tmp_path / "data"), config=config) as running:
+        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+        upsert = UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), SCRAM_PASSWORDS["carol"].encode()
+        )
+        admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+        sock, conn = _client(running.server.port_of("SASL_PLAINTEXT"))
+        with sock:
+            done = _scram_authenticate(sock, conn, SCRAM_PASSWORDS["carol"])
+            assert (done.error_code, done.session_lifetime_ms) == (0, 1500)
+            time.sleep(1.0)
+            assert _scram_authenticate(sock, conn, SCRAM_PASSWORDS["carol"]).error_code == 0  # renewed
+            time.sleep(1.0)  # past the first session's end, inside the second's
+            assert _call(sock, conn, ApiKey.METADATA, MetadataRequestData(topics=None), 1).brokers
+            time.sleep(1.0)  # past the second's
+            _, parts = conn.send_request(ApiKey.METADATA, MetadataRequestData(topics=None), 1)
+            sock.sendall(b"".join(bytes(p) for p in parts))
+            with pytest.raises(ConnectionError):
+                _read_exact(sock, 4)
+        # librdkafka re-authenticates on its own (KIP-368) and keeps producing across sessions
+        producer = Producer(
+            {
+                "bootstrap.servers": f"127.0.0.1:{running.server.port_of('SASL_PLAINTEXT')}",
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-512",
+                "sasl.username": "carol",
+                "sasl.password": SCRAM_PASSWORDS["carol"],
+                **PRODUCER,
+            }
+        )
+        for i in range(8):
+            producer.produce("reauth", b"%d" % i)
+            assert producer.flush(30) == 0
+            time.sleep(0.5)
+
+
+# --- bad configs ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("config", "error"),
+    [
+        ({}, r"sasl\.enabled\.mechanisms: GSSAPI is not a SASL mechanism seglog supports"),
+        ({"sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER"}, "OAUTHBEARER is not a SASL mechanism seglog supports"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, r"enables PLAIN without its users: set listener\.name\.sasl_plaintext"),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'PlainLoginModule required user_a="secret-9"',
+            },
+            "must end with ';'",
+        ),
+        (
+            {
+                "sasl.enabled.mechanisms": "PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": 'ScramLoginModule required user_a="secret-9";',
+            },
+            "PLAIN's login module is org.apache.kafka.common.security.plain.PlainLoginModule",
+        ),
+    ],
+)
+def test_bad_sasl_configs_are_refused_at_startup_without_their_secrets(tmp_path, caplog, config, error) -> None:
+    values = {"listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0", **config}
+    with pytest.raises(InvalidConfigurationError, match=error) as e:
+        seglog.broker.start(str(tmp_path / "data"), config=values)
+    assert "secret-9" not in str(e.value) and "secret-9" not in caplog.text
+
+
+def test_the_jaas_config_is_hidden_in_describe_configs(broker) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    resource = ConfigResource(ConfigResource.Type.BROKER, "0")
+    entries = admin.describe_configs([resource])[resource].result(30)
+    shown = " ".join(f"{name}={entry.value}" for name, entry in entries.items())
+    assert not any(p in shown for p in PLAIN_PASSWORDS.values())
+    assert entries["sasl.enabled.mechanisms"].value == "SCRAM-SHA-256,SCRAM-SHA-512"
+
+
+# --- a cluster: the credentials in ZooKeeper, as Kafka keeps them --------------------------------
+
+
+def test_a_clusters_scram_credentials_live_in_zookeeper_and_reach_every_broker(chroot, tmp_path) -> None:  # noqa: F811
+    config = {
+        "zookeeper.connect": chroot,
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "offsets.topic.replication.factor": 1,
+    }
+    with (
+        seglog.broker.start(str(tmp_path / "b1"), config={**config, "broker.id": 1}) as one,
+        seglog.broker.start(str(tmp_path / "b2"), config={**config, "broker.id": 2}) as two,
+    ):
+        zk = KazooClient(hosts=chroot)
+        zk.start()
+        try:
+            # frank has a quota already: his credential goes beside it
+            zk.create("/config/users/frank", b'{"version":1,"config":{"producer_byte_rate":"1024"}}', makepath=True)
+            admin = AdminClient({"bootstrap.servers": one.bootstrap_servers})
+            upsert = UserScramCredentialUpsertion(
+                "frank", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"fr-pw"
+            )
+            admin.alter_user_scram_credentials([upsert])["frank"].result(30)
+            stored = json.loads(zk.get("/config/users/frank")[0])
+            notified = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+            # a second user as kafka-configs.sh --zookeeper writes one
+            written = credential(SCRAM_SHA_256, "gina-pw", 4096)
+            gina = {"version": 1, "config": {"SCRAM-SHA-256": written.format()}}
+            zk.create("/config/users/gina", json.dumps(gina).encode())
+            zk.create("/config/changes/config_change_", b'{"version":2,"entity_path":"users/gina"}', sequence=True)
+        finally:
+            zk.stop()
+            zk.close()
+        assert stored["version"] == 1 and sorted(stored["config"]) == ["SCRAM-SHA-256", "producer_byte_rate"]
+        assert ScramCredential.parse(stored["config"]["SCRAM-SHA-256"]).iterations == 4096
+        assert {"version": 2, "entity_path": "users/frank"} in notified
+        for broker in (one, two):
+            for user, password in (("frank", "fr-pw"), ("gina", "gina-pw")):
+                conf = {
+                    "bootstrap.servers": f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}",
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "SCRAM-SHA-256",
+                    "sasl.username": user,
+                    "sasl.password": password,
+                }
+                wait_for(
+                    lambda b=broker, u=user: b.server.credentials.get(u, "SCRAM-SHA-256"), what=f"{user}'s credential"
+                )
+                assert AdminClient(conf).list_topics(timeout=30).brokers
+
+
+# --- seglog's own client and tools: --command-config ----------------------------------------------
+
+
+def _cli(capsys, monkeypatch, *argv: str, stdin: str = "") -> tuple[int, str, str]:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _properties(path: Any, **values: str) -> str:
+    path.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return str(path)
+
+
+def test_the_tools_authenticate_with_command_config(broker, pki, tmp_path, capsys, monkeypatch) -> None:  # noqa: F811
+    scram = _properties(
+        tmp_path / "scram.properties",
+        **{
+            "security.protocol": "SASL_SSL",
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": pki.ca_file,
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="carol" password="{SCRAM_PASSWORDS["carol"]}";',
+        },
+    )
+    over_ssl = ("--bootstrap-server", f"127.0.0.1:{broker.server.port_of('SASL_SSL')}", "--command-config", scram)
+    assert _cli(capsys, monkeypatch, "topics", *over_ssl, "--create", "--topic", "cli-sasl")[0] == 0
+    lines = "".join(f"v{i}\n" for i in range(20))
+    assert _cli(capsys, monkeypatch, "produce", *over_ssl, "--topic", "cli-sasl", stdin=lines)[0] == 0
+    code, out, _ = _cli(capsys, monkeypatch, "consume", *over_ssl, "--topic", "cli-sasl", "--from-beginning")
+    assert code == 0 and sorted(out.split()) == sorted(f"v{i}" for i in range(20))
+    code, out, _ = _cli(capsys, monkeypatch, "consumer-groups", *over_ssl, "--list")
+    assert code == 0
+    # a SCRAM user made with the tool (kafka-configs.sh's syntax), then used by confluent-kafka
+    plain = _properties(
+        tmp_path / "plain.properties",
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": PLAIN_PASSWORDS["alice"],
+        },
+    )
+    over_plain = (
+        "--bootstrap-server",
+        f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}",
+        "--command-config",
+        plain,
+    )
+    users = ("configs", *over_plain, "--entity-type", "users", "--entity-name", "henry")
+    added = "SCRAM-SHA-256=[iterations=8192,password=henry-pw-77],SCRAM-SHA-512=[password=henry-pw-77]"
+    assert _cli(capsys, monkeypatch, *users, "--alter", "--add-config", added)[1] == (
+        "Completed updating config for user henry.\n"
+    )
+    assert _cli(capsys, monkeypatch, *users, "--describe")[1] == (
+        "SCRAM credential configs for user-principal 'henry' are SCRAM-SHA-256=iterations=8192, "
+        "SCRAM-SHA-512=iterations=4096\n"
+    )
+    Producer(_scram(broker, pki, "henry", "henry-pw-77", "SCRAM-SHA-256")).list_topics(timeout=30)
+    assert _cli(capsys, monkeypatch, *users, "--alter", "--delete-config", "SCRAM-SHA-256")[0] == 0
+    assert "SCRAM-SHA-256" not in _cli(capsys, monkeypatch, *users, "--describe")[1]
+
+
+def test_a_tool_with_a_wrong_password_says_kafkas_refusal(broker, tmp_path, capsys, monkeypatch) -> None:
+    wrong = _properties(
+        tmp_path / "wrong.properties",
+        **{
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": "alice",
+            "sasl.password": "wrong-pw-0d1e",
+        },
+    )
+    server = ("--bootstrap-server", f"127.0.0.1:{broker.server.port_of('SASL_PLAINTEXT')}", "--command-config", wrong)
+    code, out, err = _cli(capsys, monkeypatch, "topics", *server, "--list")
+    assert code == 1 and "Authentication failed: Invalid username or password" in err
+    assert "wrong-pw-0d1e" not in out + err
+    # no SASL at all on the SASL port: the broker closes the connection at the first request past ApiVersions
+    code, _, err = _cli(capsys, monkeypatch, "topics", "--bootstrap-server", server[1], "--list")
+    assert code == 1 and "closed the connection" in err
