@@ -279,3 +279,11 @@ def test_the_cluster_page_of_a_console_without_seglog_brokers_says_why(page, bro
     with start(broker.bootstrap_servers) as console:
         open_page(page, console, "#/cluster", "clusterPage")
         expect(page.locator("#throughput-none")).to_contain_text("Kafka's protocol has no request for them")
+
+
+def test_a_broker_http_address_that_is_not_http_is_a_usage_error():
+    command = [sys.executable, "-m", "seglog", "console", "--bootstrap-server", "127.0.0.1:1"]
+    command += ["--broker-http", "https://broker:8080"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--broker-http: 'https://broker:8080' is not an http:// address" in done.stderr

@@ -12,8 +12,10 @@ from functools import partial
 from typing import Any
 
 from ..client import (
+    PLAINTEXT,
     READ_COMMITTED,
     READ_UNCOMMITTED,
+    ClientSecurity,
     ClusterClient,
     FetchedPartition,
     MetadataTopic,
@@ -73,10 +75,11 @@ class ConsoleInputError(SeglogError):
     out of range): the caller's mistake, answered 400."""
 
 
-def open_client(bootstrap: str, timeout: float) -> ClusterClient:
+def open_client(bootstrap: str, timeout: float, security: ClientSecurity = PLAINTEXT) -> ClusterClient:
     """A client of the cluster for one request of the console (its ``timeout`` bounds the
-    retries of that request: a ClusterClient's deadline starts when it is made)."""
-    return ClusterClient(bootstrap, timeout, client_id=CLIENT_ID)
+    retries of that request: a ClusterClient's deadline starts when it is made), connecting as
+    ``security`` says (``--command-config``'s TLS and SASL)."""
+    return ClusterClient(bootstrap, timeout, client_id=CLIENT_ID, security=security)
 
 
 # --- the cluster and its topics -----------------------------------------------------------------------

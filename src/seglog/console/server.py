@@ -22,6 +22,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..client import PLAINTEXT, ClientSecurity
 from ..errors import (
     BrokerNotAvailableError,
     ErrorCode,
@@ -63,13 +64,19 @@ class ConsoleServer(ThreadingHTTPServer):
         read_only: bool,
         timeout: float,
         brokers: SeglogBrokers | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         super().__init__(address, ConsoleHandler)
         self.bootstrap = bootstrap
+        self.security = security
         self.read_only = read_only
         self.request_timeout = timeout
         self.brokers = brokers or SeglogBrokers(None, [])
         self._thread: threading.Thread | None = None
+
+    def client(self) -> Any:
+        """A client of the cluster for one request (``figures.open_client``)."""
+        return figures.open_client(self.bootstrap, self.request_timeout, self.security)
 
     @property
     def url(self) -> str:
@@ -102,11 +109,16 @@ def start(
     host: str = "127.0.0.1",
     read_only: bool = False,
     broker_http: list[str] | None = None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> ConsoleServer:
     """A console of ``bootstrap`` serving on its own thread at ``host:port`` (0: a free port);
-    ``broker_http``: the HTTP ports of seglog brokers (their layouts and counters)."""
+    ``broker_http``: the HTTP ports of seglog brokers (their layouts and counters); ``security``:
+    how its client connects (``client.client_security`` of a client's properties)."""
     brokers = SeglogBrokers(None, broker_http or [])
-    return ConsoleServer((host, port), bootstrap, read_only=read_only, timeout=10.0, brokers=brokers).start()
+    server = ConsoleServer(
+        (host, port), bootstrap, read_only=read_only, timeout=10.0, brokers=brokers, security=security
+    )
+    return server.start()
 
 
 def serve_in_broker(server: Any, host: str, port: int, *, read_only: bool) -> ConsoleServer:
@@ -185,7 +197,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 return self._on_disk(name, _whole(partition, "partition"), None, query)
             case ["topics", name, "partitions", partition, "segments", base] if name:
                 return self._on_disk(name, _whole(partition, "partition"), _whole(base, "base offset"), query)
-        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+        with self.server.client() as client:
             match parts:
                 case ["cluster"]:
                     return figures.cluster(client)
@@ -226,7 +238,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 return read(hosted)
             except NotLeaderOrFollowerError:
                 pass  # a partition of the cluster this broker holds no replica of: another may
-        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+        with self.server.client() as client:
             replicas = figures.replicas(client, topic, partition)
         return read(self.server.brokers.replica_access(replicas, topic, partition))
 
@@ -245,7 +257,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ConsoleInputError("the request's body is a JSON object")
         timeout_ms = int(self.server.request_timeout * 1000)
-        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+        with self.server.client() as client:
             return action(client, body, timeout_ms)
 
     # --- answers -------------------------------------------------------------------------------------------
