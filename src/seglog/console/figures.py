@@ -65,6 +65,10 @@ from ..tools.transactions import described, listed
 
 CLIENT_ID = "seglog-console"  # the client id of the console's requests, in the brokers' logs and quotas
 FETCH_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
+# a fetch asks for a byte at least, waiting this long at most: Tansu answers a Fetch of no wait with
+# no partition at all; a broker holding records answers at once (only a read_committed fetch at an
+# open transaction's last stable offset waits it out, before the read_uncommitted one)
+FETCH_WAIT_MS = 100
 MAX_MESSAGES = 500  # the most records one page of the browser asks
 MAX_SCANNED = 20_000  # records a filtered page looks through before it answers with what it found
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
@@ -609,7 +613,12 @@ class _Browse:
 
     def _fetch(self, offset: int, isolation_level: int) -> FetchedPartition:
         return self.client.fetch(
-            self.tp, offset, isolation_level=isolation_level, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES
+            self.tp,
+            offset,
+            isolation_level=isolation_level,
+            max_bytes=FETCH_BYTES,
+            partition_max_bytes=FETCH_BYTES,
+            max_wait_ms=FETCH_WAIT_MS,
         )
 
     def _aborted(self, batch: Any) -> bool:
