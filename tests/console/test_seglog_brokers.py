@@ -185,6 +185,7 @@ def test_the_layout_page_draws_the_segments_and_shows_a_segments_entries(page, b
     expect(page.locator("#offset-index tbody tr")).to_have_count(indexed["offsetIndexEntries"])
     entries = get(broker_console, f"api/topics/{LAID}/partitions/0/segments/{indexed['baseOffset']}")[1]
     assert cells_text(page, "offset-index", 2) == [str(e["position"]) for e in entries["offsetIndex"]]
+    expect(page.locator("#segment-indexes")).not_to_contain_text("null")  # nothing drawn for the absent
 
 
 def test_the_layout_page_of_a_console_without_a_brokers_http_port_says_why(page, broker):
@@ -287,3 +288,40 @@ def test_a_broker_http_address_that_is_not_http_is_a_usage_error():
     done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "--broker-http: 'https://broker:8080' is not an http:// address" in done.stderr
+
+
+SHOTS = os.environ.get("SEGLOG_CONSOLE_SCREENSHOTS")  # a dir: each page's screenshot is saved there
+
+
+def test_every_page_of_a_brokers_console_draws(page, broker, broker_console, first_timestamp):
+    """Each page draws without an error; with SEGLOG_CONSOLE_SCREENSHOTS set, as the README's
+    screenshots (docs/console/) are made."""
+    from confluent_kafka import Consumer
+
+    committer = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "readers"})
+    committer.commit(offsets=[KafkaPartition(LAID, 0, RECORDS // 2)], asynchronous=False)
+    committer.close()
+    layout = get(broker_console, f"api/topics/{LAID}/partitions/0/layout")[1]
+    pages = [
+        ("cluster", "#/cluster", "clusterPage"),
+        ("topics", "#/topics", "topicsPage"),
+        ("topic", f"#/topics/{LAID}", "topicPage"),
+        ("layout", f"#/topics/{LAID}/partitions/0/layout", "layoutPage"),
+        ("messages", f"#/topics/{LAID}/messages?partition=0&limit=8", "messagesPage"),
+        ("group", "#/groups/readers", "groupPage"),
+        ("transactions", "#/transactions", "transactionsPage"),
+    ]
+    page.set_viewport_size({"width": 1280, "height": 900})
+    for name, where, loaded in pages:
+        open_page(page, broker_console, where, loaded)
+        if name == "cluster":  # its charts, once the console sampled twice (at the page's refresh)
+            page.locator("#chart-requests").wait_for()
+            if SHOTS:  # a line to see: traffic, and two refreshes more
+                _produce(broker.bootstrap_servers, 200)
+                page.wait_for_selector("#chart-requests[data-points='3']")
+        if name == "layout":  # a segment's entries shown
+            base = next(s for s in layout["segments"] if s["offsetIndexEntries"])["baseOffset"]
+            page.locator(f'#segment-bar .segment[data-base="{base}"]').click()
+            page.locator("#offset-index").wait_for()
+        if SHOTS:
+            page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)

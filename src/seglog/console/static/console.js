@@ -620,7 +620,7 @@ async function layoutPage(encoded, partition) {
     entries.replaceChildren(el("p", { class: "muted" }, "Loading…"));
     try {
       const found = await api(`${path}/segments/${s.baseOffset}`);
-      entries.replaceChildren(...indexTables(found));
+      entries.replaceChildren(...indexTables(found).filter((n) => n !== null));
     } catch (e) {
       entries.replaceChildren(el("p", { class: "error", role: "alert", id: "segment-error" }, e.message));
     }
