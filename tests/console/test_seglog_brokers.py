@@ -14,6 +14,7 @@ import re
 import struct
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -149,6 +150,19 @@ def test_log_start_and_the_cleaner_checkpoint_are_given(broker, broker_console):
     assert 0 < compacted["cleanerCheckpoint"] <= compacted["segments"][-1]["baseOffset"]
     checkpoint = (_dir(broker, COMPACTED).parent / "cleaner-offset-checkpoint").read_text().split("\n")
     assert f"{COMPACTED} 0 {compacted['cleanerCheckpoint']}" in checkpoint
+
+
+def test_the_layout_page_marks_the_cleaner_checkpoint(page, broker, broker_console):
+    from playwright.sync_api import expect
+
+    def cleaned() -> Any:
+        found = get(broker_console, f"api/topics/{COMPACTED}/partitions/0/layout")[1]
+        return found["cleanerCheckpoint"]
+
+    checkpoint = wait_for(cleaned, 60, "the cleaner's checkpoint")
+    open_page(page, broker_console, f"#/topics/{COMPACTED}/partitions/0/layout", "layoutPage")
+    expect(page.locator("#layout-cleaner")).to_have_text(str(checkpoint))
+    expect(page.locator("#mark-cleaner")).to_contain_text(f"cleaner checkpoint {checkpoint}")
 
 
 def test_a_console_of_the_cluster_reaches_the_layout_through_the_brokers_http_port(broker, broker_console):
@@ -325,3 +339,62 @@ def test_every_page_of_a_brokers_console_draws(page, broker, broker_console, fir
             page.locator("#offset-index").wait_for()
         if SHOTS:
             page.screenshot(path=str(Path(SHOTS) / f"{name}.png"), full_page=True)
+
+
+def test_reading_a_layout_loads_nothing_into_the_live_log(tmp_path):
+    """The broker's sealed segments whose indexes it has not loaded since it started stay so: the
+    layout reads their files again, read-only, and closes them."""
+    config = {"log.segment.bytes": SEGMENT_BYTES, "log.index.interval.bytes": 150}
+    with seglog.broker.start(str(tmp_path), config=config) as first:
+        _produce_one_a_batch(first.bootstrap_servers, "restarted", 30)
+    with (
+        seglog.broker.start(str(tmp_path), config=config) as again,
+        serve_in_broker(again.server, "127.0.0.1", 0, read_only=True) as console,
+    ):
+        live = again.server.replicas.partition("restarted", 0).log
+        sealed = live.segments[:-1]
+        assert len(sealed) > 2 and not any(s.indexes_loaded for s in sealed)
+        status, layout = get(console, "api/topics/restarted/partitions/0/layout")
+        assert status == 200, layout
+        assert sum(s["offsetIndexEntries"] for s in layout["segments"][:-1]) > 0  # read from the files
+        for s in layout["segments"][:-1]:
+            assert get(console, f"api/topics/restarted/partitions/0/segments/{s['baseOffset']}")[0] == 200
+        assert live.segments[:-1] == sealed and not any(s.indexes_loaded for s in sealed)
+
+
+def test_layouts_read_while_retention_deletes_segments_under_them(broker, broker_console):
+    """Records deleted below offsets that rise while layouts are read: retention deletes the
+    segments below the log start meanwhile, and every layout still answers whole."""
+    _produce_one_a_batch(broker.bootstrap_servers, "shrinking", 60)
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    stop, answers = threading.Event(), []
+
+    def read() -> None:
+        while not stop.is_set():
+            answers.append(get(broker_console, "api/topics/shrinking/partitions/0/layout"))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for below in range(5, 60, 5):
+            (deleted,) = admin.delete_records([KafkaPartition("shrinking", 0, below)]).values()
+            assert deleted.result(60).low_watermark == below
+    finally:
+        stop.set()
+        reader.join(60)
+    assert answers and all(status == 200 for status, _ in answers), [a for a in answers if a[0] != 200][:3]
+    for _, layout in answers:
+        bases = [s["baseOffset"] for s in layout["segments"]]
+        assert bases == sorted(bases) and bases[0] <= layout["logStartOffset"]
+    final = get(broker_console, "api/topics/shrinking/partitions/0/layout")[1]
+    assert final["logStartOffset"] == 55
+    assert 0 < final["segments"][0]["baseOffset"] <= 55  # the segments below it went
+
+
+def _produce_one_a_batch(bootstrap: str, topic: str, count: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until it answers
+    admin.create_topics([NewTopic(topic, 1, 1, config={"segment.bytes": str(SEGMENT_BYTES)})])[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for _ in range(count):
+        producer.produce(topic, value=b"r" * 100, partition=0)
+        assert producer.flush(30) == 0
