@@ -3,11 +3,15 @@ many topics, each figure beside a baseline measured in the same run: one Metadat
 every topic on an already open connection, the least any page of the cluster must ask.
 
 An embedded broker holds TOPICS topics of PARTITIONS partitions (created with CreateTopics, a
-hundred topics a request), one of which holds 100 records of 1 KiB in partition 0 and is read
-by a consumer group that committed half of them. Each endpoint is asked ROUNDS times from this
-process over HTTP (a fresh client of the cluster each time, as the console serves a page), each
-time just after the baseline; the median and the slowest are printed in ms, beside the issue's
-target (300 ms), and the median of the rounds' ratios to the baseline.
+hundred topics a request), one of which holds 100 records of 1 KiB in partition 0 (in segments of
+16 KiB: seven of them) and is read by a consumer group that committed half of them. The console
+is the broker's own (``seglog broker --http-port``'s, ``serve_in_broker``): the partition layout
+and the throughput are read in-process; a second console of the cluster (``seglog console
+--broker-http``) reads the layout through the first one's HTTP port, which is timed too. Each
+endpoint is asked ROUNDS times from this process over HTTP (a fresh client of the cluster each
+time, as the console serves a page), each time just after the baseline; the median and the
+slowest are printed in ms, beside the issue's target (300 ms), and the median of the rounds'
+ratios to the baseline. The cluster page asks ``cluster`` and ``throughput`` at once.
 
 Run: ``.venv/bin/python bench/console.py [--topics 1000] [--partitions 5] [--rounds 9]``
 (with the defaults, a few minutes to create the topics). The issue's cluster is 1,000 topics of 10
@@ -31,15 +35,21 @@ from confluent_kafka import TopicPartition as KafkaPartition
 
 import seglog.broker
 from seglog.client import connect
-from seglog.console import start
+from seglog.console import serve_in_broker, start
 from seglog.protocol import ApiKey
-from seglog.protocol.message_data import CreateTopicsRequestData, MetadataRequestData
+from seglog.protocol.enums import AlterConfigOpType, ConfigResourceType
+from seglog.protocol.message_data import (
+    CreateTopicsRequestData,
+    IncrementalAlterConfigsRequestData,
+    MetadataRequestData,
+)
 
 TARGET_MS = 300.0
 BROWSED = "browsed"
 GROUP = "bench-group"
 RECORDS = 100
 VALUE = b"v" * 1024
+SEGMENT_BYTES = 16 * 1024
 
 
 def _create_topics(bootstrap: str, topics: int, partitions: int) -> None:
@@ -59,10 +69,19 @@ def _create_topics(bootstrap: str, topics: int, partitions: int) -> None:
 
 
 def _fill(bootstrap: str) -> None:
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    with connect(bootstrap) as connection:  # small segments: a layout of several, each with index entries
+        Op = IncrementalAlterConfigsRequestData.AlterableConfig
+        resource = IncrementalAlterConfigsRequestData.AlterConfigsResource(
+            resource_type=ConfigResourceType.TOPIC,
+            resource_name=BROWSED,
+            configs=[Op(name="segment.bytes", config_operation=AlterConfigOpType.SET, value=str(SEGMENT_BYTES))],
+        )
+        request = IncrementalAlterConfigsRequestData(resources=[resource], validate_only=False)
+        assert not connection.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request).responses[0].error_code
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(RECORDS):
         producer.produce(BROWSED, key=f"key-{i}", value=VALUE, partition=0)
-    assert producer.flush(60) == 0
+        assert producer.flush(60) == 0  # a batch each: a segment holds SEGMENT_BYTES of them
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
     consumer.commit(offsets=[KafkaPartition(BROWSED, 0, RECORDS // 2)], asynchronous=False)
     consumer.close()
@@ -96,10 +115,14 @@ def _get(url: str) -> Callable[[], object]:
 
 PAGES = [
     ("cluster", "api/cluster"),
+    ("cluster: throughput (beside it)", "api/throughput"),
     ("topics", "api/topics"),
     ("topics' size and retention (after the list)", "api/topics?details=true"),
     (f"topic {BROWSED}", f"api/topics/{BROWSED}"),
     (f"messages: {RECORDS} of 1 KiB", f"api/topics/{BROWSED}/messages?partition=0&limit={RECORDS}"),
+    (f"messages: a filter over {RECORDS}", f"api/topics/{BROWSED}/messages?partition=0&filter=key-99"),
+    (f"layout of {BROWSED}-0 (in-process)", f"api/topics/{BROWSED}/partitions/0/layout"),
+    ("a segment's index entries", f"api/topics/{BROWSED}/partitions/0/segments/0"),
     ("groups", "api/groups"),
     (f"group {GROUP}", f"api/groups/{GROUP}"),
 ]
@@ -117,7 +140,11 @@ def main() -> int:
         _create_topics(bootstrap, args.topics, args.partitions)
         print(f"{args.topics} topics x {args.partitions} partitions created in {time.monotonic() - began:.0f} s")
         _fill(bootstrap)
-        with connect(bootstrap) as connection, start(bootstrap) as console:
+        with (
+            connect(bootstrap) as connection,
+            serve_in_broker(broker.server, "127.0.0.1", 0, read_only=True) as console,
+            start(bootstrap, broker_http=[console.url]) as remote,
+        ):
             every = MetadataRequestData(topics=None, allow_auto_topic_creation=False)
 
             def baseline() -> object:
@@ -125,9 +152,10 @@ def main() -> int:
 
             print("baseline: Metadata of every topic on an open connection, timed before each page in each round")
             print(f"{'page (API)':44} {'median ms':>10} {'max ms':>8} {'target':>7} {'/ baseline':>11}")
-            for label, path in PAGES:
+            hop = ("layout through --broker-http", remote.url + f"api/topics/{BROWSED}/partitions/0/layout")
+            for label, url in [(label, console.url + path) for label, path in PAGES] + [hop]:
                 try:
-                    times, ratios = _paired(_get(console.url + path), baseline, args.rounds)
+                    times, ratios = _paired(_get(url), baseline, args.rounds)
                 except urllib.error.HTTPError as e:
                     print(f"{label:44} failed: {e.code} {e.read().decode(errors='replace')}")
                     continue

@@ -104,6 +104,16 @@ def cluster(seglog_broker: Any) -> Iterator[Cluster]:
         member.close()
 
 
+def filled_topic(bootstrap: str, topic: str, count: int) -> None:
+    """A topic of one partition holding ``count`` records, valued b"0", b"1" ..."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # held until it answers
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(count):
+        producer.produce(topic, value=b"%d" % i, partition=0)
+    assert producer.flush(60) == 0
+
+
 def begin_transaction(bootstrap: str, txn_id: str, topic: str) -> Producer:
     """A transactional producer whose transaction is open, having written to ``topic``'s
     partition 0 (a topic of its own: records in a transaction move the high watermark)."""

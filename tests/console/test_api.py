@@ -19,7 +19,18 @@ from seglog.console import start
 from seglog.console.figures import SHOWN_CHARS
 
 from ..broker.conftest import wait_for
-from .conftest import BINARY, COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, value_of
+from .conftest import (
+    BINARY,
+    COMMITTED,
+    GROUP,
+    PRODUCED,
+    SCRIPT,
+    STEP_MS,
+    TOPIC,
+    begin_transaction,
+    filled_topic,
+    value_of,
+)
 
 
 def get(server: Any, path: str) -> tuple[int, Any]:
@@ -311,3 +322,116 @@ def test_seglog_console_serves_from_the_command_line(cluster):
     finally:
         process.terminate()
         process.wait(30)
+
+
+def test_records_of_an_aborted_transaction_are_marked_and_markers_named(console, cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("mixed", 1, 1)])["mixed"].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "mixed-txn"})
+    producer.init_transactions(60)
+    for values, end in [([b"a0", b"a1"], producer.abort_transaction), ([b"c0"], producer.commit_transaction)]:
+        producer.begin_transaction()
+        for value in values:
+            producer.produce("mixed", value=value, partition=0)
+        assert producer.flush(60) == 0
+        end(60)
+    found = get(console, "api/topics/mixed/messages")[1]["messages"]
+    assert [(m["offset"], m["control"], m["aborted"]) for m in found] == [
+        (0, None, True),
+        (1, None, True),
+        (2, "ABORT", False),
+        (3, None, False),
+        (4, "COMMIT", False),
+    ]
+    # librdkafka's read_committed consumer sees the committed record alone
+    committed = {"bootstrap.servers": cluster.bootstrap, "group.id": "reader", "isolation.level": "read_committed"}
+    reader = Consumer(committed)
+    try:
+        reader.assign([KafkaPartition("mixed", 0, 0)])
+        seen = [m.value() for m in reader.consume(1, timeout=30)]
+    finally:
+        reader.close()
+    assert seen == [b"c0"] and found[3]["value"] == {"text": "c0"}
+    # from the middle of the aborted transaction: still marked (the Fetch's aborted list covers it)
+    assert get(console, "api/topics/mixed/messages?offset=1&limit=1")[1]["messages"][0]["aborted"] is True
+    # a transaction still open, past the last stable offset: shown, its end not known yet
+    producer.begin_transaction()
+    producer.produce("mixed", value=b"open", partition=0)
+    assert producer.flush(60) == 0
+    (open_record,) = get(console, "api/topics/mixed/messages?offset=5")[1]["messages"]
+    assert (open_record["value"], open_record["transactional"]) == ({"text": "open"}, True)
+    assert open_record["aborted"] is False
+    producer.abort_transaction(60)
+
+
+def test_a_filter_keeps_the_records_whose_key_or_value_holds_the_text(console):
+    def shown(query: str) -> tuple[list[int], Any]:
+        status, found = get(console, f"api/topics/{TOPIC}/messages?partition=0&{query}")
+        assert status == 200, found
+        return [m["offset"] for m in found["messages"]], found
+
+    assert shown("filter=0-3")[0] == [3]  # value "order 0-3 é", key "key-0-3"
+    assert shown("filter=ORDER%200-1")[0] == [1]  # any case
+    assert shown("filter=%3Cscript")[0] == [4]
+    offsets, found = shown("filter=key-0&limit=2")
+    assert offsets == [0, 1] and found["nextOffset"] == 2 and found["filter"] == "key-0"
+    offsets, found = shown("filter=nowhere")
+    assert offsets == [] and found["scanned"] == PRODUCED[0] and found["nextOffset"] == PRODUCED[0]
+
+
+def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": "watermarks"})
+    try:
+        return tuple(reader.get_watermark_offsets(KafkaPartition(topic, partition), timeout=30))
+    finally:
+        reader.close()
+
+
+def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
+    try:
+        found = reader.committed([KafkaPartition(topic, p) for p in range(partitions)], timeout=30)
+        return [tp.offset for tp in found]
+    finally:
+        reader.close()
+
+
+def test_delete_records_below_an_offset_or_the_leaders_refusal(console, read_only_console, cluster):
+    filled_topic(cluster.bootstrap, "trimmed", 5)
+    assert post(read_only_console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": 2})[0] == 403
+    assert _watermarks(cluster.bootstrap, "trimmed", 0) == (0, 5)
+    done = post(console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": 2})
+    assert done == (200, {"topic": "trimmed", "partition": 0, "lowWatermark": 2})
+    assert _watermarks(cluster.bootstrap, "trimmed", 0) == (2, 5)
+    status, refused = post(console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": 9})
+    assert status == 400 and "OFFSET_OUT_OF_RANGE" in refused["error"], refused
+    assert post(console, "api/topics/trimmed/delete-records", {"partition": 0, "offset": -1})[1]["lowWatermark"] == 5
+    assert post(console, "api/topics/trimmed/delete-records", {"offset": 1})[0] == 400  # which partition?
+    assert post(console, "api/topics/no-such/delete-records", {"partition": 0, "offset": 1})[0] == 404
+
+
+def test_reset_a_groups_offsets_only_when_it_is_empty(console, read_only_console, cluster):
+    settings = {"bootstrap.servers": cluster.bootstrap, "group.id": "resettable", "enable.auto.commit": False}
+    committer = Consumer(settings)
+    committer.commit(offsets=[KafkaPartition(TOPIC, p, 1) for p in PRODUCED], asynchronous=False)
+    committer.close()
+    path = "api/groups/resettable/reset-offsets"
+    assert post(read_only_console, path, {"to": "earliest"})[0] == 403
+    status, done = post(console, path, {"to": "latest"})
+    assert status == 200, done
+    assert [o["offset"] for o in done["offsets"]] == list(PRODUCED.values())
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == list(PRODUCED.values())
+    assert post(console, path, {"to": "earliest"})[0] == 200
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == [0, 0, 0]
+    assert post(console, path, {"to": "offset", "offset": 4, "topic": TOPIC})[0] == 200
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == [min(4, n) for n in PRODUCED.values()]
+    at = cluster.first_timestamp + STEP_MS * 2  # offset 2 of each partition
+    assert post(console, path, {"to": "timestamp", "timestamp": at})[0] == 200
+    assert _committed(cluster.bootstrap, "resettable", TOPIC, 3) == [2, 2, 2]
+    # a group with a member is refused, as kafka-consumer-groups.sh refuses it
+    status, refused = post(console, f"api/groups/{GROUP}/reset-offsets", {"to": "earliest"})
+    assert status == 409
+    assert "can only be reset if the group 'billing' is inactive, but the current state is Stable" in refused["error"]
+    for bad, why in [({"to": "yesterday"}, "to is one of"), ({"to": "offset"}, "needs offset"), ({}, "to is one of")]:
+        status, refused = post(console, path, bad)
+        assert status == 400 and why in refused["error"], (bad, refused)

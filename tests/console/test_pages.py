@@ -11,13 +11,13 @@ import socket
 from datetime import UTC, datetime
 from typing import Any
 
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from seglog.console import start
 
-from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, open_page
+from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, STEP_MS, TOPIC, begin_transaction, filled_topic, open_page
 
 
 def cells(page: Any, table: str, column: int) -> list[str]:
@@ -200,3 +200,83 @@ def test_a_read_only_console_has_no_create_form(page, read_only_console):
     expect(page.locator("form.action")).to_have_count(0)
     expect(page.locator("#view")).not_to_contain_text("null")  # nothing drawn where the form was
     expect(page.locator("#bootstrap")).to_contain_text("read-only")
+
+
+def test_messages_as_json_filtered_with_aborted_records_marked(page, console, cluster):
+    from playwright.sync_api import expect
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # held until it answers
+    admin.create_topics([NewTopic("shown-json", 1, 1)])["shown-json"].result(60)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "shown-json-txn"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    producer.produce("shown-json", key=b"first", value=b'{"user": "ada", "items": [1, 2]}', partition=0)
+    producer.produce("shown-json", key=b"second", value=b"not json", partition=0)
+    assert producer.flush(60) == 0
+    producer.abort_transaction(60)
+    open_page(page, console, "#/topics/shown-json/messages", "messagesPage")
+    rows = page.locator("#messages tbody tr")
+    expect(rows).to_have_count(3)  # two aborted records and the ABORT marker
+    expect(page.locator("#messages tbody tr.aborted")).to_have_count(2)
+    expect(rows.nth(0).locator("td").first).to_have_text("0 txn aborted")
+    expect(rows.nth(2)).to_contain_text("control record: ABORT")
+    expect(rows.nth(0).locator("td").nth(3)).to_have_text('{"user": "ada", "items": [1, 2]}')
+    page.locator("#browse select[name=view]").select_option("json")
+    page.locator("#browse button").click()
+    pretty = rows.nth(0).locator("td").nth(3).locator("pre.json")
+    expect(pretty).to_have_text('{\n  "user": "ada",\n  "items": [\n    1,\n    2\n  ]\n}')
+    expect(rows.nth(1).locator("td").nth(3)).to_have_text("not json")  # not JSON: as text
+    page.locator("#browse input[name=filter]").fill("SECOND")
+    page.locator("#browse button").click()
+    expect(page.locator("#messages tbody tr td:first-child")).to_have_text(["1 txn aborted"])
+    expect(page.locator("#messages-summary")).to_contain_text('3 records looked through for "SECOND"')
+    page.locator("#browse select[name=view]").select_option("hex")
+    page.locator("#browse button").click()
+    expect(rows.nth(0).locator("td").nth(3).locator(".hex")).to_have_text(b"not json".hex())
+
+
+def test_delete_records_through_the_topic_page(page, console, cluster):
+    from playwright.sync_api import expect
+
+    filled_topic(cluster.bootstrap, "trimmed-in-page", 4)
+    open_page(page, console, "#/topics/trimmed-in-page", "topicPage")
+    question = "Delete the records of trimmed-in-page-0 below offset 3? They cannot be brought back."
+    act(page, "delete-records", {"partition": "0", "offset": "3"}, question)
+    expect(page.locator("#delete-records-done")).to_have_text("Partition 0 of trimmed-in-page starts at offset 3.")
+    expect(page.locator("#partitions tbody tr td").nth(4)).to_have_text("3")  # its log start, drawn again
+    act(page, "delete-records", {"partition": "0", "offset": "10"})  # past the high watermark: refused
+    expect(page.locator("#delete-records-error")).to_contain_text("OFFSET_OUT_OF_RANGE")
+
+
+def test_reset_a_groups_offsets_through_its_page(page, console, cluster):
+    from playwright.sync_api import expect
+
+    settings = {"bootstrap.servers": cluster.bootstrap, "group.id": "reset-in-page", "enable.auto.commit": False}
+    committer = Consumer(settings)
+    committer.commit(offsets=[KafkaPartition(TOPIC, p, 0) for p in PRODUCED], asynchronous=False)
+    committer.close()
+    open_page(page, console, "#/groups/reset-in-page", "groupPage")
+    expect(page.locator("#total-lag")).to_have_text(str(sum(PRODUCED.values())))
+    page.locator("#reset-offsets select[name=to]").select_option("latest")
+    asked = "Reset group reset-in-page's offsets of every topic it committed to the high watermark?"
+    act(page, "reset-offsets", {}, asked)
+    expect(page.locator("#reset-offsets-done")).to_have_text("Reset 3 offsets of group reset-in-page.")
+    expect(page.locator("#total-lag")).to_have_text("0")
+    page.locator("#reset-offsets select[name=to]").select_option("offset")
+    act(page, "reset-offsets", {"at": "1", "topic": TOPIC}, f"of topic {TOPIC} to offset 1?")
+    expect(page.locator("#total-lag")).to_have_text(str(sum(n - 1 for n in PRODUCED.values())))
+    # a group with a member: refused, the broker-side reason shown
+    open_page(page, console, f"#/groups/{GROUP}", "groupPage")
+    act(page, "reset-offsets", {})
+    expect(page.locator("#reset-offsets-error")).to_contain_text("the current state is Stable")
+
+
+def test_a_read_only_console_has_no_delete_nor_reset_forms(page, read_only_console):
+    from playwright.sync_api import expect
+
+    open_page(page, read_only_console, f"#/groups/{GROUP}", "groupPage")
+    expect(page.locator("#offsets tbody tr")).to_have_count(len(PRODUCED))
+    expect(page.locator("#reset-offsets")).to_have_count(0)
+    open_page(page, read_only_console, f"#/topics/{TOPIC}", "topicPage")
+    expect(page.locator("#partitions tbody tr")).to_have_count(len(PRODUCED))
+    expect(page.locator("#delete-records")).to_have_count(0)

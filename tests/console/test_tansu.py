@@ -99,3 +99,20 @@ def test_what_tansu_does_not_serve_is_said(tansu_console):
     status, refused = get(tansu_console, "api/transactions")
     assert status == 501
     assert "LIST_TRANSACTIONS" in refused["error"]
+
+
+def test_what_only_seglog_brokers_tell_is_said_to_be_missing(tansu_console):
+    # no seglog broker behind: no layout, and no counters to chart (Tansu has no HTTP port for them)
+    status, refused = get(tansu_console, "api/topics/elsewhere/partitions/0/layout")
+    assert status == 501
+    assert "seglog broker's own HTTP port" in refused["error"]
+    assert get(tansu_console, "api/throughput") == (200, {"sources": [], "points": [], "seglogBrokers": 0})
+
+
+def test_tansus_records_are_browsed_and_filtered(tansu_console):
+    status, found = get(tansu_console, "api/topics/elsewhere/messages?partition=0")
+    assert status == 200, found
+    assert [(m["key"], m["value"], m["aborted"]) for m in found["messages"]] == [
+        ({"text": f"k{i}"}, {"text": f"v{i}"}, False) for i in range(3)
+    ]
+    assert [m["offset"] for m in get(tansu_console, "api/topics/elsewhere/messages?filter=V2")[1]["messages"]] == [2]

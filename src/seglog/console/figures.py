@@ -11,7 +11,18 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from ..client import ClusterClient, MetadataTopic, check, topics_by_name
+from ..client import (
+    PLAINTEXT,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    ClientSecurity,
+    ClusterClient,
+    FetchedPartition,
+    MetadataTopic,
+    check,
+    check_partition,
+    topics_by_name,
+)
 from ..common import TopicPartition
 from ..errors import (
     BrokerNotAvailableError,
@@ -28,6 +39,8 @@ from ..protocol.message_data import (
     CreatePartitionsResponseData,
     CreateTopicsRequestData,
     CreateTopicsResponseData,
+    DeleteRecordsRequestData,
+    DeleteRecordsResponseData,
     DescribeConfigsRequestData,
     DescribeConfigsResponseData,
     DescribeLogDirsRequestData,
@@ -36,10 +49,12 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsResponseData,
     MetadataResponseData,
 )
-from ..records import BatchIterator, EndTransactionMarker, Record, parse_control_record
+from ..records import BatchIterator, ControlRecordType, EndTransactionMarker, Record, parse_control_record
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from ..tools.consumer_groups import (
+    INACTIVE_STATES,
     assigned_partitions,
+    commit_offsets,
     committed_offsets,
     consumer_groups,
     describe_group,
@@ -50,7 +65,12 @@ from ..tools.transactions import described, listed
 
 CLIENT_ID = "seglog-console"  # the client id of the console's requests, in the brokers' logs and quotas
 FETCH_BYTES = 1 << 20  # a page of records is small: a fetch of at most one MiB a round
+# a fetch asks for a byte at least, waiting this long at most: Tansu answers a Fetch of no wait with
+# no partition at all; a broker holding records answers at once (only a read_committed fetch at an
+# open transaction's last stable offset waits it out, before the read_uncommitted one)
+FETCH_WAIT_MS = 100
 MAX_MESSAGES = 500  # the most records one page of the browser asks
+MAX_SCANNED = 20_000  # records a filtered page looks through before it answers with what it found
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
 
 
@@ -59,10 +79,11 @@ class ConsoleInputError(SeglogError):
     out of range): the caller's mistake, answered 400."""
 
 
-def open_client(bootstrap: str, timeout: float) -> ClusterClient:
+def open_client(bootstrap: str, timeout: float, security: ClientSecurity = PLAINTEXT) -> ClusterClient:
     """A client of the cluster for one request of the console (its ``timeout`` bounds the
-    retries of that request: a ClusterClient's deadline starts when it is made)."""
-    return ClusterClient(bootstrap, timeout, client_id=CLIENT_ID)
+    retries of that request: a ClusterClient's deadline starts when it is made), connecting as
+    ``security`` says (``--command-config``'s TLS and SASL)."""
+    return ClusterClient(bootstrap, timeout, client_id=CLIENT_ID, security=security)
 
 
 # --- the cluster and its topics -----------------------------------------------------------------------
@@ -178,6 +199,15 @@ def _known_topic(client: ClusterClient, name: str) -> tuple[MetadataTopic, set[i
     return found, {b.node_id for b in answer.brokers}
 
 
+def replicas(client: ClusterClient, name: str, partition: int) -> list[int]:
+    """The brokers holding a replica of ``name``-``partition``, its leader first."""
+    found, _ = _known_topic(client, name)
+    for p in found.partitions:
+        if p.partition_index == partition:
+            return sorted(p.replica_nodes, key=lambda b: b != p.leader_id)
+    raise ConsoleInputError(f"topic {name} has no partition {partition}")
+
+
 def _offsets(client: ClusterClient, tps: list[TopicPartition], time: int) -> dict[TopicPartition, int]:
     """Each partition's offset at ``time`` (ListOffsets, one request a leader for them all)."""
     return {tp: found.offset for tp, found in client.list_offsets(dict.fromkeys(tps, time)).items()} if tps else {}
@@ -276,6 +306,28 @@ def alter_configs(client: ClusterClient, body: dict[str, Any], timeout_ms: int, 
     return {"name": name, "set": changed, "delete": deleted}
 
 
+def delete_records(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, name: str) -> dict[str, Any]:
+    """Delete the records of partition ``body["partition"]`` of topic ``name`` below offset
+    ``body["offset"]`` (-1: its high watermark, as kafka-delete-records.sh takes it) with
+    DeleteRecords; the leader's refusal (an offset past the high watermark) is raised."""
+    tp = TopicPartition(name, _int_field(body, "partition", -1))
+    below = _int_field(body, "offset", -2)
+    if tp.partition < 0 or below < -1:
+        raise ConsoleInputError("delete records needs a partition and an offset (-1: the high watermark)")
+
+    def send(leader: Any, tps: list[TopicPartition]) -> dict[TopicPartition, Any]:
+        wanted = DeleteRecordsRequestData.DeleteRecordsPartition(partition_index=tp.partition, offset=below)
+        topics = [DeleteRecordsRequestData.DeleteRecordsTopic(name=name, partitions=[wanted])]
+        # the leader answers by timeout_ms; the client's socket waits as long: half of it, to hear it
+        request = DeleteRecordsRequestData(topics=topics, timeout_ms=timeout_ms // 2)
+        answer: DeleteRecordsResponseData = leader.request(ApiKey.DELETE_RECORDS, request)
+        return {TopicPartition(t.name, r.partition_index): r for t in answer.topics for r in t.partitions}
+
+    _known_topic(client, name)
+    result = check_partition(client.to_leaders([tp], send)[tp], f"cannot delete the records of {tp} below {below}")
+    return {"topic": name, "partition": tp.partition, "lowWatermark": result.low_watermark}
+
+
 def _int_field(body: dict[str, Any], key: str, default: int) -> int:
     value = body.get(key)
     if value is None or value == "":
@@ -366,6 +418,62 @@ def _group(client: ClusterClient, group_id: str) -> dict[str, Any]:
     }
 
 
+RESETS = ("earliest", "latest", "offset", "timestamp")
+
+
+def reset_offsets(client: ClusterClient, body: dict[str, Any], timeout_ms: int, *, group_id: str) -> dict[str, Any]:
+    """Commit new offsets for a group, as ``kafka-consumer-groups.sh --reset-offsets --execute``:
+    ``body["to"]`` is earliest, latest, offset (``body["offset"]``, kept within each partition's
+    log start and high watermark) or timestamp (``body["timestamp"]`` ms: the first offset at or
+    after it, else the high watermark), for ``body["topic"]``'s partitions or, without one, every
+    partition the group committed. Refused, as Kafka refuses it, unless the group is empty."""
+    to = body.get("to")
+    if to not in RESETS:
+        raise ConsoleInputError(f"to is one of {', '.join(RESETS)}, not {to!r}")
+    value = _int_field(body, to, -1) if to in ("offset", "timestamp") else 0
+    if value < 0:
+        raise ConsoleInputError(f"a reset to an {to} needs {to}: a whole number from 0")
+    topic = body.get("topic") or None
+    if topic is not None and not isinstance(topic, str):
+        raise ConsoleInputError("topic is a topic's name")
+    return client.retrying(lambda: _reset(client, group_id, to, value, topic))
+
+
+def _reset(client: ClusterClient, group_id: str, to: str, value: int, topic: str | None) -> dict[str, Any]:
+    _, coordinator = client.coordinator(group_id, CoordinatorType.GROUP)
+    state = describe_group(coordinator, group_id).group_state
+    if state not in INACTIVE_STATES:  # Kafka's words (ConsumerGroupCommand)
+        raise error_for(
+            ErrorCode.NON_EMPTY_GROUP,
+            f"Assignments can only be reset if the group '{group_id}' is inactive, but the current state is {state}.",
+        )
+    if topic is not None:
+        found, _ = _known_topic(client, topic)
+        partitions = [
+            TopicPartition(topic, p.partition_index) for p in sorted(found.partitions, key=lambda p: p.partition_index)
+        ]
+    else:
+        partitions = sorted(committed_offsets(coordinator, group_id))
+    if not partitions:
+        raise ConsoleInputError(f"group {group_id} committed no offsets: name a topic to reset")
+    earliest = _offsets(client, partitions, EARLIEST_TIMESTAMP)
+    latest = _offsets(client, partitions, LATEST_TIMESTAMP)
+    if to == "earliest":
+        new = earliest
+    elif to == "latest":
+        new = latest
+    elif to == "offset":
+        new = {tp: min(max(value, earliest[tp]), latest[tp]) for tp in partitions}
+    else:
+        found_at = _offsets(client, partitions, value)
+        new = {tp: found_at[tp] if found_at[tp] >= 0 else latest[tp] for tp in partitions}
+    commit_offsets(coordinator, group_id, new)
+    return {
+        "group": group_id,
+        "offsets": [{"topic": tp.topic, "partition": tp.partition, "offset": new[tp]} for tp in partitions],
+    }
+
+
 # --- transactions --------------------------------------------------------------------------------------
 
 
@@ -404,11 +512,21 @@ def transaction(client: ClusterClient, txn_id: str) -> dict[str, Any]:
 
 
 def messages(
-    client: ClusterClient, name: str, partition: int, offset: int | None, limit: int, timestamp: int | None = None
+    client: ClusterClient,
+    name: str,
+    partition: int,
+    offset: int | None,
+    limit: int,
+    timestamp: int | None = None,
+    contains: str | None = None,
 ) -> dict[str, Any]:
     """Up to ``limit`` records of one partition from ``offset``, or from the first record at or
     after ``timestamp`` (ms; ListOffsets finds it), else from its log start; below its high
-    watermark. Each record's key, value and headers are text when UTF-8, else hex."""
+    watermark. Each record's key, value and headers are text when UTF-8, else hex; each is marked
+    ``control`` (a control record's type) and ``aborted`` (in a transaction that aborted).
+
+    With ``contains``, only the data records whose key or value holds that text (any case), looked
+    for among at most ``MAX_SCANNED`` records: ``nextOffset`` says where a next page goes on."""
     if not 1 <= limit <= MAX_MESSAGES:
         raise ConsoleInputError(f"limit is from 1 to {MAX_MESSAGES}, not {limit}")
     if offset is not None and timestamp is not None:
@@ -429,29 +547,99 @@ def messages(
             log_start_offset=start,
             log_end_offset=end,
         )
+    browse = _Browse(client, tp, contains.casefold() if contains else None)
     records: list[dict[str, Any]] = []
-    while at < end and len(records) < limit:
-        batches, at = _fetch(client, tp, at)
-        records += batches[: limit - len(records)]
-        if not batches and at < end:
+    while at < end and len(records) < limit and browse.scanned < MAX_SCANNED:
+        fetched, after = browse.fetch(at)
+        if not fetched and after < end and after == at:
             break  # nothing whole came back: no more can be shown from here
-    return {"topic": name, "partition": partition, "logStartOffset": start, "highWatermark": end, "messages": records}
+        at = after
+        for r in fetched:
+            records.append(r)
+            if len(records) == limit:
+                at = r["offset"] + 1
+                break
+    return {
+        "topic": name,
+        "partition": partition,
+        "logStartOffset": start,
+        "highWatermark": end,
+        "filter": contains or None,
+        "scanned": browse.scanned,
+        "nextOffset": min(at, end),
+        "messages": records,
+    }
 
 
-def _fetch(client: ClusterClient, tp: TopicPartition, offset: int) -> tuple[list[dict[str, Any]], int]:
-    """The records of one Fetch of ``tp`` from ``offset`` as the API shows them, each marked
-    ``transactional`` (written in a transaction) and ``control`` (a control record's type: COMMIT,
-    ABORT ..., else null), and the offset to fetch next."""
-    fetched = client.fetch(tp, offset, max_bytes=FETCH_BYTES, partition_max_bytes=FETCH_BYTES)
-    found, after = [], offset
-    for batch in BatchIterator(fetched.records):
-        label, transactional = batch.timestamp_type.label, batch.is_transactional
-        for r in batch.records():
-            if r.offset >= offset:
+class _Browse:
+    """The records of one partition fetched in offset order, each marked aborted as a
+    read_committed consumer tells (Kafka's ``CompletedFetch``): a transactional batch of a
+    producer whose aborted transaction (the Fetch's ``aborted_transactions``: producer id, first
+    offset) began at or before it is aborted, until that producer's ABORT marker.
+
+    A broker lists aborted transactions only to a read_committed Fetch, which stops at the last
+    stable offset; and unlike a consumer the browser shows the aborted records. So below the last
+    stable offset it fetches read_committed (every record comes, the aborted ones with the list),
+    and from there to the high watermark read_uncommitted: records of transactions still open,
+    whose end nobody knows yet (``aborted`` false)."""
+
+    def __init__(self, client: ClusterClient, tp: TopicPartition, needle: str | None) -> None:
+        self.client, self.tp, self.needle = client, tp, needle
+        self.scanned = 0
+        self._starts: list[tuple[int, int]] = []  # (first offset, producer id) of aborted transactions ahead
+        self._aborting: set[int] = set()  # producers whose batches are aborted until their marker
+
+    def fetch(self, offset: int) -> tuple[list[dict[str, Any]], int]:
+        """The records shown of one Fetch from ``offset``, and the offset to fetch next."""
+        fetched = self._fetch(offset, READ_COMMITTED)
+        if not fetched.records and offset >= fetched.last_stable_offset:
+            fetched = self._fetch(offset, READ_UNCOMMITTED)
+        self._starts = sorted({*self._starts, *((first, pid) for pid, first in fetched.aborted_transactions)})
+        found, after = [], offset
+        for batch in BatchIterator(fetched.records):
+            aborted = self._aborted(batch)
+            label = batch.timestamp_type.label
+            for r in batch.records():
+                if r.offset < offset:
+                    continue
+                self.scanned += 1
+                if self.needle is not None and (batch.is_control or not self._matches(r)):
+                    continue
                 control = _control_type(r) if batch.is_control else None
-                found.append(record_json(r, label, shown, transactional=transactional, control=control))
-        after = max(after, batch.last_offset + 1)
-    return found, after
+                extra = {"transactional": batch.is_transactional, "control": control, "aborted": aborted}
+                found.append(record_json(r, label, shown, **extra))
+            after = max(after, batch.last_offset + 1)
+        return found, after
+
+    def _fetch(self, offset: int, isolation_level: int) -> FetchedPartition:
+        return self.client.fetch(
+            self.tp,
+            offset,
+            isolation_level=isolation_level,
+            max_bytes=FETCH_BYTES,
+            partition_max_bytes=FETCH_BYTES,
+            max_wait_ms=FETCH_WAIT_MS,
+        )
+
+    def _aborted(self, batch: Any) -> bool:
+        if not batch.is_transactional:
+            return False
+        pid = batch.producer_id
+        while self._starts and self._starts[0][0] <= batch.last_offset:
+            self._aborting.add(self._starts.pop(0)[1])
+        if batch.is_control:
+            marker = parse_control_record(next(iter(batch.records())))
+            if isinstance(marker, EndTransactionMarker) and marker.type is ControlRecordType.ABORT:
+                self._aborting.discard(pid)
+            return False  # the marker itself is a control record, shown as one
+        return pid in self._aborting
+
+    def _matches(self, record: Record) -> bool:
+        assert self.needle is not None
+        return any(
+            data is not None and self.needle in bytes(data).decode("utf-8", "replace").casefold()
+            for data in (record.key, record.value)
+        )
 
 
 def _control_type(record: Record) -> str:

@@ -14,6 +14,7 @@ import json
 import logging
 import mimetypes
 import threading
+from dataclasses import dataclass
 from functools import partial
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,9 +22,19 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..errors import BrokerNotAvailableError, ErrorCode, OffsetOutOfRangeError, SeglogError, UnsupportedVersionError
+from ..client import PLAINTEXT, ClientSecurity
+from ..errors import (
+    BrokerNotAvailableError,
+    ErrorCode,
+    NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
+    SeglogError,
+    UnsupportedVersionError,
+)
 from . import figures
+from .brokers import Hosted, NoLayoutError, SeglogBrokers
 from .figures import ConsoleInputError
+from .layout import MAX_ENTRIES, LayoutInputError
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +56,27 @@ class ConsoleServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], bootstrap: str, *, read_only: bool, timeout: float) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        bootstrap: str,
+        *,
+        read_only: bool,
+        timeout: float,
+        brokers: SeglogBrokers | None = None,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         super().__init__(address, ConsoleHandler)
         self.bootstrap = bootstrap
+        self.security = security
         self.read_only = read_only
         self.request_timeout = timeout
+        self.brokers = brokers or SeglogBrokers(None, [])
         self._thread: threading.Thread | None = None
+
+    def client(self) -> Any:
+        """A client of the cluster for one request (``figures.open_client``)."""
+        return figures.open_client(self.bootstrap, self.request_timeout, self.security)
 
     @property
     def url(self) -> str:
@@ -76,9 +102,36 @@ class ConsoleServer(ThreadingHTTPServer):
         self.stop()
 
 
-def start(bootstrap: str, port: int = 0, *, host: str = "127.0.0.1", read_only: bool = False) -> ConsoleServer:
-    """A console of ``bootstrap`` serving on its own thread at ``host:port`` (0: a free port)."""
-    return ConsoleServer((host, port), bootstrap, read_only=read_only, timeout=10.0).start()
+def start(
+    bootstrap: str,
+    port: int = 0,
+    *,
+    host: str = "127.0.0.1",
+    read_only: bool = False,
+    broker_http: list[str] | None = None,
+    security: ClientSecurity = PLAINTEXT,
+) -> ConsoleServer:
+    """A console of ``bootstrap`` serving on its own thread at ``host:port`` (0: a free port);
+    ``broker_http``: the HTTP ports of seglog brokers (their layouts and counters); ``security``:
+    how its client connects (``client.client_security`` of a client's properties)."""
+    brokers = SeglogBrokers(None, broker_http or [])
+    server = ConsoleServer(
+        (host, port), bootstrap, read_only=read_only, timeout=10.0, brokers=brokers, security=security
+    )
+    return server.start()
+
+
+def serve_in_broker(server: Any, host: str, port: int, *, read_only: bool) -> ConsoleServer:
+    """The console of the broker ``server`` (a started ``KafkaServer``) runs in, on its thread at
+    ``host:port``, beside the broker's ``/metrics``: the broker's partitions' layouts read
+    in-process. It reaches the cluster through the broker's first PLAINTEXT listener."""
+    listener = next((x for x in server.listeners.listeners if x.protocol == "PLAINTEXT"), None)
+    if listener is None:
+        raise SeglogError("the broker's console reaches it through a PLAINTEXT listener: it has none")
+    bound = listener.bound.host if listener.bound.host not in ("", "0.0.0.0") else "127.0.0.1"
+    bootstrap = f"{bound}:{server.port_of(listener.name)}"
+    brokers = SeglogBrokers(Hosted(server), [])
+    return ConsoleServer((host, port), bootstrap, read_only=read_only, timeout=10.0, brokers=brokers).start()
 
 
 class ConsoleHandler(BaseHTTPRequestHandler):
@@ -98,6 +151,8 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             self._static(url.path.removeprefix("/static/"))
         elif url.path.startswith("/api/"):
             self._api(lambda: self._get(url.path.removeprefix("/api/"), parse_qs(url.query)))
+        elif url.path == "/metrics" and self.server.brokers.hosted is not None:
+            self._metrics(self.server.brokers.hosted)
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no page {url.path}")
 
@@ -111,6 +166,12 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 action, status = partial(figures.add_partitions, name=name), HTTPStatus.OK
             case ["topics", name, "configs"] if name:
                 action, status = partial(figures.alter_configs, name=name), HTTPStatus.OK
+            case ["topics", name, "delete-records"] if name:
+                action, status = partial(figures.delete_records, name=name), HTTPStatus.OK
+            case ["groups", *_, "reset-offsets"] if len(parts) > 2:
+                # a group id may hold a slash (sent as %2F): all between groups/ and the action is the id
+                group_id = unquote(path.removeprefix("groups/").removesuffix("/reset-offsets"))
+                action, status = partial(figures.reset_offsets, group_id=group_id), HTTPStatus.OK
             case _:
                 self._error(HTTPStatus.NOT_FOUND, f"nothing to POST to at {self.path}")
                 return
@@ -121,9 +182,22 @@ class ConsoleHandler(BaseHTTPRequestHandler):
 
     def _get(self, path: str, query: dict[str, list[str]]) -> Any:
         parts = [unquote(p) for p in path.split("/")]
-        if parts == ["console"]:
-            return {"bootstrap": self.server.bootstrap, "readOnly": self.server.read_only}
-        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+        brokers = self.server.brokers
+        match parts:
+            case ["console"]:
+                return {
+                    "bootstrap": self.server.bootstrap,
+                    "readOnly": self.server.read_only,
+                    "brokerId": None if brokers.hosted is None else brokers.hosted.broker_id(),
+                    "brokerHttp": [a.label for a in brokers.remotes],
+                }
+            case ["throughput"]:
+                return brokers.history.sample(brokers.accesses) | {"seglogBrokers": len(brokers.accesses)}
+            case ["topics", name, "partitions", partition, "layout"] if name:
+                return self._on_disk(name, _whole(partition, "partition"), None, query)
+            case ["topics", name, "partitions", partition, "segments", base] if name:
+                return self._on_disk(name, _whole(partition, "partition"), _whole(base, "base offset"), query)
+        with self.server.client() as client:
             match parts:
                 case ["cluster"]:
                     return figures.cluster(client)
@@ -134,7 +208,8 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["topics", name, "messages"] if name:
                     partition, limit = _number(query, "partition", 0), _number(query, "limit", 50)
                     offset, timestamp = _number(query, "offset", None), _number(query, "timestamp", None)
-                    return figures.messages(client, name, partition, offset, limit, timestamp)
+                    contains = query.get("filter", [""])[-1].strip() or None
+                    return figures.messages(client, name, partition, offset, limit, timestamp, contains)
                 case ["groups"]:
                     return figures.groups(client)
                 case ["groups", *_] if len(parts) > 1:
@@ -145,6 +220,27 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["transactions", *_] if len(parts) > 1:
                     return figures.transaction(client, unquote(path.removeprefix("transactions/")))
         raise _NotFound(f"no API at /api/{path}")
+
+    def _on_disk(self, topic: str, partition: int, base_offset: int | None, query: dict[str, list[str]]) -> _Answer:
+        """A partition's layout (``base_offset`` None) or a segment's index entries, read by a
+        broker holding a replica: this console's own broker when it does, else the first replica
+        whose HTTP port this console knows (the leader first)."""
+        limit = _number(query, "limit", MAX_ENTRIES)
+
+        def read(access: Any) -> _Answer:
+            if base_offset is None:
+                return _Answer(*access.layout(topic, partition))
+            return _Answer(*access.indexes(topic, partition, base_offset, limit))
+
+        hosted = self.server.brokers.hosted
+        if hosted is not None:
+            try:
+                return read(hosted)
+            except NotLeaderOrFollowerError:
+                pass  # a partition of the cluster this broker holds no replica of: another may
+        with self.server.client() as client:
+            replicas = figures.replicas(client, topic, partition)
+        return read(self.server.brokers.replica_access(replicas, topic, partition))
 
     def _act(self, action: Any) -> Any:
         """``action(client, body, timeout_ms)`` with the request's JSON body."""
@@ -161,7 +257,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ConsoleInputError("the request's body is a JSON object")
         timeout_ms = int(self.server.request_timeout * 1000)
-        with figures.open_client(self.server.bootstrap, self.server.request_timeout) as client:
+        with self.server.client() as client:
             return action(client, body, timeout_ms)
 
     # --- answers -------------------------------------------------------------------------------------------
@@ -169,6 +265,8 @@ class ConsoleHandler(BaseHTTPRequestHandler):
     def _api(self, answer: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
         try:
             found = answer()
+            if isinstance(found, _Answer):  # another broker's answer, passed on as it came
+                status, found = HTTPStatus(found.status), found.body
         except _NotFound as e:
             self._error(HTTPStatus.NOT_FOUND, str(e))
         except SeglogError as e:
@@ -178,6 +276,14 @@ class ConsoleHandler(BaseHTTPRequestHandler):
             self._error(HTTPStatus.INTERNAL_SERVER_ERROR, f"internal error: {type(e).__name__}: {e}")
         else:
             self._send(status, "application/json", json.dumps(found).encode(), {"Cache-Control": "no-store"})
+
+    def _metrics(self, hosted: Hosted) -> None:
+        try:
+            body = hosted.prometheus()
+        except SeglogError as e:
+            self._error(HTTPStatus.NOT_IMPLEMENTED, str(e))
+            return
+        self._send(HTTPStatus.OK, "text/plain; version=0.0.4; charset=utf-8", body, {"Cache-Control": "no-store"})
 
     def _static(self, name: str) -> None:
         file = STATIC.joinpath(name)
@@ -203,6 +309,21 @@ class _NotFound(Exception):
     """No page or API at a path."""
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """An answer with its own status: another broker's, passed on."""
+
+    status: int
+    body: Any
+
+
+def _whole(text: str, name: str) -> int:
+    """A whole number from a path's segment."""
+    if not text.isdigit() or len(text) > 19:
+        raise ConsoleInputError(f"{name} is a whole number from 0, not {text!r}")
+    return int(text)
+
+
 def _number(query: dict[str, list[str]], key: str, default: Any) -> Any:
     """The whole number ``key`` of a query string, ``default`` when absent or empty."""
     text = query.get(key, [""])[-1].strip()
@@ -215,11 +336,13 @@ def _number(query: dict[str, list[str]], key: str, default: Any) -> Any:
 
 def _status(error: SeglogError) -> HTTPStatus:
     """The HTTP status of an error: whose mistake it is."""
-    if isinstance(error, ConsoleInputError | OffsetOutOfRangeError):
+    if isinstance(error, ConsoleInputError | LayoutInputError | OffsetOutOfRangeError):
         return HTTPStatus.BAD_REQUEST
+    if isinstance(error, NoLayoutError):
+        return HTTPStatus.NOT_IMPLEMENTED
     if error.error_code in NOT_FOUND_CODES:
         return HTTPStatus.NOT_FOUND
-    if error.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+    if error.error_code in (ErrorCode.TOPIC_ALREADY_EXISTS, ErrorCode.NON_EMPTY_GROUP):
         return HTTPStatus.CONFLICT
     if isinstance(error, BrokerNotAvailableError):
         return HTTPStatus.BAD_GATEWAY

@@ -283,7 +283,7 @@ def _reset(client: ClusterClient, coordinator: BlockingConnection, args: argpars
     partitions = _partitions_to_reset(client, args, committed)
     new = _new_offsets(client, args, partitions, committed)
     if args.execute:
-        _commit(coordinator, group, new)
+        commit_offsets(coordinator, group, new)
     for line in (("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"), *((group, t, p, o) for (t, p), o in new.items())):
         print("\n{:<30} {:<30} {:<10} {:<15}".format(*map(str, line)), end="")
     print()
@@ -333,7 +333,8 @@ def _new_offsets(
     return out
 
 
-def _commit(coordinator: BlockingConnection, group: str, offsets: dict[TopicPartition, int]) -> None:
+def commit_offsets(coordinator: BlockingConnection, group: str, offsets: dict[TopicPartition, int]) -> None:
+    """An admin's commit of a group's offsets (the web console's reset too)."""
     by_topic: dict[str, list[OffsetCommitRequestData.OffsetCommitRequestPartition]] = {}
     for tp, offset in offsets.items():
         by_topic.setdefault(tp.topic, []).append(

@@ -135,6 +135,7 @@ const routes = [
   [/^#\/topics$/, topicsPage, "topics"],
   [/^#\/topics\/([^/?]+)$/, topicPage, "topics"],
   [/^#\/topics\/([^/?]+)\/messages(\?.*)?$/, messagesPage, "topics"],
+  [/^#\/topics\/([^/?]+)\/partitions\/(\d+)\/layout$/, layoutPage, "topics"],
   [/^#\/groups$/, groupsPage, "groups"],
   [/^#\/groups\/(.+)$/, groupPage, "groups"],
   [/^#\/transactions$/, transactionsPage, "transactions"],
@@ -172,7 +173,9 @@ async function route(refreshing = false) {
 function refreshLater(mine, view) {
   setTimeout(() => {
     if (mine !== drawing) return;
-    const typing = [...view.querySelectorAll("form.action input")].some((i) => i.value || i === document.activeElement);
+    const typing =
+      [...view.querySelectorAll("form.action input")].some((i) => i.value || i === document.activeElement) ||
+      [...view.querySelectorAll("form.action select")].some((s) => s.selectedIndex > 0 || s === document.activeElement);
     const asking = [...view.querySelectorAll(".confirm")].some((box) => !box.hidden);
     if (typing || asking) refreshLater(mine, view);
     else route(true);
@@ -182,7 +185,7 @@ function refreshLater(mine, view) {
 // --- pages ------------------------------------------------------------------------------------------
 
 async function clusterPage() {
-  const c = await api("cluster");
+  const [c, throughput] = await Promise.all([api("cluster"), api("throughput").catch((e) => ({ error: e.message }))]);
   return [
     el("h1", {}, "Cluster ", el("span", { class: "muted" }, c.clusterId || "")),
     summary([
@@ -207,9 +210,44 @@ async function clusterPage() {
       ]),
       [0, 2],
     ),
+    el("h2", {}, "Throughput"),
+    ...throughputCharts(throughput, c.brokers.filter((b) => b.alive).length),
   ];
 }
 clusterPage.refresh = true;
+
+// bytes in and out and requests per second, summed over the seglog brokers this console reads
+// (their counters, sampled by the console at each refresh); other brokers count them where
+// Kafka's protocol cannot ask (JMX), which the page says
+function throughputCharts(t, alive) {
+  if (t.error) return [el("p", { class: "error", id: "throughput-error" }, t.error)];
+  if (!t.seglogBrokers) {
+    return [
+      el(
+        "p",
+        { class: "muted", id: "throughput-none" },
+        "No throughput: brokers count bytes and requests themselves, and Kafka's protocol has no request for " +
+          "them (Kafka's brokers give them over JMX). seglog brokers give them on their HTTP port: start this " +
+          "console with --broker-http, or open a broker's own console (seglog broker --http-port).",
+      ),
+    ];
+  }
+  const failed = t.sources.filter((s) => s.error);
+  const notes = [
+    el("p", { class: "muted", id: "throughput-sources" }, `Counters of ${t.sources.length - failed.length} of ${alive} live brokers (${t.sources.map((s) => s.source).join(", ")}), per second between the console's samples.`),
+    ...failed.map((s) => el("p", { class: "error" }, `${s.source}: ${s.error}`)),
+  ];
+  if (!t.points.length) return [...notes, el("p", { class: "muted", id: "throughput-wait" }, "The first rates come at the next refresh.")];
+  const series = (key) => t.points.map((p) => ({ t: p.timeMs, value: p[key] }));
+  return [
+    ...notes,
+    el("div", { class: "charts" },
+      el("div", {}, el("h3", {}, "Bytes in per second"), chart("chart-bytes-in", series("bytesIn"))),
+      el("div", {}, el("h3", {}, "Bytes out per second"), chart("chart-bytes-out", series("bytesOut"))),
+      el("div", {}, el("h3", {}, "Requests per second"), chart("chart-requests", series("requests"))),
+    ),
+  ];
+}
 
 async function topicsPage() {
   const { topics } = await api("topics");
@@ -275,7 +313,7 @@ function actionForm({ id, title, fields, button, question, run }) {
   const form = el(
     "form",
     { id, class: "inline action" },
-    fields.map(([label, name, attrs]) => el("label", {}, label, el("input", { name, ...attrs }))),
+    fields.map(([label, name, attrs]) => el("label", {}, label, field(name, attrs))),
     el("button", { type: "submit", id: `${id}-button` }, button),
   );
   form.addEventListener("submit", (event) => {
@@ -306,6 +344,12 @@ function actionForm({ id, title, fields, button, question, run }) {
   sessionStorage.removeItem(`done:${id}`);
   if (done) message.append(el("p", { class: "ok", id: `${id}-done` }, done));
   return el("section", { class: "action" }, el("h2", {}, title), form, confirmBox, message);
+}
+
+// an action's field: a choice among ``options`` ([value, label]), else an input
+function field(name, { options, ...attrs }) {
+  if (!options) return el("input", { name, ...attrs });
+  return el("select", { name, ...attrs }, options.map(([value, label]) => el("option", { value }, label)));
 }
 
 function post(path, body) {
@@ -357,13 +401,54 @@ function topicActions(name, partitions) {
       return v.value ? `Set ${v.key} = ${v.value}.` : `Removed the topic's own ${v.key}.`;
     },
   });
-  return [grow, alter];
+  const trim = actionForm({
+    id: "delete-records",
+    title: "Delete records",
+    fields: [
+      ["Partition", "partition", { type: "number", min: 0, required: true }],
+      ["Below offset", "offset", { type: "number", min: -1, required: true, placeholder: "-1: high watermark" }],
+    ],
+    button: "Delete records…",
+    question: (v) =>
+      `Delete the records of ${name}-${v.partition} below offset ${v.offset === "-1" ? "its high watermark" : v.offset}? ` +
+      "They cannot be brought back.",
+    run: async (v) => {
+      const done = await post(path + "/delete-records", v);
+      return `Partition ${done.partition} of ${name} starts at offset ${done.lowWatermark}.`;
+    },
+  });
+  return [grow, alter, trim];
+}
+
+function resetOffsetsForm(id) {
+  const to = { earliest: "the log start", latest: "the high watermark" };
+  return actionForm({
+    id: "reset-offsets",
+    title: "Reset offsets",
+    fields: [
+      ["To", "to", { options: [["earliest", "earliest"], ["latest", "latest"], ["offset", "an offset"], ["timestamp", "a time"]] }],
+      ["Offset or time", "at", { placeholder: "123, or 2026-12-06T23:05:00Z" }],
+      ["Topic", "topic", { placeholder: "every committed topic" }],
+    ],
+    button: "Reset offsets…",
+    question: (v) =>
+      `Reset group ${id}'s offsets of ${v.topic ? "topic " + v.topic : "every topic it committed"} to ` +
+      `${to[v.to] || `${v.to} ${v.at}`}? Its consumers will read from there.`,
+    run: async (v) => {
+      const body = { to: v.to, topic: v.topic || null };
+      if (v.to === "offset") body.offset = v.at;
+      if (v.to === "timestamp") body.timestamp = typedTime(v.at);
+      const done = await post(`groups/${encodeURIComponent(id)}/reset-offsets`, body);
+      return `Reset ${done.offsets.length} offsets of group ${id}.`;
+    },
+  });
 }
 
 async function topicPage(encoded) {
   const name = decodeURIComponent(encoded);
   const t = await api("topics/" + encodeURIComponent(name));
   const messages = (p) => `#/topics/${encodeURIComponent(name)}/messages?partition=${p}`;
+  const layout = (p) => `#/topics/${encodeURIComponent(name)}/partitions/${p}/layout`;
   const partitions = t.partitionList.map((p) => [
     p.partition,
     p.leader < 0 ? el("span", { class: "bad" }, "none") : p.leader,
@@ -372,7 +457,7 @@ async function topicPage(encoded) {
     orDash(p.logStartOffset),
     orDash(p.highWatermark),
     p.highWatermark === null ? "-" : p.highWatermark - p.logStartOffset,
-    el("a", { href: messages(p.partition) }, "messages"),
+    el("span", {}, el("a", { href: messages(p.partition) }, "messages"), " · ", el("a", { href: layout(p.partition) }, "layout")),
   ]);
   const configs = t.configs.map((c) => [c.name, c.sensitive ? el("span", { class: "null" }, "(sensitive)") : c.value ?? "", c.source]);
   const configTable = table("configs", ["Name", "Value", "Source"], configs);
@@ -407,6 +492,28 @@ function typedTime(text) {
   return isNaN(ms) ? text : String(ms);
 }
 
+// bytes as the view asks: "json" pretty-prints a text that parses as a JSON object or array (any
+// other text as it is), "hex" shows a text's UTF-8 bytes too; else data()'s text or hex
+function viewed(value, view) {
+  if (value === null || value === undefined || !("text" in value)) return data(value);
+  if (view === "hex") {
+    const hex = [...new TextEncoder().encode(value.text)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    return data({ hex, size: value.size });
+  }
+  if (view === "json") {
+    let parsed;
+    try {
+      parsed = JSON.parse(value.text);
+    } catch (e) {
+      return data(value);
+    }
+    if (parsed !== null && typeof parsed === "object") return el("pre", { class: "json" }, JSON.stringify(parsed, null, 2));
+  }
+  return data(value);
+}
+
+const VIEWS = [["text", "Text"], ["json", "JSON"], ["hex", "Hex"]];
+
 async function messagesPage(encoded, query) {
   const name = decodeURIComponent(encoded);
   const asked = new URLSearchParams((query || "").slice(1));
@@ -414,11 +521,15 @@ async function messagesPage(encoded, query) {
   const offset = asked.get("offset") || "";
   const timestamp = asked.get("timestamp") || "";
   const limit = asked.get("limit") || "50";
+  const filter = asked.get("filter") || "";
+  const view = VIEWS.some(([v]) => v === asked.get("view")) ? asked.get("view") : "text";
   const wanted = new URLSearchParams({ partition, limit });
   if (offset) wanted.set("offset", offset);
   if (timestamp) wanted.set("timestamp", timestamp);
+  if (filter) wanted.set("filter", filter);
   const field = (label, key, value, attrs = {}) =>
     el("label", {}, label, el("input", { name: key, value, inputmode: "numeric", ...attrs }));
+  const views = el("select", { name: "view", "aria-label": "View" }, VIEWS.map(([v, label]) => el("option", { value: v, selected: v === view }, label)));
   const form = el(
     "form",
     { id: "browse", class: "inline" },
@@ -430,6 +541,8 @@ async function messagesPage(encoded, query) {
       size: 24,
     }),
     field("Limit", "limit", limit, { size: 5 }),
+    field("Key or value holds", "filter", filter, { inputmode: "text", size: 16, type: "search" }),
+    el("label", {}, "View", views),
     el("button", { type: "submit" }, "Show"),
   );
   const here = `#/topics/${encodeURIComponent(name)}/messages?`;
@@ -437,8 +550,9 @@ async function messagesPage(encoded, query) {
     event.preventDefault();
     const typed = (key) => form.elements[key].value.trim();
     const next = new URLSearchParams();
-    for (const key of ["partition", "offset", "limit"]) if (typed(key)) next.set(key, typed(key));
+    for (const key of ["partition", "offset", "limit", "filter"]) if (typed(key)) next.set(key, typed(key));
     if (typed("time")) next.set("timestamp", typedTime(typed("time")));
+    if (typed("view") !== "text") next.set("view", typed("view"));
     location.hash = here + next;
   });
   const heading = [el("h1", {}, "Messages of ", topicLink(name)), form];
@@ -448,26 +562,139 @@ async function messagesPage(encoded, query) {
   } catch (e) {
     return [...heading, el("p", { class: "error", role: "alert", id: "error" }, e.message)];
   }
-  // a control record (a transaction's COMMIT or ABORT marker) is named, not shown as bytes
+  // a control record (a transaction's COMMIT or ABORT marker) is named, not shown as bytes; a
+  // record of an aborted transaction is marked (a read_committed consumer never sees it)
   const rows = m.messages.map((r) => [
-    el("span", {}, r.offset, r.transactional ? el("span", { class: "muted", title: "written in a transaction" }, " txn") : null),
+    el(
+      "span",
+      {},
+      r.offset,
+      r.transactional ? el("span", { class: "muted", title: "written in a transaction" }, " txn") : null,
+      r.aborted ? el("span", { class: "bad aborted", title: "its transaction aborted" }, " aborted") : null,
+    ),
     time(r.timestamp),
-    r.control ? "" : data(r.key),
-    r.control ? el("span", { class: "muted control" }, `control record: ${r.control}`) : data(r.value),
+    r.control ? "" : viewed(r.key, view),
+    r.control ? el("span", { class: "muted control" }, `control record: ${r.control}`) : viewed(r.value, view),
     r.headers.map((h) => el("div", {}, `${h.key}: `, data(h.value))),
   ]);
-  const last = m.messages.length ? m.messages[m.messages.length - 1].offset : null;
   const more =
-    last !== null && last + 1 < m.highWatermark
-      ? el("a", { id: "next-page", href: here + new URLSearchParams({ partition, offset: last + 1, limit }) }, "Next page")
+    m.nextOffset < m.highWatermark
+      ? el("a", { id: "next-page", href: here + nextQuery(asked, m.nextOffset) }, "Next page")
       : null;
   const list = table("messages", ["Offset", "Timestamp", "Key", "Value", "Headers"], rows, [0]);
-  for (const row of list.tBodies[0].rows) for (const i of [2, 3, 4]) row.cells[i].classList.add("data");
+  m.messages.forEach((r, i) => {
+    const row = list.tBodies[0].rows[i];
+    for (const cell of [2, 3, 4]) row.cells[cell].classList.add("data");
+    if (r.aborted) row.classList.add("aborted");
+    if (r.control) row.classList.add("control");
+  });
+  const looked = m.filter ? ` ${m.scanned} records looked through for "${m.filter}".` : "";
   return [
     ...heading,
-    el("p", { class: "muted" }, `Partition ${m.partition}: log start ${m.logStartOffset}, high watermark ${m.highWatermark}; ${m.messages.length} shown.`),
+    el("p", { class: "muted", id: "messages-summary" }, `Partition ${m.partition}: log start ${m.logStartOffset}, high watermark ${m.highWatermark}; ${m.messages.length} shown.${looked}`),
     list,
     more,
+  ];
+}
+
+// the query of the page after this one: the same, from ``offset`` (not from a time)
+function nextQuery(asked, offset) {
+  const next = new URLSearchParams(asked);
+  next.delete("timestamp");
+  next.set("offset", offset);
+  return next;
+}
+
+// a partition's segments on disk (seglog brokers only), drawn to scale by their bytes; a
+// segment clicked shows its index entries below. Log start and the cleaner checkpoint are
+// marked where their offsets fall (between a segment's base offset and the next one's).
+async function layoutPage(encoded, partition) {
+  const name = decodeURIComponent(encoded);
+  const path = `topics/${encodeURIComponent(name)}/partitions/${partition}`;
+  const l = await api(path + "/layout");
+  const segments = l.segments;
+  const entries = el("div", { id: "segment-indexes" });
+  const show = async (s) => {
+    for (const node of document.querySelectorAll(".segment.selected")) node.classList.remove("selected");
+    for (const node of document.querySelectorAll(`[data-base="${s.baseOffset}"]`)) node.classList.add("selected");
+    entries.replaceChildren(el("p", { class: "muted" }, "Loading…"));
+    try {
+      const found = await api(`${path}/segments/${s.baseOffset}`);
+      entries.replaceChildren(...indexTables(found).filter((n) => n !== null));
+    } catch (e) {
+      entries.replaceChildren(el("p", { class: "error", role: "alert", id: "segment-error" }, e.message));
+    }
+  };
+  // where an offset falls along the bar: inside the segment holding it, in proportion to its offsets
+  const marker = (offset, id, label) => {
+    if (offset === null || offset === undefined) return null;
+    let i = segments.findIndex((s, j) => offset >= s.baseOffset && (j + 1 === segments.length || offset < segments[j + 1].baseOffset));
+    if (i < 0) return null;
+    const s = segments[i];
+    const next = i + 1 < segments.length ? segments[i + 1].baseOffset : Math.max(l.logEndOffset, s.baseOffset + 1);
+    const before = segments.slice(0, i).reduce((sum, x) => sum + x.size, 0);
+    const within = next > s.baseOffset ? (offset - s.baseOffset) / (next - s.baseOffset) : 0;
+    const at = l.size ? (before + within * s.size) / l.size : 0;
+    const node = el("div", { class: "marker", id, title: `${label} ${offset}` }, el("span", {}, `${label} ${offset}`));
+    node.style.left = `${(Math.min(1, at) * 100).toFixed(2)}%`;
+    return node;
+  };
+  const bar = el(
+    "div",
+    { class: "segments", id: "segment-bar" },
+    segments.map((s) => {
+      const node = el(
+        "button",
+        {
+          type: "button",
+          class: "segment" + (s.active ? " active" : ""),
+          "data-base": s.baseOffset,
+          title: `segment ${s.baseOffset}: ${bytes(s.size)}`,
+          onclick: () => show(s),
+        },
+        String(s.baseOffset),
+      );
+      node.style.flexGrow = String(Math.max(s.size, 1));
+      return node;
+    }),
+  );
+  const track = el("div", { class: "track" }, bar, marker(l.logStartOffset, "mark-log-start", "log start"), marker(l.cleanerCheckpoint, "mark-cleaner", "cleaner checkpoint"));
+  const rows = segments.map((s) => [
+    el("a", { href: "#" + location.hash.slice(1), "data-base": s.baseOffset, onclick: (e) => (e.preventDefault(), show(s)) }, String(s.baseOffset)),
+    bytes(s.size),
+    time(s.firstTimestamp ?? -1),
+    time(s.lastTimestamp ?? -1),
+    s.offsetIndexEntries,
+    s.timeIndexEntries,
+    s.active ? "active" : "",
+  ]);
+  return [
+    el("h1", {}, "Layout of ", topicLink(name), ` partition ${partition}`),
+    summary([
+      ["Broker", l.broker, "layout-broker"],
+      ["Segments", segments.length, "layout-segments"],
+      ["Size", bytes(l.size), "layout-size"],
+      ["Log start", l.logStartOffset, "layout-log-start"],
+      ["High watermark", l.highWatermark, "layout-high-watermark"],
+      ["Log end", l.logEndOffset, "layout-log-end"],
+      ["Cleaner checkpoint", l.cleanerCheckpoint ?? "none", "layout-cleaner"],
+    ]),
+    el("p", { class: "muted" }, `Its segments in ${l.dir}, each as wide as its bytes; click one for its index entries.`),
+    track,
+    table("segments", ["Base offset", "Size", "First timestamp", "Last timestamp", "Offset index", "Time index", ""], rows, [0, 1, 4, 5]),
+    entries,
+  ];
+}
+
+function indexTables(found) {
+  const more = (shown, all) => (shown < all ? el("p", { class: "muted" }, `the first ${shown} of ${all} entries`) : null);
+  return [
+    el("h2", {}, `Segment ${found.baseOffset}: offset index (${found.offsetIndexEntries} entries)`),
+    table("offset-index", ["Offset", "Position"], found.offsetIndex.map((e) => [e.offset, e.position]), [0, 1]),
+    more(found.offsetIndex.length, found.offsetIndexEntries),
+    el("h2", {}, `Time index (${found.timeIndexEntries} entries)`),
+    table("time-index", ["Timestamp", "Offset"], found.timeIndex.map((e) => [`${time(e.timestamp)} (${e.timestamp})`, e.offset]), [1]),
+    more(found.timeIndex.length, found.timeIndexEntries),
   ];
 }
 
@@ -517,6 +744,7 @@ async function groupPage(encoded) {
     table("members", ["Member", "Client", "Host", "Assignment"], members),
     el("h2", {}, "Offsets and lag"),
     table("offsets", ["Topic", "Partition", "Committed", "High watermark", "Lag", "Member"], offsets, [1, 2, 3, 4]),
+    consoleInfo.readOnly ? null : resetOffsetsForm(id),
   ];
 }
 groupPage.refresh = true;
