@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cluster import znodes
+from ..cluster.admin_zk_client import change_entity_config
 from ..config import BrokerConfig
 from ..errors import ErrorCode, IllegalSaslStateError, InvalidConfigurationError, SaslAuthenticationError
 from ..protocol import ApiKey, Request
@@ -197,14 +198,11 @@ class ZkCredentials:
         self.credentials.load(user, znodes.decode_config(found[0] if found else None, path))
 
     def _save(self, user: str, stored: dict[str, str]) -> None:
-        path = _user_path(user)
-        found = self.zk.get(path)
-        others = {
-            k: v for k, v in znodes.decode_config(found[0] if found else None, path).items() if k not in MECHANISMS
-        }
-        self.zk.set_or_create(path, znodes.encode_config({**others, **stored}))
-        notification = f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}"
-        self.zk.create_sequential(notification, znodes.encode_config_change(f"users/{sanitize(user)}"))
+        # at the version read, the user's other keys (quotas) kept: a concurrent quota change is not lost
+        def changed(config: dict[str, str]) -> dict[str, str]:
+            return {**{k: v for k, v in config.items() if k not in MECHANISMS}, **stored}
+
+        change_entity_config(self.zk, f"users/{sanitize(user)}", changed)
 
 
 def _user_path(user: str) -> str:
