@@ -54,7 +54,9 @@ from seglog.client import BlockingConnection
 from seglog.errors import ErrorCode, InvalidZNodeError
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import (
+    AlterUserScramCredentialsRequestData,
     DescribeLogDirsRequestData,
+    DescribeUserScramCredentialsRequestData,
     FetchRequestData,
     InitProducerIdRequestData,
     WriteTxnMarkersRequestData,
@@ -491,6 +493,43 @@ def test_the_brokers_requests_need_cluster_action(broker: Any, pki: Pki, alice_a
             code in (ErrorCode.CLUSTER_AUTHORIZATION_FAILED, ErrorCode.TOPIC_AUTHORIZATION_FAILED)
             for code in allowed.values()
         ), allowed
+    finally:
+        filters = AclBindingFilter(
+            ResourceType.BROKER,
+            None,
+            ResourcePatternType.ANY,
+            "User:ANONYMOUS",
+            None,
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        )
+        for future in admin(broker, pki).delete_acls([filters], request_timeout=30).values():
+            future.result()
+
+
+def _scram_administration(conn: BlockingConnection) -> tuple[int, int, int]:
+    """(DescribeUserScramCredentials' error, its answer for eve, AlterUserScramCredentials' for eve)."""
+    described = conn.request(
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        DescribeUserScramCredentialsRequestData(users=[DescribeUserScramCredentialsRequestData.UserName(name="eve")]),
+    )
+    upsertion = AlterUserScramCredentialsRequestData.ScramCredentialUpsertion(
+        name="eve", mechanism=1, iterations=4096, salt=b"s" * 16, salted_password=b"p" * 32
+    )
+    altered = conn.request(
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS, AlterUserScramCredentialsRequestData(upsertions=[upsertion])
+    )
+    return described.error_code, described.results[0].error_code, altered.results[0].error_code
+
+
+def test_scram_credentials_are_administered_with_the_cluster_s_describe_and_alter(broker: Any, pki: Pki) -> None:
+    denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with raw(broker) as conn:
+        assert _scram_administration(conn) == (denied, denied, denied)
+    add_acls(broker, pki, allow("ANONYMOUS", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE))
+    try:
+        with raw(broker) as conn:  # eve was not stored by the refused alteration
+            assert _scram_administration(conn) == (ErrorCode.NONE, ErrorCode.RESOURCE_NOT_FOUND, denied)
     finally:
         filters = AclBindingFilter(
             ResourceType.BROKER,

@@ -55,7 +55,7 @@ from ..protocol.message_data import (
     SaslAuthenticateResponseData,
     SaslHandshakeResponseData,
 )
-from ..security import KafkaPrincipal
+from ..security import AclOperation, KafkaPrincipal
 from ..security.jaas import PLAIN_LOGIN_MODULE, parse_jaas_config
 from ..security.plain import PLAIN, PlainServer, password_matches
 from ..security.sasl import SaslError, SaslServer
@@ -67,6 +67,7 @@ from ..security.scram import (
     ScramServer,
     credential_from_salted,
 )
+from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .quotas import desanitize, sanitize
 from .routes import Route, Routes
 
@@ -399,9 +400,15 @@ class SaslApis:
     ILLEGAL_SASL_STATE as Kafka's KafkaApis answers them; and SCRAM credentials' administration
     (KIP-554)."""
 
-    def __init__(self, credentials: ScramCredentials, run: Callable[[Callable[[], None]], Any]) -> None:
+    def __init__(
+        self,
+        credentials: ScramCredentials,
+        run: Callable[[Callable[[], None]], Any],
+        authorizer: BrokerAuthorizer = NO_AUTHORIZER,
+    ) -> None:
         self.credentials = credentials
         self._run = run  # a change saved off the event loop (a file, ZooKeeper): awaited
+        self.authorizer = authorizer
 
     def routes(self) -> Routes:
         return {
@@ -426,6 +433,12 @@ class SaslApis:
         Result = DescribeUserScramCredentialsResponseData.DescribeUserScramCredentialsResult
         Info = DescribeUserScramCredentialsResponseData.CredentialInfo
         asked = [u.name for u in request.users or ()]
+        if not self.authorizer.authorize_cluster(AclOperation.DESCRIBE):  # as Kafka: every user refused
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Describe on the cluster is not authorized"
+            refused = [Result(user=u, error_code=denied[0], error_message=denied[1]) for u in dict.fromkeys(asked)]
+            return DescribeUserScramCredentialsResponseData(
+                error_code=denied[0], error_message=denied[1], results=refused
+            )
         results: list[Any] = []
         for user in asked or self.credentials.users():
             found = self.credentials.mechanisms(user)
@@ -454,6 +467,12 @@ class SaslApis:
         self, version: int, request: AlterUserScramCredentialsRequestData
     ) -> AlterUserScramCredentialsResponseData:
         Result = AlterUserScramCredentialsResponseData.AlterUserScramCredentialsResult
+        if not self.authorizer.authorize_cluster(AclOperation.ALTER):  # as Kafka: every user refused
+            denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "Alter on the cluster is not authorized"
+            users = dict.fromkeys(u for u, _, _ in _alterations(request))
+            return AlterUserScramCredentialsResponseData(
+                results=[Result(user=u, error_code=denied[0], error_message=denied[1]) for u in users]
+            )
         refused: dict[str, tuple[ErrorCode, str]] = {}
         changes: dict[str, dict[str, ScramCredential | None]] = {}
         for user, mechanism_id, change in _alterations(request):

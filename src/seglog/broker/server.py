@@ -207,7 +207,7 @@ class KafkaServer:
         )
         if self.scram is not None:
             await loop.run_in_executor(None, self.scram.load)
-        sasl_apis = SaslApis(self.credentials, lambda change: loop.run_in_executor(None, change))
+        sasl_apis = SaslApis(self.credentials, lambda change: loop.run_in_executor(None, change), self.authorizer)
         acl_apis = AclApis(self.authorizer)
         self._modules = [
             self._routes(),
