@@ -55,6 +55,8 @@ from seglog.errors import ErrorCode, InvalidZNodeError
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import (
     AlterUserScramCredentialsRequestData,
+    CreateAclsRequestData,
+    DescribeAclsRequestData,
     DescribeLogDirsRequestData,
     DescribeUserScramCredentialsRequestData,
     FetchRequestData,
@@ -571,3 +573,31 @@ def test_a_damaged_acl_file_stops_the_broker_with_its_name(pki: Pki, tmp_path: P
     (tmp_path / "kafka-acl.json").write_text('{"version":1,"resources":[{"resourceType":"Topic"')
     with pytest.raises(InvalidZNodeError, match=r"kafka-acl\.json"):
         seglog.broker.start(str(tmp_path), config=broker_config(pki))
+
+
+# --- the ACL APIs' bad input: refused one binding or filter at a time -------------------------------
+
+
+def test_bindings_and_filters_the_broker_cannot_take_fail_alone(tmp_path: Path) -> None:
+    config = {"authorizer.class.name": ACL_AUTHORIZER, "super.users": "User:ANONYMOUS"}
+    creation = CreateAclsRequestData.AclCreation
+    good = creation(2, "t", 3, "User:alice", "*", 3, 3)  # Topic t LITERAL, Read, ALLOW
+    bad = [
+        creation(2, "t", 2, "User:alice", "*", 3, 3),  # a MATCH pattern: a filter's
+        creation(99, "t", 3, "User:alice", "*", 3, 3),  # no such resource type
+        creation(2, "", 3, "User:alice", "*", 3, 3),  # no name
+        creation(4, "other", 3, "User:alice", "*", 3, 3),  # a cluster not named kafka-cluster
+        creation(2, "t", 3, "alice", "*", 3, 3),  # no principal type
+        creation(2, "t", 3, "User:alice", "*", 1, 3),  # operation ANY
+    ]
+    with seglog.broker.start(str(tmp_path), config=config) as running, raw(running) as conn:
+        answer = conn.request(ApiKey.CREATE_ACLS, CreateAclsRequestData(creations=[good, *bad]))
+        codes = [r.error_code for r in answer.results]
+        assert codes == [ErrorCode.NONE] + [ErrorCode.INVALID_REQUEST] * len(bad)
+        unknown = DescribeAclsRequestData(resource_type_filter=0, pattern_type_filter=1, operation=1, permission_type=1)
+        assert conn.request(ApiKey.DESCRIBE_ACLS, unknown).error_code == ErrorCode.INVALID_REQUEST
+        every = DescribeAclsRequestData(resource_type_filter=1, pattern_type_filter=1, operation=1, permission_type=1)
+        described = conn.request(ApiKey.DESCRIBE_ACLS, every)
+        assert [(r.resource_name, len(r.acls)) for r in described.resources] == [("t", 1)]
+        # version 0 knows LITERAL patterns alone: its filter is LITERAL
+        assert len(conn.request(ApiKey.DESCRIBE_ACLS, every, 0).resources) == 1

@@ -28,6 +28,7 @@ from seglog.cluster.zk_client import ZkClient
 from ..broker.conftest import wait_for
 from ..broker.test_acls import broker_config as acl_broker_config
 from ..broker.test_acls import client, pki  # noqa: F401  (pki: a fixture)
+from .conftest import expire_session
 
 Op, Perm, T, P = security.AclOperation, security.AclPermissionType, security.ResourceType, security.PatternType
 ALICE = security.KafkaPrincipal("User", "alice")
@@ -119,6 +120,29 @@ def test_every_broker_enforces_the_acls_another_added(chroot: str, tmp_path) -> 
             await one.delete([security.AclBindingFilter(T.TOPIC, "orders", P.LITERAL)])
             await _until(lambda: not allowed())
             assert two.describe(security.AclBindingFilter()) == []
+        finally:
+            one.shutdown()
+            two.shutdown()
+
+    asyncio.run(run())
+
+
+def test_a_new_session_reads_the_acls_again(chroot: str, tmp_path) -> None:
+    """An ACL removed and another added while a broker's session was lost: its new session's
+    reading replaces what it held."""
+
+    async def run() -> None:
+        one, two = _authorizer(chroot, str(tmp_path / "1")), _authorizer(chroot, str(tmp_path / "2"))
+        await one.startup()
+        await two.startup()
+        try:
+            await one.create([security.AclBinding(TOPIC, READ)])
+            await _until(lambda: bool(two.describe(security.AclBindingFilter())))
+            assert two._zk is not None
+            expire_session(two._zk, chroot)
+            await one.delete([security.AclBindingFilter(T.TOPIC, "orders", P.LITERAL)])
+            await one.create([security.AclBinding(PREFIX, READ)])
+            await _until(lambda: two.describe(security.AclBindingFilter()) == [security.AclBinding(PREFIX, READ)])
         finally:
             one.shutdown()
             two.shutdown()
