@@ -681,6 +681,9 @@ def test_the_tools_authenticate_with_command_config(broker, pki, tmp_path, capsy
     Producer(_scram(broker, pki, "henry", "henry-pw-77", "SCRAM-SHA-256")).list_topics(timeout=30)
     assert _cli(capsys, monkeypatch, *users, "--alter", "--delete-config", "SCRAM-SHA-256")[0] == 0
     assert "SCRAM-SHA-256" not in _cli(capsys, monkeypatch, *users, "--describe")[1]
+    # seglog acls authenticates too: this broker has no authorizer, which it is told over SASL
+    code, _, err = _cli(capsys, monkeypatch, "acls", *over_plain, "--list")
+    assert code == 1 and "No Authorizer is configured on the broker" in err
 
 
 def test_a_tool_with_a_wrong_password_says_kafkas_refusal(broker, tmp_path, capsys, monkeypatch) -> None:

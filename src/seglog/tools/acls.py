@@ -33,7 +33,7 @@ from ..protocol.message_data import (
 )
 from ..security import acl
 from . import CLIENT_ID
-from .arguments import INT64_MAX, UsageError, int_between
+from .arguments import INT64_MAX, UsageError, add_bootstrap_server, command_security, int_between
 
 ALLOW, DENY = acl.AclPermissionType.ALLOW, acl.AclPermissionType.DENY
 
@@ -43,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     action = p.add_mutually_exclusive_group(required=True)
     for flag, what in (("add", "add the ACLs given"), ("remove", "remove those selected"), ("list", "list them")):
         action.add_argument(f"--{flag}", action="store_true", help=what)
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", help="the broker to talk to")
+    add_bootstrap_server(p)
     p.add_argument("--timeout-ms", type=int_between(1, INT64_MAX), default=30_000)
     for flag, what in (("allow", "allowed"), ("deny", "denied")):
         p.add_argument(f"--{flag}-principal", action="append", default=[], metavar="TYPE:NAME", help=f"{what}")
@@ -66,7 +66,10 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     pattern_type = _parse(acl.PatternType, args.resource_pattern_type, "--resource-pattern-type")
     resources = _resources(args)
-    with ClusterClient(args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID) as client:
+    security = command_security(args)
+    with ClusterClient(
+        args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID, security=security
+    ) as client:
         if args.add:
             _add(client, _bindings(args, resources, pattern_type))
         elif args.remove:
