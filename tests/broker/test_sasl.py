@@ -794,5 +794,33 @@ def test_a_secure_local_cluster_serves_sasl_ssl_only_with_the_properties_it_writ
         producer = Producer({"bootstrap.servers": local.bootstrap_servers, "error_cb": errors.append})
         wait_for(lambda: (producer.poll(0.1), errors)[1], what="the client's error")
         producer.flush(0)
+        _acls_guard_another_user(local.bootstrap_servers, str(local.secure.client_properties), conf)
     finally:
         local.stop()
+
+
+def _acls_guard_another_user(bootstrap: str, admin_properties: str, admin_conf: dict[str, Any]) -> None:
+    """ACLs are on: a user the admin made writes nothing until ``seglog acls`` lets it."""
+    tool = ("--bootstrap-server", bootstrap, "--command-config", admin_properties)
+    guest = "SCRAM-SHA-512=[password=guest-pw-5e1]"
+    assert (
+        main(["configs", *tool, "--entity-type", "users", "--entity-name", "guest", "--alter", "--add-config", guest])
+        == 0
+    )
+    conf = {**admin_conf, "sasl.username": "guest", "sasl.password": "guest-pw-5e1"}
+    refused: list[Any] = []
+    producer = Producer({**conf, **PRODUCER, "message.timeout.ms": 10_000})
+    producer.produce("secure-local", b"denied", on_delivery=lambda err, msg: refused.append(err))
+    producer.flush(30)
+    assert refused and refused[0] is not None and refused[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    write = ["--allow-principal", "User:guest", "--operation", "Write", "--operation", "Describe"]
+    assert main(["acls", *tool, "--add", *write, "--topic", "secure-local"]) == 0
+    wait_for(lambda: _written(conf), what="guest's write once allowed")
+
+
+def _written(conf: dict[str, Any]) -> bool:
+    delivered: list[Any] = []
+    producer = Producer({**conf, **PRODUCER, "message.timeout.ms": 5_000})
+    producer.produce("secure-local", b"allowed", on_delivery=lambda err, msg: delivered.append(err))
+    producer.flush(15)
+    return bool(delivered) and delivered[0] is None

@@ -7,6 +7,8 @@ address (made with the ``openssl`` command; ``ca.pem`` is what clients trust), t
 authenticate to each other as: a file, so that no password shows in ``ps``), and
 ``client.properties`` for clients (librdkafka's names, which ``--command-config`` reads too). The
 ``admin`` user's SCRAM credential goes into ZooKeeper before any broker starts, as with Kafka.
+ACLs are on (Kafka's AclAuthorizer), ``admin`` their super user: the brokers' own requests pass,
+and another user gets what ``seglog acls`` grants it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from ..client import ClientSecurity, client_security
 from ..cluster import znodes
 from ..cluster.zk_client import ZkClient
+from ..config import ACL_AUTHORIZER
 from ..errors import SeglogError
 from ..security.scram import SCRAM_SHA_512, credential
 
@@ -53,6 +56,8 @@ class SecureSetup:
             self.broker_properties,
             {
                 "inter.broker.listener.name": "SASL_SSL",
+                "authorizer.class.name": ACL_AUTHORIZER,
+                "super.users": f"User:{ADMIN}",
                 "sasl.enabled.mechanisms": MECHANISM,
                 "sasl.mechanism.inter.broker.protocol": MECHANISM,
                 f"listener.name.sasl_ssl.{MECHANISM.lower()}.sasl.jaas.config": jaas,
