@@ -6,8 +6,10 @@
 Planning happens on the driver over a read-only view of the dirs, or over the brokers'
 Metadata and ListOffsets (``consumer.py``); each Spark task opens only its partition's
 directory, read-only, or fetches its range from the partition's leader, and turns the batches
-of its offset range into Arrow record batches (``arrow.py``). Options and their meaning follow
-Spark's Kafka source (``options.py``).
+of its offset range into Arrow record batches (``arrow.py``). Given both, the brokers plan and
+a task beside a replica's dir in ``path`` reads that replica's files, below the high watermark
+planned (``_replica_share``). Options and their meaning follow Spark's Kafka source
+(``options.py``).
 """
 
 from __future__ import annotations
