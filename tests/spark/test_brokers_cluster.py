@@ -211,3 +211,32 @@ def test_a_task_fetches_what_the_files_beside_it_lack(cluster: LocalCluster) -> 
     tasks = SeglogBatchReader(options).partitions()
     rows = {t.topic: _task_rows(t) for t in tasks}
     assert rows == {"behind-follower": acked, "elsewhere": other}
+
+
+def _isr(bootstrap: str, name: str) -> list[int]:
+    with ClusterClient(bootstrap, timeout=10) as client:
+        (topic,) = [t for t in client.metadata([name]).topics if t.name == name]
+        return list(topic.partitions[0].isr_nodes) if topic.partitions else []
+
+
+def test_the_files_of_a_replica_out_of_the_isr_are_not_read(cluster: LocalCluster) -> None:
+    """A follower dropped from the ISR may hold records an earlier leader wrote and the current one
+    does not have: even though its files hold the whole range, the task fetches (and with every
+    broker down, fails)."""
+    bootstrap = _all_running(cluster)
+    _replicated_topic(bootstrap, "out-of-sync")
+    _produce_acked(bootstrap, "out-of-sync", 200)
+    follower = next(i for i in cluster.brokers if i != _leader_of(bootstrap, "out-of-sync"))
+    log_dir = cluster.brokers[follower].log_dir
+    wait_until(lambda: _files_end(log_dir, "out-of-sync") >= 200, 60, "the follower's copy")
+    cluster.brokers[follower].kill()
+    live = ",".join(b.address for b in cluster.brokers.values() if b.running)
+    wait_until(lambda: follower not in _isr(live, "out-of-sync"), 60, "the ISR without the follower")
+    options = {"kafka.bootstrap.servers": live, "subscribe": "out-of-sync", "path": str(log_dir)}
+    (task,) = SeglogBatchReader({**options, "kafka.request.timeout.ms": "3000"}).partitions()
+    assert (task.end, task.high_watermark) == (200, 200) and follower not in task.in_sync_replicas
+    for broker in cluster.brokers.values():
+        if broker.running:
+            broker.kill()
+    with pytest.raises(BrokerNotAvailableError, match=r"option kafka\.bootstrap\.servers"):
+        list(read_task(task))

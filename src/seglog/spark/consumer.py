@@ -77,10 +77,10 @@ class BrokerLogs:
         except BaseException:
             self.client.close()
             raise
-        self._partitions = {
-            t.name: sorted(p.partition_index for p in t.partitions)
-            for t in answer.topics
-            if t.name is not None and not t.error_code
+        known = {t.name: t.partitions for t in answer.topics if t.name is not None and not t.error_code}
+        self._partitions = {name: sorted(p.partition_index for p in ps) for name, ps in known.items()}
+        self.in_sync_replicas = {
+            TopicPartition(name, p.partition_index): tuple(p.isr_nodes) for name, ps in known.items() for p in ps
         }
         self._offsets: dict[TopicPartition, tuple[int, int, int]] = {}
 
@@ -191,6 +191,7 @@ class FetchPartition(InputPartition):
     max_timestamp_us: int | None = None
     local_dirs: tuple[str, ...] = ()  # ``path``'s log dirs, whose replica files may hold the range
     high_watermark: int = 0  # the leader's, at planning
+    in_sync_replicas: tuple[int, ...] = ()  # the partition's ISR (broker ids), at planning
 
     def __post_init__(self) -> None:
         self.value = (self.topic, self.partition, self.start, self.end)

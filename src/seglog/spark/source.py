@@ -6,8 +6,10 @@
 Planning happens on the driver over a read-only view of the dirs, or over the brokers'
 Metadata and ListOffsets (``consumer.py``); each Spark task opens only its partition's
 directory, read-only, or fetches its range from the partition's leader, and turns the batches
-of its offset range into Arrow record batches (``arrow.py``). Options and their meaning follow
-Spark's Kafka source (``options.py``).
+of its offset range into Arrow record batches (``arrow.py``). Given both, the brokers plan and
+a task beside a replica's dir in ``path`` reads that replica's files, below the high watermark
+planned (``_replica_share``). Options and their meaning follow Spark's Kafka source
+(``options.py``).
 """
 
 from __future__ import annotations
@@ -50,9 +52,10 @@ from ..config import LogConfig
 from ..errors import UnknownTopicOrPartitionError
 from ..storage import PartitionLog, retry_while_vanishing
 from ..storage.isolation import committed_batches
+from ..storage.manager import META_PROPERTIES, read_meta_properties
 from . import options as opt
 from .arrow import ArrowAssembler, spark_schema_ddl
-from .consumer import BrokerLogs, FetchPartition, read_fetched
+from .consumer import BrokerLogs, BrokerPartition, FetchPartition, read_fetched
 from .offsets import (
     DataLossError,
     Logs,
@@ -153,8 +156,10 @@ def _replica_share(part: FetchPartition) -> SeglogPartition | None:
     leader or follower), when they hold all of it; None to fetch it from the leader.
 
     The range ends at or below the high watermark (or the last stable offset) its leader reported
-    at planning, and a follower's files match the leader's below the high watermark: records above
-    it, which a failover may truncate away, lie past the range and are never read. The files must
+    at planning, and the files of a replica in the ISR at planning match the leader's below that
+    high watermark: records above it, which a failover may truncate away, lie past the range and
+    are never read. A replica out of the ISR is not read: it may still hold records of an earlier
+    leader's that the current one does not have, not yet truncated. The files must
     reach that high watermark, not just the range's end: then they hold every transaction marker
     a read_committed range needs (a transaction that began below the last stable offset ended
     below the high watermark), and a follower that is still behind (or was cut off before a
@@ -167,6 +172,11 @@ def _replica_share(part: FetchPartition) -> SeglogPartition | None:
         except UnknownTopicOrPartitionError:
             return None
         assert isinstance(pl, PartitionLog)  # the dirs' view
+        replica = _broker_id(os.path.dirname(pl.dir))
+        if replica not in part.in_sync_replicas:
+            log.info("%s: the files in %s are broker %s's, not in the ISR %s: fetching", pl.name, pl.dir, replica,
+                     list(part.in_sync_replicas))  # fmt: skip
+            return None
         if pl.log_start_offset > part.start or pl.log_end_offset < max(part.end, part.high_watermark):
             log.info(
                 "%s: the files in %s hold offsets %d..%d, not %d..%d below the high watermark %d: fetching",
@@ -211,6 +221,13 @@ def _lost_tail(pl: PartitionLog, end: int, fail: bool) -> int:
         )
     log.warning("%s; skipping them (failOnDataLoss=false)", message)
     return pl.log_end_offset
+
+
+def _broker_id(log_dir: str) -> int | None:
+    """The broker a log dir belongs to, as its meta.properties names it (None: none does)."""
+    props = read_meta_properties(os.path.join(log_dir, META_PROPERTIES))
+    found = props.get("broker.id", props.get("node.id"))
+    return None if found is None else int(found)
 
 
 def _filter_timestamps(batch: pa.RecordBatch, low: int | None, high: int | None) -> pa.RecordBatch:
@@ -378,6 +395,7 @@ class _Common:
             None if filters is None else filters.max_timestamp_us,
             tuple(self.dirs),
             pl.high_watermark,
+            pl.logs.in_sync_replicas.get(pl.tp, ()) if isinstance(pl, BrokerPartition) else (),
         )
 
 
