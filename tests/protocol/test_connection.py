@@ -97,6 +97,27 @@ def test_a_large_frame_is_received_into_its_own_buffer_that_grows_as_bytes_come(
     assert bytes(request.body.topic_data[0].partition_data[0].records) == records
 
 
+def test_a_large_response_is_received_into_one_buffer_of_its_size() -> None:
+    """A client asked for it: its size prefix is trusted (up to the limit), so a large fetch's
+    bytes go into one buffer, never copied into a larger one."""
+    client = _client(SERVED)
+    correlation, _ = client.send_request(ApiKey.METADATA, MetadataRequestData(), 12)
+    body = MetadataResponseData(cluster_id="c" * (3 * RECEIVE_CHUNK))
+    wire = _joined(encode_response(ApiKey.METADATA, 12, correlation, body))
+    client.receive_data(wire[:100])
+    first = client.frame_buffer()
+    assert first is not None and len(first) == len(wire) - 100  # the whole frame's room at once
+    at = 100
+    while (view := client.frame_buffer()) is not None:
+        assert view.obj is first.obj  # the same buffer throughout
+        n = min(len(view), 5000)
+        view[:n] = wire[at : at + n]
+        client.frame_received(n)
+        at += n
+    (response,) = _events(client)
+    assert response.body.cluster_id == body.cluster_id
+
+
 def _topic(name: str, records: bytes) -> ProduceRequestData.TopicProduceData:
     return ProduceRequestData.TopicProduceData(
         name=name, partition_data=[ProduceRequestData.PartitionProduceData(index=0, records=records)]

@@ -110,6 +110,9 @@ class Response(NamedTuple):
 class _Framing:
     """The framing both sides share: size prefixes checked, frames cut out of the bytes."""
 
+    # a frame's buffer made whole from its size prefix (True) or grown as its bytes come (False)
+    whole_frames = False
+
     def __init__(self, max_frame_size: int, peer_error: type[SeglogError]) -> None:
         self.state = State.OPEN
         self.max_frame_size = max_frame_size
@@ -181,12 +184,13 @@ class _Framing:
 
     def _grow_frame(self) -> None:
         """Room for more of the frame: it grows as bytes arrive, doubling from RECEIVE_CHUNK,
-        never past its size. A larger buffer takes the bytes so far (as a reallocation would
-        copy them): the caller may still hold a view of the old one."""
+        never past its size (or, ``whole_frames``, is made its size at once). A larger buffer takes
+        the bytes so far (as a reallocation would copy them): the caller may still hold a view of
+        the old one."""
         frame, got = self._frame, self._got
         assert frame is not None
         if got == len(frame):
-            grown = bytearray(min(self._size, max(RECEIVE_CHUNK, 2 * got)))
+            grown = bytearray(self._size if self.whole_frames else min(self._size, max(RECEIVE_CHUNK, 2 * got)))
             grown[:got] = frame
             self._frame = grown
 
@@ -344,6 +348,11 @@ class _InFlight(NamedTuple):
 
 class ClientConnection(_Framing):
     """A client's side of one connection to a broker."""
+
+    # a response was asked for, its size bounded by max_frame_size: one buffer, no regrowth
+    # (a large fetch's copies and page faults halve); a server grows a client's frame as it comes,
+    # so that a claimed size costs no memory before its bytes arrive
+    whole_frames = True
 
     def __init__(self, client_id: str | None, max_frame_size: int = DEFAULT_MAX_RESPONSE) -> None:
         super().__init__(max_frame_size, InvalidResponseError)
