@@ -344,7 +344,9 @@ def test_the_client_options_and_their_mistakes() -> None:
     for name, (value, message) in mistakes.items():
         with pytest.raises(opt.OptionError, match=message):
             opt.client_options({"kafka.bootstrap.servers": "a:1", name: value})
-    with pytest.raises(opt.OptionError, match=r"kafka\.security\.protocol SASL_SSL is not supported"):
+    with pytest.raises(opt.OptionError, match=r"kafka\.sasl\.\* and kafka\.ssl\.\* options: sasl\.mechanism is GSSAPI"):
         opt.client_options({"kafka.bootstrap.servers": "a:1", "kafka.security.protocol": "sasl_ssl"})
+    with pytest.raises(opt.OptionError, match=r"security\.protocol is KERBEROS, not one of"):
+        opt.client_options({"kafka.bootstrap.servers": "a:1", "kafka.security.protocol": "kerberos"})
     with pytest.raises(opt.OptionError, match=r'option "path" \(the seglog log dir\) is required'):
         opt.client_options({"subscribe": "t"})

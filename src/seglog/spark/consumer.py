@@ -52,7 +52,12 @@ def connect(client: opt.ClientOptions) -> ClusterClient:
     """A client of the brokers of ``kafka.bootstrap.servers``; when none of them answers as a Kafka
     broker, an error that names the option (the one error of a mistyped or unreachable address)."""
     try:
-        return ClusterClient(client.bootstrap_servers, client.request_timeout_ms / 1000, client_id=client.client_id)
+        return ClusterClient(
+            client.bootstrap_servers,
+            client.request_timeout_ms / 1000,
+            client_id=client.client_id,
+            security=client.security(),
+        )
     except BrokerNotAvailableError as e:
         raise BrokerNotAvailableError(f"option kafka.bootstrap.servers={client.bootstrap_servers}: {e}") from e
     except InvalidResponseError as e:  # something answers there, not in Kafka's protocol

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..client import ClientSecurity, client_security
 from ..common import TopicPartition
 from ..errors import ErrorCode, SeglogError
 from ..records import Compression
@@ -116,6 +117,28 @@ class ClientOptions:
     request_timeout_ms: int  # a request's answer, and a task's retries of a moved leader
     fetch_max_bytes: int
     max_partition_fetch_bytes: int
+    # the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options, ``kafka.`` taken off: what
+    # each task's connections are made from (files such as a truststore are read where tasks run)
+    security_properties: tuple[tuple[str, str], ...] = ()
+
+    def security(self) -> ClientSecurity:
+        """The client's TLS and SASL settings (an SSL context: made on each executor, never pickled)."""
+        return client_security(dict(self.security_properties))
+
+
+def _security_properties(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The security options as Spark's Kafka connector takes them: Kafka's client properties,
+    ``kafka.``-prefixed; refused at once, naming the option, when they do not make a client."""
+    found = tuple(
+        (name[len("kafka.") :], value)
+        for name, value in sorted((k.lower(), v) for k, v in options.items())
+        if name == "kafka.security.protocol" or name.startswith(("kafka.sasl.", "kafka.ssl."))
+    )
+    try:
+        client_security(dict(found))
+    except SeglogError as e:
+        raise OptionError(f"the kafka.security.protocol, kafka.sasl.* and kafka.ssl.* options: {e.message}") from None
+    return found
 
 
 def client_options(options: Mapping[str, str]) -> ClientOptions | None:
@@ -126,11 +149,6 @@ def client_options(options: Mapping[str, str]) -> ClientOptions | None:
     if servers is None:
         log_dirs(options)
         return None
-    security = (_get(options, "kafka.security.protocol") or "PLAINTEXT").strip().upper()
-    if security != "PLAINTEXT":
-        raise OptionError(
-            f"option kafka.security.protocol {security} is not supported: the brokers are read in PLAINTEXT"
-        )
     if not [a for a in servers.split(",") if a.strip()]:
         raise OptionError("option kafka.bootstrap.servers names no broker (HOST:PORT[,HOST:PORT...])")
     for address in servers.split(","):
@@ -147,6 +165,7 @@ def client_options(options: Mapping[str, str]) -> ClientOptions | None:
             options, "kafka.max.partition.fetch.bytes", _MAX_PARTITION_FETCH_BYTES, minimum=1
         )
         or _MAX_PARTITION_FETCH_BYTES,
+        security_properties=_security_properties(options),
     )
 
 
