@@ -211,6 +211,22 @@ def test_a_batch_too_large_for_the_topic_is_split_and_a_record_too_large_fails(s
     assert [b[2] for b in batches] == list(itertools.accumulate([0] + [len(b[4]) for b in batches[:-1]]))
 
 
+def test_an_id_and_epoch_set_from_outside_restart_the_sequences(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    _create(bootstrap, "given-ids", 1)
+    tp = TopicPartition("given-ids", 0)
+    with Producer(bootstrap) as first, Producer(bootstrap) as second:
+        ids = [first.producer_id_and_epoch, second.producer_id_and_epoch]
+    assert ids[0] is not None and ids[1] is not None
+    with Producer(bootstrap, producer_id_and_epoch=ids[0]) as producer:
+        producer.send_batches(tp, [build_batch([(None, b"a")] * 3)])
+        producer.flush()
+        producer.set_producer_id_and_epoch(ids[1])
+        producer.send_batches(tp, [build_batch([(None, b"b")] * 2)])
+        producer.flush()
+    assert [(b[0], b[1], b[2], b[3]) for b in _batches(bootstrap, tp)] == [(*ids[0], 0, 0), (*ids[1], 0, 3)]
+
+
 def test_before_first_write_is_called_once_per_partition_until_reset(seglog_broker: Any) -> None:
     bootstrap = seglog_broker.bootstrap_servers
     _create(bootstrap, "hooked", 2)
