@@ -530,6 +530,7 @@ class Producer:
             return True
         if isinstance(answer, Unanswered) or code in _IN_DOUBT or _retriable(code):
             batch.in_doubt = isinstance(answer, Unanswered) or code in _IN_DOUBT or batch.in_doubt
+            log.info("sending a batch to %s again (attempt %d): %s", batch.tp, batch.attempts + 1, batch.last_error)
             return True
         self._fail(batch, error_for(code, answer.error_message, f"cannot produce to {batch.tp}"))
         return False
