@@ -262,7 +262,8 @@ class _Open:
 
 
 class Producer:
-    """An idempotent producer (or, with ``enable.idempotence=false``, a plain one) on one cluster."""
+    """An idempotent producer (or, with ``enable.idempotence=false``, a plain one) on one cluster,
+    used by one thread at a time."""
 
     def __init__(
         self,
