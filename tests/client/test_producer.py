@@ -211,6 +211,22 @@ def test_a_batch_too_large_for_the_topic_is_split_and_a_record_too_large_fails(s
     assert [b[2] for b in batches] == list(itertools.accumulate([0] + [len(b[4]) for b in batches[:-1]]))
 
 
+def test_an_id_and_epoch_set_from_outside_restart_the_sequences(seglog_broker: Any) -> None:
+    bootstrap = seglog_broker.bootstrap_servers
+    _create(bootstrap, "given-ids", 1)
+    tp = TopicPartition("given-ids", 0)
+    with Producer(bootstrap) as first, Producer(bootstrap) as second:
+        ids = [first.producer_id_and_epoch, second.producer_id_and_epoch]
+    assert ids[0] is not None and ids[1] is not None
+    with Producer(bootstrap, producer_id_and_epoch=ids[0]) as producer:
+        producer.send_batches(tp, [build_batch([(None, b"a")] * 3)])
+        producer.flush()
+        producer.set_producer_id_and_epoch(ids[1])
+        producer.send_batches(tp, [build_batch([(None, b"b")] * 2)])
+        producer.flush()
+    assert [(b[0], b[1], b[2], b[3]) for b in _batches(bootstrap, tp)] == [(*ids[0], 0, 0), (*ids[1], 0, 3)]
+
+
 def test_before_first_write_is_called_once_per_partition_until_reset(seglog_broker: Any) -> None:
     bootstrap = seglog_broker.bootstrap_servers
     _create(bootstrap, "hooked", 2)
@@ -288,9 +304,10 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def test_the_leader_killed_while_producing_every_record_is_written_once(cluster: LocalCluster) -> None:
-    """The leader of partition 0 is killed from another thread while the producer sends (and goes
-    on sending 3000 records more): the batches in flight to it are sent again to the next leader
-    with their sequences, so each record is in the log once, in the order sent."""
+    """The leader of partition 0 is killed from another thread while the producer sends (after
+    1500 records, and it goes on sending 3000 records more): the batch in flight to it is sent
+    again to the next leader with its sequence, so each record is in the log once, in the order
+    sent."""
     topic = "produced-during-kill"
     bootstrap = ",".join(b.address for b in cluster.brokers.values())
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -304,19 +321,31 @@ def test_the_leader_killed_while_producing_every_record_is_written_once(cluster:
         killed.set()
 
     sent = after_kill = 0
+    sends: dict[int, int] = {}  # requests carrying a batch of each partition, retries included
     with Producer(bootstrap, {"linger.ms": 0, "batch.size": 600}) as producer:
-        timer = threading.Timer(0.5, kill)
-        timer.start()
+        produce = producer._produce
+
+        def counted(heads: Any, leader: Any, tps: list[TopicPartition]) -> Any:
+            for tp in tps:
+                sends[tp.partition] = sends.get(tp.partition, 0) + 1
+            return produce(heads, leader, tps)
+
+        producer._produce = counted  # type: ignore[method-assign]
+        timer = threading.Timer(0.05, kill)  # lands while the producer sends, mostly with a request in flight
         start = time.monotonic()
         while after_kill < 3000 and time.monotonic() - start < 120:
             producer.send(topic, b"value-%06d" % sent, partition=sent % 3)
             sent += 1
             after_kill += killed.is_set()
+            if sent == 1500:
+                timer.start()
         delivered = producer.flush()
     timer.join()
     assert killed.is_set() and after_kill == 3000
     assert sum(d.record_count for d in delivered) == sent
     assert _leaders(bootstrap, topic)[0] != victim
+    # the batch of partition 0 in flight (or next) when its leader died was sent again
+    assert sends[0] > sum(1 for d in delivered if d.tp.partition == 0)
     for p in range(3):
         records = [r for b in _batches(bootstrap, TopicPartition(topic, p)) for r in b[4]]
         assert [r.offset for r in records] == list(range(len(records)))  # contiguous, from 0

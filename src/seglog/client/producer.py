@@ -27,7 +27,8 @@ The seam for a transactional producer (``client/transactions.py``): the producer
 from outside (``producer_id_and_epoch``, with ``transactional_id``: batches are stamped
 transactional and Produce carries the id; the epoch is then never bumped here, since Kafka makes
 those errors abortable), and ``before_first_write`` is called with the partitions about to be
-written for the first time since ``reset_written_partitions`` (AddPartitionsToTxn's place).
+written for the first time since ``reset_written_partitions`` (AddPartitionsToTxn's place);
+``set_producer_id_and_epoch`` takes a new epoch from outside.
 
 Keyed records go where Kafka's default partitioner puts them, keyless ones to a sticky partition
 that moves on when its batch is closed (KIP-480). A topic the cluster does not know is asked for
@@ -261,7 +262,8 @@ class _Open:
 
 
 class Producer:
-    """An idempotent producer (or, with ``enable.idempotence=false``, a plain one) on one cluster."""
+    """An idempotent producer (or, with ``enable.idempotence=false``, a plain one) on one cluster,
+    used by one thread at a time."""
 
     def __init__(
         self,
@@ -312,6 +314,12 @@ class Producer:
         return self._state
 
     # --- the transactional seam ---------------------------------------------------------------------
+
+    def set_producer_id_and_epoch(self, producer: ProducerIdAndEpoch) -> None:
+        """A new id or epoch from outside (a transactional producer's InitProducerId after an
+        abort): every partition's sequences start again at 0, queued batches are stamped anew."""
+        self._state = producer
+        self._sequences.clear()
 
     def reset_written_partitions(self) -> None:
         """The next write to each partition calls ``before_first_write`` again (a new transaction)."""
@@ -523,6 +531,7 @@ class Producer:
             return True
         if isinstance(answer, Unanswered) or code in _IN_DOUBT or _retriable(code):
             batch.in_doubt = isinstance(answer, Unanswered) or code in _IN_DOUBT or batch.in_doubt
+            log.info("sending a batch to %s again (attempt %d): %s", batch.tp, batch.attempts + 1, batch.last_error)
             return True
         self._fail(batch, error_for(code, answer.error_message, f"cannot produce to {batch.tp}"))
         return False
