@@ -224,7 +224,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
     def _on_disk(self, topic: str, partition: int, base_offset: int | None, query: dict[str, list[str]]) -> _Answer:
         """A partition's layout (``base_offset`` None) or a segment's index entries, read by a
         broker holding a replica: this console's own broker when it does, else the first replica
-        whose HTTP port this console knows (the leader first)."""
+        whose HTTP port this console knows and answers (the leader first)."""
         limit = _number(query, "limit", MAX_ENTRIES)
 
         def read(access: Any) -> _Answer:
@@ -240,7 +240,13 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 pass  # a partition of the cluster this broker holds no replica of: another may
         with self.server.client() as client:
             replicas = figures.replicas(client, topic, partition)
-        return read(self.server.brokers.replica_access(replicas, topic, partition))
+        *others, last = self.server.brokers.replica_accesses(replicas, topic, partition)
+        for access in others:
+            try:
+                return read(access)
+            except BrokerNotAvailableError:  # its HTTP port does not answer (a broker down): the next replica's
+                continue
+        return read(last)
 
     def _act(self, action: Any) -> Any:
         """``action(client, body, timeout_ms)`` with the request's JSON body."""
