@@ -215,7 +215,7 @@ class SeglogBrokers:
         raise NoLayoutError(
             f"{topic}-{partition} is on brokers {replicas}; this console reads the disks of brokers "
             f"{sorted(known) or 'none yet'} ({', '.join(a.label for a in self.accesses)}): "
-            "give the HTTP port of one of its replicas with --broker-http"
+            "open the console of one of its replicas (its --http-port), or give a console its HTTP port (--broker-http)"
         )
 
 
