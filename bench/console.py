@@ -4,10 +4,14 @@ every topic on an already open connection, the least any page of the cluster mus
 
 An embedded broker holds TOPICS topics of PARTITIONS partitions (created with CreateTopics, a
 hundred topics a request), one of which holds 100 records of 1 KiB in partition 0 (in segments of
-16 KiB: seven of them) and is read by a consumer group that committed half of them. The console
-is the broker's own (``seglog broker --http-port``'s, ``serve_in_broker``): the partition layout
-and the throughput are read in-process; a second console of the cluster (``seglog console
---broker-http``) reads the layout through the first one's HTTP port, which is timed too. Each
+16 KiB: seven of them) and is read by a consumer group that committed half of them. The broker
+runs as ``seglog broker --http-port`` in a process of its own, and its console (in its process)
+serves the pages: the partition layout and the throughput are read in-process; a second console
+of the cluster, in this process (``seglog console --broker-http``), reads the layout through the
+broker's HTTP port, which is timed too. Last, the broker's CPU is measured (/proc) over a window
+idle and a window with a cluster page open on the second console (cluster and throughput asked
+every 5 s, as the page asks them): the difference is what an open console costs the broker,
+beside the issue's target (1 % of a core). Each
 endpoint is asked ROUNDS times from this process over HTTP (a fresh client of the cluster each
 time, as the console serves a page), each time just after the baseline; the median and the
 slowest are printed in ms, beside the issue's target (300 ms), and the median of the rounds'
@@ -23,19 +27,24 @@ hence 5 by default. Figures on a shared machine are not final.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
 
-import seglog.broker
 from seglog.client import connect
-from seglog.console import serve_in_broker, start
+from seglog.console import start
 from seglog.protocol import ApiKey
 from seglog.protocol.enums import AlterConfigOpType, ConfigResourceType
 from seglog.protocol.message_data import (
@@ -45,6 +54,8 @@ from seglog.protocol.message_data import (
 )
 
 TARGET_MS = 300.0
+COST_TARGET = 1.0  # % of a core: what an open console may cost a broker (the issue's)
+REFRESH_S = 5.0  # as the pages ask again (console.js's REFRESH_MS)
 BROWSED = "browsed"
 GROUP = "bench-group"
 RECORDS = 100
@@ -128,23 +139,69 @@ PAGES = [
 ]
 
 
+@contextlib.contextmanager
+def _broker_process(log_dir: str) -> Iterator[tuple[str, str, int]]:
+    """``seglog broker --http-port 0`` on ``log_dir``: its bootstrap address, its console's URL and
+    its process id (a process of its own, so that its CPU is its own)."""
+    command = [sys.executable, "-m", "seglog", "broker", "--override", f"log.dirs={log_dir}"]
+    command += ["--override", "listeners=PLAINTEXT://127.0.0.1:0", "--http-port", "0"]
+    # its log (a line a topic created) is not the bench's
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert process.stdout is not None
+        bootstrap = process.stdout.readline().split()[-1]
+        console = process.stdout.readline().split()[-1]
+        yield bootstrap, console, process.pid
+    finally:
+        process.terminate()
+        process.wait(60)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """A process's user and system CPU time so far (/proc/PID/stat's utime and stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _share_of_a_core(pid: int, seconds: float, while_: Callable[[float], None]) -> float:
+    """The broker's CPU over ``seconds`` while ``while_(deadline)`` runs, in % of a core."""
+    before, began = _cpu_seconds(pid), time.monotonic()
+    while_(began + seconds)
+    return 100 * (_cpu_seconds(pid) - before) / (time.monotonic() - began)
+
+
+def _idle(deadline: float) -> None:
+    time.sleep(max(0.0, deadline - time.monotonic()))
+
+
+def _cluster_page_open(console_url: str) -> Callable[[float], None]:
+    """What an open cluster page asks: cluster and throughput at once, every REFRESH_S."""
+
+    def open_page(deadline: float) -> None:
+        while time.monotonic() < deadline:
+            asked = [threading.Thread(target=_get(console_url + p)) for p in ("api/cluster", "api/throughput")]
+            for t in asked:
+                t.start()
+            for t in asked:
+                t.join()
+            time.sleep(max(0.0, min(REFRESH_S, deadline - time.monotonic())))
+
+    return open_page
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--cost-seconds", type=float, default=60.0, help="each window of the broker's CPU")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as d, seglog.broker.start(d) as broker:
-        bootstrap = broker.bootstrap_servers
+    with tempfile.TemporaryDirectory() as d, _broker_process(d) as (bootstrap, broker_console, pid):
         began = time.monotonic()
         _create_topics(bootstrap, args.topics, args.partitions)
         print(f"{args.topics} topics x {args.partitions} partitions created in {time.monotonic() - began:.0f} s")
         _fill(bootstrap)
-        with (
-            connect(bootstrap) as connection,
-            serve_in_broker(broker.server, "127.0.0.1", 0, read_only=True) as console,
-            start(bootstrap, broker_http=[console.url]) as remote,
-        ):
+        with connect(bootstrap) as connection, start(bootstrap, broker_http=[broker_console]) as remote:
             every = MetadataRequestData(topics=None, allow_auto_topic_creation=False)
 
             def baseline() -> object:
@@ -153,7 +210,7 @@ def main() -> int:
             print("baseline: Metadata of every topic on an open connection, timed before each page in each round")
             print(f"{'page (API)':44} {'median ms':>10} {'max ms':>8} {'target':>7} {'/ baseline':>11}")
             hop = ("layout through --broker-http", remote.url + f"api/topics/{BROWSED}/partitions/0/layout")
-            for label, url in [(label, console.url + path) for label, path in PAGES] + [hop]:
+            for label, url in [(label, broker_console + path) for label, path in PAGES] + [hop]:
                 try:
                     times, ratios = _paired(_get(url), baseline, args.rounds)
                 except urllib.error.HTTPError as e:
@@ -162,6 +219,15 @@ def main() -> int:
                 median = statistics.median(times)
                 verdict = "met" if median <= TARGET_MS else "MISSED"
                 print(f"{label:44} {median:10.1f} {max(times):8.1f} {verdict:>7} {statistics.median(ratios):10.2f}x")
+            idle = _share_of_a_core(pid, args.cost_seconds, _idle)
+            opened = _share_of_a_core(pid, args.cost_seconds, _cluster_page_open(remote.url))
+            cost = opened - idle
+            verdict = "met" if cost <= COST_TARGET else "MISSED"
+            print(
+                f"the broker's CPU: idle {idle:.2f} % of a core, with a cluster page open (a console of it, "
+                f"asking every {REFRESH_S:.0f} s) {opened:.2f} %: the page costs {cost:.2f} % "
+                f"(target {COST_TARGET:.0f} %: {verdict}), over {args.cost_seconds:.0f} s each"
+            )
     return 0
 
 

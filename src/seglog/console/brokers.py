@@ -199,12 +199,13 @@ class SeglogBrokers:
                 found.setdefault(broker_id, access)
         return found
 
-    def replica_access(self, replicas: list[int], topic: str, partition: int) -> BrokerAccess:
-        """The access of the first of ``replicas`` (the leader first) this console can read."""
+    def replica_accesses(self, replicas: list[int], topic: str, partition: int) -> list[BrokerAccess]:
+        """The accesses of ``replicas`` (the leader first) this console can read; NoLayoutError
+        when it can read none."""
         known = self.by_id()
-        for broker_id in replicas:
-            if broker_id in known:
-                return known[broker_id]
+        found = [known[b] for b in replicas if b in known]
+        if found:
+            return found
         if not self.accesses:
             raise NoLayoutError(
                 "the partition layout is read from a seglog broker's own HTTP port (seglog broker --http-port), "
@@ -214,7 +215,7 @@ class SeglogBrokers:
         raise NoLayoutError(
             f"{topic}-{partition} is on brokers {replicas}; this console reads the disks of brokers "
             f"{sorted(known) or 'none yet'} ({', '.join(a.label for a in self.accesses)}): "
-            "give the HTTP port of one of its replicas with --broker-http"
+            "open the console of one of its replicas (its --http-port), or give a console its HTTP port (--broker-http)"
         )
 
 

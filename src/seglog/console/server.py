@@ -4,9 +4,11 @@ under them, on the standard library's threading HTTP server.
 Each API request opens its own client of the cluster (``figures.open_client``), so requests run
 side by side and a slow or unreachable broker holds up only the requests that need it. Every
 error is answered as ``{"error": "..."}`` with a status that says whose it is (400 a malformed
-request, 403 an action of a read-only console, 404 no such topic or group, 502 the cluster could
-not be reached or refused); an unexpected one is logged and answered 500 without its traceback,
-and the server goes on serving."""
+request, 403 an action of a read-only console, 404 no such topic or group, 409 a topic that exists
+or a group not empty, 501 what the cluster does not serve, 502 the cluster could not be reached or
+refused); an unexpected one is logged and answered 500 without its traceback, and the server goes
+on serving. A broker's own console (``serve_in_broker``) also serves the broker's ``/metrics``, and
+the layouts of its partitions (``brokers``, ``layout``)."""
 
 from __future__ import annotations
 
@@ -224,7 +226,7 @@ class ConsoleHandler(BaseHTTPRequestHandler):
     def _on_disk(self, topic: str, partition: int, base_offset: int | None, query: dict[str, list[str]]) -> _Answer:
         """A partition's layout (``base_offset`` None) or a segment's index entries, read by a
         broker holding a replica: this console's own broker when it does, else the first replica
-        whose HTTP port this console knows (the leader first)."""
+        whose HTTP port this console knows and answers (the leader first)."""
         limit = _number(query, "limit", MAX_ENTRIES)
 
         def read(access: Any) -> _Answer:
@@ -240,7 +242,13 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 pass  # a partition of the cluster this broker holds no replica of: another may
         with self.server.client() as client:
             replicas = figures.replicas(client, topic, partition)
-        return read(self.server.brokers.replica_access(replicas, topic, partition))
+        *others, last = self.server.brokers.replica_accesses(replicas, topic, partition)
+        for access in others:
+            try:
+                return read(access)
+            except BrokerNotAvailableError:  # its HTTP port does not answer (a broker down): the next replica's
+                continue
+        return read(last)
 
     def _act(self, action: Any) -> Any:
         """``action(client, body, timeout_ms)`` with the request's JSON body."""
@@ -327,11 +335,7 @@ def _whole(text: str, name: str) -> int:
 def _number(query: dict[str, list[str]], key: str, default: Any) -> Any:
     """The whole number ``key`` of a query string, ``default`` when absent or empty."""
     text = query.get(key, [""])[-1].strip()
-    if not text:
-        return default
-    if not text.isdigit() or len(text) > 19:
-        raise ConsoleInputError(f"{key} is a whole number from 0, not {text!r}")
-    return int(text)
+    return default if not text else _whole(text, key)
 
 
 def _status(error: SeglogError) -> HTTPStatus:
