@@ -12,7 +12,11 @@ in a process of its own, acks=all and idempotent every way:
 3. ``df.write.format("seglog").option("kafka.bootstrap.servers", ...)`` of a cached DataFrame of
    the same rows, local[2] (two tasks), Spark's own costs included;
 4. the same DataFrame written by the loop of 1 in each Spark task (``foreachPartition``): what a
-   PySpark user writes without a Kafka sink, the baseline of 3 (Spark's costs on both sides).
+   PySpark user writes without a Kafka sink, the baseline of 3 (Spark's costs on both sides);
+5. a streaming query (availableNow, a fresh checkpoint each time) over the same rows in parquet,
+   two tasks a micro-batch, written at-least-once (the baseline) and with ``exactlyOnce``
+   (transactions: the tasks' InitProducerId and AddPartitionsToTxn, the driver's decision and
+   EndTxn of each task's transaction).
 
 Medians of ROUNDS rounds, the writers taking turns within each round. Run:
 ``.venv/bin/python bench/spark_produce.py [RECORDS]``. Figures on a shared machine are not final:
@@ -96,6 +100,18 @@ def sink_task(bootstrap: str, batches: list[pa.RecordBatch]) -> None:
     assert done.records == RECORDS, done
 
 
+def stream_write(spark: Any, source: str, bootstrap: str, exactly_once: bool) -> None:
+    import tempfile
+
+    rows = spark.readStream.schema("key binary, value binary").parquet(source).repartition(2)
+    writer = rows.writeStream.format("seglog").option("kafka.bootstrap.servers", bootstrap)
+    writer = writer.option("topic", "eos" if exactly_once else "alo").option("exactlyOnce", str(exactly_once))
+    checkpoint = tempfile.mkdtemp(prefix="bench-spark-produce-checkpoint-")
+    query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
+    query.awaitTermination()
+    assert query.exception() is None, query.exception()
+
+
 def median_seconds(runs: dict[str, Callable[[], None]]) -> dict[str, float]:
     times: dict[str, list[float]] = {name: [] for name in runs}
     for _ in range(ROUNDS):
@@ -117,10 +133,14 @@ def main() -> None:
     keys, values = rows()
     table = pa.table({"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())})
     batches = table.to_batches(max_chunksize=ARROW_ROWS)
+    import pyarrow.parquet as pq
+
+    source = tempfile.mkdtemp(prefix="bench-spark-produce-in-")
+    pq.write_table(table, os.path.join(source, "rows.parquet"))
     broker, bootstrap = start_broker(tempfile.mkdtemp(prefix="bench-spark-produce-"))
     spark = None
     try:
-        create_topics(bootstrap, ["loop", "task", "spark", "spark-loop"])
+        create_topics(bootstrap, ["loop", "task", "spark", "spark-loop", "alo", "eos"])
         settings = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g"}
         spark = SparkSession.builder.master("local[2]").config(map=settings).getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
@@ -134,12 +154,15 @@ def main() -> None:
             ).save()
 
         spark_write()  # warm: Python workers, the broker's first segments
+        stream_write(spark, source, bootstrap, exactly_once=True)  # warm: the transaction coordinator
         took = median_seconds(
             {
                 "loop": lambda: producer_loop(bootstrap, keys, values),
                 "task": lambda: sink_task(bootstrap, batches),
                 "spark": spark_write,
                 "spark loop": lambda: df.foreachPartition(partition_loop(bootstrap)),
+                "stream": lambda: stream_write(spark, source, bootstrap, exactly_once=False),
+                "stream eos": lambda: stream_write(spark, source, bootstrap, exactly_once=True),
             }
         )
     finally:
@@ -154,6 +177,9 @@ def main() -> None:
         print(f"{label:40} {rate[name]:6.2f}   {rate[name] / rate['loop']:.2f} x the loop")
     print(f"{'the loop in Spark tasks':40} {rate['spark loop']:6.2f}")
     print(f"Spark write / the loop in Spark tasks    {rate['spark'] / rate['spark loop']:6.2f} x   target >= 1x")
+    print(f"{'streaming write, at-least-once':40} {rate['stream']:6.2f}")
+    print(f"{'streaming write, exactlyOnce':40} {rate['stream eos']:6.2f}", end="   ")
+    print(f"{rate['stream eos'] / rate['stream']:.2f} x at-least-once   target >= 0.80x")
 
 
 if __name__ == "__main__":

@@ -51,8 +51,9 @@ class ProducedWrite(WriterCommitMessage):
     records: int  # the records the leaders acknowledged
 
 
-class _BrokerSinkBase:
-    """Driver-side checks and the tasks' writing, shared by the batch and the streaming writer."""
+class BrokerSink:
+    """Driver-side checks and the tasks' writing, shared by the batch and the streaming writers
+    (the exactly-once one, ``eos_sink.py``, too)."""
 
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.topic, self.use_timestamps = check_columns(options, schema)
@@ -80,21 +81,25 @@ class _BrokerSinkBase:
             ) from None
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedWrite:
-        rows = 0
         with Producer(self.bootstrap, self.config) as producer:
-            encoder = Encoder(
-                self.topic,
-                lambda topic: list(range(producer.partition_count(topic))),
-                lambda topic: self.batch_bytes,
-                self.compression,
-                use_timestamps=self.use_timestamps,
-                max_record_bytes=self.config.max_request_size,
-            )
-            for batch in iterator:
-                rows += batch.num_rows
-                for topic, partition, batches in encoder.encode(batch):
-                    producer.send_batches(TopicPartition(topic, partition), batches)
-            delivered = producer.flush()
+            return self.produce(iterator, producer)
+
+    def produce(self, iterator: Iterator[pa.RecordBatch], producer: Producer) -> ProducedWrite:
+        """A task's rows encoded and sent with ``producer``, flushed."""
+        rows = 0
+        encoder = Encoder(
+            self.topic,
+            lambda topic: list(range(producer.partition_count(topic))),
+            lambda topic: self.batch_bytes,
+            self.compression,
+            use_timestamps=self.use_timestamps,
+            max_record_bytes=self.config.max_request_size,
+        )
+        for batch in iterator:
+            rows += batch.num_rows
+            for topic, partition, batches in encoder.encode(batch):
+                producer.send_batches(TopicPartition(topic, partition), batches)
+        delivered = producer.flush()
         return ProducedWrite(rows, sum(d.record_count for d in delivered))
 
 
@@ -108,7 +113,7 @@ def _producer_config(options: dict[str, str]) -> ProducerConfig:
         raise opt.OptionError(f"option kafka.{e.message}") from None
 
 
-class BrokerWriter(_BrokerSinkBase, DataSourceArrowWriter):
+class BrokerWriter(BrokerSink, DataSourceArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to do: the tasks' records are in the topics already."""
 
@@ -116,7 +121,7 @@ class BrokerWriter(_BrokerSinkBase, DataSourceArrowWriter):
         """Nothing to undo: what the tasks wrote stays, as with Spark's Kafka sink."""
 
 
-class BrokerStreamWriter(_BrokerSinkBase, DataSourceStreamArrowWriter):
+class BrokerStreamWriter(BrokerSink, DataSourceStreamArrowWriter):
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: the micro-batch's records are in the topics already."""
 

@@ -356,6 +356,9 @@ class SeglogStreamWriter(_SinkBase, DataSourceStreamArrowWriter):
 def batch_writer(options: dict[str, str], schema: StructType) -> DataSourceArrowWriter:
     """A batch write's writer: through the brokers with ``kafka.bootstrap.servers``
     (``broker_sink``), else into the log dirs of ``path``."""
+    from .eos_sink import refuse_in_batch_writes
+
+    refuse_in_batch_writes(options)
     if opt.client_options(options) is None:
         return SeglogWriter(options, schema)
     from .broker_sink import BrokerWriter
@@ -364,9 +367,15 @@ def batch_writer(options: dict[str, str], schema: StructType) -> DataSourceArrow
 
 
 def stream_writer(options: dict[str, str], schema: StructType) -> DataSourceStreamArrowWriter:
-    """``batch_writer`` for a streaming query."""
+    """``batch_writer`` for a streaming query; with ``exactlyOnce``, ``eos_sink``'s (through the brokers only)."""
+    from .eos_sink import ExactlyOnceStreamWriter, exactly_once
+
     if opt.client_options(options) is None:
+        if exactly_once(options):
+            raise opt.OptionError("option exactlyOnce: only a write through kafka.bootstrap.servers is exactly-once")
         return SeglogStreamWriter(options, schema)
+    if exactly_once(options):
+        return ExactlyOnceStreamWriter(options, schema)
     from .broker_sink import BrokerStreamWriter
 
     return BrokerStreamWriter(options, schema)
