@@ -71,3 +71,19 @@ def test_a_wrong_password_is_one_error_without_the_password(spark: Any, secured:
     with pytest.raises(PySparkException, match="Authentication failed: Invalid username or password") as e:
         read(spark, bootstrap, **_options("SASL_PLAINTEXT", password="wrong-pw-77a1")).collect()
     assert "wrong-pw-77a1" not in str(e.value)
+
+
+def test_a_write_over_sasl_ssl_then_read_back_over_it(spark: Any, secured: Any) -> None:
+    """The sink takes the same options: its driver's check and each task's producer authenticate."""
+    broker, ca, _ = secured
+    bootstrap = f"127.0.0.1:{broker.server.port_of('SASL_SSL')}"
+    tls = {"kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": ca}
+    security = {k: v for k, v in _options("SASL_SSL", **tls).items() if k.startswith("kafka.")}
+    rows = spark.range(500).selectExpr("CAST(id AS STRING) AS key", "CAST(id * 7 AS STRING) AS value")
+    writer = rows.write.format("seglog").option("kafka.bootstrap.servers", bootstrap).option("topic", "written")
+    for name, value in security.items():
+        writer = writer.option(name, value)
+    writer.mode("append").save()
+    back = read(spark, bootstrap, **{**_options("SASL_SSL", **tls), "subscribe": "written"})
+    got = sorted((r.key.decode(), r.value.decode()) for r in back.collect())
+    assert got == sorted((str(i), str(i * 7)) for i in range(500))

@@ -194,6 +194,7 @@ def _writing(driver: subprocess.Popen[bytes], bootstrap: str, topic: str, before
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # eleven Spark drivers started in turn: some 6 minutes on a loaded machine
 def test_a_driver_killed_ten_times_leaves_every_record_once(seglog_broker: Any, tmp_path: Path) -> None:
     bootstrap = seglog_broker.bootstrap_servers
     topic = "eos-killed"

@@ -60,6 +60,7 @@ class BrokerSink:
         client = opt.client_options(options)
         assert client is not None  # the data source sends a write here only with kafka.bootstrap.servers
         self.bootstrap = client.bootstrap_servers
+        self.client = client  # picklable: each task makes its connections (TLS, SASL) where it runs
         encoding = opt.producer_options(options, to_brokers=True)
         self.compression = encoding.compression
         self.config = _producer_config(options)
@@ -70,9 +71,8 @@ class BrokerSink:
     def _check_cluster(self) -> None:
         """Fail before any task runs when the brokers cannot be reached or the topic option's topic
         is not there (and the broker does not create it)."""
-        timeout = self.config.request_timeout_ms / 1000
         try:
-            with ClusterClient(self.bootstrap, timeout, client_id=self.config.client_id) as client:
+            with self.connect() as client:
                 if self.topic is not None:
                     partition_count(client, self.topic, self.config.max_block_ms)
         except BrokerNotAvailableError as e:
@@ -80,8 +80,15 @@ class BrokerSink:
                 f"option kafka.bootstrap.servers: no broker of {self.bootstrap!r} answers ({e.message})"
             ) from None
 
+    def connect(self, answer_margin: float = 0.0) -> ClusterClient:
+        """A client of the brokers, with the options' security (kafka.security.protocol, ...)."""
+        timeout = self.config.request_timeout_ms / 1000
+        return ClusterClient(
+            self.bootstrap, timeout, answer_margin, client_id=self.config.client_id, security=self.client.security()
+        )
+
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ProducedWrite:
-        with Producer(self.bootstrap, self.config) as producer:
+        with self.connect() as client, Producer(client, self.config) as producer:
             return self.produce(iterator, producer)
 
     def produce(self, iterator: Iterator[pa.RecordBatch], producer: Producer) -> ProducedWrite:

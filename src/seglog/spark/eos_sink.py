@@ -30,7 +30,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
-from ..client import ClusterClient, Producer
+from ..client import Producer
 from ..client.producer import ProducerIdAndEpoch
 from ..client.transactions import BatchTransactions, PreparedTxnState
 from ..errors import SeglogError
@@ -73,8 +73,7 @@ class ExactlyOnceStreamWriter(BrokerSink, DataSourceStreamArrowWriter):
 
     @contextlib.contextmanager
     def _transactions(self) -> Iterator[BatchTransactions]:
-        timeout = self.config.request_timeout_ms / 1000
-        with ClusterClient(self.bootstrap, timeout, 1.0, client_id=self.config.client_id) as client:
+        with self.connect(answer_margin=1.0) as client:
             yield BatchTransactions(client, self.prefix, self.transaction_timeout_ms)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> TransactionalWrite:
