@@ -133,6 +133,7 @@ BROKER_CASES = {
     "super.users": ("", None, "a string"),
     "allow.everyone.if.no.acl.found": ("maybe", 2, "true or false"),
     "num.io.threads": (2**31, "eight", "an int32"),
+    "connections.max.idle.ms": (2**63, "10m", "[-9223372036854775808, 9223372036854775807]"),
     "quota.window.num": (0, "eleven", "[1, 2147483647]"),
     "quota.window.size.seconds": (0, "1s", "[1, 2147483647]"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),

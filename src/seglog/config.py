@@ -529,6 +529,13 @@ for _key in (
         minimum=1,
     ),
     Key("num.io.threads", _int32, 8, "Threads that run storage calls for requests.", minimum=1),
+    Key(
+        "connections.max.idle.ms",
+        _int,
+        600_000,
+        "A connection with no request under way and no bytes in or out for this long is closed "
+        "(one still in its TLS handshake or SASL exchange too); negative: never.",
+    ),
 ):
     BROKER_KEYS[_key.name] = _key
 

@@ -183,6 +183,8 @@ class Connection:
         self._reading = False
         self._wakeup: asyncio.Future[None] | None = None
         self._muted: asyncio.TimerHandle | None = None  # a quota's throttle: nothing read nor answered till then
+        self.last_active = time.monotonic()  # bytes in or out (connections.max.idle.ms)
+        self.task: asyncio.Task[None] | None = None  # ``run``'s, which an idle expiry cancels
         # one context for the requests of this connection, whoever runs them (the reader's
         # callback or the processor task): the request context a handler sets stays set
         # when its second half runs in the processor
@@ -254,9 +256,17 @@ class Connection:
             self._reading = False
             self._loop.remove_reader(self._fd)
 
+    def idle(self, now: float) -> float:
+        """Seconds without bytes in or out and with nothing under way (no request being handled
+        or waiting, not muted by a quota): 0 while anything is."""
+        if self._busy or self._jobs or self._muted is not None or self.protocol.unanswered:
+            return 0.0
+        return now - self.last_active
+
     def _on_readable(self) -> None:
         """The loop's callback while the socket has bytes: one receive, and each request it
         completes answered at once or handed to the processor."""
+        self.last_active = time.monotonic()
         try:
             self._receive()
         except _NOTHING_YET:
@@ -453,6 +463,7 @@ class Connection:
         return True
 
     def _sent(self, parts: list[Any]) -> None:
+        self.last_active = time.monotonic()
         # a response of one part is one bytearray (the protocol encodes any other with its records apart)
         self.server.metrics.bytes_out(len(parts[0]) if len(parts) == 1 else sum(_size(p) for p in parts))
         if self.close_after_response:
@@ -618,8 +629,10 @@ class SocketServer:
         listener: str = "PLAINTEXT",
         transport: Callable[[socket.socket], Transport] | None = None,
         authenticator: Callable[[str], Authenticator] | None = None,
+        max_idle_ms: int = -1,
     ) -> None:
         self.listener = listener  # its name
+        self.max_idle_ms = max_idle_ms  # connections.max.idle.ms: negative, never
         self.transport = transport
         self.authenticator = authenticator  # a SASL listener's: one for each connection, given its peer
         self.handler = handler
@@ -636,10 +649,28 @@ class SocketServer:
         self._listen.setblocking(False)
         self.port = int(self._listen.getsockname()[1])  # the one bound, when asked for port 0
         self._accepting: asyncio.Task[None] | None = None
+        self._expiring: asyncio.Task[None] | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
-        self._accepting = asyncio.get_running_loop().create_task(self._accept())
+        loop = asyncio.get_running_loop()
+        self._accepting = loop.create_task(self._accept())
+        if self.max_idle_ms >= 0:
+            self._expiring = loop.create_task(self._expire_idle(self.max_idle_ms / 1000))
+
+    async def _expire_idle(self, limit: float) -> None:
+        """Kafka's idle expiry: a connection idle longer than ``limit`` is closed, checked a few
+        times a limit (every 30 s at most), so that a client that connects and sends nothing (nor
+        finishes its TLS handshake or SASL exchange) holds no socket for ever."""
+        while True:
+            await asyncio.sleep(min(30.0, max(limit / 4, 0.01)))
+            now = time.monotonic()
+            for conn in list(self.connections):
+                if conn.idle(now) > limit and conn.task is not None:
+                    log.info(
+                        "closing the connection from %s on %s: idle for %.0f ms", conn.peer, self.listener, limit * 1000
+                    )
+                    conn.task.cancel()
 
     async def _accept(self) -> None:
         loop = asyncio.get_running_loop()
@@ -657,7 +688,7 @@ class SocketServer:
             conn = Connection(sock, self)
             self.connections.add(conn)
             self.metrics.connection_opened()
-            task = loop.create_task(conn.run())
+            task = conn.task = loop.create_task(conn.run())
             self._conn_tasks.add(task)
             task.add_done_callback(self._conn_tasks.discard)
 
@@ -668,9 +699,10 @@ class SocketServer:
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (their current request ends first)."""
-        if self._accepting is not None:
-            self._accepting.cancel()
-            await asyncio.gather(self._accepting, return_exceptions=True)
+        for background in (self._accepting, self._expiring):
+            if background is not None:
+                background.cancel()
+                await asyncio.gather(background, return_exceptions=True)
         self._listen.close()
         for task in list(self._conn_tasks):
             task.cancel()

@@ -291,6 +291,7 @@ class KafkaServer:
             listener=listener.name,
             transport=transport,
             authenticator=authenticator,
+            max_idle_ms=self.config["connections.max.idle.ms"],
         )
 
     def _served_listeners(self) -> list[tuple[SocketServer, Listener]]:
