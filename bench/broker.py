@@ -105,7 +105,7 @@ VALUE = b"v" * 100
 CONSUME_BACKOFF_MS = 10
 PRODUCE_ROUNDS = 3
 CONSUME_ROUNDS = 3
-TLS_ROUNDS = 5
+TLS_ROUNDS = 7
 TLS_FETCH_MIB = 256
 SCRAM_PASSWORD = "bench-password"
 ACL_COUNT = 1000
@@ -606,16 +606,17 @@ def alternated(
     return measured
 
 
-def round_ratios(figures: list[float], base: list[float]) -> tuple[float, float, float]:
-    """The median, least and greatest over the rounds of a figure divided by the base's figure
-    of the same round (measured close together: the machine's load moves both alike)."""
+def round_ratios(figures: list[float], base: list[float]) -> str:
+    """A figure over the base's figure of the same round (measured close together: the machine's
+    load moves both alike): the median over the rounds, its quartiles, and the least and greatest."""
     ratios = sorted(a / b for a, b in zip(figures, base, strict=True))
-    return statistics.median(ratios), ratios[0], ratios[-1]
+    q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+    return f"{median:.1%} [{q1:.0%}-{q3:.0%}] ({ratios[0]:.0%}-{ratios[-1]:.0%})"
 
 
 def print_tls(produced: Rounds, consumed: Rounds, fetched: dict[str, tuple[float, float]]) -> None:
     records_per_mib = (1 << 20) / len(VALUE)
-    header = f"{'records/s':>12} {'broker CPU us/record':>21} {'rate ratio (rounds)':>20}"
+    header = f"{'records/s':>12} {'broker CPU us/record':>21} {'rate ratio: median [quartiles] (range)':>38}"
     header += f" {'TLS adds, broker CPU ms/MiB':>28}"
     print(f"\n{'TLS (1p acks=1)':16} {'listener':10} {header}   (medians of {TLS_ROUNDS} alternated rounds)")
     for phase, measured in (("produce", produced), ("consume", consumed)):
@@ -623,10 +624,9 @@ def print_tls(produced: Rounds, consumed: Rounds, fetched: dict[str, tuple[float
         for name, results in measured.items():
             rate, cpu = statistics.median(r for r, _ in results), statistics.median(c for _, c in results)
             rates = [r for r, _ in measured["plaintext"]]
-            ratio, least, most = round_ratios([r for r, _ in results], rates)
-            spread = f"{ratio:4.0%} ({least:.0%}-{most:.0%})"
+            spread = round_ratios([r for r, _ in results], rates)
             added = "" if name == "plaintext" else f"{(cpu - base_cpu) * records_per_mib / 1000:,.1f}"
-            print(f"{phase:16} {name:10} {rate:12,.0f} {cpu:21.2f} {spread:>20} {added:>28}")
+            print(f"{phase:16} {name:10} {rate:12,.0f} {cpu:21.2f} {spread:>38} {added:>28}")
     print(f"\n{'raw fetch loop':16} {'listener':10} {'MB/s':>12} {'broker CPU us/MiB':>21} {'ratio':>6}")
     for name, (rate, cpu) in fetched.items():
         print(f"{TLS_FETCH_MIB:,} MiB{'':8} {name:10} {rate:12,.0f} {cpu:21,.0f} {rate / fetched['plaintext'][0]:6.0%}")
@@ -705,13 +705,12 @@ def acl_part() -> None:
             shutil.rmtree(d, ignore_errors=True)
     uncached = decision_us(guarded_acls)
     cpus = {name: [cpu for _, cpu, _, _ in results] for name, results in measured.items()}
-    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'CPU ratio, median (range)':>26} {'p50 ms':>7}"
-    print(f"\n{'ACLs':16} {'broker':14} {header} {'p99 ms':>7}   ({ACL_ROUNDS} alternated rounds of {SMALL:,})")
+    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'CPU ratio: median [quartiles] (range)':>37}"
+    print(f"\n{'ACLs':16} {'broker':14} {header} {'p50 ms':>7} {'p99 ms':>7}   ({ACL_ROUNDS} rounds of {SMALL:,})")
     for name, results in measured.items():
         rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*results, strict=True))
-        ratio, least, most = round_ratios(cpus[name], cpus["no authorizer"])
-        spread = f"{ratio:.1%} ({least:.1%}-{most:.1%})"
-        print(f"{'1 record each':16} {name:14} {rate:11,.0f} {cpu:22.1f} {spread:>26} {p50:7.2f} {p99:7.2f}")
+        spread = round_ratios(cpus[name], cpus["no authorizer"])
+        print(f"{'1 record each':16} {name:14} {rate:11,.0f} {cpu:22.1f} {spread:>37} {p50:7.2f} {p99:7.2f}")
     base = statistics.median(cpus["no authorizer"])
     print(
         f"one decision among the {count:,} ACLs, uncached (a name the broker has not decided on since the "
