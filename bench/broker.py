@@ -38,18 +38,23 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    FETCH_ROUNDS rounds of each, alternated, best of each, with the broker's CPU per MiB
    fetched in the best fetch round;
 6. embedded start-up: ``seglog.broker.start`` to the first answered request, ms;
-7. TLS beside plaintext (seglog alone): one broker with a PLAINTEXT and an SSL listener
-   (certificates from trustme), the produce and consume of steps 1-2 (1 partition,
-   acks=1) over each in turn, medians of TLS_ROUNDS rounds, the ratio of SSL's rate to
-   plaintext's and what TLS adds to the broker's CPU per MiB of records; and step 5's raw
-   fetch loop over TLS_FETCH_MIB MiB over each, alternated, best of TLS_ROUNDS, with the
-   broker's CPU per MiB fetched (plaintext's fetches use sendfile, SSL's read the segment
-   into memory and encrypt it).
-8. ACLs (seglog alone): step 3's one-record produce requests to a broker without an
-   authorizer and to one with ``authorizer.class.name`` and ACL_COUNT ACLs (literal and
-   prefixed topics, groups and transactional ids of other users, other users' ACLs on the
-   topic written to, and the one ALLOW that lets the client write), in turn, medians of
-   ACL_ROUNDS rounds: the broker's CPU per request of each and their ratio.
+7. TLS and SASL beside plaintext (seglog alone): one broker with a PLAINTEXT, an SSL and a
+   SASL_SSL listener (SCRAM-SHA-512, user "bench" made over plaintext with confluent-kafka's
+   ``alter_user_scram_credentials``; certificates from trustme, made per run), the produce and
+   consume of steps 1-2 (1 partition, acks=1) over each, TLS_ROUNDS rounds, the listeners in
+   turn (every other round in the reverse order): median rates, the median over the rounds of
+   each listener's rate over plaintext's in the same round with its range, and what TLS adds to
+   the broker's CPU per MiB of records (medians); and step 5's raw fetch loop over
+   TLS_FETCH_MIB MiB over PLAINTEXT and SSL, alternated, best of TLS_ROUNDS, with the broker's
+   CPU per MiB fetched (plaintext's fetches use sendfile, SSL's read the segment into memory
+   and encrypt it) and what TLS adds to it.
+8. ACLs (seglog alone): step 3's one-record produce requests to two brokers without an
+   authorizer (the second a control: how far two like brokers differ in the same run) and to
+   one with ``authorizer.class.name`` and ACL_COUNT ACLs (literal and prefixed topics, groups
+   and transactional ids of other users, other users' ACLs on the topic written to, and the one
+   ALLOW that lets the client write), in turn, every other round in the reverse order,
+   ACL_ROUNDS rounds of SMALL requests: each broker's CPU per request over the first's in the
+   same round, the median over the rounds with its range.
 
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
 FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
@@ -100,10 +105,11 @@ VALUE = b"v" * 100
 CONSUME_BACKOFF_MS = 10
 PRODUCE_ROUNDS = 3
 CONSUME_ROUNDS = 3
-TLS_ROUNDS = 3
+TLS_ROUNDS = 7
 TLS_FETCH_MIB = 256
+SCRAM_PASSWORD = "bench-password"
 ACL_COUNT = 1000
-ACL_ROUNDS = 6  # the two brokers differ by a few per cent: more rounds than step 3's
+ACL_ROUNDS = 20  # the brokers differ by a few per cent, the machine's noise by more: many short rounds
 
 
 def free_port() -> int:
@@ -531,7 +537,8 @@ def main() -> int:
 
 
 def tls_part() -> None:
-    """Step 7: produce and consume over SSL beside plaintext, one broker, in turn."""
+    """Step 7: produce and consume over SSL and SASL_SSL (SCRAM-SHA-512) beside plaintext, one
+    broker, the listeners in turn (every other round in the reverse order)."""
     import trustme
 
     data = tempfile.mkdtemp(prefix="seglog-bench-")
@@ -539,41 +546,92 @@ def tls_part() -> None:
     keystore, ca_file = os.path.join(data, "keystore.pem"), os.path.join(data, "ca.pem")
     ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(keystore)
     ca.cert_pem.write_to_path(ca_file)
-    port, ssl_port = free_port(), free_port()
+    port, ssl_port, sasl_port = free_port(), free_port(), free_port()
     size = os.path.getsize(write_fetch_topic(os.path.join(data, "logs"), "raw", TLS_FETCH_MIB))
     proc, _ = start_seglog(
         os.path.join(data, "logs"),
-        f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},SSL://127.0.0.1:{ssl_port},SASL_SSL://127.0.0.1:{sasl_port}",
         "ssl.keystore.type=PEM",
         f"ssl.keystore.location={keystore}",
+        "sasl.enabled.mechanisms=SCRAM-SHA-512",
         port=port,
     )
-    listeners = {"plaintext": (proc, port), "ssl": (proc, ssl_port)}
+    tls = {"ssl.ca.location": ca_file}
+    scram = {"sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bench", "sasl.password": SCRAM_PASSWORD}
     security: dict[str, dict[str, object]] = {
         f"127.0.0.1:{port}": {},
-        f"127.0.0.1:{ssl_port}": {"security.protocol": "SSL", "ssl.ca.location": ca_file},
+        f"127.0.0.1:{ssl_port}": {"security.protocol": "SSL", **tls},
+        f"127.0.0.1:{sasl_port}": {"security.protocol": "SASL_SSL", **tls, **scram},
     }
+    listeners = {"plaintext": (proc, port), "ssl": (proc, ssl_port), "sasl_ssl": (proc, sasl_port)}
     try:
+        make_scram_user(f"127.0.0.1:{port}")
         warm_group_coordinator(f"127.0.0.1:{port}")
         create_topic(f"127.0.0.1:{port}", "bench-tls", 1)
-        produced = in_turn(listeners, TLS_ROUNDS, lambda b: produce(b, "bench-tls", "1", security[b]))
-        consumed = in_turn(listeners, TLS_ROUNDS, lambda b: consume(b, "bench-tls", 1, security[b]))
+        produced = alternated(listeners, TLS_ROUNDS, lambda b: produce(b, "bench-tls", "1", security[b]))
+        consumed = alternated(listeners, TLS_ROUNDS, lambda b: consume(b, "bench-tls", 1, security[b]))
         fetched = fetch_in_turn(proc.pid, {"plaintext": (port, None), "ssl": (ssl_port, ca_file)}, size)
     finally:
         proc.kill()
         proc.wait()
         shutil.rmtree(data, ignore_errors=True)
+    print_tls(produced, consumed, fetched)
+
+
+def make_scram_user(bootstrap: str) -> None:
+    """User "bench"'s SCRAM-SHA-512 credential (4096 iterations, Kafka's minimum), made over plaintext."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096)
+    upsertion = UserScramCredentialUpsertion("bench", info, SCRAM_PASSWORD.encode())
+    for future in admin.alter_user_scram_credentials([upsertion]).values():
+        future.result(30)
+
+
+# each round's (records/s, broker CPU µs per record), per listener or broker
+Rounds = dict[str, list[tuple[float, float]]]
+
+
+def alternated(
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int, work: Callable[[str], None]
+) -> Rounds:
+    """Each broker's (records/s, broker CPU µs per record) in each of ``rounds`` rounds of
+    ``work(bootstrap)``, the brokers in turn, every other round in the reverse order (neither
+    always runs first), so that a round's figures are measured close together in time."""
+    measured: Rounds = {name: [] for name in brokers}
+    for i in range(rounds):
+        for name, (proc, port) in list(brokers.items())[:: 1 if i % 2 == 0 else -1]:
+            measured[name].append(measure(proc.pid, functools.partial(work, f"127.0.0.1:{port}")))
+    return measured
+
+
+def round_ratios(figures: list[float], base: list[float]) -> str:
+    """A figure over the base's figure of the same round (measured close together: the machine's
+    load moves both alike): the median over the rounds, its quartiles, and the least and greatest."""
+    ratios = sorted(a / b for a, b in zip(figures, base, strict=True))
+    q1, median, q3 = statistics.quantiles(ratios, n=4, method="inclusive")
+    return f"{median:.1%} [{q1:.0%}-{q3:.0%}] ({ratios[0]:.0%}-{ratios[-1]:.0%})"
+
+
+def print_tls(produced: Rounds, consumed: Rounds, fetched: dict[str, tuple[float, float]]) -> None:
     records_per_mib = (1 << 20) / len(VALUE)
-    print(f"\n{'TLS (1p acks=1)':16} {'listener':10} {'records/s':>12} {'broker CPU us/record':>21} {'ratio':>6}")
-    for phase, medians in (("produce", produced), ("consume", consumed)):
-        for name, (rate, cpu) in medians.items():
-            ratio = rate / medians["plaintext"][0]
-            print(f"{phase:16} {name:10} {rate:12,.0f} {cpu:21.2f} {ratio:6.0%}")
-        added = (medians["ssl"][1] - medians["plaintext"][1]) * records_per_mib / 1000
-        print(f"{phase:16} TLS adds {added:,.1f} ms of broker CPU per MiB of {len(VALUE)}-byte records")
+    header = f"{'records/s':>12} {'broker CPU us/record':>21} {'rate ratio: median [quartiles] (range)':>38}"
+    header += f" {'TLS adds, broker CPU ms/MiB':>28}"
+    print(f"\n{'TLS (1p acks=1)':16} {'listener':10} {header}   (medians of {TLS_ROUNDS} alternated rounds)")
+    for phase, measured in (("produce", produced), ("consume", consumed)):
+        base_cpu = statistics.median(cpu for _, cpu in measured["plaintext"])
+        for name, results in measured.items():
+            rate, cpu = statistics.median(r for r, _ in results), statistics.median(c for _, c in results)
+            rates = [r for r, _ in measured["plaintext"]]
+            spread = round_ratios([r for r, _ in results], rates)
+            added = "" if name == "plaintext" else f"{(cpu - base_cpu) * records_per_mib / 1000:,.1f}"
+            print(f"{phase:16} {name:10} {rate:12,.0f} {cpu:21.2f} {spread:>38} {added:>28}")
     print(f"\n{'raw fetch loop':16} {'listener':10} {'MB/s':>12} {'broker CPU us/MiB':>21} {'ratio':>6}")
     for name, (rate, cpu) in fetched.items():
         print(f"{TLS_FETCH_MIB:,} MiB{'':8} {name:10} {rate:12,.0f} {cpu:21,.0f} {rate / fetched['plaintext'][0]:6.0%}")
+    fetch_added = fetched["ssl"][1] - fetched["plaintext"][1]
+    print(f"raw fetch loop: TLS adds {fetch_added / 1000:,.1f} ms of broker CPU per MiB fetched (no sendfile)")
 
 
 def fetch_in_turn(pid: int, listeners: dict[str, tuple[int, str | None]], size: int) -> dict[str, tuple[float, float]]:
@@ -624,30 +682,36 @@ def write_acls(log_dir: str, topic: str) -> int:
 
 
 def acl_part() -> None:
-    """Step 8: one-record produce requests without an authorizer and with ACL_COUNT ACLs, in turn."""
-    plain, guarded = tempfile.mkdtemp(prefix="seglog-bench-"), tempfile.mkdtemp(prefix="seglog-bench-")
-    count = write_acls(guarded, "small")
-    guarded_acls = os.path.join(guarded, "kafka-acl.json")
-    with open(guarded_acls, "rb") as f:
+    """Step 8: one-record produce requests to two brokers without an authorizer (the second one
+    the first's control: how far two like brokers differ in the same run) and one with ACL_COUNT
+    ACLs, in turn; per round, each broker's CPU per request over the first's."""
+    dirs = [tempfile.mkdtemp(prefix="seglog-bench-") for _ in range(3)]
+    count = write_acls(dirs[2], "small")
+    with open(os.path.join(dirs[2], "kafka-acl.json"), "rb") as f:
         guarded_acls = f.read()
+    guarded = f"{count:,} ACLs"
     brokers = {
-        "no authorizer": start_seglog(plain),
-        f"{count:,} ACLs": start_seglog(guarded, "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"),
+        "no authorizer": start_seglog(dirs[0]),
+        "control": start_seglog(dirs[1]),
+        guarded: start_seglog(dirs[2], "authorizer.class.name=kafka.security.authorizer.AclAuthorizer"),
     }
     try:
-        small = small_rounds(brokers, ACL_ROUNDS)
+        measured = small_measured(brokers, ACL_ROUNDS)
     finally:
         for proc, _ in brokers.values():
             proc.kill()
             proc.wait()
-        shutil.rmtree(plain, ignore_errors=True)
-        shutil.rmtree(guarded, ignore_errors=True)
+        for d in dirs:
+            shutil.rmtree(d, ignore_errors=True)
     uncached = decision_us(guarded_acls)
-    base = small[0][2]
-    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'ratio':>6} {'p50 ms':>7} {'p99 ms':>7}"
-    print(f"\n{'ACLs':16} {'broker':14} {header}   (medians of {ACL_ROUNDS} rounds)")
-    for name, rate, cpu, p50, p99 in small:
-        print(f"{'1 record each':16} {name:14} {rate:11,.0f} {cpu:22.1f} {cpu / base:6.1%} {p50:7.2f} {p99:7.2f}")
+    cpus = {name: [cpu for _, cpu, _, _ in results] for name, results in measured.items()}
+    header = f"{'requests/s':>11} {'broker CPU us/request':>22} {'CPU ratio: median [quartiles] (range)':>37}"
+    print(f"\n{'ACLs':16} {'broker':14} {header} {'p50 ms':>7} {'p99 ms':>7}   ({ACL_ROUNDS} rounds of {SMALL:,})")
+    for name, results in measured.items():
+        rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*results, strict=True))
+        spread = round_ratios(cpus[name], cpus["no authorizer"])
+        print(f"{'1 record each':16} {name:14} {rate:11,.0f} {cpu:22.1f} {spread:>37} {p50:7.2f} {p99:7.2f}")
+    base = statistics.median(cpus["no authorizer"])
     print(
         f"one decision among the {count:,} ACLs, uncached (a name the broker has not decided on since the "
         f"ACLs last changed): {uncached:.2f} us, {uncached / base:.1%} of a request's CPU without an authorizer"
@@ -681,19 +745,26 @@ SmallRow = tuple[str, float, float, float, float]
 
 
 def small_rounds(brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int = SMALL_ROUNDS) -> list[SmallRow]:
-    """Step 3: each broker's medians over ``rounds`` rounds, the brokers in turn (every other
-    round in the reverse order: neither always runs first)."""
+    """Step 3: each broker's medians over ``rounds`` rounds, the brokers in turn."""
+    rows = []
+    for name, results in small_measured(brokers, rounds).items():
+        rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*results, strict=True))
+        rows.append((name, rate, cpu, p50, p99))
+    return rows
+
+
+def small_measured(
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int
+) -> dict[str, list[tuple[float, float, float, float]]]:
+    """Each broker's ``small_requests`` figures in each of ``rounds`` rounds, the brokers in turn
+    (every other round in the reverse order: neither always runs first)."""
     for _, port in brokers.values():
         create_topic(f"127.0.0.1:{port}", "small", 1)
     measured: dict[str, list[tuple[float, float, float, float]]] = {name: [] for name in brokers}
     for i in range(rounds):
         for name, (proc, port) in list(brokers.items())[:: 1 if i % 2 == 0 else -1]:
             measured[name].append(small_requests(proc.pid, f"127.0.0.1:{port}", "small"))
-    rows = []
-    for name, results in measured.items():
-        rate, cpu, p50, p99 = (statistics.median(column) for column in zip(*results, strict=True))
-        rows.append((name, rate, cpu, p50, p99))
-    return rows
+    return measured
 
 
 def print_small(small: list[SmallRow]) -> None:

