@@ -22,7 +22,7 @@ from seglog.protocol import (
     encode_request,
     encode_response,
 )
-from seglog.protocol.connection import RECEIVE_CHUNK, State
+from seglog.protocol.connection import FIRST_FRAME_ROOM, RECEIVE_CHUNK, State
 from seglog.protocol.message_data import (
     ApiVersionsRequestData,
     ApiVersionsResponseData,
@@ -79,16 +79,16 @@ def test_frames_cut_anywhere_come_out_whole_and_in_order(cuts: list[int]) -> Non
 
 def test_a_large_frame_is_received_into_its_own_buffer_that_grows_as_bytes_come() -> None:
     server = _server(max_size=1 << 24)
-    records = b"r" * (3 * RECEIVE_CHUNK)
+    records = b"r" * (3 * FIRST_FRAME_ROOM)
     body = ProduceRequestData(acks=1, timeout_ms=5, topic_data=[_topic("t", records)])
     wire = _request(ApiKey.PRODUCE, 9, 7, body)
     server.receive_data(wire[:100])
     assert server.next_event() is NEED_DATA
     view = server.frame_buffer()
-    assert view is not None and len(view) == RECEIVE_CHUNK - 96  # the first chunk, not the whole frame
+    assert view is not None and len(view) == FIRST_FRAME_ROOM - 96  # the first room, not the whole frame
     at = 100
     while (view := server.frame_buffer()) is not None:
-        n = min(len(view), 5000, len(wire) - at)
+        n = min(len(view), 50_000, len(wire) - at)
         view[:n] = wire[at : at + n]
         server.frame_received(n)
         at += n

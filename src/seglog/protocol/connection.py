@@ -72,6 +72,9 @@ _REQUEST_HEADER = struct.Struct(">hhi")
 _ERROR_CODE = struct.Struct(">h")
 # bytes received at once between frames, and the first size of a frame's own buffer
 RECEIVE_CHUNK = 64 * 1024
+# a frame's first room when it grows as it comes: a produce request of up to this size is received
+# into one buffer (Kafka allocates every request whole from its size prefix); a larger one doubles on
+FIRST_FRAME_ROOM = 1024 * 1024
 # ApiVersions' versions: what a client asks first, and what every broker reads (KIP-511)
 API_VERSIONS_VERSION = 3
 API_VERSIONS_FALLBACK = 0
@@ -183,14 +186,14 @@ class _Framing:
         self._frames.append(frame)
 
     def _grow_frame(self) -> None:
-        """Room for more of the frame: it grows as bytes arrive, doubling from RECEIVE_CHUNK,
+        """Room for more of the frame: it grows as bytes arrive, doubling from FIRST_FRAME_ROOM,
         never past its size (or, ``whole_frames``, is made its size at once). A larger buffer takes
         the bytes so far (as a reallocation would copy them): the caller may still hold a view of
         the old one."""
         frame, got = self._frame, self._got
         assert frame is not None
         if got == len(frame):
-            grown = bytearray(self._size if self.whole_frames else min(self._size, max(RECEIVE_CHUNK, 2 * got)))
+            grown = bytearray(self._size if self.whole_frames else min(self._size, max(FIRST_FRAME_ROOM, 2 * got)))
             grown[:got] = frame
             self._frame = grown
 
