@@ -17,7 +17,10 @@ time, as the console serves a page), each time just after the baseline; the medi
 slowest are printed in ms, beside the issue's target (300 ms), and the median of the rounds'
 ratios to the baseline. The cluster page asks ``cluster`` and ``throughput`` at once.
 
-Run: ``.venv/bin/python bench/console.py [--topics 1000] [--partitions 5] [--rounds 9]``
+With ``--before SRC`` (another checkout's ``src``, the code before a change), a broker of that code
+holding as many topics serves the topics' size and retention beside this checkout's, paired.
+
+Run: ``.venv/bin/python bench/console.py [--topics 1000] [--partitions 5] [--rounds 9] [--before SRC]``
 (with the defaults, a few minutes to create the topics). The issue's cluster is 1,000 topics of 10
 partitions; a broker keeps three files open a partition (its log, offset and time indexes), and
 10,000 partitions in one process pass this machine's limit of 20,000 open files (``ulimit -n``):
@@ -140,13 +143,15 @@ PAGES = [
 
 
 @contextlib.contextmanager
-def _broker_process(log_dir: str) -> Iterator[tuple[str, str, int]]:
+def _broker_process(log_dir: str, source: str | None = None) -> Iterator[tuple[str, str, int]]:
     """``seglog broker --http-port 0`` on ``log_dir``: its bootstrap address, its console's URL and
-    its process id (a process of its own, so that its CPU is its own)."""
+    its process id (a process of its own, so that its CPU is its own); seglog imported from
+    ``source`` (a checkout's ``src``) when given, else as this process imports it."""
     command = [sys.executable, "-m", "seglog", "broker", "--override", f"log.dirs={log_dir}"]
     command += ["--override", "listeners=PLAINTEXT://127.0.0.1:0", "--http-port", "0"]
+    env = os.environ | ({"PYTHONPATH": source} if source else {})
     # its log (a line a topic created) is not the bench's
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         assert process.stdout is not None
         bootstrap = process.stdout.readline().split()[-1]
@@ -189,12 +194,29 @@ def _cluster_page_open(console_url: str) -> Callable[[float], None]:
     return open_page
 
 
+def _compare_details(before: str, topics: int, partitions: int, console_url: str, rounds: int) -> None:
+    """The topics' size and retention as served by this checkout's broker and console beside those of
+    ``before`` (another checkout's ``src``: the code before a change), a broker of its own holding
+    as many topics (created as this one's were: a copy of the log dir would write out the indexes'
+    preallocated sparse files whole), paired in each round."""
+    with tempfile.TemporaryDirectory() as d, _broker_process(d, before) as (bootstrap, before_console, _pid):
+        _create_topics(bootstrap, topics, partitions)
+        path = "api/topics?details=true"
+        times, ratios = _paired(_get(console_url + path), _get(before_console + path), rounds)
+        base = [t / r for t, r in zip(times, ratios, strict=True)]
+        print(
+            f"topics' size and retention, this checkout {statistics.median(times):.1f} ms beside {before}'s "
+            f"{statistics.median(base):.1f} ms (medians of {rounds}): {statistics.median(ratios):.2f}x of it"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=1000)
     parser.add_argument("--partitions", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--cost-seconds", type=float, default=60.0, help="each window of the broker's CPU")
+    parser.add_argument("--before", metavar="SRC", help="another checkout's src: its topics' details beside this one's")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as d, _broker_process(d) as (bootstrap, broker_console, pid):
         began = time.monotonic()
@@ -219,6 +241,8 @@ def main() -> int:
                 median = statistics.median(times)
                 verdict = "met" if median <= TARGET_MS else "MISSED"
                 print(f"{label:44} {median:10.1f} {max(times):8.1f} {verdict:>7} {statistics.median(ratios):10.2f}x")
+            if args.before:
+                _compare_details(args.before, args.topics, args.partitions, broker_console, args.rounds)
             idle = _share_of_a_core(pid, args.cost_seconds, _idle)
             opened = _share_of_a_core(pid, args.cost_seconds, _cluster_page_open(remote.url))
             cost = opened - idle

@@ -18,7 +18,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import seglog.broker
 from seglog.client import client_security
-from seglog.console import start
+from seglog.console import serve_in_broker, start
 
 from ..broker.test_tls import Pki, pki  # noqa: F401  (the TLS tests' certificates, made per run)
 from .test_api import get
@@ -117,3 +117,37 @@ def test_the_console_authenticates_with_sasl_plain(tmp_path: Path):
             status, refused = get(console, "api/cluster")
             assert status >= 400 and "wrong-pw-9" not in refused["error"], refused
             assert "uthentication" in refused["error"], refused
+
+
+def test_a_brokers_console_reaches_an_ssl_only_broker_as_its_brokers_do(tls_broker):
+    # no PLAINTEXT listener: the broker's console connects over the inter-broker listener (SSL),
+    # trusting the broker's own truststore
+    with serve_in_broker(tls_broker.server, "127.0.0.1", 0, read_only=True) as console:
+        status, topic = get(console, "api/topics/secured")
+        assert status == 200, topic
+        assert [p["partition"] for p in topic["partitionList"]] == [0, 1]
+        status, layout = get(console, "api/topics/secured/partitions/0/layout")
+        assert (status, layout["broker"]) == (200, tls_broker.server.config["broker.id"])
+
+
+def test_a_brokers_console_authenticates_as_the_broker_over_sasl(tmp_path: Path):
+    # the broker's own user of the inter-broker listener's JAAS config (username, password)
+    jaas = (
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="broker" password="broker-pw-7c" user_broker="broker-pw-7c";'
+    )
+    config = {
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+        "inter.broker.listener.name": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": jaas,
+    }
+    with (
+        seglog.broker.start(str(tmp_path), config=config) as broker,
+        serve_in_broker(broker.server, "127.0.0.1", 0, read_only=True) as console,
+    ):
+        status, cluster = get(console, "api/cluster")
+        assert status == 200, cluster
+        assert [b["id"] for b in cluster["brokers"]] == [broker.server.config["broker.id"]]

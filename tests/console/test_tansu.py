@@ -94,7 +94,7 @@ def test_cluster_topics_and_groups_of_tansu_as_its_clients_see_them(tansu, tansu
 def test_what_tansu_does_not_serve_is_said(tansu_console):
     # no DescribeLogDirs: the topics' sizes are unknown, the rest is there
     status, found = get(tansu_console, "api/topics?details=true")
-    assert status == 200
+    assert status == 200, found
     assert [(t["name"], t["size"]) for t in found["topics"]] == [("elsewhere", None)]
     status, refused = get(tansu_console, "api/transactions")
     assert status == 501

@@ -25,9 +25,14 @@ def inter_broker_security(config: BrokerConfig) -> ClientSecurity:
     """The security of this broker's connections to the others; checked at startup."""
     if not config["zookeeper.connect"]:
         return PLAINTEXT
-    listeners = broker_listeners(config)
-    name = listeners.inter_broker
-    protocol = listeners.named(name).protocol
+    return listener_security(config, broker_listeners(config).inter_broker)
+
+
+def listener_security(config: BrokerConfig, name: str) -> ClientSecurity:
+    """The security of this broker's own client of its listener ``name``, with the broker's
+    credentials as above: the inter-broker listener's for the other brokers, and for the console
+    a broker serves (``seglog broker --http-port``), which reaches its cluster the same way."""
+    protocol = broker_listeners(config).named(name).protocol
     if protocol == "PLAINTEXT":
         return PLAINTEXT
     properties: dict[str, str] = {"security.protocol": protocol}

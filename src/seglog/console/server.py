@@ -24,6 +24,7 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from ..broker.inter_broker import listener_security
 from ..client import PLAINTEXT, ClientSecurity
 from ..errors import (
     BrokerNotAvailableError,
@@ -126,14 +127,17 @@ def start(
 def serve_in_broker(server: Any, host: str, port: int, *, read_only: bool) -> ConsoleServer:
     """The console of the broker ``server`` (a started ``KafkaServer``) runs in, on its thread at
     ``host:port``, beside the broker's ``/metrics``: the broker's partitions' layouts read
-    in-process. It reaches the cluster through the broker's first PLAINTEXT listener."""
-    listener = next((x for x in server.listeners.listeners if x.protocol == "PLAINTEXT"), None)
-    if listener is None:
-        raise SeglogError("the broker's console reaches it through a PLAINTEXT listener: it has none")
+    in-process. It reaches the cluster as the broker reaches the other brokers: through the
+    inter-broker listener, with its security (TLS, SASL) and the broker's credentials."""
+    listener = server.listeners.named(server.listeners.inter_broker)
     bound = listener.bound.host if listener.bound.host not in ("", "0.0.0.0") else "127.0.0.1"
     bootstrap = f"{bound}:{server.port_of(listener.name)}"
+    security = listener_security(server.config, listener.name)
     brokers = SeglogBrokers(Hosted(server), [])
-    return ConsoleServer((host, port), bootstrap, read_only=read_only, timeout=10.0, brokers=brokers).start()
+    console = ConsoleServer(
+        (host, port), bootstrap, read_only=read_only, timeout=10.0, brokers=brokers, security=security
+    )
+    return console.start()
 
 
 class ConsoleHandler(BaseHTTPRequestHandler):
