@@ -7,6 +7,7 @@ import re
 import pytest
 
 import seglog
+from seglog.cluster.zookeeper_server import zookeeper_unavailable
 from seglog.demo import pipeline
 
 
@@ -33,6 +34,22 @@ def test_the_live_pipeline_runs_and_gives_the_same_result_again(spark, tmp_path,
     assert {r.minute for r in table.select("minute").distinct().collect()} == {
         f"2026-11-22T10:{m:02d}" for m in range(10)
     }
+
+
+@pytest.mark.slow
+def test_on_a_cluster_that_loses_a_broker_the_result_is_the_same(spark, tmp_path, capfd):
+    reason = zookeeper_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    on_a_cluster = pipeline.run(spark, str(tmp_path / "cluster"), minutes=10, rate=15.0, cluster=True)
+    out, err = capfd.readouterr()
+    assert re.search(r"killed broker 2 \(127\.0\.0\.2:\d+\) \(SIGKILL\)", out)
+    assert "rdkafka#" not in out + err  # the killed broker's refused connections are not the demo's output
+    produced = re.findall(r"([\d,]+) requests produced; the query read ([\d,]+) records", out)
+    assert len(produced) == 1 and produced[0][0] == produced[0][1]
+    assert ": consistent" in out
+    # the same table as one broker gives, whatever the kill did to the micro-batches
+    assert on_a_cluster == pipeline.run(spark, str(tmp_path / "single"), minutes=10, rate=15.0)
 
 
 def test_the_workdir_is_recreated_only_if_the_demo_made_it(tmp_path):

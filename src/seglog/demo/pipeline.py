@@ -56,6 +56,8 @@ REPLICATED = {
     "transaction.state.log.min.isr": "2",
     "zookeeper.session.timeout.ms": "6000",
 }
+# how long a client goes on asking while a cluster elects new leaders and coordinators
+REQUEST_TIMEOUT_MS = 60_000
 # librdkafka's log lines (a connection refused by the killed broker, one closed at the end) go here,
 # not to stderr: the demo's output stays its own, and errors still come as delivery reports
 RDKAFKA_LOG = logging.getLogger("seglog.demo.rdkafka")
@@ -75,6 +77,9 @@ class Brokers:
     replication_factor: int
     kill_one: Any = None  # () -> str, what it killed; None for the single broker
     killed: list[str] = field(default_factory=list)
+    # set once the query has committed a micro-batch: the kill waits for it, so that it falls
+    # while the query runs as well as while the producer writes
+    query_running: threading.Event = field(default_factory=threading.Event)
 
 
 @contextlib.contextmanager
@@ -98,6 +103,22 @@ def running_brokers(logs: str, cluster: bool) -> Iterator[Brokers]:
 
         brokers.kill_one = kill_one
         yield brokers
+
+
+def find_coordinators(bootstrap: str) -> None:
+    """Kafka's internal topics made and led before the demo starts, as a cluster that has run a
+    while has them: the exactly-once sink's transaction and group coordinators answer at once."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as KafkaPartition
+
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "demo-warm-up", "logger": RDKAFKA_LOG})
+    producer.init_transactions(REQUEST_TIMEOUT_MS / 1000)
+    producer.flush(10)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo-warm-up", "logger": RDKAFKA_LOG})
+    try:
+        consumer.committed([KafkaPartition(ACCESS_LOG, 0)], timeout=REQUEST_TIMEOUT_MS / 1000)
+    finally:
+        consumer.close()
 
 
 def create_topics(bootstrap: str, replication_factor: int) -> None:
@@ -177,8 +198,8 @@ def produce(brokers: Brokers, minutes: int, rate: float, produced: list[int]) ->
         if count % 100_000 == 0:
             say(f"  {count:,} requests produced")
         if count == len(requests) // 2 and brokers.kill_one is not None:
-            producer.flush(60)
-            brokers.killed.append(brokers.kill_one())
+            brokers.query_running.wait(600)
+            brokers.killed.append(brokers.kill_one())  # with records in flight
             say(f"  killed {brokers.killed[-1]} (SIGKILL) half way through the producing")
     unsent = producer.flush(120)
     if unsent or failures:
@@ -215,6 +236,7 @@ def pageviews_query(spark: Any, bootstrap: str, checkpoint: str) -> Any:
     lines = (
         spark.readStream.format("seglog")
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.request.timeout.ms", REQUEST_TIMEOUT_MS)
         .option("subscribe", ACCESS_LOG)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 100_000)
@@ -245,7 +267,9 @@ def pageviews_query(spark: Any, bootstrap: str, checkpoint: str) -> Any:
         out.writeStream.format("seglog")
         .outputMode("complete")
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.request.timeout.ms", REQUEST_TIMEOUT_MS)
         .option("topic", PAGEVIEWS)
+        .option("kafka.delivery.timeout.ms", 2 * REQUEST_TIMEOUT_MS)  # above request.timeout.ms, as Kafka's
         .option("exactlyOnce", "true")
         .option("checkpointLocation", checkpoint)
         .trigger(processingTime="1 second")
@@ -272,6 +296,8 @@ def stream_while_producing(spark: Any, brokers: Brokers, checkpoint: str, minute
         while producer.is_alive():
             producer.join(1.0)
             shown = report(query, shown)
+            if shown >= 0:
+                brokers.query_running.set()
             if query.exception() is not None:
                 raise SystemExit(f"the streaming query failed: {query.exception()}")
         if failed:
@@ -279,6 +305,7 @@ def stream_while_producing(spark: Any, brokers: Brokers, checkpoint: str, minute
         query.processAllAvailable()  # every produced record read and its batch committed
         report(query, shown)
     finally:
+        brokers.query_running.set()  # a producer waiting for the query to run waits no more
         query.stop()
         producer.join()
     read = sum(p["numInputRows"] for p in query.recentProgress)
@@ -364,6 +391,7 @@ def check_window(spark: Any, bootstrap: str, table: Any) -> None:
     window = (
         spark.read.format("seglog")
         .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.request.timeout.ms", REQUEST_TIMEOUT_MS)
         .option("subscribe", ACCESS_LOG)
         .option("startingTimestamp", str(start_ms))
         .option("endingTimestamp", str(end_ms))
@@ -438,6 +466,7 @@ def run(spark: Any, workdir: str, minutes: int, rate: float, cluster: bool = Fal
     say(f"2/6 starting {where} in {logs}")
     with running_brokers(logs, cluster) as brokers:
         create_topics(brokers.bootstrap_servers, brokers.replication_factor)
+        find_coordinators(brokers.bootstrap_servers)
         say(f"3/6 producing {minutes} minutes of access logs while the streaming query reads them")
         say(f"    access_log → per-minute page views → {PAGEVIEWS} (compacted, exactly-once sink)")
         stream_while_producing(spark, brokers, checkpoint, minutes, rate)
