@@ -77,7 +77,7 @@ class Brokers:
     replication_factor: int
     kill_one: Any = None  # () -> str, what it killed; None for the single broker
     killed: list[str] = field(default_factory=list)
-    # set once the query has committed a micro-batch: the kill waits for it, so that it falls
+    # set once the query has committed a micro-batch of records: the kill waits for it, so that it falls
     # while the query runs as well as while the producer writes
     query_running: threading.Event = field(default_factory=threading.Event)
 
@@ -296,7 +296,7 @@ def stream_while_producing(spark: Any, brokers: Brokers, checkpoint: str, minute
         while producer.is_alive():
             producer.join(1.0)
             shown = report(query, shown)
-            if shown >= 0:
+            if any(p["numInputRows"] for p in query.recentProgress):
                 brokers.query_running.set()
             if query.exception() is not None:
                 raise SystemExit(f"the streaming query failed: {query.exception()}")
