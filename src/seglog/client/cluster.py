@@ -44,6 +44,8 @@ RETRIABLE_LEADER = frozenset(
         int(ErrorCode.LEADER_NOT_AVAILABLE),
         # a leader that has not heard of the partition yet (just created, or just moved to it)
         int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+        # ListOffsets at a leader just elected that does not know its high watermark yet
+        int(ErrorCode.OFFSET_NOT_AVAILABLE),
     }
 )
 RETRIABLE_COORDINATOR = frozenset(
