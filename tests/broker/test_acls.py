@@ -66,6 +66,8 @@ from seglog.protocol.message_data import (
 
 from .conftest import CONSUMER, PRODUCER
 
+# confluent-kafka's filters take None for "any" name, principal or host (its type stubs say str)
+MATCH_ANY: Any = None
 RULES = "RULE:^CN=([^,]*),OU=.*$/$1/L,DEFAULT"
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
 USERS = ("admin", "alice", "bob", "carol")
@@ -182,10 +184,10 @@ def test_acl_apis_add_list_and_remove(broker: Any, pki: Pki) -> None:
         .describe_acls(
             AclBindingFilter(
                 ResourceType.ANY,
-                None,
+                MATCH_ANY,
                 ResourcePatternType.ANY,
                 "User:carol",
-                None,
+                MATCH_ANY,
                 AclOperation.ANY,
                 AclPermissionType.ANY,
             ),
@@ -200,8 +202,8 @@ def test_acl_apis_add_list_and_remove(broker: Any, pki: Pki) -> None:
                 ResourceType.TOPIC,
                 "carol-",
                 ResourcePatternType.PREFIXED,
-                None,
-                None,
+                MATCH_ANY,
+                MATCH_ANY,
                 AclOperation.ANY,
                 AclPermissionType.ANY,
             )
@@ -210,7 +212,13 @@ def test_acl_apis_add_list_and_remove(broker: Any, pki: Pki) -> None:
     )
     assert next(iter(deleted.values())).result() == [binding]
     everything = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+        ResourceType.ANY,
+        MATCH_ANY,
+        ResourcePatternType.ANY,
+        MATCH_ANY,
+        MATCH_ANY,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
     )
     assert binding not in admin(broker, pki).describe_acls(everything, request_timeout=30).result()
 
@@ -230,10 +238,10 @@ def test_a_principal_without_acls_learns_no_topic_names_and_gets_no_data(broker:
     listed = admin(broker, pki, "bob").list_topics(timeout=30).topics
     assert listed == {}
     named = admin(broker, pki, "bob").list_topics("secret-topic", timeout=30).topics["secret-topic"]
-    assert named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert named.error is not None and named.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     # as for a topic that does not exist: nothing tells the two apart
     unknown = admin(broker, pki, "bob").list_topics("no-such-topic", timeout=30).topics["no-such-topic"]
-    assert unknown.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert unknown.error is not None and unknown.error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
     errors = produce(client(broker, pki, "bob"), "secret-topic", 1)
     assert [e.code() for e in errors] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
 
@@ -290,8 +298,8 @@ def group_consumer_error(conf: dict[str, Any]) -> int:
             msg = consumer.poll(0.5)
             if msg is None:
                 continue
-            if msg.error() is not None:
-                return int(msg.error().code())
+            if (error := msg.error()) is not None:
+                return int(error.code())
             return code_of(lambda: consumer.commit(asynchronous=False))
         raise AssertionError("the consumer got neither a record nor an error")
     finally:
@@ -496,17 +504,7 @@ def test_the_brokers_requests_need_cluster_action(broker: Any, pki: Pki, alice_a
             for code in allowed.values()
         ), allowed
     finally:
-        filters = AclBindingFilter(
-            ResourceType.BROKER,
-            None,
-            ResourcePatternType.ANY,
-            "User:ANONYMOUS",
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
-        for future in admin(broker, pki).delete_acls([filters], request_timeout=30).values():
-            future.result()
+        _remove_anonymous_acls(broker, pki)
 
 
 def _scram_administration(conn: BlockingConnection) -> tuple[int, int, int]:
@@ -533,17 +531,21 @@ def test_scram_credentials_are_administered_with_the_cluster_s_describe_and_alte
         with raw(broker) as conn:  # eve was not stored by the refused alteration
             assert _scram_administration(conn) == (ErrorCode.NONE, ErrorCode.RESOURCE_NOT_FOUND, denied)
     finally:
-        filters = AclBindingFilter(
-            ResourceType.BROKER,
-            None,
-            ResourcePatternType.ANY,
-            "User:ANONYMOUS",
-            None,
-            AclOperation.ANY,
-            AclPermissionType.ANY,
-        )
-        for future in admin(broker, pki).delete_acls([filters], request_timeout=30).values():
-            future.result()
+        _remove_anonymous_acls(broker, pki)
+
+
+def _remove_anonymous_acls(broker: Any, pki: Pki) -> None:
+    filters = AclBindingFilter(
+        ResourceType.BROKER,
+        MATCH_ANY,
+        ResourcePatternType.ANY,
+        "User:ANONYMOUS",
+        MATCH_ANY,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    for future in admin(broker, pki).delete_acls([filters], request_timeout=30).values():
+        future.result()
 
 
 # --- a broker without ZooKeeper keeps them in its log dir ---------------------------------------------
@@ -552,7 +554,7 @@ def test_scram_credentials_are_administered_with_the_cluster_s_describe_and_alte
 def test_acls_outlive_a_restart_in_the_log_dir(pki: Pki, tmp_path: Path) -> None:
     binding = allow("alice", ResourceType.GROUP, "g-", AclOperation.READ, ResourcePatternType.PREFIXED)
     everything = AclBindingFilter(
-        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, ANY_PERMISSION
+        ResourceType.ANY, MATCH_ANY, ResourcePatternType.ANY, MATCH_ANY, MATCH_ANY, AclOperation.ANY, ANY_PERMISSION
     )
     with seglog.broker.start(str(tmp_path), config=broker_config(pki)) as first:
         add_acls(first, pki, binding)
