@@ -342,6 +342,8 @@ def test_scram_credentials_are_described_altered_and_deleted(broker, pki) -> Non
     admin.alter_user_scram_credentials([erin])["erin"].result(30)
     conf = {**_scram(broker, pki, "erin", "erin-pw")}
     Producer(conf).list_topics(timeout=30)  # erin authenticates at once
+    kept = Path(broker.server.config.log_dirs[0]) / "scram-credentials.json"  # salted, the owner's only
+    assert oct(kept.stat().st_mode & 0o777) == "0o600" and b"erin-pw" not in kept.read_bytes()
     deletion = UserScramCredentialDeletion("erin", ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([deletion])["erin"].result(30)
     with pytest.raises(KafkaException, match="does not exist"):

@@ -67,6 +67,7 @@ from ..security.scram import (
     ScramServer,
     credential_from_salted,
 )
+from ..storage.fileio import write_atomically
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .quotas import desanitize, sanitize
 from .routes import Route, Routes
@@ -164,12 +165,8 @@ class LogDirCredentials:
         everyone = {**self._stored, user: stored}
         if not stored:
             del everyone[user]
-        temporary = self.path + ".tmp"
-        with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as f:
-            json.dump(everyone, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(temporary, self.path)  # a crash leaves the old file or the new one, whole
+        # a crash leaves the old file or the new one, whole; readable by the broker's user only
+        write_atomically(self.path, json.dumps(everyone, indent=1, sort_keys=True).encode(), mode=0o600)
         self._stored = everyone
 
 

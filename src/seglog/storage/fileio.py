@@ -214,7 +214,9 @@ class FileHandle:
         return f"FileHandle({self.path!r}, fd={self.fd})"
 
 
-def open_file(path: str, *, create: bool = False, writable: bool = True, append: bool = False) -> FileHandle:
+def open_file(
+    path: str, *, create: bool = False, writable: bool = True, append: bool = False, mode: int = 0o644
+) -> FileHandle:
     flags = os.O_RDWR if writable else os.O_RDONLY
     if create:
         flags |= os.O_CREAT
@@ -222,7 +224,7 @@ def open_file(path: str, *, create: bool = False, writable: bool = True, append:
         flags |= os.O_APPEND
     try:
         faults.check("open", path)
-        return FileHandle(path, os.open(path, flags | os.O_CLOEXEC, 0o644))
+        return FileHandle(path, os.open(path, flags | os.O_CLOEXEC, mode))
     except OSError as e:
         raise _storage_error("open", path, e) from None
 
@@ -307,10 +309,11 @@ def fsync_dir(path: str) -> None:
         raise _storage_error("fsync", path, e) from None
 
 
-def write_atomically(path: str, data: bytes) -> None:
-    """Kafka's checkpoint recipe: write a temp file, fsync it, rename it over, fsync the dir."""
+def write_atomically(path: str, data: bytes, mode: int = 0o644) -> None:
+    """Kafka's checkpoint recipe: write a temp file, fsync it, rename it over, fsync the dir
+    (``mode``: a new file's permissions, 0o600 for one that holds credentials)."""
     tmp = path + ".tmp"
-    handle = open_file(tmp, create=True)
+    handle = open_file(tmp, create=True, mode=mode)
     try:
         try:
             handle.truncate(0)
