@@ -117,7 +117,7 @@ class Key:
     def allowed(self) -> str:
         """The values this key takes, as an error message says them."""
         if self.choices is not None:
-            return f"one of {', '.join(self.choices)}"
+            return f"one of {', '.join(c or '(empty)' for c in self.choices)}"
         if self.parse is _bool:
             return "true or false"
         if self.parse in (_path, _paths):

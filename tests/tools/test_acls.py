@@ -123,3 +123,12 @@ def test_mistakes_are_refused_and_change_nothing(
 def test_a_broker_without_an_authorizer_says_so(capsys: Any, monkeypatch: Any, seglog_broker: Any) -> None:
     code, _, err = acls(capsys, monkeypatch, seglog_broker, "--list")
     assert code == 1 and "No Authorizer is configured on the broker" in err
+
+
+def test_a_mistyped_operation_is_refused_before_any_broker_is_asked(capsys: Any) -> None:
+    # port 1: nothing listens there, so a connection attempt would say "cannot connect"
+    code = main(["acls", "--bootstrap-server", "127.0.0.1:1", "--list", "--principal", "alice"])
+    assert code == 2 and "TYPE:NAME" in capsys.readouterr().err
+    argv = ["--add", "--allow-principal", "User:a", "--operation", "Reed", "--topic", "t"]
+    code = main(["acls", "--bootstrap-server", "127.0.0.1:1", *argv])
+    assert code == 2 and "unknown AclOperation 'Reed'" in capsys.readouterr().err

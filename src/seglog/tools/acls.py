@@ -66,6 +66,9 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     pattern_type = _parse(acl.PatternType, args.resource_pattern_type, "--resource-pattern-type")
     resources = _resources(args)
+    _entries(args)  # a mistyped --operation or principal refused before any broker is asked
+    if args.principal:
+        _principal(args.principal)
     security = command_security(args)
     with ClusterClient(
         args.bootstrap_server, timeout=args.timeout_ms / 1000, client_id=CLIENT_ID, security=security
