@@ -14,6 +14,15 @@ to Spark's ``noop`` sink.
   every byte at least once into files. Each write goes to a dir emptied beforehand,
   outside the timing (removing the last run's 480 MB is not part of a write); the
   writers take turns within each round, so a busy moment of the machine is shared.
+- streaming latency (``--latency`` runs only this): end-to-end, a record produced into a seglog
+  broker (its produce time in its value) → its result readable by a consumer of the output topic,
+  for a query reading through ``kafka.bootstrap.servers`` and writing through the broker sink at
+  ``trigger(processingTime="1 second")``: at-least-once (read_uncommitted consumer) and
+  ``exactlyOnce`` (read_committed consumer). Baselines in the same run: the trigger interval, and a
+  plain confluent-kafka Consumer → Producer loop in Python doing the same copy.
+
+The other Spark rows of the README come from ``bench/spark_fetch.py`` (reads through a broker)
+and ``bench/spark_produce.py`` (writes through a broker).
 """
 
 from __future__ import annotations
@@ -24,8 +33,10 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pyarrow as pa
 
@@ -167,11 +178,35 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000, help="records per partition")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-reads", action="store_true", help="measure the writes only")
+    parser.add_argument("--latency", action="store_true", help="measure the streaming latency only")
+    parser.add_argument("--seconds", type=float, default=40, help="each latency measurement's length")
     args = parser.parse_args()
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     import seglog.spark
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")  # no progress bars among the figures
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    seglog.spark.register(spark)
+    try:
+        if not args.latency:
+            files(spark, args)
+        latency(spark, args.seconds)
+    finally:
+        spark.stop()
+
+
+def files(spark: Any, args: argparse.Namespace) -> None:
+    """The reads and writes of log dirs (``path``) against their ceilings."""
+    import seglog
 
     total = PARTITIONS * args.records
     work = tempfile.mkdtemp(prefix="seglog-bench-spark-")
@@ -185,16 +220,6 @@ def main() -> None:
             f"data: {PARTITIONS} x {args.records:,} records of 100-byte values "
             f"(built in {time.perf_counter() - started:.0f} s)"
         )
-        spark = (
-            SparkSession.builder.master("local[2]")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")  # no progress bars among the figures
-            .config("spark.sql.shuffle.partitions", "4")
-            .config("spark.driver.memory", "4g")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        seglog.spark.register(spark)
         define_sources(spark, ipc)
 
         def seglog_df():
@@ -273,9 +298,176 @@ def main() -> None:
             f"  seglog / IPC file  {w_rates['seglog'] / w_rates['Arrow IPC file writer']:6.0%}   "
             "(information: the counting writer reads none of the bytes; the IPC writer copies them once, to files)"
         )
-        spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+# --- streaming latency ---------------------------------------------------------------------------
+
+RATE = 50  # records a second into the query's input topic
+WARM_UP = 10.0  # seconds of each copier's run before records are timed: the first micro-batches, workers started
+SETTLE = 20.0  # seconds after the timed records for the last of them to come out (p99 on a loaded machine: seconds)
+
+
+def latency(spark: Any, seconds: float) -> None:
+    """End-to-end latency of the streaming query, the broker sink's two modes, and the loop's."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from spark_fetch import start_broker
+
+    work = tempfile.mkdtemp(prefix="seglog-bench-spark-latency-")
+    broker, bootstrap = start_broker(os.path.join(work, "broker"))
+    try:
+        topics = ["lat-in", "lat-loop", "lat-alo", "lat-eos"]
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic(t, 2, 1) for t in topics]).values():
+            future.result(60)
+        stamper = Stamper(bootstrap)
+        stamper.start()
+        try:
+            results = {
+                "loop": timed(bootstrap, "lat-loop", "read_uncommitted", seconds, stamper, lambda: Loop(bootstrap)),
+                "alo": timed(
+                    bootstrap, "lat-alo", "read_uncommitted", seconds, stamper, lambda: Query(spark, bootstrap, work)
+                ),
+                "eos": timed(
+                    bootstrap,
+                    "lat-eos",
+                    "read_committed",
+                    seconds,
+                    stamper,
+                    lambda: Query(spark, bootstrap, work, exactly_once=True),
+                ),
+            }
+        finally:
+            stamper.stop.set()
+            stamper.join()
+    finally:
+        broker.kill()
+        broker.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    print(
+        f"\nstreaming end-to-end latency: produced -> readable, {RATE} records/s, "
+        f"{seconds:.0f} s timed each (ms, p50 / p99)"
+    )
+    labels = {
+        "loop": "confluent-kafka Consumer->Producer loop",
+        "alo": "Spark, trigger 1 s, at-least-once",
+        "eos": "Spark, trigger 1 s, exactlyOnce (read_committed)",
+    }
+    for name, (p50, p99, note) in results.items():
+        print(f"  {labels[name]:50} {p50:7,.0f} / {p99:7,.0f}   {note}")
+    print(f"  {'trigger interval (a record waits half of it on average)':50} {1000:7,} ")
+
+
+class Stamper(threading.Thread):
+    """Produces RATE records a second into lat-in, each value the time it was produced (ns)."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+        self.stop = threading.Event()
+        self.stamps: list[int] = []
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.wait(1 / RATE):
+            stamp = time.time_ns()
+            self.producer.produce("lat-in", b"%d" % stamp, b"k%d" % (n % 16))
+            self.stamps.append(stamp)
+            self.producer.poll(0)
+            n += 1
+        self.producer.flush(30)
+
+
+class Loop(threading.Thread):
+    """The baseline copier: what a Python user writes without Spark, lat-in to lat-loop."""
+
+    def __init__(self, bootstrap: str) -> None:
+        super().__init__(daemon=True)
+        from confluent_kafka import Consumer, Producer
+
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": "bench-loop", "auto.offset.reset": "latest"}
+            | {"fetch.wait.max.ms": 50, "enable.auto.commit": False}
+        )
+        self.consumer.subscribe(["lat-in"])
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "acks": "all"})
+        self.halt = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while not self.halt.is_set():
+            msg = self.consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                self.producer.produce("lat-loop", msg.value(), msg.key())
+            self.producer.poll(0)
+        self.producer.flush(30)
+        self.consumer.close()
+
+    def finish(self) -> str:
+        self.halt.set()
+        self.join()
+        return ""
+
+
+class Query:
+    """The streaming query: lat-in through kafka.bootstrap.servers to lat-alo or lat-eos by the broker sink."""
+
+    def __init__(self, spark: Any, bootstrap: str, work: str, exactly_once: bool = False) -> None:
+        name = "eos" if exactly_once else "alo"
+        rows = spark.readStream.format("seglog").option("kafka.bootstrap.servers", bootstrap)
+        rows = rows.option("subscribe", "lat-in").option("startingOffsets", "latest").load().select("key", "value")
+        writer = rows.writeStream.format("seglog").option("kafka.bootstrap.servers", bootstrap)
+        writer = writer.option("topic", f"lat-{name}").option("exactlyOnce", str(exactly_once).lower())
+        writer = writer.option("checkpointLocation", os.path.join(work, f"checkpoint-{name}"))
+        self.query = writer.trigger(processingTime="1 second").start()
+
+    def finish(self) -> str:
+        durations = [p["durationMs"]["triggerExecution"] for p in self.query.recentProgress if p["numInputRows"]]
+        self.query.stop()
+        return f"(micro-batches with rows: median {statistics.median(durations):,.0f} ms, {len(durations)} of them)"
+
+
+def timed(bootstrap: str, topic: str, isolation: str, seconds: float, stamper: Stamper, copier: Callable[[], Any]):
+    """p50 and p99 (ms) of the records produced while ``copier`` ran warm for ``seconds``: from their
+    production to a consumer of ``topic`` reading them. Any not read by then are reported."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "bench-latency", "enable.auto.commit": False}
+        | {"isolation.level": isolation, "fetch.wait.max.ms": 50}
+    )
+    ends = [consumer.get_watermark_offsets(TopicPartition(topic, p), 10, cached=False)[1] for p in range(2)]
+    consumer.assign([TopicPartition(topic, p, end) for p, end in enumerate(ends)])
+    readable: dict[int, int] = {}
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            msg = consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                readable.setdefault(int(msg.value()), time.time_ns())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    running = copier()
+    start = time.time_ns() + int(WARM_UP * 1e9)
+    end = start + int(seconds * 1e9)
+    time.sleep(WARM_UP + seconds + SETTLE)
+    note = running.finish()
+    done.set()
+    reader.join()
+    consumer.close()
+    stamps = [s for s in stamper.stamps if start <= s < end]
+    missing = [s for s in stamps if s not in readable]
+    ms = [(readable[s] - s) / 1e6 for s in stamps if s in readable]
+    cuts = statistics.quantiles(ms, n=100)
+    if missing:
+        note += f" ({len(missing)} of {len(stamps)} records not readable {SETTLE:.0f} s later: left out)"
+    return cuts[49], cuts[98], note
 
 
 if __name__ == "__main__":

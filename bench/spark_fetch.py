@@ -29,7 +29,7 @@ import pyarrow as pa
 import seglog
 from seglog.spark.source import SeglogBatchReader, read_task
 
-RECORDS = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
+RECORDS = int(sys.argv[1]) if __name__ == "__main__" and len(sys.argv) > 1 else 1_000_000  # (imported: start_broker)
 PER_BATCH = 500
 ROUNDS = 7
 MS = 1_700_000_000_000
