@@ -6,12 +6,17 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import time
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from .conftest import MS
+
+END = b"end of the test's read"  # a record values_read appends to each partition before it reads
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -67,3 +72,52 @@ def stream(spark: Any, bootstrap: str, topic: str, tmp_path: Any, options: dict[
         reader = reader.option(k, v)
     writer = reader.load().writeStream.format("memory")
     return writer.option("checkpointLocation", str(tmp_path / "checkpoint"))
+
+
+def wait(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def ends(bootstrap: str, topic: str, isolation: str) -> list[int]:
+    """Each partition's end: the high watermark, or under read_committed the last stable offset."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation})
+    try:
+        count = len(consumer.list_topics(topic, 10).topics[topic].partitions)
+        return [consumer.get_watermark_offsets(KafkaPartition(topic, p), 10, cached=False)[1] for p in range(count)]
+    finally:
+        consumer.close()
+
+
+def values_read(bootstrap: str, topic: str, isolation: str = "read_committed") -> list[bytes]:
+    """The values a reader of ``isolation`` sees in ``topic``, once no transaction is open there (LSO = HW):
+    read up to an end mark the test appends to each partition (a consumer's position does not pass
+    aborted records and markers at a partition's end)."""
+    wait(lambda: ends(bootstrap, topic, "read_committed") == ends(bootstrap, topic, "read_uncommitted"), "LSO = HW")
+    count = len(ends(bootstrap, topic, "read_uncommitted"))
+    marks = Producer({"bootstrap.servers": bootstrap})
+    for p in range(count):
+        marks.produce(topic, END, partition=p)
+    assert marks.flush(30) == 0
+    config = {"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation}
+    consumer = Consumer({**config, "enable.auto.commit": False})
+    try:
+        consumer.assign([KafkaPartition(topic, p, 0) for p in range(count)])
+        got: list[bytes] = []
+        ended: set[int] = set()
+
+        def at_the_end() -> bool:
+            for msg in consumer.consume(1000, 0.5):
+                assert msg.error() is None, msg.error()
+                if msg.value() == END:
+                    ended.add(msg.partition())
+                elif msg.partition() not in ended:
+                    got.append(msg.value())
+            return len(ended) == count
+
+        wait(at_the_end, "the topic read to its end")
+        return got
+    finally:
+        consumer.close()

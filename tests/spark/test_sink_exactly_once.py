@@ -13,22 +13,18 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from confluent_kafka import Consumer, Producer
-from confluent_kafka import TopicPartition as KafkaPartition
 from pyspark.errors import PySparkException
 from pyspark.sql.functions import udf
 from pyspark.sql.types import BinaryType
 
-from .brokers import create
+from .brokers import create, ends, values_read, wait
 
-END = b"end of the test's read"  # a record the test appends to each partition before it reads
 DRIVER = Path(__file__).with_name("eos_driver.py")
 SRC = str(Path(__file__).parents[2] / "src")
 
@@ -43,13 +39,6 @@ def seglog_broker_config() -> dict[str, Any]:
     }
 
 
-def _wait(condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def _inputs(path: Path, files: int, per_file: int) -> list[bytes]:
     """``files`` parquet files of ``per_file`` rows (a micro-batch each); the values written."""
     path.mkdir()
@@ -60,49 +49,6 @@ def _inputs(path: Path, files: int, per_file: int) -> list[bytes]:
         table = pa.table({"key": [b"k%d" % (i % 7) for i in ids], "value": [b"v%d" % i for i in ids]})
         pq.write_table(table, path / f"part-{n:04d}.parquet")
     return values
-
-
-def _ends(bootstrap: str, topic: str, isolation: str) -> list[int]:
-    """Each partition's end: the high watermark, or under read_committed the last stable offset."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": isolation})
-    try:
-        count = len(consumer.list_topics(topic, 10).topics[topic].partitions)
-        return [consumer.get_watermark_offsets(KafkaPartition(topic, p), 10, cached=False)[1] for p in range(count)]
-    finally:
-        consumer.close()
-
-
-def _committed_values(bootstrap: str, topic: str) -> list[bytes]:
-    """The values read_committed sees in ``topic``, once no transaction is open there (LSO = HW):
-    read up to an end mark the test appends to each partition (a consumer's position does not pass
-    aborted records and markers at a partition's end)."""
-    _wait(lambda: _ends(bootstrap, topic, "read_committed") == _ends(bootstrap, topic, "read_uncommitted"), "LSO = HW")
-    count = len(_ends(bootstrap, topic, "read_uncommitted"))
-    marks = Producer({"bootstrap.servers": bootstrap})
-    for p in range(count):
-        marks.produce(topic, END, partition=p)
-    assert marks.flush(30) == 0
-    config = {"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": "read_committed"}
-    consumer = Consumer({**config, "enable.auto.commit": False})
-    try:
-        consumer.assign([KafkaPartition(topic, p, 0) for p in range(count)])
-        got: list[bytes] = []
-        ended: set[int] = set()
-
-        def at_the_end() -> bool:
-            msg = consumer.poll(0.5)
-            if msg is not None:
-                assert msg.error() is None, msg.error()
-                if msg.value() == END:
-                    ended.add(msg.partition())
-                else:
-                    got.append(msg.value())
-            return len(ended) == count
-
-        _wait(at_the_end, "the topic read to its end")
-        return got
-    finally:
-        consumer.close()
 
 
 def _query(df: Any, bootstrap: str, topic: str, checkpoint: Path) -> Any:
@@ -126,9 +72,9 @@ def test_a_streaming_query_writes_every_record_once(spark: Any, seglog_broker: A
     query.awaitTermination(300)
     assert query.exception() is None
     assert len(query.recentProgress) >= 3
-    assert sorted(_committed_values(bootstrap, "eos-out")) == sorted(values)
+    assert sorted(values_read(bootstrap, "eos-out")) == sorted(values)
     # the records are transactional: a read_uncommitted reader sees them and the markers' offsets too
-    assert sum(_ends(bootstrap, "eos-out", "read_uncommitted")) > len(values)
+    assert sum(ends(bootstrap, "eos-out", "read_uncommitted")) > len(values)
 
 
 def _failing_once_per_batch(markers: str) -> Any:
@@ -169,7 +115,7 @@ def test_failed_tasks_run_again_write_every_record_once(spark: Any, seglog_broke
             continue
         break
     assert failures >= 3  # a task of each batch failed at least once, after writing some of its rows
-    assert sorted(_committed_values(bootstrap, "eos-retried")) == sorted(values)
+    assert sorted(values_read(bootstrap, "eos-retried")) == sorted(values)
 
 
 def test_a_batch_write_refuses_the_option(spark: Any, seglog_broker: Any) -> None:
@@ -190,7 +136,7 @@ def _start_driver(bootstrap: str, source: Path, checkpoint: Path, topic: str) ->
 
 
 def _writing(driver: subprocess.Popen[bytes], bootstrap: str, topic: str, before: int) -> bool:
-    return driver.poll() is not None or sum(_ends(bootstrap, topic, "read_uncommitted")) > before
+    return driver.poll() is not None or sum(ends(bootstrap, topic, "read_uncommitted")) > before
 
 
 @pytest.mark.slow
@@ -203,12 +149,12 @@ def test_a_driver_killed_ten_times_leaves_every_record_once(seglog_broker: Any, 
     rng = random.Random()
     kills = 0
     for _ in range(10):
-        before = sum(_ends(bootstrap, topic, "read_uncommitted"))
+        before = sum(ends(bootstrap, topic, "read_uncommitted"))
         driver = _start_driver(bootstrap, tmp_path / "in", tmp_path / "cp", topic)
         try:
             # this run's tasks are writing (records or markers past where the last run left the topic),
             # then a random moment: during tasks, before the driver's commit, during it
-            _wait(functools.partial(_writing, driver, bootstrap, topic, before), "a write")
+            wait(functools.partial(_writing, driver, bootstrap, topic, before), "a write")
             time.sleep(rng.uniform(0, 1.5))
         finally:
             if driver.poll() is None:
@@ -219,4 +165,4 @@ def test_a_driver_killed_ten_times_leaves_every_record_once(seglog_broker: Any, 
     driver = _start_driver(bootstrap, tmp_path / "in", tmp_path / "cp", topic)
     _, err = driver.communicate(timeout=600)
     assert driver.returncode == 0, err.decode(errors="replace")[-3000:]
-    assert sorted(_committed_values(bootstrap, topic)) == sorted(values)
+    assert sorted(values_read(bootstrap, topic)) == sorted(values)
