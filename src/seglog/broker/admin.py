@@ -82,6 +82,8 @@ def config_string(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, tuple | list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # a map (max.connections.per.ip.overrides): k:v,k:v
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)
 
 

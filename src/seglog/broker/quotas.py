@@ -19,6 +19,10 @@ Kafka's order (``ClientQuotaManager``'s ``DefaultQuotaCallback``):
     /config/clients/<client-id>
     /config/clients/<default>
 
+An ``ip`` entity (``/config/ips/<address>`` or ``<default>``) has one quota of another kind,
+``connection_creation_rate`` (connections a second), which the connection quotas enforce as
+connections are accepted (``connection_quotas``); it combines with no user or client id.
+
 The entity matched also decides whose usage is summed: a user's quota is shared by all that
 user's client ids (one sensor tagged ``(user, "")``), a client id's by all users of that id
 (``("", client-id)``). An unauthenticated client is the user ``ANONYMOUS``, which the
@@ -34,35 +38,52 @@ window (``ClientRequestQuotaManager``).
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import urllib.parse
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple
 
+from ..errors import InvalidRequestError
+
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
-# the keys quotas are set with, and whether each is a whole number (Kafka's LONG) or not (DOUBLE)
-QUOTA_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False}
-DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the default user or client id
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+# the keys quotas are set with, and whether each is a whole number (Kafka's LONG and INT) or not
+# (DOUBLE): a user's or client id's (Kafka's DynamicConfig.User/Client), an ip's (DynamicConfig.Ip)
+CLIENT_QUOTA_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False}
+IP_QUOTA_KEYS = {CONNECTION_CREATION_RATE: True}
+QUOTA_KEYS = {**CLIENT_QUOTA_KEYS, **IP_QUOTA_KEYS}
+DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the default user, client id or ip
 
 USER = "user"  # the entity types of DescribeClientQuotas and AlterClientQuotas
 CLIENT_ID = "client-id"
+IP = "ip"
 
 INACTIVE_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's: a client's usage is forgotten after an idle hour
 NANOS_TO_PERCENTAGE = 100.0 / 1e9  # handler time in ns -> % of one thread over a second
 
 
 class QuotaEntity(NamedTuple):
-    """Whom a quota is set on: a user, a client id or both (None: not part of the entity;
-    ``DEFAULT``: the default one)."""
+    """Whom a quota is set on: a user, a client id or both, or an ip (None: not part of the
+    entity; ``DEFAULT``: the default one)."""
 
     user: str | None
     client_id: str | None
+    ip: str | None = None
+
+    @property
+    def keys(self) -> dict[str, bool]:
+        """The quota keys it may have."""
+        return IP_QUOTA_KEYS if self.ip is not None else CLIENT_QUOTA_KEYS
 
     @property
     def path(self) -> str:
         """Its path under /config, as ZooKeeper and config change notifications name it:
-        ``users/alice``, ``clients/c1``, ``users/alice/clients/c1`` (names sanitized)."""
+        ``users/alice``, ``clients/c1``, ``users/alice/clients/c1``, ``ips/10.0.0.1`` (names sanitized)."""
+        if self.ip is not None:
+            return f"ips/{sanitize(self.ip)}"
         parts = []
         if self.user is not None:
             parts.append(f"users/{sanitize(self.user)}")
@@ -72,9 +93,11 @@ class QuotaEntity(NamedTuple):
 
     @classmethod
     def from_path(cls, path: str) -> QuotaEntity:
-        """The entity of ``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>``;
+        """The entity of ``users/<u>``, ``clients/<c>``, ``users/<u>/clients/<c>`` or ``ips/<ip>``;
         ValueError for any other path."""
         parts = path.split("/")
+        if len(parts) == 2 and parts[0] == "ips":
+            return cls(None, None, desanitize(parts[1]))
         if len(parts) == 2 and parts[0] == "users":
             return cls(desanitize(parts[1]), None)
         if len(parts) == 2 and parts[0] == "clients":
@@ -85,6 +108,35 @@ class QuotaEntity(NamedTuple):
 
     def __str__(self) -> str:
         return self.path or "<no entity>"
+
+
+def ip_entity_name(name: str) -> str:
+    """An ip entity's name as the connections' addresses are written (``127.0.0.1``, ``::1``);
+    InvalidRequestError for one that is no address (Kafka resolves a host name there: seglog
+    takes addresses only, so that a quota does not hang on what a DNS answer said once)."""
+    if name == DEFAULT:
+        return name
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        raise InvalidRequestError(f"{name} is not a valid IP address.") from None
+
+
+def checked_value(entity: QuotaEntity, key: str, value: float) -> float:
+    """A quota value to set, as Kafka's ``ZkAdminManager.alterClientQuotas`` takes it (a whole
+    number for a LONG or INT key) and above 0; InvalidRequestError for a key the entity has no
+    use for or a value it refuses."""
+    whole = entity.keys.get(key)
+    if whole is None:
+        raise InvalidRequestError(f"Invalid configuration key {key}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidRequestError(f"Configuration {key} must be a number greater than 0, not {value}")
+    if not whole:
+        return value
+    rounded = round(value)
+    if abs(rounded - value) > 1e-6:
+        raise InvalidRequestError(f"Configuration {key} must be a {'INT' if entity.ip else 'LONG'} value")
+    return float(rounded)
 
 
 def sanitize(name: str) -> str:
@@ -286,17 +338,26 @@ class ClientQuotaManager:
 
 
 class ClientQuotas:
-    """The broker's three quota managers, and the quota configs they were given, by entity."""
+    """The broker's three quota managers, the quota configs they were given, by entity, and the
+    connection_creation_rate of each ip (the connection quotas read them)."""
 
     def __init__(self, samples: int = 11, window_s: int = 1) -> None:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_s)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_s, cap_to_window=True)
         self.configs: dict[QuotaEntity, dict[str, float]] = {}
+        self.ip_rates: dict[str, float] = {}  # by address, or DEFAULT
 
     def apply(self, entity: QuotaEntity, config: Mapping[str, float]) -> None:
         """``entity``'s quota configs are now ``config`` (keys not there: removed)."""
-        kept = {k: float(v) for k, v in config.items() if k in QUOTA_KEYS}
+        if entity.ip is not None:
+            rate = config.get(CONNECTION_CREATION_RATE)
+            if rate is None:
+                self.ip_rates.pop(entity.ip, None)
+            else:
+                self.ip_rates[entity.ip] = float(rate)
+            return
+        kept = {k: float(v) for k, v in config.items() if k in CLIENT_QUOTA_KEYS}
         if kept:
             self.configs[entity] = kept
         else:
