@@ -699,11 +699,14 @@ BROKER_KEYS.update(
         ),
     )
 )
-# Keys a listener may override for itself as listener.name.<name in lowercase>.<key>
+# Keys a listener may override for itself as listener.name.<name in lowercase>.<key>: those of
+# these prefixes, and these keys
 LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
+_LISTENER_KEYS = ("connections.max.reauth.ms",)
 _LISTENER_PREFIX = "listener.name."
-# keys set per listener and SASL mechanism: listener.name.<listener>.<mechanism>.<key>
-_MECHANISM_KEYS = ("sasl.jaas.config",)
+# keys set per listener and SASL mechanism too: listener.name.<listener>.<mechanism>.<key> (Kafka's
+# SaslChannelBuilder reads the mechanism's before the listener's)
+_MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms")
 
 
 def listener_override(name: str) -> tuple[str, Key] | None:
@@ -716,7 +719,7 @@ def listener_override(name: str) -> tuple[str, Key] | None:
     if rest in _MECHANISM_KEYS:  # listener.name.<listener>.<mechanism>.sasl.jaas.config: the pair is the "listener"
         listener, base = f"{listener}.{mechanism}", rest
     key = BROKER_KEYS.get(base)
-    if not listener or key is None or not base.startswith(LISTENER_KEY_PREFIXES):
+    if not listener or key is None or not (base.startswith(LISTENER_KEY_PREFIXES) or base in _LISTENER_KEYS):
         return None
     return listener.lower(), key
 
