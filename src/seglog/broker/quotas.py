@@ -6,6 +6,15 @@ Three quotas, each a rate per second over a sampled window, per user and client 
     consumer_byte_rate   bytes of Fetch responses            (QuotaType.Fetch)
     request_percentage   handler time, in % of one thread    (QuotaType.Request)
 
+and a fourth, KIP-599's, of another kind:
+
+    controller_mutation_rate   partitions created or deleted   (CreateTopics, CreatePartitions,
+                               a second                          DeleteTopics)
+
+measured with Kafka's ``TokenBucket``: credits refilled at the quota's rate up to a burst of
+``quota.window.num - 1`` windows' worth; a mutation takes its partitions' count, possibly below
+zero, and while the bucket is below zero the client waits for it to refill to zero.
+
 A quota is set on an entity: a user, a client id, or a user and a client id, either of them
 possibly ``<default>``. A request matches the most specific entity that sets the key, in
 Kafka's order (``ClientQuotaManager``'s ``DefaultQuotaCallback``):
@@ -42,7 +51,7 @@ import ipaddress
 import math
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..errors import InvalidRequestError
 
@@ -50,9 +59,15 @@ PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
 # the keys quotas are set with, and whether each is a whole number (Kafka's LONG and INT) or not
 # (DOUBLE): a user's or client id's (Kafka's DynamicConfig.User/Client), an ip's (DynamicConfig.Ip)
-CLIENT_QUOTA_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False}
+CLIENT_QUOTA_KEYS = {
+    PRODUCER_BYTE_RATE: True,
+    CONSUMER_BYTE_RATE: True,
+    REQUEST_PERCENTAGE: False,
+    CONTROLLER_MUTATION_RATE: False,
+}
 IP_QUOTA_KEYS = {CONNECTION_CREATION_RATE: True}
 QUOTA_KEYS = {**CLIENT_QUOTA_KEYS, **IP_QUOTA_KEYS}
 DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the default user, client id or ip
@@ -250,8 +265,37 @@ def throttle_time_ms(rate: Rate, quota: float, now_ms: int, cap_ms: int | None =
     return throttle if cap_ms is None else min(throttle, cap_ms)
 
 
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat (KIP-599): credits refilled at the quota's rate, up to a burst
+    of ``burst_s`` seconds of it; it starts full."""
+
+    __slots__ = ("_tokens", "burst_s", "last_record_ms")
+
+    def __init__(self, burst_s: float) -> None:
+        self.burst_s = burst_s
+        self._tokens: float | None = None
+        self.last_record_ms = 0
+
+    def tokens(self, quota: float, now_ms: int) -> float:
+        """The credits now (refilled since the last look)."""
+        burst = quota * self.burst_s
+        elapsed = now_ms - self.last_record_ms
+        self._tokens = burst if self._tokens is None else min(burst, self._tokens + quota * elapsed / 1000)
+        self.last_record_ms = now_ms
+        return self._tokens
+
+    def record(self, value: float, quota: float, now_ms: int) -> None:
+        self._tokens = self.tokens(quota, now_ms) - value
+
+    def throttle_time_ms(self, quota: float, now_ms: int) -> int:
+        """How long until the bucket is back to zero (0: it is not below); Kafka's
+        ``ControllerMutationQuotaManager.throttleTime``, rounded as Java's Math.round."""
+        tokens = self.tokens(quota, now_ms)
+        return int(-tokens / quota * 1000 + 0.5) if tokens < 0 else 0
+
+
 class _Match(NamedTuple):
-    sensor: Rate | None  # None: no quota applies, nothing is recorded
+    sensor: Any  # a Rate (a TokenBucket for controller mutations); None: no quota applies
     quota: float
 
 
@@ -322,11 +366,14 @@ class ClientQuotaManager:
                 sensor = self._sensors.get(tags)
                 if sensor is None:
                     self._expire(now_ms)
-                    sensor = self._sensors[tags] = Rate(self.samples, self.window_ms)
+                    sensor = self._sensors[tags] = self._new_sensor()
                 found = _Match(sensor, quota)
                 break
         self._matches[(user, client_id)] = found
         return found
+
+    def _new_sensor(self) -> Any:
+        return Rate(self.samples, self.window_ms)
 
     def _expire(self, now_ms: int) -> None:
         """Sensors idle for an hour dropped (checked as a new one comes: clients come and go)."""
@@ -337,6 +384,28 @@ class ClientQuotaManager:
             self._matches.clear()
 
 
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """``controller_mutation_rate`` (Kafka's ``ControllerMutationQuotaManager``): partitions created
+    and deleted, in a token bucket per client. ``throttle_time`` says whether a client is over
+    its quota already (a strict request's next topic is then refused), ``record`` takes a
+    mutation's partitions and says how long the client must wait."""
+
+    def _new_sensor(self) -> TokenBucket:
+        return TokenBucket((self.samples - 1) * self.window_ms / 1000)
+
+    def throttle_time(self, user: str, client_id: str, now_ms: int) -> int:
+        if not self._quotas:
+            return 0
+        match = self._match(user, client_id, now_ms)
+        return 0 if match.sensor is None else int(match.sensor.throttle_time_ms(match.quota, now_ms))
+
+    def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
+        match = self._match(user, client_id, now_ms) if self._quotas else _UNLIMITED
+        if match.sensor is not None:
+            match.sensor.record(value, match.quota, now_ms)
+        return self.throttle_time(user, client_id, now_ms)
+
+
 class ClientQuotas:
     """The broker's three quota managers, the quota configs they were given, by entity, and the
     connection_creation_rate of each ip (the connection quotas read them)."""
@@ -345,6 +414,7 @@ class ClientQuotas:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_s)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_s, cap_to_window=True)
+        self.controller_mutation = ControllerMutationQuotaManager(CONTROLLER_MUTATION_RATE, samples, window_s)
         self.configs: dict[QuotaEntity, dict[str, float]] = {}
         self.ip_rates: dict[str, float] = {}  # by address, or DEFAULT
 
@@ -362,7 +432,7 @@ class ClientQuotas:
             self.configs[entity] = kept
         else:
             self.configs.pop(entity, None)
-        for manager in (self.produce, self.fetch, self.request):
+        for manager in (self.produce, self.fetch, self.request, self.controller_mutation):
             manager.update(entity, kept.get(manager.key))
 
     def load(self, entities: Iterable[tuple[QuotaEntity, Mapping[str, float]]]) -> None:

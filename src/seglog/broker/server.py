@@ -181,7 +181,7 @@ class KafkaServer:
         await self.authorizer.startup()  # the ACLs loaded before a request is served
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-        admin = AdminManager(self.config, replicas, member, self.authorizer)
+        admin = AdminManager(self.config, replicas, member, self.authorizer, self.quotas)
         claim = self._claim_producer_id_block if member is not None else None
         # the group coordinator first: the transaction coordinator tells it of the markers it writes
         groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
