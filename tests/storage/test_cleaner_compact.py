@@ -471,6 +471,23 @@ def test_damaged_records_raise_corrupt_record_error(seed, codec):
     assert faults > 100
 
 
+def test_a_small_lz4_frame_claims_little_room():
+    """A frame of many tiny blocks, each of which could claim 64 KiB: the walk's buffer
+    grows by what the blocks can hold (lz4 expands 255 to 1 at most), and the batch,
+    which decompresses to nothing sound, goes to Python, which refuses it."""
+    frame = b"\x04\x22\x4d\x18\x60\x40\x82" + b"\x01\x00\x00\x00\xff" * 4000 + bytes(4)
+    raw = bytearray(build_batch([(b"a", b"1", NOW)], compression=Compression.LZ4))
+    raw[HEADER_SIZE:] = frame
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">I", raw, 17, crc32c(memoryview(raw)[CRC_START:]))
+    section = bytearray()
+    at, needs_python, _, _ = OffsetMap(64 * ENTRY_SIZE, seed=1).put_batches(memoryview(raw), 0, 0, 0, None, section)
+    assert (at, needs_python) == (0, True)
+    assert len(section) <= 4000 * (255 + 16)  # not 4000 x 64 KiB
+    with pytest.raises(CorruptRecordError, match="lz4"):
+        RecordBatch(raw).records_section()
+
+
 def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation():
     raw = build_batch([(b"a", b"1", NOW)])
     struct.pack_into(">i", raw, 57, 2**31 - 1)

@@ -107,9 +107,12 @@ lz4_frame_compress(const uint8_t *src, size_t n, uint8_t *dst)
     return (size_t)(p + 4 - dst);
 }
 
-/* The size of the records a frame of the Java client's shape holds, from its block size
- * words (each block holds LZ4_FRAME_BLOCK bytes at most): -1 when the frame is of another
- * shape or damaged, for records/compression.py to read or to name the fault. */
+/* The most bytes a frame of the Java client's shape holds, from its block size words: a
+ * stored block its size, a compressed one LZ4_FRAME_BLOCK at most, and no more than lz4's
+ * greatest expansion (a match's length grows by 255 a byte) allows, so that a small
+ * hostile frame claims little room; -1 when the frame is of another shape or damaged, for
+ * records/compression.py to read or to name the fault. A block that would decompress to
+ * more fails, and Python reads the frame. */
 static Py_ssize_t
 lz4_frame_bound_of(const uint8_t *src, size_t n)
 {
@@ -128,12 +131,15 @@ lz4_frame_bound_of(const uint8_t *src, size_t n)
         if (size > LZ4_FRAME_BLOCK || size > n - pos)
             return -1;
         pos += size;
-        bound += LZ4_FRAME_BLOCK;
+        if (word >> LZ4_STORED_BIT_SHIFT)
+            bound += size;
+        else
+            bound += (Py_ssize_t)size * 255 + 16 < LZ4_FRAME_BLOCK ? (Py_ssize_t)size * 255 + 16 : LZ4_FRAME_BLOCK;
     }
 }
 
 /* Decompresses a frame whose lz4_frame_bound_of is >= 0 into dst (room for that bound):
- * its size, or -1 when a block is damaged. */
+ * its size, or -1 when a block is damaged or the frame holds more than the bound. */
 static Py_ssize_t
 lz4_frame_decompress(const uint8_t *src, uint8_t *dst, Py_ssize_t capacity)
 {
@@ -146,6 +152,8 @@ lz4_frame_decompress(const uint8_t *src, uint8_t *dst, Py_ssize_t capacity)
             return out;
         int size = (int)(word & ~(1u << LZ4_STORED_BIT_SHIFT));
         if (word >> LZ4_STORED_BIT_SHIFT) {
+            if (size > capacity - out) /* a block before took more than its bound */
+                return -1;
             memcpy(dst + out, src + pos, (size_t)size);
             out += size;
         } else {
