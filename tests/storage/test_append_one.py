@@ -17,6 +17,8 @@ import pytest
 from seglog.errors import InvalidTimestampError, SeglogError
 from seglog.records import Compression, build_batch
 from seglog.storage import fileio
+from seglog.storage.file_records import LogOffsetMetadata
+from seglog.storage.log import AppendInfo
 
 from .conftest import MS, new_log
 
@@ -95,7 +97,7 @@ def test_the_one_call_leaves_the_files_the_general_path_leaves(tmp_path, clock, 
 
 def _call(log, batch):
     segment = log.segments[-1]
-    return segment.append_leader_batch(batch, log.config, lambda: MS, log.dir, log.log_end_offset, 0)
+    return segment.append_leader_batch(batch, log.config, lambda: MS, log.dir, log.log_end_offset, 0, AppendInfo)
 
 
 def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tmp_path):
@@ -113,8 +115,9 @@ def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tm
         copy = bytearray(batch)
         assert _call(log, copy) is None
         assert copy == batch and log.segments[-1].size == size and log.log_end_offset == 1
-    assert _call(log, build_batch([(b"k", b"v", MS + 1)])) == (1, 1, MS + 1, 1, -1)
-    assert log.segments[-1].size == size * 2
+    info, end = _call(log, build_batch([(b"k", b"v", MS + 1)]))
+    assert type(info) is AppendInfo and info == (1, 1, MS + 1, 1, size, -1)
+    assert type(end) is LogOffsetMetadata and end == (2, 0, size * 2) and log.segments[-1].size == size * 2
 
 
 def test_the_one_call_raises_what_the_general_path_raises(tmp_path):
@@ -134,6 +137,7 @@ _CHILD = textwrap.dedent(
     import seglog
     from seglog.errors import KafkaStorageError
     from seglog.records import build_batch
+    from seglog.storage.log import AppendInfo
 
     with seglog.open(sys.argv[1], background=False) as logs:
         logs.create_topic("t", 1)
@@ -146,7 +150,7 @@ _CHILD = textwrap.dedent(
         resource.setrlimit(resource.RLIMIT_FSIZE, (size + 1500, resource.RLIM_INFINITY))
         batch = build_batch([(b"late", bytes(3000), None)])
         try:
-            segment.append_leader_batch(batch, log.config, log._clock, log.dir, end, log.leader_epoch)
+            segment.append_leader_batch(batch, log.config, log._clock, log.dir, end, log.leader_epoch, AppendInfo)
         except KafkaStorageError as e:
             assert e.errno == errno.EFBIG and e.file == segment.log_path, e
         else:

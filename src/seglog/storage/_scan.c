@@ -2,7 +2,7 @@
  * beside their Python owners (log.py's append validation, segment.py's recovery
  * and lookups, index.py's search). Buffers in, values out; one call writes (a
  * leader's usual append, to the fd it is given). Six calls (check_append and
- * recover_batches take keywords too):
+ * recover_batches take keywords too), and now_ms, the log's default clock:
  *
  *   check_append    every check a leader (or a follower) makes of an append,
  *                   batch by batch in the order validator.py's general path
@@ -38,6 +38,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "records/_batch_layout.h"
@@ -914,12 +915,42 @@ write_all(int fd, const uint8_t *data, Py_ssize_t len, int64_t position)
     return 0;
 }
 
+/* An instance of `type`, a tuple or a subclass of it (a NamedTuple: the log's AppendInfo
+ * and LogOffsetMetadata), of the n ints `values`, made as tuple.__new__ makes one but
+ * without the tuple it copies: the append's results, every append. (tuple_type checks
+ * the type first.) */
+static int
+tuple_type(PyObject *type)
+{
+    if (PyType_Check(type) && PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "append_batch(): a result type must be a tuple type");
+    return 0;
+}
+
+static PyObject *
+record_of(PyObject *type, const int64_t *values, Py_ssize_t n)
+{
+    PyObject *t = type == (PyObject *)&PyTuple_Type ? PyTuple_New(n) : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (t == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(values[i]);
+        if (v == NULL) {
+            Py_DECREF(t); /* (a tuple with NULL items deallocates) */
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
 PyDoc_STRVAR(append_batch_doc,
              "append_batch(buffer, compact, max_bytes, clock, timestamp_type, before_max_ms, after_max_ms,\n"
              "             decompress, file, next_offset, epoch, segment_bytes, fd, size, base_offset,\n"
              "             rolling_timestamp, roll_after_ms, index_interval, since_last_entry,\n"
              "             max_timestamp_and_offset, offset_index, offset_entries, offset_reserved, time_index,\n"
-             "             time_entries, time_reserved)\n\n"
+             "             time_entries, time_reserved, info_type, metadata_type)\n\n"
              "A leader's append of a buffer of one batch to the active segment, in one call: check_and_assign's\n"
              "checks (raised as it raises them) and edits, then the batch written at byte `size` of the\n"
              "segment's fd, then its index entries stored into the maps. The log's side: the rules of\n"
@@ -930,9 +961,11 @@ PyDoc_STRVAR(append_batch_doc,
              "(roll_after_ms: segment.ms less the jitter), index.interval.bytes, the bytes since its last\n"
              "index entry, its max timestamp with its offset; of each index its map (a writable one, or the\n"
              "slow path), entry count and bytes reserved.\n"
-             "Returns (first offset, last offset, max timestamp, record count, bytes since the last entry,\n"
-             "max timestamp and offset, offset entries, time entries, log append time or -1) after the append;\n"
-             "an errno when the write failed (part of the batch may be written: the caller cuts it off); or\n"
+             "Returns (info, end, bytes since the last entry, max timestamp and offset, offset entries, time\n"
+             "entries) after the append: info an info_type (first offset, last offset, max timestamp, record\n"
+             "count, bytes, log append time or -1), end a metadata_type (the log end offset, the segment's\n"
+             "base offset, its size); an errno when the write failed (part of the batch may be written: the\n"
+             "caller cuts it off); or\n"
              "None, with nothing checked further nor edited nor written, when the append is not one the call\n"
              "makes: more or other than one v2 batch, a producer's (its state is Python's), the segment's\n"
              "first batch, a roll due, an index entry due that the index cannot take as it is (unmapped,\n"
@@ -941,7 +974,8 @@ PyDoc_STRVAR(append_batch_doc,
 enum {
     A_BUFFER, A_COMPACT, A_MAX_BYTES, A_CLOCK, A_TS_TYPE, A_BEFORE, A_AFTER, A_DECOMPRESS, A_FILE, A_NEXT_OFFSET,
     A_EPOCH, A_SEGMENT_BYTES, A_FD, A_SIZE, A_BASE, A_ROLLING, A_ROLL_AFTER, A_INTERVAL, A_SINCE, A_MAX_TS,
-    A_OFFSET_MAP, A_OFFSET_ENTRIES, A_OFFSET_RESERVED, A_TIME_MAP, A_TIME_ENTRIES, A_TIME_RESERVED, A_COUNT
+    A_OFFSET_MAP, A_OFFSET_ENTRIES, A_OFFSET_RESERVED, A_TIME_MAP, A_TIME_ENTRIES, A_TIME_RESERVED, A_INFO_TYPE,
+    A_METADATA_TYPE, A_COUNT
 };
 
 /* validator.py's leader_rules: CreateTime's bounds [now - before, now + after] within an
@@ -1014,6 +1048,8 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_OverflowError, "leader epoch out of range");
         return NULL;
     }
+    if (!tuple_type(args[A_INFO_TYPE]) || !tuple_type(args[A_METADATA_TYPE]))
+        return NULL;
     if (args[A_ROLLING] == Py_None)
         rolling = -1;
     else if (!int64_arg(args[A_ROLLING], &rolling))
@@ -1104,32 +1140,25 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         since = 0;
     }
-    PyObject *pair = ts_so_far == seg_max_ts && ts_offset == seg_max_offset ? Py_NewRef(mto) : PyTuple_New(2);
-    if (pair != mto && pair != NULL) {
-        PyTuple_SET_ITEM(pair, 0, PyLong_FromLongLong(ts_so_far));
-        PyTuple_SET_ITEM(pair, 1, PyLong_FromLongLong(ts_offset));
-    }
-    /* (built item by item: Py_BuildValue's format parser costs as much again, every append) */
-    result = PyTuple_New(9);
-    if (result != NULL) {
-        PyTuple_SET_ITEM(result, 0, PyLong_FromLongLong(a.next_offset));
-        PyTuple_SET_ITEM(result, 1, PyLong_FromLongLong(last));
-        PyTuple_SET_ITEM(result, 2, PyLong_FromLongLong(max_ts));
-        PyTuple_SET_ITEM(result, 3, PyLong_FromLong(f->count));
-        PyTuple_SET_ITEM(result, 4, PyLong_FromLongLong(since + len));
-        PyTuple_SET_ITEM(result, 5, pair);
-        PyTuple_SET_ITEM(result, 6, PyLong_FromLongLong(oi_n));
-        PyTuple_SET_ITEM(result, 7, PyLong_FromLongLong(ti_n));
-        PyTuple_SET_ITEM(result, 8, PyLong_FromLongLong(a.stamping ? a.append_time : -1));
-        for (int k = 0; k < 9; k++)
-            if (PyTuple_GET_ITEM(result, k) == NULL || (k == 5 && (PyTuple_GET_ITEM(pair, 0) == NULL ||
-                                                                  PyTuple_GET_ITEM(pair, 1) == NULL))) {
-                Py_CLEAR(result); /* (a tuple with NULL items deallocates) */
-                break;
-            }
-    }
-    else
-        Py_XDECREF(pair);
+    int64_t info[6] = {a.next_offset, last, max_ts, f->count, len, a.stamping ? a.append_time : -1};
+    int64_t end[3] = {last + 1, base, size + len};
+    int64_t pair[2] = {ts_so_far, ts_offset};
+    result = PyTuple_New(6);
+    if (result == NULL)
+        goto done;
+    PyTuple_SET_ITEM(result, 0, record_of(args[A_INFO_TYPE], info, 6));
+    PyTuple_SET_ITEM(result, 1, record_of(args[A_METADATA_TYPE], end, 3));
+    PyTuple_SET_ITEM(result, 2, PyLong_FromLongLong(since + len));
+    PyTuple_SET_ITEM(result, 3, ts_so_far == seg_max_ts && ts_offset == seg_max_offset
+                                    ? Py_NewRef(mto)
+                                    : record_of((PyObject *)&PyTuple_Type, pair, 2));
+    PyTuple_SET_ITEM(result, 4, PyLong_FromLongLong(oi_n));
+    PyTuple_SET_ITEM(result, 5, PyLong_FromLongLong(ti_n));
+    for (int k = 0; k < 6; k++)
+        if (PyTuple_GET_ITEM(result, k) == NULL) {
+            Py_CLEAR(result); /* (a tuple with NULL items deallocates) */
+            break;
+        }
     goto done;
 slow:
     result = Py_NewRef(Py_None);
@@ -1466,10 +1495,25 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(now_ms_doc, "now_ms()\n\nThe wall clock in milliseconds since the epoch (time.time_ns() // 1_000_000), in C: the\n"
+             "log's default clock, which every append reads.");
+
+static PyObject *
+now_ms(PyObject *self, PyObject *unused)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    /* floor division, as Python's: a time before the epoch rounds down too */
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return PyLong_FromLongLong(ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000));
+}
+
 static PyMethodDef methods[] = {
     {"check_append", (PyCFunction)(void (*)(void))check_append, METH_VARARGS | METH_KEYWORDS, check_append_doc},
     {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_FASTCALL, check_and_assign_doc},
     {"append_batch", (PyCFunction)(void (*)(void))append_batch, METH_FASTCALL, append_batch_doc},
+    {"now_ms", now_ms, METH_NOARGS, now_ms_doc},
     {"recover_batches", (PyCFunction)(void (*)(void))recover_batches, METH_VARARGS | METH_KEYWORDS,
      recover_batches_doc},
     {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},

@@ -1,6 +1,8 @@
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+_Info = TypeVar("_Info", bound=tuple[int, ...])
+_End = TypeVar("_End", bound=tuple[int, ...])
 _Facts = tuple[int, int, int, int, int, int, int]
 _Assigned = tuple[list[tuple[int, int, int, int]], int, int, int, int]
 
@@ -52,8 +54,11 @@ def append_batch(
     time_index: Any,
     time_entries: int,
     time_reserved: int,
+    info_type: type[_Info],
+    metadata_type: type[_End],
     /,
-) -> tuple[int, int, int, int, int, tuple[int, int], int, int, int] | int | None: ...
+) -> tuple[_Info, _End, int, tuple[int, int], int, int] | int | None: ...
+def now_ms() -> int: ...
 def recover_batches(
     chunk: Any,
     start: int,

@@ -62,7 +62,6 @@ import contextlib
 import enum
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
 
@@ -131,8 +130,7 @@ _NEXT_STATES = {
 }
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+_now_ms = _scan.now_ms  # the default clock: time.time_ns() // 1_000_000, in C (every append reads it)
 
 
 def _records_of(batches: Iterator[AnyBatch], start: int, end: int) -> Iterator[Record]:
@@ -524,21 +522,20 @@ class PartitionLog:
             or epochs[-1][0] != self._leader_epoch
         ):
             return None
-        segment = self._segments[-1]
-        done = segment.append_leader_batch(buffer, c, self._clock, self.dir, self._next_offset, self._leader_epoch)
+        done = self._segments[-1].append_leader_batch(
+            buffer, c, self._clock, self.dir, self._next_offset, self._leader_epoch, AppendInfo
+        )
         if done is None:
             return None
-        first, last, max_ts, count, stamp = done
-        # _advance's and the producer state's on_append of an append of no producer
-        end = last + 1
-        self._end_metadata = _new(LogOffsetMetadata, (end, segment.base_offset, segment.size))
-        self._next_offset = end
+        # _advance's and the producer state's on_append, for an append of no producer
+        info, self._end_metadata = done
+        self._next_offset = end = info[1] + 1
         if self.standalone:
             self._high_watermark = end
         if end - self.recovery_point >= c.flush_messages:
             self._maybe_flush()
         self.producer_state.map_end_offset = end
-        return _new(AppendInfo, (first, last, max_ts, count, len(buffer), stamp))
+        return info
 
     def _append_as_leader(self, buffer: bytearray, origin: AppendOrigin, *, may_roll: bool) -> AppendInfo | None:
         """Validate, assign offsets and append, under the lock; None (nothing written)
