@@ -590,6 +590,36 @@ fail:
     return -1;
 }
 
+/* An instance of `type`, a tuple or a subclass of it (a NamedTuple: the log's AppendInfo
+ * and LogOffsetMetadata), of the n ints `values`, made as tuple.__new__ makes one but
+ * without the tuple it copies: the append's results, every append. (tuple_type checks
+ * the type first.) */
+static int
+tuple_type(PyObject *type)
+{
+    if (PyType_Check(type) && PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "append_batch(): a result type must be a tuple type");
+    return 0;
+}
+
+static PyObject *
+record_of(PyObject *type, const int64_t *values, Py_ssize_t n)
+{
+    PyObject *t = type == (PyObject *)&PyTuple_Type ? PyTuple_New(n) : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (t == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(values[i]);
+        if (v == NULL) {
+            Py_DECREF(t); /* (a tuple with NULL items deallocates) */
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
 /* Whether offsets from next_offset on hold the batches of facts, the log end after
  * them an int64 too (the next offset, what a fetch asks for); raises if not. */
 static int
@@ -663,18 +693,8 @@ assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t 
         if (i == 0 || batch_max_ts > max_ts)
             max_ts = batch_max_ts;
         records += f->count;
-        PyObject *entry = PyTuple_New(4);
-        if (entry != NULL) {
-            PyTuple_SET_ITEM(entry, 0, PyLong_FromSsize_t(f->position));
-            PyTuple_SET_ITEM(entry, 1, PyLong_FromSsize_t(f->size));
-            PyTuple_SET_ITEM(entry, 2, PyLong_FromLongLong(last));
-            PyTuple_SET_ITEM(entry, 3, PyLong_FromLongLong(batch_max_ts));
-            for (int k = 0; k < 4; k++)
-                if (PyTuple_GET_ITEM(entry, k) == NULL) {
-                    Py_CLEAR(entry); /* (a tuple with NULL items deallocates) */
-                    break;
-                }
-        }
+        int64_t values[4] = {f->position, f->size, last, batch_max_ts};
+        PyObject *entry = record_of((PyObject *)&PyTuple_Type, values, 4);
         if (entry == NULL) {
             Py_DECREF(entries);
             return NULL;
@@ -913,36 +933,6 @@ write_all(int fd, const uint8_t *data, Py_ssize_t len, int64_t position)
         position += n;
     }
     return 0;
-}
-
-/* An instance of `type`, a tuple or a subclass of it (a NamedTuple: the log's AppendInfo
- * and LogOffsetMetadata), of the n ints `values`, made as tuple.__new__ makes one but
- * without the tuple it copies: the append's results, every append. (tuple_type checks
- * the type first.) */
-static int
-tuple_type(PyObject *type)
-{
-    if (PyType_Check(type) && PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type))
-        return 1;
-    PyErr_SetString(PyExc_TypeError, "append_batch(): a result type must be a tuple type");
-    return 0;
-}
-
-static PyObject *
-record_of(PyObject *type, const int64_t *values, Py_ssize_t n)
-{
-    PyObject *t = type == (PyObject *)&PyTuple_Type ? PyTuple_New(n) : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
-    if (t == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *v = PyLong_FromLongLong(values[i]);
-        if (v == NULL) {
-            Py_DECREF(t); /* (a tuple with NULL items deallocates) */
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, i, v);
-    }
-    return t;
 }
 
 PyDoc_STRVAR(append_batch_doc,
