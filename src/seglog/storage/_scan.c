@@ -1111,6 +1111,11 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     /* the batch edited and written: past here, the append is made or its write failed */
     uint8_t *b = (uint8_t *)buf.buf;
     edit_batch(b, f, a.next_offset, a.epoch, a.stamping, a.append_time, rules.check_ts);
+    /* the maps are let go while the GIL is: an export held would refuse another thread's
+     * close of them (BufferError); taken again for the stores, which a map changed since
+     * (none does under the log's lock) would only leave out (an index is sparse) */
+    PyBuffer_Release(&oi);
+    PyBuffer_Release(&ti);
     int failed;
     Py_BEGIN_ALLOW_THREADS
     failed = write_all((int)fd, b, len, size);
@@ -1119,7 +1124,10 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         result = PyLong_FromLong(failed);
         goto done;
     }
-    if (offset_entry) {
+    if (offset_entry && index_map(args[A_OFFSET_MAP], &oi) && index_map(args[A_TIME_MAP], &ti) &&
+        oi.len >= (oi_n + 1) * 8 && ti.len >= (ti_n + 1) * 12) {
+        oi_at = (uint8_t *)oi.buf + oi_n * 8;
+        ti_at = (uint8_t *)ti.buf + ti_n * 12;
         store_be(oi_at, 4, (uint32_t)(last - base));
         store_be(oi_at + 4, 4, (uint32_t)size);
         oi_n++;
