@@ -471,16 +471,21 @@ class PartitionLog:
 
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_and_assign``) makes every
-        check of ``LogValidator.validate_general`` and then the edits, or none of them."""
+        check of ``LogValidator.validate_general`` and then the edits, or none of them. A
+        producer's usual append is one C call in all (``_append_one``)."""
         if origin is not _CLIENT:
             self.validator.check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # (not ``with``: its __enter__ and __exit__ cost 0.1 µs more, every append)
+        try:
             if origin is _CLIENT and (done := self._append_one(buffer)) is not None:
                 return done
             info = self._append_as_leader(buffer, origin, may_roll=True)
             assert info is not None
             return info
+        finally:
+            lock.release()
 
     def try_append_batches(
         self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
