@@ -135,7 +135,8 @@ class KafkaApis:
         topics: list[MetadataResponseData.MetadataResponseTopic] = []
         if requested is None or (version == 0 and not requested):  # all topics: those it may describe
             entries = self.metadata.derived("metadata topic entries", self._topic_entries)
-            described = self.authorizer.authorized(AclOperation.DESCRIBE, TOPIC, (t.name for t in entries))
+            names = (t.name for t in entries if t.name is not None)  # every entry's: built of a named topic
+            described = self.authorizer.authorized(AclOperation.DESCRIBE, TOPIC, names)
             topics = [t for t in entries if t.name in described]
         else:
             for entry in requested:
