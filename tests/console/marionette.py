@@ -161,16 +161,13 @@ class Firefox:
         """A script's return value (the body of a function called with ``args`` as ``arguments``)."""
         return self.command("WebDriver:ExecuteScript", {"script": script, "args": list(args)})["value"]
 
-    def wait_for(self, script: str, *args: Any, timeout: float = 60.0, what: str = "") -> Any:
-        """The script's value once it is truthy, asked again every 0.1 s; AssertionError (with the
-        last value) after ``timeout``: a loaded machine is slower, not failing."""
+    def until(self, script: str, *args: Any, equals: Any, timeout: float = 60.0) -> None:
+        """Wait until the script returns ``equals``, asking again every 0.1 s; AssertionError (with
+        the last value) after ``timeout``: a loaded machine is slower, not failing."""
         deadline = time.monotonic() + timeout
-        while True:
-            found = self.run(script, *args)
-            if found:
-                return found
+        while (found := self.run(script, *args)) != equals:
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what or script} not within {timeout:g} s (last: {found!r})")
+                raise AssertionError(f"{script} {args}: {found!r}, not {equals!r}, after {timeout:g} s")
             time.sleep(0.1)
 
     def element(self, css: str) -> str:

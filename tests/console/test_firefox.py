@@ -7,7 +7,6 @@ typed in shows the clear message. Each check waits for what it looks for: no sle
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from seglog.console import ConsoleServer, serve_in_broker
 from .conftest import COMMITTED, GROUP, PRODUCED, SCRIPT, TOPIC, Cluster, begin_transaction
 from .test_api import get
 
-WAIT_S = 60.0  # what a check waits at most: a loaded machine is slow
 LOADED = "return document.querySelector('#view')?.dataset.loaded === arguments[0]"
 TEXT = "return document.querySelector(arguments[0])?.textContent.trim() ?? null"
 COUNT = "return document.querySelectorAll(arguments[0]).length"
@@ -36,27 +34,10 @@ def broker_console(seglog_broker: Any, cluster: Cluster) -> Iterator[ConsoleServ
         yield server
 
 
-def until(firefox: Any, script: str, *args: Any, equals: Any) -> None:
-    """Wait until ``script`` returns ``equals`` (the page draws, and draws again at its refresh)."""
-    found = None
-    for _ in _tries():
-        found = firefox.run(script, *args)
-        if found == equals:
-            return
-    raise AssertionError(f"{script} {args}: {found!r}, not {equals!r}, after {WAIT_S:g} s")
-
-
-def _tries() -> Iterator[None]:
-    deadline = time.monotonic() + WAIT_S
-    while time.monotonic() < deadline:
-        yield
-        time.sleep(0.1)
-
-
 def open_page(firefox: Any, server: ConsoleServer, where: str, loaded: str) -> None:
     """Go to ``where`` (the hash of a page) and wait until its page has drawn, with no error."""
     firefox.navigate(server.url + where)
-    firefox.wait_for(LOADED, loaded, timeout=WAIT_S, what=f"page {loaded} at {where}")
+    firefox.until(LOADED, loaded, equals=True)
     assert firefox.run(TEXT, "#error") is None
     if SHOTS:
         firefox.screenshot(Path(SHOTS) / f"firefox-{loaded}.png")
@@ -65,39 +46,39 @@ def open_page(firefox: Any, server: ConsoleServer, where: str, loaded: str) -> N
 def test_each_page_draws_its_figures_in_firefox(firefox, broker_console, cluster):
     assert firefox.capabilities["browserName"] == "firefox"
     open_page(firefox, broker_console, "#/cluster", "clusterPage")
-    until(firefox, CELLS, "brokers", 1, equals=[str(cluster.broker_id)])
-    until(firefox, CELLS, "brokers", 3, equals=[str(cluster.port)])
-    until(firefox, TEXT, "#count-offline", equals="0")
+    firefox.until(CELLS, "brokers", 1, equals=[str(cluster.broker_id)])
+    firefox.until(CELLS, "brokers", 3, equals=[str(cluster.port)])
+    firefox.until(TEXT, "#count-offline", equals="0")
     sources = "Counters of 1 of 1 live brokers (in-process), per second between the console's samples."
-    until(firefox, TEXT, "#throughput-sources", equals=sources)
-    until(firefox, COUNT, "#chart-requests polyline", equals=1)  # charted at a refresh, from two samples
+    firefox.until(TEXT, "#throughput-sources", equals=sources)
+    firefox.until(COUNT, "#chart-requests polyline", equals=1)  # charted at a refresh, from two samples
 
     open_page(firefox, broker_console, "#/topics", "topicsPage")
-    until(firefox, COUNT, f'#topics tr[data-topic="{TOPIC}"]', equals=1)
+    firefox.until(COUNT, f'#topics tr[data-topic="{TOPIC}"]', equals=1)
     firefox.click(f'#topics tr[data-topic="{TOPIC}"] a')  # a person's click, to the topic's page
-    firefox.wait_for(LOADED, "topicPage", timeout=WAIT_S)
-    until(firefox, CELLS, "partitions", 6, equals=[str(n) for n in PRODUCED.values()])  # high watermarks
+    firefox.until(LOADED, "topicPage", equals=True)
+    firefox.until(CELLS, "partitions", 6, equals=[str(n) for n in PRODUCED.values()])  # high watermarks
 
     layout = get(broker_console, f"api/topics/{TOPIC}/partitions/0/layout")[1]
     open_page(firefox, broker_console, f"#/topics/{TOPIC}/partitions/0/layout", "layoutPage")
-    until(firefox, COUNT, "#segment-bar .segment", equals=len(layout["segments"]))
-    until(firefox, TEXT, "#layout-log-start", equals=str(layout["logStartOffset"]))
+    firefox.until(COUNT, "#segment-bar .segment", equals=len(layout["segments"]))
+    firefox.until(TEXT, "#layout-log-start", equals=str(layout["logStartOffset"]))
     firefox.click('#segment-bar .segment[data-base="0"]')
-    until(firefox, COUNT, "#offset-index", equals=1)  # its index entries shown below
+    firefox.until(COUNT, "#offset-index", equals=1)  # its index entries shown below
 
     open_page(firefox, broker_console, f"#/topics/{TOPIC}/messages?partition=0&offset=2", "messagesPage")
-    until(firefox, CELLS, "messages", 1, equals=[str(o) for o in range(2, PRODUCED[0])])
+    firefox.until(CELLS, "messages", 1, equals=[str(o) for o in range(2, PRODUCED[0])])
     assert firefox.run(CELLS, "messages", 4)[-1] == SCRIPT  # shown as text
     assert firefox.run("return window.pwned ?? null") is None  # never run
 
     open_page(firefox, broker_console, f"#/groups/{GROUP}", "groupPage")
-    until(firefox, TEXT, "#total-lag", equals=str(sum(PRODUCED[p] - COMMITTED[p] for p in PRODUCED)))
-    until(firefox, CELLS, "offsets", 5, equals=[str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)])
+    firefox.until(TEXT, "#total-lag", equals=str(sum(PRODUCED[p] - COMMITTED[p] for p in PRODUCED)))
+    firefox.until(CELLS, "offsets", 5, equals=[str(PRODUCED[p] - COMMITTED[p]) for p in sorted(PRODUCED)])
 
     producer = begin_transaction(cluster.bootstrap, "firefox-txn", "in-firefox-transaction")
     try:
         open_page(firefox, broker_console, "#/transactions/firefox-txn", "transactionPage")
-        until(firefox, TEXT, "#transaction-state", equals="Ongoing")
+        firefox.until(TEXT, "#transaction-state", equals="Ongoing")
     finally:
         producer.abort_transaction(60)
 
@@ -106,5 +87,5 @@ def test_a_malformed_offset_is_said_so_in_firefox(firefox, broker_console):
     open_page(firefox, broker_console, f"#/topics/{TOPIC}/messages?partition=0", "messagesPage")
     firefox.fill("#browse input[name=offset]", "ten")
     firefox.click("#browse button")
-    until(firefox, TEXT, "#error", equals="offset is a whole number from 0, not 'ten'")
+    firefox.until(TEXT, "#error", equals="offset is a whole number from 0, not 'ten'")
     assert firefox.run(COUNT, "#browse input[name=offset]") == 1  # the form stays, to correct it
