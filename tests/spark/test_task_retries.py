@@ -48,7 +48,8 @@ def _driver(bootstrap: str, work: Path, phase: str) -> str:
     return done.stdout.decode()
 
 
-@pytest.mark.timeout(1000)
+@pytest.mark.slow
+@pytest.mark.timeout(1000)  # a Spark driver of its own: a few minutes on a loaded machine
 def test_read_tasks_run_again_read_every_record_once(seglog_broker: Any, tmp_path: Path) -> None:
     bootstrap = seglog_broker.bootstrap_servers
     create(bootstrap, "in", 1)
@@ -78,7 +79,8 @@ def _inputs(path: Path, files: int, per_file: int) -> list[bytes]:
     return values
 
 
-@pytest.mark.timeout(1000)
+@pytest.mark.slow
+@pytest.mark.timeout(1000)  # a Spark driver of its own: a few minutes on a loaded machine
 def test_write_tasks_run_again_leave_every_record_exactly_or_at_least_once(seglog_broker: Any, tmp_path: Path) -> None:
     bootstrap = seglog_broker.bootstrap_servers
     for topic in ("alo", "eos-fail", "eos-kill"):
