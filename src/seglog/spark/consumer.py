@@ -18,11 +18,13 @@ loss, which ``failOnDataLoss`` decides as for a log dir.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -36,7 +38,13 @@ from ..client import (
     FetchedPartition,
 )
 from ..common import TopicPartition
-from ..errors import BrokerNotAvailableError, InvalidResponseError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..errors import (
+    BrokerNotAvailableError,
+    CorruptRecordError,
+    InvalidResponseError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from ..records import NO_TIMESTAMP, AnyBatch, BatchIterator
 from ..storage.isolation import committed_batches
 from . import options as opt
@@ -204,25 +212,46 @@ class FetchPartition(InputPartition):
 
 def read_fetched(part: FetchPartition) -> Iterator[pa.RecordBatch]:
     """What a task does: fetch [start, end) from the partition's leader, as Arrow."""
-    assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
+    assembler = ArrowAssembler(part.topic, part.partition, part.include_headers, check_crcs=True)
     with connect(part.client) as client, _FetchedBatches(client, part) as batches:
         while True:
             # from where the batches go on: after a skip of removed offsets, records of the
             # first batch fetched may lie below the new start (DeleteRecords cuts inside batches)
             start = batches.next_offset
-            yield from assembler.record_batches(batches, start, part.end)
+            try:
+                yield from assembler.record_batches(batches, start, part.end)
+            except CorruptRecordError as e:
+                # bytes damaged on the leader's disk or on the way: refused, never served as rows
+                raise CorruptRecordError(
+                    f"a batch of {batches.tp} fetched from its leader is corrupt, refused: {e.message}",
+                    offset=batches.batch_offset if e.offset is None else e.offset,
+                ) from e
             if not batches.skipped:
                 return
+
+
+_FETCHES_AHEAD = 2  # answers the fetch thread keeps ready: a fetch's worth of partition bytes each
+
+
+class _Ahead(NamedTuple):
+    """A fetch sent ahead: its offset, and its answer or the error it met."""
+
+    offset: int
+    fetched: FetchedPartition | None
+    error: Exception | None
 
 
 class _FetchedBatches:
     """The batches of a task's range, fetch after fetch; read_committed drops the aborted ones
     (and every control batch) as Kafka's consumer does, with each fetch's aborted transactions.
 
-    The next fetch is sent as soon as a fetch's answer is in, from where its last whole batch
-    ends, so that the leader reads and sends it while this task builds Arrow from the last one
-    (Kafka's consumer fetches ahead the same way). Fetches run on one thread of their own, one
-    at a time: the client is not shared between threads."""
+    Fetches run ahead of the Arrow building: the fetch thread sends the next fetch as soon as a
+    fetch's answer is in, from where its last whole batch ends, up to ``_FETCHES_AHEAD`` answers
+    ahead, so that the leader reads and sends them while this task builds Arrow (Kafka's consumer
+    fetches ahead the same way), and a burst of load on either side is absorbed by the other.
+    They run on one thread of their own, one at a time: the client is not shared between threads.
+    A fetch sent ahead from another offset than the one the task goes on from (after a skip of
+    removed offsets) is dropped, unread."""
 
     def __init__(self, client: ClusterClient, part: FetchPartition) -> None:
         self.client = client
@@ -232,8 +261,10 @@ class _FetchedBatches:
         self.isolation = _isolation(part.isolation)
         self.log_start_offset = -1  # as the last fetch told it
         self.skipped = False  # the last iteration ended at a skip of removed offsets
+        self.batch_offset = part.start  # the base offset of the batch yielded last
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"fetch-{self.tp}")
-        self._ahead: tuple[int, Future[FetchedPartition]] | None = None  # a fetch sent ahead, and its offset
+        # the fetches sent ahead, in order, each chained to the one before (None: the chain ended)
+        self._ahead: collections.deque[Future[_Ahead | None]] = collections.deque()
 
     def __enter__(self) -> _FetchedBatches:
         return self
@@ -263,15 +294,16 @@ class _FetchedBatches:
                 self._lost_tail(limit)
                 return
 
-    def _upto(self, records: bytes, stop: int) -> Iterator[AnyBatch]:
+    def _upto(self, records: bytes | memoryview, stop: int) -> Iterator[AnyBatch]:
         """The whole batches of one fetch below ``stop``; ``next_offset`` follows them."""
         for batch in BatchIterator(records):
             if batch.base_offset >= stop:
                 return
             self.next_offset = max(self.next_offset, batch.last_offset + 1)
+            self.batch_offset = batch.base_offset
             yield batch
 
-    def _fetch(self) -> tuple[bytes, int, tuple[tuple[int, int], ...]] | None:
+    def _fetch(self) -> tuple[bytes | memoryview, int, tuple[tuple[int, int], ...]] | None:
         """The next fetch's bytes, where they may be read up to, and their aborted transactions;
         None, with failOnDataLoss=false, when the rest of the range is gone or offsets were
         removed (``skipped``: the iteration ends there, to go on from the log start)."""
@@ -286,25 +318,54 @@ class _FetchedBatches:
                 self.skipped = True
             return None
         self.log_start_offset = fetched.log_start_offset
-        limit = fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
-        self._fetch_ahead(fetched.records, min(self.part.end, limit))
-        return fetched.records, limit, fetched.aborted_transactions
+        self._fetch_ahead(self.next_offset, fetched)
+        return fetched.records, self._limit(fetched), fetched.aborted_transactions
+
+    def _limit(self, fetched: FetchedPartition) -> int:
+        """Where the records of ``fetched`` may be read up to: its high watermark or last stable offset."""
+        return fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
 
     def _take(self, offset: int) -> FetchedPartition:
-        """The fetch at ``offset``: the one sent ahead when it was at that offset."""
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            if ahead[0] == offset:
-                return ahead[1].result()
-            ahead[1].exception()  # waited for, unused: the client serves one fetch at a time
+        """The fetch at ``offset``: the first sent ahead when it was at that offset (its error
+        raised here), else one sent now, the ones ahead dropped."""
+        while self._ahead:
+            got = self._ahead.popleft().result()
+            if got is not None and got.offset == offset:
+                if got.error is not None:
+                    raise got.error
+                assert got.fetched is not None
+                return got.fetched
+            for stale in self._ahead:
+                stale.cancel()  # (one already running completes first: the thread serves in order)
+            self._ahead.clear()
         return self._pool.submit(self._fetch_at, offset).result()
 
-    def _fetch_ahead(self, records: bytes, stop: int) -> None:
+    def _fetch_ahead(self, offset: int, fetched: FetchedPartition) -> None:
+        """Up to ``_FETCHES_AHEAD`` fetches chained after ``fetched`` (the one at ``offset``)."""
+        if self._ahead:
+            previous = self._ahead[-1]
+        else:
+            previous = Future()
+            previous.set_result(_Ahead(offset, fetched, None))
+        while len(self._ahead) < _FETCHES_AHEAD:
+            previous = self._pool.submit(self._fetch_after, previous)
+            self._ahead.append(previous)
+
+    def _fetch_after(self, previous: Future[_Ahead | None]) -> _Ahead | None:
+        """On the fetch thread: the fetch from where the one of ``previous`` ends, or None when
+        that one holds no whole batch below the range's end and its limit (or failed)."""
+        got = previous.result()
+        if got is None or got.fetched is None:
+            return None
         last = None
-        for batch in BatchIterator(records):
+        for batch in BatchIterator(got.fetched.records):
             last = batch.last_offset
-        if last is not None and last + 1 < stop:
-            self._ahead = (last + 1, self._pool.submit(self._fetch_at, last + 1))
+        if last is None or last + 1 >= min(self.part.end, self._limit(got.fetched)):
+            return None
+        try:
+            return _Ahead(last + 1, self._fetch_at(last + 1), None)
+        except Exception as e:  # raised where the task reads on from there, if it does
+            return _Ahead(last + 1, None, e)
 
     def _fetch_at(self, offset: int) -> FetchedPartition:
         part = self.part
