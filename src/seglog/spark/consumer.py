@@ -18,13 +18,11 @@ loss, which ``failOnDataLoss`` decides as for a log dir.
 
 from __future__ import annotations
 
-import collections
 import logging
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
@@ -230,28 +228,14 @@ def read_fetched(part: FetchPartition) -> Iterator[pa.RecordBatch]:
                 return
 
 
-_FETCHES_AHEAD = 2  # answers the fetch thread keeps ready: a fetch's worth of partition bytes each
-
-
-class _Ahead(NamedTuple):
-    """A fetch sent ahead: its offset, and its answer or the error it met."""
-
-    offset: int
-    fetched: FetchedPartition | None
-    error: Exception | None
-
-
 class _FetchedBatches:
     """The batches of a task's range, fetch after fetch; read_committed drops the aborted ones
     (and every control batch) as Kafka's consumer does, with each fetch's aborted transactions.
 
-    Fetches run ahead of the Arrow building: the fetch thread sends the next fetch as soon as a
-    fetch's answer is in, from where its last whole batch ends, up to ``_FETCHES_AHEAD`` answers
-    ahead, so that the leader reads and sends them while this task builds Arrow (Kafka's consumer
-    fetches ahead the same way), and a burst of load on either side is absorbed by the other.
-    They run on one thread of their own, one at a time: the client is not shared between threads.
-    A fetch sent ahead from another offset than the one the task goes on from (after a skip of
-    removed offsets) is dropped, unread."""
+    The next fetch is sent as soon as a fetch's answer is in, from where its last whole batch
+    ends, so that the leader reads and sends it while this task builds Arrow from the last one
+    (Kafka's consumer fetches ahead the same way). Fetches run on one thread of their own, one
+    at a time: the client is not shared between threads."""
 
     def __init__(self, client: ClusterClient, part: FetchPartition) -> None:
         self.client = client
@@ -263,8 +247,7 @@ class _FetchedBatches:
         self.skipped = False  # the last iteration ended at a skip of removed offsets
         self.batch_offset = part.start  # the base offset of the batch yielded last
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"fetch-{self.tp}")
-        # the fetches sent ahead, in order, each chained to the one before (None: the chain ended)
-        self._ahead: collections.deque[Future[_Ahead | None]] = collections.deque()
+        self._ahead: tuple[int, Future[FetchedPartition]] | None = None  # a fetch sent ahead, and its offset
 
     def __enter__(self) -> _FetchedBatches:
         return self
@@ -318,54 +301,25 @@ class _FetchedBatches:
                 self.skipped = True
             return None
         self.log_start_offset = fetched.log_start_offset
-        self._fetch_ahead(self.next_offset, fetched)
-        return fetched.records, self._limit(fetched), fetched.aborted_transactions
-
-    def _limit(self, fetched: FetchedPartition) -> int:
-        """Where the records of ``fetched`` may be read up to: its high watermark or last stable offset."""
-        return fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
+        limit = fetched.last_stable_offset if self.isolation == READ_COMMITTED else fetched.high_watermark
+        self._fetch_ahead(fetched.records, min(self.part.end, limit))
+        return fetched.records, limit, fetched.aborted_transactions
 
     def _take(self, offset: int) -> FetchedPartition:
-        """The fetch at ``offset``: the first sent ahead when it was at that offset (its error
-        raised here), else one sent now, the ones ahead dropped."""
-        while self._ahead:
-            got = self._ahead.popleft().result()
-            if got is not None and got.offset == offset:
-                if got.error is not None:
-                    raise got.error
-                assert got.fetched is not None
-                return got.fetched
-            for stale in self._ahead:
-                stale.cancel()  # (one already running completes first: the thread serves in order)
-            self._ahead.clear()
+        """The fetch at ``offset``: the one sent ahead when it was at that offset."""
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            if ahead[0] == offset:
+                return ahead[1].result()
+            ahead[1].exception()  # waited for, unused: the client serves one fetch at a time
         return self._pool.submit(self._fetch_at, offset).result()
 
-    def _fetch_ahead(self, offset: int, fetched: FetchedPartition) -> None:
-        """Up to ``_FETCHES_AHEAD`` fetches chained after ``fetched`` (the one at ``offset``)."""
-        if self._ahead:
-            previous = self._ahead[-1]
-        else:
-            previous = Future()
-            previous.set_result(_Ahead(offset, fetched, None))
-        while len(self._ahead) < _FETCHES_AHEAD:
-            previous = self._pool.submit(self._fetch_after, previous)
-            self._ahead.append(previous)
-
-    def _fetch_after(self, previous: Future[_Ahead | None]) -> _Ahead | None:
-        """On the fetch thread: the fetch from where the one of ``previous`` ends, or None when
-        that one holds no whole batch below the range's end and its limit (or failed)."""
-        got = previous.result()
-        if got is None or got.fetched is None:
-            return None
+    def _fetch_ahead(self, records: bytes | memoryview, stop: int) -> None:
         last = None
-        for batch in BatchIterator(got.fetched.records):
+        for batch in BatchIterator(records):
             last = batch.last_offset
-        if last is None or last + 1 >= min(self.part.end, self._limit(got.fetched)):
-            return None
-        try:
-            return _Ahead(last + 1, self._fetch_at(last + 1), None)
-        except Exception as e:  # raised where the task reads on from there, if it does
-            return _Ahead(last + 1, None, e)
+        if last is not None and last + 1 < stop:
+            self._ahead = (last + 1, self._pool.submit(self._fetch_at, last + 1))
 
     def _fetch_at(self, offset: int) -> FetchedPartition:
         part = self.part
