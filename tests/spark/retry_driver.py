@@ -35,7 +35,7 @@ from typing import Any
 
 from pyspark import TaskContext
 
-DEADLINE = 120  # seconds the breaking step waits for the seglog task to reach its point
+DEADLINE = 120  # seconds a killer waits for the seglog task it kills
 BREAK_AT = 250  # the row at which a UDF breaks its attempt
 BATCH_ID = "streaming.sql.batchId"  # the local property Spark gives a micro-batch's tasks
 WORKER = sys.executable.encode() + b"\0-m\0pyspark.daemon\0pyspark.worker\0"  # a task worker's command line
@@ -117,7 +117,7 @@ def breaking(work: str, job: str) -> Any:
     return udf(value, BinaryType()).asNondeterministic()
 
 
-def killer(bootstrap: str, work: str, job: str, written: str | None = None) -> threading.Thread:
+def killer(bootstrap: str, work: str, job: str, written: str | None = None) -> None:
     """A thread of this driver that kills the first seglog task's worker it sees connected to the
     broker: a reader as soon as it fetches, a writer once the topic ``written`` has its records."""
     port = int(bootstrap.rsplit(":", 1)[1])
@@ -131,9 +131,7 @@ def killer(bootstrap: str, work: str, job: str, written: str | None = None) -> t
             os.kill(pid, signal.SIGKILL)
         (Path(work) / f"{job}.done").touch()
 
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread
+    threading.Thread(target=run, daemon=True).start()
 
 
 def session() -> Any:
