@@ -305,7 +305,7 @@ def files(spark: Any, args: argparse.Namespace) -> None:
 # --- streaming latency ---------------------------------------------------------------------------
 
 RATE = 50  # records a second into the query's input topic
-WARM_UP = 10.0  # seconds of each copier's run before records are timed: the first micro-batches, workers started
+WARM_UP = 20.0  # seconds of each copier's run before records are timed: the first micro-batches, workers started
 SETTLE = 20.0  # seconds after the timed records for the last of them to come out (p99 on a loaded machine: seconds)
 
 
