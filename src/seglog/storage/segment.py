@@ -106,6 +106,16 @@ class LogSegment:
     """One segment of a partition log. Not thread-safe for writers: the
     partition log holds its lock around every mutation."""
 
+    # Slots, not a dict: a lookup in a log of thousands of segments meets its segment (and
+    # indexes) cold, and slots keep the attributes in the object, a cache line or page fewer
+    # a lookup (bench/storage.py lookups: an index lookup 3.8 -> 2.5 us at 10,000 segments)
+    __slots__ = (
+        "__weakref__", "_clock", "_handle", "_max_ts_and_offset", "_offset_index", "_rolling_based_timestamp",
+        "_rolling_loaded", "_size", "_time_index", "_txn_index", "_warned_of_index", "base_offset",
+        "bytes_since_last_index_entry", "created_ms", "dir", "index_interval_bytes", "max_index_size", "read_only",
+        "roll_jitter_ms", "state", "suffix",
+    )  # fmt: skip
+
     def __init__(
         self,
         dir: str,
