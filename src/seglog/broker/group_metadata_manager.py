@@ -28,6 +28,7 @@ unloading, the calls' answers, the writes (one batch per store, acks=all within
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -118,7 +119,8 @@ class GroupMetadataManager:
         return count or self.config["offsets.topic.num.partitions"]
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        count = self.replicas.metadata.partition_count(GROUP_METADATA_TOPIC)  # num_partitions's, inline: twice a commit
+        return partition_for(group_id, count or self.config["offsets.topic.num.partitions"])
 
     def group_error(self, group_id: str) -> int:
         """NONE when this broker coordinates ``group_id`` now; otherwise what to answer."""
@@ -198,23 +200,18 @@ class GroupMetadataManager:
             elif isinstance(out, Forget):
                 self.runtime.complete(out.token, None)
             elif isinstance(out, StoreGroup):
-                writes.append(self._write(out.group_id, ((out.key, out.value),), self._group_stored(out)))
+                stored = functools.partial(self._group_stored, out.store_id)
+                writes.append(self._write(out.group_id, ((out.key, out.value),), stored))
             else:
-                stored = self._offsets_stored(out)
+                stored = functools.partial(self._offsets_stored, out.store_id)
                 writes.append(self._write(out.group_id, out.records, stored, out.producer_id, out.producer_epoch))
         return [task for task in writes if task is not None]
 
-    def _group_stored(self, store: StoreGroup) -> WriteCallback:
-        def stored(error: int, base_offset: int) -> None:
-            self._dispatch(self.coordinator.complete_store(store.store_id, error, self._clock()))
+    def _group_stored(self, store_id: int, error: int, base_offset: int) -> None:
+        self._dispatch(self.coordinator.complete_store(store_id, error, self._clock()))
 
-        return stored
-
-    def _offsets_stored(self, store: StoreOffsets) -> WriteCallback:
-        def stored(error: int, base_offset: int) -> None:
-            self._dispatch(self.offsets.complete_store(store.store_id, error, self._clock(), base_offset))
-
-        return stored
+    def _offsets_stored(self, store_id: int, error: int, base_offset: int) -> None:
+        self._dispatch(self.offsets.complete_store(store_id, error, self._clock(), base_offset))
 
     def _write(
         self,
@@ -227,8 +224,9 @@ class GroupMetadataManager:
         # as Kafka's AppendOrigin.Coordinator: a TxnOffsetCommit's batch carries the
         # producer's id and epoch but base sequence 0 each time, so sequences (and the
         # duplicate check) are not applied, the epoch is
+        now = self._clock()
         batch = build_batch(
-            [(key, value, self._clock()) for key, value in records],
+            [(key, value, now) for key, value in records],
             compression=self._compression,
             producer_id=producer_id,
             producer_epoch=producer_epoch,

@@ -94,7 +94,8 @@ class MetadataCache:
         return len(found.partitions) if found else 0
 
     def has_partition(self, tp: TopicPartition) -> bool:
-        return 0 <= tp.partition < self.partition_count(tp.topic)
+        found = self._snapshot.topics.get(tp.topic)  # (partition_count's, inline: asked on every commit)
+        return found is not None and 0 <= tp.partition < len(found.partitions)
 
     # --- writes (one writer: the replica manager, later the cluster's UpdateMetadata) ---
 

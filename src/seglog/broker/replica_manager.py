@@ -327,6 +327,12 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
 
+    def leading_epoch(self, tp: TopicPartition) -> int | None:
+        """The partition's leader epoch when this broker leads it, else None: what a
+        coordinator asks on each request (``leader_partition`` without the exceptions)."""
+        found = self._partitions.get(tp)
+        return found.leader_epoch if found is not None and found.role is Role.LEADER else None
+
     # --- the controller's requests (a cluster) --------------------------------------------------------
 
     def become_leader_or_follower(

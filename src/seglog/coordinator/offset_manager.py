@@ -34,12 +34,19 @@ from __future__ import annotations
 import struct
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..common import TopicPartition
 from ..protocol import ErrorCode
 from .classic_group import ClassicGroup
 from .group_coordinator import GroupCoordinator, Reply
-from .group_records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_commit_value
+from .group_records import (
+    GroupMetadataKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
 from .group_state import GroupState
 from .partitioning import partition_for
 from .stores import Outputs, PendingStores, append_error
@@ -61,18 +68,18 @@ _TOO_LARGE: dict[int, ErrorCode] = {
 
 
 # --- requests and responses ---------------------------------------------------------------------
+# what every offset commit makes (its request, the partitions', the store, the answer) are
+# tuples: a frozen dataclass's __init__ sets each field through object.__setattr__
 
 
-@dataclass(frozen=True)
-class PartitionCommit:
+class PartitionCommit(NamedTuple):
     offset: int
     metadata: str | None = NO_METADATA  # null is stored as ""
     leader_epoch: int = -1
     commit_timestamp: int = -1  # OffsetCommit v1 only; -1: the coordinator's time
 
 
-@dataclass(frozen=True)
-class OffsetCommitRequest:
+class OffsetCommitRequest(NamedTuple):
     group_id: str
     offsets: dict[TopicPartition, PartitionCommit]
     generation_id: int = -1  # -1, "" and None: a standalone commit
@@ -81,8 +88,7 @@ class OffsetCommitRequest:
     retention_time_ms: int = -1  # v2-v4; -1: the broker's offsets.retention.minutes
 
 
-@dataclass(frozen=True)
-class TxnOffsetCommitRequest:
+class TxnOffsetCommitRequest(NamedTuple):
     transactional_id: str
     group_id: str
     producer_id: int
@@ -93,8 +99,7 @@ class TxnOffsetCommitRequest:
     group_instance_id: str | None = None
 
 
-@dataclass(frozen=True)
-class OffsetCommitResponse:
+class OffsetCommitResponse(NamedTuple):
     errors: dict[TopicPartition, int]
 
 
@@ -132,8 +137,7 @@ class OffsetDeleteResponse:
     errors: dict[TopicPartition, int]
 
 
-@dataclass(frozen=True)
-class StoreOffsets:
+class StoreOffsets(NamedTuple):
     store_id: int
     group_id: str
     partition: int  # of __consumer_offsets
@@ -220,8 +224,7 @@ class OffsetManager:
             member = group.members[req.member_id]
             member.heartbeat_deadline = now_ms + member.session_timeout_ms
             self.coordinator.update_deadline(group.group_id)
-        self._store(token, group, req.offsets, req.retention_time_ms, now_ms)
-        return self._out.drain()
+        return self._store(token, group, req.offsets, req.retention_time_ms, now_ms)
 
     def txn_commit_offsets(self, token: Hashable, request: TxnOffsetCommitRequest, now_ms: int) -> list[Output]:
         req = request
@@ -233,8 +236,7 @@ class OffsetManager:
         error = self._validate(group, req.generation_id, req.member_id, req.group_instance_id, transactional=True)
         if error is not None:
             return self._answer_all(token, req.offsets, error)
-        self._store(token, group, req.offsets, -1, now_ms, (req.producer_id, req.producer_epoch))
-        return self._out.drain()
+        return self._store(token, group, req.offsets, -1, now_ms, (req.producer_id, req.producer_epoch))
 
     def _validate(
         self, group: ClassicGroup, generation_id: int, member_id: str, instance_id: str | None, *, transactional: bool
@@ -265,35 +267,35 @@ class OffsetManager:
         retention_time_ms: int,
         now: int,
         producer: tuple[int, int] | None = None,
-    ) -> None:
+    ) -> list[Output]:
+        """The commit's records to store, or its answer when every metadata is too large."""
         limit = self.config.offset_metadata_max_bytes
         values: dict[TopicPartition, OffsetCommitValue] = {}
-        for tp, commit in offsets.items():
-            metadata = NO_METADATA if commit.metadata is None else commit.metadata
-            if metadata_length(metadata) > limit:
+        for tp, (offset, metadata, leader_epoch, commit_timestamp) in offsets.items():
+            if metadata is None:
+                metadata = NO_METADATA
+            if (len(metadata) if metadata.isascii() else metadata_length(metadata)) > limit:  # ASCII: no call
                 continue
-            timestamp = now if commit.commit_timestamp == -1 else commit.commit_timestamp
-            expire = -1 if retention_time_ms == -1 else timestamp + retention_time_ms
-            # Kafka writes value v1 only for a commit with its own expiry
-            version = 1 if expire != -1 else 3
-            values[tp] = OffsetCommitValue(commit.offset, metadata, timestamp, commit.leader_epoch, expire, version)
+            timestamp = now if commit_timestamp == -1 else commit_timestamp
+            if retention_time_ms == -1:
+                values[tp] = OffsetCommitValue(offset, metadata, timestamp, leader_epoch)
+            else:  # Kafka writes value v1 only for a commit with its own expiry
+                expire = timestamp + retention_time_ms
+                values[tp] = OffsetCommitValue(offset, metadata, timestamp, leader_epoch, expire, 1)
         if not values:
-            too_large: dict[TopicPartition, int] = dict.fromkeys(offsets, ErrorCode.OFFSET_METADATA_TOO_LARGE)
-            self._out.append(Reply(token, OffsetCommitResponse(too_large)))
-            return
+            return self._reply(token, OffsetCommitResponse(dict.fromkeys(offsets, ErrorCode.OFFSET_METADATA_TOO_LARGE)))
         if producer is None:
             group.offsets.prepare_commit(values)
         else:
             group.offsets.prepare_txn_commit(producer[0], values)
-        records = tuple(
-            (encode_key(OffsetCommitKey(group.group_id, tp[0], tp[1])), encode_offset_commit_value(v))
-            for tp, v in values.items()
-        )
+        group_id = group.group_id
+        key, value = encode_offset_commit_key, encode_offset_commit_value
+        records = tuple([(key(group_id, tp[0], tp[1]), value(v)) for tp, v in values.items()])
         store_id = self._stores.add(_Store(token, group, tuple(offsets), values, producer))
         pid, epoch = producer if producer is not None else (-1, -1)
-        self._out.append(
-            StoreOffsets(store_id, group.group_id, self.partition_for(group.group_id), records, pid, epoch)
-        )
+        out = self._out.drain()
+        out.append(StoreOffsets(store_id, group_id, self.partition_for(group_id), records, pid, epoch))
+        return out
 
     def complete_store(self, store_id: int, error_code: int, now_ms: int, base_offset: int = -1) -> list[Output]:
         """The append of a ``StoreOffsets`` ended with ``error_code`` (0: written at
@@ -314,8 +316,12 @@ class OffsetManager:
                 offsets.commit_failed(tp, value)
         else:
             offsets.txn_commit_failed(store.producer[0], store.values)
-        error = append_error(error_code, _TOO_LARGE)
-        errors = {tp: error if tp in store.values else ErrorCode.OFFSET_METADATA_TOO_LARGE for tp in store.requested}
+        error = append_error(error_code, _TOO_LARGE) if error_code else ErrorCode.NONE
+        if len(store.values) == len(store.requested):  # no metadata was too large (nearly always)
+            errors = dict.fromkeys(store.requested, error)
+        else:
+            too_large = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            errors = {tp: error if tp in store.values else too_large for tp in store.requested}
         return self._reply(store.token, OffsetCommitResponse(errors))
 
     # --- transactions' markers ---------------------------------------------------------------------
@@ -420,7 +426,7 @@ class OffsetManager:
     def _cleanup_group(self, group: ClassicGroup, removed: list[TopicPartition], now: int) -> None:
         """Write tombstones of removed offsets; an Empty group with no offsets left dies."""
         records: list[tuple[bytes, bytes | None]] = [
-            (encode_key(OffsetCommitKey(group.group_id, tp[0], tp[1])), None) for tp in removed
+            (encode_offset_commit_key(group.group_id, tp[0], tp[1]), None) for tp in removed
         ]
         if group.state is _S.EMPTY and not group.offsets.has_offsets:
             group.transition_to(_S.DEAD, now)
@@ -436,15 +442,15 @@ class OffsetManager:
 
     def _reply(self, token: Hashable, response: object) -> list[Output]:
         """Answer ``token``; what is due now goes out with it."""
-        self._out.append(Reply(token, response))
-        return self._out.drain()
+        out = self._out.drain()
+        out.append(Reply(token, response))
+        return out
 
     def _answer_all(self, token: Hashable, offsets: dict[TopicPartition, PartitionCommit], error: int) -> list[Output]:
         return self._reply(token, OffsetCommitResponse(dict.fromkeys(offsets, error)))
 
 
-@dataclass(frozen=True)
-class _Store:
+class _Store(NamedTuple):
     token: Hashable | None  # None: tombstones nobody waits for
     group: ClassicGroup
     requested: tuple[TopicPartition, ...]
