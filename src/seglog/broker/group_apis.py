@@ -300,10 +300,7 @@ class GroupApis:
                 body.group_instance_id,
                 body.retention_time_ms if 2 <= version <= 4 else -1,
             )
-            response = await self.groups.call(
-                lambda token, now: self.groups.offsets.commit_offsets(token, request, now)
-            )
-            errors.update(response.errors)
+            errors.update((await self.groups.commit_offsets(request)).errors)
         Data = OffsetCommitResponseData
         parts = {tp: Data.OffsetCommitResponsePartition(tp.partition, e) for tp, e in errors.items()}
         return Data(topics=_by_topic(parts, Data.OffsetCommitResponseTopic))
@@ -332,10 +329,7 @@ class GroupApis:
                 body.member_id,
                 body.group_instance_id,
             )
-            response = await self.groups.call(
-                lambda token, now: self.groups.offsets.txn_commit_offsets(token, request, now)
-            )
-            errors.update(response.errors)
+            errors.update((await self.groups.txn_commit_offsets(request)).errors)
         Data = TxnOffsetCommitResponseData
         parts = {tp: Data.TxnOffsetCommitResponsePartition(tp.partition, e) for tp, e in errors.items()}
         return Data(topics=_by_topic(parts, Data.TxnOffsetCommitResponseTopic))

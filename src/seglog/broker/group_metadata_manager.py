@@ -15,6 +15,9 @@ unloading, the calls' answers, the writes (one batch per store, acks=all within
 - the coordinator's outputs: ``Reply`` completes a call, ``Forget`` completes it with None
   (no answer, as Kafka never answers those requests), ``StoreGroup`` and ``StoreOffsets``
   become writes;
+- offset commits (``commit_offsets``, ``txn_commit_offsets``) without a call's token: the
+  offset manager returns the answer or the store, whose completion is the answer, made in
+  the request's own turn when the log takes the batch at once;
 - time: the coordinator's ``next_deadline`` (sessions, rebalance and sync waits, the
   initial rebalance delay) and the offsets' expiry every
   ``offsets.retention.check.interval.ms``, on the runtime's one timer;
@@ -40,7 +43,13 @@ from ..config import BrokerConfig
 from ..coordinator.group_admin import GroupAdmin
 from ..coordinator.group_coordinator import Forget, GroupConfig, GroupCoordinator, Reply, StoreGroup
 from ..coordinator.group_loader import GroupLoader, LoadedGroup
-from ..coordinator.offset_manager import OffsetManager, StoreOffsets
+from ..coordinator.offset_manager import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetManager,
+    StoreOffsets,
+    TxnOffsetCommitRequest,
+)
 from ..coordinator.partitioning import partition_for
 from ..errors import ErrorCode, SeglogError
 from ..records import Compression
@@ -182,6 +191,32 @@ class GroupMetadataManager:
         its answer: the response value, or None for a request Kafka never answers."""
         return await self.runtime.call(lambda token: self._dispatch(request(token, self._clock())))
 
+    async def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        """OffsetCommit: the coordinator's answer, once the commit's record is in the log."""
+        store = self.offsets.commit_offsets(request, self._clock())
+        self.runtime.reschedule()  # a member's commit restarted its session
+        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store)
+
+    async def txn_commit_offsets(self, request: TxnOffsetCommitRequest) -> OffsetCommitResponse:
+        """TxnOffsetCommit: the coordinator's answer, once the commit's record is in the log."""
+        store = self.offsets.txn_commit_offsets(request, self._clock())
+        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store)
+
+    async def _store_offsets(self, store: StoreOffsets) -> OffsetCommitResponse:
+        """Append a commit's records, then its answer: made in this turn when the log takes the
+        batch at once (nearly always), else once the write's task has it in the ISR."""
+        answers: list[OffsetCommitResponse | None] = []
+
+        def stored(error: int, base_offset: int) -> None:
+            answers.append(self.offsets.complete_store(store.store_id, error, self._clock(), base_offset))
+
+        task = self._write(store.group_id, store.records, stored, store.producer_id, store.producer_epoch)
+        if task is not None:
+            await asyncio.shield(task)  # a request cancelled meanwhile leaves its write to end
+        (answer,) = answers
+        assert answer is not None  # a commit's store: answered
+        return answer
+
     async def run(self, request: Callable[[int], Iterable[Output]]) -> None:
         """Run ``request(now)`` (calls that answer nothing themselves: deletions, expiry) and
         wait until the records it asked for are appended."""
@@ -211,7 +246,7 @@ class GroupMetadataManager:
         self._dispatch(self.coordinator.complete_store(store_id, error, self._clock()))
 
     def _offsets_stored(self, store_id: int, error: int, base_offset: int) -> None:
-        self._dispatch(self.offsets.complete_store(store_id, error, self._clock(), base_offset))
+        self.offsets.complete_store(store_id, error, self._clock(), base_offset)  # tombstones: nothing answers
 
     def _write(
         self,

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -92,8 +91,9 @@ EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """(A tuple: made for every partition of every produce and every coordinator write.)"""
+
     error_code: int = NONE
     base_offset: int = -1
     log_append_time: int = -1
@@ -605,7 +605,7 @@ class ReplicaManager:
             for tp, code in codes.items():
                 if code != NONE:
                     message = f"{ErrorCode(code).name}: {tp[0]}-{tp[1]} appended, not acknowledged by the ISR"
-                    results[tp] = dataclasses.replace(results[tp], error_code=code, message=message)
+                    results[tp] = results[tp]._replace(error_code=code, message=message)
         return results
 
     def try_append_inline(

@@ -12,6 +12,11 @@ who may commit) and answers as that does, with outputs:
   tombstone), then call ``complete_store(store_id, error, now, base_offset)`` with
   Kafka's error code of the append and the batch's base offset.
 
+An offset commit (``commit_offsets``, ``txn_commit_offsets``), the broker's most frequent
+group request, takes no token: it returns its answer, or the ``StoreOffsets`` whose
+``complete_store`` returns the answer. The broker appends the batch at once nearly always,
+and the answer is then made in the same turn with no output, token or reply in between.
+
 Who may commit (Kafka's ``validateOffsetCommit``): a request with a generation, a
 member id or an instance id must come from a current member (UNKNOWN_MEMBER_ID,
 FENCED_INSTANCE_ID) of the current generation (ILLEGAL_GENERATION); one without
@@ -207,36 +212,38 @@ class OffsetManager:
 
     # --- OffsetCommit ----------------------------------------------------------------------------
 
-    def commit_offsets(self, token: Hashable, request: OffsetCommitRequest, now_ms: int) -> list[Output]:
+    def commit_offsets(self, request: OffsetCommitRequest, now_ms: int) -> OffsetCommitResponse | StoreOffsets:
+        """The answer, or the store to append (``complete_store`` answers)."""
         req = request
         group = self.coordinator.groups.get(req.group_id)
         if group is None:
             if req.generation_id >= 0:  # a member of a generation this coordinator does not know
-                return self._answer_all(token, req.offsets, ErrorCode.ILLEGAL_GENERATION)
+                return OffsetCommitResponse(dict.fromkeys(req.offsets, ErrorCode.ILLEGAL_GENERATION))
             group = self.coordinator.groups[req.group_id] = ClassicGroup(req.group_id)
         error = self._validate(group, req.generation_id, req.member_id, req.group_instance_id, transactional=False)
         if error is None and group.state is _S.COMPLETING_REBALANCE:
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
-            return self._answer_all(token, req.offsets, error)
+            return OffsetCommitResponse(dict.fromkeys(req.offsets, error))
         if group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
             # a commit is a sign of life: the member's session restarts
             member = group.members[req.member_id]
             member.heartbeat_deadline = now_ms + member.session_timeout_ms
             self.coordinator.update_deadline(group.group_id)
-        return self._store(token, group, req.offsets, req.retention_time_ms, now_ms)
+        return self._store(group, req.offsets, req.retention_time_ms, now_ms)
 
-    def txn_commit_offsets(self, token: Hashable, request: TxnOffsetCommitRequest, now_ms: int) -> list[Output]:
+    def txn_commit_offsets(self, request: TxnOffsetCommitRequest, now_ms: int) -> OffsetCommitResponse | StoreOffsets:
+        """The answer, or the store to append (``complete_store`` answers)."""
         req = request
         if not req.group_id:
-            return self._answer_all(token, req.offsets, ErrorCode.INVALID_GROUP_ID)
+            return OffsetCommitResponse(dict.fromkeys(req.offsets, ErrorCode.INVALID_GROUP_ID))
         group = self.coordinator.groups.get(req.group_id)
         if group is None:
             group = self.coordinator.groups[req.group_id] = ClassicGroup(req.group_id)
         error = self._validate(group, req.generation_id, req.member_id, req.group_instance_id, transactional=True)
         if error is not None:
-            return self._answer_all(token, req.offsets, error)
-        return self._store(token, group, req.offsets, -1, now_ms, (req.producer_id, req.producer_epoch))
+            return OffsetCommitResponse(dict.fromkeys(req.offsets, error))
+        return self._store(group, req.offsets, -1, now_ms, (req.producer_id, req.producer_epoch))
 
     def _validate(
         self, group: ClassicGroup, generation_id: int, member_id: str, instance_id: str | None, *, transactional: bool
@@ -261,13 +268,12 @@ class OffsetManager:
 
     def _store(
         self,
-        token: Hashable,
         group: ClassicGroup,
         offsets: dict[TopicPartition, PartitionCommit],
         retention_time_ms: int,
         now: int,
         producer: tuple[int, int] | None = None,
-    ) -> list[Output]:
+    ) -> OffsetCommitResponse | StoreOffsets:
         """The commit's records to store, or its answer when every metadata is too large."""
         limit = self.config.offset_metadata_max_bytes
         values: dict[TopicPartition, OffsetCommitValue] = {}
@@ -283,7 +289,7 @@ class OffsetManager:
                 expire = timestamp + retention_time_ms
                 values[tp] = OffsetCommitValue(offset, metadata, timestamp, leader_epoch, expire, 1)
         if not values:
-            return self._reply(token, OffsetCommitResponse(dict.fromkeys(offsets, ErrorCode.OFFSET_METADATA_TOO_LARGE)))
+            return OffsetCommitResponse(dict.fromkeys(offsets, ErrorCode.OFFSET_METADATA_TOO_LARGE))
         if producer is None:
             group.offsets.prepare_commit(values)
         else:
@@ -291,18 +297,18 @@ class OffsetManager:
         group_id = group.group_id
         key, value = encode_offset_commit_key, encode_offset_commit_value
         records = tuple([(key(group_id, tp[0], tp[1]), value(v)) for tp, v in values.items()])
-        store_id = self._stores.add(_Store(token, group, tuple(offsets), values, producer))
+        store_id = self._stores.add(_Store(group, tuple(offsets), values, producer))
         pid, epoch = producer if producer is not None else (-1, -1)
-        out = self._out.drain()
-        out.append(StoreOffsets(store_id, group_id, self.partition_for(group_id), records, pid, epoch))
-        return out
+        return StoreOffsets(store_id, group_id, self.partition_for(group_id), records, pid, epoch)
 
-    def complete_store(self, store_id: int, error_code: int, now_ms: int, base_offset: int = -1) -> list[Output]:
+    def complete_store(
+        self, store_id: int, error_code: int, now_ms: int, base_offset: int = -1
+    ) -> OffsetCommitResponse | None:
         """The append of a ``StoreOffsets`` ended with ``error_code`` (0: written at
-        ``base_offset``)."""
+        ``base_offset``): the answer of the commit it stored (None: tombstones)."""
         store = self._stores.pop(store_id)
-        if store.token is None:
-            return self._out.drain()  # tombstones: nothing waits on them
+        if store.requested is None:
+            return None  # tombstones: nothing waits on them
         offsets = store.group.offsets
         if error_code == ErrorCode.NONE:
             if store.group.state is not _S.DEAD:
@@ -322,7 +328,7 @@ class OffsetManager:
         else:
             too_large = ErrorCode.OFFSET_METADATA_TOO_LARGE
             errors = {tp: error if tp in store.values else too_large for tp in store.requested}
-        return self._reply(store.token, OffsetCommitResponse(errors))
+        return OffsetCommitResponse(errors)
 
     # --- transactions' markers ---------------------------------------------------------------------
 
@@ -435,7 +441,7 @@ class OffsetManager:
             if group.generation_id > 0:  # a group that only stored offsets never wrote its metadata
                 records.append((encode_key(GroupMetadataKey(group.group_id)), None))
         if records:
-            store_id = self._stores.add(_Store(None, group, (), {}, None))
+            store_id = self._stores.add(_Store(group, None, {}, None))
             self._out.append(StoreOffsets(store_id, group.group_id, self.partition_for(group.group_id), tuple(records)))
 
     # --- small pieces ------------------------------------------------------------------------------
@@ -446,13 +452,9 @@ class OffsetManager:
         out.append(Reply(token, response))
         return out
 
-    def _answer_all(self, token: Hashable, offsets: dict[TopicPartition, PartitionCommit], error: int) -> list[Output]:
-        return self._reply(token, OffsetCommitResponse(dict.fromkeys(offsets, error)))
-
 
 class _Store(NamedTuple):
-    token: Hashable | None  # None: tombstones nobody waits for
     group: ClassicGroup
-    requested: tuple[TopicPartition, ...]
+    requested: tuple[TopicPartition, ...] | None  # None: tombstones nobody waits for
     values: dict[TopicPartition, OffsetCommitValue]
     producer: tuple[int, int] | None
