@@ -101,7 +101,7 @@ class Offsets:
                 log_append_time=None,
             )
             base = self.log.append_batches(batch).first_offset
-        answer = self.manager.complete_store(store.store_id, error, self.h.now, base)
+        answer = self.manager.complete_store(store.store_id, error, base)
         token = self.committing.pop(store.store_id, None)
         assert (answer is None) == (token is None)  # tombstones answer nothing
         if token is not None:

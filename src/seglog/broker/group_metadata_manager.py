@@ -193,24 +193,26 @@ class GroupMetadataManager:
 
     async def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
         """OffsetCommit: the coordinator's answer, once the commit's record is in the log."""
-        store = self.offsets.commit_offsets(request, self._clock())
+        now = self._clock()  # one reading a commit: its timestamp, its batch's
+        store = self.offsets.commit_offsets(request, now)
         self.runtime.reschedule()  # a member's commit restarted its session
-        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store)
+        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store, now)
 
     async def txn_commit_offsets(self, request: TxnOffsetCommitRequest) -> OffsetCommitResponse:
         """TxnOffsetCommit: the coordinator's answer, once the commit's record is in the log."""
-        store = self.offsets.txn_commit_offsets(request, self._clock())
-        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store)
+        now = self._clock()
+        store = self.offsets.txn_commit_offsets(request, now)
+        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store, now)
 
-    async def _store_offsets(self, store: StoreOffsets) -> OffsetCommitResponse:
+    async def _store_offsets(self, store: StoreOffsets, now: int) -> OffsetCommitResponse:
         """Append a commit's records, then its answer: made in this turn when the log takes the
         batch at once (nearly always), else once the write's task has it in the ISR."""
         answers: list[OffsetCommitResponse | None] = []
 
         def stored(error: int, base_offset: int) -> None:
-            answers.append(self.offsets.complete_store(store.store_id, error, self._clock(), base_offset))
+            answers.append(self.offsets.complete_store(store.store_id, error, base_offset))
 
-        task = self._write(store.group_id, store.records, stored, store.producer_id, store.producer_epoch)
+        task = self._write(store.group_id, store.records, stored, store.producer_id, store.producer_epoch, now)
         if task is not None:
             await asyncio.shield(task)  # a request cancelled meanwhile leaves its write to end
         (answer,) = answers
@@ -246,7 +248,7 @@ class GroupMetadataManager:
         self._dispatch(self.coordinator.complete_store(store_id, error, self._clock()))
 
     def _offsets_stored(self, store_id: int, error: int, base_offset: int) -> None:
-        self.offsets.complete_store(store_id, error, self._clock(), base_offset)  # tombstones: nothing answers
+        self.offsets.complete_store(store_id, error, base_offset)  # tombstones: nothing answers
 
     def _write(
         self,
@@ -255,11 +257,14 @@ class GroupMetadataManager:
         stored: WriteCallback,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        now: int | None = None,
     ) -> asyncio.Task[None] | None:
+        """Append the records as one batch, timestamped ``now`` (None: the clock's time)."""
         # as Kafka's AppendOrigin.Coordinator: a TxnOffsetCommit's batch carries the
         # producer's id and epoch but base sequence 0 each time, so sequences (and the
         # duplicate check) are not applied, the epoch is
-        now = self._clock()
+        if now is None:
+            now = self._clock()
         batch = build_batch(
             [(key, value, now) for key, value in records],
             compression=self._compression,

@@ -9,7 +9,7 @@ who may commit) and answers as that does, with outputs:
 - ``StoreOffsets(store_id, group_id, partition, records, producer_id, producer_epoch)``:
   append these (key, value) records as one batch to ``__consumer_offsets-<partition>``
   (a transactional batch when ``producer_id`` is not -1; a value of None is a
-  tombstone), then call ``complete_store(store_id, error, now, base_offset)`` with
+  tombstone), then call ``complete_store(store_id, error, base_offset)`` with
   Kafka's error code of the append and the batch's base offset.
 
 An offset commit (``commit_offsets``, ``txn_commit_offsets``), the broker's most frequent
@@ -301,9 +301,7 @@ class OffsetManager:
         pid, epoch = producer if producer is not None else (-1, -1)
         return StoreOffsets(store_id, group_id, self.partition_for(group_id), records, pid, epoch)
 
-    def complete_store(
-        self, store_id: int, error_code: int, now_ms: int, base_offset: int = -1
-    ) -> OffsetCommitResponse | None:
+    def complete_store(self, store_id: int, error_code: int, base_offset: int = -1) -> OffsetCommitResponse | None:
         """The append of a ``StoreOffsets`` ended with ``error_code`` (0: written at
         ``base_offset``): the answer of the commit it stored (None: tombstones)."""
         store = self._stores.pop(store_id)

@@ -339,11 +339,23 @@ def build_batch(
     ``last_offset_delta`` overrides the computed one, for batches whose last
     records were removed but whose offset range must stay (the cleaner again).
     """
-    check_int("base_offset", base_offset, 0, INT64_MAX)
-    check_int("producer_id", producer_id, -1, INT64_MAX)
-    check_int("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
-    check_int("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
-    check_int("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
+    if not (  # in one expression (a coordinator builds a batch per commit); else the checks that name the bad one
+        type(base_offset) is int
+        and 0 <= base_offset <= INT64_MAX
+        and type(producer_id) is int
+        and -1 <= producer_id <= INT64_MAX
+        and type(producer_epoch) is int
+        and INT16_MIN <= producer_epoch <= INT16_MAX
+        and type(base_sequence) is int
+        and INT32_MIN <= base_sequence <= INT32_MAX
+        and type(partition_leader_epoch) is int
+        and INT32_MIN <= partition_leader_epoch <= INT32_MAX
+    ):
+        check_int("base_offset", base_offset, 0, INT64_MAX)
+        check_int("producer_id", producer_id, -1, INT64_MAX)
+        check_int("producer_epoch", producer_epoch, INT16_MIN, INT16_MAX)
+        check_int("base_sequence", base_sequence, INT32_MIN, INT32_MAX)
+        check_int("partition_leader_epoch", partition_leader_epoch, INT32_MIN, INT32_MAX)
     if last_offset_delta is not None:
         check_int("last_offset_delta", last_offset_delta, 0, INT32_MAX)
     if log_append_time is not None:
