@@ -80,6 +80,11 @@ _KEY_RESOURCES: dict[int, tuple[ResourceType, ErrorCode]] = {
 }
 GROUP_AUTHORIZATION_FAILED = ErrorCode.GROUP_AUTHORIZATION_FAILED
 READ, DESCRIBE = AclOperation.READ, AclOperation.DESCRIBE
+# enum members as module constants where every request asks: on Python 3.11 an Enum class's
+# attribute is a call through EnumType.__getattr__'s hook (~340 ns, a global ~25)
+_GROUP, _TOPIC = ResourceType.GROUP, ResourceType.TOPIC
+_NONE, _TOPIC_AUTHORIZATION_FAILED = ErrorCode.NONE, ErrorCode.TOPIC_AUTHORIZATION_FAILED
+_UNKNOWN_TOPIC_OR_PARTITION = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
 # a FindCoordinator key type's lookup: the key -> the partition whose leader coordinates it
 CoordinatorLookup = Callable[[str], Awaitable[TopicPartition]]
@@ -129,12 +134,12 @@ class GroupApis:
     def _group_error(self, group_id: str, operation: AclOperation = READ) -> int:
         """Why the request may not act on the group (GROUP_AUTHORIZATION_FAILED first, as Kafka
         checks ACLs before it asks the coordinator), or NONE."""
-        if not self.authorizer.authorize(operation, ResourceType.GROUP, group_id):
+        if not self.authorizer.authorize(operation, _GROUP, group_id):
             return GROUP_AUTHORIZATION_FAILED
         return self.groups.group_error(group_id)
 
     def _topic_allowed(self, operation: AclOperation, names: Iterable[str]) -> set[str]:
-        return self.authorizer.authorized(operation, ResourceType.TOPIC, names)
+        return self.authorizer.authorized(operation, _TOPIC, names)
 
     # --- FindCoordinator ---------------------------------------------------------------------------
 
@@ -270,11 +275,11 @@ class GroupApis:
             if group_error:
                 errors[tp] = group_error
             elif tp.topic not in readable:
-                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                errors[tp] = _TOPIC_AUTHORIZATION_FAILED
             elif not self.metadata.has_partition(tp):
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                errors[tp] = _UNKNOWN_TOPIC_OR_PARTITION
             else:
-                errors[tp] = ErrorCode.NONE
+                errors[tp] = _NONE
                 offsets[tp] = commit
         return errors, offsets
 

@@ -54,7 +54,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import AppendOrigin, FileSlice, LogConfig, LogManager, PartitionLog, Role
+from ..storage import AppendOrigin, FileSlice, LogConfig, LogManager, PartitionLog
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
@@ -62,7 +62,7 @@ from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
 from .inter_broker import inter_broker_security
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata
-from .partition import LeaderAndIsrPartitionState, Partition, check_leader_epoch
+from .partition import LEADER, LeaderAndIsrPartitionState, Partition, check_leader_epoch
 from .purgatory import DelayedOperation, Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
@@ -323,7 +323,7 @@ class ReplicaManager:
         newer, then the role."""
         found = self.partition(topic, index)
         check_leader_epoch(current_leader_epoch, found.leader_epoch)
-        if require_leader and found.role is not Role.LEADER:
+        if require_leader and found.role is not LEADER:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
 
@@ -331,7 +331,7 @@ class ReplicaManager:
         """The partition's leader epoch when this broker leads it, else None: what a
         coordinator asks on each request (``leader_partition`` without the exceptions)."""
         found = self._partitions.get(tp)
-        return found.leader_epoch if found is not None and found.role is Role.LEADER else None
+        return found.leader_epoch if found is not None and found.role is LEADER else None
 
     # --- the controller's requests (a cluster) --------------------------------------------------------
 
@@ -773,7 +773,7 @@ class ReplicaManager:
             return False
         for req in requests:
             partition = self._partitions.get(TopicPartition(req.topic, req.partition))
-            if partition is None or partition.role is not Role.LEADER:
+            if partition is None or partition.role is not LEADER:
                 return False  # the I/O thread's read answers the error
             if req.fetch_offset < partition.log.active_segment.base_offset:
                 return False
@@ -836,7 +836,7 @@ class ReplicaManager:
         total = 0
         for req in requests:
             partition = self._partitions.get(TopicPartition(req.topic, req.partition))
-            if partition is None or partition.role is not Role.LEADER:
+            if partition is None or partition.role is not LEADER:
                 return limit
             try:
                 lso = partition.last_stable_offset

@@ -60,6 +60,10 @@ INVALID_OFFSET = -1
 NO_METADATA = ""
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _S = GroupState
+# enum members as module constants where every commit asks: on Python 3.11 an Enum class's
+# attribute is a call through EnumType.__getattr__'s hook (~340 ns, a global ~25)
+_DEAD, _EMPTY, _STABLE, _PREPARING = _S.DEAD, _S.EMPTY, _S.STABLE, _S.PREPARING_REBALANCE
+_COMPLETING, _NONE = _S.COMPLETING_REBALANCE, ErrorCode.NONE
 
 
 _E = ErrorCode
@@ -221,11 +225,11 @@ class OffsetManager:
                 return OffsetCommitResponse(dict.fromkeys(req.offsets, ErrorCode.ILLEGAL_GENERATION))
             group = self.coordinator.groups[req.group_id] = ClassicGroup(req.group_id)
         error = self._validate(group, req.generation_id, req.member_id, req.group_instance_id, transactional=False)
-        if error is None and group.state is _S.COMPLETING_REBALANCE:
+        if error is None and group.state is _COMPLETING:
             error = ErrorCode.REBALANCE_IN_PROGRESS
         if error is not None:
             return OffsetCommitResponse(dict.fromkeys(req.offsets, error))
-        if group.state in (_S.STABLE, _S.PREPARING_REBALANCE):
+        if group.state is _STABLE or group.state is _PREPARING:
             # a commit is a sign of life: the member's session restarts
             member = group.members[req.member_id]
             member.heartbeat_deadline = now_ms + member.session_timeout_ms
@@ -248,7 +252,7 @@ class OffsetManager:
     def _validate(
         self, group: ClassicGroup, generation_id: int, member_id: str, instance_id: str | None, *, transactional: bool
     ) -> ErrorCode | None:
-        if group.state is _S.DEAD:
+        if group.state is _DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id >= 0 or member_id or instance_id is not None:
             if instance_id is not None:
@@ -262,7 +266,7 @@ class OffsetManager:
             return ErrorCode.ILLEGAL_GENERATION if generation_id != group.generation_id else None
         # a commit from outside the group: only to a group with no members (transactional
         # commits of old clients carry no member either)
-        if not transactional and group.state is not _S.EMPTY:
+        if not transactional and group.state is not _EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
@@ -308,8 +312,8 @@ class OffsetManager:
         if store.requested is None:
             return None  # tombstones: nothing waits on them
         offsets = store.group.offsets
-        if error_code == ErrorCode.NONE:
-            if store.group.state is not _S.DEAD:
+        if error_code == _NONE:
+            if store.group.state is not _DEAD:
                 for tp, value in store.values.items():
                     if store.producer is None:
                         offsets.commit_appended(tp, value, base_offset)
@@ -320,7 +324,7 @@ class OffsetManager:
                 offsets.commit_failed(tp, value)
         else:
             offsets.txn_commit_failed(store.producer[0], store.values)
-        error = append_error(error_code, _TOO_LARGE) if error_code else ErrorCode.NONE
+        error = append_error(error_code, _TOO_LARGE) if error_code else _NONE
         if len(store.values) == len(store.requested):  # no metadata was too large (nearly always)
             errors = dict.fromkeys(store.requested, error)
         else:
