@@ -91,6 +91,7 @@ CoordinatorLookup = Callable[[str], Awaitable[TopicPartition]]
 Coordinator = FindCoordinatorResponseData.Coordinator
 
 P = TypeVar("P")
+_tuple_new = tuple.__new__
 T = TypeVar("T")
 
 
@@ -285,25 +286,32 @@ class GroupApis:
 
     async def offset_commit(self, version: int, body: OffsetCommitRequestData) -> OffsetCommitResponseData:
         # the fields a version lacks hold their defaults: no leader epoch, no generation, no member
+        # (tuple.__new__: the named tuples' own constructors cost as much again, on every commit)
         commits = {
-            TopicPartition(t.name, p.partition_index): PartitionCommit(
-                p.committed_offset,
-                p.committed_metadata,
-                p.committed_leader_epoch,
-                p.commit_timestamp if version == 1 else -1,
+            _tuple_new(TopicPartition, (t.name, p.partition_index)): _tuple_new(
+                PartitionCommit,
+                (
+                    p.committed_offset,
+                    p.committed_metadata,
+                    p.committed_leader_epoch,
+                    p.commit_timestamp if version == 1 else -1,
+                ),
             )
             for t in body.topics
             for p in t.partitions
         }
         errors, offsets = self._checked(body.group_id, commits)
         if offsets:
-            request = OffsetCommitRequest(
-                body.group_id,
-                offsets,
-                body.generation_id_or_member_epoch,
-                body.member_id,
-                body.group_instance_id,
-                body.retention_time_ms if 2 <= version <= 4 else -1,
+            request = _tuple_new(
+                OffsetCommitRequest,
+                (
+                    body.group_id,
+                    offsets,
+                    body.generation_id_or_member_epoch,
+                    body.member_id,
+                    body.group_instance_id,
+                    body.retention_time_ms if 2 <= version <= 4 else -1,
+                ),
             )
             errors.update((await self.groups.commit_offsets(request)).errors)
         Data = OffsetCommitResponseData

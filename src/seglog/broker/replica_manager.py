@@ -69,6 +69,7 @@ from .replica_fetcher import ReplicaFetcherManager
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_tuple_new = tuple.__new__
 
 NONE: int = ErrorCode.NONE  # no error (an int, as every error code this module hands on)
 STALE_CONTROLLER_EPOCH = ControllerMovedError.error_code
@@ -630,8 +631,10 @@ class ReplicaManager:
             return None  # append_records tells the error
         if info is None:
             return None
-        result = AppendResult(
-            NONE, info.first_offset, info.log_append_time, partition.log_start_offset, info.size, info.last_offset
+        # (tuple.__new__: the named tuple's own constructor costs as much again, on every inline append)
+        log_start = partition.log_start_offset
+        result = _tuple_new(
+            AppendResult, (NONE, info.first_offset, info.log_append_time, log_start, info.size, info.last_offset, None)
         )
         self._after_leader_append(tp, partition, result)
         return result

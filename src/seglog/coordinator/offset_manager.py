@@ -57,6 +57,7 @@ from .partitioning import partition_for
 from .stores import Outputs, PendingStores, append_error
 
 INVALID_OFFSET = -1
+_new = tuple.__new__
 NO_METADATA = ""
 CONSUMER_PROTOCOL_TYPE = "consumer"
 _S = GroupState
@@ -301,9 +302,10 @@ class OffsetManager:
         group_id = group.group_id
         key, value = encode_offset_commit_key, encode_offset_commit_value
         records = tuple([(key(group_id, tp[0], tp[1]), value(v)) for tp, v in values.items()])
-        store_id = self._stores.add(_Store(group, tuple(offsets), values, producer))
+        # (tuple.__new__: the named tuples' own constructors cost as much again, on every commit)
+        store_id = self._stores.add(_new(_Store, (group, tuple(offsets), values, producer)))
         pid, epoch = producer if producer is not None else (-1, -1)
-        return StoreOffsets(store_id, group_id, self.partition_for(group_id), records, pid, epoch)
+        return _new(StoreOffsets, (store_id, group_id, self.partition_for(group_id), records, pid, epoch))
 
     def complete_store(self, store_id: int, error_code: int, base_offset: int = -1) -> OffsetCommitResponse | None:
         """The append of a ``StoreOffsets`` ended with ``error_code`` (0: written at
@@ -330,7 +332,7 @@ class OffsetManager:
         else:
             too_large = ErrorCode.OFFSET_METADATA_TOO_LARGE
             errors = {tp: error if tp in store.values else too_large for tp in store.requested}
-        return OffsetCommitResponse(errors)
+        return _new(OffsetCommitResponse, (errors,))
 
     # --- transactions' markers ---------------------------------------------------------------------
 
