@@ -4,9 +4,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install test demo bench lint clean zookeeper clients chromium
+.PHONY: install test demo bench lint clean zookeeper clients chromium firefox
 
-install: $(STAMP) zookeeper clients chromium
+install: $(STAMP) zookeeper clients chromium firefox
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,7 +17,7 @@ $(STAMP): $(BIN)/python pyproject.toml setup.py $(wildcard src/seglog/*.c src/se
 	$(BIN)/python -m pip install -q -e '.[test]'
 	touch $@
 
-test: $(STAMP) zookeeper clients chromium
+test: $(STAMP) zookeeper clients chromium firefox
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # ZooKeeper for the cluster tests and `seglog cluster`: Debian's package (3.8), installed once when
@@ -75,6 +75,21 @@ chromium:
 	else \
 		echo "chromium is not installed ($(CHROMIUM)) and this is not root with apt-get:" \
 			"the console's browser tests will be skipped (apt-get install chromium)"; \
+	fi
+
+# Debian's firefox-esr for the console's pages in a second browser (tests/console/test_firefox.py),
+# driven over its own Marionette protocol (tests/console/marionette.py): Playwright drives only its
+# own Firefox builds, and Debian has no geckodriver. Installed as chromium is.
+FIREFOX := /usr/bin/firefox-esr
+firefox:
+	@if [ -x $(FIREFOX) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing firefox-esr for the console's Firefox tests (apt-get install firefox-esr)"; \
+		(apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q firefox-esr) >/dev/null \
+			|| { echo "apt-get install firefox-esr failed: the Firefox tests will be skipped (under CI: a failure)"; [ -z "$$CI" ] || exit 1; }; \
+	else \
+		echo "firefox-esr is not installed ($(FIREFOX)) and this is not root with apt-get:" \
+			"the console's Firefox tests will be skipped (apt-get install firefox-esr)"; \
 	fi
 
 demo: $(STAMP)

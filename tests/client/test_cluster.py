@@ -157,3 +157,19 @@ def test_a_broker_that_restarts_is_found_again(seglog_broker_factory: Any, tmp_p
         finally:
             restart.join()
         assert [v for _, _, v, _ in _records(again.records, 5)] == [b"v%d" % i for i in range(5, 10)]
+
+
+def test_metadata_reconnects_after_the_broker_closed_the_connection(seglog_broker_factory: Any, tmp_path: Any) -> None:
+    """A broker that restarts closes the client's bootstrap connection; a request that meets the
+    close fails (the broker was down for longer than the client's timeout), and the client's next
+    Metadata, once the broker is back, connects again instead of failing on the closed one."""
+    first = seglog_broker_factory(str(tmp_path), config={"num.partitions": 1})
+    bootstrap, port, broker_id = first.bootstrap_servers, first.port, first.server.config["broker.id"]
+    with ClusterClient(bootstrap, timeout=1) as client:
+        assert [b.node_id for b in client.metadata([]).brokers] == [broker_id]
+        first.stop()
+        with pytest.raises(BrokerNotAvailableError):
+            client.metadata([])  # the broker is down: met as closed, and no other broker answers
+        seglog_broker_factory(str(tmp_path), port=port)
+        client.renew_deadline()
+        assert [b.node_id for b in client.metadata(None).brokers] == [broker_id]

@@ -198,3 +198,15 @@ def open_page(page: Any, server: Any, where: str, loaded: str) -> None:
     page.goto(server.url + where)
     expect(page.locator("#view")).to_have_attribute("data-loaded", loaded)
     expect(page.locator("#error")).to_have_count(0)
+
+
+@pytest.fixture(scope="module")
+def firefox() -> Iterator[Any]:
+    """Debian's firefox-esr, headless, driven over Marionette (marionette.py): the pages' second
+    browser. Without it the Firefox tests skip, saying what to install (under CI they fail)."""
+    from .marionette import FIREFOX, Firefox
+
+    if not FIREFOX.exists():
+        _missing(f"firefox-esr is not installed at {FIREFOX} (apt-get install firefox-esr)")
+    with Firefox() as started:
+        yield started

@@ -25,7 +25,7 @@ from seglog.records import (
     end_transaction_marker,
 )
 from seglog.records.compression import compress
-from seglog.records.layout import CRC_START, HEADER_SIZE
+from seglog.records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, CRC_START, HEADER_SIZE
 from seglog.storage import _compact
 from seglog.storage.offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
 
@@ -305,19 +305,25 @@ def mixed_log(rng: random.Random) -> bytearray:
     return out
 
 
+@pytest.mark.parametrize("lz4", [False, True], ids=["plain", "lz4 too"])
 @pytest.mark.parametrize("seed", range(6))
-def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
+def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed, lz4):
+    """With buffers to decompress into (``lz4``), the walks take the Java client's lz4
+    batches too: the same map and the same bytes as Python's path (the codec's)."""
     rng = random.Random(seed)
     log = mixed_log(rng)
     view = memoryview(log)
-    plain = {b.position for b in BatchIterator(view) if isinstance(b, RecordBatch) and not b.attributes & 0x37}
+    taken = 0x30 if lz4 else 0x37  # transactional, control; and compressed, unless lz4
+    plain = {b.position for b in BatchIterator(view) if isinstance(b, RecordBatch) and not b.attributes & taken}
+    assert not lz4 or any(b.compression for b in BatchIterator(view) if b.position in plain)
+    records_buffer, rebuilt = (bytearray(), bytearray()) if lz4 else (None, None)
 
     # mapping: a run in C, one batch in Python, the same map as batch by batch
     walked, single = OffsetMap(256 * ENTRY_SIZE, seed=seed), OffsetMap(256 * ENTRY_SIZE, seed=seed)
     marks_w, marks_s = OffsetMarks(0, 400), OffsetMarks(0, 400)
     at = 0
     while True:
-        at, needs_python, _, _ = walked.put_batches(view, at, 1000, 0, marks_w)
+        at, needs_python, _, _ = walked.put_batches(view, at, 1000, 0, marks_w, records_buffer)
         if not needs_python:
             break
         batch = next(BatchIterator(view, at))
@@ -343,6 +349,7 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
             view, at, 1000, out=out, out_limit=300, entries=entries, table=walked.table, k0=walked.k0,
             k1=walked.k1, latest=walked.latest_offset, marks=marks_w.superseded, marks_first=marks_w.first,
             marks_count=marks_w.count, now=NOW, horizon=HORIZON, upper_bound=upper_bound, group_end=group_end,
+            section=records_buffer, rebuilt=rebuilt,
         )  # fmt: skip
         assert read >= written and changed >= 0
         if stop == 2:
@@ -372,7 +379,7 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed):
         python_decides = not kept and (batch.producer_id >= 0 or batch.next_offset == upper_bound or ends_group)
         assert (batch.position in python) == python_decides
         if kept:
-            expected += batch.buffer if filtered is None else seal(filtered, 0)
+            expected += batch.buffer if filtered is None else seal(filtered, batch.compression)
     assert flushed + out == expected
 
 
@@ -400,29 +407,44 @@ def damaged(rng: random.Random, raw: bytearray) -> bytearray:
 
 def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
     """Read a batch found at ``position`` by one of the four C entry points (a walk that
-    leaves the batch to Python followed by the call Python makes)."""
+    leaves the batch to Python followed by the call Python makes); the walks decompress
+    lz4 batches themselves."""
     omap, marks = OffsetMap(64 * ENTRY_SIZE, seed=seed), OffsetMarks(0, 10)
     omap.latest_offset = 3
+    batch = RecordBatch(raw, position)
     if way == 0:
-        omap.put_batch(raw, None, 0, marks, 0, position)
+        omap.put_batch(raw, batch.records_section() if batch.compression else None, 0, marks, 0, position)
     elif way == 1:
-        filter_one(RecordBatch(raw, position), omap, marks)
+        filter_one(batch, omap, marks)
     elif way == 2:
-        _, needs_python, _, _ = omap.put_batches(memoryview(raw), 0, position, 0, marks)
+        _, needs_python, _, _ = omap.put_batches(memoryview(raw), 0, position, 0, marks, bytearray())
         if needs_python:  # as the cleaner does: this batch, alone
-            omap.put_batch(raw, None, 0, marks, 0, position)
+            omap.put_batch(raw, batch.records_section() if batch.compression else None, 0, marks, 0, position)
     else:
         _, stop, *_ = _compact.filter_batches(
             memoryview(raw), 0, position, out=bytearray(), out_limit=1 << 20, entries=[], table=omap.table,
             k0=omap.k0, k1=omap.k1, latest=3, marks=marks.superseded, marks_first=0, marks_count=10, now=NOW,
-            horizon=HORIZON, upper_bound=-1, group_end=-1,
+            horizon=HORIZON, upper_bound=-1, group_end=-1, section=bytearray(), rebuilt=bytearray(),
         )  # fmt: skip
         if stop == 1:
             filter_one(RecordBatch(raw, position), omap, marks)
 
 
+def lz4_damaged(rng: random.Random, raw: bytearray) -> bytearray:
+    """The batch compressed with lz4, then its frame damaged, or a sound frame of damaged records."""
+    if rng.randrange(2):
+        return damaged(rng, build_batch(RecordBatch(raw).records(), compression=Compression.LZ4, keep_offsets=True))
+    bad = damaged(rng, raw)
+    out = bytearray(bad[:HEADER_SIZE]) + compress(Compression.LZ4, memoryview(bad)[HEADER_SIZE:])
+    out[ATTRIBUTES_OFFSET + ATTRIBUTES_LENGTH - 1] |= Compression.LZ4  # the low byte holds the codec
+    struct.pack_into(">i", out, 8, len(out) - 12)
+    struct.pack_into(">I", out, 17, crc32c(memoryview(out)[CRC_START:]))
+    return out
+
+
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4], ids=["plain", "lz4"])
 @pytest.mark.parametrize("seed", range(4))
-def test_damaged_records_raise_corrupt_record_error(seed):
+def test_damaged_records_raise_corrupt_record_error(seed, codec):
     rng = random.Random(seed)
     faults = 0
     for i in range(300):
@@ -430,7 +452,8 @@ def test_damaged_records_raise_corrupt_record_error(seed):
             Record(rng.choice([*KEYS, None]), rng.choice([b"v" * rng.randrange(20), None]), NOW, [("h", b"x")], j)
             for j in range(rng.randrange(1, 6))
         ]
-        raw = damaged(rng, build_batch(records, keep_offsets=True))
+        raw = build_batch(records, keep_offsets=True)
+        raw = lz4_damaged(rng, raw) if codec else damaged(rng, raw)
         position = 4096 * i
         try:
             RecordBatch(raw).records()
@@ -446,6 +469,23 @@ def test_damaged_records_raise_corrupt_record_error(seed):
             assert e.value.position == position
             faults += 1
     assert faults > 100
+
+
+def test_a_small_lz4_frame_claims_little_room():
+    """A frame of many tiny blocks, each of which could claim 64 KiB: the walk's buffer
+    grows by what the blocks can hold (lz4 expands 255 to 1 at most), and the batch,
+    which decompresses to nothing sound, goes to Python, which refuses it."""
+    frame = b"\x04\x22\x4d\x18\x60\x40\x82" + b"\x01\x00\x00\x00\xff" * 4000 + bytes(4)
+    raw = bytearray(build_batch([(b"a", b"1", NOW)], compression=Compression.LZ4))
+    raw[HEADER_SIZE:] = frame
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">I", raw, 17, crc32c(memoryview(raw)[CRC_START:]))
+    section = bytearray()
+    at, needs_python, _, _ = OffsetMap(64 * ENTRY_SIZE, seed=1).put_batches(memoryview(raw), 0, 0, 0, None, section)
+    assert (at, needs_python) == (0, True)
+    assert len(section) <= 4000 * (255 + 16)  # not 4000 x 64 KiB
+    with pytest.raises(CorruptRecordError, match="lz4"):
+        RecordBatch(raw).records_section()
 
 
 def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation():

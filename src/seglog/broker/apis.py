@@ -134,16 +134,15 @@ class KafkaApis:
         allow_create = body.allow_auto_topic_creation and self.config["auto.create.topics.enable"]
         topics: list[MetadataResponseData.MetadataResponseTopic] = []
         if requested is None or (version == 0 and not requested):  # all topics: those it may describe
-            described = self.authorizer.authorized(
-                AclOperation.DESCRIBE, TOPIC, (t.name for t in self.metadata.topics())
-            )
-            topics = [self._topic_entry(t) for t in sorted(self.metadata.topics(), key=lambda t: t.name)]
-            topics = [t for t in topics if t.name in described]
+            entries = self.metadata.derived("metadata topic entries", self._topic_entries)
+            names = (t.name for t in entries if t.name is not None)  # every entry's: built of a named topic
+            described = self.authorizer.authorized(AclOperation.DESCRIBE, TOPIC, names)
+            topics = [t for t in entries if t.name in described]
         else:
             for entry in requested:
                 topics.append(await self._requested_topic(entry.name, entry.topic_id, allow_create))
         brokers = _on_listener(self.metadata.brokers())  # after the awaits: the same snapshot as the last topic's
-        _hide_leaders_not_alive(topics, {b.broker_id for b, _ in brokers})
+        topics = _hide_leaders_not_alive(topics, {b.broker_id for b, _ in brokers})
         return MetadataResponseData(
             brokers=[
                 MetadataResponseData.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
@@ -188,6 +187,11 @@ class KafkaApis:
                 return _topic_error(name, ZERO_UUID, code)
         created = self.metadata.topic(name)
         return self._topic_entry(created) if created else _topic_error(name, ZERO_UUID, LEADER_NOT_AVAILABLE)
+
+    @classmethod
+    def _topic_entries(cls, topics: list[TopicMetadata]) -> list[MetadataResponseData.MetadataResponseTopic]:
+        """Every topic's entry, in name order (shared by the requests of every topic: see ``derived``)."""
+        return [cls._topic_entry(t) for t in sorted(topics, key=lambda t: t.name)]
 
     @staticmethod
     def _topic_entry(topic: TopicMetadata) -> MetadataResponseData.MetadataResponseTopic:
@@ -512,15 +516,43 @@ def _on_listener(brokers: list[BrokerInfo]) -> list[tuple[BrokerInfo, tuple[str,
     return [(b, address) for b, address in found if address is not None]
 
 
-def _hide_leaders_not_alive(topics: list[MetadataResponseData.MetadataResponseTopic], alive: set[int]) -> None:
+def _hide_leaders_not_alive(
+    topics: list[MetadataResponseData.MetadataResponseTopic], alive: set[int]
+) -> list[MetadataResponseData.MetadataResponseTopic]:
     """Kafka's ``MetadataCache.getPartitionMetadata``: a leader the live brokers do not include is
     LEADER_NOT_AVAILABLE with no leader id. Between a broker's death and the controller's election
     the partition states still name it; a client given a leader it has no address for stays stuck
-    (kafka-python's sender fails on it until its next metadata refresh, which it never reaches)."""
-    for topic in topics:
-        for p in topic.partitions:
-            if p.leader_id not in alive:  # no leader at all (-1) as well
-                p.error_code, p.leader_id = LEADER_NOT_AVAILABLE, -1
+    (kafka-python's sender fails on it until its next metadata refresh, which it never reaches).
+    The entries given are left as they are (they may be shared, ``derived``): a topic with such a
+    partition is answered with a copy."""
+    return [t if all(p.leader_id in alive for p in t.partitions) else _leaders_hidden(t, alive) for t in topics]
+
+
+def _leaders_hidden(
+    topic: MetadataResponseData.MetadataResponseTopic, alive: set[int]
+) -> MetadataResponseData.MetadataResponseTopic:
+    Partition = MetadataResponseData.MetadataResponsePartition
+    return MetadataResponseData.MetadataResponseTopic(
+        error_code=topic.error_code,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.is_internal,
+        partitions=[
+            p
+            if p.leader_id in alive
+            else Partition(
+                error_code=LEADER_NOT_AVAILABLE,
+                partition_index=p.partition_index,
+                leader_id=-1,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=p.replica_nodes,
+                isr_nodes=p.isr_nodes,
+                offline_replicas=p.offline_replicas,
+            )
+            for p in topic.partitions
+        ],
+        topic_authorized_operations=topic.topic_authorized_operations,
+    )
 
 
 def _topic_error(name: str | None, topic_id: uuid.UUID, code: int) -> MetadataResponseData.MetadataResponseTopic:

@@ -111,6 +111,7 @@ class BlockingConnection:
         self.address = f"{host}:{port}"
         self._timeout = timeout
         self._protocol = ClientConnection(client_id, max_response_size)
+        self._closed = False
         try:
             source = (source_host, 0) if source_host is not None else None  # a test cuts others, not this one
             self._sock = socket.create_connection((host, port), timeout=timeout, source_address=source)
@@ -157,12 +158,21 @@ class BlockingConnection:
 
     def call(self, api_key: ApiKey, body: Any, version: int | None = None) -> Response:
         """``request``, with the version and correlation id of the answer."""
+        self._check_open()
         self._send(self._protocol.send_request(api_key, body, version)[1])
         return self._receive()
 
     def send_only(self, api_key: ApiKey, body: Any, version: int | None = None) -> None:
         """A request the broker does not answer (Produce with acks=0)."""
+        self._check_open()
         self._send(self._protocol.send_request(api_key, body, version, expects_response=False)[1])
+
+    def _check_open(self) -> None:
+        """A request on a connection closed before (the broker's close met by an earlier request, or
+        ours) is BrokerNotAvailableError, as the close was: a caller that reconnects on it then
+        reconnects on this one too (the protocol would refuse it as its caller's mistake)."""
+        if self._closed:
+            raise BrokerNotAvailableError(f"the connection to {self.address} was closed")
 
     def _send(self, parts: list[Any]) -> None:
         try:
@@ -179,6 +189,7 @@ class BlockingConnection:
                 if isinstance(event, Response):
                     return event
                 if event is CLOSED:
+                    self.close()
                     raise BrokerNotAvailableError(f"{self.address} closed the connection")
                 view = protocol.frame_buffer()
                 if view is None:
@@ -200,6 +211,7 @@ class BlockingConnection:
             raise InvalidResponseError(f"{self.address}: {e.message}", position=e.position) from None
 
     def close(self) -> None:
+        self._closed = True
         self._sock.close()
 
     def __enter__(self) -> BlockingConnection:

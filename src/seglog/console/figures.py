@@ -8,6 +8,7 @@ through ``open_client`` and the functions here."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
@@ -145,16 +146,22 @@ def topics(client: ClusterClient, details: bool = False) -> dict[str, Any]:
 
 def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[int]) -> dict[str, int]:
     """Each topic's bytes on disk at its partitions' leaders (one copy of its data); a topic with a
-    leader that is not live, does not answer or does not serve DescribeLogDirs (Tansu) has none."""
+    leader that is not live, does not answer or does not serve DescribeLogDirs (Tansu) has none.
+    The leaders are asked at once, each on its own connection: the page waits for the slowest
+    broker, not for their sum."""
     leader = {(name, p.partition_index): p.leader_id for name, t in topics.items() for p in t.partitions}
     sizes = dict.fromkeys(topics, 0)
     unknown = {name for (name, _), node in leader.items() if node not in live}
-    for node in sorted({n for n in leader.values() if n in live}):
+    connections: dict[int, BlockingConnection] = {}
+    for node in sorted({n for n in leader.values() if n in live}):  # the client's own state: one thread
         try:
-            answer: DescribeLogDirsResponseData = client.broker(node).request(
-                ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=None)
-            )
-        except (BrokerNotAvailableError, UnsupportedVersionError):
+            connections[node] = client.broker(node)
+        except BrokerNotAvailableError:
+            unknown |= {name for (name, _), n in leader.items() if n == node}
+    with ThreadPoolExecutor(max(len(connections), 1), thread_name_prefix="seglog-console-log-dirs") as pool:
+        answers = dict(zip(connections, pool.map(_log_dirs, connections.values()), strict=True))
+    for node, answer in answers.items():
+        if answer is None:
             unknown |= {name for (name, _), n in leader.items() if n == node}
             continue
         for d in answer.results:
@@ -163,6 +170,17 @@ def _sizes(client: ClusterClient, topics: dict[str, MetadataTopic], live: set[in
                     if leader.get((t.name, p.partition_index)) == node:
                         sizes[t.name] += p.partition_size
     return {name: size for name, size in sizes.items() if name not in unknown}
+
+
+def _log_dirs(connection: BlockingConnection) -> DescribeLogDirsResponseData | None:
+    """DescribeLogDirs of every partition of a broker; None when it cannot answer it."""
+    try:
+        answer: DescribeLogDirsResponseData = connection.request(
+            ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=None)
+        )
+    except (BrokerNotAvailableError, UnsupportedVersionError):
+        return None
+    return answer
 
 
 def _retention(client: ClusterClient, names: list[str], live: set[int]) -> dict[str, dict[str, str | None]]:

@@ -15,7 +15,8 @@
  *                   headerValueLength varint (-1 = null), value
  *
  * Everything else (batch headers, compression) stays in Python: it is per
- * batch, not per record. crc32c is here too: the batch's checksum, records'
+ * batch, not per record, but for lz4 compression as the Java client does it
+ * (_lz4.h), which storage's cleaner also does in C. crc32c is here too: the batch's checksum, records'
  * public crc32c, the same code (_crc32c.h) that storage's C walks include.
  * Decoding never trusts a length field for an allocation: every length is
  * checked against the bytes actually present.
@@ -27,6 +28,7 @@
 
 #include "_arrow_binary.h"
 #include "_crc32c.h"
+#include "_lz4.h"
 #include "_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
@@ -692,7 +694,26 @@ crc32c(PyObject *self, PyObject *args, PyObject *kwargs)
     return PyLong_FromUnsignedLong(value);
 }
 
+PyDoc_STRVAR(lz4_frame_doc, "lz4_frame(data) -> bytes\n\n"
+                             "data compressed into an lz4 frame as Kafka's Java client writes it (_lz4.h).");
+
+static PyObject *
+lz4_frame(PyObject *self, PyObject *arg)
+{
+    Py_buffer buf;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0)
+        return NULL;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)lz4_frame_bound((size_t)buf.len));
+    if (out != NULL) {
+        size_t size = lz4_frame_compress(buf.buf, (size_t)buf.len, (uint8_t *)PyBytes_AS_STRING(out));
+        _PyBytes_Resize(&out, (Py_ssize_t)size);
+    }
+    PyBuffer_Release(&buf);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"lz4_frame", lz4_frame, METH_O, lz4_frame_doc},
     {"decode_records", decode_records, METH_VARARGS, decode_records_doc},
     {"encode_records", encode_records, METH_VARARGS, encode_records_doc},
     {"check_records", check_records, METH_VARARGS, check_records_doc},
@@ -714,6 +735,8 @@ PyInit__codec(void)
     CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
     Py_DECREF(errors);
     if (CorruptRecordError == NULL)
+        return NULL;
+    if (lz4_init() < 0)
         return NULL;
     int hardware = crc32c_init();
     PyObject *m = PyModule_Create(&module);

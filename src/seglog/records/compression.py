@@ -20,8 +20,10 @@
 
   Blocks may be independent (Kafka's Java client) or linked (librdkafka's
   default: a block may copy from the previous 64 KiB of output). Written as
-  the Java client writes it: independent 64 KiB blocks, no checksums but the
-  header's.
+  the Java client writes it, byte for byte (records/_lz4.h): independent
+  64 KiB blocks, no checksums but the header's, each block compressed by
+  lz4-java's fast compressor (liblz4's LZ4_compress_default), or stored when
+  that is no smaller.
 - zstd: a plain zstd stream (frames one after another, as zstd-jni reads them)::
 
       magic 28 B5 2F FD | FHD | [window] [dict id] [content size]
@@ -52,6 +54,7 @@ import xxhash
 import zstandard
 
 from ..errors import CorruptRecordError, UnsupportedCompressionTypeError
+from . import _codec
 
 Buffer = bytes | bytearray | memoryview
 
@@ -187,25 +190,13 @@ def _snappy_stream(data: Buffer, chunk: int) -> Iterator[bytes]:
 # --- lz4 -----------------------------------------------------------------------
 
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
-_LZ4_BLOCK = 64 * 1024
 _LZ4_WINDOW = 64 * 1024
-_LZ4_HEADER = _LZ4_MAGIC + bytes([0x60, 0x40])  # v1, independent blocks; 64 KiB max block
-_LZ4_HEADER += bytes([(xxhash.xxh32_intdigest(_LZ4_HEADER[4:]) >> 8) & 0xFF])
 _LZ4_BLOCK_SIZES = {4: 64 << 10, 5: 256 << 10, 6: 1 << 20, 7: 4 << 20}
 
 
 def _lz4_compress(data: Buffer) -> bytes:
-    view = memoryview(data)
-    parts = [_LZ4_HEADER]
-    for start in range(0, len(view), _LZ4_BLOCK):
-        raw = view[start : start + _LZ4_BLOCK]
-        block = lz4.block.compress(raw, store_size=False)
-        if len(block) >= len(raw):
-            parts += [struct.pack("<I", len(raw) | 0x80000000), bytes(raw)]
-        else:
-            parts += [struct.pack("<I", len(block)), block]
-    parts.append(b"\x00\x00\x00\x00")
-    return b"".join(parts)
+    # as the Java client writes it (_lz4.h, which the cleaner's C shares): its bytes exactly
+    return _codec.lz4_frame(data)
 
 
 def _lz4_header(view: memoryview) -> tuple[int, int, int]:

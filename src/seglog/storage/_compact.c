@@ -13,8 +13,10 @@
  *   - one batch (map_batch, filter_batch): a v2 batch and, when it is compressed,
  *     its records decompressed by Python, which also recompresses the result;
  *   - a run of batches (map_batches, filter_batches): walk a buffer of batches
- *     and handle every uncompressed, non-transactional, non-control v2 batch,
- *     stopping at the first one whose fate Python decides (legacy, compressed,
+ *     and handle every non-transactional, non-control v2 batch, uncompressed or
+ *     lz4 in the Java client's frame (decompressed into a buffer the caller owns,
+ *     recompressed as the Java client does: records/_lz4.h), stopping at the
+ *     first one whose fate Python decides (legacy, otherwise compressed,
  *     control, transactional, damaged, or one that would lose all its records).
  *     Python's rules (cleaner.py) stay the referee; C takes the common case.
  * And one for producer state (producer_state.py): skim_batches steps over the
@@ -32,9 +34,11 @@
 
 #include "records/_batch_layout.h"
 #include "records/_crc32c.h"
+#include "records/_lz4.h"
 #include "records/_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
+static Py_ssize_t max_decompressed;  /* seglog.records.compression.MAX_DECOMPRESSED_BYTES */
 
 
 static inline uint64_t
@@ -512,16 +516,19 @@ done:
     return result;
 }
 
-/* Where a walk over a buffer of batches stopped (WALK_ON: it goes on). */
-enum { WALK_ON = -1, WALK_END = 0, WALK_PYTHON = 1, WALK_FLUSH = 2 };
-/* the batches a walk leaves to Python: compressed, transactional, control */
-enum { PYTHON_ATTRIBUTES = COMPRESSION_CODEC_MASK | TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK };
+/* Where a walk over a buffer of batches stopped (WALK_ON: it goes on; WALK_ERROR: an
+ * exception is set). */
+enum { WALK_ERROR = -2, WALK_ON = -1, WALK_END = 0, WALK_PYTHON = 1, WALK_FLUSH = 2 };
+/* the batches a walk leaves to Python: transactional, control, compressed (but lz4, when
+ * the walk has a buffer to decompress into) */
+enum { PYTHON_ATTRIBUTES = TRANSACTIONAL_FLAG_MASK | CONTROL_FLAG_MASK, CODEC_LZ4 = 3 };
 
 /* The batch at p, if whole: WALK_END when fewer bytes than a whole batch remain,
- * WALK_PYTHON when Python must look at it (bad framing, another magic, or attributes
- * in `python_attrs`), else WALK_ON with its header read. */
+ * WALK_PYTHON when Python must look at it (bad framing, another magic, transactional,
+ * control, or compressed by a codec other than lz4, or lz4 when `lz4` is 0), else
+ * WALK_ON with its header read. */
 static int
-next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, int python_attrs)
+next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, int lz4)
 {
     if (end - p < HEADER_SIZE_UP_TO_MAGIC)
         return WALK_END;
@@ -534,7 +541,8 @@ next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, 
     if (magic != MAGIC)
         return WALK_PYTHON;
     batch_header(b, p);
-    if (b->attributes & python_attrs)
+    int codec = b->attributes & COMPRESSION_CODEC_MASK;
+    if ((b->attributes & PYTHON_ATTRIBUTES) || (codec && !(codec == CODEC_LZ4 && lz4)))
         return WALK_PYTHON;
     b->records = p + HEADER_SIZE;
     b->records_end = p + LOG_OVERHEAD + size;
@@ -542,12 +550,38 @@ next_batch(Batch *b, const uint8_t *p, const uint8_t *end, Py_ssize_t position, 
     return WALK_ON;
 }
 
+/* The records of batch b (as next_batch read it) ready to walk: an lz4 batch's
+ * decompressed into the bytearray `section`, b's records then pointing there. WALK_ON,
+ * or WALK_PYTHON when Python must read the frame (of another shape than the Java
+ * client's, damaged, or too large), or WALK_ERROR. */
+static int
+records_ready(Batch *b, PyObject *section)
+{
+    if (!(b->attributes & COMPRESSION_CODEC_MASK))
+        return WALK_ON;
+    const uint8_t *frame = b->start + HEADER_SIZE;
+    Py_ssize_t bound = lz4_frame_bound_of(frame, (size_t)(b->records_end - frame));
+    if (bound < 0 || bound > max_decompressed)
+        return WALK_PYTHON;
+    if (PyByteArray_GET_SIZE(section) < bound && PyByteArray_Resize(section, bound) < 0)
+        return WALK_ERROR;
+    uint8_t *dst = (uint8_t *)PyByteArray_AS_STRING(section);
+    Py_ssize_t size = lz4_frame_decompress(frame, dst, bound);
+    if (size < 0)
+        return WALK_PYTHON;
+    b->records = dst;
+    b->records_end = dst + size;
+    return WALK_ON;
+}
+
 PyDoc_STRVAR(map_batches_doc,
              "map_batches(view, pos, origin, *, table, k0, k1, room, start_offset, marks, marks_first, "
-             "marks_count, latest) -> (pos, stop, added, latest, records, bytes)\n\n"
+             "marks_count, latest, section) -> (pos, stop, added, latest, records, bytes)\n\n"
              "map_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for as long\n"
-             "as they are uncompressed, non-transactional, non-control v2 batches with fewer records than the\n"
-             "room left. stop is 0 at the end of the whole batches (pos is there), 1 at a batch for Python\n"
+             "as they are non-transactional, non-control v2 batches with fewer records than the room left,\n"
+             "uncompressed, or lz4 frames as the Java client writes them when `section` is a bytearray (their\n"
+             "records are decompressed into it; it grows to the largest).\n"
+             "stop is 0 at the end of the whole batches (pos is there), 1 at a batch for Python\n"
              "(pos is its start). latest also takes the last offset of every batch that reaches start_offset.\n"
              "records and bytes count the batches mapped.");
 
@@ -555,16 +589,21 @@ static PyObject *
 map_batches(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"view", "pos", "origin", "table", "k0", "k1", "room", "start_offset", "marks",
-                            "marks_first", "marks_count", "latest", NULL};
+                            "marks_first", "marks_count", "latest", "section", NULL};
     MapArgs a = {0};
     Py_buffer view = {0};
     unsigned long long k0, k1;
     Py_ssize_t room, pos, origin;
     long long start_offset, first, count, latest;
-    PyObject *result = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$w*KKnLw*LLL:map_batches", names, &view, &pos, &origin,
-                                     &a.table, &k0, &k1, &room, &start_offset, &a.marks, &first, &count, &latest))
+    PyObject *result = NULL, *section;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$w*KKnLw*LLLO:map_batches", names, &view, &pos, &origin,
+                                     &a.table, &k0, &k1, &room, &start_offset, &a.marks, &first, &count, &latest,
+                                     &section))
         goto done;
+    if (section != Py_None && !PyByteArray_Check(section)) {
+        PyErr_SetString(PyExc_TypeError, "section must be a bytearray or None");
+        goto done;
+    }
     if (map_args_open(&a, k0, k1, first, count) < 0)
         goto done;
     if (pos < 0 || pos > view.len) {
@@ -577,21 +616,26 @@ map_batches(PyObject *self, PyObject *args, PyObject *kwargs)
     int stop;
     for (;;) {
         Batch b = {0};
-        stop = next_batch(&b, base + pos, end, origin + pos, PYTHON_ATTRIBUTES);
+        stop = next_batch(&b, base + pos, end, origin + pos, section != Py_None);
         if (stop != WALK_ON)
             break;
         if (b.count > room) {
             stop = WALK_PYTHON; /* it may fill the map: Python grows it or stops there */
             break;
         }
+        Py_ssize_t size = b.records_end - b.start;
+        if ((stop = records_ready(&b, section)) == WALK_ERROR)
+            goto done;
+        if (stop != WALK_ON)
+            break;
         if (map_records_of(&b, &a.map, &a.mk, &room, start_offset, 0, &last) < 0)
             goto done;
         int64_t batch_last = wrap_add(b.base_offset, b.last_delta);
         if (batch_last >= start_offset && batch_last > last)
             last = batch_last;
         records += b.count;
-        bytes += b.records_end - b.start;
-        pos += b.records_end - b.start;
+        bytes += size;
+        pos += size;
     }
     result = Py_BuildValue("ninLnn", pos, stop, before - room, (long long)last, records, bytes);
 done:
@@ -880,12 +924,32 @@ add_entry(PyObject *entries, Py_ssize_t at, Py_ssize_t size, int64_t last_offset
     return rc;
 }
 
+/* The lz4 batch rebuilt by filter_into in `rebuilt` (header, records uncompressed) appended
+ * to out at *len, its records compressed; its CRC is left to the caller. */
+static int
+deflate_into(PyObject *rebuilt, Py_ssize_t rebuilt_len, PyObject *out, Py_ssize_t *len)
+{
+    size_t records = (size_t)(rebuilt_len - HEADER_SIZE);
+    uint8_t *dst = reserve(out, *len, HEADER_SIZE + (Py_ssize_t)lz4_frame_bound(records));
+    if (dst == NULL)
+        return -1;
+    const uint8_t *src = (const uint8_t *)PyByteArray_AS_STRING(rebuilt);
+    memcpy(dst, src, HEADER_SIZE);
+    size_t frame = lz4_frame_compress(src + HEADER_SIZE, records, dst + HEADER_SIZE);
+    put_be(dst + LENGTH_OFFSET, LENGTH_LENGTH, (uint64_t)(HEADER_SIZE - LOG_OVERHEAD + frame));
+    *len += HEADER_SIZE + (Py_ssize_t)frame;
+    return 0;
+}
+
 PyDoc_STRVAR(filter_batches_doc,
              "filter_batches(view, pos, origin, *, out, out_limit, entries, table, k0, k1, latest, marks, "
-             "marks_first, marks_count, now, horizon, upper_bound, group_end) -> "
+             "marks_first, marks_count, now, horizon, upper_bound, group_end, section, rebuilt) -> "
              "(pos, stop, read, written, invalid, changed)\n\n"
              "filter_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for\n"
-             "as long as they are uncompressed, non-transactional, non-control v2 batches whose CRC holds:\n"
+             "as long as they are non-transactional, non-control v2 batches whose CRC holds, uncompressed, or\n"
+             "lz4 frames as the Java client writes them when `section` and `rebuilt` are bytearrays (the\n"
+             "records decompressed into the first, the kept ones gathered in the second and compressed again\n"
+             "as the Java client does; both grow to the largest batch):\n"
              "each result (the batch as it is, or filtered and sealed with its CRC32C) is\n"
              "appended to the bytearray `out`, and (position in out, size, last offset, max timestamp) to\n"
              "`entries`; a batch left empty goes, unless it has a producer id, ends at upper_bound (the\n"
@@ -899,18 +963,23 @@ filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"view", "pos", "origin", "out", "out_limit", "entries", "table", "k0", "k1", "latest",
                             "marks", "marks_first", "marks_count", "now", "horizon", "upper_bound", "group_end",
-                            NULL};
+                            "section", "rebuilt", NULL};
     MapArgs a = {0};
     Py_buffer view = {0};
-    PyObject *out, *entries, *result = NULL;
+    PyObject *out, *entries, *result = NULL, *section, *rebuilt;
     unsigned long long k0, k1;
     long long latest, first, count, now, horizon, upper_bound;
     Py_ssize_t pos, origin, limit, group_end, len = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$O!nO!w*KKLy*LLLLLn:filter_batches", names, &view, &pos,
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$O!nO!w*KKLy*LLLLLnOO:filter_batches", names, &view, &pos,
                                      &origin, &PyByteArray_Type, &out, &limit, &PyList_Type, &entries, &a.table, &k0,
                                      &k1, &latest, &a.marks, &first, &count, &now, &horizon, &upper_bound,
-                                     &group_end))
+                                     &group_end, &section, &rebuilt))
         goto done;
+    int lz4 = section != Py_None;
+    if (lz4 != (rebuilt != Py_None) || (lz4 && (!PyByteArray_Check(section) || !PyByteArray_Check(rebuilt)))) {
+        PyErr_SetString(PyExc_TypeError, "section and rebuilt must both be bytearrays, or both None");
+        goto done;
+    }
     if (map_args_open(&a, k0, k1, first, count) < 0)
         goto done;
     Rule rule = {&a.map, latest, &a.mk, now, horizon};
@@ -928,7 +997,7 @@ filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
             break;
         }
         Batch b = {0};
-        stop = next_batch(&b, base + pos, end, origin + pos, PYTHON_ATTRIBUTES);
+        stop = next_batch(&b, base + pos, end, origin + pos, lz4);
         if (stop != WALK_ON)
             break;
         Py_ssize_t size = b.records_end - b.start;
@@ -937,10 +1006,16 @@ filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
             stop = WALK_PYTHON; /* validate() says what is wrong */
             break;
         }
-        Py_ssize_t at = len;
+        int compressed = (b.attributes & COMPRESSION_CODEC_MASK) != 0;
+        if ((stop = records_ready(&b, section)) == WALK_ERROR)
+            goto done;
+        if (stop != WALK_ON)
+            break;
+        Py_ssize_t at = len, rebuilt_len = 0;
         Kept k;
-        int wrote = filter_into(&b, &rule, out, &len, &k);
-        if (wrote < 0)
+        /* a compressed batch is rebuilt uncompressed aside, then compressed into out */
+        int wrote = filter_into(&b, &rule, compressed ? rebuilt : out, compressed ? &rebuilt_len : &len, &k);
+        if (wrote < 0 || (wrote && compressed && deflate_into(rebuilt, rebuilt_len, out, &len) < 0))
             goto done;
         if (k.kept == 0) {
             /* an empty batch stays as a header if it is the last of its producer (Python
@@ -1148,6 +1223,13 @@ PyInit__compact(void)
     CorruptRecordError = PyObject_GetAttrString(errors, "CorruptRecordError");
     Py_DECREF(errors);
     if (CorruptRecordError == NULL)
+        return NULL;
+    PyObject *compression = PyImport_ImportModule("seglog.records.compression");
+    PyObject *bound = compression ? PyObject_GetAttrString(compression, "MAX_DECOMPRESSED_BYTES") : NULL;
+    Py_XDECREF(compression);
+    max_decompressed = bound ? PyLong_AsSsize_t(bound) : -1;
+    Py_XDECREF(bound);
+    if (max_decompressed < 0 || lz4_init() < 0)
         return NULL;
     crc32c_init();
     return PyModule_Create(&module);

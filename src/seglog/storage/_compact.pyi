@@ -35,6 +35,7 @@ def map_batches(
     marks_first: int,
     marks_count: int,
     latest: int,
+    section: bytearray | None,
 ) -> tuple[int, int, int, int, int, int]: ...
 def filter_batch(
     batch: Any,
@@ -70,4 +71,6 @@ def filter_batches(
     horizon: int,
     upper_bound: int,
     group_end: int,
+    section: bytearray | None,
+    rebuilt: bytearray | None,
 ) -> tuple[int, int, int, int, int, int]: ...

@@ -1,7 +1,8 @@
 /* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops,
  * beside their Python owners (log.py's append validation, segment.py's recovery
- * and lookups, index.py's search). Buffers in, values out; no file is touched
- * here. Five calls (check_append and recover_batches take keywords too):
+ * and lookups, index.py's search). Buffers in, values out; one call writes (a
+ * leader's usual append, to the fd it is given). Six calls (check_append and
+ * recover_batches take keywords too), and now_ms, the log's default clock:
  *
  *   check_append    every check a leader (or a follower) makes of an append,
  *                   batch by batch in the order validator.py's general path
@@ -10,6 +11,11 @@
  *                   the batches: base offsets, leader epoch, the max timestamp
  *                   (LogAppendTime's stamp, or CreateTime's largest record
  *                   timestamp, as Kafka's LogValidator sets it) and the CRC;
+ *   append_batch    a producer's usual append whole: one batch of no producer
+ *                   id checked and assigned as check_and_assign does, then the
+ *                   segment's roll rules, the write, and the index entries
+ *                   stored into the index maps; anything else it leaves to the
+ *                   Python path untouched;
  *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;
@@ -28,9 +34,12 @@
  * two to each other on random and damaged input. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "records/_batch_layout.h"
 #include "records/_crc32c.h"
@@ -581,30 +590,97 @@ fail:
     return -1;
 }
 
-/* A leader's edits of validated batches, and what the log and segment need of
- * them: (entries, first offset, last offset, max timestamp, record count). */
+/* An instance of `type`, a tuple or a subclass of it (a NamedTuple: the log's AppendInfo
+ * and LogOffsetMetadata), of the n ints `values`, made as tuple.__new__ makes one but
+ * without the tuple it copies: the append's results, every append. (tuple_type checks
+ * the type first.) */
+static int
+tuple_type(PyObject *type)
+{
+    if (PyType_Check(type) && PyType_IsSubtype((PyTypeObject *)type, &PyTuple_Type))
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "append_batch(): a result type must be a tuple type");
+    return 0;
+}
+
 static PyObject *
-assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t next_offset, int32_t epoch,
-       int stamping, int64_t append_time, int create_time, PyObject *file)
+record_of(PyObject *type, const int64_t *values, Py_ssize_t n)
+{
+    PyObject *t = type == (PyObject *)&PyTuple_Type ? PyTuple_New(n) : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (t == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromLongLong(values[i]);
+        if (v == NULL) {
+            Py_DECREF(t); /* (a tuple with NULL items deallocates) */
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, i, v);
+    }
+    return t;
+}
+
+/* Whether offsets from next_offset on hold the batches of facts, the log end after
+ * them an int64 too (the next offset, what a fetch asks for); raises if not. */
+static int
+offsets_fit(const Facts *facts, Py_ssize_t n, int64_t next_offset, Py_ssize_t len, PyObject *file)
 {
     i128 offset = next_offset;
-    for (Py_ssize_t i = 0; i < n; i++) { /* every offset first: nothing is written unless all fit */
+    for (Py_ssize_t i = 0; i < n; i++) {
         const Facts *f = &facts[i];
         if (f->position < 0 || f->size < HEADER_SIZE || f->position > len - f->size) {
             PyErr_SetString(PyExc_ValueError, "a batch lies outside the buffer");
-            return NULL;
+            return 0;
         }
         offset += (i128)f->delta + 1;
-        /* the log end offset (the next offset, what a fetch asks for) must be an int64 too */
         if (offset > INT64_MAX) {
             char next[48];
             RAISE(InvalidRecordError, file, -1, 1, next_offset,
                   "the partition's offsets are used up: this append would take the log end offset to %s, past "
                   "the largest int64",
                   i128_text(offset, next));
-            return NULL;
+            return 0;
         }
     }
+    return 1;
+}
+
+/* A leader's edits of one validated batch b given base offset `base`: the base offset,
+ * the leader epoch, and the max timestamp with a new CRC where it changes. Returns the
+ * batch's max timestamp as the indexes take it. */
+static int64_t
+edit_batch(uint8_t *b, const Facts *f, int64_t base, int32_t epoch, int stamping, int64_t append_time,
+           int create_time)
+{
+    store_be(b + BASE_OFFSET_OFFSET, BASE_OFFSET_LENGTH, (uint64_t)base);
+    store_be(b + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH_LENGTH, (uint32_t)epoch);
+    if (stamping) {
+        uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK);
+        store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
+        store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)append_time);
+        store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
+        return append_time;
+    }
+    if (create_time && f->count > 0 &&
+        (i64_at(b + MAX_TIMESTAMP_OFFSET) != f->max_ts || (i16_at(b + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK))) {
+        /* a producer's header max timestamp (Sarama writes -1) gives way to its records'
+         * largest, which the time index holds: lookups by time read the header */
+        uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) & ~TIMESTAMP_TYPE_MASK);
+        store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
+        store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)f->max_ts);
+        store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
+    }
+    return f->max_ts;
+}
+
+/* A leader's edits of validated batches, and what the log and segment need of
+ * them: (entries, first offset, last offset, max timestamp, record count). */
+static PyObject *
+assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t next_offset, int32_t epoch,
+       int stamping, int64_t append_time, int create_time, PyObject *file)
+{
+    if (!offsets_fit(facts, n, next_offset, len, file)) /* every offset first: nothing is written unless all fit */
+        return NULL;
     PyObject *entries = PyList_New(n);
     if (entries == NULL)
         return NULL;
@@ -612,42 +688,13 @@ assign(uint8_t *data, Py_ssize_t len, const Facts *facts, Py_ssize_t n, int64_t 
     long long records = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         const Facts *f = &facts[i];
-        uint8_t *b = data + f->position;
-        int64_t batch_max_ts = f->max_ts;
-        store_be(b + BASE_OFFSET_OFFSET, BASE_OFFSET_LENGTH, (uint64_t)base);
-        store_be(b + PARTITION_LEADER_EPOCH_OFFSET, PARTITION_LEADER_EPOCH_LENGTH, (uint32_t)epoch);
-        if (stamping) {
-            uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) | TIMESTAMP_TYPE_MASK);
-            store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
-            store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)append_time);
-            store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
-            batch_max_ts = append_time;
-        }
-        else if (create_time && f->count > 0 &&
-                 (i64_at(b + MAX_TIMESTAMP_OFFSET) != f->max_ts || (i16_at(b + ATTRIBUTES_OFFSET) & TIMESTAMP_TYPE_MASK))) {
-            /* a producer's header max timestamp (Sarama writes -1) gives way to its records'
-             * largest, which the time index holds: lookups by time read the header */
-            uint16_t attributes = (uint16_t)(i16_at(b + ATTRIBUTES_OFFSET) & ~TIMESTAMP_TYPE_MASK);
-            store_be(b + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH, attributes);
-            store_be(b + MAX_TIMESTAMP_OFFSET, MAX_TIMESTAMP_LENGTH, (uint64_t)f->max_ts);
-            store_be(b + CRC_OFFSET, CRC_LENGTH, crc32c_of(b + CRC_START, (size_t)(f->size - CRC_START)));
-        }
+        int64_t batch_max_ts = edit_batch(data + f->position, f, base, epoch, stamping, append_time, create_time);
         last = base + f->delta;
         if (i == 0 || batch_max_ts > max_ts)
             max_ts = batch_max_ts;
         records += f->count;
-        PyObject *entry = PyTuple_New(4);
-        if (entry != NULL) {
-            PyTuple_SET_ITEM(entry, 0, PyLong_FromSsize_t(f->position));
-            PyTuple_SET_ITEM(entry, 1, PyLong_FromSsize_t(f->size));
-            PyTuple_SET_ITEM(entry, 2, PyLong_FromLongLong(last));
-            PyTuple_SET_ITEM(entry, 3, PyLong_FromLongLong(batch_max_ts));
-            for (int k = 0; k < 4; k++)
-                if (PyTuple_GET_ITEM(entry, k) == NULL) {
-                    Py_CLEAR(entry); /* (a tuple with NULL items deallocates) */
-                    break;
-                }
-        }
+        int64_t values[4] = {f->position, f->size, last, batch_max_ts};
+        PyObject *entry = record_of((PyObject *)&PyTuple_Type, values, 4);
         if (entry == NULL) {
             Py_DECREF(entries);
             return NULL;
@@ -716,48 +763,82 @@ PyDoc_STRVAR(check_and_assign_doc,
              "each batch as the segment indexes them (nothing is written unless every offset fits in an\n"
              "int64); None, with nothing written, for a legacy batch before any fault.");
 
-/* The walk both calls make; with an assignment (spec), the leader's edits after it. */
-static PyObject *
-check(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds, PyObject *spec)
+/* The walk every append call makes, with its rules parsed (max_bytes and the timestamp
+ * bounds in *rules, an assignment in *a when `assigning`), and an assignment's
+ * segment.bytes check: the number of batches, their facts in *facts (PyMem_Raw) and the
+ * buffer held in *buf (writable when assigning); -1 with an exception set, or -2 at a
+ * legacy batch before any fault (the general path's); on both, nothing is held. */
+static Py_ssize_t
+walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
+{
+    if (PyObject_GetBuffer(owner, buf, assigning ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    Py_ssize_t n = validate_append(owner, buf->buf, buf->len, rules, facts);
+    if (n >= 0 && assigning && buf->len > a->segment_bytes) {
+        RAISE(RecordTooLargeError, rules->file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld", buf->len,
+              a->segment_bytes);
+        PyMem_RawFree(*facts);
+        n = -1;
+    }
+    if (n < 0)
+        PyBuffer_Release(buf);
+    return n;
+}
+
+/* max.message.bytes as the walk takes it (an int past any buffer: no limit). */
+static int
+parse_max_bytes(PyObject *max_bytes, AppendRules *rules)
 {
     int overflow;
     long long limit = PyLong_AsLongLongAndOverflow(max_bytes, &overflow);
     if (limit == -1 && PyErr_Occurred())
-        return NULL;
+        return -1;
     rules->max_bytes = overflow > 0 || limit > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : limit < 0 ? -1 : (Py_ssize_t)limit;
-    Assignment a = {0};
+    return 0;
+}
+
+/* walk_append with its rules parsed from the Python arguments: max_bytes, the timestamp
+ * bounds (lowest, highest) or None, and an assignment (spec) or NULL. */
+static Py_ssize_t
+checked(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds, PyObject *spec, Assignment *a,
+        Py_buffer *buf, Facts **facts)
+{
+    if (parse_max_bytes(max_bytes, rules) < 0)
+        return -1;
     long long low = 0, high = 0;
     rules->check_ts = bounds != Py_None;
     if (rules->check_ts && PyTuple_CheckExact(bounds) && PyTuple_GET_SIZE(bounds) == 2) {
         low = PyLong_AsLongLong(PyTuple_GET_ITEM(bounds, 0)); /* (the format parser costs more than the rest) */
         high = PyLong_AsLongLong(PyTuple_GET_ITEM(bounds, 1));
         if (PyErr_Occurred())
-            return NULL;
+            return -1;
     }
     else if (rules->check_ts && !PyArg_ParseTuple(bounds, "LL", &low, &high))
-        return NULL;
+        return -1;
     rules->low = low;
     rules->high = high;
-    if (spec != NULL && parse_assignment(spec, &a) < 0)
-        return NULL;
+    if (spec != NULL && parse_assignment(spec, a) < 0)
+        return -1;
+    return walk_append(owner, rules, a, spec != NULL, buf, facts);
+}
+
+/* The walk both calls make; with an assignment (spec), the leader's edits after it. */
+static PyObject *
+check(PyObject *owner, AppendRules *rules, PyObject *max_bytes, PyObject *bounds, PyObject *spec)
+{
+    Assignment a = {0};
     Py_buffer buf;
-    if (PyObject_GetBuffer(owner, &buf, spec != NULL ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
-        return NULL;
     Facts *facts = NULL;
+    Py_ssize_t n = checked(owner, rules, max_bytes, bounds, spec, &a, &buf, &facts);
+    if (n == -2)
+        return Py_NewRef(Py_None);
+    if (n < 0)
+        return NULL;
     PyObject *result = NULL;
-    Py_ssize_t n = validate_append(owner, buf.buf, buf.len, rules, &facts);
-    if (n == -2) {
-        result = Py_NewRef(Py_None);
-    }
-    else if (n >= 0 && spec != NULL) {
-        if (buf.len > a.segment_bytes)
-            RAISE(RecordTooLargeError, rules->file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld",
-                  buf.len, a.segment_bytes);
-        else
-            result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time,
-                            rules->check_ts, rules->file);
-    }
-    else if (n >= 0 && (result = PyList_New(n)) != NULL) {
+    if (spec != NULL)
+        result = assign(buf.buf, buf.len, facts, n, a.next_offset, a.epoch, a.stamping, a.append_time,
+                        rules->check_ts, rules->file);
+    else if ((result = PyList_New(n)) != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
             const Facts *x = &facts[i];
             PyObject *item = Py_BuildValue("(nniiLiL)", x->position, x->size, x->count, x->delta,
@@ -804,6 +885,289 @@ check_and_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     return check(args[0], &rules, args[3], args[4], args[7]);
+}
+
+/* ------------------------------------------------------------------ the append of one batch */
+
+/* An int64 argument of append_batch. */
+static int
+int64_arg(PyObject *obj, int64_t *out)
+{
+    long long v = PyLong_AsLongLong(obj);
+    if (v == -1 && PyErr_Occurred())
+        return 0;
+    *out = v;
+    return 1;
+}
+
+/* A writable index map's buffer, or none (buf.obj NULL): a copy, a closed index, or
+ * one that takes no entries (index.py's states: only theirs that do are writable maps). */
+static int
+index_map(PyObject *map, Py_buffer *buf)
+{
+    buf->obj = NULL;
+    if (map == Py_None || PyObject_GetBuffer(map, buf, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        buf->obj = NULL;
+        return 0;
+    }
+    return 1;
+}
+
+/* Writes all of data at position: 0, or the errno of the write that failed (part of
+ * it may be written then). Without the GIL. */
+static int
+write_all(int fd, const uint8_t *data, Py_ssize_t len, int64_t position)
+{
+    while (len > 0) {
+        ssize_t n = pwrite(fd, data, (size_t)len, (off_t)position);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return errno;
+        }
+        if (n == 0)
+            return ENOSPC; /* (a regular file takes bytes or says why not) */
+        data += n;
+        len -= n;
+        position += n;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(append_batch_doc,
+             "append_batch(buffer, compact, max_bytes, clock, timestamp_type, before_max_ms, after_max_ms,\n"
+             "             decompress, file, next_offset, epoch, segment_bytes, fd, size, base_offset,\n"
+             "             rolling_timestamp, roll_after_ms, index_interval, since_last_entry,\n"
+             "             max_timestamp_and_offset, offset_index, offset_entries, offset_reserved, time_index,\n"
+             "             time_entries, time_reserved, info_type, metadata_type)\n\n"
+             "A leader's append of a buffer of one batch to the active segment, in one call: check_and_assign's\n"
+             "checks (raised as it raises them) and edits, then the batch written at byte `size` of the\n"
+             "segment's fd, then its index entries stored into the maps. The log's side: the rules of\n"
+             "validator.py's leader_rules (message.timestamp.type, before.max.ms and after.max.ms against\n"
+             "clock(), called once, only for those types: CreateTime's bounds, LogAppendTime's stamp), the next\n"
+             "offset, leader epoch and segment.bytes. The segment's side is segment.py's: its base offset, the\n"
+             "max timestamp of its first batch (rolling_timestamp; None unknown), when it rolls by time\n"
+             "(roll_after_ms: segment.ms less the jitter), index.interval.bytes, the bytes since its last\n"
+             "index entry, its max timestamp with its offset; of each index its map (a writable one, or the\n"
+             "slow path), entry count and bytes reserved.\n"
+             "Returns (info, end, bytes since the last entry, max timestamp and offset, offset entries, time\n"
+             "entries) after the append: info an info_type (first offset, last offset, max timestamp, record\n"
+             "count, bytes, log append time or -1), end a metadata_type (the log end offset, the segment's\n"
+             "base offset, its size); an errno when the write failed (part of the batch may be written: the\n"
+             "caller cuts it off); or\n"
+             "None, with nothing checked further nor edited nor written, when the append is not one the call\n"
+             "makes: more or other than one v2 batch, a producer's (its state is Python's), the segment's\n"
+             "first batch, a roll due, an index entry due that the index cannot take as it is (unmapped,\n"
+             "full, blocks not reserved, out of order: the slow path reserves, or raises).");
+
+enum {
+    A_BUFFER, A_COMPACT, A_MAX_BYTES, A_CLOCK, A_TS_TYPE, A_BEFORE, A_AFTER, A_DECOMPRESS, A_FILE, A_NEXT_OFFSET,
+    A_EPOCH, A_SEGMENT_BYTES, A_FD, A_SIZE, A_BASE, A_ROLLING, A_ROLL_AFTER, A_INTERVAL, A_SINCE, A_MAX_TS,
+    A_OFFSET_MAP, A_OFFSET_ENTRIES, A_OFFSET_RESERVED, A_TIME_MAP, A_TIME_ENTRIES, A_TIME_RESERVED, A_INFO_TYPE,
+    A_METADATA_TYPE, A_COUNT
+};
+
+/* validator.py's leader_rules: CreateTime's bounds [now - before, now + after] within an
+ * int64, or LogAppendTime's stamp; the clock read only for those. */
+static int
+leader_rules(PyObject *clock, PyObject *type, PyObject *before_ms, PyObject *after_ms, AppendRules *rules,
+             Assignment *a)
+{
+    int create = PyUnicode_CompareWithASCIIString(type, "CreateTime") == 0;
+    int append = !create && PyUnicode_CompareWithASCIIString(type, "LogAppendTime") == 0;
+    if (PyErr_Occurred())
+        return -1;
+    rules->check_ts = create;
+    a->stamping = append;
+    if (!create && !append)
+        return 0;
+    int64_t now, before, after;
+    PyObject *t = PyObject_CallNoArgs(clock);
+    int ok = t != NULL && int64_arg(t, &now);
+    Py_XDECREF(t);
+    if (!ok)
+        return -1;
+    if (append) {
+        a->append_time = now;
+        return 0;
+    }
+    if (!int64_arg(before_ms, &before) || !int64_arg(after_ms, &after))
+        return -1;
+    i128 low = (i128)now - before, high = (i128)now + after;
+    rules->low = low > INT64_MIN ? (int64_t)low : INT64_MIN;
+    rules->high = high < INT64_MAX ? (int64_t)high : INT64_MAX;
+    return 0;
+}
+
+/* Whether the segment's roll rules (segment.py's should_roll) let the batch in:
+ * bytes, time since its first batch, room in both indexes, its last offset's distance
+ * from the segment's base. */
+static int
+fits_segment(int64_t size, Py_ssize_t bytes, int64_t segment_bytes, int64_t rolling, int64_t roll_after,
+             int64_t max_ts, int64_t last, int64_t base, Py_ssize_t offset_slots, int64_t offset_entries,
+             Py_ssize_t time_slots, int64_t time_entries)
+{
+    if (size <= 0 || size > segment_bytes - bytes || size > INT32_MAX || rolling < 0)
+        return 0;
+    if ((i128)max_ts - rolling > roll_after)
+        return 0;
+    if (offset_entries >= offset_slots || time_entries >= time_slots - 1)
+        return 0;
+    return (i128)last - base >= 0 && (i128)last - base <= MAX_RELATIVE_OFFSET;
+}
+
+static PyObject *
+append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != A_COUNT) {
+        PyErr_Format(PyExc_TypeError, "append_batch() takes %d positional arguments (%zd given)", A_COUNT, nargs);
+        return NULL;
+    }
+    int64_t size, base, rolling, roll_after, interval, since, seg_max_ts, seg_max_offset, oi_n, oi_reserved, ti_n,
+        ti_reserved, next_offset, epoch, segment_bytes;
+    long fd = PyLong_AsLong(args[A_FD]);
+    if ((fd == -1 && PyErr_Occurred()) || !int64_arg(args[A_SIZE], &size) || !int64_arg(args[A_BASE], &base) ||
+        !int64_arg(args[A_ROLL_AFTER], &roll_after) || !int64_arg(args[A_INTERVAL], &interval) ||
+        !int64_arg(args[A_SINCE], &since) || !int64_arg(args[A_OFFSET_ENTRIES], &oi_n) ||
+        !int64_arg(args[A_OFFSET_RESERVED], &oi_reserved) || !int64_arg(args[A_TIME_ENTRIES], &ti_n) ||
+        !int64_arg(args[A_TIME_RESERVED], &ti_reserved) || !int64_arg(args[A_NEXT_OFFSET], &next_offset) ||
+        !int64_arg(args[A_EPOCH], &epoch) || !int64_arg(args[A_SEGMENT_BYTES], &segment_bytes))
+        return NULL;
+    if (epoch < INT32_MIN || epoch > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "leader epoch out of range");
+        return NULL;
+    }
+    if (!tuple_type(args[A_INFO_TYPE]) || !tuple_type(args[A_METADATA_TYPE]))
+        return NULL;
+    if (args[A_ROLLING] == Py_None)
+        rolling = -1;
+    else if (!int64_arg(args[A_ROLLING], &rolling))
+        return NULL;
+    PyObject *mto = args[A_MAX_TS];
+    if (!PyTuple_Check(mto) || PyTuple_GET_SIZE(mto) != 2) {
+        PyErr_SetString(PyExc_TypeError, "append_batch(): max_timestamp_and_offset must be a pair");
+        return NULL;
+    }
+    if (!int64_arg(PyTuple_GET_ITEM(mto, 0), &seg_max_ts) || !int64_arg(PyTuple_GET_ITEM(mto, 1), &seg_max_offset))
+        return NULL;
+
+    PyObject *owner = args[A_BUFFER];
+    Py_buffer buf;
+    if (PyObject_GetBuffer(owner, &buf, PyBUF_WRITABLE) < 0)
+        return NULL;
+    const uint8_t *data = buf.buf;
+    Py_ssize_t len = buf.len;
+    /* one v2 batch, of no producer: else the slow path, before anything is checked */
+    if (len < HEADER_SIZE || data[MAGIC_OFFSET] != MAGIC || (int64_t)LOG_OVERHEAD + i32_at(data + LENGTH_OFFSET) != len ||
+        i64_at(data + PRODUCER_ID_OFFSET) >= 0) {
+        PyBuffer_Release(&buf);
+        Py_RETURN_NONE;
+    }
+    PyBuffer_Release(&buf);
+
+    AppendRules rules = {.leader = 1, .allow_control = 0, .decompress = args[A_DECOMPRESS], .file = args[A_FILE]};
+    Assignment a = {.next_offset = next_offset, .epoch = (int)epoch, .segment_bytes = segment_bytes};
+    if ((rules.compact = PyObject_IsTrue(args[A_COMPACT])) < 0 || parse_max_bytes(args[A_MAX_BYTES], &rules) < 0 ||
+        leader_rules(args[A_CLOCK], args[A_TS_TYPE], args[A_BEFORE], args[A_AFTER], &rules, &a) < 0)
+        return NULL;
+    Facts *facts = NULL;
+    Py_ssize_t n = walk_append(owner, &rules, &a, 1, &buf, &facts);
+    if (n < 0)
+        return n == -2 ? Py_NewRef(Py_None) : NULL;
+    /* (check_and_assign's checks all made: now what takes the slow path, with nothing edited) */
+    PyObject *result = NULL;
+    Py_buffer oi = {NULL}, ti = {NULL};
+    const Facts *f = &facts[0];
+    if (!offsets_fit(facts, n, a.next_offset, buf.len, rules.file))
+        goto done;
+    int64_t last = a.next_offset + f->delta, max_ts = a.stamping ? a.append_time : f->max_ts;
+    index_map(args[A_OFFSET_MAP], &oi);
+    index_map(args[A_TIME_MAP], &ti);
+    if (n != 1 || oi.obj == NULL || ti.obj == NULL ||
+        !fits_segment(size, len, a.segment_bytes, rolling, roll_after, max_ts, last, base, oi.len / 8, oi_n,
+                      ti.len / 12, ti_n))
+        goto slow;
+    /* the entries due (segment.py's _index_batches of one batch), with index.py's checks of
+     * each, which the slow path raises: offsets increasing, room, blocks reserved */
+    int64_t ts_so_far = seg_max_ts, ts_offset = seg_max_offset;
+    if (max_ts > ts_so_far) {
+        ts_so_far = max_ts;
+        ts_offset = last;
+    }
+    int offset_entry = since > interval, time_entry = 0;
+    uint8_t *oi_at = (uint8_t *)oi.buf + oi_n * 8, *ti_at = (uint8_t *)ti.buf + ti_n * 12;
+    if (offset_entry) {
+        if ((oi_n + 1) * 8 > oi_reserved || (ti_n + 2) * 12 > ti_reserved) /* segment.append's reservation */
+            goto slow;
+        if (oi_n && (int64_t)i32_at(oi_at - 8) >= last - base)
+            goto slow;
+        int64_t last_ts = ti_n ? i64_at(ti_at - 12) : -1, last_ts_offset = ti_n ? base + i32_at(ti_at - 4) : INT64_MIN;
+        time_entry = ts_so_far > last_ts;
+        if (time_entry && (ts_offset < last_ts_offset || (i128)ts_offset - base < 0 ||
+                           (i128)ts_offset - base > MAX_RELATIVE_OFFSET))
+            goto slow;
+    }
+    /* the batch edited and written: past here, the append is made or its write failed */
+    uint8_t *b = (uint8_t *)buf.buf;
+    edit_batch(b, f, a.next_offset, a.epoch, a.stamping, a.append_time, rules.check_ts);
+    /* the maps are let go while the GIL is: an export held would refuse another thread's
+     * close of them (BufferError); taken again for the stores, which a map changed since
+     * (none does under the log's lock) would only leave out (an index is sparse) */
+    PyBuffer_Release(&oi);
+    PyBuffer_Release(&ti);
+    int failed;
+    Py_BEGIN_ALLOW_THREADS
+    failed = write_all((int)fd, b, len, size);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        result = PyLong_FromLong(failed);
+        goto done;
+    }
+    if (offset_entry && index_map(args[A_OFFSET_MAP], &oi) && index_map(args[A_TIME_MAP], &ti) &&
+        oi.len >= (oi_n + 1) * 8 && ti.len >= (ti_n + 1) * 12) {
+        oi_at = (uint8_t *)oi.buf + oi_n * 8;
+        ti_at = (uint8_t *)ti.buf + ti_n * 12;
+        store_be(oi_at, 4, (uint32_t)(last - base));
+        store_be(oi_at + 4, 4, (uint32_t)size);
+        oi_n++;
+        if (time_entry) {
+            store_be(ti_at, 8, (uint64_t)ts_so_far);
+            store_be(ti_at + 8, 4, (uint32_t)(ts_offset - base));
+            ti_n++;
+        }
+        since = 0;
+    }
+    int64_t info[6] = {a.next_offset, last, max_ts, f->count, len, a.stamping ? a.append_time : -1};
+    int64_t end[3] = {last + 1, base, size + len};
+    int64_t pair[2] = {ts_so_far, ts_offset};
+    result = PyTuple_New(6);
+    if (result == NULL)
+        goto done;
+    PyTuple_SET_ITEM(result, 0, record_of(args[A_INFO_TYPE], info, 6));
+    PyTuple_SET_ITEM(result, 1, record_of(args[A_METADATA_TYPE], end, 3));
+    PyTuple_SET_ITEM(result, 2, PyLong_FromLongLong(since + len));
+    PyTuple_SET_ITEM(result, 3, ts_so_far == seg_max_ts && ts_offset == seg_max_offset
+                                    ? Py_NewRef(mto)
+                                    : record_of((PyObject *)&PyTuple_Type, pair, 2));
+    PyTuple_SET_ITEM(result, 4, PyLong_FromLongLong(oi_n));
+    PyTuple_SET_ITEM(result, 5, PyLong_FromLongLong(ti_n));
+    for (int k = 0; k < 6; k++)
+        if (PyTuple_GET_ITEM(result, k) == NULL) {
+            Py_CLEAR(result); /* (a tuple with NULL items deallocates) */
+            break;
+        }
+    goto done;
+slow:
+    result = Py_NewRef(Py_None);
+done:
+    if (oi.obj != NULL)
+        PyBuffer_Release(&oi);
+    if (ti.obj != NULL)
+        PyBuffer_Release(&ti);
+    PyMem_RawFree(facts);
+    PyBuffer_Release(&buf);
+    return result;
 }
 
 /* ------------------------------------------------------------------ recovery */
@@ -1129,9 +1493,25 @@ fail:
     return NULL;
 }
 
+PyDoc_STRVAR(now_ms_doc, "now_ms()\n\nThe wall clock in milliseconds since the epoch (time.time_ns() // 1_000_000), in C: the\n"
+             "log's default clock, which every append reads.");
+
+static PyObject *
+now_ms(PyObject *self, PyObject *unused)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    /* floor division, as Python's: a time before the epoch rounds down too */
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return PyLong_FromLongLong(ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000));
+}
+
 static PyMethodDef methods[] = {
     {"check_append", (PyCFunction)(void (*)(void))check_append, METH_VARARGS | METH_KEYWORDS, check_append_doc},
     {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_FASTCALL, check_and_assign_doc},
+    {"append_batch", (PyCFunction)(void (*)(void))append_batch, METH_FASTCALL, append_batch_doc},
+    {"now_ms", now_ms, METH_NOARGS, now_ms_doc},
     {"recover_batches", (PyCFunction)(void (*)(void))recover_batches, METH_VARARGS | METH_KEYWORDS,
      recover_batches_doc},
     {"find_timestamp", find_timestamp, METH_VARARGS, find_timestamp_doc},

@@ -1,6 +1,8 @@
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+_Info = TypeVar("_Info", bound=tuple[int, ...])
+_End = TypeVar("_End", bound=tuple[int, ...])
 _Facts = tuple[int, int, int, int, int, int, int]
 _Assigned = tuple[list[tuple[int, int, int, int]], int, int, int, int]
 
@@ -25,6 +27,38 @@ def check_and_assign(
     assignment: tuple[int, int, int | None, int],
     /,
 ) -> _Assigned | None: ...
+def append_batch(
+    buffer: bytearray,
+    compact: bool,
+    max_bytes: int,
+    clock: Callable[[], int],
+    timestamp_type: str,
+    before_max_ms: int,
+    after_max_ms: int,
+    decompress: Callable[[int, memoryview], Any],
+    file: str,
+    next_offset: int,
+    epoch: int,
+    segment_bytes: int,
+    fd: int,
+    size: int,
+    base_offset: int,
+    rolling_timestamp: int | None,
+    roll_after_ms: int,
+    index_interval: int,
+    since_last_entry: int,
+    max_timestamp_and_offset: tuple[int, int],
+    offset_index: Any,
+    offset_entries: int,
+    offset_reserved: int,
+    time_index: Any,
+    time_entries: int,
+    time_reserved: int,
+    info_type: type[_Info],
+    metadata_type: type[_End],
+    /,
+) -> tuple[_Info, _End, int, tuple[int, int], int, int] | int | None: ...
+def now_ms() -> int: ...
 def recover_batches(
     chunk: Any,
     start: int,

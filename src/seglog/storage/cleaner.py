@@ -42,10 +42,14 @@ The map costs 24 bytes a key whatever the key's size, the marks one bit an
 offset of the dirty section, both within the dedupe buffer (offset_map.py;
 a map grows only while the old one and the new fit it together); I/O buffers
 grow only to the largest batch. So a cleaning's memory is the dedupe buffer
-plus a constant, whatever the log's size. The loops over records are C
-(storage/_compact.c): the map is built a batch, or a run of plain batches,
-per call, and a batch is filtered by copying the byte ranges of the records
-it keeps and rewriting its header.
+plus a constant, whatever the log's size (an lz4 batch's records decompressed,
+and those kept, take two more buffers as large as the largest batch's records,
+let go after the round). The loops over records are C (storage/_compact.c):
+the map is built a batch, or a run of plain batches, per call, and a batch is
+filtered by copying the byte ranges of the records it keeps and rewriting its
+header. lz4 batches as the Java client writes them are decompressed and
+compressed again there too (records/_lz4.h, the Java client's bytes); other
+compressed batches go through Python's codecs.
 """
 
 from __future__ import annotations
@@ -376,6 +380,8 @@ class Cleaner:
         self.throttler = throttler or Throttler(math.inf)
         self._check_done = check_done or (lambda _log: None)
         self._read_buffer = bytearray(self.io_buffer_size)
+        # an lz4 batch's records decompressed, and those kept before they are compressed again
+        self._section, self._rebuilt = bytearray(), bytearray()
         self._map: OffsetMap | None = None
         self._marks = OffsetMarks(0, 0)
         self._map_budget = memory
@@ -393,6 +399,8 @@ class Cleaner:
             if cleanable.log.closed or any(all(s is not t for t in live) for s in segments[:-1]):
                 raise LogCleaningAbortedError(f"{cleanable.log.name} changed under the cleaner: {e}") from e
             raise
+        finally:
+            self._section, self._rebuilt = bytearray(), bytearray()  # grown to this round's largest batch
 
     def _clean(self, cleanable: LogToClean, segments: tuple[LogSegment, ...], now: int) -> tuple[int, CleanerStats]:
         log_ = cleanable.log
@@ -514,6 +522,8 @@ class Cleaner:
             position += chunk.used
         if len(self._read_buffer) > self.io_buffer_size:
             self._read_buffer = bytearray(self.io_buffer_size)
+        # an lz4 batch's records decompressed, and those kept before they are compressed again
+        self._section, self._rebuilt = bytearray(), bytearray()
 
     def _read(self, log_: PartitionLog, segment: LogSegment, buffer: bytearray, position: int, size: int) -> int:
         self._check_done(log_)
@@ -547,7 +557,7 @@ class Cleaner:
                 while True:
                     # the batches C maps need no tracker: they are not transactional, and the
                     # tracker catches up on aborted transactions at the next batch it sees
-                    at, needs_python, records, size = omap.put_batches(view, at, origin, start, marks)
+                    at, needs_python, records, size = omap.put_batches(view, at, origin, start, marks, self._section)
                     stats.map_records_read += records
                     stats.map_bytes_read += size
                     batch = next(BatchIterator(view, at, origin=origin), None) if needs_python else None
@@ -677,7 +687,7 @@ class Cleaner:
                             entries=output.entries, table=omap.table, k0=omap.k0, k1=omap.k1,
                             latest=omap.latest_offset, marks=marks.superseded, marks_first=marks.first,
                             marks_count=marks.count, now=now, horizon=horizon, upper_bound=upper_bound,
-                            group_end=group_end,
+                            group_end=group_end, section=self._section, rebuilt=self._rebuilt,
                         )  # fmt: skip
                         stats.records_read += read
                         stats.records_written += written

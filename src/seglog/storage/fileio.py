@@ -83,7 +83,7 @@ faults = FaultInjector()
 _fdatasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 
 
-def _storage_error(op: str, path: str, e: OSError) -> KafkaStorageError:
+def storage_error(op: str, path: str, e: OSError) -> KafkaStorageError:
     err = KafkaStorageError(f"{op} failed: {e.strerror or e}", file=path)
     err.errno = e.errno  # type: ignore[attr-defined]
     return err
@@ -112,7 +112,7 @@ class FileHandle:
                 n = os.write(self.fd, view)
                 view = view[n:]
         except OSError as e:
-            raise _storage_error("write", self.path, e) from None
+            raise storage_error("write", self.path, e) from None
 
     def pwrite(self, data: bytes | bytearray | memoryview, position: int) -> None:
         try:
@@ -127,7 +127,7 @@ class FileHandle:
                     n = os.pwrite(self.fd, view, position)
                     view, position = view[n:], position + n
         except OSError as e:
-            raise _storage_error("write", self.path, e) from None
+            raise storage_error("write", self.path, e) from None
 
     def pread(self, size: int, position: int) -> bytes:
         try:
@@ -135,7 +135,7 @@ class FileHandle:
                 faults.check("read", self.path)
             return os.pread(self.fd, size, position)
         except OSError as e:
-            raise _storage_error("read", self.path, e) from None
+            raise storage_error("read", self.path, e) from None
 
     def readinto(self, buffer: bytearray | memoryview, position: int) -> int:
         """Fill ``buffer`` from ``position``; returns the bytes read (short at EOF)."""
@@ -149,28 +149,28 @@ class FileHandle:
                     break
                 total += n
         except OSError as e:
-            raise _storage_error("read", self.path, e) from None
+            raise storage_error("read", self.path, e) from None
         return total
 
     def size(self) -> int:
         try:
             return os.fstat(self.fd).st_size
         except OSError as e:
-            raise _storage_error("stat", self.path, e) from None
+            raise storage_error("stat", self.path, e) from None
 
     def truncate(self, size: int) -> None:
         try:
             faults.check("truncate", self.path)
             os.ftruncate(self.fd, size)
         except OSError as e:
-            raise _storage_error("truncate", self.path, e) from None
+            raise storage_error("truncate", self.path, e) from None
 
     def fsync(self) -> None:
         try:
             faults.check("fsync", self.path)
             os.fsync(self.fd)
         except OSError as e:
-            raise _storage_error("fsync", self.path, e) from None
+            raise storage_error("fsync", self.path, e) from None
 
     def fdatasync(self) -> None:
         """``fsync`` without the metadata a later read does not need (mtime); a fault
@@ -179,7 +179,7 @@ class FileHandle:
             faults.check("fsync", self.path)
             _fdatasync(self.fd)
         except OSError as e:
-            raise _storage_error("fsync", self.path, e) from None
+            raise storage_error("fsync", self.path, e) from None
 
     def reserve(self, offset: int, length: int) -> None:
         """Give bytes ``offset`` to ``offset + length`` real blocks (the file grows if it
@@ -190,7 +190,7 @@ class FileHandle:
             os.posix_fallocate(self.fd, offset, length)
         except OSError as e:
             if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
-                raise _storage_error("allocate", self.path, e) from None
+                raise storage_error("allocate", self.path, e) from None
             # a filesystem without fallocate: zeros written take the blocks (or fail cleanly)
             self.pwrite(bytes(length), offset)
 
@@ -200,7 +200,7 @@ class FileHandle:
             access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
             return mmap.mmap(self.fd, length, access=access)
         except OSError as e:
-            raise _storage_error("mmap", self.path, e) from None
+            raise storage_error("mmap", self.path, e) from None
 
     def close(self) -> None:
         if self.fd >= 0:
@@ -226,7 +226,7 @@ def open_file(
         faults.check("open", path)
         return FileHandle(path, os.open(path, flags | os.O_CLOEXEC, mode))
     except OSError as e:
-        raise _storage_error("open", path, e) from None
+        raise storage_error("open", path, e) from None
 
 
 def create_file(path: str) -> FileHandle:
@@ -236,7 +236,7 @@ def create_file(path: str) -> FileHandle:
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC
         return FileHandle(path, os.open(path, flags, 0o644))
     except OSError as e:
-        raise _storage_error("create", path, e) from None
+        raise storage_error("create", path, e) from None
 
 
 def stat(path: str) -> os.stat_result | None:
@@ -247,7 +247,7 @@ def stat(path: str) -> os.stat_result | None:
     except FileNotFoundError:
         return None
     except OSError as e:
-        raise _storage_error("stat", path, e) from None
+        raise storage_error("stat", path, e) from None
 
 
 def list_dir(path: str) -> list[str]:
@@ -256,7 +256,7 @@ def list_dir(path: str) -> list[str]:
         faults.check("list", path)
         return os.listdir(path)
     except OSError as e:
-        raise _storage_error("list", path, e) from None
+        raise storage_error("list", path, e) from None
 
 
 def rename(src: str, dst: str) -> None:
@@ -264,7 +264,7 @@ def rename(src: str, dst: str) -> None:
         faults.check("rename", src)
         os.replace(src, dst)
     except OSError as e:
-        raise _storage_error(f"rename to {dst}", src, e) from None
+        raise storage_error(f"rename to {dst}", src, e) from None
 
 
 def unlink(path: str, *, missing_ok: bool = True) -> None:
@@ -275,7 +275,7 @@ def unlink(path: str, *, missing_ok: bool = True) -> None:
         if not missing_ok:
             raise
     except OSError as e:
-        raise _storage_error("unlink", path, e) from None
+        raise storage_error("unlink", path, e) from None
 
 
 def remove_tree(path: str) -> None:
@@ -285,7 +285,7 @@ def remove_tree(path: str) -> None:
     except FileNotFoundError:
         pass
     except OSError as e:
-        raise _storage_error("remove", path, e) from None
+        raise storage_error("remove", path, e) from None
 
 
 def make_dirs(path: str) -> None:
@@ -293,7 +293,7 @@ def make_dirs(path: str) -> None:
         faults.check("mkdir", path)
         os.makedirs(path, exist_ok=True)
     except OSError as e:
-        raise _storage_error("mkdir", path, e) from None
+        raise storage_error("mkdir", path, e) from None
 
 
 def fsync_dir(path: str) -> None:
@@ -306,7 +306,7 @@ def fsync_dir(path: str) -> None:
         finally:
             os.close(fd)
     except OSError as e:
-        raise _storage_error("fsync", path, e) from None
+        raise storage_error("fsync", path, e) from None
 
 
 def write_atomically(path: str, data: bytes, mode: int = 0o644) -> None:

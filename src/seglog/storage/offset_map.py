@@ -157,10 +157,17 @@ class OffsetMap:
         return full_at
 
     def put_batches(
-        self, view: memoryview, position: int, origin: int, start_offset: int, marks: OffsetMarks | None = None
+        self,
+        view: memoryview,
+        position: int,
+        origin: int,
+        start_offset: int,
+        marks: OffsetMarks | None = None,
+        section: bytearray | None = None,
     ) -> tuple[int, bool, int, int]:
         """``put_batch`` over the whole batches of ``view`` from ``position`` for as long
-        as they are plain data batches (uncompressed, non-transactional, non-control v2)
+        as they are plain data batches (non-transactional, non-control v2; uncompressed, or
+        lz4 as the Java client writes it when ``section`` is given to decompress into)
         that fit the room left. Returns (where it stopped, whether a batch there needs
         Python, records mapped, bytes mapped); ``latest_offset`` also takes the last
         offset of each batch mapped."""
@@ -168,7 +175,7 @@ class OffsetMap:
         position, stop, added, self.latest_offset, records, size = _compact.map_batches(
             view, position, origin, table=self.table, k0=self.k0, k1=self.k1, room=self.room,
             start_offset=start_offset, marks=marks.superseded, marks_first=marks.first, marks_count=marks.count,
-            latest=self.latest_offset,
+            latest=self.latest_offset, section=section,
         )  # fmt: skip
         self.entries += added
         return position, bool(stop), records, size

@@ -44,7 +44,9 @@ import os
 import random
 import threading
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
+from ..config import LogConfig
 from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -90,6 +92,7 @@ _NEXT_STATES = {
 }
 
 _new = tuple.__new__
+_Info = TypeVar("_Info", bound=tuple[int, ...])  # the log's AppendInfo, which an append returns
 _RECOVERY_CHUNK = 1024 * 1024
 _TIME_SEARCH_READ = 1024 * 1024  # the most a lookup by time reads of a batch it expects to search
 
@@ -399,6 +402,68 @@ class LogSegment:
             raise
         self._size = start + len(data)
         self._index_batches(start, batches)
+
+    def append_leader_batch(
+        self,
+        buffer: bytearray,
+        config: LogConfig,
+        clock: Callable[[], int],
+        file: str,
+        next_offset: int,
+        epoch: int,
+        info_type: type[_Info],
+    ) -> tuple[_Info, LogOffsetMetadata] | None:
+        """A leader's usual append, a producer's one batch of no producer id, in one C call
+        (``_scan.append_batch``): ``_scan.check_and_assign``'s checks and edits under the log's
+        ``config`` and ``clock`` (as ``LogValidator.leader_rules`` applies them), then what
+        ``should_roll`` and ``append`` would do (the roll rules, the write, the index entries
+        with the indexes' own checks). Returns what the append did as an ``info_type`` (the
+        log's AppendInfo: first offset, last offset, max timestamp, record count, bytes, log
+        append time or -1) and the log end after it; None when the call does not make this
+        append (see its doc): nothing checked but what it raised, nothing written, the
+        append is the general path's."""
+        oi, ti = self._offset_index or self.offset_index, self._time_index or self.time_index
+        handle = self._handle or self.handle
+        start = self._size if self._size is not None else self.size
+        c = config
+        done = _scan.append_batch(
+            buffer,
+            c.compact,
+            c.max_message_bytes,
+            clock,
+            c.message_timestamp_type,
+            c.message_timestamp_before_max_ms,
+            c.message_timestamp_after_max_ms,
+            decompress,
+            file,
+            next_offset,
+            epoch,
+            c.segment_bytes,
+            handle.fd,
+            start,
+            self.base_offset,
+            self._rolling_based_timestamp if self._rolling_loaded else None,
+            c.segment_ms - self.roll_jitter_ms,
+            self.index_interval_bytes,
+            self.bytes_since_last_index_entry,
+            self._max_ts_and_offset or self.max_timestamp_and_offset,
+            oi._mmap,
+            oi.entries,
+            oi.reserved,
+            ti._mmap,
+            ti.entries,
+            ti.reserved,
+            info_type,
+            LogOffsetMetadata,
+        )
+        if not isinstance(done, tuple):
+            if done is not None:  # the write failed (a full disk): cut off what part of it was written
+                handle.truncate(start)
+                raise fileio.storage_error("write", handle.path, OSError(done, os.strerror(done)))
+            return None
+        info, end, self.bytes_since_last_index_entry, self._max_ts_and_offset, oi.entries, ti.entries = done
+        self._size = end[2]
+        return info, end
 
     def _reserve_index_entries(self, count: int) -> None:
         """Blocks for ``count`` more entries in each index (and the time index's entry at

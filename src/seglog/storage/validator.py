@@ -58,7 +58,9 @@ class LogValidator:
 
     def leader_rules(self) -> tuple[tuple[int, int] | None, int | None]:
         """For a leader's append: the CreateTime bounds its timestamps must lie in, and
-        the LogAppendTime it is stamped with (None: not that timestamp type)."""
+        the LogAppendTime it is stamped with (None: not that timestamp type). A producer's
+        usual append applies the same rules in C (``_scan.append_batch``, the clock read there);
+        tests/storage/test_append_one.py holds the two paths together."""
         c = self.config
         if c.message_timestamp_type == "CreateTime":
             # [now - message.timestamp.before.max.ms, now + message.timestamp.after.max.ms], within

@@ -1,0 +1,178 @@
+"""A producer's usual append (one batch of no producer id into the active segment) is one C
+call, ``LogSegment.append_leader_batch``; everything else takes the general path. The two
+must leave the same files behind, fail alike, and the one call must cut off a write that
+fails midway, as the general path does."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from seglog.errors import InvalidTimestampError, SeglogError
+from seglog.records import Compression, build_batch
+from seglog.storage import fileio
+from seglog.storage.file_records import LogOffsetMetadata
+from seglog.storage.log import AppendInfo
+
+from .conftest import MS, new_log
+
+CONFIGS = {
+    "create-time": {},
+    "log-append-time": {"message.timestamp.type": "LogAppendTime"},
+    "rolls": {"segment.bytes": 16000, "index.interval.bytes": 700, "segment.index.bytes": 4096},
+    "rolls-by-time": {"segment.ms": 50},
+    "compact": {"cleanup.policy": "compact", "index.interval.bytes": 1},
+}
+
+
+def _batches(n: int) -> list[bytearray]:
+    """Batches of every kind an append meets: sizes from one record to 60, timestamps
+    that go back and forth, a compressed one, some of producers, two in one buffer."""
+    out = []
+    for i in range(n):
+        records = [(b"k%d-%d" % (i, j), b"v" * (i * 7 % 300), MS + (i * 37 % 11) * 5 + j) for j in range(1 + i % 60)]
+        if i % 13 == 5:
+            out.append(build_batch(records, compression=Compression.GZIP))
+        elif i % 17 == 3:
+            out.append(
+                build_batch(
+                    records,
+                    producer_id=7,
+                    producer_epoch=0,
+                    base_sequence=sum(1 + k % 60 for k in range(i) if k % 17 == 3),
+                )
+            )
+        elif i % 19 == 7:
+            out.append(build_batch(records[:1]) + build_batch(records[1:] or records))
+        else:
+            out.append(build_batch(records))
+    return out
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    part = directory / "t-0"
+    return {p.name: p.read_bytes() for p in sorted(part.iterdir()) if p.suffix in (".log", ".index", ".timeindex")}
+
+
+class _GeneralPath:
+    """A fault set that never fires (no such file): ``append_batches`` then never takes the
+    one call, which stands aside whenever a fault is set."""
+
+    def __enter__(self) -> None:
+        fileio.faults.inject("write", path="/no/such/file/anywhere")
+
+    def __exit__(self, *exc: object) -> None:
+        fileio.faults.clear()
+
+
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_the_one_call_leaves_the_files_the_general_path_leaves(tmp_path, clock, name):
+    results = {}
+    for path in ("one-call", "general"):
+        manager, log = new_log(tmp_path / path, config=CONFIGS[name], clock=clock)
+        clock.now = MS + 100
+        infos = []
+        with _GeneralPath() if path == "general" else contextlib.nullcontext():
+            for i, batch in enumerate(_batches(120)):
+                clock.advance(3)
+                try:
+                    infos.append(log.append_batches(bytearray(batch)))
+                except SeglogError as e:  # (a batch larger than the config that rolls allows)
+                    infos.append((type(e), str(e).replace(path, "")))
+                if i % 41 == 40:
+                    clock.advance(60)  # past segment.ms, for the config that rolls by time
+        end = log.log_end_offset
+        manager.close()
+        results[path] = (infos, end, _files(tmp_path / path))
+        clock.now = MS
+    assert results["one-call"] == results["general"]
+    assert len(results["general"][2]) >= 3
+
+
+def _call(log, batch):
+    segment = log.segments[-1]
+    return segment.append_leader_batch(batch, log.config, lambda: MS, log.dir, log.log_end_offset, 0, AppendInfo)
+
+
+def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tmp_path):
+    _, log = new_log(tmp_path)
+    first = build_batch([(b"k", b"v", MS)])
+    assert _call(log, bytearray(first)) is None  # the segment's first batch: its rolling time is set there
+    log.append_batches(first)
+    size = log.segments[-1].size
+    refused = [
+        build_batch([(b"k", b"v", MS)], producer_id=3, producer_epoch=0, base_sequence=0),
+        build_batch([(b"k", b"v", MS)]) + build_batch([(b"k", b"v", MS)]),
+        build_batch([(b"k", b"v", MS)])[:-1],
+    ]
+    for batch in refused:
+        copy = bytearray(batch)
+        assert _call(log, copy) is None
+        assert copy == batch and log.segments[-1].size == size and log.log_end_offset == 1
+    info, end = _call(log, build_batch([(b"k", b"v", MS + 1)]))
+    assert type(info) is AppendInfo and info == (1, 1, MS + 1, 1, size, -1)
+    assert type(end) is LogOffsetMetadata and end == (2, 0, size * 2) and log.segments[-1].size == size * 2
+
+
+def test_the_one_call_raises_what_the_general_path_raises(tmp_path, clock):
+    # a fake clock: the message names "now", which a real one moves between the two appends
+    _, log = new_log(tmp_path, config={"message.timestamp.after.max.ms": 1000}, clock=clock)
+    log.append_batches(build_batch([(b"k", b"v", MS)]))
+    late = build_batch([(b"k", b"v", 2**62)])
+    with pytest.raises(InvalidTimestampError) as one_call:
+        log.append_batches(bytearray(late))
+    with _GeneralPath(), pytest.raises(InvalidTimestampError) as general:
+        log.append_batches(bytearray(late))
+    assert str(one_call.value) == str(general.value) and log.log_end_offset == 1
+
+
+_CHILD = textwrap.dedent(
+    """
+    import errno, resource, sys
+    import seglog
+    from seglog.errors import KafkaStorageError
+    from seglog.records import build_batch
+    from seglog.storage.log import AppendInfo
+
+    with seglog.open(sys.argv[1], background=False) as logs:
+        logs.create_topic("t", 1)
+        log = logs.partition("t", 0)
+        for i in range(10):
+            log.append_batches(build_batch([(b"k%d" % i, bytes(3000), None)]))
+        segment = log.segments[-1]
+        size, end = segment.size, log.log_end_offset
+        # the next batch fits but half: the write stops there (EFBIG), as a full disk stops one
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size + 1500, resource.RLIM_INFINITY))
+        batch = build_batch([(b"late", bytes(3000), None)])
+        try:
+            segment.append_leader_batch(batch, log.config, log._clock, log.dir, end, log.leader_epoch, AppendInfo)
+        except KafkaStorageError as e:
+            assert e.errno == errno.EFBIG and e.file == segment.log_path, e
+        else:
+            raise AssertionError("the write did not fail")
+        assert segment.size == size and log.segments[-1].handle.size() == size, "a torn write was left"
+        assert log.log_end_offset == end
+        resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+        log.append_batches(build_batch([(b"after", b"v", None)]))
+        keys = [r.key for r in log.records()]
+        assert keys == [b"k%d" % i for i in range(10)] + [b"after"], keys
+    print("ok")
+    """
+)
+
+
+def test_a_write_the_one_call_makes_that_fails_midway_is_cut_off(tmp_path):
+    """A real short write (the file size limit, RLIMIT_FSIZE, stops it halfway, as a
+    full disk does; Python ignores SIGXFSZ), in a child so that the limit is its own."""
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, str(tmp_path / "logs")], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
