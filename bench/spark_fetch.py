@@ -9,6 +9,10 @@ by a seglog broker in a process of its own; one task's read of it, to Arrow, thr
 3. a confluent-kafka Consumer loop building the same key, value, offset and timestamp columns:
    the pure-Python alternative a user would write.
 
+Both task reads check every batch's CRC (the log dir's reads, and the column builder on fetched
+bytes), as Kafka's Java consumer does; the consumer loop does not (librdkafka's check.crcs is off
+by default).
+
 The three task reads are taken in turn, ROUNDS rounds, and each one's median is given, with the
 range of the per-round ratios to the log dir (how much the machine's noise moved them); the
 consumer loop runs once. Run: ``.venv/bin/python bench/spark_fetch.py [RECORDS]``.

@@ -134,6 +134,8 @@ BROKER_CASES = {
     "allow.everyone.if.no.acl.found": ("maybe", 2, "true or false"),
     "num.io.threads": (2**31, "eight", "an int32"),
     "connections.max.idle.ms": (2**63, "10m", "[-9223372036854775808, 9223372036854775807]"),
+    "max.connections.per.ip": (-1, "many", "[0, 2147483647]"),
+    "max.connections.per.ip.overrides": ("10.0.0.1:-1", "10.0.0.1=5", "host:count pairs"),
     "quota.window.num": (0, "eleven", "[1, 2147483647]"),
     "quota.window.size.seconds": (0, "1s", "[1, 2147483647]"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),
@@ -332,3 +334,9 @@ def test_listeners_named_mapped_and_advertised():
 def test_bad_listeners_are_refused_naming_the_key(values, error):
     with pytest.raises(InvalidConfigurationError, match=error):
         _listeners(values)
+
+
+def test_max_connections_per_ip_overrides_read_as_kafka_s_map():
+    overrides = BrokerConfig({"max.connections.per.ip.overrides": "10.0.0.1:5, localhost:0,::1:2"})
+    assert overrides["max.connections.per.ip.overrides"] == {"10.0.0.1": 5, "localhost": 0, "::1": 2}
+    assert BrokerConfig()["max.connections.per.ip.overrides"] == {}

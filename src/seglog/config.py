@@ -66,6 +66,28 @@ def _double(value: Any) -> float:
     return parsed
 
 
+def _host_counts(value: Any) -> dict[str, int]:
+    """``host:count,host:count`` (max.connections.per.ip.overrides, Kafka's ``getMap``): a host
+    name or address (an IPv6 one as written: the count follows its last colon) and a count."""
+    if isinstance(value, Mapping):
+        pairs = [(str(host), count) for host, count in value.items()]
+    else:
+        pairs = []
+        for part in (p.strip() for p in str(value).split(",")):
+            host, sep, count = part.rpartition(":")
+            if part and (not sep or not host.strip()):
+                raise ValueError(f"not host:count: {part!r}")
+            if part:
+                pairs.append((host.strip(), count.strip()))
+    found = {}
+    for host, count in pairs:
+        parsed = _int(count)
+        if not 0 <= parsed <= INT_MAX:
+            raise ValueError(f"the count of {host} is not in [0, {INT_MAX}]")
+        found[host] = parsed
+    return found
+
+
 def _paths(value: Any) -> tuple[str, ...]:
     """log.dirs: a list of directories, none of them an empty path (which would make the
     current directory a log dir)."""
@@ -124,6 +146,8 @@ class Key:
             return "a directory path, not empty"
         if self.parse is _list:
             return "a comma-separated list"
+        if self.parse is _host_counts:
+            return "host:count pairs, comma-separated"
         bounds = self.bounds()
         if bounds is None:
             return "a string"
@@ -536,6 +560,19 @@ for _key in (
         "A connection with no request under way and no bytes in or out for this long is closed "
         "(one still in its TLS handshake or SASL exchange too); negative: never.",
     ),
+    Key(
+        "max.connections.per.ip",
+        _int32,
+        INT_MAX,
+        "The most connections one client address may have open (on all listeners); one more is closed at once.",
+        minimum=0,
+    ),
+    Key(
+        "max.connections.per.ip.overrides",
+        _host_counts,
+        {},
+        "Per host or address, its own max.connections.per.ip: host:count,host:count.",
+    ),
 ):
     BROKER_KEYS[_key.name] = _key
 
@@ -662,11 +699,14 @@ BROKER_KEYS.update(
         ),
     )
 )
-# Keys a listener may override for itself as listener.name.<name in lowercase>.<key>
+# Keys a listener may override for itself as listener.name.<name in lowercase>.<key>: those of
+# these prefixes, and these keys
 LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
+_LISTENER_KEYS = ("connections.max.reauth.ms",)
 _LISTENER_PREFIX = "listener.name."
-# keys set per listener and SASL mechanism: listener.name.<listener>.<mechanism>.<key>
-_MECHANISM_KEYS = ("sasl.jaas.config",)
+# keys set per listener and SASL mechanism too: listener.name.<listener>.<mechanism>.<key> (Kafka's
+# SaslChannelBuilder reads the mechanism's before the listener's)
+_MECHANISM_KEYS = ("sasl.jaas.config", "connections.max.reauth.ms")
 
 
 def listener_override(name: str) -> tuple[str, Key] | None:
@@ -679,7 +719,7 @@ def listener_override(name: str) -> tuple[str, Key] | None:
     if rest in _MECHANISM_KEYS:  # listener.name.<listener>.<mechanism>.sasl.jaas.config: the pair is the "listener"
         listener, base = f"{listener}.{mechanism}", rest
     key = BROKER_KEYS.get(base)
-    if not listener or key is None or not base.startswith(LISTENER_KEY_PREFIXES):
+    if not listener or key is None or not (base.startswith(LISTENER_KEY_PREFIXES) or base in _LISTENER_KEYS):
         return None
     return listener.lower(), key
 

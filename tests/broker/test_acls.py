@@ -19,6 +19,7 @@ from confluent_kafka import (
     KafkaError,
     KafkaException,
     Producer,
+    TopicCollection,
     TopicPartition,
 )
 from confluent_kafka.admin import (
@@ -57,10 +58,12 @@ from seglog.protocol.message_data import (
     AlterUserScramCredentialsRequestData,
     CreateAclsRequestData,
     DescribeAclsRequestData,
+    DescribeClusterRequestData,
     DescribeLogDirsRequestData,
     DescribeUserScramCredentialsRequestData,
     FetchRequestData,
     InitProducerIdRequestData,
+    MetadataRequestData,
     WriteTxnMarkersRequestData,
 )
 
@@ -452,6 +455,104 @@ def test_bob_lists_neither_alices_topics_nor_her_groups(broker: Any, pki: Pki, a
     assert GROUP in {g.group_id for g in listed.valid}
 
 
+# --- KIP-430's authorized operations: the operations the principal may do, among those the
+# resource's type supports (Kafka's AuthHelper.authorizedOperations) ---------------------------------
+
+TOPIC_OPS = {
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DESCRIBE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+}
+CLUSTER_OPS = {
+    AclOperation.CREATE,
+    AclOperation.CLUSTER_ACTION,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+    AclOperation.IDEMPOTENT_WRITE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+}
+
+
+def described_topic(broker: Any, pki: Pki, user: str, include: bool = True) -> Any:
+    topics = TopicCollection([TOPIC])
+    futures = admin(broker, pki, user).describe_topics(
+        topics, include_authorized_operations=include, request_timeout=30
+    )
+    return futures[TOPIC].result()
+
+
+def test_describe_topics_reports_the_operations_each_principal_may_do(broker: Any, pki: Pki, alice_acls: None) -> None:
+    assert set(described_topic(broker, pki, "alice").authorized_operations) == TOPIC_OPS  # ALL on alice-
+    assert set(described_topic(broker, pki, "admin").authorized_operations) == TOPIC_OPS  # a super user
+    assert described_topic(broker, pki, "carol").authorized_operations == [AclOperation.DESCRIBE]
+    assert described_topic(broker, pki, "alice", include=False).authorized_operations is None
+    with pytest.raises(KafkaException) as refused:
+        described_topic(broker, pki, "bob")
+    assert refused.value.args[0].code() == TOPIC_DENIED
+
+
+def test_describe_cluster_reports_the_cluster_operations_to_its_describers_alone(
+    broker: Any, pki: Pki, alice_acls: None
+) -> None:
+    described = admin(broker, pki).describe_cluster(include_authorized_operations=True, request_timeout=30).result()
+    assert set(described.authorized_operations) == CLUSTER_OPS
+    unasked = admin(broker, pki).describe_cluster(request_timeout=30).result()
+    assert unasked.authorized_operations is None
+    # one that may not describe the cluster gets an empty set, not "not asked for" (which
+    # confluent-kafka shows alike, as None)
+    request = DescribeClusterRequestData(include_cluster_authorized_operations=True)
+    with raw(broker) as conn:
+        assert conn.request(ApiKey.DESCRIBE_CLUSTER, request).cluster_authorized_operations == 0
+
+
+def test_describe_consumer_groups_reports_the_group_operations(broker: Any, pki: Pki, alice_acls: None) -> None:
+    assert group_consumer_error(client(broker, pki, "alice")) == NONE  # the group exists
+    futures = admin(broker, pki, "alice").describe_consumer_groups(
+        [GROUP], include_authorized_operations=True, request_timeout=30
+    )
+    described = futures[GROUP].result()
+    assert set(described.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE}
+    unasked = admin(broker, pki, "alice").describe_consumer_groups([GROUP], request_timeout=30)[GROUP].result()
+    assert unasked.authorized_operations is None
+
+
+def test_metadata_v8_to_v10_carries_the_cluster_operations_and_v11_does_not(
+    broker: Any, pki: Pki, alice_acls: None
+) -> None:
+    request = MetadataRequestData(
+        topics=[MetadataRequestData.MetadataRequestTopic(name=TOPIC)],
+        include_cluster_authorized_operations=True,
+        include_topic_authorized_operations=True,
+    )
+    bit = 1 << AclOperation.DESCRIBE.value
+    with raw(broker) as conn:  # User:ANONYMOUS: no ACLs yet
+        before = conn.request(ApiKey.METADATA, request, 10)
+    assert before.cluster_authorized_operations == 0  # it may not describe the cluster
+    assert before.topics[0].error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    assert before.topics[0].topic_authorized_operations == -(2**31)  # a refused topic's: "not asked for"
+    add_acls(
+        broker,
+        pki,
+        allow("ANONYMOUS", ResourceType.BROKER, "kafka-cluster", AclOperation.DESCRIBE),
+        allow("ANONYMOUS", ResourceType.TOPIC, TOPIC, AclOperation.READ),
+    )
+    try:
+        with raw(broker) as conn:
+            v10, v11 = (conn.request(ApiKey.METADATA, request, version) for version in (10, 11))
+    finally:
+        _remove_anonymous_acls(broker, pki, ResourceType.ANY)
+    assert v10.cluster_authorized_operations == bit
+    assert v10.topics[0].topic_authorized_operations == bit | 1 << AclOperation.READ.value  # Read implies Describe
+    assert v11.cluster_authorized_operations == -(2**31)  # DescribeCluster's from v11
+    assert v11.topics[0].topic_authorized_operations == bit | 1 << AclOperation.READ.value
+
+
 # --- the brokers' own requests, from User:ANONYMOUS on the plaintext listener ------------------------
 
 
@@ -534,9 +635,9 @@ def test_scram_credentials_are_administered_with_the_cluster_s_describe_and_alte
         _remove_anonymous_acls(broker, pki)
 
 
-def _remove_anonymous_acls(broker: Any, pki: Pki) -> None:
+def _remove_anonymous_acls(broker: Any, pki: Pki, resource_type: ResourceType = ResourceType.BROKER) -> None:
     filters = AclBindingFilter(
-        ResourceType.BROKER,
+        resource_type,
         MATCH_ANY,
         ResourcePatternType.ANY,
         "User:ANONYMOUS",

@@ -24,6 +24,8 @@ Entity = Entry.EntityData
 Op = Entry.OpData
 Component = DescribeClientQuotasRequest.ComponentData
 EXACT, DEFAULT_MATCH, SPECIFIED = 0, 1, 2
+IP_1234 = [Entity(entity_type="ip", entity_name="1.2.3.4")]
+CLIENT_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage")
 
 
 def send(admin: KafkaAdminClient, request: Any) -> Any:
@@ -72,7 +74,8 @@ def cleared(admin: KafkaAdminClient) -> Iterator[None]:
     yield
     for described in describe(admin):
         parts = [Entity(entity_type=t, entity_name=n) for t, n in described]
-        for key in ("producer_byte_rate", "consumer_byte_rate", "request_percentage"):
+        keys = ("connection_creation_rate",) if parts[0].entity_type == "ip" else CLIENT_KEYS
+        for key in keys:
             alter(admin, parts, remove_op(key))
     assert describe(admin) == {}
 
@@ -131,7 +134,11 @@ def test_describe_filters_as_kafka(admin: KafkaAdminClient) -> None:
         (entity("alice"), set_op("producer_byte_rate", 1.5), "must be a LONG value"),
         (entity("alice"), set_op("consumer_byte_rate", 0), "greater than 0"),
         (entity("alice"), set_op("request_percentage", -1), "greater than 0"),
-        ([Entity(entity_type="ip", entity_name="1.2.3.4")], set_op("producer_byte_rate", 1), "ip quotas"),
+        (IP_1234, set_op("producer_byte_rate", 1), "Invalid configuration key producer_byte_rate"),
+        (IP_1234, set_op("connection_creation_rate", 1.5), "must be a INT value"),
+        (entity("alice"), set_op("connection_creation_rate", 1), "Invalid configuration key connection_creation_rate"),
+        (IP_1234 + entity("alice"), set_op("connection_creation_rate", 1), "IP entity should not be used with user"),
+        ([Entity(entity_type="ip", entity_name="host-x")], set_op("connection_creation_rate", 1), "not a valid IP"),
         ([Entity(entity_type="group", entity_name="g")], set_op("producer_byte_rate", 1), "entity type: group"),
         (entity(""), set_op("producer_byte_rate", 1), "Empty user"),
         (entity("a") + entity("b"), set_op("producer_byte_rate", 1), "Duplicate user"),
@@ -144,6 +151,42 @@ def test_bad_alterations_are_refused_and_change_nothing(
     assert code == ErrorCode.INVALID_REQUEST
     assert error is not None and message in error
     assert describe(admin) == {}
+
+
+@pytest.mark.usefixtures("cleared")
+def test_ip_quotas_are_altered_and_described_apart_from_users_and_clients(admin: KafkaAdminClient) -> None:
+    rate = set_op("connection_creation_rate", 5)
+    assert alter(admin, IP_1234, rate) == (0, None)
+    assert alter(admin, [Entity(entity_type="ip", entity_name=None)], set_op("connection_creation_rate", 50))[0] == 0
+    assert alter(admin, [Entity(entity_type="ip", entity_name="::0001")], rate)[0] == 0  # stored as ::1
+    assert alter(admin, entity("alice"), set_op("producer_byte_rate", 100))[0] == 0
+    ips = {
+        (("ip", "1.2.3.4"),): {"connection_creation_rate": 5.0},
+        (("ip", None),): {"connection_creation_rate": 50.0},
+        (("ip", "::1"),): {"connection_creation_rate": 5.0},
+    }
+    # as Kafka's ZkAdminManager: no filter and not strict, everything; an ip filter, ips alone;
+    # a user filter, no ips
+    assert describe(admin) == {**ips, (("user", "alice"),): {"producer_byte_rate": 100.0}}
+    assert describe(admin, Component(entity_type="ip", match_type=SPECIFIED, match=None)) == ips
+    exact = describe(admin, Component(entity_type="ip", match_type=EXACT, match="1.2.3.4"), strict=True)
+    assert exact == {(("ip", "1.2.3.4"),): {"connection_creation_rate": 5.0}}
+    default = describe(admin, Component(entity_type="ip", match_type=DEFAULT_MATCH, match=None))
+    assert default == {(("ip", None),): {"connection_creation_rate": 50.0}}
+    assert set(describe(admin, Component(entity_type="user", match_type=SPECIFIED, match=None))) == {
+        (("user", "alice"),)
+    }
+    answer = send(
+        admin,
+        DescribeClientQuotasRequest(
+            components=[
+                Component(entity_type="ip", match_type=SPECIFIED, match=None),
+                Component(entity_type="user", match_type=SPECIFIED, match=None),
+            ],
+            strict=False,
+        ),
+    )
+    assert answer.error_code == ErrorCode.INVALID_REQUEST and "IP filter component" in answer.error_message
 
 
 def test_validate_only_changes_nothing(admin: KafkaAdminClient) -> None:
@@ -171,6 +214,7 @@ def test_quotas_are_kept_in_the_log_dir_across_a_restart(
     try:
         assert alter(client, entity("CN=a b", "id/1"), set_op("producer_byte_rate", 4096))[0] == 0
         assert alter(client, entity(client="c2"), set_op("request_percentage", 50))[0] == 0
+        assert alter(client, IP_1234, set_op("connection_creation_rate", 7))[0] == 0
     finally:
         client.close()
     broker.stop()
@@ -181,6 +225,7 @@ def test_quotas_are_kept_in_the_log_dir_across_a_restart(
         "entities": {
             "users/CN%3Da%20b/clients/id%2F1": {"producer_byte_rate": "4096"},
             "clients/c2": {"request_percentage": "50.0"},
+            "ips/1.2.3.4": {"connection_creation_rate": "7"},
         },
     }
     again = seglog_broker_factory(log_dir)
@@ -190,6 +235,7 @@ def test_quotas_are_kept_in_the_log_dir_across_a_restart(
         QuotaEntity(None, "c2"): {"request_percentage": 50.0},
     }
     assert quotas.produce.quota("CN=a b", "id/1") == 4096.0
+    assert quotas.ip_rates == {"1.2.3.4": 7.0}  # what the connection quotas read
 
 
 def test_a_corrupt_quota_file_stops_the_broker_with_a_clear_error(

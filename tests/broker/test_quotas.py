@@ -14,6 +14,7 @@ from seglog.broker.quotas import (
     ClientQuotas,
     QuotaEntity,
     Rate,
+    TokenBucket,
     quota_values,
     throttle_time_ms,
 )
@@ -153,6 +154,9 @@ def test_idle_sensors_expire() -> None:
         (QuotaEntity("alice", "c1"), "users/alice/clients/c1"),
         (QuotaEntity(DEFAULT, DEFAULT), "users/<default>/clients/<default>"),
         (QuotaEntity("CN=a b,O=x*y~", "id/1"), "users/CN%3Da%20b%2CO%3Dx%2Ay%7E/clients/id%2F1"),
+        (QuotaEntity(None, None, "10.0.0.1"), "ips/10.0.0.1"),
+        (QuotaEntity(None, None, "::1"), "ips/%3A%3A1"),
+        (QuotaEntity(None, None, DEFAULT), "ips/<default>"),
     ],
 )
 def test_entity_paths_are_kafkas(entity: QuotaEntity, path: str) -> None:
@@ -179,3 +183,14 @@ def test_the_running_total_is_the_samples_sum() -> None:
         rate.record(value, now)
         total, _ = rate.sum_and_window(now)
         assert rate.total == pytest.approx(total)
+
+
+def test_the_token_bucket_starts_full_lets_a_mutation_below_zero_and_refills() -> None:
+    """KIP-599's bucket: a burst of quota x (samples - 1) windows, taken by partitions."""
+    bucket = TokenBucket(burst_s=10.0)
+    assert bucket.tokens(2.0, 1_000) == 20.0  # full at first
+    bucket.record(25.0, 2.0, 1_000)  # more than it holds: let through, 5 below zero
+    assert bucket.throttle_time_ms(2.0, 1_000) == 2_500  # refilled at 2 a second
+    assert bucket.throttle_time_ms(2.0, 2_000) == 1_500
+    assert bucket.throttle_time_ms(2.0, 3_500) == 0
+    assert bucket.tokens(2.0, 100_000) == 20.0  # never past the burst

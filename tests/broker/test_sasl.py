@@ -480,6 +480,33 @@ def _scram_authenticate(sock: socket.socket, conn: ClientConnection, password: s
     return body
 
 
+def _add_carol(running: Any) -> None:
+    """carol's SCRAM-SHA-512 credential, through the plaintext listener."""
+    admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
+    upsert = UserScramCredentialUpsertion(
+        "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), SCRAM_PASSWORDS["carol"].encode()
+    )
+    admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+
+
+def _produce_across_sessions(running: Any, topic: str, count: int) -> None:
+    """carol's producer over SCRAM-SHA-512, a message every 0.6 s (sessions of 2 s end meanwhile)."""
+    producer = Producer(
+        {
+            "bootstrap.servers": f"127.0.0.1:{running.server.port_of('SASL_PLAINTEXT')}",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": "carol",
+            "sasl.password": SCRAM_PASSWORDS["carol"],
+            **PRODUCER,
+        }
+    )
+    for i in range(count):
+        producer.produce(topic, b"%d" % i)
+        assert producer.flush(30) == 0
+        time.sleep(0.6)
+
+
 def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki, tmp_path, caplog) -> None:  # noqa: F811
     lifetime = 2.0  # seconds: requests made right after an authentication come well within it
     config = {
@@ -488,11 +515,7 @@ def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki
         "connections.max.reauth.ms": int(lifetime * 1000),
     }
     with seglog.broker.start(str(tmp_path / "data"), config=config) as running:
-        admin = AdminClient({"bootstrap.servers": running.bootstrap_servers})
-        upsert = UserScramCredentialUpsertion(
-            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), SCRAM_PASSWORDS["carol"].encode()
-        )
-        admin.alter_user_scram_credentials([upsert])["carol"].result(30)
+        _add_carol(running)
         sock, conn = _client(running.server.port_of("SASL_PLAINTEXT"))
         with sock:
             done = _scram_authenticate(sock, conn, SCRAM_PASSWORDS["carol"])
@@ -508,20 +531,46 @@ def test_reauthentication_renews_a_session_and_a_session_past_its_end_closes(pki
         # librdkafka re-authenticates on its own (KIP-368) and keeps producing across sessions: the
         # broker never closes its connection for a session past its end
         caplog.clear()
-        producer = Producer(
-            {
-                "bootstrap.servers": f"127.0.0.1:{running.server.port_of('SASL_PLAINTEXT')}",
-                "security.protocol": "SASL_PLAINTEXT",
-                "sasl.mechanism": "SCRAM-SHA-512",
-                "sasl.username": "carol",
-                "sasl.password": SCRAM_PASSWORDS["carol"],
-                **PRODUCER,
-            }
-        )
-        for i in range(8):
-            producer.produce("reauth", b"%d" % i)
-            assert producer.flush(30) == 0
-            time.sleep(0.6)
+        _produce_across_sessions(running, "reauth", 8)
+        assert "expired: closing its connection" not in caplog.text
+
+
+def _plain_authenticate(sock: socket.socket, conn: ClientConnection, user: str) -> Any:
+    _call(sock, conn, ApiKey.SASL_HANDSHAKE, SaslHandshakeRequestData(mechanism="PLAIN"), 1)
+    token = PlainClient(user, PLAIN_PASSWORDS[user]).first_token()
+    return _call(sock, conn, ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequestData(auth_bytes=token), 2)
+
+
+def test_session_lifetimes_are_set_per_listener_and_mechanism(tmp_path, caplog) -> None:
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,OTHER://127.0.0.1:0",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,OTHER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS + ";",
+        # as Kafka's SaslChannelBuilder reads them: the mechanism's, else the listener's, else the broker's
+        "connections.max.reauth.ms": 0,
+        "listener.name.sasl_plaintext.connections.max.reauth.ms": 5000,
+        "listener.name.sasl_plaintext.scram-sha-512.connections.max.reauth.ms": 2000,
+    }
+    with seglog.broker.start(str(tmp_path / "data"), config=config) as running:
+        _add_carol(running)
+        lifetimes = {}
+        for listener, mechanism in (("SASL_PLAINTEXT", "SCRAM"), ("SASL_PLAINTEXT", "PLAIN"), ("OTHER", "SCRAM")):
+            sock, conn = _client(running.server.port_of(listener))
+            with sock:
+                if mechanism == "PLAIN":
+                    done = _plain_authenticate(sock, conn, "alice")
+                else:
+                    done = _scram_authenticate(sock, conn, SCRAM_PASSWORDS["carol"])
+                assert done.error_code == 0
+                lifetimes[listener, mechanism] = done.session_lifetime_ms
+        expected = {("SASL_PLAINTEXT", "SCRAM"): 2000, ("SASL_PLAINTEXT", "PLAIN"): 5000, ("OTHER", "SCRAM"): 0}
+        assert lifetimes == expected
+        # librdkafka re-authenticates within the mechanism's lifetime: its connection is never
+        # closed for a session past its end
+        caplog.clear()
+        _produce_across_sessions(running, "per-mechanism", 6)
         assert "expired: closing its connection" not in caplog.text
 
 

@@ -35,7 +35,7 @@ class Clock:
 
 
 def _authenticator(clock: Clock, reauth_ms: int = 10_000) -> SaslAuthenticator:
-    sasl = ListenerSasl("SASL_PLAINTEXT", ("PLAIN",), USERS, ScramCredentials(), reauth_ms, 0.0)
+    sasl = ListenerSasl("SASL_PLAINTEXT", ("PLAIN",), USERS, ScramCredentials(), {"PLAIN": reauth_ms}, 0.0)
     return SaslAuthenticator(sasl, "127.0.0.1:5000", clock)
 
 

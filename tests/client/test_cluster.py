@@ -82,7 +82,8 @@ def test_fetch_keeps_the_leaders_bytes_and_tells_the_high_watermark(seglog_broke
         offset = 7
         while offset < 30:
             fetched = client.fetch(tp, offset, partition_max_bytes=200)  # small: several fetches
-            assert type(fetched.records) is bytes
+            # the batches' bytes, not records: a view of the answer as received, no copy made
+            assert type(fetched.records) is memoryview
             assert (fetched.high_watermark, fetched.last_stable_offset, fetched.log_start_offset) == (30, 30, 0)
             assert fetched.aborted_transactions == ()
             records = _records(fetched.records, offset)

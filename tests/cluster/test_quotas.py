@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from seglog.cli import main
 from seglog.client import BlockingConnection
 from seglog.cluster.zookeeper_server import ZooKeeperServer
+from seglog.errors import BrokerNotAvailableError
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import ProduceResponseData
 from seglog.tools.cluster import BrokerProcess, LocalCluster
@@ -123,3 +124,38 @@ def test_a_restarted_broker_reads_the_quotas_back(cluster: LocalCluster) -> None
     finally:
         seglog_configs(cluster.brokers[1], "--alter", "--entity-type", "clients", "--entity-default",
                        "--delete-config", "producer_byte_rate")  # fmt: skip
+
+
+def served_from(broker: BrokerProcess, source: str) -> bool:
+    """Whether a new connection from ``source`` is answered (ApiVersions); a throttled one is
+    closed unanswered once its throttle time (a second at most) is up."""
+    try:
+        BlockingConnection(broker.host, broker.port, "ip-probe", timeout=30, source_host=source).close()
+    except BrokerNotAvailableError:
+        return False
+    return True
+
+
+def test_an_ip_quota_altered_through_one_broker_is_enforced_by_all(cluster: LocalCluster, zk: KazooClient) -> None:
+    brokers = list(cluster.brokers.values())
+    ip = ("--entity-type", "ips", "--entity-name", "127.0.0.2")
+    seglog_configs(brokers[0], "--alter", *ip, "--add-config", "connection_creation_rate=1")
+    try:
+        assert json.loads(zk.get("/config/ips/127.0.0.2")[0]) == {
+            "version": 1,
+            "config": {"connection_creation_rate": "1"},
+        }
+        # 1 a second over the rate's 10 s: each broker stops serving 127.0.0.2 within a dozen
+        # connections once the notification reached it; 127.0.0.1 (the brokers' own) goes on
+        deadline = time.monotonic() + 30
+        for broker in brokers:
+            while served_from(broker, "127.0.0.2"):
+                assert time.monotonic() < deadline, f"broker {broker.broker_id} never enforced it"
+            assert served_from(broker, "127.0.0.1")
+    finally:
+        seglog_configs(brokers[1], "--alter", *ip, "--delete-config", "connection_creation_rate")
+    deadline = time.monotonic() + 30
+    for broker in brokers:
+        while not served_from(broker, "127.0.0.2"):
+            assert time.monotonic() < deadline, f"broker {broker.broker_id} never lifted it"
+            time.sleep(0.05)

@@ -9,6 +9,7 @@ import json
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,8 @@ from confluent_kafka.admin import AdminClient
 from pyspark.errors import PySparkException, StreamingQueryException
 
 import seglog.broker
+from seglog.errors import CorruptRecordError
+from seglog.records import BatchIterator
 from seglog.spark import options as opt
 from seglog.spark.offsets import DataLossError
 from seglog.spark.source import SeglogBatchReader, read_task
@@ -199,6 +202,36 @@ def test_offsets_removed_after_planning_are_data_loss(events: Any, seglog_broker
         list(read_task(strict[0]))
     rows = [r for batch in read_task(lenient[0]) for r in batch.to_pylist()]
     assert [(r["offset"], r["value"]) for r in rows] == [(o, v) for _, o, _, v, _, _ in produced[20:]]
+
+
+def test_a_batch_damaged_on_the_leaders_disk_is_refused_naming_it(spark: Any, seglog_broker: Any) -> None:
+    """A byte of a stored value flipped under the running broker (bit rot: the leader serves the
+    file's bytes as they are, as Kafka's does): the task refuses the batch by its CRC, as the
+    log-dir read does, with one error naming the partition and the batch's offset; no row of it
+    is served."""
+    bootstrap = seglog_broker.bootstrap_servers
+    create(bootstrap, "rotting", 1)
+    for _ in range(2):  # two rounds, each flushed: two batches at least
+        produce(bootstrap, "rotting", 1, 30)
+    segment = Path(seglog_broker.server.config.log_dirs[0], "rotting-0", "00000000000000000000.log")
+    data = bytearray(segment.read_bytes())
+    at = data.rindex(b"value-0-20")  # inside a batch of the second round
+    damaged = next(b for b in BatchIterator(bytes(data)) if b.position <= at < b.position + len(b.buffer))
+    assert damaged.base_offset > 0
+    with open(segment, "r+b") as f:
+        f.seek(at)
+        f.write(b"V")
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "rotting"}
+    (part,) = SeglogBatchReader(options).partitions()
+    got: list[int] = []
+    refused = "a batch of rotting-0 fetched from its leader is corrupt, refused: CRC mismatch"
+    message = rf"{refused}.*offset {damaged.base_offset}\)"
+    with pytest.raises(CorruptRecordError, match=message):
+        for batch in read_task(part):
+            got += batch.column("offset").to_pylist()
+    assert all(o < damaged.base_offset for o in got)  # no row of the damaged batch or after it
+    with pytest.raises(PySparkException, match=message):
+        read(spark, bootstrap, subscribe="rotting").collect()
 
 
 def test_read_committed_skips_aborted_and_open_transactions(spark: Any, seglog_broker: Any) -> None:

@@ -505,6 +505,36 @@ def test_offset_for_timestamp_skips_records_below_the_log_start(tmp_path, clock)
     manager.close()
 
 
+def overlapping_segments(path: Path) -> Path:
+    """A dir whose segment names overlap in offsets (files copied in by hand, a tool's
+    mistake): ``0.log`` holds offsets 0-9, ``5.log`` offsets 5-14. Reads of 5-14 go to
+    ``5.log`` (the floor segment), so 5-9 of ``0.log`` are shadowed: timestamps MS+1 but
+    offset 9's MS+30, where ``5.log`` has MS+10.. MS+19."""
+    path.mkdir()
+    stamps = [MS + i for i in range(5)] + [MS + 1] * 4 + [MS + 30]
+    first = b"".join(build_batch([Record(b"a", b"%d" % o, ts)], base_offset=o) for o, ts in enumerate(stamps))
+    second = b"".join(build_batch([Record(b"b", b"%d" % o, MS + 5 + o)], base_offset=o) for o in range(5, 15))
+    (path / "00000000000000000000.log").write_bytes(first)
+    (path / "00000000000000000005.log").write_bytes(second)
+    return path
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["recovered", "read-only"])
+def test_offset_for_timestamp_answers_from_the_records_reads_return_over_overlapping_segments(tmp_path, read_only):
+    dir = overlapping_segments(tmp_path / "t-0")
+    logs = ["00000000000000000000.log", "00000000000000000005.log"]
+    before = [(dir / name).read_bytes() for name in logs]
+    log = direct_log(dir, {"index.interval.bytes": 1}, had_clean_shutdown=False, read_only=read_only)
+    read = {o: next(log.read(o, 1).records.batches()).max_timestamp for o in range(log.log_end_offset)}
+    assert read == {o: MS + o if o < 5 else MS + 5 + o for o in range(15)}
+    for target in range(MS - 1, MS + 32):  # the first offset whose read record reaches the target
+        first = min((o for o, ts in read.items() if ts >= target), default=None)
+        assert log.offset_for_timestamp(target) == (None if first is None else (first, read[first])), target
+    assert log.offset_for_timestamp(MAX_TIMESTAMP) == (14, MS + 19)  # not offset 9's shadowed MS+30
+    log.close()
+    assert [(dir / name).read_bytes() for name in logs] == before  # the policy drops nothing
+
+
 # --- follower appends --------------------------------------------------------------------------------
 
 

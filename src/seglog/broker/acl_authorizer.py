@@ -30,6 +30,7 @@ from ..config import ACL_AUTHORIZER, BrokerConfig
 from ..errors import ApiError, ErrorCode, InvalidZNodeError, SeglogError
 from ..security import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     AccessControlEntry,
     AclAuthorizer,
     AclBinding,
@@ -38,6 +39,7 @@ from ..security import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    operations_field,
     parse_principal,
     validate_binding,
 )
@@ -226,6 +228,13 @@ class BrokerAuthorizer:
         if not self.enabled:
             return set(names)
         return {name for name in names if self.authorize(operation, resource_type, name)}
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bitfield of the operations the request may do on the resource, among those its
+        type supports (Kafka's ``AuthHelper.authorizedOperations``; all of them without an
+        authorizer)."""
+        ops = SUPPORTED_OPERATIONS[resource_type]
+        return operations_field(op for op in ops if self.authorize(op, resource_type, name))
 
     def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
         """May the request do the operation on some resource of the type?"""

@@ -53,8 +53,10 @@ from ..protocol.message_data import (
 )
 from ..security import CLUSTER_NAME, AclOperation, ResourceType
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
+from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
+from .throttling import ControllerMutationQuota
 
 if TYPE_CHECKING:
     from .cluster_member import ClusterMember
@@ -82,6 +84,8 @@ def config_string(value: Any) -> str | None:
         return "true" if value else "false"
     if isinstance(value, tuple | list):
         return ",".join(str(v) for v in value)
+    if isinstance(value, dict):  # a map (max.connections.per.ip.overrides): k:v,k:v
+        return ",".join(f"{k}:{v}" for k, v in value.items())
     return str(value)
 
 
@@ -92,9 +96,11 @@ class AdminManager:
         replicas: ReplicaManager,
         cluster: ClusterMember | None = None,
         authorizer: BrokerAuthorizer = NO_AUTHORIZER,
+        quotas: ClientQuotas | None = None,
     ) -> None:
         self.config = config
         self.authorizer = authorizer
+        self.quotas = quotas or ClientQuotas()  # controller_mutation_rate's, for the topic mutations
         self.replicas = replicas
         self.metadata = replicas.metadata
         # in a cluster, topics change through ZooKeeper and the controller (Kafka's ZkAdminManager)
@@ -129,6 +135,7 @@ class AdminManager:
     async def create_topics(self, version: int, body: CreateTopicsRequestData) -> CreateTopicsResponseData:
         names = [t.name for t in body.topics]
         results = []
+        mutations = ControllerMutationQuota(self.quotas, ApiKey.CREATE_TOPICS, version)
         for topic in body.topics:
             if names.count(topic.name) > 1:
                 fault = InvalidRequestError(f"topic {topic.name!r} appears more than once in the request")
@@ -140,11 +147,12 @@ class AdminManager:
                 count, overrides = self._check_new_topic(topic)
                 factor = self._replication_factor(topic)
                 if not body.validate_only:
+                    mutations.record(count)
                     await self._create_topic(topic, count, factor, overrides, body.timeout_ms)
                 results.append(self._created(topic.name, None, count, overrides, factor))
             except SeglogError as e:
                 results.append(self._created(topic.name, e))
-        return CreateTopicsResponseData(topics=results)
+        return CreateTopicsResponseData(topics=results, throttle_time_ms=mutations.throttle_ms)
 
     async def _create_topic(
         self,
@@ -245,6 +253,7 @@ class AdminManager:
             [(t.name, t.topic_id) for t in body.topics] if version >= 6 else [(name, None) for name in body.topic_names]
         )
         results = []
+        mutations = ControllerMutationQuota(self.quotas, ApiKey.DELETE_TOPICS, version)
         for name, topic_id in wanted:
             if name is None and topic_id is not None:
                 found = self.metadata.topic_by_id(topic_id)
@@ -260,11 +269,12 @@ class AdminManager:
                 entry.topic_id = found.topic_id
                 if not self.config["delete.topic.enable"]:
                     raise TopicDeletionDisabledError("Topic deletion is disabled.")
+                mutations.record(len(found.partitions))
                 await self._delete_topic(name, body.timeout_ms)
             except SeglogError as e:
                 entry.error_code, entry.error_message = e.error_code, e.message
             results.append(entry)
-        return DeleteTopicsResponseData(responses=results)
+        return DeleteTopicsResponseData(responses=results, throttle_time_ms=mutations.throttle_ms)
 
     async def _delete_topic(self, name: str, timeout_ms: int) -> None:
         if self.cluster is None:
@@ -277,6 +287,7 @@ class AdminManager:
 
     async def create_partitions(self, version: int, body: CreatePartitionsRequestData) -> CreatePartitionsResponseData:
         results = []
+        mutations = ControllerMutationQuota(self.quotas, ApiKey.CREATE_PARTITIONS, version)
         for topic in body.topics:
             name, count = topic.name, topic.count
             entry = CreatePartitionsResponseData.CreatePartitionsTopicResult(name=name)
@@ -304,11 +315,12 @@ class AdminManager:
                     if any(a.broker_ids != [me] for a in assignments):
                         raise InvalidReplicaAssignmentError(f"replicas name brokers other than broker {me}")
                 if not body.validate_only:
+                    mutations.record(count - current)
                     await self._create_partitions(name, count, body.timeout_ms)
             except SeglogError as e:
                 entry.error_code, entry.error_message = e.error_code, e.message
             results.append(entry)
-        return CreatePartitionsResponseData(results=results)
+        return CreatePartitionsResponseData(results=results, throttle_time_ms=mutations.throttle_ms)
 
     async def _create_partitions(self, name: str, count: int, timeout_ms: int) -> None:
         if self.cluster is None:

@@ -14,6 +14,7 @@ ListOffsets v0 is answered from the segments' base offsets (``legacy_offsets``).
 
 from __future__ import annotations
 
+import copy
 import logging
 import socket
 import uuid
@@ -53,7 +54,7 @@ from ..protocol.message_data import (
 from ..records import Compression
 from ..records.conversion import to_legacy
 from ..records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, COMPRESSION_CODEC_MASK, MAGIC, MAGIC_OFFSET
-from ..security import AclOperation, ResourceType
+from ..security import CLUSTER_NAME, OPERATIONS_NOT_REQUESTED, AclOperation, ResourceType
 from ..storage import EARLIEST_TIMESTAMP
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .metadata_cache import BrokerInfo, TopicMetadata
@@ -143,6 +144,8 @@ class KafkaApis:
                 topics.append(await self._requested_topic(entry.name, entry.topic_id, allow_create))
         brokers = _on_listener(self.metadata.brokers())  # after the awaits: the same snapshot as the last topic's
         topics = _hide_leaders_not_alive(topics, {b.broker_id for b, _ in brokers})
+        if body.include_topic_authorized_operations:  # v8+
+            topics = [self._with_operations(t) for t in topics]
         return MetadataResponseData(
             brokers=[
                 MetadataResponseData.MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
@@ -151,7 +154,28 @@ class KafkaApis:
             cluster_id=self.metadata.cluster_id,
             controller_id=self.metadata.controller_id,
             topics=topics,
+            # the field is v8-10's: from v11 DescribeCluster answers it
+            cluster_authorized_operations=self._cluster_operations(body.include_cluster_authorized_operations),
         )
+
+    def _with_operations(
+        self, topic: MetadataResponseData.MetadataResponseTopic
+    ) -> MetadataResponseData.MetadataResponseTopic:
+        """The entry with its KIP-430 bitfield, a copy (entries may be shared, ``derived``); those
+        refused and unknown ids keep "not requested", as in Kafka's KafkaApis."""
+        if topic.name is None or topic.error_code == TOPIC_AUTHORIZATION_FAILED:
+            return topic
+        described = copy.copy(topic)
+        described.topic_authorized_operations = self.authorizer.authorized_operations(TOPIC, topic.name)
+        return described
+
+    def _cluster_operations(self, requested: bool) -> int:
+        """KIP-430's cluster bitfield: 0 to a principal that may not describe the cluster."""
+        if not requested:
+            return OPERATIONS_NOT_REQUESTED
+        if not self.authorizer.authorize_cluster(AclOperation.DESCRIBE):
+            return 0
+        return self.authorizer.authorized_operations(ResourceType.CLUSTER, CLUSTER_NAME)
 
     async def _requested_topic(
         self, name: str | None, topic_id: uuid.UUID | None, allow_create: bool
@@ -439,6 +463,7 @@ class KafkaApis:
             endpoint_type=endpoint_type,
             cluster_id=self.metadata.cluster_id,
             controller_id=self.metadata.controller_id,
+            cluster_authorized_operations=self._cluster_operations(body.include_cluster_authorized_operations),
             brokers=[
                 DescribeClusterResponseData.DescribeClusterBroker(
                     broker_id=b.broker_id, host=host, port=port, rack=b.rack

@@ -1,11 +1,11 @@
 """DescribeClientQuotas and AlterClientQuotas (KIP-546), as Kafka 3.9's ZooKeeper-mode
-``ZkAdminManager`` answers them: quotas of users, client ids and users' client ids, read from
-and written to the quota store (ZooKeeper in a cluster, the log dir else) and applied to this
-broker's quota managers at once (the other brokers of a cluster follow /config/changes).
+``ZkAdminManager`` answers them: quotas of users, client ids, users' client ids and ips, read
+from and written to the quota store (ZooKeeper in a cluster, the log dir else) and applied to
+this broker's quota managers at once (the other brokers of a cluster follow /config/changes).
 
-Entity names on the wire are null for the default entity; ``quotas.DEFAULT`` here. seglog
-enforces the user and client-id quotas; an ``ip`` entity (connection_creation_rate) is refused
-with INVALID_REQUEST rather than stored and ignored.
+Entity names on the wire are null for the default entity; ``quotas.DEFAULT`` here. An ``ip``
+entity (its one key: connection_creation_rate) is an address, and combines with no user or
+client id, in an alteration as in a filter.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -26,11 +25,10 @@ from ..protocol.message_data import (
     DescribeClientQuotasResponseData,
 )
 from .quota_store import Changes, Entities, QuotaStore
-from .quotas import CLIENT_ID, DEFAULT, QUOTA_KEYS, USER, ClientQuotas, QuotaEntity
+from .quotas import CLIENT_ID, DEFAULT, IP, USER, ClientQuotas, QuotaEntity, checked_value, ip_entity_name
 from .routes import Route, Routes
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2  # DescribeClientQuotas' match_type
-IP = "ip"
 T = TypeVar("T")
 log = logging.getLogger(__name__)
 
@@ -84,7 +82,7 @@ class ClientQuotaApis:
             answer = AlterClientQuotasResponseData.EntryData(entity=_echoed(entry.entity))
             try:
                 entity = _entity(entry.entity)
-                changes = _changes(entry.ops)
+                changes = _changes(entity, entry.ops)
                 if not body.validate_only:
                     async with self._altering:
                         after = await _blocking(functools.partial(self.store.alter, entity, changes))
@@ -106,37 +104,33 @@ def _entity(parts: list[Any]) -> QuotaEntity:
     names: dict[str, str] = {}
     for part in parts:
         kind, name = part.entity_type, part.entity_name
-        if kind == IP:
-            raise InvalidRequestError("ip quotas (connection_creation_rate) are not supported by seglog")
-        if kind not in (USER, CLIENT_ID):
+        if kind not in (USER, CLIENT_ID, IP):
             raise InvalidRequestError(f"Unhandled client quota entity type: {kind}")
         if kind in names:
             raise InvalidRequestError(f"Duplicate {kind} entity type in a client quota entity")
         if name == "":
             raise InvalidRequestError(f"Empty {kind} not supported")
         names[kind] = DEFAULT if name is None else name
-    return QuotaEntity(names.get(USER), names.get(CLIENT_ID))
+    ip = names.get(IP)
+    if ip is None:
+        return QuotaEntity(names.get(USER), names.get(CLIENT_ID))
+    if len(names) > 1:
+        raise InvalidRequestError(
+            "Invalid quota entity combination, IP entity should not be used with user/client ID entity."
+        )
+    return QuotaEntity(None, None, ip_entity_name(ip))
 
 
-def _changes(ops: list[Any]) -> Changes:
+def _changes(entity: QuotaEntity, ops: list[Any]) -> Changes:
     """An entry's ops as keys set or removed; INVALID_REQUEST for a key or value Kafka refuses."""
     changes: dict[str, float | None] = {}
     for op in ops:
-        whole = QUOTA_KEYS.get(op.key)
-        if whole is None:
-            raise InvalidRequestError(f"Invalid configuration key {op.key}")
         if op.remove:
+            if op.key not in entity.keys:
+                raise InvalidRequestError(f"Invalid configuration key {op.key}")
             changes[op.key] = None
-            continue
-        value = op.value
-        if not math.isfinite(value) or value <= 0:
-            raise InvalidRequestError(f"Configuration {op.key} must be a number greater than 0, not {value}")
-        if whole:
-            rounded = round(value)
-            if abs(rounded - value) > 1e-6:
-                raise InvalidRequestError(f"Configuration {op.key} must be a LONG value")
-            value = float(rounded)
-        changes[op.key] = value
+        else:
+            changes[op.key] = checked_value(entity, op.key, op.value)
     return changes
 
 
@@ -158,9 +152,7 @@ def _filter(components: list[Any], version: int) -> Filter:
         kind = c.entity_type
         if not kind:
             raise InvalidRequestError("Unexpected empty filter component entity type")
-        if kind == IP:
-            raise InvalidRequestError("ip quotas (connection_creation_rate) are not supported by seglog")
-        if kind not in (USER, CLIENT_ID):
+        if kind not in (USER, CLIENT_ID, IP):
             raise UnsupportedVersionError(
                 f"Custom entity type '{kind}' not supported",
                 api_key=ApiKey.DESCRIBE_CLIENT_QUOTAS,
@@ -178,7 +170,16 @@ def _filter(components: list[Any], version: int) -> Filter:
             wanted[kind] = None
         else:
             raise InvalidRequestError(f"Unexpected match type {c.match_type} of a {kind} filter component")
+    if IP in wanted and len(wanted) > 1:
+        raise InvalidRequestError(
+            "Invalid entity filter component combination, IP filter component should not be used with "
+            "user or clientId filter component."
+        )
     return wanted
+
+
+def _parts(entity: QuotaEntity) -> list[tuple[str, str | None]]:
+    return [(USER, entity.user), (CLIENT_ID, entity.client_id), (IP, entity.ip)]
 
 
 def _matches(wanted: Filter, kind: str, name: str | None, strict: bool) -> bool:
@@ -196,9 +197,9 @@ def _described(found: Entities, wanted: Filter, strict: bool) -> list[DescribeCl
     )
     entries = []
     for entity, values in sorted(found.items(), key=lambda item: item[0].path):
-        if not (_matches(wanted, USER, entity.user, strict) and _matches(wanted, CLIENT_ID, entity.client_id, strict)):
+        if not all(_matches(wanted, kind, name, strict) for kind, name in _parts(entity)):
             continue
-        parts = [(USER, entity.user), (CLIENT_ID, entity.client_id)]
+        parts = _parts(entity)
         described = [
             Entity(entity_type=kind, entity_name=None if name == DEFAULT else name)
             for kind, name in parts

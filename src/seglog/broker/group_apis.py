@@ -444,7 +444,6 @@ class GroupApis:
 
     async def describe_groups(self, version: int, body: DescribeGroupsRequestData) -> DescribeGroupsResponseData:
         Data = DescribeGroupsResponseData
-        # authorized_operations is left at its default, Kafka's "not asked for" (no ACLs here)
         described = []
         for group_id in body.groups:
             error = self._group_error(group_id, DESCRIBE)
@@ -458,9 +457,12 @@ class GroupApis:
                 )
                 for m in g.members
             ]
-            described.append(
-                Data.DescribedGroup(g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data, members)
+            group = Data.DescribedGroup(
+                g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data, members
             )
+            if body.include_authorized_operations and not g.error_code:  # v3+; Kafka's KafkaApis skips failures
+                group.authorized_operations = self.authorizer.authorized_operations(ResourceType.GROUP, group_id)
+            described.append(group)
         return Data(groups=described)
 
     async def delete_groups(self, version: int, body: DeleteGroupsRequestData) -> DeleteGroupsResponseData:

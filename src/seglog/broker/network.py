@@ -71,6 +71,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar, cast
 from ..errors import BrokerNotAvailableError
 from ..protocol import CLOSED, NEED_DATA, Request, ServerConnection
 from ..protocol.connection import RECEIVE_CHUNK, State
+from .connection_quotas import ConnectionQuotas, ConnectionThrottled, TooManyConnections
 
 log = logging.getLogger(__name__)
 
@@ -161,7 +162,8 @@ Handler = Callable[[Request, "Connection"], Coroutine[Any, Any, Any]]
 
 
 class Connection:
-    def __init__(self, sock: socket.socket, server: SocketServer) -> None:
+    def __init__(self, sock: socket.socket, server: SocketServer, ip: str = "") -> None:
+        self.ip = ip  # the client's address, as the connection quotas count it
         self.transport = None if server.transport is None else server.transport(sock)
         self.sock = sock if self.transport is None else self.transport.sock
         self.server = server
@@ -630,8 +632,10 @@ class SocketServer:
         transport: Callable[[socket.socket], Transport] | None = None,
         authenticator: Callable[[str], Authenticator] | None = None,
         max_idle_ms: int = -1,
+        connection_quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.listener = listener  # its name
+        self.connection_quotas = connection_quotas  # the broker's, shared by its listeners
         self.max_idle_ms = max_idle_ms  # connections.max.idle.ms: negative, never
         self.transport = transport
         self.authenticator = authenticator  # a SASL listener's: one for each connection, given its peer
@@ -651,6 +655,7 @@ class SocketServer:
         self._accepting: asyncio.Task[None] | None = None
         self._expiring: asyncio.Task[None] | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
+        self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # refused, closed once their time is up
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -676,26 +681,56 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                sock, _ = await loop.sock_accept(self._listen)
+                sock, address = await loop.sock_accept(self._listen)
             except OSError as e:
                 if e.errno in (errno.EMFILE, errno.ENFILE):  # out of fds: wait for some to close
                     log.error("cannot accept a connection: %s", e.strerror)
                     await asyncio.sleep(0.1)
                     continue
                 raise
+            ip = str(address[0])
+            if not self._admitted(sock, ip):
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(sock, self)
+            conn = Connection(sock, self, ip)
             self.connections.add(conn)
             self.metrics.connection_opened()
             task = conn.task = loop.create_task(conn.run())
             self._conn_tasks.add(task)
             task.add_done_callback(self._conn_tasks.discard)
 
+    def _admitted(self, sock: socket.socket, ip: str) -> bool:
+        """Whether the connection quotas let a new connection from ``ip`` be served; one they
+        refuse is closed, at once when its address has too many open, when the rate is back
+        within its quota when it opens them too fast (a client retrying at once would only
+        be refused again)."""
+        quotas = self.connection_quotas
+        if quotas is None:
+            return True
+        try:
+            quotas.accept(ip, int(time.monotonic() * 1000))
+        except TooManyConnections as e:
+            log.info("refusing a connection on %s: %s", self.listener, e)
+            sock.close()
+            return False
+        except ConnectionThrottled as e:
+            log.debug("refusing a connection on %s: %s", self.listener, e)
+            handle = asyncio.get_running_loop().call_later(e.throttle_ms / 1000, self._close_throttled, sock)
+            self._throttled[sock] = handle
+            return False
+        return True
+
+    def _close_throttled(self, sock: socket.socket) -> None:
+        self._throttled.pop(sock, None)
+        sock.close()
+
     def connection_closed(self, conn: Connection) -> None:
         if conn in self.connections:
             self.connections.discard(conn)
             self.metrics.connection_closed()
+            if self.connection_quotas is not None:
+                self.connection_quotas.release(conn.ip)
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (their current request ends first)."""
@@ -704,6 +739,10 @@ class SocketServer:
                 background.cancel()
                 await asyncio.gather(background, return_exceptions=True)
         self._listen.close()
+        for sock, handle in self._throttled.items():
+            handle.cancel()
+            sock.close()
+        self._throttled.clear()
         for task in list(self._conn_tasks):
             task.cancel()
         deadline = time.monotonic() + 5

@@ -6,6 +6,15 @@ Three quotas, each a rate per second over a sampled window, per user and client 
     consumer_byte_rate   bytes of Fetch responses            (QuotaType.Fetch)
     request_percentage   handler time, in % of one thread    (QuotaType.Request)
 
+and a fourth, KIP-599's, of another kind:
+
+    controller_mutation_rate   partitions created or deleted   (CreateTopics, CreatePartitions,
+                               a second                          DeleteTopics)
+
+measured with Kafka's ``TokenBucket``: credits refilled at the quota's rate up to a burst of
+``quota.window.num - 1`` windows' worth; a mutation takes its partitions' count, possibly below
+zero, and while the bucket is below zero the client waits for it to refill to zero.
+
 A quota is set on an entity: a user, a client id, or a user and a client id, either of them
 possibly ``<default>``. A request matches the most specific entity that sets the key, in
 Kafka's order (``ClientQuotaManager``'s ``DefaultQuotaCallback``):
@@ -18,6 +27,10 @@ Kafka's order (``ClientQuotaManager``'s ``DefaultQuotaCallback``):
     /config/users/<default>
     /config/clients/<client-id>
     /config/clients/<default>
+
+An ``ip`` entity (``/config/ips/<address>`` or ``<default>``) has one quota of another kind,
+``connection_creation_rate`` (connections a second), which the connection quotas enforce as
+connections are accepted (``connection_quotas``); it combines with no user or client id.
 
 The entity matched also decides whose usage is summed: a user's quota is shared by all that
 user's client ids (one sensor tagged ``(user, "")``), a client id's by all users of that id
@@ -34,35 +47,58 @@ window (``ClientRequestQuotaManager``).
 
 from __future__ import annotations
 
+import ipaddress
+import math
 import urllib.parse
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+from ..errors import InvalidRequestError
 
 PRODUCER_BYTE_RATE = "producer_byte_rate"
 CONSUMER_BYTE_RATE = "consumer_byte_rate"
 REQUEST_PERCENTAGE = "request_percentage"
-# the keys quotas are set with, and whether each is a whole number (Kafka's LONG) or not (DOUBLE)
-QUOTA_KEYS = {PRODUCER_BYTE_RATE: True, CONSUMER_BYTE_RATE: True, REQUEST_PERCENTAGE: False}
-DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the default user or client id
+CONNECTION_CREATION_RATE = "connection_creation_rate"
+CONTROLLER_MUTATION_RATE = "controller_mutation_rate"
+# the keys quotas are set with, and whether each is a whole number (Kafka's LONG and INT) or not
+# (DOUBLE): a user's or client id's (Kafka's DynamicConfig.User/Client), an ip's (DynamicConfig.Ip)
+CLIENT_QUOTA_KEYS = {
+    PRODUCER_BYTE_RATE: True,
+    CONSUMER_BYTE_RATE: True,
+    REQUEST_PERCENTAGE: False,
+    CONTROLLER_MUTATION_RATE: False,
+}
+IP_QUOTA_KEYS = {CONNECTION_CREATION_RATE: True}
+QUOTA_KEYS = {**CLIENT_QUOTA_KEYS, **IP_QUOTA_KEYS}
+DEFAULT = "<default>"  # Kafka's ConfigEntityName.Default: the default user, client id or ip
 
 USER = "user"  # the entity types of DescribeClientQuotas and AlterClientQuotas
 CLIENT_ID = "client-id"
+IP = "ip"
 
 INACTIVE_SENSOR_EXPIRY_MS = 3600 * 1000  # Kafka's: a client's usage is forgotten after an idle hour
 NANOS_TO_PERCENTAGE = 100.0 / 1e9  # handler time in ns -> % of one thread over a second
 
 
 class QuotaEntity(NamedTuple):
-    """Whom a quota is set on: a user, a client id or both (None: not part of the entity;
-    ``DEFAULT``: the default one)."""
+    """Whom a quota is set on: a user, a client id or both, or an ip (None: not part of the
+    entity; ``DEFAULT``: the default one)."""
 
     user: str | None
     client_id: str | None
+    ip: str | None = None
+
+    @property
+    def keys(self) -> dict[str, bool]:
+        """The quota keys it may have."""
+        return IP_QUOTA_KEYS if self.ip is not None else CLIENT_QUOTA_KEYS
 
     @property
     def path(self) -> str:
         """Its path under /config, as ZooKeeper and config change notifications name it:
-        ``users/alice``, ``clients/c1``, ``users/alice/clients/c1`` (names sanitized)."""
+        ``users/alice``, ``clients/c1``, ``users/alice/clients/c1``, ``ips/10.0.0.1`` (names sanitized)."""
+        if self.ip is not None:
+            return f"ips/{sanitize(self.ip)}"
         parts = []
         if self.user is not None:
             parts.append(f"users/{sanitize(self.user)}")
@@ -72,9 +108,11 @@ class QuotaEntity(NamedTuple):
 
     @classmethod
     def from_path(cls, path: str) -> QuotaEntity:
-        """The entity of ``users/<u>``, ``clients/<c>`` or ``users/<u>/clients/<c>``;
+        """The entity of ``users/<u>``, ``clients/<c>``, ``users/<u>/clients/<c>`` or ``ips/<ip>``;
         ValueError for any other path."""
         parts = path.split("/")
+        if len(parts) == 2 and parts[0] == "ips":
+            return cls(None, None, desanitize(parts[1]))
         if len(parts) == 2 and parts[0] == "users":
             return cls(desanitize(parts[1]), None)
         if len(parts) == 2 and parts[0] == "clients":
@@ -85,6 +123,35 @@ class QuotaEntity(NamedTuple):
 
     def __str__(self) -> str:
         return self.path or "<no entity>"
+
+
+def ip_entity_name(name: str) -> str:
+    """An ip entity's name as the connections' addresses are written (``127.0.0.1``, ``::1``);
+    InvalidRequestError for one that is no address (Kafka resolves a host name there: seglog
+    takes addresses only, so that a quota does not hang on what a DNS answer said once)."""
+    if name == DEFAULT:
+        return name
+    try:
+        return str(ipaddress.ip_address(name))
+    except ValueError:
+        raise InvalidRequestError(f"{name} is not a valid IP address.") from None
+
+
+def checked_value(entity: QuotaEntity, key: str, value: float) -> float:
+    """A quota value to set, as Kafka's ``ZkAdminManager.alterClientQuotas`` takes it (a whole
+    number for a LONG or INT key) and above 0; InvalidRequestError for a key the entity has no
+    use for or a value it refuses."""
+    whole = entity.keys.get(key)
+    if whole is None:
+        raise InvalidRequestError(f"Invalid configuration key {key}")
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidRequestError(f"Configuration {key} must be a number greater than 0, not {value}")
+    if not whole:
+        return value
+    rounded = round(value)
+    if abs(rounded - value) > 1e-6:
+        raise InvalidRequestError(f"Configuration {key} must be a {'INT' if entity.ip else 'LONG'} value")
+    return float(rounded)
 
 
 def sanitize(name: str) -> str:
@@ -198,8 +265,37 @@ def throttle_time_ms(rate: Rate, quota: float, now_ms: int, cap_ms: int | None =
     return throttle if cap_ms is None else min(throttle, cap_ms)
 
 
+class TokenBucket:
+    """Kafka's ``TokenBucket`` stat (KIP-599): credits refilled at the quota's rate, up to a burst
+    of ``burst_s`` seconds of it; it starts full."""
+
+    __slots__ = ("_tokens", "burst_s", "last_record_ms")
+
+    def __init__(self, burst_s: float) -> None:
+        self.burst_s = burst_s
+        self._tokens: float | None = None
+        self.last_record_ms = 0
+
+    def tokens(self, quota: float, now_ms: int) -> float:
+        """The credits now (refilled since the last look)."""
+        burst = quota * self.burst_s
+        elapsed = now_ms - self.last_record_ms
+        self._tokens = burst if self._tokens is None else min(burst, self._tokens + quota * elapsed / 1000)
+        self.last_record_ms = now_ms
+        return self._tokens
+
+    def record(self, value: float, quota: float, now_ms: int) -> None:
+        self._tokens = self.tokens(quota, now_ms) - value
+
+    def throttle_time_ms(self, quota: float, now_ms: int) -> int:
+        """How long until the bucket is back to zero (0: it is not below); Kafka's
+        ``ControllerMutationQuotaManager.throttleTime``, rounded as Java's Math.round."""
+        tokens = self.tokens(quota, now_ms)
+        return int(-tokens / quota * 1000 + 0.5) if tokens < 0 else 0
+
+
 class _Match(NamedTuple):
-    sensor: Rate | None  # None: no quota applies, nothing is recorded
+    sensor: Any  # a Rate (a TokenBucket for controller mutations); None: no quota applies
     quota: float
 
 
@@ -270,11 +366,14 @@ class ClientQuotaManager:
                 sensor = self._sensors.get(tags)
                 if sensor is None:
                     self._expire(now_ms)
-                    sensor = self._sensors[tags] = Rate(self.samples, self.window_ms)
+                    sensor = self._sensors[tags] = self._new_sensor()
                 found = _Match(sensor, quota)
                 break
         self._matches[(user, client_id)] = found
         return found
+
+    def _new_sensor(self) -> Any:
+        return Rate(self.samples, self.window_ms)
 
     def _expire(self, now_ms: int) -> None:
         """Sensors idle for an hour dropped (checked as a new one comes: clients come and go)."""
@@ -285,23 +384,55 @@ class ClientQuotaManager:
             self._matches.clear()
 
 
+class ControllerMutationQuotaManager(ClientQuotaManager):
+    """``controller_mutation_rate`` (Kafka's ``ControllerMutationQuotaManager``): partitions created
+    and deleted, in a token bucket per client. ``throttle_time`` says whether a client is over
+    its quota already (a strict request's next topic is then refused), ``record`` takes a
+    mutation's partitions and says how long the client must wait."""
+
+    def _new_sensor(self) -> TokenBucket:
+        return TokenBucket((self.samples - 1) * self.window_ms / 1000)
+
+    def throttle_time(self, user: str, client_id: str, now_ms: int) -> int:
+        if not self._quotas:
+            return 0
+        match = self._match(user, client_id, now_ms)
+        return 0 if match.sensor is None else int(match.sensor.throttle_time_ms(match.quota, now_ms))
+
+    def record(self, user: str, client_id: str, value: float, now_ms: int) -> int:
+        match = self._match(user, client_id, now_ms) if self._quotas else _UNLIMITED
+        if match.sensor is not None:
+            match.sensor.record(value, match.quota, now_ms)
+        return self.throttle_time(user, client_id, now_ms)
+
+
 class ClientQuotas:
-    """The broker's three quota managers, and the quota configs they were given, by entity."""
+    """The broker's three quota managers, the quota configs they were given, by entity, and the
+    connection_creation_rate of each ip (the connection quotas read them)."""
 
     def __init__(self, samples: int = 11, window_s: int = 1) -> None:
         self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_s)
         self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_s)
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_s, cap_to_window=True)
+        self.controller_mutation = ControllerMutationQuotaManager(CONTROLLER_MUTATION_RATE, samples, window_s)
         self.configs: dict[QuotaEntity, dict[str, float]] = {}
+        self.ip_rates: dict[str, float] = {}  # by address, or DEFAULT
 
     def apply(self, entity: QuotaEntity, config: Mapping[str, float]) -> None:
         """``entity``'s quota configs are now ``config`` (keys not there: removed)."""
-        kept = {k: float(v) for k, v in config.items() if k in QUOTA_KEYS}
+        if entity.ip is not None:
+            rate = config.get(CONNECTION_CREATION_RATE)
+            if rate is None:
+                self.ip_rates.pop(entity.ip, None)
+            else:
+                self.ip_rates[entity.ip] = float(rate)
+            return
+        kept = {k: float(v) for k, v in config.items() if k in CLIENT_QUOTA_KEYS}
         if kept:
             self.configs[entity] = kept
         else:
             self.configs.pop(entity, None)
-        for manager in (self.produce, self.fetch, self.request):
+        for manager in (self.produce, self.fetch, self.request, self.controller_mutation):
             manager.update(entity, kept.get(manager.key))
 
     def load(self, entities: Iterable[tuple[QuotaEntity, Mapping[str, float]]]) -> None:

@@ -78,6 +78,7 @@ SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 SUPPORTED_MECHANISMS = (PLAIN, *MECHANISMS)
 # the file of a broker without ZooKeeper that holds its users' SCRAM credentials, in its first log dir
 CREDENTIALS_FILE = "scram-credentials.json"
+REAUTH_KEY = "connections.max.reauth.ms"  # a SASL session's lifetime, set per listener and mechanism too
 # what an unauthenticated connection may send besides the SASL requests
 _BEFORE_AUTHENTICATION = frozenset({ApiKey.API_VERSIONS})
 
@@ -218,7 +219,7 @@ class ListenerSasl:
     mechanisms: tuple[str, ...]
     plain_users: Mapping[str, str]  # PLAIN's, from the JAAS config: passwords
     credentials: ScramCredentials
-    reauth_ms: int  # connections.max.reauth.ms: 0, sessions never end
+    reauth_ms: Mapping[str, int]  # connections.max.reauth.ms by mechanism: 0, sessions never end
     failure_delay_s: float
 
     def __repr__(self) -> str:
@@ -251,9 +252,17 @@ def listener_sasl(config: BrokerConfig, listener: str, credentials: ScramCredent
         mechanisms,
         plain_users,
         credentials,
-        config["connections.max.reauth.ms"],
+        {mechanism: _reauth_ms(config, listener, mechanism) for mechanism in mechanisms},
         config["connection.failed.authentication.delay.ms"] / 1000,
     )
+
+
+def _reauth_ms(config: BrokerConfig, listener: str, mechanism: str) -> int:
+    """A mechanism's session lifetime on a listener, as Kafka's SaslChannelBuilder finds it:
+    ``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else the listener's
+    ``listener.name.<l>.connections.max.reauth.ms``, else the broker's."""
+    own = config.listener_key(f"{listener}.{mechanism.lower()}", REAUTH_KEY)
+    return int(config[own] if own != REAUTH_KEY else config.for_listener(listener, REAUTH_KEY))
 
 
 def _plain_users(config: BrokerConfig, listener: str) -> dict[str, str]:
@@ -300,7 +309,7 @@ class SaslAuthenticator:
         unauthenticated connection's requests are all its but ApiVersions."""
         key = request.header.api_key
         if self.state is AuthState.COMPLETE:
-            if key == ApiKey.SASL_HANDSHAKE and self.sasl.reauth_ms > 0:
+            if key == ApiKey.SASL_HANDSHAKE and self._reauth_ms() > 0:
                 return True  # re-authentication (KIP-368): a session may be renewed even past its end
             return self._expires is not None and self._clock() >= self._expires
         return not (self.state is AuthState.HANDSHAKE and key in _BEFORE_AUTHENTICATION)
@@ -382,10 +391,15 @@ class SaslAuthenticator:
         lifetime the client is told (0: none)."""
         conn.principal = self._principal
         conn.request_context = None  # made again, with the principal, for the next request
-        if self.sasl.reauth_ms <= 0:
+        lifetime = self._reauth_ms()
+        if lifetime <= 0:
             return 0
-        self._expires = self._clock() + self.sasl.reauth_ms / 1000
-        return self.sasl.reauth_ms
+        self._expires = self._clock() + lifetime / 1000
+        return lifetime
+
+    def _reauth_ms(self) -> int:
+        """The session lifetime of the mechanism in use (0: none yet, or sessions never end)."""
+        return self.sasl.reauth_ms[self._server.mechanism] if self._server is not None else 0
 
 
 # --- the APIs ------------------------------------------------------------------------------------

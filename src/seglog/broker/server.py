@@ -29,6 +29,7 @@ from .apis import KafkaApis, advertised_host
 from .client_quota_apis import ClientQuotaApis
 from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
+from .connection_quotas import ConnectionQuotas
 from .controller_apis import ControllerApis
 from .endpoint import Listener, broker_listeners
 from .group_apis import GroupApis
@@ -121,6 +122,7 @@ class KafkaServer:
         self.started = asyncio.Event()
         self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.throttler = Throttler(self.quotas)
+        self.connection_quotas = ConnectionQuotas(config, self.quotas.ip_rates)  # every listener's
 
     @property
     def socket_server(self) -> SocketServer | None:
@@ -179,7 +181,7 @@ class KafkaServer:
         await self.authorizer.startup()  # the ACLs loaded before a request is served
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-        admin = AdminManager(self.config, replicas, member, self.authorizer)
+        admin = AdminManager(self.config, replicas, member, self.authorizer, self.quotas)
         claim = self._claim_producer_id_block if member is not None else None
         # the group coordinator first: the transaction coordinator tells it of the markers it writes
         groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
@@ -256,7 +258,7 @@ class KafkaServer:
         cluster.config_handlers.setdefault("users", []).append(credentials.config_changed)
         # quotas follow their znodes' change notifications from the first one on, then are read
         quota_apis = ClientQuotaApis(self.quotas, ZkQuotaStore(cluster.zk))
-        for kind in ("users", "clients"):
+        for kind in ("users", "clients", "ips"):
             cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
         await quota_apis.load()
@@ -292,6 +294,7 @@ class KafkaServer:
             transport=transport,
             authenticator=authenticator,
             max_idle_ms=self.config["connections.max.idle.ms"],
+            connection_quotas=self.connection_quotas,
         )
 
     def _served_listeners(self) -> list[tuple[SocketServer, Listener]]:

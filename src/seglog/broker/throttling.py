@@ -13,6 +13,10 @@ After a request's handler has answered, the server asks ``Throttler.throttle`` (
   (for a purgatory, a storage thread);
 - a consumer's fetch asks for no more than its quota lets through in a window (its
   ``max_bytes`` cut before the handler runs, as Kafka's);
+- CreateTopics, CreatePartitions and DeleteTopics count the partitions they create or delete
+  against ``controller_mutation_rate`` as their handlers go (``ControllerMutationQuota``): from
+  KIP-599's versions on, a topic is refused with THROTTLING_QUOTA_EXCEEDED while its client is
+  over the quota; before them, the request goes through and its client is throttled;
 - the response carries the larger throttle time. From the versions of KIP-219 on, the client
   waits it out itself: the response leaves at once and the connection is muted, its next
   requests neither read nor answered meanwhile. An older client is answered only once the
@@ -26,9 +30,10 @@ import types
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, cast
 
+from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey, Request
 from .quotas import NANOS_TO_PERCENTAGE, ClientQuotas
-from .request_context import RequestContext
+from .request_context import RequestContext, current_request
 
 # KIP-219: the first version of each API whose client waits out throttle_time_ms itself
 # (each response's ``shouldClientThrottle`` in Kafka); an API not here gets its answer late
@@ -72,6 +77,44 @@ CLIENT_THROTTLES_FROM = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0,
 }
 
+# KIP-599: the first version of each mutating API whose topics are refused once their client is
+# over its controller_mutation_rate (Kafka's strictSinceVersion); older ones are let through
+STRICT_MUTATIONS_FROM = {ApiKey.CREATE_TOPICS: 6, ApiKey.CREATE_PARTITIONS: 3, ApiKey.DELETE_TOPICS: 5}
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ControllerMutationQuota:
+    """One request's partition creations and deletions against its client's
+    ``controller_mutation_rate`` (Kafka's Strict- and PermissiveControllerMutationQuota);
+    ``throttle_ms`` is what its response carries."""
+
+    def __init__(self, quotas: ClientQuotas, api_key: ApiKey, version: int, clock: Callable[[], int] = _monotonic_ms):
+        context = current_request()
+        self.user, self.client_id = context.principal.name, context.client_id
+        self.manager = quotas.controller_mutation
+        self.strict = version >= STRICT_MUTATIONS_FROM[api_key]
+        self.clock = clock
+        self.throttle_ms = 0
+
+    def record(self, partitions: int) -> None:
+        """A topic's mutation of ``partitions`` partitions counted; ApiError
+        THROTTLING_QUOTA_EXCEEDED (nothing counted) when the request is strict and its client
+        already over its quota: a strict request's throttle time is that of its refusals."""
+        now = self.clock()
+        if self.strict:
+            over = self.manager.throttle_time(self.user, self.client_id, now)
+            if over:
+                self.throttle_ms = max(self.throttle_ms, over)
+                raise ApiError(ErrorCode.THROTTLING_QUOTA_EXCEEDED, "The throttling quota has been exceeded.")
+            self.manager.record(self.user, self.client_id, partitions, now)
+        else:
+            throttle = self.manager.record(self.user, self.client_id, partitions, now)
+            self.throttle_ms = max(self.throttle_ms, throttle)
+
+
 # the inter-broker APIs (Kafka's ClusterAction ones), which no client quota holds back
 EXEMPT = frozenset(
     {
@@ -83,10 +126,6 @@ EXEMPT = frozenset(
         ApiKey.ALTER_PARTITION,
     }
 )
-
-
-def _monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class Throttler:
@@ -125,6 +164,8 @@ class Throttler:
             if throttle:  # answered without records: they do not count
                 quotas.fetch.unrecord(user, client, fetched, now)
                 body.responses = []
+        elif key in STRICT_MUTATIONS_FROM and body is not None:  # the handler's ControllerMutationQuota's
+            throttle = max(throttle, body.throttle_time_ms)
         if throttle and body is not None:
             body.throttle_time_ms = throttle
         return throttle

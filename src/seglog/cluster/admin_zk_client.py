@@ -136,12 +136,13 @@ def change_entity_config(zk: ZkClient, entity_path: str, change: Callable[[dict[
 
 
 def fetch_entity_paths(zk: ZkClient) -> list[str]:
-    """Every user and client entity with a znode: ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``."""
+    """Every quota entity with a znode: ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``, ``ips/<ip>``."""
     paths = []
     for user in zk.get_children(f"{znodes.CONFIG}/users"):
         paths.append(f"users/{user}")
         paths += [f"users/{user}/clients/{c}" for c in zk.get_children(f"{znodes.CONFIG}/users/{user}/clients")]
     paths += [f"clients/{c}" for c in zk.get_children(f"{znodes.CONFIG}/clients")]
+    paths += [f"ips/{ip}" for ip in zk.get_children(f"{znodes.CONFIG}/ips")]
     return paths
 
 

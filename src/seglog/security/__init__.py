@@ -7,6 +7,7 @@ the client runs the SASL mechanisms' client side. Nothing here opens a socket or
 
 from .acl import (
     CLUSTER_NAME,
+    OPERATIONS_NOT_REQUESTED,
     SUPPORTED_OPERATIONS,
     AccessControlEntry,
     AclBinding,
@@ -16,6 +17,7 @@ from .acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    operations_field,
     parse_principal,
     validate_binding,
 )
@@ -25,6 +27,7 @@ from .principal import ANONYMOUS, KafkaPrincipal
 __all__ = [
     "ANONYMOUS",
     "CLUSTER_NAME",
+    "OPERATIONS_NOT_REQUESTED",
     "SUPPORTED_OPERATIONS",
     "AccessControlEntry",
     "AclAuthorizer",
@@ -36,6 +39,7 @@ __all__ = [
     "PatternType",
     "ResourcePattern",
     "ResourceType",
+    "operations_field",
     "parse_principal",
     "validate_binding",
 ]

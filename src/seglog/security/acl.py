@@ -11,6 +11,7 @@ Kafka's JSON in ZooKeeper and kafka-acls.sh write (``Topic``, ``IdempotentWrite`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 from typing import NamedTuple, Self
 
@@ -113,14 +114,14 @@ ALLOWED_BY: dict[AclOperation, frozenset[AclOperation]] = {
 }
 
 
-# The operations each resource type has a use for, All besides (Kafka's AclEntry.supportedOperations):
-# what kafka-acls.sh lets one add
+# The operations each resource type has a use for (Kafka's ``AclEntry.supportedOperations``): what
+# kafka-acls.sh lets one add besides ALL, and what an authorized-operations bitfield reports on
 _O = AclOperation
 SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TOPIC: frozenset(
-        (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS, _O.ALL)
+        (_O.READ, _O.WRITE, _O.CREATE, _O.DESCRIBE, _O.DELETE, _O.ALTER, _O.DESCRIBE_CONFIGS, _O.ALTER_CONFIGS)
     ),
-    ResourceType.GROUP: frozenset((_O.READ, _O.DESCRIBE, _O.DELETE, _O.ALL)),
+    ResourceType.GROUP: frozenset((_O.READ, _O.DESCRIBE, _O.DELETE)),
     ResourceType.CLUSTER: frozenset(
         (
             _O.CREATE,
@@ -130,13 +131,23 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
             _O.IDEMPOTENT_WRITE,
             _O.ALTER,
             _O.DESCRIBE,
-            _O.ALL,
         )
     ),
-    ResourceType.TRANSACTIONAL_ID: frozenset((_O.DESCRIBE, _O.WRITE, _O.ALL)),
-    ResourceType.DELEGATION_TOKEN: frozenset((_O.DESCRIBE, _O.ALL)),
-    ResourceType.USER: frozenset((_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS, _O.ALL)),
+    ResourceType.TRANSACTIONAL_ID: frozenset((_O.DESCRIBE, _O.WRITE)),
+    ResourceType.DELEGATION_TOKEN: frozenset((_O.DESCRIBE,)),
+    ResourceType.USER: frozenset((_O.CREATE_TOKENS, _O.DESCRIBE_TOKENS)),
 }
+# an authorized-operations field's value when the client did not ask for it (KIP-430)
+OPERATIONS_NOT_REQUESTED = -(2**31)
+
+
+def operations_field(operations: Iterable[AclOperation]) -> int:
+    """The operations as KIP-430's bitfield (Kafka's ``Utils.to32BitField``): bit n set for the
+    operation of code n (the codes stop at 14: the INT32 stays positive)."""
+    value = 0
+    for operation in operations:
+        value |= 1 << operation
+    return value
 
 
 def parse_principal(text: str) -> KafkaPrincipal:

@@ -39,6 +39,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "records/_batch_layout.h"
+#include "records/_crc32c.h"
 #include "records/_record.h"
 
 static PyObject *CorruptRecordError; /* seglog.errors.CorruptRecordError */
@@ -542,29 +544,64 @@ fail:
     return -1;
 }
 
+/* 0 when the whole v2 batch in `batch` carries the CRC32C of its bytes from the attributes on;
+ * else -1 with CorruptRecordError set (the batch's position and base offset). */
+static int
+check_crc(const Py_buffer *batch, const BatchInfo *b)
+{
+    PyObject *at = NULL;
+    if (batch->len < HEADER_SIZE) {
+        raise_corrupt(b->position, at, "a batch of %zd bytes is shorter than a v2 batch header", batch->len);
+        return -1;
+    }
+    const uint8_t *p = batch->buf;
+    uint32_t stored = (uint32_t)p[CRC_OFFSET] << 24 | (uint32_t)p[CRC_OFFSET + 1] << 16 |
+                      (uint32_t)p[CRC_OFFSET + 2] << 8 | p[CRC_OFFSET + 3];
+    uint32_t computed = crc32c_of(p + CRC_START, (size_t)(batch->len - CRC_START));
+    if (stored == computed)
+        return 0;
+    char hex[2][11];
+    snprintf(hex[0], sizeof hex[0], "0x%08x", stored);
+    snprintf(hex[1], sizeof hex[1], "0x%08x", computed);
+    at = PyLong_FromLongLong(b->base_offset);
+    raise_corrupt(b->position, at, "CRC mismatch: stored %s, computed %s", hex[0], hex[1]);
+    Py_XDECREF(at);
+    return -1;
+}
+
 PyDoc_STRVAR(append_doc,
              "append(records, count, base_offset, base_timestamp, log_append_time, max_timestamp,\n"
-             "       timestamp_type, batch_position, min_offset, max_offset_exclusive) -> rows kept\n\n"
+             "       timestamp_type, batch_position, min_offset, max_offset_exclusive, batch=None)\n"
+             "       -> rows kept\n\n"
              "Decode the records section of one v2 batch (decompressed by the caller) into the\n"
              "columns, keeping the rows whose offset lies in [min_offset, max_offset_exclusive).\n"
              "In a LogAppendTime batch every row's timestamp is max_timestamp. Every record is\n"
              "validated, kept or not; corrupt bytes raise CorruptRecordError and leave the\n"
-             "builder as it was.");
+             "builder as it was. With batch (the whole batch's bytes, as stored: compressed if it\n"
+             "is), its CRC32C is checked first, as Kafka's consumer does with check.crcs.");
 
 static PyObject *
 builder_append(ColumnBuilder *self, PyObject *args)
 {
-    Py_buffer buf;
+    Py_buffer buf, batch = {.obj = NULL};
+    PyObject *batch_obj = Py_None;
     BatchInfo b;
     long long base_offset, base_timestamp, max_timestamp, min_offset, end_offset;
-    if (!PyArg_ParseTuple(args, "y*nLLpLinLL:append", &buf, &b.count, &base_offset, &base_timestamp,
+    if (!PyArg_ParseTuple(args, "y*nLLpLinLL|O:append", &buf, &b.count, &base_offset, &base_timestamp,
                           &b.log_append_time, &max_timestamp, &b.timestamp_type, &b.position, &min_offset,
-                          &end_offset))
+                          &end_offset, &batch_obj))
         return NULL;
     b.base_offset = base_offset;
     b.base_timestamp = base_timestamp;
     b.max_timestamp = max_timestamp;
-    Py_ssize_t rows = decode_section(self, &b, buf.buf, buf.len, min_offset, end_offset);
+    Py_ssize_t rows = -1;
+    if (batch_obj != Py_None && PyObject_GetBuffer(batch_obj, &batch, PyBUF_SIMPLE) < 0)
+        goto done;
+    if (batch.obj == NULL || check_crc(&batch, &b) == 0)
+        rows = decode_section(self, &b, buf.buf, buf.len, min_offset, end_offset);
+done:
+    if (batch.obj != NULL)
+        PyBuffer_Release(&batch);
     PyBuffer_Release(&buf);
     return rows < 0 ? NULL : PyLong_FromSsize_t(rows);
 }
@@ -761,6 +798,7 @@ static PyTypeObject ColumnBuilderType = {
 static int
 columns_init(PyObject *module)
 {
+    crc32c_init();
     if (CorruptRecordError == NULL) {
         PyObject *errors = PyImport_ImportModule("seglog.errors");
         if (errors == NULL)

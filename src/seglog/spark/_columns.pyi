@@ -27,6 +27,7 @@ class ColumnBuilder:
         batch_position: int,
         min_offset: int,
         max_offset_exclusive: int,
+        batch: Any = None,
     ) -> int: ...
     def append_record(
         self,

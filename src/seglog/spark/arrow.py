@@ -95,13 +95,19 @@ def to_arrow_batches(
 
 
 class ArrowAssembler:
-    """Turns the batches of one partition into Arrow record batches; reusable across reads."""
+    """Turns the batches of one partition into Arrow record batches; reusable across reads.
+    ``check_crcs``: each batch's CRC is checked first (in the builder's C call, over the bytes
+    it is about to decode), as Kafka's consumer does with ``check.crcs``: for bytes that came
+    over the network; a log's reads check their own (``PartitionLog.batches``)."""
 
-    def __init__(self, topic: str, partition: int, include_headers: bool, max_rows: int = MAX_ROWS) -> None:
+    def __init__(
+        self, topic: str, partition: int, include_headers: bool, max_rows: int = MAX_ROWS, *, check_crcs: bool = False
+    ) -> None:
         self.topic = topic
         self.partition = partition
         self.include_headers = include_headers
         self.max_rows = max_rows
+        self.check_crcs = check_crcs
         self.schema = arrow_schema(include_headers)
         self._builder = ColumnBuilder(with_headers=include_headers)
         self._constants: tuple[pa.Array, pa.Array] | None = None
@@ -131,19 +137,24 @@ class ArrowAssembler:
         builder = self._builder
         if not isinstance(batch, RecordBatch):
             if not batch.is_control:
+                if self.check_crcs:
+                    batch.validate()  # (the rare legacy message: its CRC32 in Python)
                 self._append_legacy(batch, start, end)
             return True
         view = batch.buffer
         base_offset, _, _, _, _, attributes, last_delta, base_ts, max_ts, _, _, _, count = HEADER.unpack_from(view, 0)
         if attributes & CONTROL_FLAG_MASK or base_offset + last_delta < start or base_offset >= end:
             return True
+        if attributes & COMPRESSION_CODEC_MASK and self.check_crcs:
+            batch.validate()  # before decompressing bytes that may be damaged
         section = view[HEADER_SIZE:] if not attributes & COMPRESSION_CODEC_MASK else batch.records_section()
         if builder.rows and builder.data_bytes + len(section) > MAX_DATA_BYTES:
             return False
         log_append_time = bool(attributes & TIMESTAMP_TYPE_MASK)
         ts_type = int(log_append_time)
+        checked = view if self.check_crcs and not attributes & COMPRESSION_CODEC_MASK else None
         builder.append(
-            section, count, base_offset, base_ts, log_append_time, max_ts, ts_type, batch.position, start, end
+            section, count, base_offset, base_ts, log_append_time, max_ts, ts_type, batch.position, start, end, checked
         )
         return True
 

@@ -36,7 +36,13 @@ from ..client import (
     FetchedPartition,
 )
 from ..common import TopicPartition
-from ..errors import BrokerNotAvailableError, InvalidResponseError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from ..errors import (
+    BrokerNotAvailableError,
+    CorruptRecordError,
+    InvalidResponseError,
+    OffsetOutOfRangeError,
+    UnknownTopicOrPartitionError,
+)
 from ..records import NO_TIMESTAMP, AnyBatch, BatchIterator
 from ..storage.isolation import committed_batches
 from . import options as opt
@@ -204,13 +210,20 @@ class FetchPartition(InputPartition):
 
 def read_fetched(part: FetchPartition) -> Iterator[pa.RecordBatch]:
     """What a task does: fetch [start, end) from the partition's leader, as Arrow."""
-    assembler = ArrowAssembler(part.topic, part.partition, part.include_headers)
+    assembler = ArrowAssembler(part.topic, part.partition, part.include_headers, check_crcs=True)
     with connect(part.client) as client, _FetchedBatches(client, part) as batches:
         while True:
             # from where the batches go on: after a skip of removed offsets, records of the
             # first batch fetched may lie below the new start (DeleteRecords cuts inside batches)
             start = batches.next_offset
-            yield from assembler.record_batches(batches, start, part.end)
+            try:
+                yield from assembler.record_batches(batches, start, part.end)
+            except CorruptRecordError as e:
+                # bytes damaged on the leader's disk or on the way: refused, never served as rows
+                raise CorruptRecordError(
+                    f"a batch of {batches.tp} fetched from its leader is corrupt, refused: {e.message}",
+                    offset=batches.batch_offset if e.offset is None else e.offset,
+                ) from e
             if not batches.skipped:
                 return
 
@@ -232,6 +245,7 @@ class _FetchedBatches:
         self.isolation = _isolation(part.isolation)
         self.log_start_offset = -1  # as the last fetch told it
         self.skipped = False  # the last iteration ended at a skip of removed offsets
+        self.batch_offset = part.start  # the base offset of the batch yielded last
         self._pool = ThreadPoolExecutor(1, thread_name_prefix=f"fetch-{self.tp}")
         self._ahead: tuple[int, Future[FetchedPartition]] | None = None  # a fetch sent ahead, and its offset
 
@@ -263,15 +277,16 @@ class _FetchedBatches:
                 self._lost_tail(limit)
                 return
 
-    def _upto(self, records: bytes, stop: int) -> Iterator[AnyBatch]:
+    def _upto(self, records: bytes | memoryview, stop: int) -> Iterator[AnyBatch]:
         """The whole batches of one fetch below ``stop``; ``next_offset`` follows them."""
         for batch in BatchIterator(records):
             if batch.base_offset >= stop:
                 return
             self.next_offset = max(self.next_offset, batch.last_offset + 1)
+            self.batch_offset = batch.base_offset
             yield batch
 
-    def _fetch(self) -> tuple[bytes, int, tuple[tuple[int, int], ...]] | None:
+    def _fetch(self) -> tuple[bytes | memoryview, int, tuple[tuple[int, int], ...]] | None:
         """The next fetch's bytes, where they may be read up to, and their aborted transactions;
         None, with failOnDataLoss=false, when the rest of the range is gone or offsets were
         removed (``skipped``: the iteration ends there, to go on from the log start)."""
@@ -299,7 +314,7 @@ class _FetchedBatches:
             ahead[1].exception()  # waited for, unused: the client serves one fetch at a time
         return self._pool.submit(self._fetch_at, offset).result()
 
-    def _fetch_ahead(self, records: bytes, stop: int) -> None:
+    def _fetch_ahead(self, records: bytes | memoryview, stop: int) -> None:
         last = None
         for batch in BatchIterator(records):
             last = batch.last_offset

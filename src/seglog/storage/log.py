@@ -1188,16 +1188,27 @@ class PartitionLog:
                 raise attempt.error  # the log still lists it: a file went behind its back
         raise AssertionError("unreachable: the last attempt raises")
 
+    # Segments whose names overlap in offsets (a segment holding offsets at or past the next
+    # one's base: files copied in by hand, or by a tool's mistake) are kept as they are, as
+    # Kafka's LogLoader keeps them (its LogSegments are keyed by base offset, and nothing
+    # checks the overlap). A read of an offset goes to the floor segment, so the next
+    # segment shadows the tail of the one before it; lookups by time answer from the records
+    # such a read returns: a segment's record at or past the next base offset is no answer.
+    # Recovery drops none of the shadowed bytes (nothing proves the next segment holds the
+    # same records), and a reader in another process, which recovers nothing, answers alike.
+
     def _first_at_or_after(self, segments: tuple[LogSegment, ...], timestamp: int) -> tuple[int, int] | None:
+        # (the bisect is not misled by shadowed records: a segment's largest timestamp over
+        # more records than a read returns can only send the search to it, never past it)
         prefix = self._timestamp_prefix(segments)
         i = bisect.bisect_left(prefix, timestamp)
         start = self.log_start_offset
         while i < len(segments):
             found = segments[i].find_offset_by_timestamp(timestamp, start)
-            if found is not None:
+            if found is not None and (i + 1 == len(segments) or found[1] < segments[i + 1].base_offset):
                 ts, offset = found
                 return (offset, ts) if offset < self._high_watermark else None
-            i += 1
+            i += 1  # (none, or a shadowed one: then none of this segment's readable records reaches it)
         return None
 
     def legacy_offsets_before(self, timestamp: int, max_num_offsets: int) -> list[int]:
@@ -1243,12 +1254,30 @@ class PartitionLog:
         return prefix
 
     def _max_timestamp_offset(self, segments: tuple[LogSegment, ...]) -> tuple[int, int] | None:
-        best = max(segments, key=lambda s: s.max_timestamp)
-        max_ts, shallow = best.max_timestamp_and_offset
+        bounds = [s.base_offset for s in segments[1:]] + [INT64_MAX]
+        maxima = [self._readable_max_timestamp(s, bound) for s, bound in zip(segments, bounds, strict=True)]
+        i = max(range(len(segments)), key=lambda i: maxima[i][0])
+        best, (max_ts, shallow) = segments[i], maxima[i]
         if max_ts < 0:
             return None
         found = best.find_offset_by_timestamp(max_ts, max(shallow - (1 << 31), self.log_start_offset))
         return (found[1], found[0]) if found else (shallow, max_ts)
+
+    @staticmethod
+    def _readable_max_timestamp(segment: LogSegment, bound: int) -> tuple[int, int]:
+        """The largest timestamp of ``segment``'s batches below ``bound`` (the next segment's
+        base offset) and the offset carrying it: the segment's own, unless a shadowed batch
+        carries that (overlapping segments, see above); then its batches are scanned."""
+        max_ts, offset = segment.max_timestamp_and_offset
+        if offset < bound:
+            return max_ts, offset
+        best = (-1, segment.base_offset)
+        for header in segment.scan_headers():
+            if header.base_offset >= bound:
+                break
+            if header.max_timestamp > best[0]:
+                best = (header.max_timestamp, header.last_offset)
+        return best
 
     # --- truncation ------------------------------------------------------------------------------
 

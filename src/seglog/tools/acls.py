@@ -133,8 +133,10 @@ def _bindings(
         raise UsageError("--add needs --allow-principal or --deny-principal")
     for resource_type, _ in resources:
         for entry in entries:
-            if entry.operation not in acl.SUPPORTED_OPERATIONS[resource_type]:
-                supported = ", ".join(sorted(op.title for op in acl.SUPPORTED_OPERATIONS[resource_type]))
+            # ALL besides each type's own, as kafka-acls.sh (AclCommand.validateOperation)
+            supported_ops = acl.SUPPORTED_OPERATIONS[resource_type] | {acl.AclOperation.ALL}
+            if entry.operation not in supported_ops:
+                supported = ", ".join(sorted(op.title for op in supported_ops))
                 kind, asked = resource_type.title, entry.operation.title
                 raise UsageError(f"acl.ResourceType {kind} only supports operations {supported}, not {asked}")
     return [acl.AclBinding(acl.ResourcePattern(t, n, pattern_type), e) for t, n in resources for e in entries]

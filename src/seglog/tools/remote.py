@@ -11,7 +11,7 @@ running broker (``seglog broker`` or Kafka), through ``BlockingConnection``.
     seglog delete-records --bootstrap-server H:P --offset-json-file F
     seglog configs      --bootstrap-server H:P --entity-type topics|brokers|users --entity-name N
                         --describe | --alter [--add-config k=v,...] [--delete-config k,...]
-    seglog configs      --bootstrap-server H:P --entity-type users|clients --entity-name N | --entity-default
+    seglog configs      --bootstrap-server H:P --entity-type users|clients|ips --entity-name N | --entity-default
                         [--entity-type clients ...] --describe | --alter ... (client quotas: client_quotas.py;
                         users' SCRAM credentials, 'SCRAM-SHA-256=[password=...]': user_credentials.py)
 
@@ -68,7 +68,7 @@ from ..security.scram import MECHANISMS as SCRAM_MECHANISMS
 from ..storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from . import CLIENT_ID
 from .arguments import CommandParser, add_bootstrap_server, command_security, parse_configs, partition_list
-from .client_quotas import ENTITY_TYPES, quota_configs
+from .client_quotas import ENTITY_TYPES, quota_configs, quota_request
 from .logdir import record_json
 from .user_credentials import user_configs
 
@@ -457,7 +457,7 @@ def add_configs(sub: Any) -> None:
         dest="entity_name",
         action="append_const",
         const="",
-        help="the default user or client id, in place of an --entity-name",
+        help="the default user, client id or ip, in place of an --entity-name",
     )
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
@@ -468,27 +468,25 @@ def add_configs(sub: Any) -> None:
     p.set_defaults(run=configs)
 
 
-def _entity_configs(args: argparse.Namespace, cluster: ClusterClient) -> int:
-    """Users' and clients' configs as kafka-configs.sh splits them: a user's SCRAM credentials
-    through AlterUserScramCredentials, quotas through AlterClientQuotas; --describe of one user
-    shows both."""
+def _entity_configs(args: argparse.Namespace) -> int:
+    """Users', clients' and ips' configs as kafka-configs.sh splits them: a user's SCRAM
+    credentials through AlterUserScramCredentials, quotas through AlterClientQuotas; --describe
+    of one user shows both. The quotas asked for are checked before connecting."""
     one_user = args.entity_type == ["users"] and len(args.entity_name or []) == 1 and args.entity_name[0]
-    if not one_user:
-        return quota_configs(cluster.bootstrap, args)
-    user = argparse.Namespace(**{**vars(args), "entity_name": args.entity_name[0]})
-    if args.describe:
-        quota_configs(cluster.bootstrap, args)
-        return user_configs(user, cluster)
+    user = argparse.Namespace(**{**vars(args), "entity_name": args.entity_name[0]}) if one_user else None
     named = [*parse_configs(args.add_config), *(k for item in args.delete_config or [] for k in item.split(","))]
-    if any(k.strip().upper() in SCRAM_MECHANISMS for k in named):
-        return user_configs(user, cluster)
-    return quota_configs(cluster.bootstrap, args)
+    if user is not None and args.alter and any(k.strip().upper() in SCRAM_MECHANISMS for k in named):
+        with _client(args) as cluster:
+            return user_configs(user, cluster)
+    request = quota_request(args)
+    with _client(args) as cluster:
+        code = quota_configs(cluster.bootstrap, request)
+        return user_configs(user, cluster) if user is not None and args.describe else code
 
 
 def configs(args: argparse.Namespace) -> int:
     if args.entity_type[0] in ENTITY_TYPES:
-        with _client(args) as cluster:
-            return _entity_configs(args, cluster)
+        return _entity_configs(args)
     if len(args.entity_type) > 1 or len(args.entity_name or []) != 1 or not args.entity_name[0]:
         raise SystemExit("error: topics and brokers take one --entity-type and its --entity-name")
     args.entity_type, args.entity_name = args.entity_type[0], args.entity_name[0]
