@@ -93,7 +93,7 @@ def test_a_group_partition_led_elsewhere_answers_the_waiting_join_not_coordinato
             lead_or_follow(replicas, GROUP_METADATA_TOPIC, 0, 1)
             await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
             commit = OffsetCommitRequest("g", {("t", 0): PartitionCommit(7)})
-            answer = await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
+            answer = await groups.commit_offsets(commit)
             assert answer.errors == {("t", 0): ErrorCode.NONE}
             waiting = join(groups)
             await asyncio.sleep(0.05)
@@ -161,7 +161,7 @@ def test_the_controllers_deletion_drops_the_topics_offsets(tmp_path) -> None:
             lead_or_follow(replicas, GROUP_METADATA_TOPIC, 0, 1)
             await until(lambda: groups.group_error("g") == ErrorCode.NONE, "the load")
             commit = OffsetCommitRequest("g", {("gone", 0): PartitionCommit(3), ("kept", 0): PartitionCommit(4)})
-            await groups.call(lambda token, now: groups.offsets.commit_offsets(token, commit, now))
+            await groups.commit_offsets(commit)
             deleting = UpdateMetadataRequestData.UpdateMetadataTopicState(
                 topic_name="gone",
                 partition_states=[

@@ -11,7 +11,8 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from seglog.broker.admin import AdminManager
 from seglog.broker.group_metadata_manager import GroupMetadataManager
@@ -21,6 +22,7 @@ from seglog.broker.replica_manager import FetchRequestPartition, ReplicaManager
 from seglog.common import GROUP_METADATA_TOPIC
 from seglog.coordinator.offset_manager import (
     OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetFetchRequest,
     PartitionCommit,
     TxnOffsetCommitRequest,
@@ -86,7 +88,7 @@ def test_load_in_progress_then_expiry_by_offsets_retention(tmp_path) -> None:
         assert replicas.topic_config(GROUP_METADATA_TOPIC)["cleanup.policy"] == ("compact",)
         for group, offset in (("kept", 3), ("lonely", 5)):
             request = OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)})
-            answer = await groups.call(lambda token, now, r=request: groups.offsets.commit_offsets(token, r, now))
+            answer = await groups.commit_offsets(request)
             assert answer.errors == {("t", 0): ErrorCode.NONE}
         plog = replicas.partition(GROUP_METADATA_TOPIC, groups.partition_for("lonely")).log
         (batch,) = [b for b in plog.batches(0, plog.log_end_offset)]
@@ -103,7 +105,7 @@ def test_load_in_progress_then_expiry_by_offsets_retention(tmp_path) -> None:
         # a minute on, the standalone commits expire; a commit since keeps "kept"
         clock.now += MINUTE - 1
         request = OffsetCommitRequest("kept", {("t", 0): PartitionCommit(4)})
-        await groups.call(lambda token, now: groups.offsets.commit_offsets(token, request, now))
+        await groups.commit_offsets(request)
         clock.now += 1
         await until(lambda: committed(groups, "lonely") == -1, "the expiry")
         assert committed(groups, "kept") == 4
@@ -154,7 +156,7 @@ def test_a_marker_written_while_its_partition_loads_completes_the_offsets_after(
         await groups.ensure_offsets_topic()
         for offset in (4, 7):  # two commits of one transaction: batches of base sequence 0 both
             request = TxnOffsetCommitRequest("app", "g", producer_id, 0, {("t", 0): PartitionCommit(offset)})
-            answer = await groups.call(lambda token, now, r=request: groups.offsets.txn_commit_offsets(token, r, now))
+            answer = await groups.txn_commit_offsets(request)
             assert answer.errors == {("t", 0): ErrorCode.NONE}
         assert committed(groups, "g") == -1  # pending until the marker
         await close(replicas, groups)
@@ -171,21 +173,20 @@ def test_a_marker_written_while_its_partition_loads_completes_the_offsets_after(
     asyncio.run(scenario())
 
 
-def commit(groups: GroupMetadataManager, group: str, offset: int) -> Callable[[object, int], list]:
-    """A call committing ``offset`` of t-0 for ``group``."""
-    request = OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)})
-    return lambda token, now: groups.offsets.commit_offsets(token, request, now)
+def commit(groups: GroupMetadataManager, group: str, offset: int) -> Coroutine[Any, Any, OffsetCommitResponse]:
+    """A commit of ``offset`` of t-0 for ``group``."""
+    return groups.commit_offsets(OffsetCommitRequest(group, {("t", 0): PartitionCommit(offset)}))
 
 
 def test_a_commit_is_answered_without_waiting_for_a_turn_of_the_loop(tmp_path) -> None:
     """A commit whose record the log takes at once is appended and answered inside the
-    call: its request needs no task (nor the loop's turns one costs)."""
+    request's first step: it needs no task (nor the loop's turns one costs)."""
 
     async def scenario() -> None:
         replicas, groups = open_broker(str(tmp_path), Clock())
         await replicas.create_topic("t", 1, {})
         await groups.ensure_offsets_topic()
-        answer = asyncio.ensure_future(groups.call(commit(groups, "g", 5)))
+        answer = asyncio.ensure_future(commit(groups, "g", 5))
         await asyncio.sleep(0)  # one turn: the call's first step ran, and nothing else
         assert answer.done() and answer.result().errors == {("t", 0): ErrorCode.NONE}
         assert committed(groups, "g") == 5
@@ -220,9 +221,9 @@ def test_a_commit_behind_a_queued_append_waits_its_turn(tmp_path) -> None:
             release.set()
             holder.join()
 
-        first = asyncio.ensure_future(groups.call(commit(groups, "g", 1)))
+        first = asyncio.ensure_future(commit(groups, "g", 1))
         asyncio.get_running_loop().call_soon(let_go)
-        second = asyncio.ensure_future(groups.call(commit(groups, "g", 2)))
+        second = asyncio.ensure_future(commit(groups, "g", 2))
         await asyncio.gather(first, second)
         assert committed(groups, "g") == 2
         await close(replicas, groups)
@@ -262,8 +263,8 @@ def test_a_commit_waiting_for_its_replicas_holds_no_other_groups_append(tmp_path
         await until(lambda: groups.group_error("a") == ErrorCode.NONE, "the load")
         plog = replicas.partition(GROUP_METADATA_TOPIC, 0).log
 
-        first = asyncio.ensure_future(groups.call(commit(groups, "a", 1)))
-        second = asyncio.ensure_future(groups.call(commit(groups, "b", 2)))
+        first = asyncio.ensure_future(commit(groups, "a", 1))
+        second = asyncio.ensure_future(commit(groups, "b", 2))
         await until(lambda: plog.log_end_offset == 2, "the second group's record in the leader's log")
         assert not first.done() and not second.done()  # both wait for follower 1
         assert (committed(groups, "a"), committed(groups, "b")) == (-1, -1)

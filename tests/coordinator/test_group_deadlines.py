@@ -98,7 +98,7 @@ def test_an_offset_commit_moves_the_members_deadline():
     c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=0))
     member_id = stable_group(c, "g", 0)
     commit = OffsetCommitRequest("g", {("orders", 0): PartitionCommit(5)}, 1, member_id)
-    OffsetManager(c).commit_offsets(object(), commit, 4_000)  # a sign of life: the session restarts
+    OffsetManager(c).commit_offsets(commit, 4_000)  # a sign of life: the session restarts
     assert c.next_deadline() == 4_000 + SESSION
 
 

@@ -16,6 +16,7 @@ from seglog.coordinator.offset_manager import (
     ErrorCode,
     FetchedOffset,
     OffsetCommitRequest,
+    OffsetCommitResponse,
     OffsetDeleteRequest,
     OffsetFetchRequest,
     OffsetManager,
@@ -52,6 +53,7 @@ class Offsets:
         self.manager = OffsetManager(h.coordinator)
         self.replies: dict = {}
         self.stores: list[StoreOffsets] = []
+        self.committing: dict[int, object] = {}  # store id -> the token of the commit it stores
         self.tokens = iter(range(10**6))
 
     def take(self, outputs) -> None:
@@ -65,16 +67,23 @@ class Offsets:
 
     def commit(self, offsets: dict, **kw):
         token = ("commit", next(self.tokens))
-        self.take(
-            self.manager.commit_offsets(token, OffsetCommitRequest(kw.pop("group", G), offsets, **kw), self.h.now)
-        )
+        request = OffsetCommitRequest(kw.pop("group", G), offsets, **kw)
+        self.answer(token, self.manager.commit_offsets(request, self.h.now))
         return token
 
     def txn_commit(self, pid: int, offsets: dict, **kw):
         token = ("txn", next(self.tokens))
         request = TxnOffsetCommitRequest("tx", kw.pop("group", G), pid, 0, offsets, **kw)
-        self.take(self.manager.txn_commit_offsets(token, request, self.h.now))
+        self.answer(token, self.manager.txn_commit_offsets(request, self.h.now))
         return token
+
+    def answer(self, token, result: OffsetCommitResponse | StoreOffsets) -> None:
+        """A commit's result: its answer now, or a store whose completion answers it."""
+        if isinstance(result, OffsetCommitResponse):
+            self.replies[token] = result
+        else:
+            self.stores.append(result)
+            self.committing[result.store_id] = token
 
     def append(self, error: int = 0) -> StoreOffsets:
         """Append the oldest store to the log (as a transactional batch for a producer)."""
@@ -92,7 +101,11 @@ class Offsets:
                 log_append_time=None,
             )
             base = self.log.append_batches(batch).first_offset
-        self.take(self.manager.complete_store(store.store_id, error, self.h.now, base))
+        answer = self.manager.complete_store(store.store_id, error, base)
+        token = self.committing.pop(store.store_id, None)
+        assert (answer is None) == (token is None)  # tombstones answer nothing
+        if token is not None:
+            self.replies[token] = answer
         return store
 
     def marker(self, pid: int, commit: bool) -> None:

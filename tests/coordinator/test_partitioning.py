@@ -42,10 +42,13 @@ def test_partition_for_refuses_no_partitions():
 
 def test_an_id_is_hashed_once_then_looked_up():
     """Every group request asks for its group's partition: the Java hash (a Python loop
-    over the id) runs once per id, later asks are answered from the cache, alike."""
+    over the id) runs once per id, and the partition once per id and partition count;
+    later asks are answered from the caches, alike."""
     group_id = "test_an_id_is_hashed_once-group"
-    before = java_string_hash.cache_info()
+    hashed, placed = java_string_hash.cache_info(), partition_for.cache_info()
     first = partition_for(group_id, 50)
     assert [partition_for(group_id, 50) for _ in range(3)] == [first] * 3
-    after = java_string_hash.cache_info()
-    assert (after.misses - before.misses, after.hits - before.hits) == (1, 3)
+    assert partition_for(group_id, 7) == java_string_hash(group_id) % 7  # another count: the hash's cache
+    after_hashed, after_placed = java_string_hash.cache_info(), partition_for.cache_info()
+    assert (after_placed.misses - placed.misses, after_placed.hits - placed.hits) == (2, 3)
+    assert (after_hashed.misses - hashed.misses, after_hashed.hits - hashed.hits) == (1, 2)

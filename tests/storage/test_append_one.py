@@ -1,7 +1,7 @@
-"""A producer's usual append (one batch of no producer id into the active segment) is one C
-call, ``LogSegment.append_leader_batch``; everything else takes the general path. The two
-must leave the same files behind, fail alike, and the one call must cut off a write that
-fails midway, as the general path does."""
+"""A producer's usual append (one batch of no producer id into the active segment), and a
+coordinator's records, is one C call, ``LogSegment.append_leader_batch``; everything else
+takes the general path. The two must leave the same files behind, fail alike, and the one
+call must cut off a write that fails midway, as the general path does."""
 
 from __future__ import annotations
 
@@ -11,14 +11,18 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from seglog.errors import InvalidTimestampError, SeglogError
 from seglog.records import Compression, build_batch
+from seglog.records.control import end_transaction_marker
 from seglog.storage import fileio
 from seglog.storage.file_records import LogOffsetMetadata
 from seglog.storage.log import AppendInfo
+from seglog.storage.producer_entry import AppendOrigin
+from seglog.storage.segment import LogSegment
 
 from .conftest import MS, new_log
 
@@ -176,3 +180,31 @@ def test_a_write_the_one_call_makes_that_fails_midway_is_cut_off(tmp_path):
         [sys.executable, "-c", _CHILD, str(tmp_path / "logs")], env=env, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
+
+
+def test_a_coordinators_records_take_the_one_call_and_leave_what_the_general_path_leaves(tmp_path, clock, monkeypatch):
+    """An offset commit's batch (no producer id) appended as the coordinator is one C call
+    too; its control batches (a marker, here one without a producer id) go the general way,
+    which takes them from a coordinator, as before."""
+    taken: list[int] = []
+    one_call = LogSegment.append_leader_batch
+
+    def counted(self: LogSegment, *args: Any) -> Any:
+        taken.append(1)
+        return one_call(self, *args)
+
+    monkeypatch.setattr(LogSegment, "append_leader_batch", counted)
+    records = [build_batch([(b"key-%d" % i, b"value-%d" % i, MS + i)]) for i in range(20)]
+    marker = build_batch([end_transaction_marker(True, 0, MS)], control=True)
+    results = {}
+    for path in ("one-call", "general"):
+        _, log = new_log(tmp_path / path, clock=clock)
+        taken.clear()
+        with _GeneralPath() if path == "general" else contextlib.nullcontext():
+            infos = [log.try_append_batches(bytearray(b), origin=AppendOrigin.COORDINATOR) for b in records]
+            infos.append(log.append_batches(bytearray(marker), origin=AppendOrigin.COORDINATOR))
+            infos += [log.append_batches(bytearray(b), origin=AppendOrigin.COORDINATOR) for b in records[:3]]
+        results[path] = (infos, log.log_end_offset, _files(tmp_path / path))
+        if path == "one-call":  # every records batch but a segment's first: the marker never
+            assert len(taken) == len(records) + 3 - 1 and all(taken)
+    assert results["one-call"] == results["general"]

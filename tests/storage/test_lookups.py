@@ -106,6 +106,38 @@ def test_a_time_entry_found_right_is_not_read_again(tmp_path, preads):
     seg.close()
 
 
+def first_at_or_after(seg: LogSegment, timestamp: int, start: int) -> tuple[int, int] | None:
+    """(timestamp, offset) of the first record at or after ``timestamp`` and ``start``, from the bytes."""
+    for batch in BatchIterator(Path(seg.log_path).read_bytes()):
+        for _key, _value, ts, _headers, offset in batch.records():
+            if ts is not None and ts >= timestamp and offset >= start:
+                return ts, offset
+    return None
+
+
+@pytest.mark.parametrize("bases", [list(range(0, 40, 4)), [0, 10, 14, 30, 34]], ids=["whole", "gaps"])
+def test_a_lookup_by_time_among_large_batches_reads_the_batch_it_searches(tmp_path, preads, bases):
+    """Below the first time entry the first batch (alone before the first offset entry:
+    the first batch gets none) is read whole in one read, and past it the batch the first
+    entry names in one more; the last batch, which no entry follows, up to the segment's
+    end in one. Every target, from every starting offset, finds what the bytes hold (and
+    in the gaps a compaction leaves, the record after)."""
+    seg = large_segment(tmp_path, bases)
+    end = bases[-1] + 4
+    for start in (0, 5, 13):
+        for target in range(end + 1):
+            expected = first_at_or_after(seg, MS + target, start)
+            assert seg.find_offset_by_timestamp(MS + target, start) == expected, (start, target)
+    if bases[1] == 4:  # whole batches: each time entry checked by now, the reads of each lookup
+        entry_timestamps = {base + 3 for base in bases[1:]}  # the time index's: such a lookup scans
+        for target in (t for t in range(end) if t not in entry_timestamps):
+            preads.clear()
+            assert seg.find_offset_by_timestamp(MS + target, 0) == (MS + target, target)
+            assert len(preads) == (2 if 4 <= target < 7 else 1), (target, preads)
+            assert min(preads) > 4096  # each a whole batch, no header read alone
+    seg.close()
+
+
 def test_a_damaged_time_entry_is_never_marked_checked(tmp_path, caplog):
     seg = large_segment(tmp_path, list(range(0, 40, 4)))
     seg.close()

@@ -73,8 +73,11 @@ class CoordinatorState(enum.Enum):
     FAILED = "failed"
 
 
-# each state, and the states it may be entered from (Kafka's CoordinatorState.canTransitionFrom)
 _S = CoordinatorState
+# enum members as module constants where every request asks: on Python 3.11 an Enum class's
+# attribute is a call through EnumType.__getattr__'s hook (~340 ns, a global ~25)
+_ACTIVE, _NONE, _COORDINATOR = _S.ACTIVE, ErrorCode.NONE, AppendOrigin.COORDINATOR
+# each state, and the states it may be entered from (Kafka's CoordinatorState.canTransitionFrom)
 _ENTERED_FROM: dict[CoordinatorState, frozenset[CoordinatorState]] = {
     _S.LOADING: frozenset({_S.CLOSED, _S.FAILED}),
     _S.ACTIVE: frozenset({_S.LOADING}),
@@ -126,9 +129,10 @@ class TopicSpec:
 
 
 class _Partition:
-    __slots__ = ("epoch", "state")
+    __slots__ = ("epoch", "state", "tp")
 
-    def __init__(self) -> None:
+    def __init__(self, tp: TopicPartition) -> None:
+        self.tp = tp
         self.state = _S.CLOSED
         self.epoch = -1  # the leader epoch it is loading or was loaded at
 
@@ -148,7 +152,7 @@ class PartitionWriter:
         written (an earlier append is queued, or the log cannot take it so)."""
         if self._queued.get(tp):
             return None
-        result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin=AppendOrigin.COORDINATOR)
+        result = self.replicas.try_append_inline(tp, memoryview(batch), acks=-1, origin=_COORDINATOR)
         return None if result is None else (result.error_code, result.base_offset)
 
     def queue(self, tp: TopicPartition) -> None:
@@ -243,7 +247,9 @@ class CoordinatorRuntime(Generic[L]):
         return any(p.state is _S.LOADING for p in self._partitions.values())
 
     def _transition(self, partition: int, state: CoordinatorState, epoch: int = -1) -> None:
-        found = self._partitions.setdefault(partition, _Partition())
+        found = self._partitions.get(partition)
+        if found is None:
+            found = self._partitions[partition] = _Partition(TopicPartition(self.topic_name, partition))
         if found.state not in _ENTERED_FROM[state]:
             raise IllegalStateTransitionError(
                 f"{self.topic_name}-{partition} cannot move from {found.state.name} to {state.name}"
@@ -262,15 +268,15 @@ class CoordinatorRuntime(Generic[L]):
 
     def leader_epoch(self, partition: int) -> int | None:
         """The partition's leader epoch, when this broker leads it; else None."""
-        try:
-            return self.replicas.leader_partition(self.topic_name, partition).leader_epoch
-        except SeglogError:  # not here, or a follower
-            return None
+        return self.replicas.leading_epoch(TopicPartition(self.topic_name, partition))
 
     def partition_error(self, partition: int) -> ErrorCode:
         """NONE when the partition is coordinated here now; else what to answer. A partition
         led at a leader epoch not loaded (a client made the topic, or the leadership came
         here) starts loading; one no longer led is unloaded."""
+        found = self._partitions.get(partition)
+        if found is not None and found.state is _ACTIVE and self.replicas.leading_epoch(found.tp) == found.epoch:
+            return _NONE  # every request of a group coordinated here asks: no more calls than these
         state = self.state(partition)
         if state is _S.LOADING:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -416,11 +422,11 @@ class CoordinatorRuntime(Generic[L]):
         """Append ``batch`` to the partition and call ``written(error, base offset)``: before
         returning when the log took it at once (None), else from the returned task, once the
         ISR has it. A partition not ACTIVE here is NOT_COORDINATOR."""
-        epoch = self.epoch(partition)
-        tp = TopicPartition(self.topic_name, partition)
-        if epoch is None:
+        found = self._partitions.get(partition)
+        if found is None or found.state is not _ACTIVE:
             written(ErrorCode.NOT_COORDINATOR, -1)
             return None
+        tp, epoch = found.tp, found.epoch
         result = self.writer.try_append(tp, batch)
         if result is not None:
             written(*result)

@@ -15,6 +15,9 @@ unloading, the calls' answers, the writes (one batch per store, acks=all within
 - the coordinator's outputs: ``Reply`` completes a call, ``Forget`` completes it with None
   (no answer, as Kafka never answers those requests), ``StoreGroup`` and ``StoreOffsets``
   become writes;
+- offset commits (``commit_offsets``, ``txn_commit_offsets``) without a call's token: the
+  offset manager returns the answer or the store, whose completion is the answer, made in
+  the request's own turn when the log takes the batch at once;
 - time: the coordinator's ``next_deadline`` (sessions, rebalance and sync waits, the
   initial rebalance delay) and the offsets' expiry every
   ``offsets.retention.check.interval.ms``, on the runtime's one timer;
@@ -28,6 +31,7 @@ unloading, the calls' answers, the writes (one batch per store, acks=all within
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable, Hashable, Iterable
@@ -39,7 +43,13 @@ from ..config import BrokerConfig
 from ..coordinator.group_admin import GroupAdmin
 from ..coordinator.group_coordinator import Forget, GroupConfig, GroupCoordinator, Reply, StoreGroup
 from ..coordinator.group_loader import GroupLoader, LoadedGroup
-from ..coordinator.offset_manager import OffsetManager, StoreOffsets
+from ..coordinator.offset_manager import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetManager,
+    StoreOffsets,
+    TxnOffsetCommitRequest,
+)
 from ..coordinator.partitioning import partition_for
 from ..errors import ErrorCode, SeglogError
 from ..records import Compression
@@ -118,7 +128,8 @@ class GroupMetadataManager:
         return count or self.config["offsets.topic.num.partitions"]
 
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
+        count = self.replicas.metadata.partition_count(GROUP_METADATA_TOPIC)  # num_partitions's, inline: twice a commit
+        return partition_for(group_id, count or self.config["offsets.topic.num.partitions"])
 
     def group_error(self, group_id: str) -> int:
         """NONE when this broker coordinates ``group_id`` now; otherwise what to answer."""
@@ -180,6 +191,34 @@ class GroupMetadataManager:
         its answer: the response value, or None for a request Kafka never answers."""
         return await self.runtime.call(lambda token: self._dispatch(request(token, self._clock())))
 
+    async def commit_offsets(self, request: OffsetCommitRequest) -> OffsetCommitResponse:
+        """OffsetCommit: the coordinator's answer, once the commit's record is in the log."""
+        now = self._clock()  # one reading a commit: its timestamp, its batch's
+        store = self.offsets.commit_offsets(request, now)
+        self.runtime.reschedule()  # a member's commit restarted its session
+        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store, now)
+
+    async def txn_commit_offsets(self, request: TxnOffsetCommitRequest) -> OffsetCommitResponse:
+        """TxnOffsetCommit: the coordinator's answer, once the commit's record is in the log."""
+        now = self._clock()
+        store = self.offsets.txn_commit_offsets(request, now)
+        return store if isinstance(store, OffsetCommitResponse) else await self._store_offsets(store, now)
+
+    async def _store_offsets(self, store: StoreOffsets, now: int) -> OffsetCommitResponse:
+        """Append a commit's records, then its answer: made in this turn when the log takes the
+        batch at once (nearly always), else once the write's task has it in the ISR."""
+        answers: list[OffsetCommitResponse | None] = []
+
+        def stored(error: int, base_offset: int) -> None:
+            answers.append(self.offsets.complete_store(store.store_id, error, base_offset))
+
+        task = self._write(store.group_id, store.records, stored, store.producer_id, store.producer_epoch, now)
+        if task is not None:
+            await asyncio.shield(task)  # a request cancelled meanwhile leaves its write to end
+        (answer,) = answers
+        assert answer is not None  # a commit's store: answered
+        return answer
+
     async def run(self, request: Callable[[int], Iterable[Output]]) -> None:
         """Run ``request(now)`` (calls that answer nothing themselves: deletions, expiry) and
         wait until the records it asked for are appended."""
@@ -198,23 +237,18 @@ class GroupMetadataManager:
             elif isinstance(out, Forget):
                 self.runtime.complete(out.token, None)
             elif isinstance(out, StoreGroup):
-                writes.append(self._write(out.group_id, ((out.key, out.value),), self._group_stored(out)))
+                stored = functools.partial(self._group_stored, out.store_id)
+                writes.append(self._write(out.group_id, ((out.key, out.value),), stored))
             else:
-                stored = self._offsets_stored(out)
+                stored = functools.partial(self._offsets_stored, out.store_id)
                 writes.append(self._write(out.group_id, out.records, stored, out.producer_id, out.producer_epoch))
         return [task for task in writes if task is not None]
 
-    def _group_stored(self, store: StoreGroup) -> WriteCallback:
-        def stored(error: int, base_offset: int) -> None:
-            self._dispatch(self.coordinator.complete_store(store.store_id, error, self._clock()))
+    def _group_stored(self, store_id: int, error: int, base_offset: int) -> None:
+        self._dispatch(self.coordinator.complete_store(store_id, error, self._clock()))
 
-        return stored
-
-    def _offsets_stored(self, store: StoreOffsets) -> WriteCallback:
-        def stored(error: int, base_offset: int) -> None:
-            self._dispatch(self.offsets.complete_store(store.store_id, error, self._clock(), base_offset))
-
-        return stored
+    def _offsets_stored(self, store_id: int, error: int, base_offset: int) -> None:
+        self.offsets.complete_store(store_id, error, base_offset)  # tombstones: nothing answers
 
     def _write(
         self,
@@ -223,12 +257,16 @@ class GroupMetadataManager:
         stored: WriteCallback,
         producer_id: int = -1,
         producer_epoch: int = -1,
+        now: int | None = None,
     ) -> asyncio.Task[None] | None:
+        """Append the records as one batch, timestamped ``now`` (None: the clock's time)."""
         # as Kafka's AppendOrigin.Coordinator: a TxnOffsetCommit's batch carries the
         # producer's id and epoch but base sequence 0 each time, so sequences (and the
         # duplicate check) are not applied, the epoch is
+        if now is None:
+            now = self._clock()
         batch = build_batch(
-            [(key, value, self._clock()) for key, value in records],
+            [(key, value, now) for key, value in records],
             compression=self._compression,
             producer_id=producer_id,
             producer_epoch=producer_epoch,

@@ -100,7 +100,8 @@ class MetadataCache:
         return len(found.partitions) if found else 0
 
     def has_partition(self, tp: TopicPartition) -> bool:
-        return 0 <= tp.partition < self.partition_count(tp.topic)
+        found = self._snapshot.topics.get(tp.topic)  # (partition_count's, inline: asked on every commit)
+        return found is not None and 0 <= tp.partition < len(found.partitions)
 
     def derived(self, key: str, compute: Callable[[list[TopicMetadata]], T]) -> T:
         """``compute`` of the topics, computed once while they stay the same (a snapshot's never

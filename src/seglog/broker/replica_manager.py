@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
@@ -55,7 +54,7 @@ from ..errors import (
     UnknownTopicOrPartitionError,
 )
 from ..protocol import ErrorCode
-from ..storage import AppendOrigin, FileSlice, LogConfig, LogManager, PartitionLog, Role
+from ..storage import AppendOrigin, FileSlice, LogConfig, LogManager, PartitionLog
 from ..storage.naming import validate_topic
 from .alter_partition_manager import AlterPartitionChannel, IsrChange, IsrChangeResult, WireAlterPartitionChannel
 from .delayed_delete_records import INVALID_LOW_WATERMARK, DelayedDeleteRecords
@@ -63,13 +62,14 @@ from .delayed_fetch import DelayedFetch
 from .delayed_produce import DelayedProduce
 from .inter_broker import inter_broker_security
 from .metadata_cache import BrokerInfo, MetadataCache, PartitionState, TopicMetadata
-from .partition import LeaderAndIsrPartitionState, Partition, check_leader_epoch
+from .partition import LEADER, LeaderAndIsrPartitionState, Partition, check_leader_epoch
 from .purgatory import DelayedOperation, Purgatory
 from .replica_fetcher import ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+_tuple_new = tuple.__new__
 
 NONE: int = ErrorCode.NONE  # no error (an int, as every error code this module hands on)
 STALE_CONTROLLER_EPOCH = ControllerMovedError.error_code
@@ -92,8 +92,9 @@ EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP = -4, -5
 CONSUMER_REPLICA_ID, DEBUGGING_REPLICA_ID = -1, -2
 
 
-@dataclass(frozen=True)
-class AppendResult:
+class AppendResult(NamedTuple):
+    """(A tuple: made for every partition of every produce and every coordinator write.)"""
+
     error_code: int = NONE
     base_offset: int = -1
     log_append_time: int = -1
@@ -323,9 +324,15 @@ class ReplicaManager:
         newer, then the role."""
         found = self.partition(topic, index)
         check_leader_epoch(current_leader_epoch, found.leader_epoch)
-        if require_leader and found.role is not Role.LEADER:
+        if require_leader and found.role is not LEADER:
             raise NotLeaderOrFollowerError(f"broker {self.broker.broker_id} is not the leader of {topic}-{index}")
         return found
+
+    def leading_epoch(self, tp: TopicPartition) -> int | None:
+        """The partition's leader epoch when this broker leads it, else None: what a
+        coordinator asks on each request (``leader_partition`` without the exceptions)."""
+        found = self._partitions.get(tp)
+        return found.leader_epoch if found is not None and found.role is LEADER else None
 
     # --- the controller's requests (a cluster) --------------------------------------------------------
 
@@ -599,7 +606,7 @@ class ReplicaManager:
             for tp, code in codes.items():
                 if code != NONE:
                     message = f"{ErrorCode(code).name}: {tp[0]}-{tp[1]} appended, not acknowledged by the ISR"
-                    results[tp] = dataclasses.replace(results[tp], error_code=code, message=message)
+                    results[tp] = results[tp]._replace(error_code=code, message=message)
         return results
 
     def try_append_inline(
@@ -624,8 +631,10 @@ class ReplicaManager:
             return None  # append_records tells the error
         if info is None:
             return None
-        result = AppendResult(
-            NONE, info.first_offset, info.log_append_time, partition.log_start_offset, info.size, info.last_offset
+        # (tuple.__new__: the named tuple's own constructor costs as much again, on every inline append)
+        log_start = partition.log_start_offset
+        result = _tuple_new(
+            AppendResult, (NONE, info.first_offset, info.log_append_time, log_start, info.size, info.last_offset, None)
         )
         self._after_leader_append(tp, partition, result)
         return result
@@ -767,7 +776,7 @@ class ReplicaManager:
             return False
         for req in requests:
             partition = self._partitions.get(TopicPartition(req.topic, req.partition))
-            if partition is None or partition.role is not Role.LEADER:
+            if partition is None or partition.role is not LEADER:
                 return False  # the I/O thread's read answers the error
             if req.fetch_offset < partition.log.active_segment.base_offset:
                 return False
@@ -830,7 +839,7 @@ class ReplicaManager:
         total = 0
         for req in requests:
             partition = self._partitions.get(TopicPartition(req.topic, req.partition))
-            if partition is None or partition.role is not Role.LEADER:
+            if partition is None or partition.role is not LEADER:
                 return limit
             try:
                 lso = partition.last_stable_offset

@@ -36,6 +36,7 @@ import dataclasses
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from ..config import BrokerConfig
 from ..errors import InvalidConfigurationError
@@ -166,8 +167,7 @@ class LeaveGroupResponse:
     members: tuple[tuple[MemberIdentity, int], ...] = ()  # each leaving member and its error
 
 
-@dataclass(frozen=True)
-class Reply:
+class Reply(NamedTuple):  # a tuple: one per request answered, an offset commit's too
     token: Hashable
     response: object  # the response of the request `token` names (a dataclass of this package)
 

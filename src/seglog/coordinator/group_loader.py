@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..common import TopicPartition
 from ..errors import CorruptRecordError
@@ -43,9 +44,9 @@ from .group_state import GroupState
 _CONTROL_KEY = struct.Struct(">hh")  # a control record's key: version, type
 
 
-@dataclass(frozen=True)
-class CommittedOffset:
-    """A committed offset and the base offset of the batch that committed it."""
+class CommittedOffset(NamedTuple):
+    """A committed offset and the base offset of the batch that committed it (a tuple:
+    one is made per commit)."""
 
     value: OffsetCommitValue
     batch_offset: int

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from ..errors import CorruptRecordError, InvalidRecordError
 from ._wire import Reader, Writer
@@ -65,8 +66,10 @@ class UnknownKey:
 GroupKey = OffsetCommitKey | GroupMetadataKey | UnknownKey
 
 
-@dataclass(frozen=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
+    """A tuple, not a frozen dataclass: one is made per commit (a frozen dataclass's
+    ``__init__`` sets each field through ``object.__setattr__``)."""
+
     offset: int
     metadata: str
     commit_timestamp: int
@@ -112,17 +115,21 @@ _I16_I64_I32 = struct.Struct(">hqi")
 
 
 def encode_key(key: OffsetCommitKey | GroupMetadataKey) -> bytes:
-    group = key.group.encode("utf-8")
     if isinstance(key, OffsetCommitKey):
-        if key.version not in OFFSET_COMMIT_KEY_VERSIONS:
-            raise InvalidRecordError(f"OffsetCommitKey has no version {key.version}")
-        topic = key.topic.encode("utf-8")
-        return b"".join(
-            (_I16_I16.pack(key.version, len(group)), group, _I16.pack(len(topic)), topic, _I32.pack(key.partition))
-        )
+        return encode_offset_commit_key(key.group, key.topic, key.partition, key.version)
+    group = key.group.encode("utf-8")
     if key.version != GROUP_METADATA_KEY_VERSION:
         raise InvalidRecordError(f"GroupMetadataKey has no version {key.version}")
     return _I16_I16.pack(key.version, len(group)) + group
+
+
+def encode_offset_commit_key(group: str, topic: str, partition: int, version: int = 1) -> bytes:
+    """``encode_key(OffsetCommitKey(group, topic, partition, version))``, without the key
+    object: every commit writes one."""
+    if version not in OFFSET_COMMIT_KEY_VERSIONS:
+        raise InvalidRecordError(f"OffsetCommitKey has no version {version}")
+    g, t = group.encode("utf-8"), topic.encode("utf-8")
+    return b"".join((_I16_I16.pack(version, len(g)), g, _I16.pack(len(t)), t, _I32.pack(partition)))
 
 
 def decode_key(data: bytes | bytearray | memoryview) -> GroupKey:

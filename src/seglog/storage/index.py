@@ -120,6 +120,9 @@ _TAKE_ENTRIES = frozenset({WRITABLE, IN_MEMORY})
 class _Index:
     """What both indexes share: the mmap, the entry count, resizing and search."""
 
+    # (slots: as LogSegment's, for lookups across many segments)
+    __slots__ = ("_mmap", "base_offset", "entries", "length", "max_index_size", "path", "reserved", "state")
+
     entry_size: int
     _key_size: int  # of the key at the start of an entry: relative offset (4), timestamp (8)
 
@@ -385,6 +388,7 @@ class _Index:
 class OffsetIndex(_Index):
     """Maps offsets to byte positions in the segment's .log."""
 
+    __slots__ = ()
     entry_size = _OFFSET_ENTRY.size
     _key_size = 4
 
@@ -578,7 +582,13 @@ class TimeIndex(_Index):
 
     entry_size = _TIME_ENTRY.size
     _key_size = 8
-    _checked: bytes | bytearray = b""  # per slot: 1 when ``mark_checked`` (an index's own once marked)
+    __slots__ = ("_checked",)  # per slot: 1 when ``mark_checked`` (an index's own once marked)
+
+    def __init__(
+        self, path: str, base_offset: int, max_index_size: int, writable: bool = True, in_memory: bool = False
+    ) -> None:
+        self._checked: bytes | bytearray = b""
+        super().__init__(path, base_offset, max_index_size, writable, in_memory)
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of a slot."""

@@ -82,6 +82,7 @@ from ..errors import (
 )
 from ..records import AnyBatch, Compression, Record, build_batch
 from ..records.compression import decompress
+from ..records.layout import ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK
 from ..records.limits import INT32_MAX, INT64_MAX, INT64_MIN, check_int
 from . import _scan, fileio
 from .file_records import FetchDataInfo, LogOffsetMetadata
@@ -131,6 +132,14 @@ _NEXT_STATES = {
 
 
 _now_ms = _scan.now_ms  # the default clock: time.time_ns() // 1_000_000, in C (every append reads it)
+_CONTROL_BYTE = ATTRIBUTES_OFFSET + 1  # the attributes' low byte (an int16, big-endian): the control flag's
+
+
+def _no_control(buffer: bytearray) -> bool:
+    """Not a control batch: what the one-call append takes of a coordinator (it checks a
+    batch as a producer's, which may send none; a coordinator's markers carry a producer id,
+    which the one call leaves to ``_append_as_leader`` anyway)."""
+    return len(buffer) > _CONTROL_BYTE and not buffer[_CONTROL_BYTE] & CONTROL_FLAG_MASK
 
 
 def _records_of(batches: Iterator[AnyBatch], start: int, end: int) -> Iterator[Record]:
@@ -472,14 +481,15 @@ class PartitionLog:
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_and_assign``) makes every
         check of ``LogValidator.validate_general`` and then the edits, or none of them. A
-        producer's usual append is one C call in all (``_append_one``)."""
+        producer's usual append, and a coordinator's batch of records (an offset commit's), is
+        one C call in all (``_append_one``)."""
         if origin is not _CLIENT:
             self.validator.check_origin(origin)
         buffer = data if isinstance(data, bytearray) else bytearray(data)
         lock = self._lock
         lock.acquire()  # (not ``with``: its __enter__ and __exit__ cost 0.1 µs more, every append)
         try:
-            if origin is _CLIENT and (done := self._append_one(buffer)) is not None:
+            if (origin is _CLIENT or _no_control(buffer)) and (done := self._append_one(buffer)) is not None:
                 return done
             info = self._append_as_leader(buffer, origin, may_roll=True)
             assert info is not None
@@ -503,17 +513,18 @@ class PartitionLog:
             if c.flush_ms < _NEVER or self._next_offset - self.recovery_point + len(data) >= c.flush_messages:
                 return None
             buffer = bytearray(data)
-            if origin is _CLIENT and (done := self._append_one(buffer)) is not None:
+            if (origin is _CLIENT or _no_control(buffer)) and (done := self._append_one(buffer)) is not None:
                 return done
             return self._append_as_leader(buffer, origin, may_roll=False)
         finally:
             self._lock.release()
 
     def _append_one(self, buffer: bytearray) -> AppendInfo | None:
-        """A producer's usual append, under the lock: one batch of no producer id, into
-        the active segment, in one C call (``LogSegment.append_leader_batch``); None, with
-        nothing done, when it is not that append or something besides is due (a roll, the
-        leader epoch's first batch, a flush, an injected fault): ``_append_as_leader`` then.
+        """A producer's usual append (or a coordinator's records), under the lock: one batch
+        of no producer id into the active segment, in one C call
+        (``LogSegment.append_leader_batch``); None, with nothing done, when it is not that
+        append or something besides is due (a roll, the leader epoch's first batch, a flush,
+        an injected fault): ``_append_as_leader`` then.
         What ``_append_as_leader`` does after the write for such an append is done here,
         inline: this runs on every produce."""
         c = self._config
