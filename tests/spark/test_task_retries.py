@@ -2,10 +2,10 @@
 a driver process of their own (retry_driver.py; the session's SparkSession gives a task one attempt)
 against a real embedded broker. Each job's first attempt fails: by an exception in a step beside
 the seglog task, or by SIGKILL of the Python worker running the seglog task (a reader mid-read, a
-writer with records in its open transaction). Reads return every record once; the exactly-once
-sink leaves every record once for read_committed readers (the killed attempt's records are in the
-topic, aborted); the at-least-once batch write (its writer killed) leaves every record, some twice
-(Spark's Kafka sink's behaviour, documented in broker_sink.py)."""
+writer connected to the broker, its transaction open). Reads return every record once; the
+exactly-once sink leaves every record once for read_committed readers (what the killed attempt
+wrote is in the topic, aborted); the at-least-once batch write (its writer killed) leaves every
+record, those the killed attempt wrote twice (Spark's Kafka sink's behaviour, documented in broker_sink.py)."""
 
 from __future__ import annotations
 
@@ -91,8 +91,10 @@ def test_write_tasks_run_again_leave_every_record_exactly_or_at_least_once(seglo
         assert (tmp_path / f"{topic}.done").exists(), f"{topic}: the first attempt was not broken"
     for topic in ("eos-fail", "eos-kill"):
         assert sorted(values_read(bootstrap, topic)) == sorted(values), topic
-    # the killed attempt had written records: in the topic, aborted, skipped by read_committed
-    assert len(values_read(bootstrap, "eos-kill", "read_uncommitted")) > len(values)
+    # whatever the killed attempt had written is in the topic, aborted, skipped by read_committed
+    # (the kill lands while the writer is connected, not always after its first records: the
+    # driver-kill test of test_sink_exactly_once.py kills at every point of a batch's two phases)
+    assert len(values_read(bootstrap, "eos-kill", "read_uncommitted")) >= len(values)
     at_least_once = Counter(values_read(bootstrap, "alo", "read_uncommitted"))
     assert set(at_least_once) == set(values)
-    assert max(at_least_once.values()) == 2  # what the failed attempt wrote, written again
+    assert max(at_least_once.values()) <= 2  # what the failed attempt wrote, if anything, written again
