@@ -552,6 +552,101 @@ done:
 
 /* ------------------------------------------------------------- from columns */
 
+/* The headers of the rows (Spark's array<struct<key: string, value: binary>> column, flattened):
+ * how many each row has, then every row's header keys and values one after another. */
+typedef struct {
+    Py_buffer counts;
+    ArrowBinary keys, values;
+    int present;
+    Py_ssize_t total, next; /* headers in all; the first of the row being encoded */
+} ColumnHeaders;
+
+static void
+column_headers_release(ColumnHeaders *h)
+{
+    if (h->present) {
+        PyBuffer_Release(&h->counts);
+        arrow_release(&h->keys);
+        arrow_release(&h->values);
+    }
+    h->present = 0;
+}
+
+static int
+column_headers_open(PyObject *spec, ColumnHeaders *h, Py_ssize_t rows)
+{
+    PyObject *counts, *keys, *values;
+    memset(h, 0, sizeof(*h));
+    if (spec == Py_None)
+        return 0;
+    if (!PyArg_ParseTuple(spec, "OnOO", &counts, &h->total, &keys, &values))
+        return -1;
+    if (PyObject_GetBuffer(counts, &h->counts, PyBUF_SIMPLE) < 0)
+        return -1;
+    if (h->total < 0 || h->counts.len < rows * 4 || arrow_binary(keys, &h->keys, h->total) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "header counts are shorter than the rows they hold");
+        PyBuffer_Release(&h->counts);
+        return -1;
+    }
+    if (arrow_binary(values, &h->values, h->total) < 0) {
+        PyBuffer_Release(&h->counts);
+        arrow_release(&h->keys);
+        return -1;
+    }
+    h->present = 1;
+    return 0;
+}
+
+/* How many headers row i has (advancing past them), or -1 with ValueError when the counts
+ * run past the headers given or a header has no key (Kafka's header key is a string). */
+static Py_ssize_t
+column_headers_of_row(ColumnHeaders *h, Py_ssize_t i)
+{
+    if (!h->present)
+        return 0;
+    int32_t n = ((const int32_t *)h->counts.buf)[i];
+    if (n < 0 || n > h->total - h->next) {
+        PyErr_Format(PyExc_ValueError, "row %zd: header count %d runs past the %zd headers given", i, (int)n,
+                     h->total);
+        return -1;
+    }
+    for (Py_ssize_t j = h->next; j < h->next + n; j++) {
+        const uint8_t *unused;
+        if (arrow_value(&h->keys, j, &unused) < 0) {
+            PyErr_Format(PyExc_ValueError, "row %zd: a header has no key (a header key is a string)", i);
+            return -1;
+        }
+    }
+    h->next += n;
+    return n;
+}
+
+static Py_ssize_t
+column_headers_size(const ColumnHeaders *h, Py_ssize_t first, Py_ssize_t n)
+{
+    Py_ssize_t size = varint_size(n);
+    for (Py_ssize_t j = first; j < first + n; j++) {
+        const uint8_t *b;
+        int64_t klen = arrow_value(&h->keys, j, &b), vlen = arrow_value(&h->values, j, &b);
+        size += varint_size(klen) + klen + varint_size(vlen) + (vlen > 0 ? vlen : 0);
+    }
+    return size;
+}
+
+static uint8_t *
+column_headers_write(const ColumnHeaders *h, Py_ssize_t first, Py_ssize_t n, uint8_t *p)
+{
+    p = varint_write(p, n);
+    for (Py_ssize_t j = first; j < first + n; j++) {
+        const uint8_t *k, *v = NULL;
+        int64_t klen = arrow_value(&h->keys, j, &k), vlen = arrow_value(&h->values, j, &v);
+        p = write_bytes(p, k, klen);
+        p = vlen >= 0 ? write_bytes(p, v, vlen) : varint_write(p, -1);
+    }
+    return p;
+}
+
 static PyObject *
 close_chunk(Out *o, Py_ssize_t count, long long base_ts, long long max_ts)
 {
@@ -566,18 +661,21 @@ PyDoc_STRVAR(encode_columns_doc,
              "Encode rows of Arrow columns as records sections of v2 batches of about max_bytes each,\n"
              "each after header_room zero bytes. key and value are None or (validity | None, int32\n"
              "offsets, data, array offset); timestamps is None or (validity | None, int64 ms values,\n"
-             "array offset), a null timestamp taking default_timestamp.");
+             "array offset), a null timestamp taking default_timestamp. headers is None (none) or\n"
+             "(int32 counts, one a row; header keys; header values), the keys and values as key and\n"
+             "value are, the headers of every row one after another (a header key may not be null).");
 
 static PyObject *
 encode_columns(PyObject *self, PyObject *args)
 {
     Py_ssize_t rows, max_bytes, header_room;
-    PyObject *key_spec, *value_spec, *ts_spec;
+    PyObject *key_spec, *value_spec, *ts_spec, *headers_spec = Py_None;
     long long default_ts;
-    if (!PyArg_ParseTuple(args, "nOOOLnn", &rows, &key_spec, &value_spec, &ts_spec, &default_ts, &max_bytes,
-                          &header_room))
+    if (!PyArg_ParseTuple(args, "nOOOLnn|O", &rows, &key_spec, &value_spec, &ts_spec, &default_ts, &max_bytes,
+                          &header_room, &headers_spec))
         return NULL;
     ArrowBinary key, value;
+    ColumnHeaders headers;
     Py_buffer ts_valid = {0}, ts_values = {0};
     int has_ts = 0, has_ts_valid = 0;
     Py_ssize_t ts_base = 0;
@@ -587,6 +685,11 @@ encode_columns(PyObject *self, PyObject *args)
         return NULL;
     if (arrow_binary(value_spec, &value, rows) < 0) {
         arrow_release(&key);
+        return NULL;
+    }
+    if (column_headers_open(headers_spec, &headers, rows) < 0) {
+        arrow_release(&key);
+        arrow_release(&value);
         return NULL;
     }
     if (ts_spec != Py_None) {
@@ -630,8 +733,11 @@ encode_columns(PyObject *self, PyObject *args)
         const uint8_t *k = NULL, *v = NULL;
         int64_t klen = arrow_value(&key, i, &k), vlen = arrow_value(&value, i, &v);
         int64_t ts_delta = wrap_sub(ts, base_ts); /* wraps, as Java's does */
+        Py_ssize_t first = headers.next, nh = column_headers_of_row(&headers, i);
+        if (nh < 0)
+            goto fail;
         Py_ssize_t body = 1 + varint_size(ts_delta) + varint_size(count) + varint_size(klen) + (klen > 0 ? klen : 0) +
-                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + 1;
+                          varint_size(vlen) + (vlen > 0 ? vlen : 0) + column_headers_size(&headers, first, nh);
         uint8_t *p = out_reserve(&o, body + 5);
         if (p == NULL)
             goto fail;
@@ -642,7 +748,7 @@ encode_columns(PyObject *self, PyObject *args)
         p = varint_write(p, count);
         p = klen >= 0 ? write_bytes(p, k, klen) : varint_write(p, -1);
         p = vlen >= 0 ? write_bytes(p, v, vlen) : varint_write(p, -1);
-        p = varint_write(p, 0); /* no headers */
+        p = column_headers_write(&headers, first, nh, p);
         o.len += p - start;
         count++;
         if (ts > max_ts)
@@ -664,6 +770,7 @@ fail:
 done:
     arrow_release(&key);
     arrow_release(&value);
+    column_headers_release(&headers);
     if (has_ts)
         PyBuffer_Release(&ts_values);
     if (has_ts_valid)

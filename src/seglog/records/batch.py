@@ -414,6 +414,7 @@ def build_batches_from_columns(
     key: tuple | None,
     value: tuple | None,
     timestamps: tuple | None = None,
+    headers: tuple | None = None,
     *,
     compression: Compression | int = Compression.NONE,
     max_bytes: int = 512 * 1024,
@@ -422,11 +423,13 @@ def build_batches_from_columns(
 
     ``key`` and ``value`` are ``None`` (all null) or ``(validity | None, int32 offsets,
     data, array offset)`` as ``pyarrow.Array.buffers()`` gives them; ``timestamps`` is
-    ``None`` (now) or ``(validity | None, int64 microseconds, array offset)``. The
+    ``None`` (now) or ``(validity | None, int64 microseconds, array offset)``; ``headers``
+    ``None`` (none) or ``(int32 counts, one a row; how many in all; keys; values)``, keys and
+    values as ``key`` and ``value`` are, every row's headers one after another. The
     records layer stays free of pyarrow: buffers in, batches out.
     """
     now = int(time.time() * 1000)
-    chunks = _codec.encode_columns(rows, key, value, timestamps, now, max_bytes, HEADER_SIZE)
+    chunks = _codec.encode_columns(rows, key, value, timestamps, now, max_bytes, HEADER_SIZE, headers)
     return [
         _seal(body, count, base_ts, max_ts, last_delta, compression=compression)
         for body, count, base_ts, max_ts, last_delta in chunks

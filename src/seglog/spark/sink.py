@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 
 from ..errors import RecordTooLargeError, SeglogError, UnknownTopicOrPartitionError
 from ..partitioner import StickyPartitioner, partitions_for_keys
-from ..records import HEADER_SIZE, Compression, build_batch, build_batches_from_columns
+from ..records import HEADER_SIZE, Compression, build_batches_from_columns
 from ..storage import open as open_logs
 from ..storage.staged_append import StagedFile, Staging, commit_staged, remove_dead_staging
 from . import options as opt
@@ -58,8 +58,8 @@ class Encoder:
     log dirs' staging here, or for the producer of ``broker_sink``).
 
     The work is columnar: pyarrow splits the rows by topic and partition, and the C
-    encoder (``build_batches_from_columns``) writes records straight from the Arrow
-    buffers. Only rows with headers take the per-record path. ``partitions(topic)`` is the
+    encoder (``build_batches_from_columns``) writes records, headers too, straight from the
+    Arrow buffers. ``partitions(topic)`` is the
     topic's partitions that can be written (it raises for a topic that cannot), ``batch_bytes(topic)``
     what its batches are filled to.
     """
@@ -138,36 +138,15 @@ class Encoder:
         return chosen
 
     def _batches(self, rows: pa.RecordBatch, limit: int) -> list[bytearray]:
-        names = rows.schema.names
-        if "headers" in names and pc.sum(pc.list_value_length(rows.column("headers"))).as_py():
-            return self._batches_with_headers(rows, limit)
         return build_batches_from_columns(
             len(rows),
             _binary(rows, "key"),
             _binary(rows, "value"),
             _timestamps(rows),
+            _headers(rows),
             compression=self.compression,
             max_bytes=limit,
         )
-
-    def _batches_with_headers(self, rows: pa.RecordBatch, limit: int) -> list[bytearray]:
-        names = rows.schema.names
-        n = len(rows)
-        keys = rows.column("key").to_pylist() if "key" in names else [None] * n
-        values = rows.column("value").to_pylist()
-        headers = rows.column("headers").to_pylist()
-        stamps = rows.column("timestamp").cast(pa.int64()).to_pylist() if "timestamp" in names else [None] * n
-        records = [
-            (_bytes(k), _bytes(v), None if ts is None else ts // 1000, [(h["key"], h["value"]) for h in hs or ()])
-            for k, v, hs, ts in zip(keys, values, headers, stamps, strict=True)
-        ]
-        out, size, start = [], 0, 0
-        for i, r in enumerate(records):
-            size += 24 + len(r[0] or b"") + len(r[1] or b"")
-            if size >= limit or i == n - 1:
-                out.append(build_batch(records[start : i + 1], compression=self.compression))
-                size, start = 0, i + 1
-        return out
 
 
 # a v2 record's framing beyond its key and value, at most (length, attributes, deltas, lengths)
@@ -221,12 +200,21 @@ def _timestamps(rows: pa.RecordBatch) -> tuple | None:
     return (validity, values, column.offset)
 
 
-def _bytes(value: Any) -> bytes | None:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, str):
-        return value.encode()
-    return bytes(value)
+def _headers(rows: pa.RecordBatch) -> tuple | None:
+    """The headers column as the C encoder takes it: each row's count (a null list: none), then
+    every row's header keys and values one after another, Arrow's buffers."""
+    if "headers" not in rows.schema.names:
+        return None
+    column = rows.column("headers")
+    counts = pc.fill_null(pc.list_value_length(column), 0).cast(pa.int32())
+    if counts.offset:  # (the C reads the counts from the buffer's start)
+        counts = pa.concat_arrays([pa.array([], pa.int32()), counts])
+    entries = pc.list_flatten(column)
+    if not len(entries):
+        return None
+    keys = pa.RecordBatch.from_arrays([pc.struct_field(entries, "key")], ["key"])
+    values = pa.RecordBatch.from_arrays([pc.struct_field(entries, "value")], ["value"])
+    return (counts.buffers()[1], len(entries), _binary(keys, "key"), _binary(values, "value"))
 
 
 # the column types Spark's Kafka sink takes (other columns are ignored, as there)
