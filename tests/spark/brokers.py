@@ -19,6 +19,15 @@ from .conftest import MS
 END = b"end of the test's read"  # a record values_read appends to each partition before it reads
 
 
+# a broker for transactional writes: small internal topics (quick to create), nothing retired
+TRANSACTIONAL_BROKER_CONFIG = {
+    "num.partitions": 2,
+    "transaction.state.log.num.partitions": 4,
+    "offsets.topic.num.partitions": 4,
+    "log.retention.ms": -1,
+}
+
+
 def create(bootstrap: str, topic: str, partitions: int) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():

@@ -23,7 +23,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql.functions import udf
 from pyspark.sql.types import BinaryType
 
-from .brokers import create, ends, values_read, wait
+from .brokers import TRANSACTIONAL_BROKER_CONFIG, create, ends, values_read, wait
 
 DRIVER = Path(__file__).with_name("eos_driver.py")
 SRC = str(Path(__file__).parents[2] / "src")
@@ -31,12 +31,7 @@ SRC = str(Path(__file__).parents[2] / "src")
 
 @pytest.fixture(scope="module")
 def seglog_broker_config() -> dict[str, Any]:
-    return {
-        "num.partitions": 2,
-        "transaction.state.log.num.partitions": 4,
-        "offsets.topic.num.partitions": 4,
-        "log.retention.ms": -1,
-    }
+    return dict(TRANSACTIONAL_BROKER_CONFIG)
 
 
 def _inputs(path: Path, files: int, per_file: int) -> list[bytes]:

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 from confluent_kafka import Producer
 
-from .brokers import create, values_read
+from .brokers import TRANSACTIONAL_BROKER_CONFIG, create, values_read
 
 DRIVER = Path(__file__).with_name("retry_driver.py")
 SRC = str(Path(__file__).parents[2] / "src")
@@ -32,12 +32,7 @@ VALUE = 2000  # bytes a written value is padded to: 50 rows (an Arrow batch of t
 
 @pytest.fixture(scope="module")
 def seglog_broker_config() -> dict[str, Any]:
-    return {
-        "num.partitions": 2,
-        "transaction.state.log.num.partitions": 4,
-        "offsets.topic.num.partitions": 4,
-        "log.retention.ms": -1,
-    }
+    return dict(TRANSACTIONAL_BROKER_CONFIG)
 
 
 def _driver(bootstrap: str, work: Path, phase: str) -> str:

@@ -183,9 +183,10 @@ def _check_record_sizes(rows: pa.RecordBatch, limit: int) -> None:
 
 def _binary(rows: pa.RecordBatch, name: str) -> tuple | None:
     """A binary (or string) column as the C encoder takes it: Arrow's buffers."""
-    if name not in rows.schema.names:
-        return None
-    column = rows.column(name)
+    return _buffers(rows.column(name)) if name in rows.schema.names else None
+
+
+def _buffers(column: pa.Array) -> tuple:
     if pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type):
         column = column.cast(pa.binary())
     validity, offsets, data = column.buffers()[:3]
@@ -212,9 +213,8 @@ def _headers(rows: pa.RecordBatch) -> tuple | None:
     entries = pc.list_flatten(column)
     if not len(entries):
         return None
-    keys = pa.RecordBatch.from_arrays([pc.struct_field(entries, "key")], ["key"])
-    values = pa.RecordBatch.from_arrays([pc.struct_field(entries, "value")], ["value"])
-    return (counts.buffers()[1], len(entries), _binary(keys, "key"), _binary(values, "value"))
+    keys, values = pc.struct_field(entries, "key"), pc.struct_field(entries, "value")
+    return (counts.buffers()[1], len(entries), _buffers(keys), _buffers(values))
 
 
 # the column types Spark's Kafka sink takes (other columns are ignored, as there)
