@@ -122,7 +122,12 @@ class KafkaServer:
         self.started = asyncio.Event()
         self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.throttler = Throttler(self.quotas)
-        self.connection_quotas = ConnectionQuotas(config, self.quotas.ip_rates)  # every listener's
+        self.connection_quotas = ConnectionQuotas(  # every listener's
+            config,
+            self.quotas.ip_rates,
+            tuple(x.name for x in self.listeners.listeners),
+            self.listeners.inter_broker,
+        )
 
     @property
     def socket_server(self) -> SocketServer | None:
