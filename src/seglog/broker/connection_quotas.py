@@ -80,8 +80,8 @@ def resolved_overrides(overrides: Mapping[str, int]) -> dict[str, int]:
     return found
 
 
-def check_per_ip(values: Mapping[str, Any]) -> None:
-    """Kafka's KafkaConfig rule on ``max.connections.per.ip`` (``values``: the keys' values)."""
+def check_per_ip(values: Any) -> None:
+    """Kafka's KafkaConfig rule on ``max.connections.per.ip`` (``values``: a config, read by key)."""
     if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
         raise InvalidConfigurationError(
             "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
