@@ -153,6 +153,8 @@ class DynamicBrokerConfig:
 class DynamicConfigStore(Protocol):
     def load(self, broker_id: int) -> tuple[Configs, Configs]: ...  # (the default's, the broker's)
 
+    def entity(self, entity: str) -> Configs: ...  # a level's configs (entity: an id or DEFAULT)
+
     def alter(self, entity: str, configs: Configs) -> None: ...  # a level's configs replaced (entity: an id or DEFAULT)
 
 
@@ -195,6 +197,9 @@ class LogDirDynamicConfigStore:
         found = self._read()
         return found.get(DEFAULT, {}), found.get(str(broker_id), {})
 
+    def entity(self, entity: str) -> Configs:
+        return self._read().get(entity, {})
+
     def alter(self, entity: str, configs: Configs) -> None:
         found = self._read()
         if configs:
@@ -233,7 +238,8 @@ class DynamicConfigs:
         self._apply(str(self.config.broker_id), own)
 
     async def alter(self, entity: str, configs: Configs, validate_only: bool) -> None:
-        self.config.validate(entity != DEFAULT, configs)
+        # in a thread: max.connections.per.ip.overrides may name hosts to resolve
+        await self._loop.run_in_executor(None, self.config.validate, entity != DEFAULT, configs)
         if not validate_only:
             await self._loop.run_in_executor(None, self.store.alter, entity, configs)
             self._apply(entity, configs)
@@ -242,7 +248,7 @@ class DynamicConfigs:
         """A ``brokers/<id>`` notification (on ZooKeeper's event thread): this broker's level or
         the default read again, and applied on the loop."""
         entity = entity_path.partition("/")[2]
-        if entity in self.stored and isinstance(self.store, ZkDynamicConfigStore):
+        if entity in self.stored:  # another broker's own configs are not this one's business
             configs = self.store.entity(entity)
             self._loop.call_soon_threadsafe(self._apply, entity, configs)
 
