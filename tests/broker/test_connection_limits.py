@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from seglog.broker.connection_quotas import ConnectionQuotas, ConnectionThrottled
+from seglog.broker.dynamic_config import DynamicBrokerConfig
 from seglog.broker.embedded import EmbeddedBroker
 from seglog.client import BlockingConnection
 from seglog.config import BrokerConfig
@@ -181,3 +182,15 @@ def test_slots_by_broker_and_listener() -> None:
     assert not gates.excess("CLIENT") and not gates.slot_available("CLIENT")
     gates.release("BROKER", "10.0.0.2")
     assert gates.slot_available("CLIENT")
+
+
+def test_a_listener_s_own_value_at_any_level_beats_the_broker_wide_one() -> None:
+    static = BrokerConfig({"listener.name.client.max.connections": 5, "max.connections": 50})
+    config = DynamicBrokerConfig(static, 0)
+    config.set_level(False, {"max.connections": "100"})
+    assert (config.for_listener("CLIENT", "max.connections"), config["max.connections"]) == (5, 100)
+    assert config.for_listener("BROKER", "max.connections") == 100
+    config.set_level(True, {"listener.name.client.max.connections": "7", "max.connections": "200"})
+    assert config.for_listener("CLIENT", "max.connections") == 7
+    assert config.for_listener("BROKER", "max.connections") == 200
+    assert config.for_listener("BROKER", "max.connection.creation.rate") == 2**31 - 1

@@ -93,14 +93,13 @@ class DynamicBrokerConfig:
         return self.static[name]
 
     def for_listener(self, listener: str, name: str) -> Any:
+        """As Kafka's ``valuesWithPrefixOverride`` over the levels merged: the listener's own key
+        at any level beats the broker-wide one at any level."""
         own = f"listener.name.{listener.lower()}.{name}"
         for level in (self.broker, self.default):
             if own in level:
                 return level[own]
-        for level in (self.broker, self.default):
-            if name in level:
-                return level[name]
-        return self.static.for_listener(listener, name)
+        return self.static[own] if self.static.is_set(own) else self[name]
 
     def level(self, name: str) -> str | None:
         """Where a dynamic value of ``name`` comes from: ``broker``, ``default``, or None."""
