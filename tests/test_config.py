@@ -136,6 +136,8 @@ BROKER_CASES = {
     "connections.max.idle.ms": (2**63, "10m", "[-9223372036854775808, 9223372036854775807]"),
     "max.connections.per.ip": (-1, "many", "[0, 2147483647]"),
     "max.connections.per.ip.overrides": ("10.0.0.1:-1", "10.0.0.1=5", "host:count pairs"),
+    "max.connections": (-1, "many", "[0, 2147483647]"),
+    "max.connection.creation.rate": (2**31, "fast", "[0, 2147483647]"),
     "quota.window.num": (0, "eleven", "[1, 2147483647]"),
     "quota.window.size.seconds": (0, "1s", "[1, 2147483647]"),
     "leader.imbalance.per.broker.percentage": (2**31, "10%", "an int32"),

@@ -573,6 +573,22 @@ for _key in (
         {},
         "Per host or address, its own max.connections.per.ip: host:count,host:count.",
     ),
+    Key(
+        "max.connections",
+        _int32,
+        INT_MAX,
+        "The most connections the broker holds open (all listeners); past it the listeners wait to serve "
+        "new ones. listener.name.<l>.max.connections limits one listener.",
+        minimum=0,
+    ),
+    Key(
+        "max.connection.creation.rate",
+        _int32,
+        INT_MAX,
+        "The most new connections a second the broker serves (all listeners); faster ones wait. "
+        "listener.name.<l>.max.connection.creation.rate limits one listener.",
+        minimum=0,
+    ),
 ):
     BROKER_KEYS[_key.name] = _key
 
@@ -702,7 +718,7 @@ BROKER_KEYS.update(
 # Keys a listener may override for itself as listener.name.<name in lowercase>.<key>: those of
 # these prefixes, and these keys
 LISTENER_KEY_PREFIXES = ("ssl.", "sasl.")
-_LISTENER_KEYS = ("connections.max.reauth.ms",)
+_LISTENER_KEYS = ("connections.max.reauth.ms", "max.connections", "max.connection.creation.rate")
 _LISTENER_PREFIX = "listener.name."
 # keys set per listener and SASL mechanism too: listener.name.<listener>.<mechanism>.<key> (Kafka's
 # SaslChannelBuilder reads the mechanism's before the listener's)

@@ -138,7 +138,11 @@ def test_describe_filters_as_kafka(admin: KafkaAdminClient) -> None:
         (IP_1234, set_op("connection_creation_rate", 1.5), "must be a INT value"),
         (entity("alice"), set_op("connection_creation_rate", 1), "Invalid configuration key connection_creation_rate"),
         (IP_1234 + entity("alice"), set_op("connection_creation_rate", 1), "IP entity should not be used with user"),
-        ([Entity(entity_type="ip", entity_name="host-x")], set_op("connection_creation_rate", 1), "not a valid IP"),
+        (
+            [Entity(entity_type="ip", entity_name="host-x")],
+            set_op("connection_creation_rate", 1),
+            "host-x is not a valid IP or resolvable host.",
+        ),
         ([Entity(entity_type="group", entity_name="g")], set_op("producer_byte_rate", 1), "entity type: group"),
         (entity(""), set_op("producer_byte_rate", 1), "Empty user"),
         (entity("a") + entity("b"), set_op("producer_byte_rate", 1), "Duplicate user"),

@@ -130,7 +130,7 @@ def test_the_default_ip_quota_covers_the_addresses_without_their_own(seglog_brok
     ("argv", "error"),
     [
         (("--entity-type", "ips", "--entity-name", "no-such-host", "--add-config", "connection_creation_rate=1"),
-         "must be an IP address"),
+         "The entity name for ips must be a valid IP or resolvable host, but it is: no-such-host"),
         (("--entity-type", "ips", "--entity-name", "10.0.0.1", "--add-config", "producer_byte_rate=1"),
          "not quota configs: producer_byte_rate"),
         (("--entity-type", "ips", "--entity-name", "10.0.0.1", "--add-config", "connection_creation_rate=0.5"),

@@ -1,6 +1,8 @@
 """Client quotas in a cluster of three ``seglog broker`` processes over a real ZooKeeper: a
 quota altered through one broker is in ZooKeeper as Kafka 3.x keeps it and is enforced by every
 broker within a second (their /config/changes watches); a restarted broker reads it back.
+Controller mutations are counted by the broker that receives them, and the dynamic broker
+configs (the connection limits) are kept and followed as the quotas are.
 
 A broker enforces a produce quota on the bytes a Produce request carries, whatever becomes of
 them: the probe here produces to a topic that does not exist, and the answer's throttle_time_ms
@@ -19,10 +21,12 @@ from kazoo.client import KazooClient
 from seglog.cli import main
 from seglog.client import BlockingConnection
 from seglog.cluster.zookeeper_server import ZooKeeperServer
-from seglog.errors import BrokerNotAvailableError
+from seglog.errors import BrokerNotAvailableError, ErrorCode
 from seglog.protocol import ApiKey
-from seglog.protocol.message_data import ProduceResponseData
+from seglog.protocol.enums import ConfigResourceType, ConfigSource
+from seglog.protocol.message_data import CreateTopicsRequestData, CreateTopicsResponseData, ProduceResponseData
 from seglog.tools.cluster import BrokerProcess, LocalCluster
+from seglog.tools.remote import describe_configs
 
 from ..broker.test_quota_throttling import produce_request
 from .conftest import chrooted_local_cluster
@@ -159,3 +163,72 @@ def test_an_ip_quota_altered_through_one_broker_is_enforced_by_all(cluster: Loca
         while not served_from(broker, "127.0.0.2"):
             assert time.monotonic() < deadline, f"broker {broker.broker_id} never lifted it"
             time.sleep(0.05)
+
+
+def create_topics(broker: BrokerProcess, client_id: str, **partitions: int) -> CreateTopicsResponseData:
+    """CreateTopics v7 (KIP-599's strict version) from ``client_id``, to ``broker``."""
+    Topic = CreateTopicsRequestData.CreatableTopic
+    topics = [Topic(name=name, num_partitions=n, replication_factor=1) for name, n in partitions.items()]
+    with BlockingConnection(broker.host, broker.port, client_id, timeout=60) as conn:
+        answer: CreateTopicsResponseData = conn.request(
+            ApiKey.CREATE_TOPICS, CreateTopicsRequestData(topics=topics, timeout_ms=30_000), 7
+        )
+    return answer
+
+
+def test_controller_mutations_are_counted_by_the_broker_that_receives_them(cluster: LocalCluster) -> None:
+    brokers = list(cluster.brokers.values())
+    # one change of one entity: the produce quota shows when a broker has applied both
+    seglog_configs(brokers[0], "--alter", "--entity-type", "clients", "--entity-name", "mutator", "--add-config",
+                   "controller_mutation_rate=0.5,producer_byte_rate=100")  # fmt: skip
+    enforced_within(cluster, "mutator", True, time.monotonic())
+    # a burst of 5 partitions (0.5 a second over the 10 whole windows of 1 s): on each broker the
+    # first two topics are let through, the third refused, whatever the others counted, as each
+    # of Kafka's brokers counts the mutations it receives
+    for broker in brokers:
+        prefix = f"mut{broker.broker_id}"
+        answer = create_topics(broker, "mutator", **{f"{prefix}a": 5, f"{prefix}b": 5, f"{prefix}c": 1})
+        errors = [t.error_code for t in answer.topics]
+        assert errors == [0, 0, ErrorCode.THROTTLING_QUOTA_EXCEEDED], broker.broker_id
+        assert answer.throttle_time_ms > 0
+        assert answer.topics[2].error_message == "The throttling quota has been exceeded."
+        # another client id on the same broker is not held back
+        assert [t.error_code for t in create_topics(broker, "other", **{f"{prefix}free": 1}).topics] == [0]
+    seglog_configs(brokers[0], "--alter", "--entity-type", "clients", "--entity-name", "mutator", "--delete-config",
+                   "controller_mutation_rate,producer_byte_rate")  # fmt: skip
+
+
+def broker_config(broker: BrokerProcess, key: str) -> tuple[str | None, int] | None:
+    """``key``'s value and source as ``broker`` describes its own configs (None: not there)."""
+    with BlockingConnection(broker.host, broker.port, "config-probe", timeout=30) as conn:
+        entries = describe_configs(conn, ConfigResourceType.BROKER, str(broker.broker_id))
+    return next(((e.value, e.config_source) for e in entries if e.name == key), None)
+
+
+def followed_by_all(cluster: LocalCluster, key: str, wanted: dict[int, tuple[str | None, int]]) -> None:
+    deadline = time.monotonic() + 30
+    for broker_id, value in wanted.items():
+        while broker_config(cluster.brokers[broker_id], key) != value:
+            assert time.monotonic() < deadline, f"broker {broker_id} never followed"
+            time.sleep(0.05)
+
+
+def test_dynamic_broker_configs_are_kept_in_zookeeper_and_followed_by_every_broker(
+    cluster: LocalCluster, zk: KazooClient
+) -> None:
+    brokers = list(cluster.brokers.values())
+    ids = [b.broker_id for b in brokers]
+    default = ("--entity-type", "brokers", "--entity-default")
+    seglog_configs(brokers[0], "--alter", *default, "--add-config", "max.connections=5000")
+    assert json.loads(zk.get("/config/brokers/<default>")[0]) == {"version": 1, "config": {"max.connections": "5000"}}
+    followed_by_all(cluster, "max.connections", {i: ("5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) for i in ids})
+    own = ("--entity-type", "brokers", "--entity-name", str(ids[2]))
+    seglog_configs(brokers[1], "--alter", *own, "--add-config", "max.connections=4000")
+    assert json.loads(zk.get(f"/config/brokers/{ids[2]}")[0]) == {"version": 1, "config": {"max.connections": "4000"}}
+    changes = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+    assert {"version": 2, "entity_path": f"brokers/{ids[2]}"} in changes
+    wanted = {i: ("5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG) for i in ids[:2]}
+    followed_by_all(cluster, "max.connections", {**wanted, ids[2]: ("4000", ConfigSource.DYNAMIC_BROKER_CONFIG)})
+    seglog_configs(brokers[0], "--alter", *own, "--delete-config", "max.connections")
+    seglog_configs(brokers[0], "--alter", *default, "--delete-config", "max.connections")
+    followed_by_all(cluster, "max.connections", {i: (str(2**31 - 1), ConfigSource.DEFAULT_CONFIG) for i in ids})

@@ -13,7 +13,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from ..common import ZERO_UUID
 from ..config import BROKER_KEYS, SYNONYMS, TOPIC_KEYS, BrokerConfig
@@ -53,6 +53,7 @@ from ..protocol.message_data import (
 )
 from ..security import CLUSTER_NAME, AclOperation, ResourceType
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
+from .dynamic_config import DynamicConfigs, dynamic_key
 from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
@@ -68,6 +69,10 @@ INTERNAL_TOPIC_TIMEOUT_MS = 30_000  # how long a coordinator waits for its topic
 # DescribeConfigs' resource types and config sources, IncrementalAlterConfigs' operations
 TOPIC_RESOURCE, BROKER_RESOURCE = ConfigResourceType.TOPIC, ConfigResourceType.BROKER
 TOPIC_CONFIG, STATIC_BROKER_CONFIG = ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.STATIC_BROKER_CONFIG
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = (
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+)
 DEFAULT_CONFIG = ConfigSource.DEFAULT_CONFIG
 SET, DELETE = AlterConfigOpType.SET, AlterConfigOpType.DELETE
 APPEND, SUBTRACT = AlterConfigOpType.APPEND, AlterConfigOpType.SUBTRACT
@@ -89,6 +94,14 @@ def config_string(value: Any) -> str | None:
     return str(value)
 
 
+class _Found(NamedTuple):
+    """A broker key's value from one source."""
+
+    name: str
+    value: Any
+    source: int
+
+
 class AdminManager:
     def __init__(
         self,
@@ -97,8 +110,10 @@ class AdminManager:
         cluster: ClusterMember | None = None,
         authorizer: BrokerAuthorizer = NO_AUTHORIZER,
         quotas: ClientQuotas | None = None,
+        dynamic: DynamicConfigs | None = None,
     ) -> None:
         self.config = config
+        self.dynamic = dynamic  # the dynamic broker configs (AlterConfigs of a BROKER resource)
         self.authorizer = authorizer
         self.quotas = quotas or ClientQuotas()  # controller_mutation_rate's, for the topic mutations
         self.replicas = replicas
@@ -383,8 +398,12 @@ class AdminManager:
                 self._topic_entry(key, resolved, synonyms, docs) for key in TOPIC_KEYS if keys is None or key in keys
             ]
         if kind == BROKER_RESOURCE:
+            if name == "" and self.dynamic is not None:  # the cluster's dynamic default, as Kafka tells it
+                return [self._broker_entry(k, synonyms, docs, True) for k in sorted(self.dynamic.config.default)]
             self._check_broker(name)
-            return [self._broker_entry(key, synonyms, docs) for key in sorted(BROKER_KEYS)]
+            listeners = sorted(k for k in self.dynamic.config.broker.keys() | self.dynamic.config.default.keys()
+                               if k not in BROKER_KEYS) if self.dynamic is not None else []  # fmt: skip
+            return [self._broker_entry(key, synonyms, docs) for key in [*sorted(BROKER_KEYS), *listeners]]
         raise InvalidRequestError(f"resource type {kind} is not served (topics 2 and brokers 4 are)")
 
     def _check_broker(self, name: str) -> None:
@@ -419,22 +438,42 @@ class AdminManager:
         )
 
     def _broker_entry(
-        self, key: str, synonyms: bool, docs: bool
+        self, key: str, synonyms: bool, docs: bool, default_only: bool = False
     ) -> DescribeConfigsResponseData.DescribeConfigsResourceResult:
-        secret = BROKER_KEYS[key].secret  # a password's value is not told, as Kafka tells none (is_sensitive)
-        value = None if secret else self.config[key]
-        source = STATIC_BROKER_CONFIG if self.config.is_set(key) else DEFAULT_CONFIG
+        definition = BROKER_KEYS.get(key) or dynamic_key(key)
+        assert definition is not None
+        secret = definition.secret  # a password's value is not told, as Kafka tells none (is_sensitive)
+        found = self._broker_sources(key, default_only)
+        value = None if secret else found[0].value
         return DescribeConfigsResponseData.DescribeConfigsResourceResult(
             name=key,
-            value=config_string(value),
-            read_only=True,  # static: read from server.properties at start
-            is_default=source == DEFAULT_CONFIG,
-            config_source=source,
+            value=None if secret else config_string(value),
+            read_only=dynamic_key(key) is None,  # the others are read from server.properties at start
+            is_default=found[0].source == DEFAULT_CONFIG,
+            config_source=found[0].source,
             is_sensitive=secret,
-            synonyms=[_synonym(key, value, source)] if synonyms else [],
+            synonyms=[_synonym(s.name, None if secret else s.value, s.source) for s in found] if synonyms else [],
             config_type=_PASSWORD if secret else _config_type(value),
-            documentation=BROKER_KEYS[key].doc if docs else None,
+            documentation=definition.doc if docs else None,
         )
+
+    def _broker_sources(self, key: str, default_only: bool) -> list[_Found]:
+        """A broker key's values by source, in precedence order (Kafka's synonyms): this
+        broker's dynamic one, the cluster's dynamic default, server.properties, Kafka's default
+        (``default_only``: the cluster's dynamic default alone, as Kafka describes ``<default>``)."""
+        levels = []
+        if self.dynamic is not None:
+            levels = [(self.dynamic.config.default, DYNAMIC_DEFAULT_BROKER_CONFIG)]
+            if not default_only:
+                levels.insert(0, (self.dynamic.config.broker, DYNAMIC_BROKER_CONFIG))
+        found = [_Found(key, level[key], source) for level, source in levels if key in level]
+        if default_only:
+            return found
+        if self.config.is_set(key):
+            found.append(_Found(key, self.config[key], STATIC_BROKER_CONFIG))
+        if key in BROKER_KEYS:
+            found.append(_Found(key, BROKER_KEYS[key].default, DEFAULT_CONFIG))
+        return found
 
     # --- AlterConfigs, IncrementalAlterConfigs ----------------------------------------------------------------
 
@@ -451,21 +490,27 @@ class AdminManager:
     async def _alter(
         self,
         body: AlterConfigsRequestData | IncrementalAlterConfigsRequestData,
-        merge: Callable[[Any, dict[str, Any]], dict[str, Any]],
+        merge: Callable[[Any, dict[str, Any], int], dict[str, Any]],
         answer: Callable[..., R],
     ) -> list[R]:
-        """Each resource's configs altered (``merge``: its configs and the topic's current
-        overrides -> the overrides wanted), each answered on its own (``answer``: the API's
-        per-resource response)."""
+        """Each resource's configs altered (``merge``: its configs, the topic's current overrides
+        or the broker's dynamic configs, and the resource type -> those wanted), each answered
+        on its own (``answer``: the API's per-resource response)."""
         responses = []
         for resource in body.resources:
             kind, name = resource.resource_type, resource.resource_name
             try:
                 self._check_config_access(AclOperation.ALTER_CONFIGS, kind, name)
+                if kind == BROKER_RESOURCE and self.dynamic is not None:
+                    entity = self.dynamic.entity(name)
+                    wanted = merge(resource.configs, dict(self.dynamic.stored[entity]), kind)
+                    await self.dynamic.alter(entity, wanted, body.validate_only)
+                    responses.append(answer(error_message=None, resource_type=kind, resource_name=name))
+                    continue
                 self._alter_resource(kind, name)
                 resolved = self.replicas.topic_config(name) if self.cluster is None else self.cluster.topic_config(name)
                 current = dict(resolved.overrides)
-                wanted = merge(resource.configs, current)
+                wanted = merge(resource.configs, current, kind)
                 self.replicas.validate_topic_config(wanted)
                 if not body.validate_only:
                     await self._alter_topic_config(name, current, wanted)
@@ -537,20 +582,21 @@ class AdminManager:
 
 
 def _incremental(
-    configs: list[IncrementalAlterConfigsRequestData.AlterableConfig], current: dict[str, Any]
+    configs: list[IncrementalAlterConfigsRequestData.AlterableConfig], current: dict[str, Any], kind: int
 ) -> dict[str, Any]:
-    """IncrementalAlterConfigs: each config's operation applied to the current overrides."""
+    """IncrementalAlterConfigs: each config's operation applied to the current overrides (a
+    broker's keys are checked by the dynamic configs, and none of them is a list)."""
     out = dict(current)
     for c in configs:
         key, op, value = c.name, c.config_operation, c.value
-        if key not in TOPIC_KEYS:
+        if kind == TOPIC_RESOURCE and key not in TOPIC_KEYS:
             raise InvalidConfigurationError(f"Unknown topic config name: {key}")
         if op == SET:
             out[key] = value
         elif op == DELETE:
             out.pop(key, None)
         elif op in (APPEND, SUBTRACT):
-            if TOPIC_KEYS[key].parse.__name__ != "_list":
+            if kind != TOPIC_RESOURCE or TOPIC_KEYS[key].parse.__name__ != "_list":
                 raise InvalidConfigurationError(f"Config value append is not allowed for config key: {key}")
             items = list(config_string(out.get(key, TOPIC_KEYS[key].default)).split(","))  # type: ignore[union-attr]
             given = [v.strip() for v in (value or "").split(",") if v.strip()]
@@ -564,7 +610,9 @@ def _incremental(
     return out
 
 
-def _replaced(configs: list[AlterConfigsRequestData.AlterableConfig], current: dict[str, Any]) -> dict[str, Any]:
+def _replaced(
+    configs: list[AlterConfigsRequestData.AlterableConfig], current: dict[str, Any], kind: int
+) -> dict[str, Any]:
     """AlterConfigs: the request's configs replace every override (the current ones go)."""
     return {c.name: c.value for c in configs if c.value is not None}
 

@@ -656,6 +656,9 @@ class SocketServer:
         self._expiring: asyncio.Task[None] | None = None
         self._conn_tasks: set[asyncio.Task[None]] = set()
         self._throttled: dict[socket.socket, asyncio.TimerHandle] = {}  # refused, closed once their time is up
+        self._slot_changed = asyncio.Event()  # a connection closed or the limits changed: look again
+        if connection_quotas is not None:
+            connection_quotas.on_change.append(self._on_quotas_changed)
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -689,6 +692,11 @@ class SocketServer:
                     continue
                 raise
             ip = str(address[0])
+            try:
+                await self._wait_for_slot()
+            except BaseException:
+                sock.close()
+                raise
             if not self._admitted(sock, ip):
                 continue
             sock.setblocking(False)
@@ -700,6 +708,42 @@ class SocketServer:
             self._conn_tasks.add(task)
             task.add_done_callback(self._conn_tasks.discard)
 
+    async def _wait_for_slot(self) -> None:
+        """Kafka's acceptor blocking in ``waitForConnectionSlot``: the connection just accepted
+        waits, unserved, for its throttle time when it came faster than the broker's or the
+        listener's creation rate, and for as long as the broker or the listener holds its
+        most connections (until one closes or a dynamic change raises the limit). Meanwhile
+        this listener accepts nothing else, as Kafka's acceptor thread."""
+        quotas = self.connection_quotas
+        if quotas is None:
+            return
+        now = time.monotonic()
+        end = now + quotas.record_connection(self.listener, int(now * 1000)) / 1000
+        while now < end or not quotas.slot_available(self.listener):
+            self._slot_changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._slot_changed.wait(), end - now if now < end else None)
+            now = time.monotonic()
+
+    def _on_quotas_changed(self) -> None:
+        """A connection closed somewhere or the limits changed: a waiting accept looks again,
+        and while a protected listener's connection has the broker past ``max.connections``
+        this listener closes its least recently active connections (Kafka's
+        ``closeExcessConnections``)."""
+        self._slot_changed.set()
+        quotas = self.connection_quotas
+        while quotas is not None and quotas.excess(self.listener):
+            open_ = [c for c in self.connections if not c.closed]
+            if not open_:
+                return
+            lru = min(open_, key=lambda c: c.last_active)
+            log.info(
+                "closing the connection from %s on %s: the broker is past max.connections", lru.peer, self.listener
+            )
+            lru.close()  # counted out at once; its task ends on the closed socket
+            if lru.task is not None:
+                lru.task.cancel()
+
     def _admitted(self, sock: socket.socket, ip: str) -> bool:
         """Whether the connection quotas let a new connection from ``ip`` be served; one they
         refuse is closed, at once when its address has too many open, when the rate is back
@@ -709,7 +753,7 @@ class SocketServer:
         if quotas is None:
             return True
         try:
-            quotas.accept(ip, int(time.monotonic() * 1000))
+            quotas.accept(self.listener, ip, int(time.monotonic() * 1000))
         except TooManyConnections as e:
             log.info("refusing a connection on %s: %s", self.listener, e)
             sock.close()
@@ -730,7 +774,7 @@ class SocketServer:
             self.connections.discard(conn)
             self.metrics.connection_closed()
             if self.connection_quotas is not None:
-                self.connection_quotas.release(conn.ip)
+                self.connection_quotas.release(self.listener, conn.ip)
 
     async def stop(self) -> None:
         """Stop accepting, then close every connection (their current request ends first)."""
@@ -739,6 +783,8 @@ class SocketServer:
                 background.cancel()
                 await asyncio.gather(background, return_exceptions=True)
         self._listen.close()
+        if self.connection_quotas is not None and self._on_quotas_changed in self.connection_quotas.on_change:
+            self.connection_quotas.on_change.remove(self._on_quotas_changed)
         for sock, handle in self._throttled.items():
             handle.cancel()
             sock.close()

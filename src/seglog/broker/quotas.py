@@ -127,14 +127,15 @@ class QuotaEntity(NamedTuple):
 
 def ip_entity_name(name: str) -> str:
     """An ip entity's name as the connections' addresses are written (``127.0.0.1``, ``::1``);
-    InvalidRequestError for one that is no address (Kafka resolves a host name there: seglog
-    takes addresses only, so that a quota does not hang on what a DNS answer said once)."""
+    InvalidRequestError, with Kafka's words (its ``DynamicConfig.Ip.isValidIpEntity``), for
+    one that is no address (Kafka resolves a host name there: seglog takes addresses only, so
+    that a quota does not hang on what a DNS answer said once)."""
     if name == DEFAULT:
         return name
     try:
         return str(ipaddress.ip_address(name))
     except ValueError:
-        raise InvalidRequestError(f"{name} is not a valid IP address.") from None
+        raise InvalidRequestError(f"{name} is not a valid IP or resolvable host.") from None
 
 
 def checked_value(entity: QuotaEntity, key: str, value: float) -> float:

@@ -31,6 +31,7 @@ from .cluster_admin_apis import ClusterAdminApis
 from .cluster_member import ClusterMember
 from .connection_quotas import ConnectionQuotas
 from .controller_apis import ControllerApis
+from .dynamic_config import DynamicBrokerConfig, DynamicConfigs, LogDirDynamicConfigStore, ZkDynamicConfigStore
 from .endpoint import Listener, broker_listeners
 from .group_apis import GroupApis
 from .group_metadata_manager import GroupMetadataManager
@@ -122,7 +123,15 @@ class KafkaServer:
         self.started = asyncio.Event()
         self.quotas = ClientQuotas(config["quota.window.num"], config["quota.window.size.seconds"])
         self.throttler = Throttler(self.quotas)
-        self.connection_quotas = ConnectionQuotas(config, self.quotas.ip_rates)  # every listener's
+        # the dynamic broker configs over server.properties: what the connection quotas read
+        self.dynamic_config = DynamicBrokerConfig(config, config["broker.id"])
+        self.dynamic: DynamicConfigs | None = None  # kept up to date once the broker serves
+        self.connection_quotas = ConnectionQuotas(  # every listener's
+            self.dynamic_config,
+            self.quotas.ip_rates,
+            tuple(x.name for x in self.listeners.listeners),
+            self.listeners.inter_broker,
+        )
 
     @property
     def socket_server(self) -> SocketServer | None:
@@ -181,7 +190,12 @@ class KafkaServer:
         await self.authorizer.startup()  # the ACLs loaded before a request is served
         # in a cluster, topics and producer ids go through ZooKeeper, joined once the listener serves
         member = ClusterMember(self.config, broker, replicas) if self.config["zookeeper.connect"] else None
-        admin = AdminManager(self.config, replicas, member, self.authorizer, self.quotas)
+        store = LogDirDynamicConfigStore(self.config.log_dirs[0]) if member is None else ZkDynamicConfigStore(member.zk)
+        dynamic = self.dynamic = DynamicConfigs(self.dynamic_config, store)
+        dynamic.reconfigurables.append(self.connection_quotas.reconfigure)
+        if member is None:  # a cluster's are read once ZooKeeper is joined
+            await dynamic.load()
+        admin = AdminManager(self.config, replicas, member, self.authorizer, self.quotas, dynamic)
         claim = self._claim_producer_id_block if member is not None else None
         # the group coordinator first: the transaction coordinator tells it of the markers it writes
         groups = self.groups = GroupMetadataManager(self.config, replicas, admin.create_internal_topic)
@@ -260,8 +274,11 @@ class KafkaServer:
         quota_apis = ClientQuotaApis(self.quotas, ZkQuotaStore(cluster.zk))
         for kind in ("users", "clients", "ips"):
             cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
+        assert self.dynamic is not None
+        cluster.config_handlers.setdefault("brokers", []).append(self.dynamic.config_changed)
         await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
         await quota_apis.load()
+        await self.dynamic.load()
         self._modules.append(quota_apis.routes())
         self._route()
 

@@ -113,7 +113,9 @@ def _entities(args: argparse.Namespace) -> tuple[list[str], list[str]]:
         try:
             ip_entity_name(names[0])
         except SeglogError:
-            raise SystemExit(f"error: the entity name for ips must be an IP address, not {names[0]!r}") from None
+            raise SystemExit(  # kafka-configs.sh's words
+                f"error: The entity name for ips must be a valid IP or resolvable host, but it is: {names[0]}"
+            ) from None
     return [ENTITY_TYPES[k] for k in kinds], names
 
 

@@ -79,6 +79,7 @@ ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answe
 _SET_SOURCES = (
     ConfigSource.DYNAMIC_TOPIC_CONFIG,
     ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
     ConfigSource.STATIC_BROKER_CONFIG,
 )
 
@@ -487,8 +488,10 @@ def _entity_configs(args: argparse.Namespace) -> int:
 def configs(args: argparse.Namespace) -> int:
     if args.entity_type[0] in ENTITY_TYPES:
         return _entity_configs(args)
-    if len(args.entity_type) > 1 or len(args.entity_name or []) != 1 or not args.entity_name[0]:
+    if len(args.entity_type) > 1 or len(args.entity_name or []) != 1:
         raise SystemExit("error: topics and brokers take one --entity-type and its --entity-name")
+    if args.entity_type[0] == "topics" and not args.entity_name[0]:
+        raise SystemExit("error: --entity-default is for brokers, users, clients and ips, not topics")
     args.entity_type, args.entity_name = args.entity_type[0], args.entity_name[0]
     kind = ConfigResourceType.TOPIC if args.entity_type == "topics" else ConfigResourceType.BROKER
     what = "topic" if kind == ConfigResourceType.TOPIC else "broker"
@@ -500,7 +503,10 @@ def configs(args: argparse.Namespace) -> int:
             entries = describe_configs(client, kind, args.entity_name)
             shown = entries if args.all else [e for e in entries if e.config_source in _SET_SOURCES]
             label = "All" if args.all else "Dynamic"
-            print(f"{label} configs for {what} {args.entity_name} are:")
+            if args.entity_name:
+                print(f"{label} configs for {what} {args.entity_name} are:")
+            else:  # --entity-default: the cluster's dynamic default (kafka-configs.sh's words)
+                print("Default configs for brokers in the cluster are:")
             for e in shown:
                 synonyms = ", ".join(f"{config_source_name(s.source)}:{s.name}={s.value}" for s in e.synonyms)
                 print(f"  {e.name}={e.value} sensitive={str(e.is_sensitive).lower()} synonyms={{{synonyms}}}")
@@ -522,8 +528,11 @@ def configs(args: argparse.Namespace) -> int:
         request = IncrementalAlterConfigsRequestData(resources=[resource], validate_only=False)
         altered: IncrementalAlterConfigsResponseData = client.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, request)
         r = altered.responses[0]
-        check(r.error_code, f"cannot alter {what} {args.entity_name}", r.error_message)
-        print(f"Completed updating config for {what} {args.entity_name}.")
+        check(r.error_code, f"cannot alter {what} {args.entity_name or 'default'}", r.error_message)
+        if args.entity_name:
+            print(f"Completed updating config for {what} {args.entity_name}.")
+        else:
+            print("Completed updating default config for brokers in the cluster.")
     return 0
 
 
