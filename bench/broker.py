@@ -41,7 +41,9 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
 7. TLS and SASL beside plaintext (seglog alone): one broker with a PLAINTEXT, an SSL and a
    SASL_SSL listener (SCRAM-SHA-512, user "bench" made over plaintext with confluent-kafka's
    ``alter_user_scram_credentials``; certificates from trustme, made per run), the produce and
-   consume of steps 1-2 (1 partition, acks=1) over each, TLS_ROUNDS rounds, the listeners in
+   consume of steps 1-2 (1 partition, acks=1) over each, each measured from the client's first
+   record delivered or received (its connections' set-up, TLS handshakes and SCRAM exchanges,
+   left out: bench/sasl.py measures it), TLS_ROUNDS rounds, the listeners in
    turn (every other round in the reverse order): median rates, the median over the rounds of
    each listener's rate over plaintext's in the same round with its range, and what TLS adds to
    the broker's CPU per MiB of records (medians); and step 5's raw fetch loop over
@@ -184,8 +186,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         f.result(30)
 
 
-def produce(bootstrap: str, topic: str, acks: str, security: dict[str, object] | None = None) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    acks: str,
+    security: dict[str, object] | None = None,
+    connected: Callable[[], None] | None = None,
+) -> None:
+    """RECORDS records; with ``connected``, one record more first, delivered before it is called
+    (the producer has connected, authenticated and learned the partition's leader by then)."""
     producer = Producer({**producer_config(bootstrap, acks), **(security or {})})
+    if connected is not None:
+        producer.produce(topic, VALUE)
+        if producer.flush(30):
+            raise RuntimeError("the first record was not delivered")
+        connected()
     for i in range(RECORDS):
         while True:
             try:
@@ -208,7 +223,15 @@ def warm_group_coordinator(bootstrap: str) -> None:
         consumer.close()
 
 
-def consume(bootstrap: str, topic: str, partitions: int, security: dict[str, object] | None = None) -> None:
+def consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    security: dict[str, object] | None = None,
+    connected: Callable[[], None] | None = None,
+) -> None:
+    """RECORDS records from offset 0; with ``connected``, one record more first (the consumer has
+    connected and authenticated when it is called)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -221,6 +244,11 @@ def consume(bootstrap: str, topic: str, partitions: int, security: dict[str, obj
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     deadline = time.monotonic() + 120
+    if connected is not None:
+        while (msg := consumer.poll(0.5)) is None or msg.error() is not None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no first record")
+        connected()
     while got < RECORDS and time.monotonic() < deadline:
         for msg in consumer.consume(10_000, 0.5):
             if msg.error() is None:
@@ -568,8 +596,8 @@ def tls_part() -> None:
         make_scram_user(f"127.0.0.1:{port}")
         warm_group_coordinator(f"127.0.0.1:{port}")
         create_topic(f"127.0.0.1:{port}", "bench-tls", 1)
-        produced = alternated(listeners, TLS_ROUNDS, lambda b: produce(b, "bench-tls", "1", security[b]))
-        consumed = alternated(listeners, TLS_ROUNDS, lambda b: consume(b, "bench-tls", 1, security[b]))
+        produced = alternated(listeners, TLS_ROUNDS, lambda b, up: produce(b, "bench-tls", "1", security[b], up))
+        consumed = alternated(listeners, TLS_ROUNDS, lambda b, up: consume(b, "bench-tls", 1, security[b], up))
         fetched = fetch_in_turn(proc.pid, {"plaintext": (port, None), "ssl": (ssl_port, ca_file)}, size)
     finally:
         proc.kill()
@@ -594,16 +622,29 @@ Rounds = dict[str, list[tuple[float, float]]]
 
 
 def alternated(
-    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int, work: Callable[[str], None]
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]],
+    rounds: int,
+    work: Callable[[str, Callable[[], None]], None],
 ) -> Rounds:
     """Each broker's (records/s, broker CPU µs per record) in each of ``rounds`` rounds of
-    ``work(bootstrap)``, the brokers in turn, every other round in the reverse order (neither
-    always runs first), so that a round's figures are measured close together in time."""
+    ``work(bootstrap, connected)``, the brokers in turn, every other round in the reverse order
+    (neither always runs first), so that a round's figures are measured close together in time.
+    A round is measured from ``connected``: the client's connection set-up (TLS handshakes,
+    SASL's SCRAM exchange, ~20 ms and a few ms of broker CPU more over SASL_SSL than over SSL,
+    two connections each) is left out, as it has its own figure (bench/sasl.py)."""
     measured: Rounds = {name: [] for name in brokers}
     for i in range(rounds):
         for name, (proc, port) in list(brokers.items())[:: 1 if i % 2 == 0 else -1]:
-            measured[name].append(measure(proc.pid, functools.partial(work, f"127.0.0.1:{port}")))
+            measured[name].append(measure_connected(proc.pid, functools.partial(work, f"127.0.0.1:{port}")))
     return measured
+
+
+def measure_connected(pid: int, work: Callable[[Callable[[], None]], None]) -> tuple[float, float]:
+    """(records/s, broker CPU µs per record) of ``work``'s RECORDS records after it called ``connected``."""
+    start: list[float] = []
+    work(lambda: start.extend((cpu_seconds(pid), time.perf_counter())))
+    elapsed, used = time.perf_counter() - start[1], cpu_seconds(pid) - start[0]
+    return RECORDS / elapsed, used / RECORDS * 1e6
 
 
 def round_ratios(figures: list[float], base: list[float]) -> str:
