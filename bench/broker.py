@@ -93,7 +93,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import seglog.broker
 import seglog.storage
 from seglog.protocol import ApiKey, encode_request
-from seglog.protocol.message_data import FetchRequestData
+from seglog.protocol.message_data import FetchRequestData, ProduceRequestData
 from seglog.records import Record, build_batch
 
 RECORDS = 200_000
@@ -112,6 +112,9 @@ TLS_FETCH_MIB = 256
 SCRAM_PASSWORD = "bench-password"
 ACL_COUNT = 1000
 ACL_ROUNDS = 20  # the brokers differ by a few per cent, the machine's noise by more: many short rounds
+# requests counted by callgrind, after as many warming the broker up (its caches, the ACL decision's)
+CALLGRIND_REQUESTS = 300
+CALLGRIND_WARM = 200
 
 
 def free_port() -> int:
@@ -153,14 +156,17 @@ def wait_ready(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"no broker answered on port {port}")
 
 
-def start_seglog(data: str, *overrides: str, port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
+def start_seglog(
+    data: str, *overrides: str, port: int = 0, prefix: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A ``seglog broker`` process (run under ``prefix``, a tool such as valgrind, when given)."""
     port = port or free_port()
-    args = [sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
+    args = [*prefix, sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
     args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
     for override in overrides:
         args += ["--override", override]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_ready(port)
+    wait_ready(port, timeout=600 if prefix else 30)
     return proc, port
 
 
@@ -757,6 +763,56 @@ def acl_part() -> None:
         f"one decision among the {count:,} ACLs, uncached (a name the broker has not decided on since the "
         f"ACLs last changed): {uncached:.2f} us, {uncached / base:.1%} of a request's CPU without an authorizer"
     )
+    counted = {name: instructions_per_request(acls) for name, acls in (("no authorizer", False), (guarded, True))}
+    counted["control"] = instructions_per_request(False)
+    if None in counted.values():
+        print("valgrind (callgrind) is not installed: no instruction counts")
+        return
+    plain = counted["no authorizer"] or 1.0
+    print(
+        f"instructions a request (callgrind, the broker's every thread, {CALLGRIND_REQUESTS} requests after "
+        f"{CALLGRIND_WARM}; whatever the load): "
+        + ", ".join(f"{name} {n / 1000:,.1f} k ({n / plain:.1%})" for name, n in counted.items() if n is not None)
+    )
+
+
+def instructions_per_request(acls: bool) -> float | None:
+    """The instructions a broker (with ACL_COUNT ACLs and an authorizer, ``acls``) runs for a
+    1-record Produce request, counted by callgrind over CALLGRIND_REQUESTS requests sent one at a
+    time after CALLGRIND_WARM (nothing is counted before them), the client outside; None without
+    valgrind."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return None
+    from seglog.client import BlockingConnection
+
+    data = tempfile.mkdtemp(prefix="seglog-bench-")
+    out = os.path.join(data, "callgrind.out")
+    overrides = ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer",) if acls else ()
+    if acls:
+        write_acls(data, "small")
+    tool = ("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}")
+    proc, port = start_seglog(data, *overrides, prefix=tool)
+    try:
+        create_topic(f"127.0.0.1:{port}", "small", 1)
+        partition = ProduceRequestData.PartitionProduceData(index=0, records=build_batch([(None, VALUE)]))
+        topic = ProduceRequestData.TopicProduceData(name="small", partition_data=[partition])
+        request = ProduceRequestData(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[topic])
+        with BlockingConnection("127.0.0.1", port, "bench") as conn:
+            for _ in range(CALLGRIND_WARM):
+                conn.request(ApiKey.PRODUCE, request)
+            for command in ("--instr=on", "--zero"):
+                subprocess.run(["callgrind_control", command, str(proc.pid)], check=True, capture_output=True)
+            for _ in range(CALLGRIND_REQUESTS):
+                conn.request(ApiKey.PRODUCE, request)
+            subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
+        (dump,) = glob.glob(out + ".*")  # the dump asked for (the process's own comes at its exit)
+        with open(dump) as f:
+            totals = next(line for line in f if line.startswith("totals:"))
+        return int(totals.split()[1]) / CALLGRIND_REQUESTS
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def decision_us(acl_file: bytes) -> float:
