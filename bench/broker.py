@@ -56,7 +56,9 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    and transactional ids of other users, other users' ACLs on the topic written to, and the one
    ALLOW that lets the client write), in turn, every other round in the reverse order,
    ACL_ROUNDS rounds of SMALL requests: each broker's CPU per request over the first's in the
-   same round, the median over the rounds with its range.
+   same round, the median over the rounds with its range; then, whatever the machine's load,
+   the instructions each broker runs a request, counted by callgrind (valgrind) over
+   CALLGRIND_REQUESTS requests after CALLGRIND_WARM, beside the broker without an authorizer's.
 
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
 FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
