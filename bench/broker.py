@@ -41,7 +41,9 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
 7. TLS and SASL beside plaintext (seglog alone): one broker with a PLAINTEXT, an SSL and a
    SASL_SSL listener (SCRAM-SHA-512, user "bench" made over plaintext with confluent-kafka's
    ``alter_user_scram_credentials``; certificates from trustme, made per run), the produce and
-   consume of steps 1-2 (1 partition, acks=1) over each, TLS_ROUNDS rounds, the listeners in
+   consume of steps 1-2 (1 partition, acks=1) over each, each measured from the client's first
+   record delivered or received (its connections' set-up, TLS handshakes and SCRAM exchanges,
+   left out: bench/sasl.py measures it), TLS_ROUNDS rounds, the listeners in
    turn (every other round in the reverse order): median rates, the median over the rounds of
    each listener's rate over plaintext's in the same round with its range, and what TLS adds to
    the broker's CPU per MiB of records (medians); and step 5's raw fetch loop over
@@ -54,7 +56,9 @@ threads from ``/proc/PID/task/*/schedstat``, over the phase): that is what the b
    and transactional ids of other users, other users' ACLs on the topic written to, and the one
    ALLOW that lets the client write), in turn, every other round in the reverse order,
    ACL_ROUNDS rounds of SMALL requests: each broker's CPU per request over the first's in the
-   same round, the median over the rounds with its range.
+   same round, the median over the rounds with its range; then, whatever the machine's load,
+   the instructions each broker runs a request, counted by callgrind (valgrind) over
+   CALLGRIND_REQUESTS requests after CALLGRIND_WARM, beside the broker without an authorizer's.
 
 Run: ``.venv/bin/python bench/broker.py [FETCH_MIB] [--only PART]`` (about three minutes;
 FETCH_MIB defaults to the issue's 1 GiB (1024); PART is
@@ -91,7 +95,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 import seglog.broker
 import seglog.storage
 from seglog.protocol import ApiKey, encode_request
-from seglog.protocol.message_data import FetchRequestData
+from seglog.protocol.message_data import FetchRequestData, ProduceRequestData
 from seglog.records import Record, build_batch
 
 RECORDS = 200_000
@@ -110,6 +114,9 @@ TLS_FETCH_MIB = 256
 SCRAM_PASSWORD = "bench-password"
 ACL_COUNT = 1000
 ACL_ROUNDS = 20  # the brokers differ by a few per cent, the machine's noise by more: many short rounds
+# requests counted by callgrind, after as many warming the broker up (its caches, the ACL decision's)
+CALLGRIND_REQUESTS = 300
+CALLGRIND_WARM = 200
 
 
 def free_port() -> int:
@@ -151,14 +158,17 @@ def wait_ready(port: int, timeout: float = 30) -> None:
     raise RuntimeError(f"no broker answered on port {port}")
 
 
-def start_seglog(data: str, *overrides: str, port: int = 0) -> tuple[subprocess.Popen[bytes], int]:
+def start_seglog(
+    data: str, *overrides: str, port: int = 0, prefix: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen[bytes], int]:
+    """A ``seglog broker`` process (run under ``prefix``, a tool such as valgrind, when given)."""
     port = port or free_port()
-    args = [sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
+    args = [*prefix, sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
     args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
     for override in overrides:
         args += ["--override", override]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_ready(port)
+    wait_ready(port, timeout=600 if prefix else 30)
     return proc, port
 
 
@@ -184,8 +194,21 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         f.result(30)
 
 
-def produce(bootstrap: str, topic: str, acks: str, security: dict[str, object] | None = None) -> None:
+def produce(
+    bootstrap: str,
+    topic: str,
+    acks: str,
+    security: dict[str, object] | None = None,
+    connected: Callable[[], None] | None = None,
+) -> None:
+    """RECORDS records; with ``connected``, one record more first, delivered before it is called
+    (the producer has connected, authenticated and learned the partition's leader by then)."""
     producer = Producer({**producer_config(bootstrap, acks), **(security or {})})
+    if connected is not None:
+        producer.produce(topic, VALUE)
+        if producer.flush(30):
+            raise RuntimeError("the first record was not delivered")
+        connected()
     for i in range(RECORDS):
         while True:
             try:
@@ -208,7 +231,15 @@ def warm_group_coordinator(bootstrap: str) -> None:
         consumer.close()
 
 
-def consume(bootstrap: str, topic: str, partitions: int, security: dict[str, object] | None = None) -> None:
+def consume(
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    security: dict[str, object] | None = None,
+    connected: Callable[[], None] | None = None,
+) -> None:
+    """RECORDS records from offset 0; with ``connected``, one record more first (the consumer has
+    connected and authenticated when it is called)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -221,6 +252,11 @@ def consume(bootstrap: str, topic: str, partitions: int, security: dict[str, obj
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     got = 0
     deadline = time.monotonic() + 120
+    if connected is not None:
+        while (msg := consumer.poll(0.5)) is None or msg.error() is not None:
+            if time.monotonic() > deadline:
+                raise RuntimeError("no first record")
+        connected()
     while got < RECORDS and time.monotonic() < deadline:
         for msg in consumer.consume(10_000, 0.5):
             if msg.error() is None:
@@ -568,8 +604,8 @@ def tls_part() -> None:
         make_scram_user(f"127.0.0.1:{port}")
         warm_group_coordinator(f"127.0.0.1:{port}")
         create_topic(f"127.0.0.1:{port}", "bench-tls", 1)
-        produced = alternated(listeners, TLS_ROUNDS, lambda b: produce(b, "bench-tls", "1", security[b]))
-        consumed = alternated(listeners, TLS_ROUNDS, lambda b: consume(b, "bench-tls", 1, security[b]))
+        produced = alternated(listeners, TLS_ROUNDS, lambda b, up: produce(b, "bench-tls", "1", security[b], up))
+        consumed = alternated(listeners, TLS_ROUNDS, lambda b, up: consume(b, "bench-tls", 1, security[b], up))
         fetched = fetch_in_turn(proc.pid, {"plaintext": (port, None), "ssl": (ssl_port, ca_file)}, size)
     finally:
         proc.kill()
@@ -594,16 +630,29 @@ Rounds = dict[str, list[tuple[float, float]]]
 
 
 def alternated(
-    brokers: dict[str, tuple[subprocess.Popen[bytes], int]], rounds: int, work: Callable[[str], None]
+    brokers: dict[str, tuple[subprocess.Popen[bytes], int]],
+    rounds: int,
+    work: Callable[[str, Callable[[], None]], None],
 ) -> Rounds:
     """Each broker's (records/s, broker CPU µs per record) in each of ``rounds`` rounds of
-    ``work(bootstrap)``, the brokers in turn, every other round in the reverse order (neither
-    always runs first), so that a round's figures are measured close together in time."""
+    ``work(bootstrap, connected)``, the brokers in turn, every other round in the reverse order
+    (neither always runs first), so that a round's figures are measured close together in time.
+    A round is measured from ``connected``: the client's connection set-up (TLS handshakes,
+    SASL's SCRAM exchange, ~20 ms and a few ms of broker CPU more over SASL_SSL than over SSL,
+    two connections each) is left out, as it has its own figure (bench/sasl.py)."""
     measured: Rounds = {name: [] for name in brokers}
     for i in range(rounds):
         for name, (proc, port) in list(brokers.items())[:: 1 if i % 2 == 0 else -1]:
-            measured[name].append(measure(proc.pid, functools.partial(work, f"127.0.0.1:{port}")))
+            measured[name].append(measure_connected(proc.pid, functools.partial(work, f"127.0.0.1:{port}")))
     return measured
+
+
+def measure_connected(pid: int, work: Callable[[Callable[[], None]], None]) -> tuple[float, float]:
+    """(records/s, broker CPU µs per record) of ``work``'s RECORDS records after it called ``connected``."""
+    start: list[float] = []
+    work(lambda: start.extend((cpu_seconds(pid), time.perf_counter())))
+    elapsed, used = time.perf_counter() - start[1], cpu_seconds(pid) - start[0]
+    return RECORDS / elapsed, used / RECORDS * 1e6
 
 
 def round_ratios(figures: list[float], base: list[float]) -> str:
@@ -716,6 +765,56 @@ def acl_part() -> None:
         f"one decision among the {count:,} ACLs, uncached (a name the broker has not decided on since the "
         f"ACLs last changed): {uncached:.2f} us, {uncached / base:.1%} of a request's CPU without an authorizer"
     )
+    counted = {name: instructions_per_request(acls) for name, acls in (("no authorizer", False), (guarded, True))}
+    counted["control"] = instructions_per_request(False)
+    if None in counted.values():
+        print("valgrind (callgrind) is not installed: no instruction counts")
+        return
+    plain = counted["no authorizer"] or 1.0
+    print(
+        f"instructions a request (callgrind, the broker's every thread, {CALLGRIND_REQUESTS} requests after "
+        f"{CALLGRIND_WARM}; whatever the load): "
+        + ", ".join(f"{name} {n / 1000:,.1f} k ({n / plain:.1%})" for name, n in counted.items() if n is not None)
+    )
+
+
+def instructions_per_request(acls: bool) -> float | None:
+    """The instructions a broker (with ACL_COUNT ACLs and an authorizer, ``acls``) runs for a
+    1-record Produce request, counted by callgrind over CALLGRIND_REQUESTS requests sent one at a
+    time after CALLGRIND_WARM (nothing is counted before them), the client outside; None without
+    valgrind."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        return None
+    from seglog.client import BlockingConnection
+
+    data = tempfile.mkdtemp(prefix="seglog-bench-")
+    out = os.path.join(data, "callgrind.out")
+    overrides = ("authorizer.class.name=kafka.security.authorizer.AclAuthorizer",) if acls else ()
+    if acls:
+        write_acls(data, "small")
+    tool = ("valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}")
+    proc, port = start_seglog(data, *overrides, prefix=tool)
+    try:
+        create_topic(f"127.0.0.1:{port}", "small", 1)
+        partition = ProduceRequestData.PartitionProduceData(index=0, records=build_batch([(None, VALUE)]))
+        topic = ProduceRequestData.TopicProduceData(name="small", partition_data=[partition])
+        request = ProduceRequestData(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[topic])
+        with BlockingConnection("127.0.0.1", port, "bench") as conn:
+            for _ in range(CALLGRIND_WARM):
+                conn.request(ApiKey.PRODUCE, request)
+            for command in ("--instr=on", "--zero"):
+                subprocess.run(["callgrind_control", command, str(proc.pid)], check=True, capture_output=True)
+            for _ in range(CALLGRIND_REQUESTS):
+                conn.request(ApiKey.PRODUCE, request)
+            subprocess.run(["callgrind_control", "--dump", str(proc.pid)], check=True, capture_output=True)
+        (dump,) = glob.glob(out + ".*")  # the dump asked for (the process's own comes at its exit)
+        with open(dump) as f:
+            totals = next(line for line in f if line.startswith("totals:"))
+        return int(totals.split()[1]) / CALLGRIND_REQUESTS
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def decision_us(acl_file: bytes) -> float:

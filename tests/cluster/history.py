@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -24,9 +24,10 @@ from .conftest import delivered, wait_until
 class History:
     """A confluent-kafka producer writing ``record-N`` to partition 0 without pause, in a thread."""
 
-    def __init__(self, bootstrap_servers: str, topic: str) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, properties: Mapping[str, str] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
+        self.properties = dict(properties or {})  # the clients' security (client.properties), if any
         self.acknowledged: dict[int, bytes] = {}
         self.overwritten: list[tuple[int, bytes, bytes]] = []  # two records acknowledged at one offset
         self._stop = threading.Event()
@@ -62,6 +63,7 @@ class History:
                 # a request to a cut-off broker is abandoned (and retried elsewhere) soon
                 "request.timeout.ms": 5000,
                 "socket.timeout.ms": 5000,
+                **self.properties,
             }
         )
         n = 0
@@ -78,7 +80,7 @@ class History:
         assert not self.overwritten, f"records acknowledged at one offset (offset, first, second): {self.overwritten}"
         assert {o: held.get(o) for o in self.acknowledged} == self.acknowledged
         end = max(self.acknowledged) + 1
-        read = consume(self.bootstrap_servers, self.topic, end)
+        read = consume(self.bootstrap_servers, self.topic, end, self.properties)
         assert [o for o, _ in read] == list(range(len(read)))
         assert dict(read) == {o: held[o] for o in range(len(read))}
 
@@ -88,9 +90,12 @@ def records(broker: BrokerProcess, topic: str) -> dict[int, bytes | None]:
         return {r.offset: r.value for r in logs.partition(topic, 0).records(0, end_offset=None)}
 
 
-def consume(bootstrap_servers: str, topic: str, end: int) -> list[tuple[int, bytes | None]]:
+def consume(
+    bootstrap_servers: str, topic: str, end: int, properties: Mapping[str, str] | None = None
+) -> list[tuple[int, bytes | None]]:
     """Partition 0 from offset 0 until offset ``end`` is passed: (offset, value) in the order read."""
-    consumer = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": topic, "enable.auto.commit": False})
+    config = {"bootstrap.servers": bootstrap_servers, "group.id": topic, "enable.auto.commit": False}
+    consumer = Consumer({**config, **(properties or {})})
     consumer.assign([KafkaTopicPartition(topic, 0, 0)])
     got: list[tuple[int, bytes | None]] = []
     try:

@@ -24,7 +24,16 @@ from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
 from .history import History
-from .test_replication import chrooted_cluster, create_topic, identical, produce, state, wait_until_found, zk_of
+from .test_replication import (
+    chrooted_cluster,
+    client_properties,
+    create_topic,
+    identical,
+    produce,
+    state,
+    wait_until_found,
+    zk_of,
+)
 
 CLIENT = "127.0.0.200"  # the test's requests to a cut-off broker, let through
 CGROUPS = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified").is_dir() else Path("/sys/fs/cgroup")
@@ -108,12 +117,19 @@ def cuts() -> Iterator[Cuts]:
         cuts.heal()
 
 
-@pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, cuts: Cuts, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """Sessions of 3 s: a cut-off leader's session expires and it is replaced within seconds."""
+@pytest.fixture(scope="module", params=["PLAINTEXT", "SASL_SSL"])
+def cluster(
+    zookeeper: ZooKeeperServer, cuts: Cuts, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[LocalCluster]:
+    """Sessions of 3 s: a cut-off leader's session expires and it is replaced within seconds. The
+    faults are run on a plaintext cluster, then on one with SASL_SSL listeners only (TLS and
+    SCRAM between the brokers too, ACLs on: ``seglog cluster up --secure``'s)."""
     overrides = ["zookeeper.session.timeout.ms=3000", "replica.lag.time.max.ms=5000"]
-    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("faults"), "faults", overrides)
+    name = f"faults-{request.param.lower()}"
+    secure = request.param == "SASL_SSL"
+    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp(name), name, overrides, secure=secure)
     try:
+        local.prepare()
         for broker in local.brokers.values():
             cuts.start(broker, local.zookeeper_connect)
         local.wait_until_formed()
@@ -136,11 +152,14 @@ def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalClust
         create_topic(cluster, "cut", [leader, *others])
         wait_until(lambda: state(zk, "cut").isr == (leader, *others), what="a full ISR")
         bootstrap = ",".join(cluster.brokers[b].address for b in others)
-        with History(bootstrap, "cut") as history:
+        with History(bootstrap, "cut", client_properties(cluster)) as history:
             history.wait_for(50)
             try:
                 cuts.cut(cluster.brokers[leader])
-                answer = produce(cluster.brokers[leader], "cut", [b"cut off"], timeout_ms=3000, source_host=CLIENT)
+                leader_broker = cluster.brokers[leader]
+                answer = produce(
+                    leader_broker, "cut", [b"cut off"], timeout_ms=3000, source_host=CLIENT, security=cluster.security
+                )
                 assert answer.error_code != 0
                 wait_until(lambda: state(zk, "cut").leader in others, 60, "a new leader")
                 history.wait_for(50)
@@ -165,7 +184,7 @@ def test_zookeeper_restarted_under_load_loses_nothing(
         wait_until(lambda: len(state(zk, "zk-restart").isr) == 3, what="a full ISR")
         epoch = zk.get_controller_epoch()
     assert epoch is not None
-    with History(cluster.bootstrap_servers, "zk-restart") as history:
+    with History(cluster.bootstrap_servers, "zk-restart", client_properties(cluster)) as history:
         history.wait_for(50)
         zookeeper.restart()
         with zk_of(cluster) as zk:

@@ -22,8 +22,9 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from seglog.broker.properties import parse_properties
 from seglog.cli import main
-from seglog.client import connect
+from seglog.client import PLAINTEXT, ClientSecurity, connect
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
@@ -59,14 +60,18 @@ FETCHING = [
 ]
 
 
-def chrooted_cluster(zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str]) -> LocalCluster:
+def chrooted_cluster(
+    zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str], *, secure: bool = False
+) -> LocalCluster:
+    """Three brokers in ZooKeeper's chroot /``name``; ``secure``: SASL_SSL listeners only (``seglog
+    cluster up --secure``'s TLS, SCRAM and ACLs; the clients authenticate as its super user)."""
     admin = KazooClient(hosts=zookeeper.connect_string)
     admin.start()
     admin.ensure_path(f"/{name}")
     admin.stop()
     admin.close()
     connect = f"{zookeeper.connect_string}/{name}"
-    return LocalCluster(directory, 3, zookeeper=connect, port=None, overrides=FETCHING + overrides)
+    return LocalCluster(directory, 3, zookeeper=connect, port=None, overrides=FETCHING + overrides, secure=secure)
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +102,13 @@ def zk_of(cluster: LocalCluster) -> ZkClient:
     return ZkClient(cluster.zookeeper_connect, session_timeout_ms=10_000)
 
 
+def client_properties(cluster: LocalCluster) -> dict[str, str]:
+    """The security properties of the cluster's librdkafka clients: none over PLAINTEXT."""
+    return {} if cluster.secure is None else parse_properties(cluster.secure.client_properties.read_text())
+
+
 def create_topic(cluster: LocalCluster, topic: str, replicas: list[int]) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **client_properties(cluster)})
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[replicas])], operation_timeout=30)[topic].result(60)
 
 
@@ -115,6 +125,7 @@ def produce(
     acks: int = -1,
     timeout_ms: int = 30_000,
     source_host: str | None = None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> ProduceResponseData.PartitionProduceResponse:
     """One Produce request of one batch to partition 0 (from ``source_host``, if given): its answer
     (error_code, base_offset)."""
@@ -128,7 +139,7 @@ def produce(
             )
         ],
     )
-    with connect(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
+    with connect(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host, security=security) as client:
         answer: ProduceResponseData = client.request(ApiKey.PRODUCE, body)
     return answer.responses[0].partition_responses[0]
 

@@ -198,9 +198,7 @@ class LocalCluster:
         try:
             if self.zookeeper is not None:
                 self.zookeeper.start()
-            if self.secure is not None:
-                self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
-                self.secure.create_admin(self.zookeeper_connect)
+            self.prepare()
             for broker in self.brokers.values():
                 broker.start(self.zookeeper_connect)
             self.wait_until_formed()
@@ -208,6 +206,14 @@ class LocalCluster:
             self.stop()
             raise
         return self
+
+    def prepare(self) -> None:
+        """What a secure cluster needs before its brokers start (``start`` does it; a caller that
+        starts the brokers itself, one by one, calls it first): certificates, the properties
+        files, the admin user's credential in ZooKeeper, and the clients' security."""
+        if self.secure is not None:
+            self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
+            self.secure.create_admin(self.zookeeper_connect)
 
     def wait_until_formed(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until every running broker has been told of every other (the controller's UpdateMetadata)."""
