@@ -224,3 +224,28 @@ def test_a_coordinators_records_take_the_one_call_and_leave_what_the_general_pat
         if path == "one-call":  # every records batch but a segment's first: the marker never
             assert len(taken) == len(records) + 3 - 1 and all(taken)
     assert results["one-call"] == results["general"]
+
+
+def test_a_new_leader_epochs_first_batch_takes_the_general_path_which_assigns_the_epoch(tmp_path, monkeypatch):
+    """The one call writes the epoch in force only: the first batch after ``become_leader``
+    at a new epoch goes the general way, which adds the epoch to the cache; the next ones
+    take the one call again, with the new epoch in their headers."""
+    written: list[bool] = []
+    one_call = _scan.append_batch
+
+    def counted(*args: Any) -> Any:
+        done = one_call(*args)
+        written.append(isinstance(done, tuple))
+        return done
+
+    monkeypatch.setattr(_scan, "append_batch", counted)
+    _, log = new_log(tmp_path)
+    for i in range(3):
+        log.append_batches(build_batch([(b"k", b"v", MS + i)]))
+    log.become_leader(4)
+    written.clear()
+    for i in range(3):
+        log.append_batches(build_batch([(b"k", b"v", MS + 10 + i)]))
+    assert written == [True, True]  # the epoch's first batch never reached the one call
+    assert log.leader_epoch_cache.entries[-1] == (4, 3)
+    assert [b.partition_leader_epoch for b in log.batches()][-3:] == [4, 4, 4]

@@ -1,8 +1,10 @@
 /* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops,
  * beside their Python owners (log.py's append validation, segment.py's recovery
  * and lookups, index.py's search). Buffers in, values out; one call writes (a
- * leader's usual append, to the fd it is given). Six calls (check_append and
- * recover_batches take keywords too), and now_ms, the log's default clock:
+ * leader's usual append, to the segment's fd, its state into the segment's slots).
+ * Six calls (check_append and recover_batches take keywords too), now_ms, the log's
+ * default clock, and bind_segment, which names the classes whose slots the append
+ * reads and writes:
  *
  *   check_append    every check a leader (or a follower) makes of an append,
  *                   batch by batch in the order validator.py's general path
@@ -13,9 +15,10 @@
  *                   timestamp, as Kafka's LogValidator sets it) and the CRC;
  *   append_batch    a producer's usual append whole: one batch of no producer
  *                   id checked and assigned as check_and_assign does, then the
- *                   segment's roll rules, the write, and the index entries
- *                   stored into the index maps; anything else it leaves to the
- *                   Python path untouched;
+ *                   segment's roll rules, the write, the index entries stored
+ *                   into the index maps and the segment's state after it into
+ *                   its slots; anything else it leaves to the Python path
+ *                   untouched;
  *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;

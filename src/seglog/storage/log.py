@@ -217,7 +217,7 @@ class PartitionLog:
         self.leader_epoch_cache = LeaderEpochCache(dir, read_only)
         self._role = LEADER
         self._leader_epoch = self.leader_epoch_cache.latest_epoch or 0
-        self._one_call_rules = self._one_call()
+        self._refresh_one_call()
         self.recovery_point = recovery_point
         self._last_flush_ms = self._clock()
         self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
@@ -248,18 +248,21 @@ class PartitionLog:
     def config(self, config: LogConfig) -> None:
         """A topic's config changed: the log and its checks take the new one."""
         self._config = self.validator.config = config
-        self._one_call_rules = self._one_call()
+        self._refresh_one_call()
 
-    def _one_call(self) -> _OneCallRules | None:
-        """The one-call append's rules (``_scan.append_batch``'s), made again whenever the
-        config, the state or the role changes; None when the log takes no such append: not
-        open, not leading, or flushed by time (which reads the clock after every append)."""
+    def _refresh_one_call(self) -> None:
+        """What the one-call append reads (``_append_one``), made again whenever the config,
+        the state or the role changes: its rules (``_scan.append_batch``'s), None when the
+        log takes no such append (not open, not leading, or flushed by time, which reads
+        the clock after every append); flush.messages; and the epoch cache's list last
+        found in force, forgotten."""
         c = self._config
         self._flush_messages = c.flush_messages
-        self._one_call_epochs: list[tuple[int, int]] | None = None  # the epoch cache's list last found in force
+        self._one_call_epochs: list[tuple[int, int]] | None = None
         if self._state is not OPEN or self._role is not LEADER or c.flush_ms < _NEVER:
-            return None
-        return (
+            self._one_call_rules: _OneCallRules | None = None
+            return
+        self._one_call_rules = (
             c.compact,
             c.max_message_bytes,
             self._clock,
@@ -282,7 +285,7 @@ class PartitionLog:
                 f"log {self.name} cannot go from {self._state.value} to {to.value}", file=self.dir
             )
         self._state = to
-        self._one_call_rules = self._one_call()
+        self._refresh_one_call()
 
     @property
     def state(self) -> LogState:
@@ -331,7 +334,7 @@ class PartitionLog:
                 )
             log.debug("%s: %s -> %s at leader epoch %d", self.name, self._role.value, role.value, leader_epoch)
             self._role, self._leader_epoch = role, leader_epoch
-            self._one_call_rules = self._one_call()
+            self._refresh_one_call()
 
     def _check_leader(self) -> None:
         """Under the lock, before a leader's append: open, and leading."""
