@@ -1,5 +1,5 @@
 """A producer's usual append (one batch of no producer id into the active segment), and a
-coordinator's records, is one C call, ``LogSegment.append_leader_batch``; everything else
+coordinator's records, is one C call, ``_scan.append_batch``; everything else
 takes the general path. The two must leave the same files behind, fail alike, and the one
 call must cut off a write that fails midway, as the general path does."""
 
@@ -18,11 +18,10 @@ import pytest
 from seglog.errors import InvalidTimestampError, SeglogError
 from seglog.records import Compression, build_batch
 from seglog.records.control import end_transaction_marker
-from seglog.storage import fileio
+from seglog.storage import _scan, fileio
 from seglog.storage.file_records import LogOffsetMetadata
 from seglog.storage.log import AppendInfo
 from seglog.storage.producer_entry import AppendOrigin
-from seglog.storage.segment import LogSegment
 
 from .conftest import MS, new_log
 
@@ -100,8 +99,7 @@ def test_the_one_call_leaves_the_files_the_general_path_leaves(tmp_path, clock, 
 
 
 def _call(log, batch):
-    segment = log.segments[-1]
-    return segment.append_leader_batch(batch, log.config, lambda: MS, log.dir, log.log_end_offset, 0, AppendInfo)
+    return _scan.append_batch(batch, log.segments[-1], log._one_call_rules, log.log_end_offset, 0)
 
 
 def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tmp_path):
@@ -122,6 +120,25 @@ def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tm
     info, end = _call(log, build_batch([(b"k", b"v", MS + 1)]))
     assert type(info) is AppendInfo and info == (1, 1, MS + 1, 1, size, -1)
     assert type(end) is LogOffsetMetadata and end == (2, 0, size * 2) and log.segments[-1].size == size * 2
+    # the segment's state, in its slots, as the general path leaves it
+    segment = log.segments[-1]
+    assert segment.bytes_since_last_index_entry == size * 2 and segment.max_timestamp_and_offset == (MS + 1, 1)
+
+
+def test_the_one_call_takes_only_the_segment_type_it_was_bound_to(tmp_path):
+    """It writes the state into the slots of the classes ``bind_segment`` gave it, and
+    refuses any other object; ``bind_segment`` refuses a class without such slots."""
+    _, log = new_log(tmp_path)
+    log.append_batches(build_batch([(b"k", b"v", MS)]))
+    with pytest.raises(TypeError, match="bound segment type"):
+        _scan.append_batch(build_batch([(b"k", b"v", MS)]), object(), log._one_call_rules, 1, 0)
+
+    class NoSlots:
+        pass
+
+    with pytest.raises((TypeError, AttributeError)):
+        _scan.bind_segment(NoSlots, NoSlots, NoSlots, NoSlots)
+    assert log.append_batches(build_batch([(b"k", b"v", MS)])).first_offset == 1  # bound as it was
 
 
 def test_the_one_call_raises_what_the_general_path_raises(tmp_path, clock):
@@ -142,7 +159,6 @@ _CHILD = textwrap.dedent(
     import seglog
     from seglog.errors import KafkaStorageError
     from seglog.records import build_batch
-    from seglog.storage.log import AppendInfo
 
     with seglog.open(sys.argv[1], background=False) as logs:
         logs.create_topic("t", 1)
@@ -155,7 +171,7 @@ _CHILD = textwrap.dedent(
         resource.setrlimit(resource.RLIMIT_FSIZE, (size + 1500, resource.RLIM_INFINITY))
         batch = build_batch([(b"late", bytes(3000), None)])
         try:
-            segment.append_leader_batch(batch, log.config, log._clock, log.dir, end, log.leader_epoch, AppendInfo)
+            log.append_batches(batch)  # the one call's: a batch of no producer into a segment under way
         except KafkaStorageError as e:
             assert e.errno == errno.EFBIG and e.file == segment.log_path, e
         else:
@@ -187,13 +203,13 @@ def test_a_coordinators_records_take_the_one_call_and_leave_what_the_general_pat
     too; its control batches (a marker, here one without a producer id) go the general way,
     which takes them from a coordinator, as before."""
     taken: list[int] = []
-    one_call = LogSegment.append_leader_batch
+    one_call = _scan.append_batch
 
-    def counted(self: LogSegment, *args: Any) -> Any:
+    def counted(*args: Any) -> Any:
         taken.append(1)
-        return one_call(self, *args)
+        return one_call(*args)
 
-    monkeypatch.setattr(LogSegment, "append_leader_batch", counted)
+    monkeypatch.setattr(_scan, "append_batch", counted)
     records = [build_batch([(b"key-%d" % i, b"value-%d" % i, MS + i)]) for i in range(20)]
     marker = build_batch([end_transaction_marker(True, 0, MS)], control=True)
     results = {}
@@ -208,3 +224,28 @@ def test_a_coordinators_records_take_the_one_call_and_leave_what_the_general_pat
         if path == "one-call":  # every records batch but a segment's first: the marker never
             assert len(taken) == len(records) + 3 - 1 and all(taken)
     assert results["one-call"] == results["general"]
+
+
+def test_a_new_leader_epochs_first_batch_takes_the_general_path_which_assigns_the_epoch(tmp_path, monkeypatch):
+    """The one call writes the epoch in force only: the first batch after ``become_leader``
+    at a new epoch goes the general way, which adds the epoch to the cache; the next ones
+    take the one call again, with the new epoch in their headers."""
+    written: list[bool] = []
+    one_call = _scan.append_batch
+
+    def counted(*args: Any) -> Any:
+        done = one_call(*args)
+        written.append(isinstance(done, tuple))
+        return done
+
+    monkeypatch.setattr(_scan, "append_batch", counted)
+    _, log = new_log(tmp_path)
+    for i in range(3):
+        log.append_batches(build_batch([(b"k", b"v", MS + i)]))
+    log.become_leader(4)
+    written.clear()
+    for i in range(3):
+        log.append_batches(build_batch([(b"k", b"v", MS + 10 + i)]))
+    assert written == [True, True]  # the epoch's first batch never reached the one call
+    assert log.leader_epoch_cache.entries[-1] == (4, 3)
+    assert [b.partition_leader_epoch for b in log.batches()][-3:] == [4, 4, 4]

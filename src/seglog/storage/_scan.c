@@ -1,8 +1,10 @@
 /* Walks over whole buffers of v2 batches, in C: the storage layer's hot loops,
  * beside their Python owners (log.py's append validation, segment.py's recovery
  * and lookups, index.py's search). Buffers in, values out; one call writes (a
- * leader's usual append, to the fd it is given). Six calls (check_append and
- * recover_batches take keywords too), and now_ms, the log's default clock:
+ * leader's usual append, to the segment's fd, its state into the segment's slots).
+ * Six calls (check_append and recover_batches take keywords too), now_ms, the log's
+ * default clock, and bind_segment, which names the classes whose slots the append
+ * reads and writes:
  *
  *   check_append    every check a leader (or a follower) makes of an append,
  *                   batch by batch in the order validator.py's general path
@@ -13,9 +15,10 @@
  *                   timestamp, as Kafka's LogValidator sets it) and the CRC;
  *   append_batch    a producer's usual append whole: one batch of no producer
  *                   id checked and assigned as check_and_assign does, then the
- *                   segment's roll rules, the write, and the index entries
- *                   stored into the index maps; anything else it leaves to the
- *                   Python path untouched;
+ *                   segment's roll rules, the write, the index entries stored
+ *                   into the index maps and the segment's state after it into
+ *                   its slots; anything else it leaves to the Python path
+ *                   untouched;
  *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;
@@ -34,6 +37,7 @@
  * two to each other on random and damaged input. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -887,6 +891,166 @@ check_and_assign(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return check(args[0], &rules, args[3], args[4], args[7]);
 }
 
+/* ------------------------------------------------------------------ the active segment's state
+ *
+ * append_batch reads the segment's state where segment.py keeps it, in the slots of its
+ * LogSegment, OffsetIndex, TimeIndex and FileHandle, and writes it back there: no
+ * argument or result a Python frame packs and unpacks, every append. bind_segment gives
+ * the classes once (segment.py, at import); the slots' offsets are read from their member
+ * descriptors then, and each call checks the types of the objects it is handed. */
+
+enum {
+    S_SIZE, S_BASE, S_ROLLING, S_ROLLING_LOADED, S_JITTER, S_INTERVAL, S_SINCE, S_MAX_TS, S_OFFSET_INDEX,
+    S_TIME_INDEX, S_HANDLE, S_COUNT
+};
+static const char *const segment_slot_names[S_COUNT] = {
+    "_size", "base_offset", "_rolling_based_timestamp", "_rolling_loaded", "roll_jitter_ms", "index_interval_bytes",
+    "bytes_since_last_index_entry", "_max_ts_and_offset", "_offset_index", "_time_index", "_handle",
+};
+enum { I_MAP, I_ENTRIES, I_RESERVED, I_COUNT };
+static const char *const index_slot_names[I_COUNT] = {"_mmap", "entries", "reserved"};
+
+static PyTypeObject *segment_type, *index_types[2], *handle_type; /* (NULL until bound) */
+static Py_ssize_t segment_slots[S_COUNT], index_slots[2][I_COUNT], handle_fd_slot;
+
+#define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
+
+/* The offset of the writable object slot `name` of `type` (a __slots__ member). */
+static int
+slot_offset(PyObject *type, const char *name, Py_ssize_t *offset)
+{
+    PyObject *descr = PyObject_GetAttrString(type, name);
+    if (descr == NULL)
+        return 0;
+    int ok = Py_IS_TYPE(descr, &PyMemberDescr_Type);
+    if (ok) {
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        ok = m->type == T_OBJECT_EX && !(m->flags & READONLY);
+        *offset = m->offset;
+    }
+    Py_DECREF(descr);
+    if (!ok)
+        PyErr_Format(PyExc_TypeError, "bind_segment(): %.100s.%.100s is not a writable slot",
+                     ((PyTypeObject *)type)->tp_name, name);
+    return ok;
+}
+
+PyDoc_STRVAR(bind_segment_doc,
+             "bind_segment(segment_type, offset_index_type, time_index_type, handle_type)\n\n"
+             "The classes whose slots append_batch reads and writes: segment.py's LogSegment, index.py's\n"
+             "OffsetIndex and TimeIndex, fileio.py's FileHandle.");
+
+static PyObject *
+bind_segment(PyObject *self, PyObject *args)
+{
+    PyObject *types[4];
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:bind_segment", &PyType_Type, &types[0], &PyType_Type, &types[1],
+                          &PyType_Type, &types[2], &PyType_Type, &types[3]))
+        return NULL;
+    Py_ssize_t seg[S_COUNT], idx[2][I_COUNT], fd;
+    for (int i = 0; i < S_COUNT; i++)
+        if (!slot_offset(types[0], segment_slot_names[i], &seg[i]))
+            return NULL;
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < I_COUNT; i++)
+            if (!slot_offset(types[1 + k], index_slot_names[i], &idx[k][i]))
+                return NULL;
+    if (!slot_offset(types[3], "fd", &fd))
+        return NULL;
+    memcpy(segment_slots, seg, sizeof seg);
+    memcpy(index_slots, idx, sizeof idx);
+    handle_fd_slot = fd;
+    PyTypeObject **bound[4] = {&segment_type, &index_types[0], &index_types[1], &handle_type};
+    for (int i = 0; i < 4; i++)
+        Py_XSETREF(*bound[i], (PyTypeObject *)Py_NewRef(types[i]));
+    Py_RETURN_NONE;
+}
+
+/* An int64 held in a slot: 0 when it is unset, None or not an int64 (the slow path's
+ * state to make: a segment just opened, its indexes not mapped), without an exception. */
+static int
+slot_int64(PyObject *obj, Py_ssize_t offset, int64_t *out)
+{
+    PyObject *v = SLOT(obj, offset);
+    if (v == NULL || !PyLong_CheckExact(v))
+        return 0;
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(v, &overflow);
+    return !overflow;
+}
+
+/* The object in a slot if it is an instance of `type`, else NULL. */
+static PyObject *
+slot_of(PyObject *obj, Py_ssize_t offset, PyTypeObject *type)
+{
+    PyObject *v = SLOT(obj, offset);
+    return v != NULL && PyObject_TypeCheck(v, type) ? v : NULL;
+}
+
+/* Replaces a slot's object by `value` (a new reference, never NULL). */
+static void
+slot_set(PyObject *obj, Py_ssize_t offset, PyObject *value)
+{
+    PyObject *old = SLOT(obj, offset);
+    SLOT(obj, offset) = value;
+    Py_XDECREF(old);
+}
+
+/* The segment's state as append_batch takes it: every slot of it set, else the slow path
+ * (0). The index objects and the pair of max timestamp and offset are borrowed. */
+typedef struct {
+    int64_t size, base, rolling, jitter, interval, since, max_ts, max_ts_offset, fd;
+    int64_t entries[2], reserved[2];
+    PyObject *max_ts_and_offset, *index[2];
+} SegmentState;
+
+static int
+segment_state(PyObject *segment, SegmentState *s)
+{
+    const Py_ssize_t *at = segment_slots;
+    if (SLOT(segment, at[S_ROLLING_LOADED]) != Py_True || !slot_int64(segment, at[S_SIZE], &s->size) ||
+        !slot_int64(segment, at[S_BASE], &s->base) || !slot_int64(segment, at[S_ROLLING], &s->rolling) ||
+        !slot_int64(segment, at[S_JITTER], &s->jitter) || !slot_int64(segment, at[S_INTERVAL], &s->interval) ||
+        !slot_int64(segment, at[S_SINCE], &s->since))
+        return 0;
+    PyObject *pair = SLOT(segment, at[S_MAX_TS]), *handle = slot_of(segment, at[S_HANDLE], handle_type);
+    if (pair == NULL || !PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || handle == NULL ||
+        !slot_int64(handle, handle_fd_slot, &s->fd) || s->fd < 0 || s->fd > INT_MAX)
+        return 0;
+    PyObject *ts = PyTuple_GET_ITEM(pair, 0), *offset = PyTuple_GET_ITEM(pair, 1);
+    int overflow_ts, overflow_offset;
+    if (!PyLong_CheckExact(ts) || !PyLong_CheckExact(offset))
+        return 0;
+    s->max_ts = PyLong_AsLongLongAndOverflow(ts, &overflow_ts);
+    s->max_ts_offset = PyLong_AsLongLongAndOverflow(offset, &overflow_offset);
+    if (overflow_ts || overflow_offset)
+        return 0;
+    s->max_ts_and_offset = pair;
+    for (int k = 0; k < 2; k++) {
+        PyObject *index = slot_of(segment, at[S_OFFSET_INDEX + k], index_types[k]);
+        if (index == NULL || !slot_int64(index, index_slots[k][I_ENTRIES], &s->entries[k]) ||
+            !slot_int64(index, index_slots[k][I_RESERVED], &s->reserved[k]))
+            return 0;
+        s->index[k] = index;
+    }
+    return 1;
+}
+
+/* A writable index map's buffer, or none (buf.obj NULL): a copy, a closed index, or
+ * one that takes no entries (index.py's states: only theirs that do are writable maps). */
+static int
+index_map(PyObject *index, int k, Py_buffer *buf)
+{
+    PyObject *map = SLOT(index, index_slots[k][I_MAP]);
+    buf->obj = NULL;
+    if (map == NULL || map == Py_None || PyObject_GetBuffer(map, buf, PyBUF_WRITABLE) < 0) {
+        PyErr_Clear();
+        buf->obj = NULL;
+        return 0;
+    }
+    return 1;
+}
+
 /* ------------------------------------------------------------------ the append of one batch */
 
 /* An int64 argument of append_batch. */
@@ -897,20 +1061,6 @@ int64_arg(PyObject *obj, int64_t *out)
     if (v == -1 && PyErr_Occurred())
         return 0;
     *out = v;
-    return 1;
-}
-
-/* A writable index map's buffer, or none (buf.obj NULL): a copy, a closed index, or
- * one that takes no entries (index.py's states: only theirs that do are writable maps). */
-static int
-index_map(PyObject *map, Py_buffer *buf)
-{
-    buf->obj = NULL;
-    if (map == Py_None || PyObject_GetBuffer(map, buf, PyBUF_WRITABLE) < 0) {
-        PyErr_Clear();
-        buf->obj = NULL;
-        return 0;
-    }
     return 1;
 }
 
@@ -936,40 +1086,35 @@ write_all(int fd, const uint8_t *data, Py_ssize_t len, int64_t position)
 }
 
 PyDoc_STRVAR(append_batch_doc,
-             "append_batch(buffer, compact, max_bytes, clock, timestamp_type, before_max_ms, after_max_ms,\n"
-             "             decompress, file, next_offset, epoch, segment_bytes, fd, size, base_offset,\n"
-             "             rolling_timestamp, roll_after_ms, index_interval, since_last_entry,\n"
-             "             max_timestamp_and_offset, offset_index, offset_entries, offset_reserved, time_index,\n"
-             "             time_entries, time_reserved, info_type, metadata_type)\n\n"
+             "append_batch(buffer, segment, rules, next_offset, epoch)\n\n"
              "A leader's append of a buffer of one batch to the active segment, in one call: check_and_assign's\n"
-             "checks (raised as it raises them) and edits, then the batch written at byte `size` of the\n"
-             "segment's fd, then its index entries stored into the maps. The log's side: the rules of\n"
-             "validator.py's leader_rules (message.timestamp.type, before.max.ms and after.max.ms against\n"
-             "clock(), called once, only for those types: CreateTime's bounds, LogAppendTime's stamp), the next\n"
-             "offset, leader epoch and segment.bytes. The segment's side is segment.py's: its base offset, the\n"
-             "max timestamp of its first batch (rolling_timestamp; None unknown), when it rolls by time\n"
-             "(roll_after_ms: segment.ms less the jitter), index.interval.bytes, the bytes since its last\n"
-             "index entry, its max timestamp with its offset; of each index its map (a writable one, or the\n"
-             "slow path), entry count and bytes reserved.\n"
-             "Returns (info, end, bytes since the last entry, max timestamp and offset, offset entries, time\n"
-             "entries) after the append: info an info_type (first offset, last offset, max timestamp, record\n"
-             "count, bytes, log append time or -1), end a metadata_type (the log end offset, the segment's\n"
-             "base offset, its size); an errno when the write failed (part of the batch may be written: the\n"
-             "caller cuts it off); or\n"
-             "None, with nothing checked further nor edited nor written, when the append is not one the call\n"
-             "makes: more or other than one v2 batch, a producer's (its state is Python's), the segment's\n"
-             "first batch, a roll due, an index entry due that the index cannot take as it is (unmapped,\n"
-             "full, blocks not reserved, out of order: the slow path reserves, or raises).");
+             "checks (raised as it raises them) and edits, then the batch written at the segment's size in\n"
+             "its file, then its index entries stored into the index maps, and the segment's state after it\n"
+             "(its size, bytes since its last index entry, max timestamp and offset, each index's entry count)\n"
+             "stored in its slots (see bind_segment). rules are the log's: (compact, max.message.bytes, clock,\n"
+             "message.timestamp.type, before.max.ms, after.max.ms, decompress, file, segment.bytes, segment.ms,\n"
+             "info_type, metadata_type), applied as validator.py's leader_rules does (clock() called once, only\n"
+             "for those types: CreateTime's bounds, LogAppendTime's stamp); then the next offset and the leader\n"
+             "epoch. The segment's roll rules are segment.py's should_roll.\n"
+             "Returns (info, end): info an info_type (first offset, last offset, max timestamp, record count,\n"
+             "bytes, log append time or -1), end a metadata_type (the log end offset, the segment's base\n"
+             "offset, its size); an errno when the write failed (part of the batch may be written past the\n"
+             "segment's size, which is unchanged: the caller cuts it off); or None, with nothing checked\n"
+             "further nor edited nor written, when the append is not one the call makes: more or other than\n"
+             "one v2 batch, a producer's (its state is Python's), a segment whose state is not all loaded\n"
+             "(its first batch, its indexes or file not open), a roll due, an index entry due that the index\n"
+             "cannot take as it is (unmapped, full, blocks not reserved, out of order: the slow path\n"
+             "reserves, or raises).");
 
 enum {
-    A_BUFFER, A_COMPACT, A_MAX_BYTES, A_CLOCK, A_TS_TYPE, A_BEFORE, A_AFTER, A_DECOMPRESS, A_FILE, A_NEXT_OFFSET,
-    A_EPOCH, A_SEGMENT_BYTES, A_FD, A_SIZE, A_BASE, A_ROLLING, A_ROLL_AFTER, A_INTERVAL, A_SINCE, A_MAX_TS,
-    A_OFFSET_MAP, A_OFFSET_ENTRIES, A_OFFSET_RESERVED, A_TIME_MAP, A_TIME_ENTRIES, A_TIME_RESERVED, A_INFO_TYPE,
-    A_METADATA_TYPE, A_COUNT
+    R_COMPACT, R_MAX_BYTES, R_CLOCK, R_TS_TYPE, R_BEFORE, R_AFTER, R_DECOMPRESS, R_FILE, R_SEGMENT_BYTES,
+    R_SEGMENT_MS, R_INFO_TYPE, R_METADATA_TYPE, R_COUNT
 };
 
+static PyObject *now_ms(PyObject *self, PyObject *unused);
+
 /* validator.py's leader_rules: CreateTime's bounds [now - before, now + after] within an
- * int64, or LogAppendTime's stamp; the clock read only for those. */
+ * int64, or LogAppendTime's stamp; the clock read only for those (now_ms without a call). */
 static int
 leader_rules(PyObject *clock, PyObject *type, PyObject *before_ms, PyObject *after_ms, AppendRules *rules,
              Assignment *a)
@@ -983,7 +1128,8 @@ leader_rules(PyObject *clock, PyObject *type, PyObject *before_ms, PyObject *aft
     if (!create && !append)
         return 0;
     int64_t now, before, after;
-    PyObject *t = PyObject_CallNoArgs(clock);
+    PyObject *t = PyCFunction_Check(clock) && PyCFunction_GET_FUNCTION(clock) == now_ms ? now_ms(NULL, NULL)
+                                                                                          : PyObject_CallNoArgs(clock);
     int ok = t != NULL && int64_arg(t, &now);
     Py_XDECREF(t);
     if (!ok)
@@ -1020,39 +1166,34 @@ fits_segment(int64_t size, Py_ssize_t bytes, int64_t segment_bytes, int64_t roll
 static PyObject *
 append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != A_COUNT) {
-        PyErr_Format(PyExc_TypeError, "append_batch() takes %d positional arguments (%zd given)", A_COUNT, nargs);
+    if (nargs != 5) {
+        PyErr_Format(PyExc_TypeError, "append_batch() takes 5 positional arguments (%zd given)", nargs);
         return NULL;
     }
-    int64_t size, base, rolling, roll_after, interval, since, seg_max_ts, seg_max_offset, oi_n, oi_reserved, ti_n,
-        ti_reserved, next_offset, epoch, segment_bytes;
-    long fd = PyLong_AsLong(args[A_FD]);
-    if ((fd == -1 && PyErr_Occurred()) || !int64_arg(args[A_SIZE], &size) || !int64_arg(args[A_BASE], &base) ||
-        !int64_arg(args[A_ROLL_AFTER], &roll_after) || !int64_arg(args[A_INTERVAL], &interval) ||
-        !int64_arg(args[A_SINCE], &since) || !int64_arg(args[A_OFFSET_ENTRIES], &oi_n) ||
-        !int64_arg(args[A_OFFSET_RESERVED], &oi_reserved) || !int64_arg(args[A_TIME_ENTRIES], &ti_n) ||
-        !int64_arg(args[A_TIME_RESERVED], &ti_reserved) || !int64_arg(args[A_NEXT_OFFSET], &next_offset) ||
-        !int64_arg(args[A_EPOCH], &epoch) || !int64_arg(args[A_SEGMENT_BYTES], &segment_bytes))
+    PyObject *owner = args[0], *segment = args[1], *r = args[2];
+    if (segment_type == NULL || !PyObject_TypeCheck(segment, segment_type)) {
+        PyErr_SetString(PyExc_TypeError, "append_batch(): segment must be a bound segment type's (bind_segment)");
+        return NULL;
+    }
+    if (!PyTuple_CheckExact(r) || PyTuple_GET_SIZE(r) != R_COUNT) {
+        PyErr_Format(PyExc_TypeError, "append_batch(): rules must be a tuple of %d", R_COUNT);
+        return NULL;
+    }
+    PyObject *const *rule = &PyTuple_GET_ITEM(r, 0);
+    int64_t next_offset, epoch, segment_bytes, segment_ms;
+    if (!int64_arg(args[3], &next_offset) || !int64_arg(args[4], &epoch) ||
+        !int64_arg(rule[R_SEGMENT_BYTES], &segment_bytes) || !int64_arg(rule[R_SEGMENT_MS], &segment_ms))
         return NULL;
     if (epoch < INT32_MIN || epoch > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "leader epoch out of range");
         return NULL;
     }
-    if (!tuple_type(args[A_INFO_TYPE]) || !tuple_type(args[A_METADATA_TYPE]))
+    if (!tuple_type(rule[R_INFO_TYPE]) || !tuple_type(rule[R_METADATA_TYPE]))
         return NULL;
-    if (args[A_ROLLING] == Py_None)
-        rolling = -1;
-    else if (!int64_arg(args[A_ROLLING], &rolling))
-        return NULL;
-    PyObject *mto = args[A_MAX_TS];
-    if (!PyTuple_Check(mto) || PyTuple_GET_SIZE(mto) != 2) {
-        PyErr_SetString(PyExc_TypeError, "append_batch(): max_timestamp_and_offset must be a pair");
-        return NULL;
-    }
-    if (!int64_arg(PyTuple_GET_ITEM(mto, 0), &seg_max_ts) || !int64_arg(PyTuple_GET_ITEM(mto, 1), &seg_max_offset))
-        return NULL;
+    SegmentState s;
+    if (!segment_state(segment, &s))
+        Py_RETURN_NONE;
 
-    PyObject *owner = args[A_BUFFER];
     Py_buffer buf;
     if (PyObject_GetBuffer(owner, &buf, PyBUF_WRITABLE) < 0)
         return NULL;
@@ -1066,10 +1207,10 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyBuffer_Release(&buf);
 
-    AppendRules rules = {.leader = 1, .allow_control = 0, .decompress = args[A_DECOMPRESS], .file = args[A_FILE]};
+    AppendRules rules = {.leader = 1, .allow_control = 0, .decompress = rule[R_DECOMPRESS], .file = rule[R_FILE]};
     Assignment a = {.next_offset = next_offset, .epoch = (int)epoch, .segment_bytes = segment_bytes};
-    if ((rules.compact = PyObject_IsTrue(args[A_COMPACT])) < 0 || parse_max_bytes(args[A_MAX_BYTES], &rules) < 0 ||
-        leader_rules(args[A_CLOCK], args[A_TS_TYPE], args[A_BEFORE], args[A_AFTER], &rules, &a) < 0)
+    if ((rules.compact = PyObject_IsTrue(rule[R_COMPACT])) < 0 || parse_max_bytes(rule[R_MAX_BYTES], &rules) < 0 ||
+        leader_rules(rule[R_CLOCK], rule[R_TS_TYPE], rule[R_BEFORE], rule[R_AFTER], &rules, &a) < 0)
         return NULL;
     Facts *facts = NULL;
     Py_ssize_t n = walk_append(owner, &rules, &a, 1, &buf, &facts);
@@ -1082,23 +1223,24 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (!offsets_fit(facts, n, a.next_offset, buf.len, rules.file))
         goto done;
     int64_t last = a.next_offset + f->delta, max_ts = a.stamping ? a.append_time : f->max_ts;
-    index_map(args[A_OFFSET_MAP], &oi);
-    index_map(args[A_TIME_MAP], &ti);
+    int64_t oi_n = s.entries[0], ti_n = s.entries[1], base = s.base, size = s.size, since = s.since;
+    index_map(s.index[0], 0, &oi);
+    index_map(s.index[1], 1, &ti);
     if (n != 1 || oi.obj == NULL || ti.obj == NULL ||
-        !fits_segment(size, len, a.segment_bytes, rolling, roll_after, max_ts, last, base, oi.len / 8, oi_n,
-                      ti.len / 12, ti_n))
+        !fits_segment(size, len, a.segment_bytes, s.rolling, segment_ms - s.jitter, max_ts, last, base, oi.len / 8,
+                      oi_n, ti.len / 12, ti_n))
         goto slow;
     /* the entries due (segment.py's _index_batches of one batch), with index.py's checks of
      * each, which the slow path raises: offsets increasing, room, blocks reserved */
-    int64_t ts_so_far = seg_max_ts, ts_offset = seg_max_offset;
+    int64_t ts_so_far = s.max_ts, ts_offset = s.max_ts_offset;
     if (max_ts > ts_so_far) {
         ts_so_far = max_ts;
         ts_offset = last;
     }
-    int offset_entry = since > interval, time_entry = 0;
+    int offset_entry = since > s.interval, time_entry = 0;
     uint8_t *oi_at = (uint8_t *)oi.buf + oi_n * 8, *ti_at = (uint8_t *)ti.buf + ti_n * 12;
     if (offset_entry) {
-        if ((oi_n + 1) * 8 > oi_reserved || (ti_n + 2) * 12 > ti_reserved) /* segment.append's reservation */
+        if ((oi_n + 1) * 8 > s.reserved[0] || (ti_n + 2) * 12 > s.reserved[1]) /* segment.append's reservation */
             goto slow;
         if (oi_n && (int64_t)i32_at(oi_at - 8) >= last - base)
             goto slow;
@@ -1118,14 +1260,16 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyBuffer_Release(&ti);
     int failed;
     Py_BEGIN_ALLOW_THREADS
-    failed = write_all((int)fd, b, len, size);
+    failed = write_all((int)s.fd, b, len, size);
     Py_END_ALLOW_THREADS
     if (failed) {
         result = PyLong_FromLong(failed);
         goto done;
     }
-    if (offset_entry && index_map(args[A_OFFSET_MAP], &oi) && index_map(args[A_TIME_MAP], &ti) &&
-        oi.len >= (oi_n + 1) * 8 && ti.len >= (ti_n + 1) * 12) {
+    /* (the slots read again: the GIL was let go, though no writer of them runs without the
+     * log's lock, which the caller holds) */
+    if (offset_entry && segment_state(segment, &s) && index_map(s.index[0], 0, &oi) && index_map(s.index[1], 1, &ti) &&
+        s.entries[0] == oi_n && s.entries[1] == ti_n && oi.len >= (oi_n + 1) * 8 && ti.len >= (ti_n + 1) * 12) {
         oi_at = (uint8_t *)oi.buf + oi_n * 8;
         ti_at = (uint8_t *)ti.buf + ti_n * 12;
         store_be(oi_at, 4, (uint32_t)(last - base));
@@ -1138,25 +1282,51 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         since = 0;
     }
+    else
+        offset_entry = time_entry = 0;
+    /* every object first, then the slots: when one cannot be made the append fails as a
+     * write that failed, the segment's state as it was (the caller cuts the batch off) */
     int64_t info[6] = {a.next_offset, last, max_ts, f->count, len, a.stamping ? a.append_time : -1};
     int64_t end[3] = {last + 1, base, size + len};
     int64_t pair[2] = {ts_so_far, ts_offset};
-    result = PyTuple_New(6);
-    if (result == NULL)
-        goto done;
-    PyTuple_SET_ITEM(result, 0, record_of(args[A_INFO_TYPE], info, 6));
-    PyTuple_SET_ITEM(result, 1, record_of(args[A_METADATA_TYPE], end, 3));
-    PyTuple_SET_ITEM(result, 2, PyLong_FromLongLong(since + len));
-    PyTuple_SET_ITEM(result, 3, ts_so_far == seg_max_ts && ts_offset == seg_max_offset
-                                    ? Py_NewRef(mto)
-                                    : record_of((PyObject *)&PyTuple_Type, pair, 2));
-    PyTuple_SET_ITEM(result, 4, PyLong_FromLongLong(oi_n));
-    PyTuple_SET_ITEM(result, 5, PyLong_FromLongLong(ti_n));
-    for (int k = 0; k < 6; k++)
-        if (PyTuple_GET_ITEM(result, k) == NULL) {
-            Py_CLEAR(result); /* (a tuple with NULL items deallocates) */
-            break;
+    int new_pair = ts_so_far != s.max_ts || ts_offset != s.max_ts_offset;
+    enum { M_RESULT, M_INFO, M_END, M_SIZE, M_SINCE, M_PAIR, M_OFFSET_ENTRIES, M_TIME_ENTRIES, M_COUNT };
+    PyObject *made[M_COUNT] = {
+        PyTuple_New(2),
+        record_of(rule[R_INFO_TYPE], info, 6),
+        record_of(rule[R_METADATA_TYPE], end, 3),
+        PyLong_FromLongLong(size + len),
+        PyLong_FromLongLong(since + len),
+        new_pair ? record_of((PyObject *)&PyTuple_Type, pair, 2) : Py_NewRef(Py_None),
+        offset_entry ? PyLong_FromLongLong(oi_n) : Py_NewRef(Py_None),
+        time_entry ? PyLong_FromLongLong(ti_n) : Py_NewRef(Py_None),
+    };
+    for (int k = 0; k < M_COUNT; k++)
+        if (made[k] == NULL) {
+            for (int j = 0; j < M_COUNT; j++)
+                Py_XDECREF(made[j]);
+            PyErr_Clear();
+            result = PyLong_FromLong(ENOMEM);
+            goto done;
         }
+    const Py_ssize_t *at = segment_slots;
+    slot_set(segment, at[S_SIZE], made[M_SIZE]);
+    slot_set(segment, at[S_SINCE], made[M_SINCE]);
+    if (new_pair)
+        slot_set(segment, at[S_MAX_TS], made[M_PAIR]);
+    else
+        Py_DECREF(made[M_PAIR]);
+    if (offset_entry)
+        slot_set(s.index[0], index_slots[0][I_ENTRIES], made[M_OFFSET_ENTRIES]);
+    else
+        Py_DECREF(made[M_OFFSET_ENTRIES]);
+    if (time_entry)
+        slot_set(s.index[1], index_slots[1][I_ENTRIES], made[M_TIME_ENTRIES]);
+    else
+        Py_DECREF(made[M_TIME_ENTRIES]);
+    result = made[M_RESULT];
+    PyTuple_SET_ITEM(result, 0, made[M_INFO]);
+    PyTuple_SET_ITEM(result, 1, made[M_END]);
     goto done;
 slow:
     result = Py_NewRef(Py_None);
@@ -1511,6 +1681,7 @@ static PyMethodDef methods[] = {
     {"check_append", (PyCFunction)(void (*)(void))check_append, METH_VARARGS | METH_KEYWORDS, check_append_doc},
     {"check_and_assign", (PyCFunction)(void (*)(void))check_and_assign, METH_FASTCALL, check_and_assign_doc},
     {"append_batch", (PyCFunction)(void (*)(void))append_batch, METH_FASTCALL, append_batch_doc},
+    {"bind_segment", bind_segment, METH_VARARGS, bind_segment_doc},
     {"now_ms", now_ms, METH_NOARGS, now_ms_doc},
     {"recover_batches", (PyCFunction)(void (*)(void))recover_batches, METH_VARARGS | METH_KEYWORDS,
      recover_batches_doc},

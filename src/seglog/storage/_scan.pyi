@@ -29,35 +29,15 @@ def check_and_assign(
 ) -> _Assigned | None: ...
 def append_batch(
     buffer: bytearray,
-    compact: bool,
-    max_bytes: int,
-    clock: Callable[[], int],
-    timestamp_type: str,
-    before_max_ms: int,
-    after_max_ms: int,
-    decompress: Callable[[int, memoryview], Any],
-    file: str,
+    segment: Any,
+    rules: tuple[
+        bool, int, Callable[[], int], str, int, int, Callable[..., Any], str, int, int, type[_Info], type[_End]
+    ],
     next_offset: int,
     epoch: int,
-    segment_bytes: int,
-    fd: int,
-    size: int,
-    base_offset: int,
-    rolling_timestamp: int | None,
-    roll_after_ms: int,
-    index_interval: int,
-    since_last_entry: int,
-    max_timestamp_and_offset: tuple[int, int],
-    offset_index: Any,
-    offset_entries: int,
-    offset_reserved: int,
-    time_index: Any,
-    time_entries: int,
-    time_reserved: int,
-    info_type: type[_Info],
-    metadata_type: type[_End],
     /,
-) -> tuple[_Info, _End, int, tuple[int, int], int, int] | int | None: ...
+) -> tuple[_Info, _End] | int | None: ...
+def bind_segment(segment_type: type, offset_index_type: type, time_index_type: type, handle_type: type, /) -> None: ...
 def now_ms() -> int: ...
 def recover_batches(
     chunk: Any,

@@ -107,6 +107,7 @@ _READ_ATTEMPTS = 5  # a read that finds its segments deleted looks again at most
 _NEVER = 1 << 62  # a flush.ms at least this long: flushes by time never come
 _new = tuple.__new__
 _CLIENT = AppendOrigin.CLIENT  # (an enum member's lookup costs as much as a call, on every append)
+_FAULTS = fileio.faults._faults  # the faults injected (a list changed in place; the appends stand aside)
 _T = TypeVar("_T")
 
 
@@ -163,6 +164,13 @@ class AppendInfo(NamedTuple):
     log_append_time: int = -1
 
 
+# _scan.append_batch's rules: (compact, max.message.bytes, clock, message.timestamp.type,
+# before.max.ms, after.max.ms, decompress, file, segment.bytes, segment.ms, info type, end type)
+_OneCallRules = tuple[
+    bool, int, Callable[[], int], str, int, int, Callable, str, int, int, type[AppendInfo], type[LogOffsetMetadata]
+]
+
+
 class PartitionLog:
     """The log of one topic partition, in one directory.
 
@@ -209,6 +217,7 @@ class PartitionLog:
         self.leader_epoch_cache = LeaderEpochCache(dir, read_only)
         self._role = LEADER
         self._leader_epoch = self.leader_epoch_cache.latest_epoch or 0
+        self._refresh_one_call()
         self.recovery_point = recovery_point
         self._last_flush_ms = self._clock()
         self._high_watermark = 0  # set from the log end once loaded (a load may truncate, which reads it)
@@ -239,6 +248,34 @@ class PartitionLog:
     def config(self, config: LogConfig) -> None:
         """A topic's config changed: the log and its checks take the new one."""
         self._config = self.validator.config = config
+        self._refresh_one_call()
+
+    def _refresh_one_call(self) -> None:
+        """What the one-call append reads (``_append_one``), made again whenever the config,
+        the state or the role changes: its rules (``_scan.append_batch``'s), None when the
+        log takes no such append (not open, not leading, or flushed by time, which reads
+        the clock after every append); flush.messages; and the epoch cache's list last
+        found in force, forgotten."""
+        c = self._config
+        self._flush_messages = c.flush_messages
+        self._one_call_epochs: list[tuple[int, int]] | None = None
+        if self._state is not OPEN or self._role is not LEADER or c.flush_ms < _NEVER:
+            self._one_call_rules: _OneCallRules | None = None
+            return
+        self._one_call_rules = (
+            c.compact,
+            c.max_message_bytes,
+            self._clock,
+            c.message_timestamp_type,
+            c.message_timestamp_before_max_ms,
+            c.message_timestamp_after_max_ms,
+            decompress,
+            self.dir,
+            c.segment_bytes,
+            c.segment_ms,
+            AppendInfo,
+            LogOffsetMetadata,
+        )
 
     # --- state and role (see the tables at the top) -------------------------------------------
 
@@ -248,6 +285,7 @@ class PartitionLog:
                 f"log {self.name} cannot go from {self._state.value} to {to.value}", file=self.dir
             )
         self._state = to
+        self._refresh_one_call()
 
     @property
     def state(self) -> LogState:
@@ -296,6 +334,7 @@ class PartitionLog:
                 )
             log.debug("%s: %s -> %s at leader epoch %d", self.name, self._role.value, role.value, leader_epoch)
             self._role, self._leader_epoch = role, leader_epoch
+            self._refresh_one_call()
 
     def _check_leader(self) -> None:
         """Under the lock, before a leader's append: open, and leading."""
@@ -521,34 +560,31 @@ class PartitionLog:
 
     def _append_one(self, buffer: bytearray) -> AppendInfo | None:
         """A producer's usual append (or a coordinator's records), under the lock: one batch
-        of no producer id into the active segment, in one C call
-        (``LogSegment.append_leader_batch``); None, with nothing done, when it is not that
-        append or something besides is due (a roll, the leader epoch's first batch, a flush,
-        an injected fault): ``_append_as_leader`` then.
+        of no producer id into the active segment, in one C call (``_scan.append_batch``,
+        which reads and writes the segment's state in its slots); None, with nothing done,
+        when it is not that append or something besides is due (a roll, the leader epoch's
+        first batch, a flush, an injected fault): ``_append_as_leader`` then.
         What ``_append_as_leader`` does after the write for such an append is done here,
         inline: this runs on every produce."""
-        c = self._config
-        epochs = self.leader_epoch_cache.entries
-        if (
-            self._state is not OPEN
-            or self._role is not LEADER
-            or fileio.faults._faults
-            or c.flush_ms < _NEVER
-            or not epochs
-            or epochs[-1][0] != self._leader_epoch
-        ):
+        rules, epochs, epoch = self._one_call_rules, self.leader_epoch_cache.entries, self._leader_epoch
+        if rules is None or _FAULTS:
             return None
-        done = self._segments[-1].append_leader_batch(
-            buffer, c, self._clock, self.dir, self._next_offset, self._leader_epoch, AppendInfo
-        )
-        if done is None:
+        if epochs is not self._one_call_epochs:  # (the cache replaces its list on every change)
+            if not epochs or epochs[-1][0] != epoch:
+                return None  # the epoch's first batch: the general path assigns it
+            self._one_call_epochs = epochs
+        segment = self._segments[-1]
+        done = _scan.append_batch(buffer, segment, rules, self._next_offset, epoch)
+        if not isinstance(done, tuple):
+            if done is not None:  # the write failed (a full disk): what part of it was written is cut off
+                segment.write_failed(done)
             return None
         # _advance's and the producer state's on_append, for an append of no producer
         info, self._end_metadata = done
         self._next_offset = end = info[1] + 1
         if self.standalone:
             self._high_watermark = end
-        if end - self.recovery_point >= c.flush_messages:
+        if end - self.recovery_point >= self._flush_messages:
             self._maybe_flush()
         self.producer_state.map_end_offset = end
         return info

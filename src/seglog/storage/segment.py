@@ -44,9 +44,8 @@ import os
 import random
 import threading
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from typing import NoReturn
 
-from ..config import LogConfig
 from ..errors import (
     CorruptIndexError,
     CorruptRecordError,
@@ -92,7 +91,6 @@ _NEXT_STATES = {
 }
 
 _new = tuple.__new__
-_Info = TypeVar("_Info", bound=tuple[int, ...])  # the log's AppendInfo, which an append returns
 _RECOVERY_CHUNK = 1024 * 1024
 _TIME_SEARCH_READ = 1024 * 1024  # the most a lookup by time reads of a batch it expects to search
 _NOT_ONE_BATCH = (-1, -1)  # what a lookup by time found where it expected one whole batch: something else
@@ -112,7 +110,8 @@ class LogSegment:
 
     # Slots, not a dict: a lookup in a log of thousands of segments meets its segment (and
     # indexes) cold, and slots keep the attributes in the object, a cache line or page fewer
-    # a lookup (bench/storage.py lookups: an index lookup 3.8 -> 2.5 us at 10,000 segments)
+    # a lookup (bench/storage.py lookups: an index lookup 3.8 -> 2.5 us at 10,000 segments);
+    # and the one-call append (_scan.append_batch) reads and writes the append's state there
     __slots__ = (
         "__weakref__", "_clock", "_handle", "_max_ts_and_offset", "_offset_index", "_rolling_based_timestamp",
         "_rolling_loaded", "_size", "_time_index", "_txn_index", "_warned_of_index", "base_offset",
@@ -414,67 +413,14 @@ class LogSegment:
         self._size = start + len(data)
         self._index_batches(start, batches)
 
-    def append_leader_batch(
-        self,
-        buffer: bytearray,
-        config: LogConfig,
-        clock: Callable[[], int],
-        file: str,
-        next_offset: int,
-        epoch: int,
-        info_type: type[_Info],
-    ) -> tuple[_Info, LogOffsetMetadata] | None:
-        """A leader's usual append, a producer's one batch of no producer id, in one C call
-        (``_scan.append_batch``): ``_scan.check_and_assign``'s checks and edits under the log's
-        ``config`` and ``clock`` (as ``LogValidator.leader_rules`` applies them), then what
-        ``should_roll`` and ``append`` would do (the roll rules, the write, the index entries
-        with the indexes' own checks). Returns what the append did as an ``info_type`` (the
-        log's AppendInfo: first offset, last offset, max timestamp, record count, bytes, log
-        append time or -1) and the log end after it; None when the call does not make this
-        append (see its doc): nothing checked but what it raised, nothing written, the
-        append is the general path's."""
-        oi, ti = self._offset_index or self.offset_index, self._time_index or self.time_index
-        handle = self._handle or self.handle
-        start = self._size if self._size is not None else self.size
-        c = config
-        done = _scan.append_batch(
-            buffer,
-            c.compact,
-            c.max_message_bytes,
-            clock,
-            c.message_timestamp_type,
-            c.message_timestamp_before_max_ms,
-            c.message_timestamp_after_max_ms,
-            decompress,
-            file,
-            next_offset,
-            epoch,
-            c.segment_bytes,
-            handle.fd,
-            start,
-            self.base_offset,
-            self._rolling_based_timestamp if self._rolling_loaded else None,
-            c.segment_ms - self.roll_jitter_ms,
-            self.index_interval_bytes,
-            self.bytes_since_last_index_entry,
-            self._max_ts_and_offset or self.max_timestamp_and_offset,
-            oi._mmap,
-            oi.entries,
-            oi.reserved,
-            ti._mmap,
-            ti.entries,
-            ti.reserved,
-            info_type,
-            LogOffsetMetadata,
-        )
-        if not isinstance(done, tuple):
-            if done is not None:  # the write failed (a full disk): cut off what part of it was written
-                handle.truncate(start)
-                raise fileio.storage_error("write", handle.path, OSError(done, os.strerror(done)))
-            return None
-        info, end, self.bytes_since_last_index_entry, self._max_ts_and_offset, oi.entries, ti.entries = done
-        self._size = end[2]
-        return info, end
+    def write_failed(self, err: int) -> NoReturn:
+        """The one-call append's write (``_scan.append_batch``: a leader's usual batch,
+        checked, written and indexed in C, this segment's state read and written in its
+        slots) failed with errno ``err``, the segment's state as it was: cut off what part
+        of the batch it wrote (a full disk), so the log stays exactly as it was, and raise."""
+        handle = self.handle
+        handle.truncate(self.size)
+        raise fileio.storage_error("write", handle.path, OSError(err, os.strerror(err)))
 
     def _reserve_index_entries(self, count: int) -> None:
         """Blocks for ``count`` more entries in each index (and the time index's entry at
@@ -1128,3 +1074,7 @@ def random_jitter(segment_jitter_ms: int, segment_ms: int) -> int:
     if segment_jitter_ms <= 0:
         return 0
     return random.randrange(min(segment_jitter_ms, segment_ms))
+
+
+# the slots _scan.append_batch reads and writes (an append's state: see LogSegment.write_failed)
+_scan.bind_segment(LogSegment, OffsetIndex, TimeIndex, fileio.FileHandle)
