@@ -144,12 +144,12 @@ map_flush(Map *self, PyObject *Py_UNUSED(ignored))
 static PyObject *
 map_madvise(Map *self, PyObject *arg)
 {
-    int advice = _PyLong_AsInt(arg);
+    long advice = PyLong_AsLong(arg);
     if (advice == -1 && PyErr_Occurred())
         return NULL;
     if (check_open(self) < 0)
         return NULL;
-    if (madvise(self->data, (size_t)self->size, advice) < 0)
+    if (madvise(self->data, (size_t)self->size, (int)advice) < 0)
         return PyErr_SetFromErrno(PyExc_OSError);
     Py_RETURN_NONE;
 }
