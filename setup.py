@@ -30,6 +30,7 @@ setup(
     ext_modules=[
         _extension("records._codec"),  # the format: records decoded, encoded, checked; CRC32C
         _extension("storage._scan"),  # appends checked, recovery, index search, lookups by time
+        _extension("storage._map"),  # memory maps that hold no fd: a broker's active indexes (see _map.c)
         _extension("storage._compact"),  # the log cleaner's offset map and filter, producer state's skim
         _extension("spark._columns"),  # records into Arrow columns for the Spark source
         _extension("_partitioner"),  # Kafka's murmur2 partition of a column of keys, for the Spark sink

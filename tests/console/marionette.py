@@ -13,7 +13,12 @@ commands are WebDriver's (W3C) under Marionette's names.
 The profile keeps Firefox off the network: every update, telemetry, remote settings, safe-browsing
 and prefetch channel is off; every name resolves to 127.0.0.1 without a DNS query (a Firefox
 traced with these preferences connected to loopback only); and a request to an address left goes
-to a proxy that refuses at 127.0.0.1:9 (loopback is never proxied: the console is reached)."""
+to a proxy that refuses at 127.0.0.1:9 (loopback is never proxied: the console is reached).
+
+A page's script errors (an uncaught exception, an unhandled rejection: what Playwright's
+``pageerror`` reports from Chromium) reach no WebDriver command, so Firefox starts with
+``-remote-allow-system-access`` and a script of its own (Marionette's chrome context) listens to
+its console service for them from the start, before any page loads: ``script_errors``."""
 
 from __future__ import annotations
 
@@ -82,6 +87,22 @@ OFFLINE_PREFS: dict[str, Any] = {
 }
 
 
+# in the browser's chrome context: every error of a page's script (category "content javascript", not
+# a warning: Firefox's CSS and parser notes are warnings) kept on the browser window for script_errors
+LISTEN_FOR_SCRIPT_ERRORS = """
+const errors = (window.seglogScriptErrors = []);
+Services.console.registerListener({
+  observe(message) {
+    const warning = Ci.nsIScriptError.warningFlag | Ci.nsIScriptError.infoFlag;
+    if (message instanceof Ci.nsIScriptError && message.category === "content javascript"
+        && !(message.flags & warning)) {
+      errors.push(`${message.errorMessage} (${message.sourceName}:${message.lineNumber})`);
+    }
+  },
+});
+"""
+
+
 class MarionetteError(Exception):
     """A command Firefox answered with an error (its WebDriver error name and message)."""
 
@@ -94,7 +115,8 @@ class Firefox:
         profile = Path(self._profile.name)
         prefs = "".join(f"user_pref({json.dumps(k)}, {json.dumps(v)});\n" for k, v in OFFLINE_PREFS.items())
         (profile / "user.js").write_text(prefs)
-        command = [str(FIREFOX), "--headless", "--marionette", "--no-remote", "--profile", str(profile)]
+        command = [str(FIREFOX), "--headless", "--marionette", "-remote-allow-system-access", "--no-remote"]
+        command += ["--profile", str(profile)]
         env = {"MOZ_HEADLESS_WIDTH": str(width), "MOZ_HEADLESS_HEIGHT": str(height), "HOME": str(profile)}
         self._process = subprocess.Popen(
             [*command, "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
@@ -107,6 +129,7 @@ class Firefox:
             if hello.get("marionetteProtocol") != 3:
                 raise MarionetteError(f"not Marionette's protocol 3: {hello}")
             self.capabilities = self.command("WebDriver:NewSession", {"capabilities": {}})["capabilities"]
+            self._in_chrome(LISTEN_FOR_SCRIPT_ERRORS)
         except BaseException:
             self.close()
             raise
@@ -160,6 +183,19 @@ class Firefox:
     def run(self, script: str, *args: Any) -> Any:
         """A script's return value (the body of a function called with ``args`` as ``arguments``)."""
         return self.command("WebDriver:ExecuteScript", {"script": script, "args": list(args)})["value"]
+
+    def _in_chrome(self, script: str) -> Any:
+        """A script run in the browser's own (chrome) context rather than the page's."""
+        self.command("Marionette:SetContext", {"value": "chrome"})
+        try:
+            return self.run(script)
+        finally:
+            self.command("Marionette:SetContext", {"value": "content"})
+
+    def script_errors(self) -> list[str]:
+        """The pages' script errors (message, source and line) since the last call, oldest first."""
+        errors: list[str] = self._in_chrome("return window.seglogScriptErrors.splice(0)")
+        return errors
 
     def until(self, script: str, *args: Any, equals: Any, timeout: float = 60.0) -> None:
         """Wait until the script returns ``equals``, asking again every 0.1 s; AssertionError (with

@@ -7,6 +7,7 @@ typed in shows the clear message. Each check waits for what it looks for: no sle
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,14 @@ SHOTS = os.environ.get("SEGLOG_CONSOLE_SCREENSHOTS")  # a dir: each page's scree
 def broker_console(seglog_broker: Any, cluster: Cluster) -> Iterator[ConsoleServer]:
     with serve_in_broker(seglog_broker.server, "127.0.0.1", 0, read_only=False) as server:
         yield server
+
+
+@pytest.fixture(autouse=True)
+def no_script_error(firefox: Any) -> Iterator[None]:
+    """Each test fails on a script error of its pages, as test_pages.py's do in Chromium."""
+    firefox.script_errors()  # (a test before's, already failed)
+    yield
+    assert firefox.script_errors() == []  # no script error on any page
 
 
 def open_page(firefox: Any, server: ConsoleServer, where: str, loaded: str) -> None:
@@ -89,3 +98,16 @@ def test_a_malformed_offset_is_said_so_in_firefox(firefox, broker_console):
     firefox.click("#browse button")
     firefox.until(TEXT, "#error", equals="offset is a whole number from 0, not 'ten'")
     assert firefox.run(COUNT, "#browse input[name=offset]") == 1  # the form stays, to correct it
+
+
+def test_a_script_error_of_a_page_is_seen_in_firefox(firefox, broker_console):
+    """What makes each test fail on a script error: one thrown in a page's handler, and a rejection
+    nobody handles, are both reported (a loaded machine reports them late: waited for, 60 s)."""
+    open_page(firefox, broker_console, "#/cluster", "clusterPage")
+    firefox.run("setTimeout(() => { throw new Error('thrown in a handler') }); Promise.reject(new Error('unhandled'))")
+    errors: list[str] = []
+    deadline = time.monotonic() + 60
+    while not (any("thrown in a handler" in e for e in errors) and any("unhandled" in e for e in errors)):
+        assert time.monotonic() < deadline, errors
+        time.sleep(0.1)
+        errors += firefox.script_errors()

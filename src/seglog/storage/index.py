@@ -50,10 +50,15 @@ WRITABLE and IN_MEMORY indexes take entries; every state answers lookups but
 CLOSED (no entries).
 
 A writer's full index of a page at most (a small segment's, trimmed at its roll)
-is held as a copy rather than mapped: a map costs an fd (Python's mmap keeps a
-dup of the fd it maps, until 3.13's trackfd) and a page of address space, so a
-log of 10,000 small segments would need 30,000 fds, and its lookups would each
-touch a page, and a TLB entry, of their own. No entry comes to a full index
+is held as a copy rather than mapped: a map costs a mapping (the kernel allows
+65,530 a process: vm.max_map_count) and a page of address space, so a log of
+10,000 small segments would need 20,000 mappings, and its lookups would each
+touch a page, and a TLB entry, of their own.
+
+Maps are ``_map.Map``s (through ``fileio``), which hold no fd: Python's mmap keeps
+a dup of the fd it maps (until 3.13's trackfd), so a broker's active segments
+held three fds a partition (log, offset and time index), and 10,000 partitions
+passed a limit of 20,000 open files; now one (the log's). No entry comes to a full index
 until a truncation makes room, and that maps it again (``resize``).
 """
 
@@ -69,7 +74,7 @@ import struct
 import sys
 
 from ..errors import CorruptIndexError, IllegalStateTransitionError, KafkaStorageError
-from . import _scan, fileio
+from . import _map, _scan, fileio
 
 log = logging.getLogger(__name__)
 
@@ -133,13 +138,13 @@ class _Index:
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.state = IN_MEMORY if in_memory else WRITABLE if writable else READ_ONLY
-        self._mmap: mmap.mmap | bytes | None = None
+        self._mmap: _map.Map | bytes | None = None
         self.length = 0
         self.entries = 0
         self.reserved = 0  # bytes from the start with real blocks: stores into the map stay below
         if in_memory:
             self.length = self.reserved = self._round(max_index_size)
-            self._mmap = mmap.mmap(-1, self.length)
+            self._mmap = _map.Map(-1, self.length, True)
         else:
             self._open()
 
@@ -190,7 +195,7 @@ class _Index:
             self.entries = self._count_written_entries()
             # what was written has blocks; past it the file may be sparse (Kafka's, a crash's)
             self.reserved = _whole_pages(self.entries * self.entry_size)
-        if isinstance(self._mmap, mmap.mmap) and self.length > self.entries * self.entry_size:
+        if isinstance(self._mmap, _map.Map) and self.length > self.entries * self.entry_size:
             # a preallocated tail: without this, the first store into it faults in the kernel's
             # read-around window of the file (read_ahead_kb, MiBs of zero-filled holes: ms)
             self._mmap.madvise(mmap.MADV_RANDOM)
@@ -200,7 +205,7 @@ class _Index:
         """A full mapped index of a page at most becomes a copy (see the top). The map
         goes with its last holder (a reader mid-lookup may hold it)."""
         mm, full = self._mmap, self.entries * self.entry_size == self.length
-        if isinstance(mm, mmap.mmap) and self.state is WRITABLE and full and self.length <= _COPY_BYTES:
+        if isinstance(mm, _map.Map) and self.state is WRITABLE and full and self.length <= _COPY_BYTES:
             self._mmap = mm[:]
 
     def _round(self, size: int) -> int:
@@ -275,7 +280,7 @@ class _Index:
     def flush(self) -> None:
         if self.state is not WRITABLE or self._mmap is None:
             return
-        if isinstance(self._mmap, mmap.mmap):
+        if isinstance(self._mmap, _map.Map):
             self._mmap.flush()
             return
         handle = fileio.open_file(self.path)  # a copy: its entries went to the file's pages before
@@ -339,8 +344,8 @@ class _Index:
         self.entries = entries
         self.reserved = max(self.reserved, _whole_pages(entries * self.entry_size))
 
-    def _writable_map(self) -> mmap.mmap:
-        if not isinstance(self._mmap, mmap.mmap) or self.state not in _TAKE_ENTRIES:
+    def _writable_map(self) -> _map.Map:
+        if not isinstance(self._mmap, _map.Map) or self.state not in _TAKE_ENTRIES:
             raise CorruptIndexError("index is not open for writing", file=self.path)
         return self._mmap
 
@@ -376,7 +381,7 @@ class _Index:
         live, fail the load checks and make every such reader rebuild the index from the log.
         (Their pages were written, so these stores take no new blocks.)"""
         mm, size = self._mmap, self.entry_size
-        if isinstance(mm, mmap.mmap) and slot_count < self.entries:
+        if isinstance(mm, _map.Map) and slot_count < self.entries:
             mm[slot_count * size : self.entries * size] = bytes((self.entries - slot_count) * size)
         elif mm is not None and self.state is WRITABLE and slot_count < self.entries:  # a copy (see the top)
             zeros = bytes((self.entries - slot_count) * size)
@@ -469,7 +474,7 @@ class OffsetIndex(_Index):
         """One entry (an append of one batch writes one at the most): the checks of
         ``append_entries``, unrolled."""
         n, mm, rel = self.entries, self._mmap, offset - self.base_offset
-        if self.state not in _TAKE_ENTRIES or not isinstance(mm, mmap.mmap):
+        if self.state not in _TAKE_ENTRIES or not isinstance(mm, _map.Map):
             mm = self._writable_map()  # raises
         if n and rel <= _I32.unpack_from(mm, n * 8 - 8)[0]:
             previous = self.base_offset + _I32.unpack_from(mm, n * 8 - 8)[0]
@@ -659,7 +664,7 @@ class TimeIndex(_Index):
             log.warning("%s: no room for the time index's final entry; left out", self.path)
             return
         # append_entries's checks, unrolled for the one entry
-        if self.state not in _TAKE_ENTRIES or not isinstance(mm, mmap.mmap):
+        if self.state not in _TAKE_ENTRIES or not isinstance(mm, _map.Map):
             mm = self._writable_map()  # raises
         if offset < last_offset:
             raise CorruptIndexError(

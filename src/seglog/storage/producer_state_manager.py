@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import errno
 import logging
-import mmap
 import os
 import struct
 import threading
@@ -51,7 +50,7 @@ from ..records.layout import (
     PRODUCER_ID_OFFSET,
     TRANSACTIONAL_FLAG_MASK,
 )
-from . import fileio, producer_snapshot
+from . import _map, fileio, producer_snapshot
 from .naming import SNAPSHOT_SUFFIX, offset_file_name
 from .producer_entry import (
     AppendOrigin,
@@ -154,7 +153,7 @@ class ProducerStateManager:
         return check
 
     def analyze_append(
-        self, buffer: bytearray | memoryview | mmap.mmap, spans: Sequence[Sequence[int]], origin: AppendOrigin
+        self, buffer: bytearray | memoryview | _map.Map, spans: Sequence[Sequence[int]], origin: AppendOrigin
     ) -> ProducerAppendCheck:
         """``analyze`` of the batches of an append's buffer, each span starting (position,
         size, ...); only v2 batches with a producer id are looked at."""
