@@ -159,15 +159,18 @@ def wait_ready(port: int, timeout: float = 30) -> None:
 
 
 def start_seglog(
-    data: str, *overrides: str, port: int = 0, prefix: tuple[str, ...] = ()
+    data: str, *overrides: str, port: int = 0, prefix: tuple[str, ...] = (), src: str | None = None
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """A ``seglog broker`` process (run under ``prefix``, a tool such as valgrind, when given)."""
+    """A ``seglog broker`` process, run under ``prefix`` (a tool such as valgrind) when given;
+    ``src``: the ``src`` directory of another tree to run (an A/B against another commit in the
+    same run), instead of the one this Python imports."""
     port = port or free_port()
     args = [*prefix, sys.executable, "-m", "seglog.cli", "broker", "--override", f"log.dirs={data}"]
     args += ["--override", f"listeners=PLAINTEXT://127.0.0.1:{port}"]
     for override in overrides:
         args += ["--override", override]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = None if src is None else {**os.environ, "PYTHONPATH": os.path.abspath(src)}
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     wait_ready(port, timeout=600 if prefix else 30)
     return proc, port
 

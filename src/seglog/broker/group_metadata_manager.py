@@ -265,14 +265,20 @@ class GroupMetadataManager:
         # duplicate check) are not applied, the epoch is
         if now is None:
             now = self._clock()
-        batch = build_batch(
-            [(key, value, now) for key, value in records],
-            compression=self._compression,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=0 if producer_id != -1 else -1,
-            transactional=producer_id != -1,
-        )
+        timed = []  # (a loop: a comprehension is a function made and called, every commit)
+        for key, value in records:
+            timed.append((key, value, now))
+        if producer_id == -1:  # a commit's (nearly always): the defaults, no producer
+            batch = build_batch(timed, compression=self._compression)
+        else:
+            batch = build_batch(
+                timed,
+                compression=self._compression,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                base_sequence=0,
+                transactional=True,
+            )
         # the topic's partition count, should a client have made it
         return self.runtime.schedule_write(self.partition_for(group_id), batch, stored)
 

@@ -243,7 +243,7 @@ class Partition:
         """The producer's (or a coordinator's: ``origin``) batches appended (None: it would wait, ``wait`` being False).
         Refused when this broker does not lead, or when acks=all and the ISR is smaller
         than ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS, nothing written)."""
-        if not self.lock.acquire(blocking=wait):
+        if not self.lock.acquire(wait):  # (positional: a keyword is a dict made, every append)
             return None
         try:
             if self.role is not LEADER:
@@ -282,7 +282,7 @@ class Partition:
         exposed = 0
         while self._unexposed and self._unexposed[0][0] <= new:
             exposed += self._unexposed.popleft()[1]
-        return max(exposed, 1) if new > old else 0
+        return (exposed or 1) if new > old else 0  # (no max(): a builtin's call, every append)
 
     def replication_reached(self, required_offset: int) -> int | None:
         """For an acks=all produce whose records end at ``required_offset``: None while the

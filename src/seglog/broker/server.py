@@ -376,7 +376,9 @@ class KafkaServer:
             context = conn.request_context = RequestContext(
                 header.client_id or "", client_host(conn.peer), conn.server.listener, conn.principal or ANONYMOUS
             )
-        set_current_request(context)
+            # set in the connection's context, where its every handler runs: it stays set until
+            # the next new one (setting a context variable copies the context's map)
+            set_current_request(context)
         handler = self.routes[key].handler
         failed = True
         handler_ns = 0  # its time on the loop, when a request quota counts it

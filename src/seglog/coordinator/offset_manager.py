@@ -301,11 +301,13 @@ class OffsetManager:
             group.offsets.prepare_txn_commit(producer[0], values)
         group_id = group.group_id
         key, value = encode_offset_commit_key, encode_offset_commit_value
-        records = tuple([(key(group_id, tp[0], tp[1]), value(v)) for tp, v in values.items()])
+        records = []  # (a loop: a comprehension is a function made and called, every commit)
+        for (topic, partition), v in values.items():
+            records.append((key(group_id, topic, partition), value(v)))
         # (tuple.__new__: the named tuples' own constructors cost as much again, on every commit)
         store_id = self._stores.add(_new(_Store, (group, tuple(offsets), values, producer)))
         pid, epoch = producer if producer is not None else (-1, -1)
-        return _new(StoreOffsets, (store_id, group_id, self.partition_for(group_id), records, pid, epoch))
+        return _new(StoreOffsets, (store_id, group_id, self.partition_for(group_id), tuple(records), pid, epoch))
 
     def complete_store(self, store_id: int, error_code: int, base_offset: int = -1) -> OffsetCommitResponse | None:
         """The append of a ``StoreOffsets`` ended with ``error_code`` (0: written at

@@ -448,10 +448,13 @@ class PartitionLog:
         """Set the high watermark; clamped to [log start, log end]. Its owner calls it: a
         broker's replica manager, to the min LEO of the ISR (a leader) or the leader's
         high watermark (a follower). A standalone log's moves with its log end."""
-        check_int("high watermark", offset, 0, INT64_MAX, file=self.dir)
-        self._high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
-        self.producer_state.on_high_watermark_updated(self._high_watermark)
-        return self._high_watermark
+        if type(offset) is not int or not 0 <= offset <= INT64_MAX:  # (no call on every append's way)
+            check_int("high watermark", offset, 0, INT64_MAX, file=self.dir)
+        # min(max(offset, log start), log end), without the builtins' calls (every append)
+        hw = offset if offset > self.log_start_offset else self.log_start_offset
+        self._high_watermark = hw = hw if hw < self._next_offset else self._next_offset
+        self.producer_state.on_high_watermark_updated(hw)
+        return hw
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """Raise the high watermark to ``offset`` (clamped to the log end) if that is
@@ -544,7 +547,7 @@ class PartitionLog:
         would roll a segment (files made) or be followed by an fsync (flush.messages or
         flush.ms). For an event loop, which hands the appends refused to a thread."""
         self.validator.check_origin(origin)
-        if not self._lock.acquire(blocking=False):
+        if not self._lock.acquire(False):  # (positional: a keyword is a dict made, every append)
             return None
         try:
             c = self._config
