@@ -58,10 +58,26 @@ def test_a_lookup_by_offset_reads_one_header_among_large_batches(tmp_path, pread
         header = seg.translate_offset(target)
         assert header is not None and (header.position, header.last_offset) == holder(seg, target)
         assert header.base_offset <= target
-        # below the first entry (offset 7) the scan starts at the segment's start: in the
-        # second batch (4..6), past the first batch's header
-        assert len(preads) == (2 if 4 <= target < 7 else 1), (target, preads)
+        # below the first entry (offset 7) the scan starts at the segment's start, whose
+        # header is kept once read: then in the first batch (0..3) no read, in the second
+        # (4..6) one, past the first batch
+        assert len(preads) == (0 if 1 <= target < 4 else 1), (target, preads)
     assert seg.translate_offset(40) is None
+    seg.close()
+
+
+def test_the_first_batch_header_kept_goes_with_a_truncation(tmp_path):
+    """The first batch's header, kept for lookups below the first index entry, is not
+    trusted past a truncation that cut the batch: new batches of other sizes and offsets
+    written there are found from their own bytes, by offset and by time."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    assert seg.translate_offset(2) is not None and seg.find_offset_by_timestamp(MS + 5, 0) == (MS + 5, 5)
+    rewrite_from_zero(seg)
+    for target in range(11):
+        header = seg.translate_offset(target)
+        assert header is not None and (header.position, header.last_offset) == holder(seg, target), target
+        assert seg.find_offset_by_timestamp(MS + 100 + target, 0) == (MS + 100 + target, target)
+    assert seg.translate_offset(11) is None
     seg.close()
 
 
@@ -119,7 +135,8 @@ def first_at_or_after(seg: LogSegment, timestamp: int, start: int) -> tuple[int,
 def test_a_lookup_by_time_among_large_batches_reads_the_batch_it_searches(tmp_path, preads, bases):
     """Below the first time entry the first batch (alone before the first offset entry:
     the first batch gets none) is read whole in one read, and past it the batch the first
-    entry names in one more; the last batch, which no entry follows, up to the segment's
+    entry names in one more (in that one only, once the first batch's header is kept);
+    the last batch, which no entry follows, up to the segment's
     end in one. Every target, from every starting offset, finds what the bytes hold (and
     in the gaps a compaction leaves, the record after)."""
     seg = large_segment(tmp_path, bases)
@@ -133,7 +150,8 @@ def test_a_lookup_by_time_among_large_batches_reads_the_batch_it_searches(tmp_pa
         for target in (t for t in range(end) if t not in entry_timestamps):
             preads.clear()
             assert seg.find_offset_by_timestamp(MS + target, 0) == (MS + target, target)
-            assert len(preads) == (2 if 4 <= target < 7 else 1), (target, preads)
+            # (the second batch's too: the first batch's header, kept, says to pass it)
+            assert len(preads) == 1, (target, preads)
             assert min(preads) > 4096  # each a whole batch, no header read alone
     seg.close()
 
@@ -208,3 +226,71 @@ def test_truncating_into_a_segment_whose_index_is_a_copy_zeroes_the_entries_cut(
         log = reopened.partition("t", 0)
         check_log(log)
         assert [r.offset for r in log.records(cut - 3)][:8] == list(range(cut - 3, cut + 5))
+
+
+def rewrite_from_zero(seg: LogSegment) -> None:
+    """Cut ``seg`` to nothing and write other batches there: the first larger, then two smaller."""
+    seg.truncate_to(0)
+    for base, count in ((0, 6), (6, 2), (8, 3)):
+        data = build_batch(records(count, start=base, ts=MS + 100 + base, size=RECORD_BYTES), base_offset=base)
+        head = next(BatchIterator(data))
+        seg.append(data, [(0, len(data), head.last_offset, head.max_timestamp)])
+
+
+def test_a_first_batch_header_read_before_a_cut_is_not_kept_past_it(tmp_path, monkeypatch):
+    """A reader whose read of the first batch's header races a truncation (the owner's
+    writer cuts the segment between the reader's read and its keeping the header) keeps
+    nothing the lookups after the cut take."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    real, raced = os.pread, []
+
+    def cut_after_reading(fd: int, size: int, position: int) -> bytes:
+        data = real(fd, size, position)
+        if position == 0 and not raced:
+            raced.append(True)
+            rewrite_from_zero(seg)  # (its own reads come back here: raced already)
+        return data
+
+    monkeypatch.setattr(fileio.os, "pread", cut_after_reading)
+    seg.translate_offset(2)  # answered from the bytes before the cut, as a racing reader is
+    assert raced
+    check_rewritten(seg)
+    seg.close()
+
+
+def test_a_first_batch_header_read_during_a_cut_is_not_kept_past_it(tmp_path, monkeypatch):
+    """As above, the reader's read falling inside the cut: after the writer began it, before
+    the file is cut."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    real, raced = os.ftruncate, []
+
+    def read_then_cut(fd: int, size: int) -> None:
+        if not raced:
+            raced.append(seg.translate_offset(2))  # the bytes before the cut
+        real(fd, size)
+
+    monkeypatch.setattr(fileio.os, "ftruncate", read_then_cut)
+    rewrite_from_zero(seg)
+    assert raced and raced[0] is not None and raced[0].last_offset == 3
+    check_rewritten(seg)
+    seg.close()
+
+
+def check_rewritten(seg: LogSegment) -> None:
+    """``seg``'s lookups find the batches ``rewrite_from_zero`` wrote."""
+    for target in range(11):
+        header = seg.translate_offset(target)
+        assert header is not None and (header.position, header.last_offset) == holder(seg, target), target
+        assert seg.find_offset_by_timestamp(MS + 100 + target, 0) == (MS + 100 + target, target)
+
+
+def test_reads_leave_the_access_time_alone(tmp_path):
+    """A segment's reads write no access time to its inode (O_NOATIME: the owner's files)."""
+    seg = large_segment(tmp_path, [0, 4, 8])
+    seg.close()
+    long_ago = 1_000_000_000  # before the mtime: a read would set the atime (relatime)
+    os.utime(seg.log_path, (long_ago, os.stat(seg.log_path).st_mtime))
+    again = LogSegment(seg.dir, 0, index_interval_bytes=4096, max_index_size=4096)
+    assert again.read(5, 1 << 20) is not None and again.find_offset_by_timestamp(MS + 9, 0) == (MS + 9, 9)
+    assert os.stat(seg.log_path).st_atime == long_ago
+    again.close()

@@ -2,7 +2,8 @@
 
 Offsets are dense and increasing across segments (compaction may leave gaps);
 the last segment is the active one, the only one appended to. Segments are
-found by base offset in O(log n) (bisect over a sorted list). Opening the
+found by base offset in O(log n) (a binary search in C over their base offsets
+packed in one buffer, ``_floor``). Opening the
 directory is ``loader.py``'s (Kafka's LogLoader), an append's checks are
 ``validator.py``'s (LogValidator), reading the ``.log`` bytes is
 ``file_records.py``'s (FileRecords), a segment is ``segment.py``'s.
@@ -57,10 +58,10 @@ none): a log without a broker leads itself.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import enum
 import logging
+import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import NamedTuple, TypeVar
@@ -134,6 +135,21 @@ _NEXT_STATES = {
 
 _now_ms = _scan.now_ms  # the default clock: time.time_ns() // 1_000_000, in C (every append reads it)
 _CONTROL_BYTE = ATTRIBUTES_OFFSET + 1  # the attributes' low byte (an int16, big-endian): the control flag's
+_floor_entry = _scan.floor_entry
+
+
+def _pack(ints: list[int]) -> bytes:
+    """Sorted int64s (segments' base offsets, or running max timestamps) packed as an
+    index's keys for ``_floor``: a bisect over a list of 10,000 ints compares int objects
+    scattered over the heap, each a cache miss a lookup (bench/storage.py lookups)."""
+    return struct.pack(f">{len(ints)}q", *ints)
+
+
+def _floor(packed: bytes, count: int, value: int) -> int:
+    """The index of the largest of ``count`` packed int64s <= ``value``; 0 below the first
+    (the first segment is a read's floor)."""
+    i = _floor_entry(packed, count, 8, 8, value, 0)
+    return i if i > 0 else 0
 
 
 def _no_control(buffer: bytearray) -> bool:
@@ -209,11 +225,10 @@ class PartitionLog:
         self._lock = threading.RLock()
         self._hw_lock = threading.Lock()  # maybe_increment_high_watermark's compare and set
         self._segments: tuple[LogSegment, ...] = ()
-        self._bases: list[int] = []
         # readers take both at once (one attribute load): set separately, a reader could
         # pair a new segment tuple with old base offsets and read the wrong segment
-        self._view: tuple[tuple[LogSegment, ...], list[int]] = ((), [])
-        self._ts_prefix: tuple[tuple[LogSegment, ...], list[int]] | None = None
+        self._view: tuple[tuple[LogSegment, ...], bytes] = ((), b"")
+        self._ts_prefix: tuple[tuple[LogSegment, ...], bytes, int] | None = None
         self.leader_epoch_cache = LeaderEpochCache(dir, read_only)
         self._role = LEADER
         self._leader_epoch = self.leader_epoch_cache.latest_epoch or 0
@@ -390,8 +405,7 @@ class PartitionLog:
         for s in segments[:-1]:
             s.active = False
         self._segments = tuple(segments)
-        self._bases = [s.base_offset for s in segments]
-        self._view = (self._segments, self._bases)
+        self._view = (self._segments, _pack([s.base_offset for s in self._segments]))
         self._ts_prefix = None
 
     @property
@@ -404,7 +418,8 @@ class PartitionLog:
 
     def _floor_segment(self, offset: int) -> int:
         """Index of the segment whose base offset is the largest <= ``offset``."""
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+        segments, bases = self._view
+        return _floor(bases, len(segments), offset)
 
     @property
     def name(self) -> str:
@@ -438,7 +453,7 @@ class PartitionLog:
         cached = self._hw_metadata
         if cached is not None and cached[0] == hw and cached[1] is segments:
             return cached[2]
-        segment = segments[max(0, bisect.bisect_right(self._bases, hw) - 1)]
+        segment = segments[self._floor_segment(hw)]
         header = segment.translate_offset(hw)
         metadata = LogOffsetMetadata(hw, segment.base_offset, segment.size if header is None else header.position)
         self._hw_metadata = (hw, segments, metadata)
@@ -908,7 +923,7 @@ class PartitionLog:
     def _read_from(
         self,
         segments: tuple[LogSegment, ...],
-        bases: list[int],
+        bases: bytes,
         offset: int,
         max_bytes: int,
         upper_bound: int | None,
@@ -918,9 +933,10 @@ class PartitionLog:
         end = self._high_watermark if upper_bound is None else min(upper_bound, self._next_offset)
         if offset >= end:
             return self._nothing_at(offset, read_committed)
-        i = max(0, bisect.bisect_right(bases, offset) - 1)
-        # the bound (high watermark, log end) lies in the last segment but for moments: no second bisect
-        end_segment = len(bases) - 1 if end > bases[-1] else max(0, bisect.bisect_right(bases, end - 1) - 1)
+        n = len(segments)
+        i = _floor(bases, n, offset)
+        # the bound (high watermark, log end) lies in the last segment but for moments: no second search
+        end_segment = n - 1 if end > segments[-1].base_offset else _floor(bases, n, end - 1)
         while i <= end_segment:
             segment = segments[i]
             max_position = self._position_of(segment, end) if i == end_segment else segment.size
@@ -980,7 +996,7 @@ class PartitionLog:
         self._check_offset_args(start_offset, upper_bound_offset)
         segments, bases = self._view
         return self._collect_aborted(
-            segments, max(0, bisect.bisect_right(bases, start_offset) - 1), start_offset, upper_bound_offset
+            segments, _floor(bases, len(segments), start_offset), start_offset, upper_bound_offset
         )
 
     def _collect_aborted(
@@ -1237,10 +1253,10 @@ class PartitionLog:
     # same records), and a reader in another process, which recovers nothing, answers alike.
 
     def _first_at_or_after(self, segments: tuple[LogSegment, ...], timestamp: int) -> tuple[int, int] | None:
-        # (the bisect is not misled by shadowed records: a segment's largest timestamp over
+        # (the search is not misled by shadowed records: a segment's largest timestamp over
         # more records than a read returns can only send the search to it, never past it)
-        prefix = self._timestamp_prefix(segments)
-        i = bisect.bisect_left(prefix, timestamp)
+        prefix, count = self._timestamp_prefix(segments)
+        i = _floor_entry(prefix, count, 8, 8, timestamp - 1, 0) + 1  # the first >= timestamp
         start = self.log_start_offset
         while i < len(segments):
             found = segments[i].find_offset_by_timestamp(timestamp, start)
@@ -1276,21 +1292,22 @@ class PartitionLog:
         count = max(0, min(max_num_offsets, start + 1))
         return sorted((points[start - j][0] for j in range(count)), reverse=True)
 
-    def _timestamp_prefix(self, segments: tuple[LogSegment, ...]) -> list[int]:
+    def _timestamp_prefix(self, segments: tuple[LogSegment, ...]) -> tuple[bytes, int]:
         """Running max of the largest timestamps of the segments before the active one:
-        monotonic, so the first segment with max timestamp >= t is found by bisect instead
+        monotonic, so the first segment with max timestamp >= t is found by binary search instead
         of a scan (past them all: the active one). Kept with the tuple it was made for,
         whose inactive segments no longer change; the active one's grows with appends, so
         it is left out rather than cached stale by a reader racing an append."""
         cached = self._ts_prefix
         if cached is not None and cached[0] is segments:
-            return cached[1]
+            return cached[1], cached[2]
         prefix, running = [], -1
         for s in segments[:-1]:
             running = max(running, s.max_timestamp)
             prefix.append(running)
-        self._ts_prefix = (segments, prefix)
-        return prefix
+        packed = _pack(prefix)
+        self._ts_prefix = (segments, packed, len(prefix))
+        return packed, len(prefix)
 
     def _max_timestamp_offset(self, segments: tuple[LogSegment, ...]) -> tuple[int, int] | None:
         bounds = [s.base_offset for s in segments[1:]] + [INT64_MAX]

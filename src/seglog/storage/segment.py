@@ -36,6 +36,7 @@ always allowed (a log loading again marks its last segment anew).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import errno
 import itertools
@@ -113,10 +114,10 @@ class LogSegment:
     # a lookup (bench/storage.py lookups: an index lookup 3.8 -> 2.5 us at 10,000 segments);
     # and the one-call append (_scan.append_batch) reads and writes the append's state there
     __slots__ = (
-        "__weakref__", "_clock", "_handle", "_max_ts_and_offset", "_offset_index", "_rolling_based_timestamp",
-        "_rolling_loaded", "_size", "_time_index", "_txn_index", "_warned_of_index", "base_offset",
-        "bytes_since_last_index_entry", "created_ms", "dir", "index_interval_bytes", "max_index_size", "read_only",
-        "roll_jitter_ms", "state", "suffix",
+        "__weakref__", "_clock", "_cuts", "_first_header", "_handle", "_max_ts_and_offset", "_offset_index",
+        "_rolling_based_timestamp", "_rolling_loaded", "_size", "_time_index", "_txn_index", "_warned_of_index",
+        "base_offset", "bytes_since_last_index_entry", "created_ms", "dir", "index_interval_bytes", "max_index_size",
+        "read_only", "roll_jitter_ms", "state", "suffix",
     )  # fmt: skip
 
     def __init__(
@@ -141,6 +142,9 @@ class LogSegment:
         self.suffix = suffix
         self._clock = clock or _wall_clock_ms
         self._handle: fileio.FileHandle | None = None
+        # the first batch's header, kept, with the count of cuts it was read at (_from_first_batch)
+        self._first_header: tuple[int, BatchHeader] | None = None
+        self._cuts = 0  # truncations of the file begun and ended (odd: one under way)
         self._size: int | None = 0 if created else None
         self._offset_index: OffsetIndex | None = None
         self._time_index: TimeIndex | None = None
@@ -616,6 +620,8 @@ class LogSegment:
         one gets the next batch an entry; or a compaction left a gap)."""
         index = self._offset_index or self.offset_index
         entry_offset, start, next_offset, following = index.lookup_position(offset)
+        if entry_offset < 0:
+            return self._from_first_batch(offset, following)
         span = following - start
         if 0 <= entry_offset < offset and span > file_records.NEAR:
             header = self._entry_batch(next_offset, following)
@@ -638,6 +644,52 @@ class LogSegment:
                 entry_offset,
             )
         return self._first_reaching(offset, self.scan_headers(0), 0, -1)
+
+    def _from_first_batch(self, offset: int, following: int) -> BatchHeader | None:
+        """``translate_offset`` below the first index entry (at byte ``following``; -1:
+        none): a scan from the segment's first batch. Batches larger than
+        index.interval.bytes leave the first without an entry, and in a log of small
+        segments a third of the lookups land in the first two batches, each read in a
+        cold file (bench/storage.py lookups, 10,000 segments). So an owner keeps the first
+        batch's header once read: nothing but a truncation or a recovery changes a
+        segment's first batch (a truncation or a recovery, ``_cutting``), and a header read
+        before or during one is not taken after it. (A reader in another process keeps
+        none: its owner may truncate the file under it.)"""
+        handle = self._handle or self.handle
+        first = self._kept_first()
+        if first is None:
+            cuts = self._cuts
+            headers = file_records.scan_headers(handle, 0, self.size, file_records.first_read_for(following))
+            first = next(headers, None)  # (bad framing raises, as the scan below would)
+            if first is None:
+                return self._first_reaching(offset, headers, 0, -1)
+            self._keep_first(cuts, first)
+        if first.last_offset >= offset:
+            return first
+        after = first.size
+        span = following - after if following >= after else -1
+        headers = file_records.scan_headers(handle, after, self.size, file_records.first_read_for(span))
+        return self._first_reaching(offset, headers, after, -1)
+
+    def _kept_first(self) -> BatchHeader | None:
+        kept = self._first_header
+        return kept[1] if kept is not None and kept[0] == self._cuts else None
+
+    def _keep_first(self, cuts: int, header: BatchHeader) -> None:
+        """Keep ``header``, read at ``cuts`` (the count before the read), unless a cut was
+        under way: one tuple, stored at once, as readers race each other."""
+        if not cuts & 1 and not self.read_only:
+            self._first_header = (cuts, header)
+
+    @contextlib.contextmanager
+    def _cutting(self) -> Iterator[None]:
+        """Around a cut of the file: the count of cuts odd meanwhile and moved on twice, so
+        that a first batch header read before or during it is not taken after it."""
+        self._cuts += 1
+        try:
+            yield
+        finally:
+            self._cuts += 1
 
     def _entry_batch(self, entry_offset: int, position: int) -> BatchHeader | None:
         """The header of the batch an offset index entry names, when it is one: a whole
@@ -788,28 +840,36 @@ class LogSegment:
         larger than index.interval.bytes: the first gets no entry), it is read whole in
         one read and searched, and if the target lies past it, the batch that entry names,
         up to the entry after it: one read each, where a scan reads a header before each
-        batch (two of a small segment's batches in six come here). _NOT_ONE_BATCH when
-        the bytes are not so (the caller scans)."""
+        batch (two of a small segment's batches in six come here). The first batch is not
+        read when its header, kept (``_from_first_batch``), says none of its records
+        reaches the target. _NOT_ONE_BATCH when the bytes are not so (the caller scans)."""
         index = self._offset_index or self.offset_index
         _, _, entry_offset, following = index.lookup_position(self.base_offset - 1)
         if not 0 < following <= _TIME_SEARCH_READ:
             return _NOT_ONE_BATCH
         handle = self._handle or self.handle
-        data = handle.pread(following, 0)
-        if len(data) < _V2_PEEK.size or data[MAGIC_OFFSET] != 2:
-            return _NOT_ONE_BATCH
-        first, size, delta, max_ts = _V2_PEEK.unpack_from(data)
-        if size + LOG_OVERHEAD != len(data):
-            return _NOT_ONE_BATCH
-        if max_ts >= timestamp:
-            found = _scan.find_timestamp(data, timestamp, starting_offset, 0, decompress)
-            if found is not None:
-                return found
+        cuts, known = self._cuts, self._kept_first()
+        if known is not None and known.size == following and known.magic == 2 and known.max_timestamp < timestamp:
+            after_first = known.last_offset + 1
+        else:
+            data = handle.pread(following, 0)
+            if len(data) < _V2_PEEK.size or data[MAGIC_OFFSET] != 2:
+                return _NOT_ONE_BATCH
+            first, size, delta, max_ts = _V2_PEEK.unpack_from(data)
+            if size + LOG_OVERHEAD != len(data):
+                return _NOT_ONE_BATCH
+            if known is None and size >= MIN_BATCH_LENGTH:  # (_header_at's header)
+                self._keep_first(cuts, BatchHeader(0, following, first, first + delta, max_ts, 2))
+            if max_ts >= timestamp:
+                found = _scan.find_timestamp(data, timestamp, starting_offset, 0, decompress)
+                if found is not None:
+                    return found
+            after_first = first + delta + 1
         _, _, _, after = index.lookup_position(entry_offset)
         after = after if after >= 0 else self.size
         if not 0 < after - following <= _TIME_SEARCH_READ:
             return self._search_time(self.scan_headers(following), timestamp, starting_offset)
-        return self._search_batch_at(handle, following, after, first + delta + 1, timestamp, starting_offset)
+        return self._search_batch_at(handle, following, after, after_first, timestamp, starting_offset)
 
     @staticmethod
     def _holder_timestamp(handle: fileio.FileHandle, position: int) -> int:
@@ -939,8 +999,9 @@ class LogSegment:
         truncated = size - valid
         if truncated and truncate:
             log.warning("%s: truncating %d bytes at position %d: %s", self.log_path, truncated, valid, fault)
-            self.handle.truncate(valid)
-            self._size = valid
+            with self._cutting():
+                self.handle.truncate(valid)
+                self._size = valid
         return truncated
 
     def _recover_legacy(self, chunk: memoryview, at: int, origin: int, state: _WalkState) -> tuple[int, _WalkState]:
@@ -977,19 +1038,23 @@ class LogSegment:
         header = self.translate_offset(offset)
         removed = 0
         if header is not None:
-            position = header.position
-            self.offset_index.truncate_to(offset)
-            self.time_index.truncate_to(offset)
-            self.offset_index.resize(self.max_index_size)
-            self.time_index.resize(self.max_index_size)
-            removed = self.size - position
-            self.handle.truncate(position)
-            self._size = position
-            self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
-            self._max_ts_and_offset = None
-            if position == 0:
-                self._rolling_based_timestamp, self._rolling_loaded = None, True
+            with self._cutting():
+                removed = self._cut_at(offset, header.position)
         self.txn_index.truncate_to(offset)
+        return removed
+
+    def _cut_at(self, offset: int, position: int) -> int:
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        self.offset_index.resize(self.max_index_size)
+        self.time_index.resize(self.max_index_size)
+        removed = self.size - position
+        self.handle.truncate(position)
+        self._size = position
+        self.bytes_since_last_index_entry = 0 if position == 0 else self.bytes_since_last_index_entry
+        self._max_ts_and_offset = None
+        if position == 0:
+            self._rolling_based_timestamp, self._rolling_loaded = None, True
         return removed
 
     # --- lifecycle ------------------------------------------------------------------------------
