@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from seglog.cli import main
-from seglog.client import connect
+from seglog.client import PLAINTEXT, ClientSecurity, connect
 from seglog.cluster import znodes
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer
@@ -46,6 +46,7 @@ from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
 from .history import History
+from .security import client_properties
 
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 6, 19, 20
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
@@ -59,14 +60,20 @@ FETCHING = [
 ]
 
 
-def chrooted_cluster(zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str]) -> LocalCluster:
+def chrooted_cluster(
+    zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str], security: str = "plaintext"
+) -> LocalCluster:
+    """Three brokers whose znodes are under ``/name`` (``/name-sasl_ssl`` for a SASL_SSL-only one)."""
+    if security != "plaintext":
+        name = f"{name}-{security}"
     admin = KazooClient(hosts=zookeeper.connect_string)
     admin.start()
     admin.ensure_path(f"/{name}")
     admin.stop()
     admin.close()
     connect = f"{zookeeper.connect_string}/{name}"
-    return LocalCluster(directory, 3, zookeeper=connect, port=None, overrides=FETCHING + overrides)
+    secure = security == "sasl_ssl"
+    return LocalCluster(directory, 3, zookeeper=connect, port=None, overrides=FETCHING + overrides, secure=secure)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +105,7 @@ def zk_of(cluster: LocalCluster) -> ZkClient:
 
 
 def create_topic(cluster: LocalCluster, topic: str, replicas: list[int]) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, **client_properties(cluster)})
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[replicas])], operation_timeout=30)[topic].result(60)
 
 
@@ -115,6 +122,7 @@ def produce(
     acks: int = -1,
     timeout_ms: int = 30_000,
     source_host: str | None = None,
+    security: ClientSecurity = PLAINTEXT,
 ) -> ProduceResponseData.PartitionProduceResponse:
     """One Produce request of one batch to partition 0 (from ``source_host``, if given): its answer
     (error_code, base_offset)."""
@@ -128,7 +136,8 @@ def produce(
             )
         ],
     )
-    with connect(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host) as client:
+    timeout = timeout_ms / 1000 + 30
+    with connect(broker.address, timeout=timeout, source_host=source_host, security=security) as client:
         answer: ProduceResponseData = client.request(ApiKey.PRODUCE, body)
     return answer.responses[0].partition_responses[0]
 

@@ -193,14 +193,20 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers.values())
 
-    def start(self) -> LocalCluster:
+    def prepare(self) -> None:
+        """What the brokers need before they start: our ZooKeeper running, and with ``secure`` the
+        certificates, properties and the admin user's credential. ``start`` does it first; a test
+        that starts the brokers its own way (each in a cgroup of its own) calls it itself."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.zookeeper is not None:
+            self.zookeeper.start()
+        if self.secure is not None:
+            self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
+            self.secure.create_admin(self.zookeeper_connect)
+
+    def start(self) -> LocalCluster:
         try:
-            if self.zookeeper is not None:
-                self.zookeeper.start()
-            if self.secure is not None:
-                self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
-                self.secure.create_admin(self.zookeeper_connect)
+            self.prepare()
             for broker in self.brokers.values():
                 broker.start(self.zookeeper_connect)
             self.wait_until_formed()
