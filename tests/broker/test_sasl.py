@@ -15,6 +15,7 @@ import logging
 import socket
 import struct
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,8 @@ from kazoo.client import KazooClient
 import seglog.broker
 from seglog.broker.properties import parse_properties
 from seglog.cli import main
-from seglog.errors import InvalidConfigurationError
+from seglog.client import connect
+from seglog.errors import BrokerNotAvailableError, InvalidConfigurationError, SeglogError
 from seglog.protocol import ApiKey, ClientConnection
 from seglog.protocol.message_data import (
     MetadataRequestData,
@@ -848,6 +850,43 @@ def test_a_secure_local_cluster_serves_sasl_ssl_only_with_the_properties_it_writ
         _acls_guard_another_user(local.bootstrap_servers, str(local.secure.client_properties), conf)
     finally:
         local.stop()
+
+
+def test_a_restarting_cluster_broker_refuses_no_login_it_would_accept(chroot, tmp_path) -> None:  # noqa: F811
+    """A cluster's broker reads its users' SCRAM credentials from ZooKeeper before its listener
+    serves: a client logging in the moment the port accepts is never refused. (A broker restarted
+    under the fault tests' load answered "Invalid user credentials" until it had read them.)"""
+    overrides = ["controlled.shutdown.enable=false"]  # the cluster's one broker has nowhere to move leaders
+    local = LocalCluster(tmp_path, 1, zookeeper=chroot, port=None, overrides=overrides, secure=True)
+    local.start()
+    broker = local.brokers[1]
+    refused: list[str] = []
+    logged_in = threading.Event()
+    stop = threading.Event()
+
+    def log_in() -> None:
+        while not stop.is_set():
+            try:
+                with connect(broker.address, timeout=10, security=local.security):
+                    logged_in.set()
+            except BrokerNotAvailableError:  # not listening yet, or closed before the login
+                time.sleep(0.001)
+            except SeglogError as e:
+                refused.append(str(e))
+
+    try:
+        broker.stop()
+        client = threading.Thread(target=log_in, daemon=True)
+        client.start()
+        try:
+            broker.start(local.zookeeper_connect)  # on the port it had
+            wait_for(logged_in.is_set, what="a login to the restarted broker")
+        finally:
+            stop.set()
+            client.join(30)
+    finally:
+        local.stop()
+    assert refused == []
 
 
 def _acls_guard_another_user(bootstrap: str, admin_properties: str, admin_conf: dict[str, Any]) -> None:

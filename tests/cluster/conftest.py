@@ -6,6 +6,7 @@ installs Debian's package when it is missing and we are root).
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,6 +18,8 @@ from kazoo.client import KazooClient
 from seglog.cluster.zk_client import ZkClient
 from seglog.cluster.zookeeper_server import ZooKeeperServer, zookeeper_unavailable
 from seglog.tools.cluster import LocalCluster
+
+from .security import SASL_SSL_BY_DEFAULT, SASL_SSL_FAULTS, SECURITIES
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +33,26 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperSer
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module", params=SECURITIES)
+def security(request: pytest.FixtureRequest) -> str:
+    """What a fault test module's cluster listens on, the brokers' own traffic too: "plaintext",
+    or "sasl_ssl" only (TLS, SCRAM and ACLs: ``LocalCluster(secure=True)``)."""
+    return str(request.param)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Over SASL_SSL the suite runs two fault tests only (each module's secure cluster and the
+    kills cost minutes); ``SEGLOG_SASL_SSL_FAULTS=all`` runs every one over it."""
+    if os.environ.get(SASL_SSL_FAULTS) == "all":
+        return
+    skip = pytest.mark.skip(reason=f"over SASL_SSL two fault tests run unless {SASL_SSL_FAULTS}=all")
+    for item in items:
+        params = getattr(item, "callspec", None)
+        name = getattr(item, "originalname", item.name)
+        if params is not None and params.params.get("security") == "sasl_ssl" and name not in SASL_SSL_BY_DEFAULT:
+            item.add_marker(skip)
 
 
 @pytest.fixture

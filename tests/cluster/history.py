@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from confluent_kafka import Consumer, Producer
@@ -19,15 +19,17 @@ import seglog
 from seglog.tools.cluster import BrokerProcess
 
 from .conftest import delivered, wait_until
+from .security import kafka_python_settings
 
 
 class History:
-    """A confluent-kafka producer writing ``record-N`` to partition 0 without pause, in a thread."""
+    """A confluent-kafka producer writing ``record-N`` to partition 0 without pause, in a thread;
+    ``properties``: the client properties of a secure cluster (librdkafka's names)."""
 
-    def __init__(self, bootstrap_servers: str, topic: str, properties: Mapping[str, str] | None = None) -> None:
+    def __init__(self, bootstrap_servers: str, topic: str, properties: dict[str, str] | None = None) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
-        self.properties = dict(properties or {})  # the clients' security (client.properties), if any
+        self.properties = properties or {}
         self.acknowledged: dict[int, bytes] = {}
         self.overwritten: list[tuple[int, bytes, bytes]] = []  # two records acknowledged at one offset
         self._stop = threading.Event()
@@ -91,7 +93,7 @@ def records(broker: BrokerProcess, topic: str) -> dict[int, bytes | None]:
 
 
 def consume(
-    bootstrap_servers: str, topic: str, end: int, properties: Mapping[str, str] | None = None
+    bootstrap_servers: str, topic: str, end: int, properties: dict[str, str] | None = None
 ) -> list[tuple[int, bytes | None]]:
     """Partition 0 from offset 0 until offset ``end`` is passed: (offset, value) in the order read."""
     config = {"bootstrap.servers": bootstrap_servers, "group.id": topic, "enable.auto.commit": False}
@@ -145,6 +147,11 @@ class Recorder:
         with self._lock:
             return min((acked for p, sent, acked in self.acks if p == partition and sent > moment), default=None)
 
+    def read_ends(self, readers: Sequence[str]) -> dict[str, dict[int, int]]:
+        """Each reader's next offset to read, per partition it has read from."""
+        with self._lock:
+            return {r: {p: read[-1][0] + 1 for p, read in self.reads.get(r, {}).items()} for r in readers}
+
     def read_up_to(self, readers: Sequence[str], ends: dict[int, int]) -> bool:
         """Whether each of ``readers`` has read each partition up to its ``ends`` offset (exclusive)."""
         with self._lock:
@@ -156,11 +163,21 @@ class Recorder:
 
 
 class Client(threading.Thread):
-    """A producer or consumer loop in a thread of its own, until ``stop``."""
+    """A producer or consumer loop in a thread of its own, until ``stop``; ``properties``: the
+    client properties of a secure cluster (librdkafka's names, kafka-python's made from them)."""
 
-    def __init__(self, name: str, bootstrap_servers: str, topic: str, partitions: int, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        name: str,
+        bootstrap_servers: str,
+        topic: str,
+        partitions: int,
+        recorder: Recorder,
+        properties: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(name=name, daemon=True)
         self.bootstrap_servers = bootstrap_servers
+        self.properties = properties or {}
         self.topic = topic
         self.partitions = partitions
         self.recorder = recorder
@@ -190,7 +207,7 @@ class ConfluentWriter(Client):
     def loop(self) -> None:
         config = {"bootstrap.servers": self.bootstrap_servers, "acks": "all", "linger.ms": 5, "log_level": 0}
         config |= {"retry.backoff.ms": 50, "request.timeout.ms": 5000, "socket.timeout.ms": 5000}
-        producer = Producer(config)
+        producer = Producer({**config, **self.properties})
         n = 0
         while not self.stopping.is_set():
             value = b"%s-%d" % (self.name.encode(), n)
@@ -220,6 +237,7 @@ class KafkaPythonWriter(Client):
             retries=1_000_000,
             retry_backoff_ms=50,
             request_timeout_ms=5000,
+            **kafka_python_settings(self.properties),
         )
         n = 0
         try:
@@ -248,6 +266,7 @@ class ConfluentReader(Client):
                 "enable.auto.commit": False,
                 "auto.offset.reset": "error",
                 "log_level": 0,
+                **self.properties,
             }
         )
         consumer.assign([KafkaTopicPartition(self.topic, p, 0) for p in range(self.partitions)])
@@ -272,6 +291,7 @@ class KafkaPythonReader(Client):
             auto_offset_reset="none",
             fetch_max_wait_ms=200,
             request_timeout_ms=5000,
+            **kafka_python_settings(self.properties),
         )
         tps = [KafkaPythonTopicPartition(self.topic, p) for p in range(self.partitions)]
         consumer.assign(tps)

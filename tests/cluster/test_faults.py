@@ -1,5 +1,6 @@
 """Faults under load, checked with a history (tests/cluster/history.py): a leader cut off from
-the other brokers and ZooKeeper by iptables rules, and ZooKeeper restarted.
+the other brokers and ZooKeeper by iptables rules, a leader paused, and ZooKeeper restarted; each
+over a PLAINTEXT cluster and over one with SASL_SSL listeners only (tests/cluster/security.py).
 
 Every broker here binds its own 127.0.0.x, but on loopback every connection it opens leaves
 from 127.0.0.1, as everyone else's does: its outgoing packets are told apart by its cgroup (each
@@ -13,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,16 +26,8 @@ from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
 from .history import History
-from .test_replication import (
-    chrooted_cluster,
-    client_properties,
-    create_topic,
-    identical,
-    produce,
-    state,
-    wait_until_found,
-    zk_of,
-)
+from .security import assert_only_over_listeners, client_properties
+from .test_replication import chrooted_cluster, create_topic, identical, produce, state, wait_until_found, zk_of
 
 CLIENT = "127.0.0.200"  # the test's requests to a cut-off broker, let through
 CGROUPS = Path("/sys/fs/cgroup/unified") if Path("/sys/fs/cgroup/unified").is_dir() else Path("/sys/fs/cgroup")
@@ -117,17 +111,13 @@ def cuts() -> Iterator[Cuts]:
         cuts.heal()
 
 
-@pytest.fixture(scope="module", params=["PLAINTEXT", "SASL_SSL"])
+@pytest.fixture(scope="module")
 def cluster(
-    zookeeper: ZooKeeperServer, cuts: Cuts, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+    zookeeper: ZooKeeperServer, cuts: Cuts, tmp_path_factory: pytest.TempPathFactory, security: str
 ) -> Iterator[LocalCluster]:
-    """Sessions of 3 s: a cut-off leader's session expires and it is replaced within seconds. The
-    faults are run on a plaintext cluster, then on one with SASL_SSL listeners only (TLS and
-    SCRAM between the brokers too, ACLs on: ``seglog cluster up --secure``'s)."""
+    """Sessions of 3 s: a cut-off leader's session expires and it is replaced within seconds."""
     overrides = ["zookeeper.session.timeout.ms=3000", "replica.lag.time.max.ms=5000"]
-    name = f"faults-{request.param.lower()}"
-    secure = request.param == "SASL_SSL"
-    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp(name), name, overrides, secure=secure)
+    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("faults"), "faults", overrides, security)
     try:
         local.prepare()
         for broker in local.brokers.values():
@@ -140,7 +130,7 @@ def cluster(
         cuts.remove_cgroups(local)
 
 
-def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalCluster, cuts: Cuts) -> None:
+def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalCluster, cuts: Cuts, security: str) -> None:
     """A leader cut off from the other brokers and ZooKeeper cannot acknowledge acks=all
     (min.insync.replicas=2) though it appends; its session expires and the controller elects a
     follower, through which a producer goes on; healed, the old leader truncates what it
@@ -151,14 +141,15 @@ def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalClust
         others = [b for b in (1, 2, 3) if b != leader]
         create_topic(cluster, "cut", [leader, *others])
         wait_until(lambda: state(zk, "cut").isr == (leader, *others), what="a full ISR")
+        assert_only_over_listeners(cluster, security.upper())
         bootstrap = ",".join(cluster.brokers[b].address for b in others)
         with History(bootstrap, "cut", client_properties(cluster)) as history:
             history.wait_for(50)
             try:
                 cuts.cut(cluster.brokers[leader])
-                leader_broker = cluster.brokers[leader]
+                cut_off = cluster.brokers[leader]
                 answer = produce(
-                    leader_broker, "cut", [b"cut off"], timeout_ms=3000, source_host=CLIENT, security=cluster.security
+                    cut_off, "cut", [b"cut off"], timeout_ms=3000, source_host=CLIENT, security=cluster.security
                 )
                 assert answer.error_code != 0
                 wait_until(lambda: state(zk, "cut").leader in others, 60, "a new leader")
@@ -172,8 +163,36 @@ def test_a_cut_off_leader_is_replaced_and_truncates_its_tail(cluster: LocalClust
         history.check(cluster.brokers[state(zk, "cut").leader])
 
 
+def test_a_paused_leader_is_replaced_and_rejoins_as_a_follower(cluster: LocalCluster, security: str) -> None:
+    """A leader paused (SIGSTOP, as a long GC pause or a stalled VM) longer than its session: the
+    controller elects a follower, through which the producer goes on; resumed, the old leader
+    learns its session ended, registers again, follows, catches up and is back in the ISR; every
+    acknowledged record is kept and the replicas end byte-identical."""
+    with zk_of(cluster) as zk:
+        controller = zk.get_controller_id()
+        leader = next(b for b in (3, 2, 1) if b != controller)  # the controller stays to elect
+        others = [b for b in (1, 2, 3) if b != leader]
+        create_topic(cluster, "paused", [leader, *others])
+        wait_until(lambda: state(zk, "paused").isr == (leader, *others), what="a full ISR")
+        bootstrap = ",".join(cluster.brokers[b].address for b in others)
+        with History(bootstrap, "paused", client_properties(cluster)) as history:
+            history.wait_for(50)
+            cluster.brokers[leader].signal(signal.SIGSTOP)
+            try:
+                wait_until(lambda: state(zk, "paused").leader in others, 60, "a new leader")
+                assert leader not in state(zk, "paused").isr
+                history.wait_for(50)
+            finally:
+                cluster.brokers[leader].signal(signal.SIGCONT)
+            wait_until(lambda: len(state(zk, "paused").isr) == 3, 60, "the old leader back in the ISR")
+            history.wait_for(20)
+        wait_until_found(lambda: identical(cluster, "paused"), "identical logs")
+        assert_only_over_listeners(cluster, security.upper())
+        history.check(cluster.brokers[state(zk, "paused").leader])
+
+
 def test_zookeeper_restarted_under_load_loses_nothing(
-    cluster: LocalCluster, zookeeper: ZooKeeperServer, cuts: Cuts
+    cluster: LocalCluster, zookeeper: ZooKeeperServer, cuts: Cuts, security: str
 ) -> None:
     """ZooKeeper restarts while a producer writes (acks=all), and the brokers cannot reach it
     again until their sessions have expired (as when it is down longer than a session): they
@@ -199,5 +218,7 @@ def test_zookeeper_restarted_under_load_loses_nothing(
             cluster.wait_until_formed()
             history.wait_for(50)
             leader = state(zk, "zk-restart").leader
+            wait_until(lambda: len(state(zk, "zk-restart").isr) == 3, 60, "a full ISR again")
     wait_until_found(lambda: identical(cluster, "zk-restart"), "identical logs")
+    assert_only_over_listeners(cluster, security.upper())
     history.check(cluster.brokers[leader])

@@ -36,6 +36,7 @@ from seglog.tools.cluster import LocalCluster
 
 from .conftest import wait_until
 from .history import Client, Recorder
+from .security import assert_only_over_listeners, client_properties
 from .test_replication import chrooted_cluster, zk_of
 
 TOPIC = "shrink"  # the producer writes to each partition
@@ -55,8 +56,10 @@ OVERRIDES = [
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("shrink"), "shrink", OVERRIDES)
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, security: str
+) -> Iterator[LocalCluster]:
+    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("shrink"), "shrink", OVERRIDES, security)
     local.start()
     try:
         yield local
@@ -71,7 +74,7 @@ class IdempotentWriter(Client):
     def loop(self) -> None:
         config = {"bootstrap.servers": self.bootstrap_servers, "enable.idempotence": True, "acks": "all"}
         config |= {"linger.ms": 5, "retry.backoff.ms": 50, "log_level": 0}
-        producer = Producer(config)
+        producer = Producer({**config, **self.properties})
         n = 0
         while not self.stopping.is_set():
             value = b"%s-%d" % (self.name.encode(), n)
@@ -123,13 +126,14 @@ def kill_and_restart(cluster: LocalCluster, zk: ZkClient, victim: int) -> None:
     wait_until(lambda: every_isr_full(zk), 60, f"broker {victim} back in every ISR")
 
 
-def test_a_paused_follower_leaves_every_isr_in_time(cluster: LocalCluster) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+def test_a_paused_follower_leaves_every_isr_in_time(cluster: LocalCluster, security: str) -> None:
+    properties = client_properties(cluster)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0, **properties})
     for topic, count in ((TOPIC, PARTITIONS), (IDLE, IDLE_PARTITIONS)):
         assignment = [[1 + (p + r) % 3 for r in range(3)] for p in range(count)]
         admin.create_topics([NewTopic(topic, count, replica_assignment=assignment)])[topic].result(60)
     recorder = Recorder()
-    writer = IdempotentWriter("idempotent", cluster.bootstrap_servers, TOPIC, PARTITIONS, recorder)
+    writer = IdempotentWriter("idempotent", cluster.bootstrap_servers, TOPIC, PARTITIONS, recorder, properties)
     with zk_of(cluster) as zk:
         wait_until(lambda: every_isr_full(zk), 60, "every ISR full")
         writer.start()
@@ -184,6 +188,7 @@ def test_a_paused_follower_leaves_every_isr_in_time(cluster: LocalCluster) -> No
             finally:
                 cluster.brokers[second].signal(signal.SIGCONT)
             wait_until(lambda: every_isr_full(zk), 60, f"broker {second} back in every ISR")
+            assert_only_over_listeners(cluster, security.upper())
         finally:
             writer.stop()
     assert not recorder.anomalies, recorder.anomalies[:10]

@@ -44,6 +44,7 @@ from .history import (
     check_partition,
     partition_records,
 )
+from .security import assert_only_over_listeners, client_properties
 from .test_replication import chrooted_cluster, zk_of
 
 TOPIC = "kills"
@@ -63,8 +64,10 @@ OVERRIDES = [
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("kills"), "kills", OVERRIDES)
+def cluster(
+    zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory, security: str
+) -> Iterator[LocalCluster]:
+    local = chrooted_cluster(zookeeper, tmp_path_factory.mktemp("kills"), "kills", OVERRIDES, security)
     local.start()
     try:
         yield local
@@ -136,26 +139,30 @@ def choose_victim(zk: ZkClient, rng: random.Random, controller: bool) -> tuple[i
         time.sleep(0.05)
 
 
-def test_leaders_killed_at_random_lose_no_acknowledged_record(cluster: LocalCluster, quiet_kafka_python: None) -> None:
+def test_leaders_killed_at_random_lose_no_acknowledged_record(
+    cluster: LocalCluster, quiet_kafka_python: None, security: str
+) -> None:
     chosen = seed()
     print(f"\n{SEED_VARIABLE}={chosen}")
     rng = random.Random(chosen)
     controller_kills = set(rng.sample(range(KILLS), CONTROLLER_KILLS))
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0})
+    properties = client_properties(cluster)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers, "log_level": 0, **properties})
     assignment = [[1 + (p + r) % 3 for r in range(3)] for p in range(PARTITIONS)]
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, replica_assignment=assignment)])[TOPIC].result(60)
     recorder = Recorder()
     bootstrap = cluster.bootstrap_servers
     clients = [
-        ConfluentWriter("confluent", bootstrap, TOPIC, PARTITIONS, recorder),
-        KafkaPythonWriter("kafka-python", bootstrap, TOPIC, PARTITIONS, recorder),
-        ConfluentReader(READERS[0], bootstrap, TOPIC, PARTITIONS, recorder),
-        KafkaPythonReader(READERS[1], bootstrap, TOPIC, PARTITIONS, recorder),
+        ConfluentWriter("confluent", bootstrap, TOPIC, PARTITIONS, recorder, properties),
+        KafkaPythonWriter("kafka-python", bootstrap, TOPIC, PARTITIONS, recorder, properties),
+        ConfluentReader(READERS[0], bootstrap, TOPIC, PARTITIONS, recorder, properties),
+        KafkaPythonReader(READERS[1], bootstrap, TOPIC, PARTITIONS, recorder, properties),
     ]
     kills: list[tuple[str, int, int, float]] = []  # (what, broker, partition measured, moment)
     started = time.monotonic()
     with zk_of(cluster) as zk:
         wait_until(lambda: every_isr_full(zk), 60, "every ISR full")
+        assert_only_over_listeners(cluster, security.upper())
         for client in clients:
             client.start()
         try:
@@ -167,6 +174,7 @@ def test_leaders_killed_at_random_lose_no_acknowledged_record(cluster: LocalClus
                 kills.append((what, victim, partition, kill_and_restart(cluster, zk, victim)))
             cluster.wait_until_formed()
             wait_until(lambda: every_isr_full(zk), 60, "every broker back in every ISR")
+            assert_only_over_listeners(cluster, security.upper())
             after = len(recorder.acknowledged) + 100
             wait_until(lambda: len(recorder.acknowledged) >= after, 60, "writes after the last kill")
         finally:
@@ -177,6 +185,8 @@ def test_leaders_killed_at_random_lose_no_acknowledged_record(cluster: LocalClus
         ends = {p: len(partition_records(cluster.brokers[1], TOPIC, p)) for p in range(PARTITIONS)}
         try:
             wait_until(lambda: recorder.read_up_to(READERS, ends), 60, "the consumers to read to the high watermark")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: ends {ends}, read to {recorder.read_ends(READERS)}") from None
         finally:
             for client in clients[2:]:
                 client.stop()

@@ -22,7 +22,6 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from seglog.broker.properties import parse_properties
 from seglog.cli import main
 from seglog.client import PLAINTEXT, ClientSecurity, connect
 from seglog.cluster import znodes
@@ -47,6 +46,7 @@ from seglog.tools.cluster import BrokerProcess, LocalCluster
 
 from .conftest import wait_until
 from .history import History
+from .security import client_properties
 
 NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND = 6, 19, 20
 FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH = 74, 75
@@ -61,16 +61,18 @@ FETCHING = [
 
 
 def chrooted_cluster(
-    zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str], *, secure: bool = False
+    zookeeper: ZooKeeperServer, directory: Path, name: str, overrides: list[str], security: str = "plaintext"
 ) -> LocalCluster:
-    """Three brokers in ZooKeeper's chroot /``name``; ``secure``: SASL_SSL listeners only (``seglog
-    cluster up --secure``'s TLS, SCRAM and ACLs; the clients authenticate as its super user)."""
+    """Three brokers whose znodes are under ``/name`` (``/name-sasl_ssl`` for a SASL_SSL-only one)."""
+    if security != "plaintext":
+        name = f"{name}-{security}"
     admin = KazooClient(hosts=zookeeper.connect_string)
     admin.start()
     admin.ensure_path(f"/{name}")
     admin.stop()
     admin.close()
     connect = f"{zookeeper.connect_string}/{name}"
+    secure = security == "sasl_ssl"
     return LocalCluster(directory, 3, zookeeper=connect, port=None, overrides=FETCHING + overrides, secure=secure)
 
 
@@ -100,11 +102,6 @@ def hasty(zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) 
 
 def zk_of(cluster: LocalCluster) -> ZkClient:
     return ZkClient(cluster.zookeeper_connect, session_timeout_ms=10_000)
-
-
-def client_properties(cluster: LocalCluster) -> dict[str, str]:
-    """The security properties of the cluster's librdkafka clients: none over PLAINTEXT."""
-    return {} if cluster.secure is None else parse_properties(cluster.secure.client_properties.read_text())
 
 
 def create_topic(cluster: LocalCluster, topic: str, replicas: list[int]) -> None:
@@ -139,7 +136,8 @@ def produce(
             )
         ],
     )
-    with connect(broker.address, timeout=timeout_ms / 1000 + 30, source_host=source_host, security=security) as client:
+    timeout = timeout_ms / 1000 + 30
+    with connect(broker.address, timeout=timeout, source_host=source_host, security=security) as client:
         answer: ProduceResponseData = client.request(ApiKey.PRODUCE, body)
     return answer.responses[0].partition_responses[0]
 

@@ -74,7 +74,10 @@ class ClusterMember:
     def broker_epoch(self) -> int:
         return self.zk.broker_epoch
 
-    def startup(self) -> None:
+    def connect(self) -> None:
+        """ZooKeeper joined and every user's config read (its SCRAM credentials), before the
+        listeners serve: a client authenticating meanwhile would be refused for a credential not
+        read yet (Kafka enables request processing only once its config manager has read them)."""
         self.zk.start()
         try:
             self.zk.ensure_persistent_paths()
@@ -87,11 +90,18 @@ class ClusterMember:
             changes = self.zk.watch_children(znodes.CONFIG_CHANGES, self._on_config_changes)
             self._config_change_seen = max(changes, default="")
             self.zk.on_new_session(self._on_config_changes)  # watches end with the session
-            # every user's config read once (its SCRAM credentials) before this broker registers and
-            # the others authenticate to it; the notifications tell of later changes
+            # every user's config read once (its SCRAM credentials); the notifications tell of later changes
             for user in self.zk.get_children(f"{znodes.CONFIG}/users"):
                 for handler in self.config_handlers.get("users", ()):
                     handler(f"users/{user}")
+        except BaseException:
+            self.shutdown(controlled=False)
+            raise
+
+    def register(self) -> None:
+        """This broker registered and the controller started, once the listeners serve: the
+        controller sends to a broker as soon as it is registered."""
+        try:
             registration = znodes.BrokerRegistration(
                 self.broker.broker_id,
                 self._endpoints(),

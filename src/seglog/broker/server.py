@@ -247,12 +247,30 @@ class KafkaServer:
             self._metrics_server, self.metrics_port = serve_prometheus(
                 self.metrics, self.metrics_host, self.metrics_port
             )
+        if member is not None:
+            cluster_quotas = await self._connect_to_cluster(member)
         for server in self.socket_servers:
             server.start()
         if member is not None:
-            await self._join_cluster(member)
+            await self._join_cluster(member, cluster_quotas)
 
-    async def _join_cluster(self, cluster: ClusterMember) -> None:
+    async def _connect_to_cluster(self, cluster: ClusterMember) -> ClientQuotaApis:
+        """Cluster mode, before the listeners serve: ZooKeeper joined and the users' SCRAM
+        credentials read (a broker restarted under load refused clients' and brokers' logins
+        with "Invalid user credentials" while it had not read them), then followed, as the
+        quotas are, through their znodes' change notifications."""
+        credentials = ZkCredentials(cluster.zk, self.credentials)
+        cluster.config_handlers.setdefault("users", []).append(credentials.config_changed)
+        # quotas follow their znodes' change notifications from the first one on, then are read
+        quota_apis = ClientQuotaApis(self.quotas, ZkQuotaStore(cluster.zk))
+        for kind in ("users", "clients", "ips"):
+            cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
+        assert self.dynamic is not None
+        cluster.config_handlers.setdefault("brokers", []).append(self.dynamic.config_changed)
+        await asyncio.get_running_loop().run_in_executor(None, cluster.connect)
+        return quota_apis
+
+    async def _join_cluster(self, cluster: ClusterMember, quota_apis: ClientQuotaApis) -> None:
         """Cluster mode: the controller's requests served, then registration and the controller started
         (the listener serves first: the controller sends to a broker as soon as it is registered)."""
         assert self.replicas is not None
@@ -268,16 +286,9 @@ class KafkaServer:
         cluster_admin = ClusterAdminApis(lambda: cluster.controller, self.replicas.metadata, self.authorizer)
         self._modules += [controller_apis.routes(), cluster_admin.routes()]
         self._route()
-        credentials = ZkCredentials(cluster.zk, self.credentials)
-        cluster.config_handlers.setdefault("users", []).append(credentials.config_changed)
-        # quotas follow their znodes' change notifications from the first one on, then are read
-        quota_apis = ClientQuotaApis(self.quotas, ZkQuotaStore(cluster.zk))
-        for kind in ("users", "clients", "ips"):
-            cluster.config_handlers.setdefault(kind, []).append(quota_apis.config_changed)
-        assert self.dynamic is not None
-        cluster.config_handlers.setdefault("brokers", []).append(self.dynamic.config_changed)
-        await asyncio.get_running_loop().run_in_executor(None, cluster.startup)
+        await asyncio.get_running_loop().run_in_executor(None, cluster.register)
         await quota_apis.load()
+        assert self.dynamic is not None
         await self.dynamic.load()
         self._modules.append(quota_apis.routes())
         self._route()

@@ -193,11 +193,19 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in self.brokers.values())
 
-    def start(self) -> LocalCluster:
+    def prepare(self) -> None:
+        """What the brokers need before they start: our ZooKeeper running, and with ``secure`` the
+        certificates, properties and the admin user's credential. ``start`` does it first; a test
+        that starts the brokers its own way (each in a cgroup of its own) calls it itself."""
         self.directory.mkdir(parents=True, exist_ok=True)
+        if self.zookeeper is not None:
+            self.zookeeper.start()
+        if self.secure is not None:
+            self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
+            self.secure.create_admin(self.zookeeper_connect)
+
+    def start(self) -> LocalCluster:
         try:
-            if self.zookeeper is not None:
-                self.zookeeper.start()
             self.prepare()
             for broker in self.brokers.values():
                 broker.start(self.zookeeper_connect)
@@ -206,14 +214,6 @@ class LocalCluster:
             self.stop()
             raise
         return self
-
-    def prepare(self) -> None:
-        """What a secure cluster needs before its brokers start (``start`` does it; a caller that
-        starts the brokers itself, one by one, calls it first): certificates, the properties
-        files, the admin user's credential in ZooKeeper, and the clients' security."""
-        if self.secure is not None:
-            self.security = self.secure.prepare({i: b.host for i, b in self.brokers.items()})
-            self.secure.create_admin(self.zookeeper_connect)
 
     def wait_until_formed(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until every running broker has been told of every other (the controller's UpdateMetadata)."""
