@@ -896,6 +896,12 @@ class BrokerConfig:
         return TOPIC_KEYS[name].default
 
 
+def topic_value(broker: BrokerConfig, overrides: Mapping[str, Any], name: str) -> Any:
+    """A topic key's value: its override (validated), else the broker's default, else Kafka's; one
+    key without the whole LogConfig (DescribeConfigs asking a few keys of many topics)."""
+    return overrides[name] if name in overrides else broker.topic_default(name)
+
+
 def validate_topic_config(overrides: Mapping[str, Any]) -> dict[str, Any]:
     """Check topic-level overrides; return them coerced to their types."""
     if not isinstance(overrides, Mapping):
@@ -943,8 +949,7 @@ class LogConfig:
         broker = broker or BrokerConfig()
         self.overrides = validate_topic_config(overrides or {})
         for name in TOPIC_KEYS:
-            value = self.overrides[name] if name in self.overrides else broker.topic_default(name)
-            setattr(self, _attr(name), value)
+            setattr(self, _attr(name), topic_value(broker, self.overrides, name))
 
     @property
     def compact(self) -> bool:

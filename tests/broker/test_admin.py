@@ -19,7 +19,14 @@ from kafka.admin import ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
 from kafka.admin import NewTopic as KpNewTopic
 
-from seglog.protocol.message_data import DescribeClusterRequestData, OffsetForLeaderEpochRequestData
+from seglog.client import connect
+from seglog.protocol import ApiKey
+from seglog.protocol.enums import ConfigResourceType as ResourceType
+from seglog.protocol.message_data import (
+    DescribeClusterRequestData,
+    DescribeConfigsRequestData,
+    OffsetForLeaderEpochRequestData,
+)
 
 from .conftest import PRODUCER
 
@@ -103,6 +110,50 @@ def test_describe_and_alter_configs(admin: AdminClient) -> None:
     assert _error(admin.describe_configs([missing]), missing).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     broker = ConfigResource("broker", "0")
     assert _result(admin.describe_configs([broker]), broker)["num.partitions"].value == "1"
+
+
+_OVERRIDES = {"retention.ms": "54321", "max.message.bytes": "2000000"}
+_SOME_KEYS = ["retention.ms", "cleanup.policy", "max.message.bytes", "segment.bytes"]
+
+
+def test_describe_configs_of_some_keys(seglog_broker, admin: AdminClient) -> None:
+    """A resource naming keys (kafka-python sends its configs' names; librdkafka sends none) is
+    answered those keys alone, each entry as in the answer of every key."""
+    _result(admin.create_topics([NewTopic("k1", 1, 1, config=_OVERRIDES)]), "k1")
+    kp = KafkaAdminClient(bootstrap_servers=seglog_broker.bootstrap_servers)
+    try:
+        for synonyms in (False, True):
+            every = KpResource(ConfigResourceType.TOPIC, "k1")
+            some = KpResource(ConfigResourceType.TOPIC, "k1", configs=dict.fromkeys(_SOME_KEYS))
+            whole, asked = (
+                next(iter(kp.describe_configs([r], include_synonyms=synonyms, config_filter="all").values()))["k1"]
+                for r in (every, some)
+            )
+            assert asked == {k: whole[k] for k in _SOME_KEYS}
+            assert "54321" in str(whole["retention.ms"])
+    finally:
+        kp.close()
+
+
+@pytest.mark.parametrize("synonyms", [False, True])
+def test_describe_configs_of_some_keys_on_the_wire(seglog_broker, admin: AdminClient, synonyms: bool) -> None:
+    """The same, compared whole on the wire (seglog's client, as the console asks), with and
+    without synonyms: an asked key's entry is the very entry of the answer of every key."""
+    name = f"k2-{synonyms:d}"
+    _result(admin.create_topics([NewTopic(name, 1, 1, config=_OVERRIDES)]), name)
+    Resource = DescribeConfigsRequestData.DescribeConfigsResource
+
+    def ask(keys: list[str] | None) -> list:
+        resource = Resource(resource_type=ResourceType.TOPIC, resource_name=name, configuration_keys=keys)
+        request = DescribeConfigsRequestData(
+            resources=[resource], include_synonyms=synonyms, include_documentation=True
+        )
+        with connect(seglog_broker.bootstrap_servers) as connection:
+            return connection.request(ApiKey.DESCRIBE_CONFIGS, request).results[0].configs
+
+    whole = {c.name: c for c in ask(None)}
+    assert {c.name: c for c in ask(_SOME_KEYS)} == {k: whole[k] for k in _SOME_KEYS}
+    assert bool(whole["retention.ms"].synonyms) is synonyms
 
 
 def test_delete_records_and_list_offsets(seglog_broker, admin: AdminClient) -> None:

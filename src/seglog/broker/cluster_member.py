@@ -197,9 +197,13 @@ class ClusterMember:
         admin_zk_client.delete_topic(self.zk, name)
 
     def topic_config(self, name: str) -> LogConfig:
+        return LogConfig(self.config, self.topic_overrides(name))
+
+    def topic_overrides(self, name: str) -> dict[str, Any]:
+        """A topic's own settings (validated), without resolving the others (see topic_config)."""
         if self.zk.get(znodes.topic_path(name)) is None:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist.")
-        return LogConfig(self.config, validate_topic_config(self.zk.get_topic_config(name)))
+        return validate_topic_config(self.zk.get_topic_config(name))
 
     def alter_topic_config(self, name: str, overrides: Mapping[str, Any]) -> None:
         """Kafka's ``changeTopicConfig``: the new overrides, then a notification every broker acts on."""

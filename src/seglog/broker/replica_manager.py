@@ -1008,6 +1008,9 @@ class ReplicaManager:
     def topic_config(self, name: str) -> LogConfig:
         return self._logs.topic_config(name)
 
+    def topic_overrides(self, name: str) -> dict[str, Any]:
+        return self._logs.topic_overrides(name)
+
     async def alter_topic_config(self, name: str, set: Mapping[str, Any], delete: list[str]) -> LogConfig:
         return await self._run(lambda: self._logs.alter_topic_config(name, set, delete))
 

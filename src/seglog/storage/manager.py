@@ -341,9 +341,13 @@ class LogManager:
         # a topic holding logs here has its entry (its overrides, maybe none): the scan of every log
         # that ``partitions`` makes is left to the others (per topic, it made a DescribeConfigs of
         # 1,000 topics x 5 partitions take the broker 2 s)
+        return LogConfig(self.config, self.topic_overrides(topic))
+
+    def topic_overrides(self, topic: str) -> dict[str, Any]:
+        """A topic's own settings (validated), without resolving the others (see topic_config)."""
         if topic not in self._topic_configs:
             self.partitions(topic)
-        return self._log_config(topic)
+        return self._topic_configs.get(topic, {})
 
     def create_topic(self, name: str, partitions: int | None = None, config: Mapping[str, Any] | None = None) -> None:
         """Create a topic with ``partitions`` partitions (default num.partitions)."""
