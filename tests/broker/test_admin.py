@@ -153,6 +153,7 @@ def test_describe_configs_of_some_keys_on_the_wire(seglog_broker, admin: AdminCl
 
     whole = {c.name: c for c in ask(None)}
     assert {c.name: c for c in ask(_SOME_KEYS)} == {k: whole[k] for k in _SOME_KEYS}
+    assert {c.name: c for c in ask([])} == whole  # an empty list asks every key, as Kafka's ConfigHelper
     assert bool(whole["retention.ms"].synonyms) is synonyms
 
 

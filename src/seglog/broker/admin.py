@@ -377,7 +377,8 @@ class AdminManager:
             )
             try:
                 self._check_config_access(AclOperation.DESCRIBE_CONFIGS, kind, name)
-                keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
+                # no keys or an empty list: every config (Kafka's ConfigHelper: null or isEmpty)
+                keys = set(resource.configuration_keys) if resource.configuration_keys else None
                 entries = self._config_entries(kind, name, body.include_synonyms, body.include_documentation, keys)
                 entry.configs = [e for e in entries if keys is None or e.name in keys]
             except SeglogError as e:
