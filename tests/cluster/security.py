@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import struct
 from pathlib import Path
 from typing import Any
+
+from kafka.errors import KafkaConnectionError
 
 from seglog.broker.properties import parse_properties
 from seglog.tools.cluster import LocalCluster
@@ -22,7 +25,8 @@ SECURITIES = ("plaintext", "sasl_ssl")  # the fault tests' clusters: LocalCluste
 SASL_SSL_FAULTS = "SEGLOG_SASL_SSL_FAULTS"  # "all": every fault test over SASL_SSL too
 # over SASL_SSL in every run, one cluster for both: a leader cut off by iptables (replaced,
 # truncated, the ISR shrunk and grown) and ZooKeeper restarted under load (the cluster re-formed).
-# Not the kills: over SASL_SSL their kafka-python clients stall in some runs (see the README)
+# Not the kills: minutes more (their kafka-python clients stalled in some runs before
+# kafka_python_settings' ssl_context: see the README)
 SASL_SSL_BY_DEFAULT = {
     "test_a_cut_off_leader_is_replaced_and_truncates_its_tail",
     "test_zookeeper_restarted_under_load_loses_nothing",
@@ -52,7 +56,35 @@ def kafka_python_settings(properties: dict[str, str]) -> dict[str, Any]:
     """``properties`` (librdkafka's names) as kafka-python's keyword arguments."""
     unknown = set(properties) - set(KAFKA_PYTHON_NAMES)
     assert not unknown, f"no kafka-python name for {sorted(unknown)}"
-    return {KAFKA_PYTHON_NAMES[key]: value for key, value in properties.items()}
+    settings = {KAFKA_PYTHON_NAMES[key]: value for key, value in properties.items()}
+    if "ssl_cafile" in settings:
+        settings["ssl_context"] = reset_safe_context(settings["ssl_cafile"])
+    return settings
+
+
+class _ResetSafeContext(ssl.SSLContext):
+    """kafka-python 3.0.12 wraps its socket in TLS outside the ``try`` that turns a handshake's
+    OSError into KafkaConnectionError (KafkaConnectionManager._build_transport), and its metadata
+    refresh loop (ClusterMetadata._refresh_loop) survives KafkaError only: a connection reset
+    between connect and TLS (a broker SIGKILLed as it accepts: ``wrap_socket``'s ``recv(1)`` meets
+    ECONNRESET) ends that loop for good, and the client keeps its leaders of that moment, sending
+    to former ones answering NOT_LEADER_OR_FOLLOWER. This context raises the reset as the
+    KafkaConnectionError kafka-python expects, so the loop retries (as over PLAINTEXT)."""
+
+    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+        try:
+            return super().wrap_socket(sock, *args, **kwargs)
+        except OSError as e:
+            raise KafkaConnectionError(f"connection lost before TLS: {e}") from e
+
+
+def reset_safe_context(cafile: str) -> ssl.SSLContext:
+    """The context kafka-python builds from ``ssl_cafile`` (TLS 1.2+, the peer's certificate and
+    name checked), its resets raised as KafkaConnectionError."""
+    context = _ResetSafeContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_verify_locations(cafile)
+    return context
 
 
 def assert_only_over_listeners(cluster: LocalCluster, protocol: str) -> None:
