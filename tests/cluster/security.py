@@ -56,7 +56,7 @@ def kafka_python_settings(properties: dict[str, str]) -> dict[str, Any]:
     """``properties`` (librdkafka's names) as kafka-python's keyword arguments."""
     unknown = set(properties) - set(KAFKA_PYTHON_NAMES)
     assert not unknown, f"no kafka-python name for {sorted(unknown)}"
-    settings = {KAFKA_PYTHON_NAMES[key]: value for key, value in properties.items()}
+    settings: dict[str, Any] = {KAFKA_PYTHON_NAMES[key]: value for key, value in properties.items()}
     if "ssl_cafile" in settings:
         settings["ssl_context"] = reset_safe_context(settings["ssl_cafile"])
     return settings
@@ -71,7 +71,7 @@ class _ResetSafeContext(ssl.SSLContext):
     to former ones answering NOT_LEADER_OR_FOLLOWER. This context raises the reset as the
     KafkaConnectionError kafka-python expects, so the loop retries (as over PLAINTEXT)."""
 
-    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:  # type: ignore[override]
+    def wrap_socket(self, sock: socket.socket, *args: Any, **kwargs: Any) -> ssl.SSLSocket:
         try:
             return super().wrap_socket(sock, *args, **kwargs)
         except OSError as e:
