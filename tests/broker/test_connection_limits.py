@@ -124,21 +124,6 @@ def test_connections_past_the_creation_rates_wait_and_are_all_served(seglog_brok
         conn.close()
 
 
-@pytest.mark.parametrize(
-    ("config", "error"),
-    [
-        ({"max.connections": -1}, "max.connections"),
-        ({"max.connection.creation.rate": "fast"}, "max.connection.creation.rate"),
-        ({"listener.name.plaintext.max.connections": -5}, "listener.name.plaintext.max.connections"),
-    ],
-)
-def test_bad_limits_stop_the_broker_with_their_key(
-    seglog_broker_factory: Factory, config: dict[str, Any], error: str
-) -> None:
-    with pytest.raises(Exception, match=error):
-        seglog_broker_factory(config=config)
-
-
 # --- the gates themselves, sans-IO, with the time given ----------------------------------------------
 
 

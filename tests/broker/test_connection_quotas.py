@@ -79,6 +79,9 @@ def test_one_connection_past_max_connections_per_ip_is_closed(seglog_broker_fact
         ({"max.connections.per.ip.overrides": "127.0.0.1"}, "not host:count"),
         ({"max.connections.per.ip.overrides": "127.0.0.1:many"}, "max.connections.per.ip.overrides"),
         ({"max.connections.per.ip": -1}, "max.connections.per.ip"),
+        ({"max.connections": -1}, "max.connections"),
+        ({"max.connection.creation.rate": "fast"}, "max.connection.creation.rate"),
+        ({"listener.name.plaintext.max.connections": -5}, "listener.name.plaintext.max.connections"),
     ],
 )
 def test_bad_connection_limits_stop_the_broker_with_their_key(
