@@ -52,7 +52,7 @@ from kafka.errors import KafkaError as KafkaPythonError
 
 import seglog.broker
 from seglog.client import BlockingConnection
-from seglog.errors import ErrorCode, InvalidZNodeError
+from seglog.errors import ErrorCode, KafkaStorageError
 from seglog.protocol import ApiKey
 from seglog.protocol.message_data import (
     AlterUserScramCredentialsRequestData,
@@ -674,7 +674,7 @@ def test_acls_outlive_a_restart_in_the_log_dir(pki: Pki, tmp_path: Path) -> None
 
 def test_a_damaged_acl_file_stops_the_broker_with_its_name(pki: Pki, tmp_path: Path) -> None:
     (tmp_path / "kafka-acl.json").write_text('{"version":1,"resources":[{"resourceType":"Topic"')
-    with pytest.raises(InvalidZNodeError, match=r"kafka-acl\.json"):
+    with pytest.raises(KafkaStorageError, match=r"not an ACL file.*kafka-acl\.json"):
         seglog.broker.start(str(tmp_path), config=broker_config(pki))
 
 

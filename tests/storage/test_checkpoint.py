@@ -194,3 +194,40 @@ def test_partition_and_segment_file_names():
     assert parse_offset_file("00000000000000000042.timeindex") == (42, ".timeindex")
     for bad in ("42.log", "0000000000000000004x.log", "leader-epoch-checkpoint", "00000000000000000042"):
         assert parse_offset_file(bad) is None
+
+
+# --- the versioned JSON files a broker keeps in its log dir (ACLs, quotas, dynamic configs) --------
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ('{"version":1,"entities":{', "Expecting"),  # torn write
+        ('{"version":2,"entities":{}}', "not version 1"),
+        ('{"version":1,"entities":[]}', "a JSON object"),
+        ('{"version":1}', "'entities'"),
+        ("[1]", "list indices"),
+        ("\xff", "Expecting value|codec"),
+    ],
+)
+def test_a_damaged_json_file_is_refused_whole_naming_it(tmp_path: Path, text: str, why: str) -> None:
+    path = tmp_path / "client-quotas.json"
+    path.write_text(text, encoding="latin-1")
+    with pytest.raises(KafkaStorageError, match=f"^not a client quota file: .*({why})") as e:
+        fileio.read_json_file(str(path), "entities", dict, "a client quota")
+    assert str(path) in str(e.value)
+
+
+def test_a_json_file_read_whole_or_missing(tmp_path: Path) -> None:
+    path = tmp_path / "broker-configs.json"
+
+    def read() -> object:
+        return fileio.read_json_file(str(path), "brokers", dict, "a dynamic broker config")
+
+    assert read() is None
+    path.write_text('{"version":1,"brokers":{"0":{"max.connections":"5"}}}')
+    assert read() == {"0": {"max.connections": "5"}}
+    path.unlink()
+    path.mkdir()  # unreadable: its errno is a storage error's
+    with pytest.raises(KafkaStorageError, match="read failed: Is a directory"):
+        read()

@@ -27,7 +27,7 @@ from ..cluster import znodes
 from ..cluster.acl_store import Entries, ZkAclStore
 from ..cluster.zk_client import ZkClient
 from ..config import ACL_AUTHORIZER, BrokerConfig
-from ..errors import ApiError, ErrorCode, InvalidZNodeError, SeglogError
+from ..errors import ApiError, ErrorCode, KafkaStorageError, SeglogError
 from ..security import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -43,7 +43,7 @@ from ..security import (
     parse_principal,
     validate_binding,
 )
-from ..storage.fileio import write_atomically
+from ..storage.fileio import read_json_file, write_atomically
 from .request_context import current_request
 
 ACL_FILE = "kafka-acl.json"
@@ -74,25 +74,14 @@ class FileAclStore:
         self._acls: dict[ResourcePattern, Entries] = {}
 
     def load(self) -> dict[ResourcePattern, Entries]:
-        try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return {}
-        try:
-            obj = json.loads(data)
-        except ValueError as e:
-            raise InvalidZNodeError(f"the ACL file is not JSON: {e}", file=self.path) from None
-        if not isinstance(obj, dict) or obj.get("version") != 1 or not isinstance(obj.get("resources"), list):
-            raise InvalidZNodeError("not a version 1 ACL file", file=self.path)
-        for item in obj["resources"]:
+        for item in read_json_file(self.path, "resources", list, "an ACL") or []:
             try:
                 pattern = ResourcePattern(
                     ResourceType.parse(item["resourceType"]), item["name"], PatternType.parse(item["patternType"])
                 )
-            except (KeyError, TypeError, SeglogError) as e:
-                raise InvalidZNodeError(f"bad ACL resource {item!r}: {e}", file=self.path) from None
-            self._acls[pattern] = znodes.acl_entries_from_json(item.get("acls"), self.path)
+                self._acls[pattern] = znodes.acl_entries_from_json(item.get("acls"), self.path)
+            except (KeyError, TypeError, AttributeError, SeglogError) as e:
+                raise KafkaStorageError(f"bad ACL resource {item!r}: {e}", file=self.path) from None
         return dict(self._acls)
 
     def update(self, pattern: ResourcePattern, change: Callable[[Entries], Entries]) -> Entries:

@@ -31,7 +31,7 @@ from ..cluster import admin_zk_client
 from ..cluster.zk_client import ZkClient
 from ..config import BROKER_KEYS, BrokerConfig, Key, listener_override
 from ..errors import InvalidConfigurationError, InvalidRequestError, KafkaStorageError, SeglogError
-from ..storage.fileio import write_atomically
+from ..storage.fileio import read_json_file, write_atomically
 from .connection_quotas import BROKER_KEYS as DYNAMIC_KEYS
 from .connection_quotas import LISTENER_KEYS, check_per_ip, resolved_overrides
 from .quotas import DEFAULT
@@ -180,16 +180,10 @@ class LogDirDynamicConfigStore:
         self.path = os.path.join(log_dir, CONFIG_FILE)
 
     def _read(self) -> dict[str, Configs]:
+        brokers = read_json_file(self.path, "brokers", dict, "a dynamic broker config") or {}
         try:
-            with open(self.path, "rb") as f:
-                obj = json.loads(f.read())
-            brokers = obj["brokers"]
-            if obj.get("version") != 1 or not isinstance(brokers, dict):
-                raise ValueError("not version 1 with an object of brokers")
             return {str(e): {str(k): str(v) for k, v in c.items()} for e, c in brokers.items()}
-        except FileNotFoundError:
-            return {}
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except AttributeError as e:
             raise KafkaStorageError(f"not a dynamic broker config file: {e}", file=self.path) from None
 
     def load(self, broker_id: int) -> tuple[Configs, Configs]:

@@ -26,7 +26,7 @@ from typing import Protocol
 from ..cluster import admin_zk_client
 from ..cluster.zk_client import ZkClient
 from ..errors import KafkaStorageError
-from ..storage.fileio import write_atomically
+from ..storage.fileio import read_json_file, write_atomically
 from .quotas import QUOTA_KEYS, QuotaEntity, quota_values
 
 QUOTA_FILE = "client-quotas.json"
@@ -65,21 +65,13 @@ class LogDirQuotaStore:
         self.path = os.path.join(log_dir, QUOTA_FILE)
 
     def _read(self) -> dict[str, dict[str, str]]:
+        entities = read_json_file(self.path, "entities", dict, "a client quota") or {}
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
-        except FileNotFoundError:
-            return {}
-        try:
-            obj = json.loads(data)
-            entities = obj["entities"]
-            if obj.get("version") != 1 or not isinstance(entities, dict):
-                raise ValueError("not version 1 with an object of entities")
             read = {str(path): {str(k): str(v) for k, v in config.items()} for path, config in entities.items()}
             for path in read:
                 QuotaEntity.from_path(path)  # ValueError for a path no entity has
             return read
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, AttributeError) as e:
             raise KafkaStorageError(f"not a client quota file: {e}", file=self.path) from None
 
     def load(self) -> Entities:

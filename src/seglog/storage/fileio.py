@@ -11,11 +11,13 @@ are exercised as often as the happy path.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import KafkaStorageError
 from . import _map
@@ -325,6 +327,27 @@ def fsync_dir(path: str) -> None:
             os.close(fd)
     except OSError as e:
         raise storage_error("fsync", path, e) from None
+
+
+def read_json_file(path: str, key: str, kind: type, what: str) -> Any:
+    """The ``key`` member (a ``kind``) of a ``{"version": 1, key: ...}`` JSON file a broker keeps
+    in its log dir (ACLs, quotas, dynamic configs); None when there is no such file. A damaged
+    file is refused whole, naming the file: ``not <what> file: <why>``."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise storage_error("read", path, e) from None
+    try:
+        obj = json.loads(data)
+        member = obj[key]
+        if obj.get("version") != 1 or not isinstance(member, kind):
+            raise ValueError(f"not version 1 with {key!r} a JSON {'object' if kind is dict else 'array'}")
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise KafkaStorageError(f"not {what} file: {e}", file=path) from None
+    return member
 
 
 def write_atomically(path: str, data: bytes, mode: int = 0o644) -> None:
