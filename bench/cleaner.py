@@ -9,10 +9,16 @@
    independent blocks, no checksums, lz4-java's fast compressor, which is
    LZ4_compress_default): each input frame decompressed twice (the map pass
    and the rewrite each read it), each rebuilt batch's records compressed
-   once, plus a raw read of the input segments and a write of the output
+   once, plus two raw reads of the input segments and a write of the output
    (page cache, no fsync); printed beside the cleaning, alternated with it.
-   Both in the cleaning thread's CPU time (the cleaning's fsyncs run in a
-   thread of their own), so that other processes' load moves both alike.
+   Two reads as two decompressions: Kafka's cleaner reads each dirty segment
+   twice, into its read buffer to build the offset map (buildOffsetMapForSegment)
+   and again to filter it (cleanInto), and so does seglog's. Both in the
+   cleaning thread's CPU time (the cleaning's fsyncs run in a thread of their
+   own), so that other processes' load moves both alike. The cleaning runs in a
+   log manager with its scheduler, as a broker's (its cleaner threads off), so
+   that the replaced segments' files are removed file.delete.delay.ms later by
+   the scheduler's thread, as Kafka's replaceSegments has them, not inline.
    Target: the cleaning >= 90 % of the ceiling.
 2. Memory of a cleaning whose dedupe buffer is smaller than its dirty section
    needs (so it cleans in several passes): tracemalloc's peak and the growth
@@ -114,7 +120,10 @@ def clean_rate(source: str, work: str, config: dict | None = None) -> tuple[floa
     cleaning thread's CPU seconds."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(source, work)
-    with seglog.open(work, config, clock=lambda: NOW, background=False) as logs:
+    # a broker's manager: its scheduler removes the replaced files later (the close drops
+    # them, as a broker's shutdown leaves them to the next start); no cleaner threads
+    config = {"log.cleaner.enable": False, **(config or {})}
+    with seglog.open(work, config, clock=lambda: NOW) as logs:
         start, cpu = time.perf_counter(), time.thread_time()
         stats = logs.clean(force=True)
         seconds, cpu = time.perf_counter() - start, time.thread_time() - cpu
@@ -151,7 +160,8 @@ def _blocks(frame: bytes) -> list[tuple[int, int]]:
 def ceiling_seconds(source: str, cleaned: str) -> tuple[float, float, float]:
     """What a cleaning cannot skip, done alone: CPU seconds to decompress each input frame
     twice and compress the records of each batch the cleaning rebuilt once, as the
-    cleaner does (block by block, Kafka's settings), and to read the input segments and
+    cleaner does (block by block, Kafka's settings), and to read the input segments twice
+    (the map pass and the rewrite each read them, in Kafka's cleaner as in seglog's) and
     write the output ones once (1 MiB at a time, no fsync)."""
     lib = _liblz4()
     inputs = log_batches(source)
@@ -195,13 +205,13 @@ def _segment_files(directory: str) -> list[str]:
 
 
 def read_write_seconds(source: str, cleaned: str) -> float:
-    """CPU seconds to read the input segments and write the cleaned ones' bytes, once each."""
+    """CPU seconds to read the input segments twice and write the cleaned ones' bytes once."""
     buffer = bytearray(1 << 20)
     out_path = os.path.join(os.path.dirname(cleaned), "rw.out")
     out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     start = time.thread_time()
     try:
-        for path in _segment_files(source):
+        for path in _segment_files(source) * 2:
             fd = os.open(path, os.O_RDONLY)
             position = 0
             while n := os.preadv(fd, [buffer], position):
@@ -259,7 +269,7 @@ def throughput(tmp: str, logs: list[tuple[str, int, Compression]]) -> tuple[list
             codec_notes.append(
                 f"   {label}, CPU time: ceiling {(decompress + compress_ + io) * 1e3:.0f} ms = liblz4 alone as the "
                 f"cleaner calls it (2 x decompress {decompress * 1e3:.0f} ms + compress {compress_ * 1e3:.0f} ms) + "
-                f"read in, write out {io * 1e3:.0f} ms, {read / (decompress + compress_ + io) / 1e6:.0f} MB/s of "
+                f"2 x read in, write out {io * 1e3:.0f} ms, {read / (decompress + compress_ + io) / 1e6:.0f} MB/s of "
                 f"input; the cleaning {cpu * 1e3:.0f} ms, {read / cpu / 1e6:.0f} MB/s: {share:.0%} of the ceiling"
             )
     for note in codec_notes:

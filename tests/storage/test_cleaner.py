@@ -691,6 +691,52 @@ def test_producer_state_follows_appends_and_truncations(tmp_path):
     logs.close()
 
 
+def test_producer_state_steps_over_large_batches_by_their_headers(tmp_path):
+    """Batches above 24 KiB without a producer are stepped over in C, their headers read
+    alone from the file: the records, producers and transactions among them all count."""
+    from seglog.storage import producer_state
+
+    clock = Clock()
+    logs, log = compacted(tmp_path, clock)
+
+    def read(segment, buffer, position, size):
+        return segment.handle.readinto(memoryview(buffer)[:size], position)
+
+    def large(count=30):
+        return build_batch([(b"k%d" % i, os.urandom(1000), NOW) for i in range(count)])
+
+    def producer(pid, sequence, transactional=False):
+        return build_batch(
+            [(b"p", b"v", NOW)],
+            producer_id=pid,
+            producer_epoch=1,
+            base_sequence=sequence,
+            transactional=transactional,
+        )
+
+    marker = build_batch(
+        [end_transaction_marker(False, timestamp=NOW)],
+        producer_id=8,
+        producer_epoch=1,
+        transactional=True,
+        control=True,
+    )
+    for batch in (large(), large(), producer(7, 0), large(), large(), producer(8, 0, True), large(5), large()):
+        log.append_batches(batch)
+    log.append_batches(large())
+    log.append_batches(marker, origin="coordinator")
+    log.append_batches(large())
+    s = producer_state.producer_state(log.segments, read, bytearray(4096))
+    assert sum(s.records.values()) == log.log_end_offset
+    assert s.producers[7].data_offset == 60 and s.producers[8].data_offset == 121
+    assert s.aborted == [(121, 187, 8)] and s.first_unstable_offset is None
+    summary = producer_state._summaries[log.active_segment]
+    log.append_batches(large())  # the summary's fingerprint holds: it is extended
+    assert sum(producer_state.producer_state(log.segments, read, bytearray(4096)).records.values()) == 248
+    assert producer_state._summaries[log.active_segment] is summary
+    logs.close()
+
+
 def test_cleaning_is_throttled(tmp_path):
     clock = Clock()
     logs, log = compacted(tmp_path, clock, broker={"log.cleaner.io.max.bytes.per.second": 1000.0})

@@ -5,6 +5,7 @@ batches against batch-by-batch calls, and damaged records against CorruptRecordE
 
 from __future__ import annotations
 
+import os
 import random
 import struct
 
@@ -26,7 +27,7 @@ from seglog.records import (
 )
 from seglog.records.compression import compress
 from seglog.records.layout import ATTRIBUTES_LENGTH, ATTRIBUTES_OFFSET, CRC_START, HEADER_SIZE
-from seglog.storage import _compact
+from seglog.storage import _compact, fileio
 from seglog.storage.offset_map import ENTRY_SIZE, OffsetMap, OffsetMarks
 
 NOW = 1_700_000_000_000
@@ -504,10 +505,14 @@ def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation()
 
 
 class _Segment:
-    """What summarize reads of a segment: its size and bytes."""
+    """What summarize reads of a segment: its size and bytes, and its file (skim_file reads
+    the headers of large batches from it)."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, path: str) -> None:
         self.data, self.size = data, len(data)
+        with open(path, "wb") as f:
+            f.write(data)
+        self.handle = fileio.FileHandle(path, os.open(path, os.O_RDONLY))
 
 
 def _read(segment, buffer, position, size):
@@ -518,7 +523,7 @@ def _read(segment, buffer, position, size):
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("buffer_size", [64, 700, 1 << 16])
-def test_skimmed_headers_sum_up_as_read_ones(seed, buffer_size, monkeypatch):
+def test_skimmed_headers_sum_up_as_read_ones(seed, buffer_size, monkeypatch, tmp_path):
     """A summary built with skim_batches equals one built header by header in Python,
     whatever the buffer (batches read whole, cut, or stepped over)."""
     from seglog.storage import producer_state
@@ -531,11 +536,14 @@ def test_skimmed_headers_sum_up_as_read_ones(seed, buffer_size, monkeypatch):
 
     def summary() -> tuple:
         producer_state._summaries.clear()
-        s = producer_state.summarize(_Segment(bytes(log)), _read, bytearray(buffer_size))  # type: ignore[arg-type]
+        segment = _Segment(bytes(log), str(tmp_path / "segment.log"))
+        s = producer_state.summarize(segment, _read, bytearray(buffer_size))  # type: ignore[arg-type]
+        segment.handle.close()
         return s.last, s.events, s.records, s.scanned, s.fingerprint
 
     skimmed = summary()
     monkeypatch.setattr(_compact, "skim_batches", lambda buffer, n, pos, end: (pos, 0, -1, 0))
+    monkeypatch.setattr(_compact, "skim_file", lambda fd, pos, end, above: (pos, 0, -1, None, 0))
     assert skimmed == summary()
     assert skimmed[3] == len(log) - len(build_batch([(b"cut", b"v", NOW)])) + 5
 

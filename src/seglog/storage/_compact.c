@@ -19,8 +19,9 @@
  *     first one whose fate Python decides (legacy, otherwise compressed,
  *     control, transactional, damaged, or one that would lose all its records).
  *     Python's rules (cleaner.py) stay the referee; C takes the common case.
- * And one for producer state (producer_state.py): skim_batches steps over the
- * batch headers that tell it nothing (no producer id).
+ * And two for producer state (producer_state.py): skim_batches steps over the
+ * batch headers that tell it nothing (no producer id), skim_file does so past large
+ * batches reading their headers alone from the file.
  *
  * It lives beside its owners (offset_map.py, cleaner.py, producer_state.py); the
  * format comes from records/ through its headers (_batch_layout.h, _crc32c.h,
@@ -30,7 +31,9 @@
  * naming the batch's position. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "records/_batch_layout.h"
 #include "records/_crc32c.h"
@@ -1071,6 +1074,20 @@ PyDoc_STRVAR(skim_batches_doc,
              "record counts, last is where the last one starts (-1: none) and last_size its size.\n"
              "pos may end past n: the rest of a large batch is not needed.");
 
+/* The size of the v2 batch whose header is at p, room bytes before the file ends, when
+ * producer state passes it by (no producer id, not control); 0 when Python must look:
+ * another magic, bad framing, a partial batch, a producer's or a control batch. */
+static inline Py_ssize_t
+skimmable(const uint8_t *p, Py_ssize_t room)
+{
+    int32_t length = be32(p + LENGTH_OFFSET);
+    if (p[MAGIC_OFFSET] != MAGIC || length < MIN_BATCH_LENGTH || (Py_ssize_t)length > room - LOG_OVERHEAD)
+        return 0;
+    if (be64(p + PRODUCER_ID_OFFSET) >= 0 || (get_be(p + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH) & CONTROL_FLAG_MASK))
+        return 0;
+    return LOG_OVERHEAD + (Py_ssize_t)length;
+}
+
 static PyObject *
 skim_batches(PyObject *self, PyObject *args)
 {
@@ -1088,18 +1105,66 @@ skim_batches(PyObject *self, PyObject *args)
     Py_ssize_t last = -1, last_size = 0;
     while (pos <= n - HEADER_SIZE) {
         const uint8_t *p = base + pos;
-        int32_t length = be32(p + LENGTH_OFFSET);
-        if (p[MAGIC_OFFSET] != MAGIC || length < MIN_BATCH_LENGTH || (Py_ssize_t)length > end - pos - LOG_OVERHEAD)
-            break; /* another magic, bad framing or a partial batch: Python says which */
-        if (be64(p + PRODUCER_ID_OFFSET) >= 0 || (get_be(p + ATTRIBUTES_OFFSET, ATTRIBUTES_LENGTH) & CONTROL_FLAG_MASK))
-            break;
+        Py_ssize_t size = skimmable(p, end - pos);
+        if (size == 0)
+            break; /* Python says why */
         records += be32(p + RECORDS_COUNT_OFFSET);
         last = pos;
-        last_size = LOG_OVERHEAD + length;
-        pos += last_size;
+        last_size = size;
+        pos += size;
     }
     PyBuffer_Release(&buf);
     return Py_BuildValue("nLnn", pos, records, last, last_size);
+}
+
+PyDoc_STRVAR(skim_file_doc,
+             "skim_file(fd, pos, end, above) -> (pos, records, last, fingerprint, next_size)\n\n"
+             "skim_batches for batches larger than `above` bytes, reading only their headers from the\n"
+             "file (pread, the GIL released): from byte `pos`, while the batch there is one skim_batches\n"
+             "steps over, larger than `above` and ends by byte `end`. records sums their record counts,\n"
+             "last is where the last one starts (-1: none) and fingerprint its first bytes up to the\n"
+             "CRC (None: none). next_size is the size of the batch it stopped at when it is one to step\n"
+             "over (a smaller one), else 0. Raises OSError when a read fails.");
+
+static PyObject *
+skim_file(PyObject *self, PyObject *args)
+{
+    int fd;
+    Py_ssize_t pos, end, above;
+    if (!PyArg_ParseTuple(args, "innn", &fd, &pos, &end, &above))
+        return NULL;
+    uint8_t header[HEADER_SIZE], fingerprint[CRC_START];
+    long long records = 0;
+    Py_ssize_t last = -1, next_size = 0;
+    int err = 0;
+    Py_BEGIN_ALLOW_THREADS
+    while (end - pos >= HEADER_SIZE) {
+        ssize_t n = pread(fd, header, HEADER_SIZE, (off_t)pos);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            err = errno;
+        if (n < HEADER_SIZE)
+            break; /* a failure, or the file shorter than `end`: Python's read says which */
+        Py_ssize_t size = skimmable(header, end - pos);
+        if (size <= above) {
+            next_size = size;
+            break;
+        }
+        records += be32(header + RECORDS_COUNT_OFFSET);
+        last = pos;
+        memcpy(fingerprint, header, sizeof fingerprint);
+        pos += size;
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    if (last < 0)
+        return Py_BuildValue("nLnOn", pos, records, last, Py_None, next_size);
+    return Py_BuildValue("nLny#n", pos, records, last, (const char *)fingerprint, (Py_ssize_t)sizeof fingerprint,
+                         next_size);
 }
 
 /* ------------------------------------------------------------------ single keys */
@@ -1203,6 +1268,7 @@ static PyMethodDef methods[] = {
     {"filter_batches", (PyCFunction)(void (*)(void))filter_batches, METH_VARARGS | METH_KEYWORDS,
      filter_batches_doc},
     {"skim_batches", skim_batches, METH_VARARGS, skim_batches_doc},
+    {"skim_file", skim_file, METH_VARARGS, skim_file_doc},
     {"map_put", map_put, METH_VARARGS, map_put_doc},
     {"map_get", map_get, METH_VARARGS, map_get_doc},
     {"map_clear", map_clear, METH_VARARGS, map_clear_doc},

@@ -37,7 +37,7 @@ from ..records.layout import (
     LOG_OVERHEAD,
     TRANSACTIONAL_FLAG_MASK,
 )
-from . import _compact
+from . import _compact, fileio
 from .segment import LogSegment
 
 # Kafka's producer.id.expiration.ms default: a producer idle this long (and in no
@@ -169,8 +169,8 @@ def _walk(
 ) -> int:
     """Walk the batches from ``summary.scanned``, counting records and fingerprinting
     into ``summary``; returns where the whole batches end. Only batch headers are
-    needed: after a large batch the next read asks for a few KiB, enough for the next
-    header, not for the whole batch."""
+    needed: after a large batch, C steps over the large ones that follow reading their
+    headers alone, and the next read asks for a few KiB, not for the whole batch."""
     position = summary.scanned
     chunk = len(buffer)
     while position < size:
@@ -210,8 +210,30 @@ def _walk(
         if at == 0:
             break  # the end of the segment (or of its whole batches)
         position += at
-        chunk = _HEADER_READ if total > _SKIP_READ_ABOVE else len(buffer)
+        if total > _SKIP_READ_ABOVE:
+            position, total = _skim_large(segment, position, size, summary)
+        # a large batch's header, or one C left to this loop (0: a producer's, the end), is read alone
+        chunk = len(buffer) if 0 < total <= _SKIP_READ_ABOVE else _HEADER_READ
     return position
+
+
+def _skim_large(segment: LogSegment, position: int, size: int, summary: SegmentSummary) -> tuple[int, int]:
+    """Step over the large batches from ``position`` that tell producer state nothing,
+    in C, reading only their headers: a header read from Python costs some 6 us of
+    interpreter and reader around a 1.5 us ``pread`` (12-07: the walk of a 64 MiB lz4
+    log of 35 KiB batches 9-10 ms -> 2-3 ms). Returns where it stopped and the size of
+    the batch there when it is a smaller one to step over (else 0)."""
+    handle = segment.handle
+    try:
+        position, records, last, fingerprint, next_size = _compact.skim_file(
+            handle.fd, position, size, _SKIP_READ_ABOVE
+        )
+    except OSError as e:
+        raise fileio.storage_error("read", handle.path, e) from None
+    if fingerprint is not None:
+        summary.records += records
+        summary.fingerprint = (last, fingerprint)
+    return position, next_size
 
 
 def _still_valid(segment: LogSegment, summary: SegmentSummary, size: int, read: Reader) -> bool:
