@@ -89,6 +89,30 @@ store_be(uint8_t *p, int n, uint64_t v)
     }
 }
 
+/* An exact int of at most two 30-bit digits read from them (3.11's layout), without the
+ * call PyLong_AsLongLong makes, which goes through a byte array for three digits and
+ * more (a timestamp's bound, Long.MAX_VALUE): 1, or 0 when v is none such. An append reads
+ * a dozen ints a call (the segment's slots, the log's rules); callers fall back to the API. */
+static inline int
+small_int64(PyObject *v, int64_t *out)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (!PyLong_CheckExact(v))
+        return 0;
+    Py_ssize_t size = Py_SIZE(v);
+    const digit *d = ((PyLongObject *)v)->ob_digit;
+    if (size < -2 || size > 2)
+        return 0;
+    int64_t x = size == 0 ? 0 : (int64_t)d[0];
+    if (size == 2 || size == -2)
+        x |= (int64_t)d[1] << PyLong_SHIFT;
+    *out = size < 0 ? -x : x;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 static inline int64_t
 wrap_add(int64_t a, int64_t b) /* Java's long arithmetic, as the record decoder's */
 {
@@ -974,6 +998,8 @@ slot_int64(PyObject *obj, Py_ssize_t offset, int64_t *out)
     PyObject *v = SLOT(obj, offset);
     if (v == NULL || !PyLong_CheckExact(v))
         return 0;
+    if (small_int64(v, out))
+        return 1;
     int overflow;
     *out = PyLong_AsLongLongAndOverflow(v, &overflow);
     return !overflow;
@@ -1017,13 +1043,8 @@ segment_state(PyObject *segment, SegmentState *s)
     if (pair == NULL || !PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2 || handle == NULL ||
         !slot_int64(handle, handle_fd_slot, &s->fd) || s->fd < 0 || s->fd > INT_MAX)
         return 0;
-    PyObject *ts = PyTuple_GET_ITEM(pair, 0), *offset = PyTuple_GET_ITEM(pair, 1);
-    int overflow_ts, overflow_offset;
-    if (!PyLong_CheckExact(ts) || !PyLong_CheckExact(offset))
-        return 0;
-    s->max_ts = PyLong_AsLongLongAndOverflow(ts, &overflow_ts);
-    s->max_ts_offset = PyLong_AsLongLongAndOverflow(offset, &overflow_offset);
-    if (overflow_ts || overflow_offset)
+    if (!slot_int64(pair, offsetof(PyTupleObject, ob_item), &s->max_ts) ||
+        !slot_int64(pair, offsetof(PyTupleObject, ob_item) + sizeof(PyObject *), &s->max_ts_offset))
         return 0;
     s->max_ts_and_offset = pair;
     for (int k = 0; k < 2; k++) {
@@ -1057,6 +1078,8 @@ index_map(PyObject *index, int k, Py_buffer *buf)
 static int
 int64_arg(PyObject *obj, int64_t *out)
 {
+    if (small_int64(obj, out))
+        return 1;
     long long v = PyLong_AsLongLong(obj);
     if (v == -1 && PyErr_Occurred())
         return 0;
@@ -1266,10 +1289,16 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         result = PyLong_FromLong(failed);
         goto done;
     }
-    /* (the slots read again: the GIL was let go, though no writer of them runs without the
-     * log's lock, which the caller holds) */
-    if (offset_entry && segment_state(segment, &s) && index_map(s.index[0], 0, &oi) && index_map(s.index[1], 1, &ti) &&
-        s.entries[0] == oi_n && s.entries[1] == ti_n && oi.len >= (oi_n + 1) * 8 && ti.len >= (ti_n + 1) * 12) {
+    /* (the indexes looked at again: the GIL was let go, though no writer of them runs
+     * without the log's lock, which the caller holds) */
+    const Py_ssize_t *at = segment_slots;
+    int64_t oi_now, ti_now;
+    if (offset_entry && slot_of(segment, at[S_OFFSET_INDEX], index_types[0]) == s.index[0] &&
+        slot_of(segment, at[S_TIME_INDEX], index_types[1]) == s.index[1] &&
+        slot_int64(s.index[0], index_slots[0][I_ENTRIES], &oi_now) && oi_now == oi_n &&
+        slot_int64(s.index[1], index_slots[1][I_ENTRIES], &ti_now) && ti_now == ti_n &&
+        index_map(s.index[0], 0, &oi) && index_map(s.index[1], 1, &ti) && oi.len >= (oi_n + 1) * 8 &&
+        ti.len >= (ti_n + 1) * 12) {
         oi_at = (uint8_t *)oi.buf + oi_n * 8;
         ti_at = (uint8_t *)ti.buf + ti_n * 12;
         store_be(oi_at, 4, (uint32_t)(last - base));
@@ -1309,7 +1338,6 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             result = PyLong_FromLong(ENOMEM);
             goto done;
         }
-    const Py_ssize_t *at = segment_slots;
     slot_set(segment, at[S_SIZE], made[M_SIZE]);
     slot_set(segment, at[S_SINCE], made[M_SINCE]);
     if (new_pair)

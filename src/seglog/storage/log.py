@@ -584,18 +584,18 @@ class PartitionLog:
         first batch, a flush, an injected fault): ``_append_as_leader`` then.
         What ``_append_as_leader`` does after the write for such an append is done here,
         inline: this runs on every produce."""
-        rules, epochs, epoch = self._one_call_rules, self.leader_epoch_cache.entries, self._leader_epoch
+        rules = self._one_call_rules
         if rules is None or _FAULTS:
             return None
+        epochs = self.leader_epoch_cache.entries
         if epochs is not self._one_call_epochs:  # (the cache replaces its list on every change)
-            if not epochs or epochs[-1][0] != epoch:
+            if not epochs or epochs[-1][0] != self._leader_epoch:
                 return None  # the epoch's first batch: the general path assigns it
             self._one_call_epochs = epochs
-        segment = self._segments[-1]
-        done = _scan.append_batch(buffer, segment, rules, self._next_offset, epoch)
+        done = _scan.append_batch(buffer, self._segments[-1], rules, self._next_offset, self._leader_epoch)
         if not isinstance(done, tuple):
             if done is not None:  # the write failed (a full disk): what part of it was written is cut off
-                segment.write_failed(done)
+                self._segments[-1].write_failed(done)
             return None
         # _advance's and the producer state's on_append, for an append of no producer
         info, self._end_metadata = done
