@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import statistics
 import subprocess
@@ -110,14 +111,17 @@ def _ms(ask: Callable[[], object]) -> float:
     return (time.perf_counter() - began) * 1000
 
 
-def _paired(ask: Callable[[], object], baseline: Callable[[], object], rounds: int) -> tuple[list[float], list[float]]:
+Asking = Callable[[], Callable[[], object]]  # prepares a request (untimed) and gives the timed ask
+
+
+def _paired(ask: Asking, baseline: Asking, rounds: int) -> tuple[list[float], list[float]]:
     """``ask``'s times and each round's ratio to ``baseline``'s, timed just before it in the same
     round (a shared machine's load changes between rounds, less within one)."""
-    ask(), baseline()  # a first time: connections, the broker's caches
+    ask()(), baseline()()  # a first time: connections, the broker's caches
     times, ratios = [], []
     for _ in range(rounds):
-        base = _ms(baseline)
-        times.append(_ms(ask))
+        base = _ms(baseline())
+        times.append(_ms(ask()))
         ratios.append(times[-1] / base)
     return times, ratios
 
@@ -130,11 +134,26 @@ def _get(url: str) -> Callable[[], object]:
     return ask
 
 
+def _page(url: str) -> Asking:
+    return lambda: _get(url)
+
+
+def _details_after_list(console_url: str) -> Asking:
+    """The topics' size and retention as the page asks them: after the list (untimed), naming it
+    (its ``metadata``, whose Metadata the details reuse; a console without it ignores ``after``)."""
+
+    def prepare() -> Callable[[], object]:
+        listed = json.loads(_get(console_url + "api/topics")())
+        return _get(console_url + f"api/topics?details=true&after={listed.get('metadata', '')}")
+
+    return prepare
+
+
 PAGES = [
     ("cluster", "api/cluster"),
     ("cluster: throughput (beside it)", "api/throughput"),
     ("topics", "api/topics"),
-    ("topics' size and retention (after the list)", "api/topics?details=true"),
+    ("topics' size and retention (asked alone)", "api/topics?details=true"),
     (f"topic {BROWSED}", f"api/topics/{BROWSED}"),
     (f"messages: {RECORDS} of 1 KiB", f"api/topics/{BROWSED}/messages?partition=0&limit={RECORDS}"),
     (f"messages: a filter over {RECORDS}", f"api/topics/{BROWSED}/messages?partition=0&filter=key-99"),
@@ -204,13 +223,17 @@ def _compare_details(before: str, topics: int, partitions: int, console_url: str
     preallocated sparse files whole), paired in each round."""
     with tempfile.TemporaryDirectory() as d, _broker_process(d, before) as (bootstrap, before_console, _pid):
         _create_topics(bootstrap, topics, partitions)
-        path = "api/topics?details=true"
-        times, ratios = _paired(_get(console_url + path), _get(before_console + path), rounds)
-        base = [t / r for t, r in zip(times, ratios, strict=True)]
-        print(
-            f"topics' size and retention, this checkout {statistics.median(times):.1f} ms beside {before}'s "
-            f"{statistics.median(base):.1f} ms (medians of {rounds}): {statistics.median(ratios):.2f}x of it"
-        )
+        alone = "api/topics?details=true"
+        for how, this, that in [
+            ("after the list", _details_after_list(console_url), _details_after_list(before_console)),
+            ("asked alone", _page(console_url + alone), _page(before_console + alone)),
+        ]:
+            times, ratios = _paired(this, that, rounds)
+            base = [t / r for t, r in zip(times, ratios, strict=True)]
+            print(
+                f"topics' size and retention ({how}), this checkout {statistics.median(times):.1f} ms beside "
+                f"{before}'s {statistics.median(base):.1f} ms (medians of {rounds}): {statistics.median(ratios):.2f}x"
+            )
 
 
 def main() -> int:
@@ -229,15 +252,18 @@ def main() -> int:
         with connect(bootstrap) as connection, start(bootstrap, broker_http=[broker_console]) as remote:
             every = MetadataRequestData(topics=None, allow_auto_topic_creation=False)
 
-            def baseline() -> object:
-                return connection.request(ApiKey.METADATA, every)
+            def baseline() -> Callable[[], object]:
+                return lambda: connection.request(ApiKey.METADATA, every)
 
             print("baseline: Metadata of every topic on an open connection, timed before each page in each round")
             print(f"{'page (API)':44} {'median ms':>10} {'max ms':>8} {'target':>7} {'/ baseline':>11}")
-            hop = ("layout through --broker-http", remote.url + f"api/topics/{BROWSED}/partitions/0/layout")
-            for label, url in [(label, broker_console + path) for label, path in PAGES] + [hop]:
+            asked = [(label, _page(broker_console + path)) for label, path in PAGES]
+            asked.insert(3, ("topics' size and retention (after the list)", _details_after_list(broker_console)))
+            hop = _page(remote.url + f"api/topics/{BROWSED}/partitions/0/layout")
+            asked.append(("layout through --broker-http", hop))
+            for label, ask in asked:
                 try:
-                    times, ratios = _paired(_get(url), baseline, args.rounds)
+                    times, ratios = _paired(ask, baseline, args.rounds)
                 except urllib.error.HTTPError as e:
                     print(f"{label:44} failed: {e.code} {e.read().decode(errors='replace')}")
                     continue

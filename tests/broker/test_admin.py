@@ -25,6 +25,7 @@ from seglog.protocol.enums import ConfigResourceType as ResourceType
 from seglog.protocol.message_data import (
     DescribeClusterRequestData,
     DescribeConfigsRequestData,
+    DescribeLogDirsRequestData,
     OffsetForLeaderEpochRequestData,
 )
 
@@ -194,6 +195,23 @@ def test_describe_cluster_and_log_dirs(seglog_broker, admin: AdminClient) -> Non
         kp.close()
     text = str(response)
     assert "d1" in text and str(seglog_broker.server.config.log_dirs[0]) in text
+
+
+def test_describe_log_dirs_of_the_partitions_asked(seglog_broker, admin: AdminClient) -> None:
+    """Only the partitions asked that the broker holds, by topic; a topic none of whose asked
+    partitions it holds is left out."""
+    _result(admin.create_topics([NewTopic("d2", 3, 1)]), "d2")
+    Asked = DescribeLogDirsRequestData.DescribableLogDirTopic
+    asked = [Asked(topic="d2", partitions=[2, 0, 7]), Asked(topic="no-such-topic", partitions=[0])]
+    with connect(seglog_broker.bootstrap_servers) as connection:
+        answer = connection.request(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=asked))
+        every = connection.request(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequestData(topics=None))
+    [result] = answer.results
+    assert result.log_dir == str(seglog_broker.server.config.log_dirs[0])
+    assert [(t.name, sorted(p.partition_index for p in t.partitions)) for t in result.topics] == [("d2", [0, 2])]
+    assert all(p.partition_size == 0 and p.offset_lag == 0 for p in result.topics[0].partitions)
+    names = [t.name for t in every.results[0].topics]
+    assert names == sorted(names) and "d2" in names
 
 
 def test_describe_cluster_for_another_endpoint_type(seglog_broker) -> None:

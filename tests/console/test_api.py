@@ -98,6 +98,20 @@ def test_topics_lists_partitions_replication_and_internal(console):
     assert plain.keys() == {"name", "partitions", "replicationFactor", "internal", "underReplicated"}
 
 
+def test_details_naming_a_list_reuse_its_metadata_and_else_ask_it(console):
+    """The page asks the details naming the list it drew (its ``metadata``): the same topics, the
+    same figures as details asked alone; a number no list answered (or one long gone) asks anew."""
+    status, listed = get(console, "api/topics")
+    assert status == 200 and isinstance(listed["metadata"], int)
+    after = get(console, f"api/topics?details=true&after={listed['metadata']}")[1]["topics"]
+    assert [t["name"] for t in after] == [t["name"] for t in listed["topics"]]
+    alone = {t["name"]: t for t in get(console, "api/topics?details=true")[1]["topics"]}
+    assert {t["name"]: t for t in after}[TOPIC] == alone[TOPIC]
+    unknown = get(console, f"api/topics?details=true&after={listed['metadata'] + 1000}")[1]["topics"]
+    assert {t["name"] for t in unknown} == set(alone)
+    assert get(console, "api/topics?details=true&after=soon")[0] == 400
+
+
 def test_topic_has_each_partitions_offsets_and_its_configs_with_their_source(console, cluster):
     status, found = get(console, f"api/topics/{TOPIC}")
     assert status == 200

@@ -558,29 +558,22 @@ class AdminManager:
         if not self.authorizer.authorize_cluster(AclOperation.DESCRIBE):  # as Kafka: no log dirs, the error from v3
             return DescribeLogDirsResponseData(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, results=[])
         wanted = body.topics
-        filter_: set[tuple[str, int]] | None = (
-            None if wanted is None else {(t.topic, p) for t in wanted for p in t.partitions}
-        )
+        asked = None if wanted is None else {t.topic: set(t.partitions) for t in wanted}
+        Partition = DescribeLogDirsResponseData.DescribeLogDirsPartition
         results = []
-        for path, partitions in self.replicas.log_dirs().items():
-            by_topic: dict[str, list[DescribeLogDirsResponseData.DescribeLogDirsPartition]] = {}
-            for p in partitions:
-                if filter_ is None or (p.topic, p.partition) in filter_:
-                    by_topic.setdefault(p.topic, []).append(
-                        DescribeLogDirsResponseData.DescribeLogDirsPartition(
-                            partition_index=p.partition, partition_size=p.size, offset_lag=p.offset_lag
-                        )
-                    )
+        for path, by_topic in self.replicas.log_dirs().items():
+            topics = []
+            for name in sorted(by_topic if asked is None else by_topic.keys() & asked.keys()):
+                held = by_topic[name]
+                if asked is not None:
+                    held = [p for p in held if p[0] in asked[name]]
+                    if not held:
+                        continue
+                topics.append(DescribeLogDirsResponseData.DescribeLogDirsTopic(name, [Partition(*p) for p in held]))
             total, usable = _disk(path)
             results.append(
                 DescribeLogDirsResponseData.DescribeLogDirsResult(
-                    log_dir=path,
-                    topics=[
-                        DescribeLogDirsResponseData.DescribeLogDirsTopic(name=t, partitions=ps)
-                        for t, ps in sorted(by_topic.items())
-                    ],
-                    total_bytes=total,
-                    usable_bytes=usable,
+                    log_dir=path, topics=topics, total_bytes=total, usable_bytes=usable
                 )
             )
         return DescribeLogDirsResponseData(results=results)

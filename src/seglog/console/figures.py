@@ -9,6 +9,9 @@ through ``open_client`` and the functions here."""
 from __future__ import annotations
 
 import contextlib
+import itertools
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -75,6 +78,7 @@ FETCH_WAIT_MS = 100
 MAX_MESSAGES = 500  # the most records one page of the browser asks
 MAX_SCANNED = 20_000  # records a filtered page looks through before it answers with what it found
 SHOWN_CHARS = 16 * 1024  # of a key, value or header: a record may hold megabytes, a page shows a glance
+LISTED_KEPT_S = 10.0  # how long a topics list's Metadata serves the details that name it
 
 
 class ConsoleInputError(SeglogError):
@@ -128,12 +132,44 @@ def _under_replicated(p: MetadataResponseData.MetadataResponsePartition) -> bool
     return len(p.isr_nodes) < len(p.replica_nodes)
 
 
-def topics(client: ClusterClient, details: bool = False) -> dict[str, Any]:
+class ListedMetadata:
+    """The Metadata of every topic that recent topics lists answered from, each under the number
+    the list answers with (``metadata``): the page asks the details right after drawing the list,
+    naming it, and they reuse its Metadata rather than ask it again. Of 10,000 partitions, the
+    broker encodes it in 16 ms of CPU and the console decodes it in 22 ms, a third of the details'
+    work (the broker and its console share a process). Kept LISTED_KEPT_S seconds: details naming
+    an older list, or none, ask Metadata anew."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._numbers = itertools.count(1)
+        self._kept: dict[int, tuple[float, MetadataResponseData]] = {}
+
+    def keep(self, answer: MetadataResponseData) -> int:
+        now = time.monotonic()
+        with self._lock:
+            self._kept = {n: kept for n, kept in self._kept.items() if now - kept[0] < LISTED_KEPT_S}
+            number = next(self._numbers)
+            self._kept[number] = (now, answer)
+        return number
+
+    def get(self, number: int) -> MetadataResponseData | None:
+        with self._lock:
+            kept = self._kept.get(number)
+        return kept[1] if kept is not None and time.monotonic() - kept[0] < LISTED_KEPT_S else None
+
+
+def topics(
+    client: ClusterClient, details: bool = False, listed: ListedMetadata | None = None, after: int | None = None
+) -> dict[str, Any]:
     """Every topic: its partition count, replication factor and whether it is internal; with
     ``details``, its size too (its leaders' replicas, from DescribeLogDirs; null when a leader did
     not answer), retention.ms and cleanup.policy (one DescribeConfigs of every topic). The details
-    cost a broker more on many topics: the page asks them after drawing the list."""
-    answer = client.metadata(None)
+    cost a broker more on many topics: the page asks them after drawing the list, naming it
+    (``after``: the list's ``metadata`` number in ``listed``), and they reuse its Metadata."""
+    answer = listed.get(after) if listed is not None and after is not None else None
+    if answer is None:
+        answer = client.metadata(None)
     found = {name: t for name, t in topics_by_name(answer).items() if not t.error_code}
     summaries = {name: _topic_summary(name, t) for name, t in sorted(found.items())}
     if details:
@@ -142,6 +178,8 @@ def topics(client: ClusterClient, details: bool = False) -> dict[str, Any]:
         kept = _retention(client, sorted(found), live)
         for name, summary in summaries.items():
             summary |= {"size": sizes.get(name)} | kept.get(name, {})
+    elif listed is not None:
+        return {"topics": list(summaries.values()), "metadata": listed.keep(answer)}
     return {"topics": list(summaries.values())}
 
 

@@ -75,6 +75,7 @@ class ConsoleServer(ThreadingHTTPServer):
         self.read_only = read_only
         self.request_timeout = timeout
         self.brokers = brokers or SeglogBrokers(None, [])
+        self.listed = figures.ListedMetadata()  # the topics lists' Metadata, for their details
         self._thread: threading.Thread | None = None
 
     def client(self) -> Any:
@@ -208,7 +209,8 @@ class ConsoleHandler(BaseHTTPRequestHandler):
                 case ["cluster"]:
                     return figures.cluster(client)
                 case ["topics"]:
-                    return figures.topics(client, details=query.get("details", [""])[-1] == "true")
+                    details = query.get("details", [""])[-1] == "true"
+                    return figures.topics(client, details, self.server.listed, _number(query, "after", None))
                 case ["topics", name] if name:
                     return figures.topic(client, name)
                 case ["topics", name, "messages"] if name:
