@@ -109,6 +109,22 @@ def test_an_entry_naming_another_large_batch_is_not_taken(tmp_path):
     again.close()
 
 
+def test_a_damaged_first_entry_is_not_taken_below_it(tmp_path):
+    """The first entry (the second batch's, offsets 4..7) damaged to say offset 6: a lookup
+    below it, which takes the batch after the first in one header read when the entry
+    names it, finds that batch ends elsewhere and scans from the first batch instead."""
+    seg = large_segment(tmp_path, list(range(0, 40, 4)))
+    seg.close()
+    with open(seg.index_path, "r+b") as f:
+        f.write(struct.pack(">i", 6))
+    again = LogSegment(seg.dir, 0, index_interval_bytes=4096, max_index_size=4096)
+    assert again.offset_index.lookup_position(5)[2] == 6  # the damaged entry is loaded, not rebuilt
+    for target in range(40):
+        header = again.translate_offset(target)
+        assert header is not None and (header.position, header.last_offset) == holder(again, target), target
+    again.close()
+
+
 def test_a_time_entry_found_right_is_not_read_again(tmp_path, preads):
     """The one-read path of a lookup by time reads the entry's batch header once; later
     lookups through the entry read only the batch they search."""
