@@ -9,7 +9,8 @@ Each run is ``python TREE/bench/NAME.py ARGS`` in TREE with ``PYTHONPATH=TREE/sr
 bench starts inherit it, so they run that tree's code too); ``--same-script`` runs the new tree's
 script on both trees' code (when the script changed but the old code still runs it). The pairs
 alternate old, new, new, old, ... so that the machine's load drifts onto both sides alike; the
-load average before each run is printed, and each run's output is kept in ``--out``.
+load average before each run is printed, and each run's output is kept in ``--out``; a run that
+fails part way (its exit status printed) still gives the rows it printed.
 
 A row is a line of output, its key the line with every number replaced by ``#`` (and runs of
 spaces by one); its figures are its numbers, matched by position (a key's n-th line in a run is a
