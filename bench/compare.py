@@ -95,8 +95,8 @@ def report(old: list[Rows], new: list[Rows]) -> None:
             print(text)
     for side, runs, other in (("old", old, new), ("new", new, old)):
         only = sorted({k[0] for r in runs for k in r} - {k[0] for r in other for k in r})
-        for key in only:
-            print(f"only {side}: {key}")
+        for line in only:
+            print(f"only {side}: {line}")
 
 
 def main() -> None:
