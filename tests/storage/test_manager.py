@@ -301,6 +301,9 @@ def test_two_log_dirs(tmp_path, clock):
     assert len([n for n in os.listdir(dirs[1]) if n.startswith("t-")]) == 2
     with seglog.open(dirs, background=False) as manager:
         assert [manager.partition("t", p).log_end_offset for p in range(4)] == [1, 2, 3, 4]
+        manager.create_topic("u", 1)  # the dirs hold two each (counted from the loaded logs): a's turn
+        manager.create_topic("v", 2)  # v-0 to b, which holds fewer; v-1 to a again (a tie)
+    assert [sorted(n for n in os.listdir(d) if n.startswith(("u-", "v-"))) for d in dirs] == [["u-0", "v-1"], ["v-0"]]
     in_a = next(n for n in os.listdir(dirs[0]) if n.startswith("t-"))
     shutil.copytree(Path(dirs[0]) / in_a, Path(dirs[1]) / in_a)
     with pytest.raises(KafkaStorageError, match="two log dirs"):

@@ -29,6 +29,7 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -453,12 +454,16 @@ class LogManager:
             self._write_topic_configs()
             self.checkpoint()
 
+    def _next_dir(self) -> LogDir:
+        """Kafka's ``nextLogDirs``: the dir holding the fewest partitions, counted only when there
+        is a choice (a topic of n partitions in one dir is made in O(n), not O(n²))."""
+        if len(self._dirs) == 1:
+            return self._dirs[0]
+        held = Counter(os.path.dirname(pl.dir) for pl in self._logs.values())
+        return min(self._dirs, key=lambda d: held[d.path])
+
     def _create_partition(self, topic: str, partition: int) -> PartitionLog:
-        d = min(
-            self._dirs,
-            key=lambda d: sum(1 for pl in self._logs.values() if pl.dir.startswith(d.path + os.sep)),
-        )
-        path = d.file(partition_dir_name(topic, partition))
+        path = self._next_dir().file(partition_dir_name(topic, partition))
         fileio.make_dirs(path)
         try:
             metadata = f"version: 0\ntopic_id: {self._topic_ids[topic]}\n"
