@@ -36,10 +36,10 @@ from kafka import TopicPartition as KpTopicPartition
 from kazoo.client import KazooClient
 
 import seglog.broker
-from seglog.broker.properties import parse_properties
 from seglog.cli import main
 from seglog.client import connect
 from seglog.errors import BrokerNotAvailableError, InvalidConfigurationError, SeglogError
+from seglog.properties import parse_properties
 from seglog.protocol import ApiKey, ClientConnection
 from seglog.protocol.message_data import (
     MetadataRequestData,

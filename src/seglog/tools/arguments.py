@@ -16,9 +16,9 @@ import argparse
 from collections.abc import Callable
 from typing import NoReturn
 
-from ..broker.properties import parse_properties
 from ..client import PLAINTEXT, ClientSecurity, client_security
 from ..errors import InvalidConfigurationError
+from ..properties import parse_properties
 
 INT32_MAX = (1 << 31) - 1
 INT64_MAX = (1 << 63) - 1
