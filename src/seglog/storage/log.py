@@ -834,6 +834,12 @@ class PartitionLog:
             if not self.closed and not self.read_only:
                 self.producer_state.remove_expired(now_ms)
 
+    @property
+    def flushes_by_time(self) -> bool:
+        """Whether flush.ms is set: the periodic flush has anything to do here (appends see to
+        flush.messages themselves)."""
+        return self._config.flush_ms < _NEVER
+
     def flush_if_due(self) -> None:
         """The periodic flush for flush.ms (called by the log manager)."""
         with self._lock:

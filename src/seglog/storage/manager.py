@@ -591,8 +591,12 @@ class LogManager:
         self.checkpoint_high_watermarks()
 
     def flush_due(self) -> None:
+        # each second, so only the logs with a flush.ms are visited: taking 10,000 logs' locks for
+        # nothing was most of an idle broker's CPU (Kafka runs no flusher unless
+        # log.flush.scheduler.interval.ms is set)
         for partition_log in self.logs():
-            partition_log.flush_if_due()
+            if partition_log.flushes_by_time:
+                partition_log.flush_if_due()
 
     def remove_expired_producers(self) -> None:
         """Partitions forget producers idle producer.id.expiration.ms (Kafka's task of the
