@@ -123,6 +123,26 @@ def test_topic_configs_are_persisted_and_override_broker_defaults(tmp_path, cloc
         assert manager.topic_config("plain").segment_bytes == 700  # a default, not an override
 
 
+def test_a_replicas_logs_rewrite_the_topic_configs_only_when_their_entry_changes(tmp_path, clock):
+    """get_or_create_log (the controller's LeaderAndIsr, one partition at a time) rewrites
+    topic-configs.json for a new topic or changed overrides, not for each partition of the same."""
+    path = tmp_path / "topic-configs.json"
+    with open_logs(tmp_path, clock=clock) as manager:
+        manager.get_or_create_log("wide", 0, "AAAAAAAAAAAAAAAAAAAAAA", {"segment.bytes": 1000})
+        os.link(path, tmp_path / "written")  # a write renames a new file over it (the link keeps this one)
+        for p in range(1, 5):
+            manager.get_or_create_log("wide", p, "AAAAAAAAAAAAAAAAAAAAAA", {"segment.bytes": 1000})
+        assert os.path.samefile(path, tmp_path / "written")
+        manager.get_or_create_log("wide", 5, "AAAAAAAAAAAAAAAAAAAAAA", {"segment.bytes": 2000})
+        manager.get_or_create_log("other", 0, "BAAAAAAAAAAAAAAAAAAAAA")
+    stored = json.loads(path.read_text())["topics"]
+    assert stored["wide"] == {"topic_id": "AAAAAAAAAAAAAAAAAAAAAA", "config": {"segment.bytes": 2000}}
+    assert stored["other"] == {"topic_id": "BAAAAAAAAAAAAAAAAAAAAA", "config": {}}
+    with open_logs(tmp_path, clock=clock) as manager:
+        assert manager.partitions("wide") == list(range(6))
+        assert manager.topic_config("wide").segment_bytes == 2000
+
+
 def test_alter_topic_config_takes_effect_without_reopening(tmp_path, clock):
     with open_logs(tmp_path, clock=clock) as manager:
         manager.create_topic("t", 2)
