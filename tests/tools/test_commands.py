@@ -140,3 +140,19 @@ def test_bad_input_and_a_locked_dir(tmp_path):
         assert run("topics", "--log-dir", d, "--list").stdout == "t\n"  # a reader takes no lock
     finally:
         os.close(fd)
+
+
+def test_a_command_imports_only_its_own_module():
+    # `seglog dump-log` (and every log-dir command) starts without the broker's and the console's
+    # hundreds of modules; `seglog --help` still lists every command
+    probe = (
+        "import sys\nfrom seglog.cli import main\n"
+        "try:\n    main(['dump-log', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('seglog.broker', 'seglog.console'))))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "[]"
+    listed = run("--help").stdout
+    for command in ("dump-log", "broker", "console", "configs", "reassign-partitions"):
+        assert command in listed

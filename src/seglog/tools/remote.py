@@ -72,7 +72,6 @@ from .client_quotas import ENTITY_TYPES, quota_configs, quota_request
 from .logdir import record_json
 from .user_credentials import user_configs
 
-REMOTE_COMMANDS = ("topics", "produce", "consume", "get-offsets", "delete-records", "configs")
 _TIMES = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "max-timestamp": MAX_TIMESTAMP}
 ANSWER_MARGIN_S = 5.0  # past a request's own timeout_ms, for the broker's answer to arrive
 # the configs --describe shows without --all: those set (dynamically or in a broker's file), not defaults
@@ -82,12 +81,6 @@ _SET_SOURCES = (
     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
     ConfigSource.STATIC_BROKER_CONFIG,
 )
-
-
-def wants_broker(argv: list[str]) -> bool:
-    """Whether a command line is one of these forms (a command named here with --bootstrap-server)."""
-    command = next((a for a in argv if not a.startswith("-")), None)
-    return command in REMOTE_COMMANDS and any(a.split("=")[0] == "--bootstrap-server" for a in argv)
 
 
 def build_parser(prog: str = "seglog") -> argparse.ArgumentParser:
