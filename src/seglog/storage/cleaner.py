@@ -321,28 +321,35 @@ class _BackgroundSync:
 
 
 class _Output:
-    """A cleaned segment being written: batches gather in a buffer (C appends to it too),
-    which goes to the segment once it holds ``io_buffer_size`` bytes; the segment is
-    fsynced in the background every ``_SYNC_EVERY`` bytes."""
+    """A cleaned segment being written: batches gather in the first ``length`` bytes of a
+    buffer (C writes there too), which go to the segment once they are
+    ``io_buffer_size`` or more; the segment is fsynced in the background every
+    ``_SYNC_EVERY`` bytes. The buffer is kept from flush to flush: one allocation a
+    group, not a new buffer grown anew (reallocated and copied) for each write."""
 
     def __init__(self, cleaner: Cleaner, dest: LogSegment, sync: _BackgroundSync, stats: CleanerStats) -> None:
         self.cleaner, self.dest, self.sync, self.stats = cleaner, dest, sync, stats
         self.buffer = bytearray()
+        self.length = 0
         self.entries: list[tuple[int, int, int, int]] = []  # (position in buffer, size, last offset, max timestamp)
         self.unsynced = 0
 
     def add(self, batch: bytes | bytearray | memoryview, last_offset: int, max_ts: int) -> None:
-        self.entries.append((len(self.buffer), len(batch), last_offset, max_ts))
-        self.buffer += batch
-        if len(self.buffer) >= self.cleaner.io_buffer_size:
+        start, size = self.length, len(batch)
+        self.entries.append((start, size, last_offset, max_ts))
+        if len(self.buffer) < start + size:
+            self.buffer += bytes(start + size - len(self.buffer))
+        self.buffer[start : start + size] = batch
+        self.length = start + size
+        if self.length >= self.cleaner.io_buffer_size:
             self.flush()
 
     def flush(self) -> None:
-        if not self.buffer:
+        if not self.length:
             return
-        self.cleaner._write(self.dest, self.buffer, self.entries, self.stats)
-        self.unsynced += len(self.buffer)
-        self.buffer, self.entries = bytearray(), []
+        self.cleaner._write(self.dest, memoryview(self.buffer)[: self.length], self.entries, self.stats)
+        self.unsynced += self.length
+        self.length, self.entries = 0, []
         if self.unsynced >= _SYNC_EVERY and self.sync.idle:
             self.sync.start()  # the disk works on what is written while we go on
             self.unsynced = 0
@@ -682,8 +689,8 @@ class Cleaner:
                     view, origin, at = chunk.view, chunk.origin, 0
                     while True:
                         # plain data batches: filtered by runs in C, the others come back here
-                        at, stop, read, written, invalid, rewritten = _compact.filter_batches(
-                            view, at, origin, out=output.buffer, out_limit=self.io_buffer_size,
+                        at, stop, read, written, invalid, rewritten, output.length = _compact.filter_batches(
+                            view, at, origin, out=output.buffer, out_len=output.length, out_limit=self.io_buffer_size,
                             entries=output.entries, table=omap.table, k0=omap.k0, k1=omap.k1,
                             latest=omap.latest_offset, marks=marks.superseded, marks_first=marks.first,
                             marks_count=marks.count, now=now, horizon=horizon, upper_bound=upper_bound,
@@ -739,7 +746,7 @@ class Cleaner:
                 dest.delete()
 
     def _write(
-        self, dest: LogSegment, out: bytearray, entries: list[tuple[int, int, int, int]], stats: CleanerStats
+        self, dest: LogSegment, out: memoryview, entries: list[tuple[int, int, int, int]], stats: CleanerStats
     ) -> None:
         dest.append(out, entries)
         stats.bytes_written += len(out)
