@@ -560,7 +560,7 @@ class Cleaner:
             next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = segment.offset_index.lookup(start)[1] if segment.base_offset < start else 0
             for chunk in self._read_chunks(log_, segment, position):
-                view, origin, at = chunk.view, chunk.origin, 0
+                view, origin, at, grown_at = chunk.view, chunk.origin, 0, -1
                 while True:
                     # the batches C maps need no tracker: they are not transactional, and the
                     # tracker catches up on aborted transactions at the next batch it sees
@@ -570,6 +570,14 @@ class Cleaner:
                     batch = next(BatchIterator(view, at, origin=origin), None) if needs_python else None
                     if batch is None:
                         break
+                    if at != grown_at and self._outgrows(batch, omap):
+                        # C stopped for want of room: grow the map and let C map the batch (an lz4
+                        # one is decompressed there, not by Python's codec); Python takes it if C
+                        # stops at it again
+                        grown, grown_at = self._grow(omap), at
+                        if grown is not None:
+                            omap = grown
+                            continue
                     omap, full = self._map_batch(batch, omap, start, tracker, stats)
                     if full:
                         return omap  # full: latest_offset is the last record mapped
@@ -577,6 +585,13 @@ class Cleaner:
                 chunk.used = at
             omap.latest_offset = max(omap.latest_offset, next_base - 1)
         return omap
+
+    @staticmethod
+    def _outgrows(batch: AnyBatch, omap: OffsetMap) -> bool:
+        """Whether a walk in C stopped at ``batch``, a plain data batch, only because its
+        records may not fit the room left in the map."""
+        plain = isinstance(batch, RecordBatch) and not batch.is_control and not batch.is_transactional
+        return plain and batch.record_count > omap.room
 
     def _map_batch(
         self, batch: AnyBatch, omap: OffsetMap, start: int, tracker: _TransactionTracker, stats: CleanerStats
