@@ -502,6 +502,21 @@ def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation()
         omap.put_batch(raw, None, 0)
 
 
+@pytest.mark.parametrize("out_len", [-1, 11])
+def test_a_filter_walk_refuses_a_length_outside_its_output(out_len):
+    """The walk writes from byte out_len of a buffer the cleaner keeps: a length outside
+    it is refused before anything is read or written."""
+    raw = build_batch([(b"a", b"1", NOW)], compression=Compression.LZ4)
+    omap, out = OffsetMap(64 * ENTRY_SIZE, seed=1), bytearray(10)
+    with pytest.raises(ValueError, match="out of the buffer"):
+        _compact.filter_batches(
+            memoryview(raw), 0, 0, out=out, out_len=out_len, out_limit=1 << 20, entries=[], table=omap.table,
+            k0=omap.k0, k1=omap.k1, latest=3, marks=bytearray(2), marks_first=0, marks_count=10, now=NOW,
+            horizon=HORIZON, upper_bound=-1, group_end=-1, section=bytearray(), rebuilt=bytearray(),
+        )  # fmt: skip
+    assert out == bytearray(10)
+
+
 # --- producer state: batch headers skimmed in C ----------------------------------------------------
 
 
