@@ -407,10 +407,12 @@ def test_small_dedupe_buffer_cleans_in_several_passes(tmp_path):
     big_logs.close()
 
 
+@pytest.mark.parametrize("codec", [Compression.NONE, Compression.LZ4])
 @pytest.mark.parametrize("budget_entries", [1 << 20, 15_000, 3000])
-def test_the_map_grows_with_the_keys_within_the_budget(tmp_path, monkeypatch, budget_entries):
+def test_the_map_grows_with_the_keys_within_the_budget(tmp_path, monkeypatch, budget_entries, codec):
     """A map starts small and grows as keys come; the old map and the new one never hold
-    more than the dedupe buffer together."""
+    more than the dedupe buffer together. A map that can grow does so before a batch
+    that may not fit, which C then maps: Python maps a batch only once the map is full."""
     budget = budget_entries * ENTRY_SIZE
     live: weakref.WeakSet[OffsetMap] = weakref.WeakSet()
     peak = [0]
@@ -421,11 +423,19 @@ def test_the_map_grows_with_the_keys_within_the_budget(tmp_path, monkeypatch, bu
             live.add(self)
             peak[0] = max(peak[0], sum(m.memory for m in live))
 
+    in_python = []
+    map_batch = cleaner_module.Cleaner._map_batch
+
+    def tracked_map_batch(self, batch, omap, *args):
+        in_python.append(batch.base_offset)
+        return map_batch(self, batch, omap, *args)
+
     monkeypatch.setattr(cleaner_module, "OffsetMap", Tracked)
+    monkeypatch.setattr(cleaner_module.Cleaner, "_map_batch", tracked_map_batch)
     clock = Clock()
     logs, log = compacted(tmp_path, clock, broker={"log.cleaner.dedupe.buffer.size": budget})
     for i in range(40):
-        log.append([Record(b"k%d" % (i * 100 + j), b"v", NOW) for j in range(100)])  # 4000 keys
+        log.append([Record(b"k%d" % (i * 100 + j), b"v", NOW) for j in range(100)], compression=codec)  # 4000 keys
     put(log, b"k0", b"newer")
     log.roll()
     stats = logs.clean(force=True)
@@ -435,8 +445,10 @@ def test_the_map_grows_with_the_keys_within_the_budget(tmp_path, monkeypatch, bu
     omap = logs.cleaner._sync_cleaner._map
     if budget_entries > 4000 / 0.4:
         assert len(stats) == 1 and omap.slots >= 4000 / 0.4  # grew from 1024 slots by fours
+        assert in_python == []
     else:
         assert len(stats) == 2 and omap.memory <= budget  # no room to grow: two passes
+        assert in_python  # the batch that fills the map
     logs.close()
 
 

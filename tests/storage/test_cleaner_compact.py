@@ -344,23 +344,24 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed, lz4):
     plain_offsets = sorted(b.next_offset for b in BatchIterator(view) if b.position in plain)
     upper_bound = rng.choice(plain_offsets)  # an empty batch ending there stays: Python decides
     group_end = 1000 + len(log)  # the last batch is the group's last: Python decides too
-    out, entries, at, python, flushed = bytearray(), [], 0, set(), bytearray()
+    out, length, entries, at, python, flushed = bytearray(), 0, [], 0, set(), bytearray()
     while True:
-        at, stop, read, written, _, changed = _compact.filter_batches(
-            view, at, 1000, out=out, out_limit=300, entries=entries, table=walked.table, k0=walked.k0,
+        at, stop, read, written, _, changed, length = _compact.filter_batches(
+            view, at, 1000, out=out, out_len=length, out_limit=300, entries=entries, table=walked.table, k0=walked.k0,
             k1=walked.k1, latest=walked.latest_offset, marks=marks_w.superseded, marks_first=marks_w.first,
             marks_count=marks_w.count, now=NOW, horizon=HORIZON, upper_bound=upper_bound, group_end=group_end,
             section=records_buffer, rebuilt=rebuilt,
         )  # fmt: skip
         assert read >= written and changed >= 0
+        assert length <= len(out)
         if stop == 2:
-            assert len(out) >= 300
+            assert length >= 300
             for position, size, last_offset, max_ts in entries:
                 b = RecordBatch(out[position : position + size])
                 b.validate()
                 assert (b.last_offset, b.max_timestamp) == (last_offset, max_ts)
-            flushed += out
-            out.clear()
+            flushed += out[:length]
+            length = 0  # out is kept: the next batches overwrite it
             entries.clear()
             continue
         if stop == 0:
@@ -381,7 +382,7 @@ def test_walks_take_plain_batches_and_leave_the_rest_to_python(seed, lz4):
         assert (batch.position in python) == python_decides
         if kept:
             expected += batch.buffer if filtered is None else seal(filtered, batch.compression)
-    assert flushed + out == expected
+    assert flushed + out[:length] == expected
 
 
 # --- damage ------------------------------------------------------------------------------------------
@@ -423,7 +424,7 @@ def read_damaged(way: int, raw: bytearray, position: int, seed: int) -> None:
             omap.put_batch(raw, batch.records_section() if batch.compression else None, 0, marks, 0, position)
     else:
         _, stop, *_ = _compact.filter_batches(
-            memoryview(raw), 0, position, out=bytearray(), out_limit=1 << 20, entries=[], table=omap.table,
+            memoryview(raw), 0, position, out=bytearray(), out_len=0, out_limit=1 << 20, entries=[], table=omap.table,
             k0=omap.k0, k1=omap.k1, latest=3, marks=marks.superseded, marks_first=0, marks_count=10, now=NOW,
             horizon=HORIZON, upper_bound=-1, group_end=-1, section=bytearray(), rebuilt=bytearray(),
         )  # fmt: skip
@@ -499,6 +500,21 @@ def test_a_record_count_larger_than_the_bytes_is_refused_before_any_allocation()
         filter_one(RecordBatch(raw, 77), omap, OffsetMarks(0, 0))
     with pytest.raises(CorruptRecordError, match="record count"):
         omap.put_batch(raw, None, 0)
+
+
+@pytest.mark.parametrize("out_len", [-1, 11])
+def test_a_filter_walk_refuses_a_length_outside_its_output(out_len):
+    """The walk writes from byte out_len of a buffer the cleaner keeps: a length outside
+    it is refused before anything is read or written."""
+    raw = build_batch([(b"a", b"1", NOW)], compression=Compression.LZ4)
+    omap, out = OffsetMap(64 * ENTRY_SIZE, seed=1), bytearray(10)
+    with pytest.raises(ValueError, match="out of the buffer"):
+        _compact.filter_batches(
+            memoryview(raw), 0, 0, out=out, out_len=out_len, out_limit=1 << 20, entries=[], table=omap.table,
+            k0=omap.k0, k1=omap.k1, latest=3, marks=bytearray(2), marks_first=0, marks_count=10, now=NOW,
+            horizon=HORIZON, upper_bound=-1, group_end=-1, section=bytearray(), rebuilt=bytearray(),
+        )  # fmt: skip
+    assert out == bytearray(10)
 
 
 # --- producer state: batch headers skimmed in C ----------------------------------------------------

@@ -823,7 +823,8 @@ write_header(const Batch *b, const Kept *k, int new_horizon, int64_t base_ts, Py
 }
 
 /* Room for `extra` bytes after the first `len` of out, whose size may run ahead of what
- * is written (the caller trims it): grows by doubling, where bytearray grows by an eighth. */
+ * is written (the caller trims it, or keeps it for the next batches): grows by doubling,
+ * where bytearray grows by an eighth. */
 static uint8_t *
 reserve(PyObject *out, Py_ssize_t len, Py_ssize_t extra)
 {
@@ -945,26 +946,27 @@ deflate_into(PyObject *rebuilt, Py_ssize_t rebuilt_len, PyObject *out, Py_ssize_
 }
 
 PyDoc_STRVAR(filter_batches_doc,
-             "filter_batches(view, pos, origin, *, out, out_limit, entries, table, k0, k1, latest, marks, "
+             "filter_batches(view, pos, origin, *, out, out_len, out_limit, entries, table, k0, k1, latest, marks, "
              "marks_first, marks_count, now, horizon, upper_bound, group_end, section, rebuilt) -> "
-             "(pos, stop, read, written, invalid, changed)\n\n"
+             "(pos, stop, read, written, invalid, changed, out_len)\n\n"
              "filter_batch over the whole batches of `view` from `pos` (at byte `origin` of its file), for\n"
              "as long as they are non-transactional, non-control v2 batches whose CRC holds, uncompressed, or\n"
              "lz4 frames as the Java client writes them when `section` and `rebuilt` are bytearrays (the\n"
              "records decompressed into the first, the kept ones gathered in the second and compressed again\n"
              "as the Java client does; both grow to the largest batch):\n"
              "each result (the batch as it is, or filtered and sealed with its CRC32C) is\n"
-             "appended to the bytearray `out`, and (position in out, size, last offset, max timestamp) to\n"
+             "written to the bytearray `out` from byte out_len (out grows as needed, and never shrinks: the\n"
+             "caller keeps it from flush to flush), and (position in out, size, last offset, max timestamp) to\n"
              "`entries`; a batch left empty goes, unless it has a producer id, ends at upper_bound (the\n"
              "cleaning's end offset) or at byte group_end (the group's last batch): Python decides those.\n"
              "stop is 0 at the end of the whole batches, 1 at a batch for Python (pos is its start),\n"
              "2 once out holds out_limit bytes or more. read, written and invalid count records,\n"
-             "changed the batches not kept as they were.");
+             "changed the batches not kept as they were; out_len is where out's bytes now end.");
 
 static PyObject *
 filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    static char *names[] = {"view", "pos", "origin", "out", "out_limit", "entries", "table", "k0", "k1", "latest",
+    static char *names[] = {"view", "pos", "origin", "out", "out_len", "out_limit", "entries", "table", "k0", "k1", "latest",
                             "marks", "marks_first", "marks_count", "now", "horizon", "upper_bound", "group_end",
                             "section", "rebuilt", NULL};
     MapArgs a = {0};
@@ -972,9 +974,9 @@ filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
     PyObject *out, *entries, *result = NULL, *section, *rebuilt;
     unsigned long long k0, k1;
     long long latest, first, count, now, horizon, upper_bound;
-    Py_ssize_t pos, origin, limit, group_end, len = -1;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$O!nO!w*KKLy*LLLLLnOO:filter_batches", names, &view, &pos,
-                                     &origin, &PyByteArray_Type, &out, &limit, &PyList_Type, &entries, &a.table, &k0,
+    Py_ssize_t pos, origin, len, limit, group_end;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*nn$O!nnO!w*KKLy*LLLLLnOO:filter_batches", names, &view, &pos,
+                                     &origin, &PyByteArray_Type, &out, &len, &limit, &PyList_Type, &entries, &a.table, &k0,
                                      &k1, &latest, &a.marks, &first, &count, &now, &horizon, &upper_bound,
                                      &group_end, &section, &rebuilt))
         goto done;
@@ -986,13 +988,12 @@ filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
     if (map_args_open(&a, k0, k1, first, count) < 0)
         goto done;
     Rule rule = {&a.map, latest, &a.mk, now, horizon};
-    if (pos < 0 || pos > view.len) {
+    if (pos < 0 || pos > view.len || len < 0 || len > PyByteArray_GET_SIZE(out)) {
         PyErr_SetString(PyExc_ValueError, "position out of the buffer");
         goto done;
     }
     const uint8_t *base = view.buf, *end = base + view.len;
     Py_ssize_t read = 0, written = 0, invalid = 0, changed = 0;
-    len = PyByteArray_GET_SIZE(out);
     int stop;
     for (;;) {
         if (len >= limit) {
@@ -1054,10 +1055,8 @@ filter_batches(PyObject *self, PyObject *args, PyObject *kwargs)
         changed += wrote;
         pos += size;
     }
-    result = Py_BuildValue("ninnnn", pos, stop, read, written, invalid, changed);
+    result = Py_BuildValue("ninnnnn", pos, stop, read, written, invalid, changed, len);
 done:
-    if (len >= 0 && PyByteArray_GET_SIZE(out) > len && PyByteArray_Resize(out, len) < 0)
-        Py_CLEAR(result);
     map_args_release(&a);
     if (view.obj)
         PyBuffer_Release(&view);

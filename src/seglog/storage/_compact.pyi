@@ -59,6 +59,7 @@ def filter_batches(
     origin: int,
     *,
     out: bytearray,
+    out_len: int,
     out_limit: int,
     entries: list[tuple[int, int, int, int]],
     table: bytearray,
@@ -74,4 +75,4 @@ def filter_batches(
     group_end: int,
     section: bytearray | None,
     rebuilt: bytearray | None,
-) -> tuple[int, int, int, int, int, int]: ...
+) -> tuple[int, int, int, int, int, int, int]: ...

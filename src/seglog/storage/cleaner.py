@@ -321,28 +321,35 @@ class _BackgroundSync:
 
 
 class _Output:
-    """A cleaned segment being written: batches gather in a buffer (C appends to it too),
-    which goes to the segment once it holds ``io_buffer_size`` bytes; the segment is
-    fsynced in the background every ``_SYNC_EVERY`` bytes."""
+    """A cleaned segment being written: batches gather in the first ``length`` bytes of a
+    buffer (C writes there too), which go to the segment once they are
+    ``io_buffer_size`` or more; the segment is fsynced in the background every
+    ``_SYNC_EVERY`` bytes. The buffer is kept from flush to flush: one allocation a
+    group, not a new buffer grown anew (reallocated and copied) for each write."""
 
     def __init__(self, cleaner: Cleaner, dest: LogSegment, sync: _BackgroundSync, stats: CleanerStats) -> None:
         self.cleaner, self.dest, self.sync, self.stats = cleaner, dest, sync, stats
         self.buffer = bytearray()
+        self.length = 0
         self.entries: list[tuple[int, int, int, int]] = []  # (position in buffer, size, last offset, max timestamp)
         self.unsynced = 0
 
     def add(self, batch: bytes | bytearray | memoryview, last_offset: int, max_ts: int) -> None:
-        self.entries.append((len(self.buffer), len(batch), last_offset, max_ts))
-        self.buffer += batch
-        if len(self.buffer) >= self.cleaner.io_buffer_size:
+        start, size = self.length, len(batch)
+        self.entries.append((start, size, last_offset, max_ts))
+        if len(self.buffer) < start + size:
+            self.buffer += bytes(start + size - len(self.buffer))
+        self.buffer[start : start + size] = batch
+        self.length = start + size
+        if self.length >= self.cleaner.io_buffer_size:
             self.flush()
 
     def flush(self) -> None:
-        if not self.buffer:
+        if not self.length:
             return
-        self.cleaner._write(self.dest, self.buffer, self.entries, self.stats)
-        self.unsynced += len(self.buffer)
-        self.buffer, self.entries = bytearray(), []
+        self.cleaner._write(self.dest, memoryview(self.buffer)[: self.length], self.entries, self.stats)
+        self.unsynced += self.length
+        self.length, self.entries = 0, []
         if self.unsynced >= _SYNC_EVERY and self.sync.idle:
             self.sync.start()  # the disk works on what is written while we go on
             self.unsynced = 0
@@ -553,7 +560,7 @@ class Cleaner:
             next_base = dirty[i + 1].base_offset if i + 1 < len(dirty) else end
             position = segment.offset_index.lookup(start)[1] if segment.base_offset < start else 0
             for chunk in self._read_chunks(log_, segment, position):
-                view, origin, at = chunk.view, chunk.origin, 0
+                view, origin, at, grown_at = chunk.view, chunk.origin, 0, -1
                 while True:
                     # the batches C maps need no tracker: they are not transactional, and the
                     # tracker catches up on aborted transactions at the next batch it sees
@@ -563,6 +570,14 @@ class Cleaner:
                     batch = next(BatchIterator(view, at, origin=origin), None) if needs_python else None
                     if batch is None:
                         break
+                    if at != grown_at and self._outgrows(batch, omap):
+                        # C stopped for want of room: grow the map and let C map the batch (an lz4
+                        # one is decompressed there, not by Python's codec); Python takes it if C
+                        # stops at it again
+                        grown, grown_at = self._grow(omap), at
+                        if grown is not None:
+                            omap = grown
+                            continue
                     omap, full = self._map_batch(batch, omap, start, tracker, stats)
                     if full:
                         return omap  # full: latest_offset is the last record mapped
@@ -570,6 +585,13 @@ class Cleaner:
                 chunk.used = at
             omap.latest_offset = max(omap.latest_offset, next_base - 1)
         return omap
+
+    @staticmethod
+    def _outgrows(batch: AnyBatch, omap: OffsetMap) -> bool:
+        """Whether a walk in C stopped at ``batch``, a plain data batch, only because its
+        records may not fit the room left in the map."""
+        plain = isinstance(batch, RecordBatch) and not batch.is_control and not batch.is_transactional
+        return plain and batch.record_count > omap.room
 
     def _map_batch(
         self, batch: AnyBatch, omap: OffsetMap, start: int, tracker: _TransactionTracker, stats: CleanerStats
@@ -682,8 +704,8 @@ class Cleaner:
                     view, origin, at = chunk.view, chunk.origin, 0
                     while True:
                         # plain data batches: filtered by runs in C, the others come back here
-                        at, stop, read, written, invalid, rewritten = _compact.filter_batches(
-                            view, at, origin, out=output.buffer, out_limit=self.io_buffer_size,
+                        at, stop, read, written, invalid, rewritten, output.length = _compact.filter_batches(
+                            view, at, origin, out=output.buffer, out_len=output.length, out_limit=self.io_buffer_size,
                             entries=output.entries, table=omap.table, k0=omap.k0, k1=omap.k1,
                             latest=omap.latest_offset, marks=marks.superseded, marks_first=marks.first,
                             marks_count=marks.count, now=now, horizon=horizon, upper_bound=upper_bound,
@@ -739,7 +761,7 @@ class Cleaner:
                 dest.delete()
 
     def _write(
-        self, dest: LogSegment, out: bytearray, entries: list[tuple[int, int, int, int]], stats: CleanerStats
+        self, dest: LogSegment, out: memoryview, entries: list[tuple[int, int, int, int]], stats: CleanerStats
     ) -> None:
         dest.append(out, entries)
         stats.bytes_written += len(out)
