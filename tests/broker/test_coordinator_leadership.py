@@ -156,12 +156,12 @@ def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
 
 def test_a_new_leader_epoch_of_a_partition_still_led_here_keeps_its_transactions(tmp_path) -> None:
     """Broker 0 goes on leading ``__transaction_state-0`` while the controller bumps its epoch
-    (broker 1 joining its ISR, then dead and taken out, as when a test kills a broker): the
+    (broker 1 put in its ISR, then dead and taken out, as when a test kills a broker): the
     transactional ids stay loaded, as Kafka's onElection comes only to a new leader. Requests
     asked at the bump wait for broker 1 and are answered NONE once it is out, and the abort
     ends the transaction its AddOffsetsToTxn began. A reload answered them
-    COORDINATOR_LOAD_IN_PROGRESS, and the abort of a transaction so never begun
-    INVALID_TXN_STATE: librdkafka's fatal error, as it aborts after any retriable
+    COORDINATOR_LOAD_IN_PROGRESS, and the EndTxn(abort) after that, of a transaction never
+    begun, INVALID_TXN_STATE: fatal to librdkafka, which aborts so after any retriable
     AddPartitionsToTxn error."""
 
     async def scenario() -> None:
