@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from seglog.broker.admin import AdminManager
@@ -23,8 +23,14 @@ from seglog.broker.txn_apis import TxnApis
 from seglog.common import GROUP_METADATA_TOPIC, TRANSACTION_STATE_TOPIC
 from seglog.coordinator.group_coordinator import JoinGroupRequest
 from seglog.coordinator.offset_manager import OffsetCommitRequest, OffsetFetchRequest, PartitionCommit
+from seglog.coordinator.transaction_state import TransactionState
 from seglog.protocol import ErrorCode
-from seglog.protocol.message_data import EndTxnRequestData, InitProducerIdRequestData, UpdateMetadataRequestData
+from seglog.protocol.message_data import (
+    AddOffsetsToTxnRequestData,
+    EndTxnRequestData,
+    InitProducerIdRequestData,
+    UpdateMetadataRequestData,
+)
 
 from .test_replica_manager_replication import _state
 
@@ -142,6 +148,64 @@ def test_transactional_ids_follow_their_partition_leadership(tmp_path) -> None:
             assert txn.coordinator.transactions["tx"].producer_id == answer.producer_id
             ended = await txn.end_txn(3, EndTxnRequestData("tx", answer.producer_id, 0, committed=False))
             assert ended.error_code == ErrorCode.INVALID_TXN_STATE  # known again: nothing is open
+        finally:
+            await close_broker(replicas, groups, txn)
+
+    asyncio.run(scenario())
+
+
+def test_a_new_leader_epoch_of_a_partition_still_led_here_keeps_its_transactions(tmp_path) -> None:
+    """Broker 0 goes on leading ``__transaction_state-0`` while the controller bumps its epoch
+    (broker 1 put in its ISR, then dead and taken out, as when a test kills a broker): the
+    transactional ids stay loaded, as Kafka's onElection comes only to a new leader. Requests
+    asked at the bump wait for broker 1 and are answered NONE once it is out, and the abort
+    ends the transaction its AddOffsetsToTxn began. A reload answered them
+    COORDINATOR_LOAD_IN_PROGRESS, and the EndTxn(abort) after that, of a transaction never
+    begun, INVALID_TXN_STATE: fatal to librdkafka, which aborts so after any retriable
+    AddPartitionsToTxn error."""
+
+    async def scenario() -> None:
+        replicas, groups, txn = open_broker(str(tmp_path))
+        await replicas.startup()
+        epochs = iter(range(1, 100))
+
+        def lead(isr: list[int]) -> None:  # broker 0 leads at the next epoch
+            partition = _state(TRANSACTION_STATE_TOPIC, 0, next(epochs), isr, [0, 1])
+            assert replicas.become_leader_or_follower(9, 1, [partition], IDS) == {(TRANSACTION_STATE_TOPIC, 0): 0}
+
+        def loaded() -> bool:
+            return txn.runtime.partition_error(0) == ErrorCode.NONE
+
+        async def as_broker_1_joins(request: Coroutine[Any, Any, Any]) -> int:
+            """Asked as broker 1 joins the ISR; answered once the controller took it out."""
+            lead([0, 1])
+            asked = asyncio.ensure_future(request)
+            await asyncio.sleep(0.1)  # acks=all: broker 1 never fetches the record
+            lead([0])
+            answer = await asyncio.wait_for(asked, 5)
+            await until(loaded, "the load")
+            return int(answer.error_code)
+
+        answers: dict[str, int] = {}
+        try:
+            lead_or_follow(replicas, GROUP_METADATA_TOPIC, 0, 1)  # the markers' partition, an ISR of one
+            lead([0])
+            await until(loaded, "the load")
+            init = await txn.init_producer_id(4, InitProducerIdRequestData("tx", 60_000))
+            offsets = AddOffsetsToTxnRequestData("tx", init.producer_id, 0, "g")
+            answers["add"] = await as_broker_1_joins(txn.add_offsets_to_txn(3, offsets))
+            abort = EndTxnRequestData("tx", init.producer_id, 0, committed=False)
+            answers["abort"] = (await txn.end_txn(3, abort)).error_code
+            assert answers == {"add": ErrorCode.NONE, "abort": ErrorCode.NONE}
+
+            def ended() -> bool:
+                found = txn.coordinator.transactions.get("tx")
+                return found is not None and found.state is TransactionState.COMPLETE_ABORT
+
+            await until(ended, "the abort's markers")
+            assert (await txn.add_offsets_to_txn(3, offsets)).error_code == ErrorCode.NONE
+            commit = EndTxnRequestData("tx", init.producer_id, 0, committed=True)
+            assert await as_broker_1_joins(txn.end_txn(3, commit)) == ErrorCode.NONE
         finally:
             await close_broker(replicas, groups, txn)
 

@@ -169,6 +169,9 @@ def lead_or_follow(replicas: ReplicaManager, leader: int, epoch: int, topic_id: 
 def test_the_partitions_follow_their_leadership_and_a_write_of_an_epoch_gone_is_not_coordinator(
     tmp_path: Path,
 ) -> None:
+    """A new leader epoch of a partition still led here (the ISR changed) keeps it loaded at
+    its coordinator epoch, as Kafka's onElection comes only to a new leader."""
+
     async def scenario(replicas: ReplicaManager, runtime: CoordinatorRuntime[Any], ledger: Ledger, _: Loader) -> None:
         replicas.leadership_listeners.append(runtime.on_leadership_change)
         topic_id = uuid.uuid4()
@@ -177,14 +180,19 @@ def test_the_partitions_follow_their_leadership_and_a_write_of_an_epoch_gone_is_
         assert runtime.epoch(0) == 1
         assert await write(runtime, 0, b"a") == (ErrorCode.NONE, 0)
 
-        lead_or_follow(replicas, 1, 2, topic_id)  # led by broker 1 now
+        lead_or_follow(replicas, 0, 2, topic_id)  # still led here, at a new epoch: nothing is read again
+        assert runtime.state(0) is S.ACTIVE and runtime.epoch(0) == 1 and not ledger.unloaded
+        assert runtime.partition_error(0) == ErrorCode.NONE
+        assert await write(runtime, 0, b"b") == (ErrorCode.NONE, 1)
+
+        lead_or_follow(replicas, 1, 3, topic_id)  # led by broker 1 now
         assert runtime.state(0) is S.CLOSED and ledger.unloaded == [0]
         assert runtime.partition_error(0) == ErrorCode.NOT_COORDINATOR
-        assert await write(runtime, 0, b"b") == (ErrorCode.NOT_COORDINATOR, -1)
+        assert await write(runtime, 0, b"c") == (ErrorCode.NOT_COORDINATOR, -1)
 
-        lead_or_follow(replicas, 0, 3, topic_id)  # back: read again, at the new epoch
+        lead_or_follow(replicas, 0, 4, topic_id)  # back: read again, at the new epoch
         await until(lambda: runtime.state(0) is S.ACTIVE, "the load")
-        assert runtime.epoch(0) == 3 and ledger.entries[0] == [b"a"]
+        assert runtime.epoch(0) == 4 and ledger.entries[0] == [b"a", b"b"]
 
     run(tmp_path, scenario, cluster=True, partitions=1)
 

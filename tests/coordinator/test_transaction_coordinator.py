@@ -276,6 +276,22 @@ def test_a_failed_append_changes_nothing(tmp_path, txn_log):
     assert t.store().state is S.COMPLETE_ABORT
 
 
+def test_a_completion_whose_partition_was_unloaded_meanwhile_is_not_written_again(tmp_path, txn_log):
+    """The partition's next coordinator completes the transaction from its PrepareCommit; the
+    unloaded one neither retries (a stale record after the new one's) nor loops on the
+    NOT_COORDINATOR its runtime answers at once while the partition is not loaded."""
+    t = Txns(tmp_path, txn_log)
+    pid, epoch = t.ready()
+    t.add(pid, epoch, P0)
+    t.store()
+    t.end(pid, epoch, commit=True)
+    t.store()
+    t.markers_written()  # CompleteCommit asked to be written
+    t.coordinator.unload_partition(partition_for(TX, 50))
+    t.store(error=ErrorCode.NOT_COORDINATOR)
+    assert not t.stores and not t.markers and TX not in t.coordinator.transactions
+
+
 def test_an_exhausted_epoch_gets_a_new_producer_id(tmp_path, txn_log):
     value = TransactionLogValue(42, 32766, TIMEOUT, S.COMPLETE_COMMIT, (), 0, 0)
     txn_log.append([Record(encode_key(TransactionLogKey(TX)), encode_value(value))])

@@ -5,10 +5,15 @@ class of ``seglog.coordinator``; the runtime gives it:
 
 - leadership: a partition of the coordinator's topic (``__consumer_offsets``,
   ``__transaction_state``) this broker leads is loaded (Kafka's ``onElection``), at
-  start-up, on LeaderAndIsr (``on_leadership_change``) or when first asked about at a
-  leader epoch not yet loaded (``partition_error``); one no longer led is unloaded
+  start-up, on LeaderAndIsr (``on_leadership_change``) or when first asked about while
+  led here and not loaded (``partition_error``); one no longer led is unloaded
   (``onResignation``). A partition's state follows the table below; its coordinator
-  epoch is the leader epoch it was loaded at;
+  epoch is the leader epoch it was loaded at. A new leader epoch of a partition this
+  broker goes on leading (the controller took a dead follower out of the ISR) changes
+  nothing, as Kafka's ``onElection`` comes only to a new leader: a reload would answer the
+  writes under way NOT_COORDINATOR and the requests meanwhile COORDINATOR_LOAD_IN_PROGRESS,
+  and librdkafka, unsure whether such an AddPartitionsToTxn began its transaction, ends it
+  with an EndTxn(abort) the coordinator answers INVALID_TXN_STATE (fatal);
 - loading: the partition's log replayed by the coordinator's ``CoordinatorLoader`` in the
   I/O pool, then handed to ``Coordinator.on_loaded`` on the loop, unless the leadership
   moved on meanwhile;
@@ -272,10 +277,10 @@ class CoordinatorRuntime(Generic[L]):
 
     def partition_error(self, partition: int) -> ErrorCode:
         """NONE when the partition is coordinated here now; else what to answer. A partition
-        led at a leader epoch not loaded (a client made the topic, or the leadership came
-        here) starts loading; one no longer led is unloaded."""
+        led here and not loaded (a client made the topic, or the leadership came here)
+        starts loading; one no longer led is unloaded."""
         found = self._partitions.get(partition)
-        if found is not None and found.state is _ACTIVE and self.replicas.leading_epoch(found.tp) == found.epoch:
+        if found is not None and found.state is _ACTIVE and self.replicas.leading_epoch(found.tp) is not None:
             return _NONE  # every request of a group coordinated here asks: no more calls than these
         state = self.state(partition)
         if state is _S.LOADING:
@@ -285,21 +290,19 @@ class CoordinatorRuntime(Generic[L]):
             if state is _S.ACTIVE:
                 self._transition(partition, _S.CLOSED)
             return ErrorCode.NOT_COORDINATOR
-        if self.epoch(partition) != epoch:
-            self._load(partition, epoch)
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        return ErrorCode.NONE
+        self._load(partition, epoch)  # CLOSED: not ACTIVE, nor LOADING, nor FAILED
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
 
     def on_leadership_change(self, leading: Iterable[tuple[str, int]], following: Iterable[tuple[str, int]]) -> None:
         """The replica manager's leadership listener: a partition of the topic led here now
-        is loaded, one no longer led unloaded."""
+        is loaded, one no longer led unloaded; one led here before keeps its state."""
         for topic, p in following:
             if topic == self.topic_name and p in self._partitions:
                 self._transition(p, _S.CLOSED)
         for topic, p in leading:
             epoch = self.leader_epoch(p) if topic == self.topic_name else None
             found = self._partitions.get(p)
-            if epoch is not None and (found is None or found.epoch != epoch or found.state is _S.FAILED):
+            if epoch is not None and (found is None or found.state is _S.FAILED):
                 self._load(p, epoch)
 
     def startup(self) -> list[asyncio.Task[None]]:

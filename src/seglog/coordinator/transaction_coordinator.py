@@ -368,7 +368,10 @@ class TransactionCoordinator:
 
     def _store_completion(self, txn: TransactionMetadata, complete: TxnTransit) -> None:
         def stored(error: int, now: int) -> None:
-            if error:  # Kafka retries the completion until it is written (or the partition moves)
+            # Kafka retries the completion until it is written, unless the partition moved
+            # (unloaded: the id's next coordinator finds the Prepare* record and completes it;
+            # written from here, the stale record would land after that one's)
+            if error and self.transactions.get(txn.transactional_id) is txn:
                 txn.pending = complete.state
                 self._store_completion(txn, complete)
 
