@@ -804,16 +804,10 @@ PyDoc_STRVAR(check_and_assign_doc,
              "each batch as the segment indexes them (nothing is written unless every offset fits in an\n"
              "int64); None, with nothing written, for a legacy batch before any fault.");
 
-/* The walk every append call makes, with its rules parsed (max_bytes and the timestamp
- * bounds in *rules, an assignment in *a when `assigning`), and an assignment's
- * segment.bytes check: the number of batches, their facts in *facts (PyMem_Raw) and the
- * buffer held in *buf (writable when assigning); -1 with an exception set, or -2 at a
- * legacy batch before any fault (the general path's); on both, nothing is held. */
+/* walk_append's walk of a buffer already held in *buf (released here on -1 and -2). */
 static Py_ssize_t
-walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
+walk_held(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
 {
-    if (PyObject_GetBuffer(owner, buf, assigning ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
-        return -1;
     Py_ssize_t n = validate_append(owner, buf->buf, buf->len, rules, facts);
     if (n >= 0 && assigning && buf->len > a->segment_bytes) {
         RAISE(RecordTooLargeError, rules->file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld", buf->len,
@@ -824,6 +818,19 @@ walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assign
     if (n < 0)
         PyBuffer_Release(buf);
     return n;
+}
+
+/* The walk every append call makes, with its rules parsed (max_bytes and the timestamp
+ * bounds in *rules, an assignment in *a when `assigning`), and an assignment's
+ * segment.bytes check: the number of batches, their facts in *facts (PyMem_Raw) and the
+ * buffer held in *buf (writable when assigning); -1 with an exception set, or -2 at a
+ * legacy batch before any fault (the general path's); on both, nothing is held. */
+static Py_ssize_t
+walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
+{
+    if (PyObject_GetBuffer(owner, buf, assigning ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    return walk_held(owner, rules, a, assigning, buf, facts);
 }
 
 /* max.message.bytes as the walk takes it (an int past any buffer: no limit). */
@@ -1263,16 +1270,18 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&buf);
         Py_RETURN_NONE;
     }
-    PyBuffer_Release(&buf);
+    /* (the buffer held from here on: the walk and the write take it as it is now) */
 
     AppendRules rules = {.leader = 1, .allow_control = 0, .decompress = rule[R_DECOMPRESS], .file = rule[R_FILE]};
     Assignment a = {.next_offset = next_offset, .epoch = (int)epoch, .segment_bytes = config[C_SEGMENT_BYTES]};
     rules.compact = config[C_COMPACT] != 0;
     rules.max_bytes = config[C_MAX_BYTES] < 0 ? -1 : config[C_MAX_BYTES] > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)config[C_MAX_BYTES];
-    if (leader_rules(rule[R_CLOCK], config, &rules, &a) < 0)
+    if (leader_rules(rule[R_CLOCK], config, &rules, &a) < 0) {
+        PyBuffer_Release(&buf);
         return NULL;
+    }
     Facts *facts = NULL;
-    Py_ssize_t n = walk_append(owner, &rules, &a, 1, &buf, &facts);
+    Py_ssize_t n = walk_held(owner, &rules, &a, 1, &buf, &facts);
     if (n < 0)
         return n == -2 ? Py_NewRef(Py_None) : NULL;
     /* (check_and_assign's checks all made: now what takes the slow path, with nothing edited) */
