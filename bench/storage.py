@@ -17,7 +17,10 @@ millisecond apart), 16 KiB each, uncompressed, as a producer sends them.
    (the page cache takes the writes: nothing waits on the disk); the three
    take turns of 64 batches (each first in turn), each over its own copy of
    the batches, so that other processes' load falls on each alike, and a
-   ratio is the median of the passes' ratios. The checks alone are timed too.
+   ratio is the median of the passes' ratios. The checks alone are timed too,
+   and (printed, not a target) an idempotent producer's batches through
+   ``append_batches`` in passes of their own beside the same series: they take
+   the general path, whose producer state checks are Python's.
 2. read: a whole 1 GiB partition (128 MiB segments) as file slices:
    ``read(offset, 1 MiB)``, its ``FileSlice`` read into memory, for each fetch
    offset a reader asks for (each starts after the last whole batch of the
