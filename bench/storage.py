@@ -17,7 +17,10 @@ millisecond apart), 16 KiB each, uncompressed, as a producer sends them.
    (the page cache takes the writes: nothing waits on the disk); the three
    take turns of 64 batches (each first in turn), each over its own copy of
    the batches, so that other processes' load falls on each alike, and a
-   ratio is the median of the passes' ratios. The checks alone are timed too.
+   ratio is the median of the passes' ratios. The checks alone are timed too,
+   and (printed, not a target) an idempotent producer's batches through
+   ``append_batches`` in passes of their own beside the same series: they take
+   the general path, whose producer state checks are Python's.
 2. read: a whole 1 GiB partition (128 MiB segments) as file slices:
    ``read(offset, 1 MiB)``, its ``FileSlice`` read into memory, for each fetch
    offset a reader asks for (each starts after the last whole batch of the
@@ -101,14 +104,18 @@ def _values() -> list[bytes]:
 VALUES = _values()
 
 
-def make_batch(n: int) -> bytearray:
-    """The ``n``-th batch of a partition: records ``n * RECORDS`` onwards, 1 ms apart."""
+def make_batch(n: int, producer_id: int = -1) -> bytearray:
+    """The ``n``-th batch of a partition: records ``n * RECORDS`` onwards, 1 ms apart; with a
+    ``producer_id``, an idempotent producer's (epoch 0, the records' sequences in order)."""
     first = n * RECORDS
     return build_batch(
         [
             (b"key-%08d" % ((first + i) % 100_000), VALUES[(first + i) % 1000], START_TS + first + i)
             for i in range(RECORDS)
-        ]
+        ],
+        producer_id=producer_id,
+        producer_epoch=-1 if producer_id < 0 else 0,
+        base_sequence=-1 if producer_id < 0 else first,
     )
 
 
@@ -155,7 +162,7 @@ def append(tmp: str) -> list[tuple[str, str, bool]]:
     # each side its own copy (every pass reads its batches cold from memory, as a broker's)
     copies = [batches, [bytearray(b) for b in batches], [bytearray(b) for b in batches]]
 
-    def run() -> list[float]:
+    def run(copies: list[list[bytearray]]) -> list[float]:
         """One pass of each side over its batches, the three taking turns a chunk at a time
         (each first in turn), so that the load of other processes falls on each alike: the
         seconds of thread CPU time of os.write alone, of the checks then os.write, and of
@@ -215,7 +222,7 @@ def append(tmp: str) -> list[tuple[str, str, bool]]:
 
     raws, series, appends, walks = [], [], [], []
     for _ in range(REPEATS):
-        raw_s, series_s, ours_s = run()
+        raw_s, series_s, ours_s = run(copies)
         raws.append(raw_s)
         series.append(series_s)
         appends.append(ours_s)
@@ -227,6 +234,12 @@ def append(tmp: str) -> list[tuple[str, str, bool]]:
     print(f"   checks + os.write in series {series_s * per:6.2f} µs/batch  {size / series_s / 1e6:7.0f} MB/s")
     print(f"   append_batches              {ours_s * per:6.2f} µs/batch  {size / ours_s / 1e6:7.0f} MB/s")
     print(f"   (its checks alone, the batches cold in memory as in the runs: {walk_s * per:.2f} µs/batch)")
+    # an idempotent producer's batches (librdkafka's default), the same passes: not a target
+    producer = [copies[0], copies[1], [make_batch(n, producer_id=1) for n in range(APPEND_BATCHES)]]
+    passes = [run(producer) for _ in range(REPEATS)]
+    idempotent = statistics.median(w / o for _, w, o in passes)
+    print(f"   (an idempotent producer's batches: {statistics.median(o for *_, o in passes) * per:.2f} µs/batch,")
+    print(f"    {idempotent:.0%} of the series in the same passes; they take the general path)")
     # each pass's ratio (its sides took turns: the same load), the median of them
     ratio = statistics.median(r / o for r, o in zip(raws, appends, strict=True))
     work = statistics.median(w / o for w, o in zip(series, appends, strict=True))

@@ -6,6 +6,7 @@ call must cut off a write that fails midway, as the general path does."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import subprocess
 import sys
@@ -117,9 +118,10 @@ def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tm
         copy = bytearray(batch)
         assert _call(log, copy) is None
         assert copy == batch and log.segments[-1].size == size and log.log_end_offset == 1
-    info, end = _call(log, build_batch([(b"k", b"v", MS + 1)]))
+    info, end, end_offset = _call(log, build_batch([(b"k", b"v", MS + 1)]))
     assert type(info) is AppendInfo and info == (1, 1, MS + 1, 1, size, -1)
     assert type(end) is LogOffsetMetadata and end == (2, 0, size * 2) and log.segments[-1].size == size * 2
+    assert end_offset is end[0]  # (one int, which the log keeps as its end offset)
     # the segment's state, in its slots, as the general path leaves it
     segment = log.segments[-1]
     assert segment.bytes_since_last_index_entry == size * 2 and segment.max_timestamp_and_offset == (MS + 1, 1)
@@ -249,3 +251,18 @@ def test_a_new_leader_epochs_first_batch_takes_the_general_path_which_assigns_th
     assert written == [True, True]  # the epoch's first batch never reached the one call
     assert log.leader_epoch_cache.entries[-1] == (4, 3)
     assert [b.partition_leader_epoch for b in log.batches()][-3:] == [4, 4, 4]
+
+
+def test_a_setting_past_an_int64_leaves_the_appends_to_the_general_path(tmp_path):
+    """The one call reads the config's ints packed as int64s when the config changes; a
+    setting past an int64 (a config made by hand: a topic's are checked as Kafka's LONG)
+    leaves every append to the general path, which takes it as Python's ints."""
+    _, log = new_log(tmp_path)
+    log.append_batches(build_batch([(b"k", b"v", MS)]))
+    assert log._one_call_rules is not None
+    config = copy.copy(log.config)
+    config.message_timestamp_before_max_ms = 1 << 64
+    log.config = config
+    assert log._one_call_rules is None
+    infos = [log.append_batches(build_batch([(b"k", b"v", MS + i)])) for i in (1, 2)]
+    assert [(i.first_offset, i.last_offset) for i in infos] == [(1, 1), (2, 2)] and log.log_end_offset == 3

@@ -648,6 +648,19 @@ record_of(PyObject *type, const int64_t *values, Py_ssize_t n)
     return t;
 }
 
+/* An instance of `type` (as record_of) of the n objects `items` (borrowed: the record
+ * takes its own references). */
+static PyObject *
+new_record(PyObject *type, PyObject *const *items, Py_ssize_t n)
+{
+    PyObject *t = type == (PyObject *)&PyTuple_Type ? PyTuple_New(n) : ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    if (t == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(t, i, Py_NewRef(items[i]));
+    return t;
+}
+
 /* Whether offsets from next_offset on hold the batches of facts, the log end after
  * them an int64 too (the next offset, what a fetch asks for); raises if not. */
 static int
@@ -791,16 +804,10 @@ PyDoc_STRVAR(check_and_assign_doc,
              "each batch as the segment indexes them (nothing is written unless every offset fits in an\n"
              "int64); None, with nothing written, for a legacy batch before any fault.");
 
-/* The walk every append call makes, with its rules parsed (max_bytes and the timestamp
- * bounds in *rules, an assignment in *a when `assigning`), and an assignment's
- * segment.bytes check: the number of batches, their facts in *facts (PyMem_Raw) and the
- * buffer held in *buf (writable when assigning); -1 with an exception set, or -2 at a
- * legacy batch before any fault (the general path's); on both, nothing is held. */
+/* walk_append's walk of a buffer already held in *buf (released here on -1 and -2). */
 static Py_ssize_t
-walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
+walk_held(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
 {
-    if (PyObject_GetBuffer(owner, buf, assigning ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
-        return -1;
     Py_ssize_t n = validate_append(owner, buf->buf, buf->len, rules, facts);
     if (n >= 0 && assigning && buf->len > a->segment_bytes) {
         RAISE(RecordTooLargeError, rules->file, -1, 0, 0, "append of %zd bytes exceeds segment.bytes %lld", buf->len,
@@ -811,6 +818,19 @@ walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assign
     if (n < 0)
         PyBuffer_Release(buf);
     return n;
+}
+
+/* The walk every append call makes, with its rules parsed (max_bytes and the timestamp
+ * bounds in *rules, an assignment in *a when `assigning`), and an assignment's
+ * segment.bytes check: the number of batches, their facts in *facts (PyMem_Raw) and the
+ * buffer held in *buf (writable when assigning); -1 with an exception set, or -2 at a
+ * legacy batch before any fault (the general path's); on both, nothing is held. */
+static Py_ssize_t
+walk_append(PyObject *owner, AppendRules *rules, const Assignment *a, int assigning, Py_buffer *buf, Facts **facts)
+{
+    if (PyObject_GetBuffer(owner, buf, assigning ? PyBUF_WRITABLE : PyBUF_SIMPLE) < 0)
+        return -1;
+    return walk_held(owner, rules, a, assigning, buf, facts);
 }
 
 /* max.message.bytes as the walk takes it (an int past any buffer: no limit). */
@@ -1114,55 +1134,72 @@ PyDoc_STRVAR(append_batch_doc,
              "checks (raised as it raises them) and edits, then the batch written at the segment's size in\n"
              "its file, then its index entries stored into the index maps, and the segment's state after it\n"
              "(its size, bytes since its last index entry, max timestamp and offset, each index's entry count)\n"
-             "stored in its slots (see bind_segment). rules are the log's: (compact, max.message.bytes, clock,\n"
-             "message.timestamp.type, before.max.ms, after.max.ms, decompress, file, segment.bytes, segment.ms,\n"
-             "info_type, metadata_type), applied as validator.py's leader_rules does (clock() called once, only\n"
-             "for those types: CreateTime's bounds, LogAppendTime's stamp); then the next offset and the leader\n"
-             "epoch. The segment's roll rules are segment.py's should_roll.\n"
-             "Returns (info, end): info an info_type (first offset, last offset, max timestamp, record count,\n"
-             "bytes, log append time or -1), end a metadata_type (the log end offset, the segment's base\n"
-             "offset, its size); an errno when the write failed (part of the batch may be written past the\n"
-             "segment's size, which is unchanged: the caller cuts it off); or None, with nothing checked\n"
+             "stored in its slots (see bind_segment). rules are the log's: (config, clock, decompress, file,\n"
+             "info_type, metadata_type), config the bytes of seven native int64s (compact as 0 or 1,\n"
+             "max.message.bytes, message.timestamp.type as 0 (neither), 1 (CreateTime) or 2 (LogAppendTime),\n"
+             "before.max.ms, after.max.ms, segment.bytes, segment.ms), made once when they change; applied as\n"
+             "validator.py's leader_rules does (clock() called once, only for those types: CreateTime's bounds,\n"
+             "LogAppendTime's stamp); then the next offset and the leader epoch. The segment's roll rules are segment.py's should_roll.\n"
+             "Returns (info, end, end offset): info an info_type (first offset, last offset, max timestamp,\n"
+             "record count, bytes, log append time or -1), end a metadata_type (the log end offset, the\n"
+             "segment's base offset, its size), and the log end offset again (the same int); an errno when\n"
+             "the write failed (part of the batch may be written past the segment's size, which is\n"
+             "unchanged: the caller cuts it off); or None, with nothing checked\n"
              "further nor edited nor written, when the append is not one the call makes: more or other than\n"
              "one v2 batch, a producer's (its state is Python's), a segment whose state is not all loaded\n"
              "(its first batch, its indexes or file not open), a roll due, an index entry due that the index\n"
              "cannot take as it is (unmapped, full, blocks not reserved, out of order: the slow path\n"
              "reserves, or raises).");
 
-enum {
-    R_COMPACT, R_MAX_BYTES, R_CLOCK, R_TS_TYPE, R_BEFORE, R_AFTER, R_DECOMPRESS, R_FILE, R_SEGMENT_BYTES,
-    R_SEGMENT_MS, R_INFO_TYPE, R_METADATA_TYPE, R_COUNT
-};
+enum { R_CONFIG, R_CLOCK, R_DECOMPRESS, R_FILE, R_INFO_TYPE, R_METADATA_TYPE, R_COUNT };
+/* the config's int64s (packed by the log when its config changes: no int parsed, every append) */
+enum { C_COMPACT, C_MAX_BYTES, C_TS_TYPE, C_BEFORE, C_AFTER, C_SEGMENT_BYTES, C_SEGMENT_MS, C_COUNT };
+enum { TS_NEITHER, TS_CREATE_TIME, TS_LOG_APPEND_TIME };
 
 static PyObject *now_ms(PyObject *self, PyObject *unused);
 
-/* validator.py's leader_rules: CreateTime's bounds [now - before, now + after] within an
- * int64, or LogAppendTime's stamp; the clock read only for those (now_ms without a call). */
+/* The wall clock in ms, as now_ms gives it: 0, or -1 with OSError set. */
 static int
-leader_rules(PyObject *clock, PyObject *type, PyObject *before_ms, PyObject *after_ms, AppendRules *rules,
-             Assignment *a)
+realtime_ms(int64_t *out)
 {
-    int create = PyUnicode_CompareWithASCIIString(type, "CreateTime") == 0;
-    int append = !create && PyUnicode_CompareWithASCIIString(type, "LogAppendTime") == 0;
-    if (PyErr_Occurred())
+    struct timespec ts;
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
         return -1;
+    }
+    /* floor division, as Python's: a time before the epoch rounds down too */
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    *out = ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000);
+    return 0;
+}
+
+/* validator.py's leader_rules: CreateTime's bounds [now - before, now + after] within an
+ * int64, or LogAppendTime's stamp; the clock read only for those (now_ms's without a call
+ * nor an int made). */
+static int
+leader_rules(PyObject *clock, const int64_t *config, AppendRules *rules, Assignment *a)
+{
+    int create = config[C_TS_TYPE] == TS_CREATE_TIME, append = config[C_TS_TYPE] == TS_LOG_APPEND_TIME;
     rules->check_ts = create;
     a->stamping = append;
     if (!create && !append)
         return 0;
-    int64_t now, before, after;
-    PyObject *t = PyCFunction_Check(clock) && PyCFunction_GET_FUNCTION(clock) == now_ms ? now_ms(NULL, NULL)
-                                                                                          : PyObject_CallNoArgs(clock);
-    int ok = t != NULL && int64_arg(t, &now);
-    Py_XDECREF(t);
-    if (!ok)
-        return -1;
+    int64_t now, before = config[C_BEFORE], after = config[C_AFTER];
+    if (PyCFunction_Check(clock) && PyCFunction_GET_FUNCTION(clock) == now_ms) {
+        if (realtime_ms(&now) < 0)
+            return -1;
+    }
+    else {
+        PyObject *t = PyObject_CallNoArgs(clock);
+        int ok = t != NULL && int64_arg(t, &now);
+        Py_XDECREF(t);
+        if (!ok)
+            return -1;
+    }
     if (append) {
         a->append_time = now;
         return 0;
     }
-    if (!int64_arg(before_ms, &before) || !int64_arg(after_ms, &after))
-        return -1;
     i128 low = (i128)now - before, high = (i128)now + after;
     rules->low = low > INT64_MIN ? (int64_t)low : INT64_MIN;
     rules->high = high < INT64_MAX ? (int64_t)high : INT64_MAX;
@@ -1203,9 +1240,14 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *const *rule = &PyTuple_GET_ITEM(r, 0);
-    int64_t next_offset, epoch, segment_bytes, segment_ms;
-    if (!int64_arg(args[3], &next_offset) || !int64_arg(args[4], &epoch) ||
-        !int64_arg(rule[R_SEGMENT_BYTES], &segment_bytes) || !int64_arg(rule[R_SEGMENT_MS], &segment_ms))
+    if (!PyBytes_CheckExact(rule[R_CONFIG]) || PyBytes_GET_SIZE(rule[R_CONFIG]) != C_COUNT * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_Format(PyExc_TypeError, "append_batch(): the rules' config must be the bytes of %d int64s", C_COUNT);
+        return NULL;
+    }
+    int64_t config[C_COUNT];
+    memcpy(config, PyBytes_AS_STRING(rule[R_CONFIG]), sizeof config);
+    int64_t next_offset, epoch, segment_ms = config[C_SEGMENT_MS];
+    if (!int64_arg(args[3], &next_offset) || !int64_arg(args[4], &epoch))
         return NULL;
     if (epoch < INT32_MIN || epoch > INT32_MAX) {
         PyErr_SetString(PyExc_OverflowError, "leader epoch out of range");
@@ -1228,15 +1270,18 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyBuffer_Release(&buf);
         Py_RETURN_NONE;
     }
-    PyBuffer_Release(&buf);
+    /* (the buffer held from here on: the walk and the write take it as it is now) */
 
     AppendRules rules = {.leader = 1, .allow_control = 0, .decompress = rule[R_DECOMPRESS], .file = rule[R_FILE]};
-    Assignment a = {.next_offset = next_offset, .epoch = (int)epoch, .segment_bytes = segment_bytes};
-    if ((rules.compact = PyObject_IsTrue(rule[R_COMPACT])) < 0 || parse_max_bytes(rule[R_MAX_BYTES], &rules) < 0 ||
-        leader_rules(rule[R_CLOCK], rule[R_TS_TYPE], rule[R_BEFORE], rule[R_AFTER], &rules, &a) < 0)
+    Assignment a = {.next_offset = next_offset, .epoch = (int)epoch, .segment_bytes = config[C_SEGMENT_BYTES]};
+    rules.compact = config[C_COMPACT] != 0;
+    rules.max_bytes = config[C_MAX_BYTES] < 0 ? -1 : config[C_MAX_BYTES] > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)config[C_MAX_BYTES];
+    if (leader_rules(rule[R_CLOCK], config, &rules, &a) < 0) {
+        PyBuffer_Release(&buf);
         return NULL;
+    }
     Facts *facts = NULL;
-    Py_ssize_t n = walk_append(owner, &rules, &a, 1, &buf, &facts);
+    Py_ssize_t n = walk_held(owner, &rules, &a, 1, &buf, &facts);
     if (n < 0)
         return n == -2 ? Py_NewRef(Py_None) : NULL;
     /* (check_and_assign's checks all made: now what takes the slow path, with nothing edited) */
@@ -1314,31 +1359,51 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     else
         offset_entry = time_entry = 0;
     /* every object first, then the slots: when one cannot be made the append fails as a
-     * write that failed, the segment's state as it was (the caller cuts the batch off) */
-    int64_t info[6] = {a.next_offset, last, max_ts, f->count, len, a.stamping ? a.append_time : -1};
-    int64_t end[3] = {last + 1, base, size + len};
+     * write that failed, the segment's state as it was (the caller cuts the batch off).
+     * Ints the results share are made once: the first offset is the next offset handed
+     * in, the log end offset the end's, the segment's base its slot's, its size the end's */
     int64_t pair[2] = {ts_so_far, ts_offset};
     int new_pair = ts_so_far != s.max_ts || ts_offset != s.max_ts_offset;
-    enum { M_RESULT, M_INFO, M_END, M_SIZE, M_SINCE, M_PAIR, M_OFFSET_ENTRIES, M_TIME_ENTRIES, M_COUNT };
+    enum { M_FIRST, M_LAST, M_MAX_TS, M_COUNT_OF, M_BYTES, M_STAMP, M_END, M_SIZE, M_SINCE, M_PAIR, M_OFFSET_ENTRIES,
+           M_TIME_ENTRIES, M_COUNT };
     PyObject *made[M_COUNT] = {
-        PyTuple_New(2),
-        record_of(rule[R_INFO_TYPE], info, 6),
-        record_of(rule[R_METADATA_TYPE], end, 3),
+        PyLong_CheckExact(args[3]) ? Py_NewRef(args[3]) : PyLong_FromLongLong(a.next_offset),
+        PyLong_FromLongLong(last),
+        PyLong_FromLongLong(max_ts),
+        PyLong_FromLongLong(f->count),
+        PyLong_FromSsize_t(len),
+        PyLong_FromLongLong(a.stamping ? a.append_time : -1),
+        PyLong_FromLongLong(last + 1),
         PyLong_FromLongLong(size + len),
         PyLong_FromLongLong(since + len),
         new_pair ? record_of((PyObject *)&PyTuple_Type, pair, 2) : Py_NewRef(Py_None),
         offset_entry ? PyLong_FromLongLong(oi_n) : Py_NewRef(Py_None),
         time_entry ? PyLong_FromLongLong(ti_n) : Py_NewRef(Py_None),
     };
+    PyObject *info = NULL, *end = NULL;
+    int ok = 1;
     for (int k = 0; k < M_COUNT; k++)
-        if (made[k] == NULL) {
-            for (int j = 0; j < M_COUNT; j++)
-                Py_XDECREF(made[j]);
-            PyErr_Clear();
-            result = PyLong_FromLong(ENOMEM);
-            goto done;
-        }
-    slot_set(segment, at[S_SIZE], made[M_SIZE]);
+        ok = ok && made[k] != NULL;
+    if (ok && (info = new_record(rule[R_INFO_TYPE], &made[M_FIRST], 6)) != NULL) {
+        PyObject *end_items[3] = {made[M_END], SLOT(segment, at[S_BASE]), made[M_SIZE]};
+        end = new_record(rule[R_METADATA_TYPE], end_items, 3);
+    }
+    result = end != NULL ? PyTuple_New(3) : NULL;
+    if (result == NULL) {
+        Py_XDECREF(info);
+        Py_XDECREF(end);
+        for (int j = 0; j < M_COUNT; j++)
+            Py_XDECREF(made[j]);
+        PyErr_Clear();
+        result = PyLong_FromLong(ENOMEM);
+        goto done;
+    }
+    PyTuple_SET_ITEM(result, 0, info);
+    PyTuple_SET_ITEM(result, 1, end);
+    PyTuple_SET_ITEM(result, 2, Py_NewRef(made[M_END]));
+    for (int k = M_FIRST; k <= M_END; k++) /* (held by the results now) */
+        Py_DECREF(made[k]);
+    slot_set(segment, at[S_SIZE], made[M_SIZE]); /* (the end holds it too) */
     slot_set(segment, at[S_SINCE], made[M_SINCE]);
     if (new_pair)
         slot_set(segment, at[S_MAX_TS], made[M_PAIR]);
@@ -1352,9 +1417,6 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         slot_set(s.index[1], index_slots[1][I_ENTRIES], made[M_TIME_ENTRIES]);
     else
         Py_DECREF(made[M_TIME_ENTRIES]);
-    result = made[M_RESULT];
-    PyTuple_SET_ITEM(result, 0, made[M_INFO]);
-    PyTuple_SET_ITEM(result, 1, made[M_END]);
     goto done;
 slow:
     result = Py_NewRef(Py_None);
@@ -1697,12 +1759,8 @@ PyDoc_STRVAR(now_ms_doc, "now_ms()\n\nThe wall clock in milliseconds since the e
 static PyObject *
 now_ms(PyObject *self, PyObject *unused)
 {
-    struct timespec ts;
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0)
-        return PyErr_SetFromErrno(PyExc_OSError);
-    /* floor division, as Python's: a time before the epoch rounds down too */
-    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-    return PyLong_FromLongLong(ns >= 0 ? ns / 1000000 : -((-ns + 999999) / 1000000));
+    int64_t now;
+    return realtime_ms(&now) < 0 ? NULL : PyLong_FromLongLong(now);
 }
 
 static PyMethodDef methods[] = {

@@ -30,13 +30,11 @@ def check_and_assign(
 def append_batch(
     buffer: bytearray,
     segment: Any,
-    rules: tuple[
-        bool, int, Callable[[], int], str, int, int, Callable[..., Any], str, int, int, type[_Info], type[_End]
-    ],
+    rules: tuple[bytes, Callable[[], int], Callable[..., Any], str, type[_Info], type[_End]],
     next_offset: int,
     epoch: int,
     /,
-) -> tuple[_Info, _End] | int | None: ...
+) -> tuple[_Info, _End, int] | int | None: ...
 def bind_segment(segment_type: type, offset_index_type: type, time_index_type: type, handle_type: type, /) -> None: ...
 def now_ms() -> int: ...
 def recover_batches(

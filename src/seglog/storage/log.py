@@ -65,7 +65,7 @@ import operator
 import struct
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple, TypeVar
+from typing import Literal, NamedTuple, TypeVar, overload
 
 from ..config import LogConfig
 from ..errors import (
@@ -182,11 +182,12 @@ class AppendInfo(NamedTuple):
     log_append_time: int = -1
 
 
-# _scan.append_batch's rules: (compact, max.message.bytes, clock, message.timestamp.type,
-# before.max.ms, after.max.ms, decompress, file, segment.bytes, segment.ms, info type, end type)
-_OneCallRules = tuple[
-    bool, int, Callable[[], int], str, int, int, Callable, str, int, int, type[AppendInfo], type[LogOffsetMetadata]
-]
+# _scan.append_batch's rules: (config, clock, decompress, file, info type, end type), config the
+# int64s it reads packed (_ONE_CALL_CONFIG): compact, max.message.bytes, message.timestamp.type
+# (_TIMESTAMP_TYPES), before.max.ms, after.max.ms, segment.bytes, segment.ms
+_OneCallRules = tuple[bytes, Callable[[], int], Callable, str, type[AppendInfo], type[LogOffsetMetadata]]
+_ONE_CALL_CONFIG = struct.Struct("=7q")
+_TIMESTAMP_TYPES = {"CreateTime": 1, "LogAppendTime": 2}  # (any other: 0, neither checked nor stamped)
 
 
 class PartitionLog:
@@ -268,7 +269,7 @@ class PartitionLog:
         self._refresh_one_call()
 
     def _refresh_one_call(self) -> None:
-        """What the one-call append reads (``_append_one``), made again whenever the config,
+        """What the one-call append reads (in ``append_batches``), made again whenever the config,
         the state or the role changes: its rules (``_scan.append_batch``'s), None when the
         log takes no such append (not open, not leading, or flushed by time, which reads
         the clock after every append); flush.messages; and the epoch cache's list last
@@ -276,23 +277,22 @@ class PartitionLog:
         c = self._config
         self._flush_messages = c.flush_messages
         self._one_call_epochs: list[tuple[int, int]] | None = None
+        self._one_call_rules: _OneCallRules | None = None
         if self._state is not OPEN or self._role is not LEADER or c.flush_ms < _NEVER:
-            self._one_call_rules: _OneCallRules | None = None
             return
-        self._one_call_rules = (
-            c.compact,
-            c.max_message_bytes,
-            self._clock,
-            c.message_timestamp_type,
-            c.message_timestamp_before_max_ms,
-            c.message_timestamp_after_max_ms,
-            decompress,
-            self.dir,
-            c.segment_bytes,
-            c.segment_ms,
-            AppendInfo,
-            LogOffsetMetadata,
-        )
+        try:
+            config = _ONE_CALL_CONFIG.pack(
+                1 if c.compact else 0,
+                min(max(c.max_message_bytes, -1), INT64_MAX),  # (as the walk takes it: past any buffer, no limit)
+                _TIMESTAMP_TYPES.get(c.message_timestamp_type, 0),
+                c.message_timestamp_before_max_ms,
+                c.message_timestamp_after_max_ms,
+                c.segment_bytes,
+                c.segment_ms,
+            )
+        except struct.error:  # a setting past an int64: the general path's, which checks it as Python's ints
+            return
+        self._one_call_rules = (config, self._clock, decompress, self.dir, AppendInfo, LogOffsetMetadata)
 
     # --- state and role (see the tables at the top) -------------------------------------------
 
@@ -529,31 +529,68 @@ class PartitionLog:
         configured = self.config.compression_type
         return Compression.NONE if configured in ("producer", "uncompressed") else Compression.parse(configured)
 
+    @overload
     def append_batches(
-        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT
-    ) -> AppendInfo:
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = ..., wait: Literal[True] = ...
+    ) -> AppendInfo: ...
+
+    @overload
+    def append_batches(
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = ..., wait: bool
+    ) -> AppendInfo | None: ...
+
+    def append_batches(
+        self, data: bytes | bytearray | memoryview, *, origin: AppendOrigin = AppendOrigin.CLIENT, wait: bool = True
+    ) -> AppendInfo | None:
         """Append record batches as the leader: validate them, assign offsets by
         rewriting base offsets, stamp LogAppendTime if configured.
 
         ``origin`` is CLIENT (a producer: no control batches), or COORDINATOR (the
-        coordinators' markers and offsets).
+        coordinators' markers and offsets). ``wait`` False: ``try_append_batches``.
 
         As in Kafka (LogValidator runs under the log's lock), the batches are validated
         where their offsets are assigned: one C call (``_scan.check_and_assign``) makes every
         check of ``LogValidator.validate_general`` and then the edits, or none of them. A
         producer's usual append, and a coordinator's batch of records (an offset commit's), is
-        one C call in all (``_append_one``)."""
+        one C call in all (``_scan.append_batch``, which reads and writes the segment's state
+        in its slots), made in this one frame: this runs on every produce. The general path
+        (``_append_as_leader``) takes what it does not: not that append, or something besides
+        due (a roll, the leader epoch's first batch, a flush by time, an injected fault)."""
         if origin is not _CLIENT:
             self.validator.check_origin(origin)
-        buffer = data if isinstance(data, bytearray) else bytearray(data)
         lock = self._lock
-        lock.acquire()  # (not ``with``: its __enter__ and __exit__ cost 0.1 µs more, every append)
+        if wait:
+            buffer = data if isinstance(data, bytearray) else bytearray(data)
+            lock.acquire()  # (not ``with``: its __enter__ and __exit__ cost 0.1 µs more, every append)
+        elif not lock.acquire(False):  # (positional: a keyword is a dict made, every append)
+            return None
         try:
-            if (origin is _CLIENT or _no_control(buffer)) and (done := self._append_one(buffer)) is not None:
-                return done
-            info = self._append_as_leader(buffer, origin, may_roll=True)
-            assert info is not None
-            return info
+            if not wait:
+                c = self._config
+                # a batch's records take more than a byte each: len(data) bounds their count
+                if c.flush_ms < _NEVER or self._next_offset - self.recovery_point + len(data) >= c.flush_messages:
+                    return None
+                buffer = bytearray(data)  # (refused, the append leaves the caller's bytes untouched)
+            rules = self._one_call_rules
+            if (
+                rules is not None
+                and not _FAULTS
+                and (origin is _CLIENT or _no_control(buffer))
+                and (self.leader_epoch_cache.entries is self._one_call_epochs or self._epoch_in_force())
+            ):
+                done = _scan.append_batch(buffer, self._segments[-1], rules, self._next_offset, self._leader_epoch)
+                if isinstance(done, tuple):  # _advance's and the producer state's on_append, for it
+                    info, self._end_metadata, end = done
+                    self._next_offset = end
+                    if self.standalone:
+                        self._high_watermark = end
+                    if end - self.recovery_point >= self._flush_messages:
+                        self._maybe_flush()
+                    self.producer_state.map_end_offset = end
+                    return info
+                if done is not None:  # the write failed (a full disk): what part of it was written is cut off
+                    self._segments[-1].write_failed(done)
+            return self._append_as_leader(buffer, origin, may_roll=wait)
         finally:
             lock.release()
 
@@ -564,51 +601,18 @@ class PartitionLog:
         log and ``data`` untouched: when another thread holds the log's lock, or the append
         would roll a segment (files made) or be followed by an fsync (flush.messages or
         flush.ms). For an event loop, which hands the appends refused to a thread."""
-        self.validator.check_origin(origin)
-        if not self._lock.acquire(False):  # (positional: a keyword is a dict made, every append)
-            return None
-        try:
-            c = self._config
-            # a batch's records take more than a byte each: len(data) bounds their count
-            if c.flush_ms < _NEVER or self._next_offset - self.recovery_point + len(data) >= c.flush_messages:
-                return None
-            buffer = bytearray(data)
-            if (origin is _CLIENT or _no_control(buffer)) and (done := self._append_one(buffer)) is not None:
-                return done
-            return self._append_as_leader(buffer, origin, may_roll=False)
-        finally:
-            self._lock.release()
+        return self.append_batches(data, origin=origin, wait=False)
 
-    def _append_one(self, buffer: bytearray) -> AppendInfo | None:
-        """A producer's usual append (or a coordinator's records), under the lock: one batch
-        of no producer id into the active segment, in one C call (``_scan.append_batch``,
-        which reads and writes the segment's state in its slots); None, with nothing done,
-        when it is not that append or something besides is due (a roll, the leader epoch's
-        first batch, a flush, an injected fault): ``_append_as_leader`` then.
-        What ``_append_as_leader`` does after the write for such an append is done here,
-        inline: this runs on every produce."""
-        rules = self._one_call_rules
-        if rules is None or _FAULTS:
-            return None
+    def _epoch_in_force(self) -> bool:
+        """Whether the one-call append may take a batch of the log's leader epoch, asked
+        when the epoch cache's list changed since last asked (it replaces its list on every
+        change): the epoch is in force there; else it is the epoch's first batch, which the
+        general path assigns. Under the lock."""
         epochs = self.leader_epoch_cache.entries
-        if epochs is not self._one_call_epochs:  # (the cache replaces its list on every change)
-            if not epochs or epochs[-1][0] != self._leader_epoch:
-                return None  # the epoch's first batch: the general path assigns it
-            self._one_call_epochs = epochs
-        done = _scan.append_batch(buffer, self._segments[-1], rules, self._next_offset, self._leader_epoch)
-        if not isinstance(done, tuple):
-            if done is not None:  # the write failed (a full disk): what part of it was written is cut off
-                self._segments[-1].write_failed(done)
-            return None
-        # _advance's and the producer state's on_append, for an append of no producer
-        info, self._end_metadata = done
-        self._next_offset = end = info[1] + 1
-        if self.standalone:
-            self._high_watermark = end
-        if end - self.recovery_point >= self._flush_messages:
-            self._maybe_flush()
-        self.producer_state.map_end_offset = end
-        return info
+        if not epochs or epochs[-1][0] != self._leader_epoch:
+            return False
+        self._one_call_epochs = epochs
+        return True
 
     def _append_as_leader(self, buffer: bytearray, origin: AppendOrigin, *, may_roll: bool) -> AppendInfo | None:
         """Validate, assign offsets and append, under the lock; None (nothing written)
