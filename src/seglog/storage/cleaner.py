@@ -337,9 +337,7 @@ class _Output:
     def add(self, batch: bytes | bytearray | memoryview, last_offset: int, max_ts: int) -> None:
         start, size = self.length, len(batch)
         self.entries.append((start, size, last_offset, max_ts))
-        if len(self.buffer) < start + size:
-            self.buffer += bytes(start + size - len(self.buffer))
-        self.buffer[start : start + size] = batch
+        self.buffer[start : start + size] = batch  # (grows the buffer when it ends before start + size)
         self.length = start + size
         if self.length >= self.cleaner.io_buffer_size:
             self.flush()
