@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from seglog.errors import InvalidPartitionsError, KafkaStorageError, SeglogError
-from seglog.storage import fileio
+from seglog.storage import checkpoint, fileio
 from seglog.storage.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
@@ -262,6 +262,21 @@ def test_a_delete_that_fails_changes_nothing(tmp_path, clock):
         assert [r.offset for r in manager.partition("t", 0).records()] == [0, 1, 2]
         manager.delete_topic("t")
         assert manager.topics() == []
+
+
+def test_a_partition_whose_delete_fails_is_answered_and_the_others_are_deleted(tmp_path, clock):
+    manager = open_logs(tmp_path, clock=clock)
+    manager.create_topic("t", 3)
+    fileio.faults.inject("rename", errno.EIO, path="t-1")
+    failed = manager.delete_partition_logs([("t", 0), ("t", 1), ("t", 2)])
+    assert list(failed) == [("t", 1)] and isinstance(failed["t", 1], KafkaStorageError)
+    assert manager.partitions("t") == [1]
+    manager.partition("t", 1).append(records(2))  # still served
+    assert ("t", 1) in checkpoint.read_offsets(str(tmp_path / "recovery-point-offset-checkpoint"))
+    manager.close()
+    with open_logs(tmp_path, clock=clock) as manager:
+        assert manager.partitions("t") == [1]
+        assert [r.offset for r in manager.partition("t", 1).records()] == [0, 1]
 
 
 def test_a_delete_failing_after_its_renames_completes(tmp_path, clock):

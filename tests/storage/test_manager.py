@@ -86,6 +86,29 @@ def test_delete_topic_renames_then_removes_later(tmp_path):
         assert manager.partition("gone", 0).log_end_offset == 0
 
 
+def test_delete_partition_logs_deletes_the_set_and_answers_each_one_not_deleted(tmp_path):
+    # StopReplica's deletions: a topic's config and id go with its last partition, whichever call that is
+    with open_logs(tmp_path) as manager:
+        manager.create_topic("a", 3, {"retention.ms": 1000})
+        manager.create_topic("b", 2)
+        failed = manager.delete_partition_logs([("a", 0), ("a", 1), ("b", 0), ("nope", 0)])
+        assert list(failed) == [("nope", 0)] and isinstance(failed["nope", 0], UnknownTopicOrPartitionError)
+        assert manager.partitions("a") == [2] and manager.partitions("b") == [1]
+        assert manager.topic_overrides("a") == {"retention.ms": 1000}
+        assert sorted(json.loads((tmp_path / "topic-configs.json").read_text())["topics"]) == ["a", "b"]
+        assert sorted(checkpoint.read_offsets(str(tmp_path / "recovery-point-offset-checkpoint"))) == [
+            ("a", 2),
+            ("b", 1),
+        ]
+        assert manager.delete_partition_logs([("a", 2), ("b", 1)]) == {}
+        assert manager.topics() == []
+        assert json.loads((tmp_path / "topic-configs.json").read_text())["topics"] == {}
+        assert checkpoint.read_offsets(str(tmp_path / "recovery-point-offset-checkpoint")) == {}
+        assert not [n for n in os.listdir(tmp_path) if n.startswith(("a-", "b-")) and not n.endswith("-delete")]
+        manager.create_topic("a", 1)  # the name is free again, with the defaults
+        assert manager.topic_overrides("a") == {}
+
+
 def test_leftover_delete_dirs_are_removed_on_open(tmp_path, caplog):
     with open_logs(tmp_path) as manager:
         manager.create_topic("t", 1)

@@ -431,16 +431,21 @@ class ReplicaManager:
         if controller_epoch >= self._controller_epoch:
             self._controller_epoch = controller_epoch
         self._on_loop(self._stop, [tp for tp, _ in stopped])
-        for tp, delete in stopped:
-            errors[tp] = NONE
-            if delete:
-                try:
-                    with contextlib.suppress(UnknownTopicOrPartitionError):  # never made here, or gone already
-                        self._logs.delete_partition_log(*tp)
-                except Exception as e:
-                    errors[tp] = _error(e)[0]
+        errors.update((tp, NONE) for tp, _ in stopped)
+        errors.update(self._delete_logs([tp for tp, delete in stopped if delete]))
         log.info("StopReplica from controller %d (epoch %d): %s", controller_id, controller_epoch, errors)
         return errors
+
+    def _delete_logs(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """StopReplica's deletions, all in one call to the log manager; the error code of each
+        partition that failed (a log never made here, or gone already, is no failure)."""
+        if not tps:
+            return {}
+        try:
+            failed = self._logs.delete_partition_logs(tps)
+        except Exception as e:  # after the renames: the files written once for them all
+            return dict.fromkeys(tps, _error(e)[0])
+        return {tp: _error(e)[0] for tp, e in failed.items() if not isinstance(e, UnknownTopicOrPartitionError)}
 
     def _stop(self, tps: list[TopicPartition]) -> None:
         self.fetchers.remove_partitions(tps)

@@ -442,24 +442,46 @@ class LogManager:
                 self._write_topic_configs()
             return created
 
-    def delete_partition_log(self, topic: str, partition: int) -> None:
-        """StopReplica with delete: one partition's dir renamed ``*-delete`` now, removed after
-        file.delete.delay.ms; the topic's config and id go with its last partition."""
+    def delete_partition_logs(self, partitions: Iterable[tuple[str, int]]) -> dict[TopicPartition, Exception]:
+        """StopReplica with delete (Kafka's ``LogManager.asyncDelete`` of a set): each
+        partition's dir renamed ``*-delete`` now, removed after file.delete.delay.ms; a topic's
+        config and id go with its last partition. The dirs' fsyncs, the topic configs and the
+        checkpoints are written once for them all: deleting a topic of n partitions one at a
+        time rewrote files that list every log, n times. Returns the error of each partition
+        not deleted (UnknownTopicOrPartitionError: none here); the others are."""
+        errors: dict[TopicPartition, Exception] = {}
         with self._lock:
             self._check_writable()
-            doomed = self.partition(topic, partition)
-            self._cleaner.abort(doomed)
-            target = os.path.join(os.path.dirname(doomed.dir), deleted_dir_name(topic, partition))
-            fileio.rename(doomed.dir, target)
-            doomed.close_without_flush()
-            del self._logs[TopicPartition(topic, partition)]
-            if not any(t == topic for t, _ in self._logs):
+            deleted: list[tuple[PartitionLog, str]] = []
+            for topic, partition in partitions:
+                tp = TopicPartition(topic, partition)
+                try:
+                    deleted.append(self._rename_deleted(tp))
+                except Exception as e:  # (as Kafka's error handler: each partition answers its own)
+                    errors[tp] = e
+            if not deleted:
+                return errors
+            for topic in {pl.topic for pl, _ in deleted} - {t for t, _ in self._logs}:
                 self._topic_configs.pop(topic, None)
                 self._topic_ids.pop(topic, None)
-            fileio.fsync_dir(os.path.dirname(target))
-            self._remove_dir_later(target, doomed.config.file_delete_delay_ms)
+            for parent in sorted({os.path.dirname(target) for _, target in deleted}):
+                fileio.fsync_dir(parent)
+            for doomed, target in deleted:
+                self._remove_dir_later(target, doomed.config.file_delete_delay_ms)
             self._write_topic_configs()
             self.checkpoint()
+        return errors
+
+    def _rename_deleted(self, tp: TopicPartition) -> tuple[PartitionLog, str]:
+        """One partition of ``delete_partition_logs``: its dir renamed (the new path returned),
+        its log closed and dropped."""
+        doomed = self.partition(*tp)
+        self._cleaner.abort(doomed)
+        target = os.path.join(os.path.dirname(doomed.dir), deleted_dir_name(tp.topic, tp.partition))
+        fileio.rename(doomed.dir, target)
+        doomed.close_without_flush()
+        del self._logs[tp]
+        return doomed, target
 
     def _next_dir(self) -> LogDir:
         """Kafka's ``nextLogDirs``: the dir holding the fewest partitions, counted only when there
