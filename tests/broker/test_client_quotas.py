@@ -15,9 +15,9 @@ from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasR
 
 from seglog.broker.embedded import EmbeddedBroker
 from seglog.broker.quota_store import QUOTA_FILE
-from seglog.broker.quotas import DEFAULT, QuotaEntity
 from seglog.cli import main
 from seglog.errors import ErrorCode
+from seglog.security.quotas import DEFAULT, QuotaEntity
 
 Entry = AlterClientQuotasRequest.EntryData
 Entity = Entry.EntityData

@@ -7,7 +7,7 @@ The broker measures rates over 2 samples of 1 s (``quota.window.num=2``). Kafka'
 over the window's samples: a client that always has more to send is let through in a burst
 whenever a sample leaves the window, and starves until the next (under the default 11 samples
 a pumping producer moves at 0.22 to 1.12 times its quota over 10 s spans: the arithmetic of
-broker/quotas.py, simulated with 64 KiB requests). Over a span of many windows the bursts
+security/quotas.py, simulated with 64 KiB requests). Over a span of many windows the bursts
 average out: 20 s here, where a burst (at most what the quota lets through in one sample) is
 5 % of the total, and the throttled clients' requests are 16 KiB, a twelfth of a sample's share.
 

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from seglog.broker.quotas import CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas, QuotaEntity
 from seglog.broker.request_context import RequestContext
 from seglog.broker.throttling import Throttler, timed
 from seglog.protocol import ApiKey, Request
 from seglog.protocol.header import RequestHeader
 from seglog.protocol.message_data import FetchRequestData
+from seglog.security.quotas import CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas, QuotaEntity
 
 
 def ticking() -> Any:

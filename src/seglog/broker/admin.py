@@ -52,9 +52,9 @@ from ..protocol.message_data import (
     IncrementalAlterConfigsResponseData,
 )
 from ..security import CLUSTER_NAME, AclOperation, ResourceType
+from ..security.quotas import ClientQuotas
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
 from .dynamic_config import DynamicConfigs, dynamic_key
-from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .routes import Route, Routes
 from .throttling import ControllerMutationQuota

@@ -24,8 +24,8 @@ from ..protocol.message_data import (
     DescribeClientQuotasRequestData,
     DescribeClientQuotasResponseData,
 )
+from ..security.quotas import CLIENT_ID, DEFAULT, IP, USER, ClientQuotas, QuotaEntity, checked_value, ip_entity_name
 from .quota_store import Changes, Entities, QuotaStore
-from .quotas import CLIENT_ID, DEFAULT, IP, USER, ClientQuotas, QuotaEntity, checked_value, ip_entity_name
 from .routes import Route, Routes
 
 MATCH_EXACT, MATCH_DEFAULT, MATCH_SPECIFIED = 0, 1, 2  # DescribeClientQuotas' match_type

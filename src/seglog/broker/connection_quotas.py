@@ -41,7 +41,7 @@ from typing import Any
 
 from ..config import INT_MAX
 from ..errors import InvalidConfigurationError
-from .quotas import DEFAULT, INACTIVE_SENSOR_EXPIRY_MS, Rate, throttle_time_ms
+from ..security.quotas import DEFAULT, INACTIVE_SENSOR_EXPIRY_MS, Rate, throttle_time_ms
 
 MAX_CONNECTIONS = "max.connections"
 MAX_CONNECTION_CREATION_RATE = "max.connection.creation.rate"

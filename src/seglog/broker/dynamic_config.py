@@ -31,10 +31,10 @@ from ..cluster import admin_zk_client
 from ..cluster.zk_client import ZkClient
 from ..config import BROKER_KEYS, BrokerConfig, Key, listener_override
 from ..errors import InvalidConfigurationError, InvalidRequestError, KafkaStorageError, SeglogError
+from ..security.quotas import DEFAULT
 from ..storage.fileio import read_json_file, write_atomically
 from .connection_quotas import BROKER_KEYS as DYNAMIC_KEYS
 from .connection_quotas import LISTENER_KEYS, check_per_ip, resolved_overrides
-from .quotas import DEFAULT
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "broker-configs.json"

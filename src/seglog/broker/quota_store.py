@@ -26,8 +26,8 @@ from typing import Protocol
 from ..cluster import admin_zk_client
 from ..cluster.zk_client import ZkClient
 from ..errors import KafkaStorageError
+from ..security.quotas import QUOTA_KEYS, QuotaEntity, quota_values
 from ..storage.fileio import read_json_file, write_atomically
-from .quotas import QUOTA_KEYS, QuotaEntity, quota_values
 
 QUOTA_FILE = "client-quotas.json"
 Changes = Mapping[str, float | None]  # the keys set (a value) or removed (None)

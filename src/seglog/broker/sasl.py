@@ -58,6 +58,7 @@ from ..protocol.message_data import (
 from ..security import AclOperation, KafkaPrincipal
 from ..security.jaas import PLAIN_LOGIN_MODULE, parse_jaas_config
 from ..security.plain import PLAIN, PlainServer, password_matches
+from ..security.quotas import desanitize, sanitize
 from ..security.sasl import SaslError, SaslServer
 from ..security.scram import (
     MAX_ITERATIONS,
@@ -69,7 +70,6 @@ from ..security.scram import (
 )
 from ..storage.fileio import write_atomically
 from .acl_authorizer import NO_AUTHORIZER, BrokerAuthorizer
-from .quotas import desanitize, sanitize
 from .routes import Route, Routes
 
 log = logging.getLogger(__name__)

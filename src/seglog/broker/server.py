@@ -22,6 +22,7 @@ from ..coordinator.producer_id_manager import BLOCK_SIZE
 from ..errors import CoordinatorNotAvailableError
 from ..protocol import ApiKey, Request
 from ..security import ANONYMOUS
+from ..security.quotas import ClientQuotas
 from .acl_apis import AclApis
 from .acl_authorizer import BrokerAuthorizer
 from .admin import AdminManager
@@ -39,7 +40,6 @@ from .metadata_cache import BrokerInfo
 from .metrics import BrokerMetrics, serve_prometheus
 from .network import Connection, SocketServer
 from .quota_store import LogDirQuotaStore, ZkQuotaStore
-from .quotas import ClientQuotas
 from .replica_manager import ReplicaManager
 from .request_context import RequestContext, client_host, set_current_request
 from .routes import Route, Routes, routing_table, served_versions

@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from ..errors import ApiError, ErrorCode
 from ..protocol import ApiKey, Request
-from .quotas import NANOS_TO_PERCENTAGE, ClientQuotas
+from ..security.quotas import NANOS_TO_PERCENTAGE, ClientQuotas
 from .request_context import RequestContext, current_request
 
 # KIP-219: the first version of each API whose client waits out throttle_time_ms itself

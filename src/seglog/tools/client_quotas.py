@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 from typing import Any, NamedTuple
 
-from ..broker.quotas import CLIENT_ID, IP, USER, QuotaEntity, checked_value, ip_entity_name
-from ..broker.quotas import DEFAULT as DEFAULT_NAME
 from ..client import BlockingConnection, check
 from ..errors import SeglogError
 from ..protocol import ApiKey
@@ -30,6 +28,8 @@ from ..protocol.message_data import (
     DescribeClientQuotasRequestData,
     DescribeClientQuotasResponseData,
 )
+from ..security.quotas import CLIENT_ID, IP, USER, QuotaEntity, checked_value, ip_entity_name
+from ..security.quotas import DEFAULT as DEFAULT_NAME
 from .arguments import parse_configs
 
 # kafka-configs.sh's entity types -> the quota entity types of the protocol, and how it prints them

@@ -1,11 +1,11 @@
-"""The client quota manager's arithmetic (broker/quotas.py) under a fake clock: Kafka's
+"""The client quota manager's arithmetic (security/quotas.py) under a fake clock: Kafka's
 sampled Rate, its throttle-time formula and its precedence of quota entities."""
 
 from __future__ import annotations
 
 import pytest
 
-from seglog.broker.quotas import (
+from seglog.security.quotas import (
     CONSUMER_BYTE_RATE,
     DEFAULT,
     PRODUCER_BYTE_RATE,
