@@ -24,11 +24,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..broker import KafkaServer
 from ..errors import BrokerNotAvailableError, SeglogError
 from . import layout
+
+if TYPE_CHECKING:  # (the broker the console runs in; ``seglog console`` alone loads none of it)
+    from ..broker import KafkaServer
 
 READ_TIMEOUT = 10.0  # seconds: what a page waits for another broker's HTTP port
 

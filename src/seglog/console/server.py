@@ -24,7 +24,6 @@ from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from ..broker.inter_broker import listener_security
 from ..client import PLAINTEXT, ClientSecurity
 from ..errors import (
     BrokerNotAvailableError,
@@ -130,6 +129,9 @@ def serve_in_broker(server: Any, host: str, port: int, *, read_only: bool) -> Co
     ``host:port``, beside the broker's ``/metrics``: the broker's partitions' layouts read
     in-process. It reaches the cluster as the broker reaches the other brokers: through the
     inter-broker listener, with its security (TLS, SASL) and the broker's credentials."""
+    # (imported here: the broker is loaded already, and ``seglog console`` alone needs none of it)
+    from ..broker.inter_broker import listener_security
+
     listener = server.listeners.named(server.listeners.inter_broker)
     bound = listener.bound.host if listener.bound.host not in ("", "0.0.0.0") else "127.0.0.1"
     bootstrap = f"{bound}:{server.port_of(listener.name)}"
