@@ -347,6 +347,11 @@ def test_two_log_dirs(tmp_path, clock):
         manager.create_topic("u", 1)  # the dirs hold two each (counted from the loaded logs): a's turn
         manager.create_topic("v", 2)  # v-0 to b, which holds fewer; v-1 to a again (a tie)
     assert [sorted(n for n in os.listdir(d) if n.startswith(("u-", "v-"))) for d in dirs] == [["u-0", "v-1"], ["v-0"]]
+    # each dir's topic-configs.json: the topics it holds a partition of
+    assert [sorted(json.loads((Path(d) / "topic-configs.json").read_text())["topics"]) for d in dirs] == [
+        ["t", "u", "v"],
+        ["t", "v"],
+    ]
     in_a = next(n for n in os.listdir(dirs[0]) if n.startswith("t-"))
     shutil.copytree(Path(dirs[0]) / in_a, Path(dirs[1]) / in_a)
     with pytest.raises(KafkaStorageError, match="two log dirs"):

@@ -30,7 +30,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -190,9 +190,10 @@ class LogManager:
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._topic_configs: dict[str, dict[str, Any]] = {}
         self._topic_ids: dict[str, str] = {}
-        # (a log dir's path, topic) -> (topic id, overrides): the entries its topic-config file holds
+        # a log dir's path -> topic -> (topic id, overrides): the entries its topic-config file holds
         # as last written, so that a new partition's log rewrites the file only when it says more
-        self._written_configs: dict[tuple[str, str], tuple[str | None, dict[str, Any]]] = {}
+        # (the overrides' dicts are shared with _topic_configs: a change replaces them, never edits)
+        self._written_configs: dict[str, dict[str, tuple[str | None, dict[str, Any]]]] = {}
         self._dirs: list[LogDir] = []
         self._closed = False
         self.cluster_id: str | None = None  # meta.properties' cluster.id (written when missing)
@@ -438,7 +439,7 @@ class LogManager:
             # the file of its dir already holding this topic's entry (as the controller makes a topic's
             # partitions one LeaderAndIsr entry at a time), rewriting and fsyncing it for each was
             # a third of a follower's CPU in making a topic of 1,000 partitions
-            if self._written_configs.get((os.path.dirname(created.dir), topic)) != (topic_id, validated):
+            if self._written_configs.get(os.path.dirname(created.dir), {}).get(topic) != (topic_id, validated):
                 self._write_topic_configs()
             return created
 
@@ -573,8 +574,14 @@ class LogManager:
             return config
 
     def _write_topic_configs(self) -> None:
+        """Each dir's ``topic-configs.json``: the topics it holds a partition of. It is rewritten
+        whole at each topic created, deleted or altered, so in one line by json's C encoder
+        (``indent`` takes the pure-Python one), as Kafka's topic config znodes are written."""
         for d in self._dirs:
-            here = {t for (t, _), pl in self._logs.items() if pl.dir.startswith(d.path + os.sep)}
+            if len(self._dirs) == 1:
+                here: Container[str] = self._topic_configs
+            else:
+                here = {t for (t, _), pl in self._logs.items() if pl.dir.startswith(d.path + os.sep)}
             entries = {t: (self._topic_ids.get(t), c) for t, c in sorted(self._topic_configs.items()) if t in here}
             body = {
                 "version": 1,
@@ -583,10 +590,9 @@ class LogManager:
                     for t, (topic_id, c) in entries.items()
                 },
             }
-            for key in [k for k in self._written_configs if k[0] == d.path]:
-                del self._written_configs[key]  # unknown until the write succeeds
-            fileio.write_atomically(d.file(TOPIC_CONFIGS_FILE), json.dumps(body, indent=1).encode())
-            self._written_configs.update(((d.path, t), (i, dict(c))) for t, (i, c) in entries.items())
+            self._written_configs.pop(d.path, None)  # unknown until the write succeeds
+            fileio.write_atomically(d.file(TOPIC_CONFIGS_FILE), json.dumps(body).encode())
+            self._written_configs[d.path] = entries
 
     # --- checkpoints and background work ------------------------------------------------------
 
