@@ -10,9 +10,10 @@ it (the same header walk the cleaner uses, ``producer_state.producer_batches``).
 ``analyze_append`` once a leader's batches have their offsets (a duplicate is
 acknowledged with ``check.duplicate``'s offsets and nothing is written; a refused batch
 raises and the state is unchanged), ``on_append`` once they are written (an ABORT
-marker's entry added to its segment's ``.txnindex``, then the state taken over),
-``on_roll`` and ``on_close`` (a snapshot), ``load_log`` when the log opens or is
-truncated; the log manager calls ``remove_expired`` every
+marker's entry added to its segment's ``.txnindex``, then the state taken over) or,
+for a producer's batch next in order that ``_scan.append_batch`` took in one call
+(reading the entries itself), ``on_in_order_append``; ``on_roll`` and ``on_close`` (a
+snapshot), ``load_log`` when the log opens or is truncated; the log manager calls ``remove_expired`` every
 producer.id.expiration.check.interval.ms.
 
 Transactions, as Kafka's ``ongoingTxns`` and ``unreplicatedTxns``: a transaction is
