@@ -18,9 +18,10 @@ millisecond apart), 16 KiB each, uncompressed, as a producer sends them.
    take turns of 64 batches (each first in turn), each over its own copy of
    the batches, so that other processes' load falls on each alike, and a
    ratio is the median of the passes' ratios. The checks alone are timed too,
-   and (printed, not a target) an idempotent producer's batches through
-   ``append_batches`` in passes of their own beside the same series: they take
-   the general path, whose producer state checks are Python's.
+   and (printed, not a target) an idempotent producer's batches (in order: all
+   but its first take the one call too, their producer state found and recorded
+   beside it) through ``append_batches`` in passes of their own beside the same
+   series.
 2. read: a whole 1 GiB partition (128 MiB segments) as file slices:
    ``read(offset, 1 MiB)``, its ``FileSlice`` read into memory, for each fetch
    offset a reader asks for (each starts after the last whole batch of the
@@ -239,7 +240,7 @@ def append(tmp: str) -> list[tuple[str, str, bool]]:
     passes = [run(producer) for _ in range(REPEATS)]
     idempotent = statistics.median(w / o for _, w, o in passes)
     print(f"   (an idempotent producer's batches: {statistics.median(o for *_, o in passes) * per:.2f} µs/batch,")
-    print(f"    {idempotent:.0%} of the series in the same passes; they take the general path)")
+    print(f"    {idempotent:.0%} of the series in the same passes)")
     # each pass's ratio (its sides took turns: the same load), the median of them
     ratio = statistics.median(r / o for r, o in zip(raws, appends, strict=True))
     work = statistics.median(w / o for w, o in zip(series, appends, strict=True))

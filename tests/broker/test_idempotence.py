@@ -22,6 +22,7 @@ from seglog.protocol.message_data import (
     WriteTxnMarkersResponseData,
 )
 from seglog.records import build_batch
+from seglog.storage.producer_state_manager import ProducerStateManager
 
 from .conftest import PRODUCER
 from .subprocess_broker import BrokerProcess
@@ -50,7 +51,17 @@ def cut_connections_after_every(broker: Any, nth: int) -> list[int]:
     return count
 
 
-def test_a_producer_cut_off_mid_stream_writes_each_record_once_in_order(seglog_broker_factory, tmp_path) -> None:
+def test_a_producer_cut_off_mid_stream_writes_each_record_once_in_order(
+    seglog_broker_factory, tmp_path, monkeypatch
+) -> None:
+    in_order = []  # the appends of a batch next in order, which take the log's one call
+    record = ProducerStateManager.on_in_order_append
+
+    def counted(state: ProducerStateManager, *args: Any) -> None:
+        in_order.append(args[1])
+        record(state, *args)
+
+    monkeypatch.setattr(ProducerStateManager, "on_in_order_append", counted)
     broker = seglog_broker_factory(str(tmp_path / "data"), config={"num.partitions": 1})
     cuts = cut_connections_after_every(broker, 7)
     producer = Producer(
@@ -70,6 +81,7 @@ def test_a_producer_cut_off_mid_stream_writes_each_record_once_in_order(seglog_b
             producer.poll(0)
     assert producer.flush(60) == 0
     assert cuts[0] >= 14  # the stream was cut at least twice
+    assert len(in_order) > 10  # (the retries after a cut are the general path's, which finds them duplicates)
     broker.stop()
     with seglog.open(str(tmp_path / "data"), background=False) as logs:
         values = [r.value for r in logs.partition("events", 0).records(0)]

@@ -118,7 +118,8 @@ def test_the_one_call_takes_one_batch_of_no_producer_into_a_segment_under_way(tm
         copy = bytearray(batch)
         assert _call(log, copy) is None
         assert copy == batch and log.segments[-1].size == size and log.log_end_offset == 1
-    info, end, end_offset = _call(log, build_batch([(b"k", b"v", MS + 1)]))
+    info, end, end_offset, entry = _call(log, build_batch([(b"k", b"v", MS + 1)]))
+    assert entry is None  # (no producer's)
     assert type(info) is AppendInfo and info == (1, 1, MS + 1, 1, size, -1)
     assert type(end) is LogOffsetMetadata and end == (2, 0, size * 2) and log.segments[-1].size == size * 2
     assert end_offset is end[0]  # (one int, which the log keeps as its end offset)

@@ -14,11 +14,12 @@
  *                   (LogAppendTime's stamp, or CreateTime's largest record
  *                   timestamp, as Kafka's LogValidator sets it) and the CRC;
  *   append_batch    a producer's usual append whole: one batch of no producer
- *                   id checked and assigned as check_and_assign does, then the
- *                   segment's roll rules, the write, the index entries stored
- *                   into the index maps and the segment's state after it into
- *                   its slots; anything else it leaves to the Python path
- *                   untouched;
+ *                   id, or an idempotent producer's next in order (found in
+ *                   the producer state it is handed), checked and assigned
+ *                   as check_and_assign does, then the segment's roll rules,
+ *                   the write, the index entries stored into the index maps
+ *                   and the segment's state after it into its slots; anything
+ *                   else it leaves to the Python path untouched;
  *   recover_batches one recovery chunk of a segment: framing, CRC, offsets
  *                   increasing, leader epoch changes, and the sparse index
  *                   entries of the chunk, packed as the index files hold them;
@@ -1129,7 +1130,7 @@ write_all(int fd, const uint8_t *data, Py_ssize_t len, int64_t position)
 }
 
 PyDoc_STRVAR(append_batch_doc,
-             "append_batch(buffer, segment, rules, next_offset, epoch)\n\n"
+             "append_batch(buffer, segment, rules, next_offset, epoch, producers=None)\n\n"
              "A leader's append of a buffer of one batch to the active segment, in one call: check_and_assign's\n"
              "checks (raised as it raises them) and edits, then the batch written at the segment's size in\n"
              "its file, then its index entries stored into the index maps, and the segment's state after it\n"
@@ -1140,13 +1141,18 @@ PyDoc_STRVAR(append_batch_doc,
              "before.max.ms, after.max.ms, segment.bytes, segment.ms), made once when they change; applied as\n"
              "validator.py's leader_rules does (clock() called once, only for those types: CreateTime's bounds,\n"
              "LogAppendTime's stamp); then the next offset and the leader epoch. The segment's roll rules are segment.py's should_roll.\n"
-             "Returns (info, end, end offset): info an info_type (first offset, last offset, max timestamp,\n"
+             "producers: the producer state's entries by producer id (ProducerStateManager.producers), where\n"
+             "a producer's batch is looked up: taken when it is its producer's next in order (in_order_entry).\n"
+             "Returns (info, end, end offset, entry): info an info_type (first offset, last offset, max timestamp,\n"
              "record count, bytes, log append time or -1), end a metadata_type (the log end offset, the\n"
-             "segment's base offset, its size), and the log end offset again (the same int); an errno when\n"
+             "segment's base offset, its size), the log end offset again (the same int), and the producer's\n"
+             "entry, whose state the caller then records (ProducerStateManager.on_in_order_append), or None\n"
+             "for a batch of no producer; an errno when\n"
              "the write failed (part of the batch may be written past the segment's size, which is\n"
              "unchanged: the caller cuts it off); or None, with nothing checked\n"
              "further nor edited nor written, when the append is not one the call makes: more or other than\n"
-             "one v2 batch, a producer's (its state is Python's), a segment whose state is not all loaded\n"
+             "one v2 batch, a producer's but its next in order (any other is the producer state's, Python's),\n"
+             "a segment whose state is not all loaded\n"
              "(its first batch, its indexes or file not open), a roll due, an index entry due that the index\n"
              "cannot take as it is (unmapped, full, blocks not reserved, out of order: the slow path\n"
              "reserves, or raises).");
@@ -1223,13 +1229,75 @@ fits_segment(int64_t size, Py_ssize_t bytes, int64_t segment_bytes, int64_t roll
     return (i128)last - base >= 0 && (i128)last - base <= MAX_RELATIVE_OFFSET;
 }
 
+/* The producer state's entry of the batch's producer (b a v2 header's bytes), a new reference, when
+ * the batch is that producer's next one in order and producer_state_manager.py's analyze would
+ * let it through changing nothing but the entry's kept batches: the entry's epoch, a base
+ * sequence continuing its last kept batch's (wrapping from Int.MaxValue to 0), at least one
+ * record, no kept batch ending where it ends (a duplicate needs one: the general path decides),
+ * inside the transaction the producer has open or outside one it has not. Else NULL (perhaps
+ * with an exception set, which the caller clears). producers: ProducerStateManager.producers, pid ->
+ * ProducerStateEntry, whose batches are a deque of BatchMetadata tuples (last seq first).
+ * (The bytes read are under the CRC, which the checks that follow verify.) */
+static PyObject *s_producer_epoch, *s_batches, *s_current_txn_first_offset; /* (interned at import) */
+
+static int
+attr_int64(PyObject *obj, PyObject *name, int64_t *out)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    int ok = v != NULL && PyLong_CheckExact(v) && int64_arg(v, out);
+    Py_XDECREF(v);
+    return ok;
+}
+
+static PyObject *
+in_order_entry(const uint8_t *b, PyObject *producers)
+{
+    int attributes = i16_at(b + ATTRIBUTES_OFFSET);
+    int64_t count = i32_at(b + RECORDS_COUNT_OFFSET), sequence = i32_at(b + BASE_SEQUENCE_OFFSET), epoch;
+    if (!PyDict_CheckExact(producers) || count < 1)
+        return NULL;
+    PyObject *key = PyLong_FromLongLong(i64_at(b + PRODUCER_ID_OFFSET));
+    if (key == NULL)
+        return NULL;
+    PyObject *entry = PyDict_GetItemWithError(producers, key);
+    Py_DECREF(key);
+    if (entry == NULL || !attr_int64(entry, s_producer_epoch, &epoch) || epoch != i16_at(b + PRODUCER_EPOCH_OFFSET))
+        return NULL;
+    PyObject *txn = PyObject_GetAttr(entry, s_current_txn_first_offset);
+    if (txn == NULL)
+        return NULL;
+    int in_txn = txn != Py_None;
+    Py_DECREF(txn);
+    if (in_txn != !!(attributes & TRANSACTIONAL_FLAG_MASK))
+        return NULL;
+    PyObject *batches = PyObject_GetAttr(entry, s_batches);
+    if (batches == NULL)
+        return NULL;
+    Py_ssize_t kept = PyObject_Length(batches);
+    int64_t last = sequence + count - 1; /* (its last sequence, wrapped as Kafka's incrementSequence) */
+    if (last > INT32_MAX)
+        last -= (int64_t)INT32_MAX + 1;
+    int ok = kept > 0;
+    for (Py_ssize_t i = kept - 1; ok && i >= 0; i--) {
+        PyObject *batch = PySequence_GetItem(batches, i);
+        int64_t last_seq;
+        ok = batch != NULL && PyTuple_Check(batch) && PyTuple_GET_SIZE(batch) > 0 &&
+             PyLong_CheckExact(PyTuple_GET_ITEM(batch, 0)) && int64_arg(PyTuple_GET_ITEM(batch, 0), &last_seq) &&
+             last_seq != last && (i < kept - 1 || sequence == (last_seq == INT32_MAX ? 0 : last_seq + 1));
+        Py_XDECREF(batch);
+    }
+    Py_DECREF(batches);
+    return ok ? Py_NewRef(entry) : NULL;
+}
+
 static PyObject *
 append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 5) {
-        PyErr_Format(PyExc_TypeError, "append_batch() takes 5 positional arguments (%zd given)", nargs);
+    if (nargs != 5 && nargs != 6) {
+        PyErr_Format(PyExc_TypeError, "append_batch() takes 5 or 6 positional arguments (%zd given)", nargs);
         return NULL;
     }
+    PyObject *producers = nargs == 6 ? args[5] : Py_None, *entry = NULL; /* (its entry, held: a new reference) */
     PyObject *owner = args[0], *segment = args[1], *r = args[2];
     if (segment_type == NULL || !PyObject_TypeCheck(segment, segment_type)) {
         PyErr_SetString(PyExc_TypeError, "append_batch(): segment must be a bound segment type's (bind_segment)");
@@ -1264,10 +1332,13 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     const uint8_t *data = buf.buf;
     Py_ssize_t len = buf.len;
-    /* one v2 batch, of no producer: else the slow path, before anything is checked */
+    /* one v2 batch, of no producer or of one next in order: else the slow path, before
+     * anything is checked */
     if (len < HEADER_SIZE || data[MAGIC_OFFSET] != MAGIC || (int64_t)LOG_OVERHEAD + i32_at(data + LENGTH_OFFSET) != len ||
-        i64_at(data + PRODUCER_ID_OFFSET) >= 0) {
+        (i64_at(data + PRODUCER_ID_OFFSET) >= 0 &&
+         (producers == Py_None || (entry = in_order_entry(data, producers)) == NULL))) {
         PyBuffer_Release(&buf);
+        PyErr_Clear(); /* (a state in_order_entry cannot read: the general path's) */
         Py_RETURN_NONE;
     }
     /* (the buffer held from here on: the walk and the write take it as it is now) */
@@ -1278,12 +1349,15 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     rules.max_bytes = config[C_MAX_BYTES] < 0 ? -1 : config[C_MAX_BYTES] > PY_SSIZE_T_MAX ? PY_SSIZE_T_MAX : (Py_ssize_t)config[C_MAX_BYTES];
     if (leader_rules(rule[R_CLOCK], config, &rules, &a) < 0) {
         PyBuffer_Release(&buf);
+        Py_XDECREF(entry);
         return NULL;
     }
     Facts *facts = NULL;
     Py_ssize_t n = walk_held(owner, &rules, &a, 1, &buf, &facts);
-    if (n < 0)
+    if (n < 0) {
+        Py_XDECREF(entry);
         return n == -2 ? Py_NewRef(Py_None) : NULL;
+    }
     /* (check_and_assign's checks all made: now what takes the slow path, with nothing edited) */
     PyObject *result = NULL;
     Py_buffer oi = {NULL}, ti = {NULL};
@@ -1388,7 +1462,7 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *end_items[3] = {made[M_END], SLOT(segment, at[S_BASE]), made[M_SIZE]};
         end = new_record(rule[R_METADATA_TYPE], end_items, 3);
     }
-    result = end != NULL ? PyTuple_New(3) : NULL;
+    result = end != NULL ? PyTuple_New(4) : NULL;
     if (result == NULL) {
         Py_XDECREF(info);
         Py_XDECREF(end);
@@ -1401,6 +1475,7 @@ append_batch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyTuple_SET_ITEM(result, 0, info);
     PyTuple_SET_ITEM(result, 1, end);
     PyTuple_SET_ITEM(result, 2, Py_NewRef(made[M_END]));
+    PyTuple_SET_ITEM(result, 3, entry != NULL ? Py_NewRef(entry) : Py_NewRef(Py_None));
     for (int k = M_FIRST; k <= M_END; k++) /* (held by the results now) */
         Py_DECREF(made[k]);
     slot_set(segment, at[S_SIZE], made[M_SIZE]); /* (the end holds it too) */
@@ -1427,6 +1502,7 @@ done:
         PyBuffer_Release(&ti);
     PyMem_RawFree(facts);
     PyBuffer_Release(&buf);
+    Py_XDECREF(entry);
     return result;
 }
 
@@ -1804,6 +1880,10 @@ PyInit__scan(void)
         }
     }
     Py_DECREF(errors);
+    if ((s_producer_epoch = PyUnicode_InternFromString("producer_epoch")) == NULL ||
+        (s_batches = PyUnicode_InternFromString("batches")) == NULL ||
+        (s_current_txn_first_offset = PyUnicode_InternFromString("current_txn_first_offset")) == NULL)
+        return NULL;
     crc32c_init();
     return PyModule_Create(&module);
 }

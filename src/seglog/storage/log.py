@@ -553,7 +553,9 @@ class PartitionLog:
         check of ``LogValidator.validate_general`` and then the edits, or none of them. A
         producer's usual append, and a coordinator's batch of records (an offset commit's), is
         one C call in all (``_scan.append_batch``, which reads and writes the segment's state
-        in its slots), made in this one frame: this runs on every produce. The general path
+        in its slots), made in this one frame: this runs on every produce. An idempotent
+        producer's batch next in order is too, when its producer state changes by no more than
+        the batch kept (``_scan.append_batch`` finds that; ``on_in_order_append`` records it). The general path
         (``_append_as_leader``) takes what it does not: not that append, or something besides
         due (a roll, the leader epoch's first batch, a flush by time, an injected fault)."""
         if origin is not _CLIENT:
@@ -578,15 +580,23 @@ class PartitionLog:
                 and (origin is _CLIENT or _no_control(buffer))
                 and (self.leader_epoch_cache.entries is self._one_call_epochs or self._epoch_in_force())
             ):
-                done = _scan.append_batch(buffer, self._segments[-1], rules, self._next_offset, self._leader_epoch)
+                # an idempotent producer's batch next in order too, found in its state (a coordinator's,
+                # a transactional offset commit, as well: the general path checks no sequence of it)
+                producers = self.producer_state
+                done = _scan.append_batch(
+                    buffer, self._segments[-1], rules, self._next_offset, self._leader_epoch, producers.producers
+                )
                 if isinstance(done, tuple):  # _advance's and the producer state's on_append, for it
-                    info, self._end_metadata, end = done
+                    info, self._end_metadata, end, entry = done
                     self._next_offset = end
                     if self.standalone:
                         self._high_watermark = end
                     if end - self.recovery_point >= self._flush_messages:
                         self._maybe_flush()
-                    self.producer_state.map_end_offset = end
+                    if entry is None:
+                        producers.map_end_offset = end
+                    else:
+                        producers.on_in_order_append(entry, info, end)
                     return info
                 if done is not None:  # the write failed (a full disk): what part of it was written is cut off
                     self._segments[-1].write_failed(done)

@@ -71,9 +71,9 @@ def in_sequence(last_sequence: int, next_sequence: int) -> bool:
     return next_sequence == last_sequence + 1 or (next_sequence == 0 and last_sequence == INT32_MAX)
 
 
-@dataclass(frozen=True)
-class BatchMetadata:
-    """One of a producer's last batches."""
+class BatchMetadata(NamedTuple):
+    """One of a producer's last batches (a tuple: ``_scan.append_batch`` reads the last
+    sequence, its first item, and ``on_in_order_append`` makes one by ``tuple.__new__``)."""
 
     last_seq: int
     last_offset: int

@@ -10,9 +10,10 @@ it (the same header walk the cleaner uses, ``producer_state.producer_batches``).
 ``analyze_append`` once a leader's batches have their offsets (a duplicate is
 acknowledged with ``check.duplicate``'s offsets and nothing is written; a refused batch
 raises and the state is unchanged), ``on_append`` once they are written (an ABORT
-marker's entry added to its segment's ``.txnindex``, then the state taken over),
-``on_roll`` and ``on_close`` (a snapshot), ``load_log`` when the log opens or is
-truncated; the log manager calls ``remove_expired`` every
+marker's entry added to its segment's ``.txnindex``, then the state taken over) or,
+for a producer's batch next in order that ``_scan.append_batch`` took in one call
+(reading the entries itself), ``on_in_order_append``; ``on_roll`` and ``on_close`` (a
+snapshot), ``load_log`` when the log opens or is truncated; the log manager calls ``remove_expired`` every
 producer.id.expiration.check.interval.ms.
 
 Transactions, as Kafka's ``ongoingTxns`` and ``unreplicatedTxns``: a transaction is
@@ -53,6 +54,8 @@ from ..records.layout import (
 from . import _map, fileio, producer_snapshot
 from .naming import SNAPSHOT_SUFFIX, offset_file_name
 from .producer_entry import (
+    INT32_MAX,
+    NUM_BATCHES_TO_RETAIN,
     AppendOrigin,
     BatchMetadata,
     CompletedTxn,
@@ -66,6 +69,7 @@ from .txn_index import AbortedTxn
 
 _READ_BUFFER = 256 * 1024
 _PRODUCER_ID = struct.Struct(">q")
+_new = tuple.__new__
 
 
 @dataclass
@@ -171,6 +175,25 @@ class ProducerStateManager:
             return _NO_PRODUCERS  # one shared empty check, which nothing changes
         view = memoryview(buffer)
         return self.analyze([RecordBatch(view[at : at + size], at) for at, size in batches], origin)
+
+    def on_in_order_append(self, entry: ProducerStateEntry, info: tuple[int, ...], log_end_offset: int) -> None:
+        """An append of one batch that ``_scan.append_batch`` found next in order for the
+        producer of ``entry`` (see its ``in_order_entry``: what ``analyze`` lets through
+        changing nothing but the entry's kept batches) is in the log, at the first and last
+        offsets and with the max timestamp of ``info``: the state as ``on_append`` leaves it,
+        the batch kept (its sequences follow the last kept) and its timestamp the producer's
+        last. (This runs on every append of an idempotent producer: no Python function called.)"""
+        first, last, max_ts = info[0], info[1], info[2]
+        delta = last - first
+        batches = entry.batches
+        last_seq = batches[-1][0] + delta + 1  # (the BatchMetadata's last_seq)
+        if last_seq > INT32_MAX:
+            last_seq -= INT32_MAX + 1
+        if len(batches) == NUM_BATCHES_TO_RETAIN:
+            batches.popleft()
+        batches.append(_new(BatchMetadata, (last_seq, last, delta, max_ts)))
+        entry.last_timestamp = max_ts
+        self.map_end_offset = log_end_offset
 
     def on_append(
         self, check: ProducerAppendCheck, log_end_offset: int, segment: LogSegment, high_watermark: int | None = None
