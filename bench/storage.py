@@ -49,6 +49,8 @@ millisecond apart), 16 KiB each, uncompressed, as a producer sends them.
    CPU time (a lookup waits on nothing: the page cache is warm), so that other
    processes' load moves both alike. Targets: >= 100,000/s at 10 segments, and
    of that rate >= 85 % at 1,000 segments and >= 75 % at 10,000.
+   Printed beside each row, not timed apart: the user and kernel CPU time a
+   lookup of the same passes (``getrusage``), where what the segments add goes.
 5. opening a cleanly shut down log dir of 10,000 segments (one partition;
    and 100 partitions of 100). Target < 1 s.
 
@@ -359,6 +361,17 @@ class TooFewFiles(Exception):
     """The process may not open the files a log of that many segments holds."""
 
 
+def _thread_usage() -> tuple[float, float]:
+    usage = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
+    return usage.ru_utime, usage.ru_stime
+
+
+def _split_since(usage: tuple[float, float]) -> tuple[float, float]:
+    """User and kernel CPU µs a lookup since ``usage`` (a pass of LOOKUPS)."""
+    now = _thread_usage()
+    return (now[0] - usage[0]) / LOOKUPS * 1e6, (now[1] - usage[1]) / LOOKUPS * 1e6
+
+
 class Lookups:
     """Random lookups in the lookup partition cut into ``segments`` segments: the same
     targets in every log, the segments opened by a warm-up pass, a sample of answers
@@ -392,18 +405,35 @@ class Lookups:
             assert base <= o <= base + _LAST_DELTA.unpack_from(head, 23)[0], (o, fetch)
             found = log.offset_for_timestamp(t)
             assert found == (t - START_TS, t), (found, t)
+        # (printed, not timed apart) each pass's user and kernel CPU time a lookup: where
+        # what the segments add goes (the kernel's share is the header's pread in a cold file)
+        self.splits: dict[str, list[tuple[float, float]]] = {}
+        self.reset_splits()
 
     def by_offset(self) -> float:
-        read, start = self.log.read, time.thread_time()
+        read, usage, start = self.log.read, _thread_usage(), time.thread_time()
         for o in self.offsets:
             read(o, 1, min_one_message=False)
-        return LOOKUPS / (time.thread_time() - start)
+        rate = LOOKUPS / (time.thread_time() - start)
+        self.splits["by_offset"].append(_split_since(usage))
+        return rate
 
     def by_timestamp(self) -> float:
-        find, start = self.log.offset_for_timestamp, time.thread_time()
+        find, usage, start = self.log.offset_for_timestamp, _thread_usage(), time.thread_time()
         for t in self.stamps:
             find(t)
-        return LOOKUPS / (time.thread_time() - start)
+        rate = LOOKUPS / (time.thread_time() - start)
+        self.splits["by_timestamp"].append(_split_since(usage))
+        return rate
+
+    def reset_splits(self) -> None:
+        self.splits = {"by_offset": [], "by_timestamp": []}
+
+    def split(self, kind: str) -> str:
+        """The median user + kernel µs a lookup of ``kind``'s passes so far."""
+        passes = self.splits[kind]
+        user, kernel = (statistics.median(p[k] for p in passes) for k in (0, 1))
+        return f"{user:.2f} + {kernel:.2f}"
 
     def close(self) -> None:
         self.logs.close()
@@ -446,6 +476,7 @@ def lookups(tmp: str) -> list[tuple[str, str, bool]]:
                     rows += [(share_label(k, segments, target), "no fds", False) for k in ("by offset", "by timestamp")]
                 continue
             try:
+                base.reset_splits()  # (the row's alternated passes only)
                 shares = []
                 for kind in ("by_offset", "by_timestamp"):
                     base_rate, rate = alternated(getattr(base, kind), getattr(other, kind))
@@ -453,6 +484,10 @@ def lookups(tmp: str) -> list[tuple[str, str, bool]]:
             finally:
                 other.close()
             print(f"   {segments:6,} segments: " + "   ".join(f"{k} {r:9,.0f}/s ({s:4.0%})" for k, r, s in shares))
+            splits = (
+                f"{k.replace('_', ' ')} {other.split(k)} / {base.split(k)}" for k in ("by_offset", "by_timestamp")
+            )
+            print("          CPU µs a lookup, user + kernel, this log / the 10-segment one: " + "   ".join(splits))
             if target is not None:
                 rows += [(share_label(k, segments, target), f"{s:.0%}", s >= target) for k, _, s in shares]
     finally:
