@@ -51,11 +51,12 @@ def follower_batch(log, data):
 class Pair:
     """The same steps on two logs: one that may take the one call, one that may not."""
 
-    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def __init__(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, topic_config: dict) -> None:
         self.paths = (tmp_path / "fast", tmp_path / "general")
         self.managers, self.logs = [], []
+        self.clock = lambda: NOW + 5  # (one clock for both: LogAppendTime stamps the same time on each)
         for path, config in zip(self.paths, ({}, GENERAL), strict=True):
-            manager, log = new_log(path, config=config)
+            manager, log = new_log(path, config={**topic_config, **config}, clock=self.clock)
             self.managers.append(manager)
             self.logs.append(log)
         self.fast = 0  # appends the one call took (none of them on the general log)
@@ -112,7 +113,7 @@ class Pair:
                 crash(manager)
             else:
                 manager.close()
-            self.managers[k] = open_logs(self.paths[k], None)
+            self.managers[k] = open_logs(self.paths[k], None, clock=self.clock)
             self.logs[k] = self.managers[k].partition("t", 0)
         self.same_state()
 
@@ -121,9 +122,10 @@ class Pair:
             manager.close()
 
 
-@pytest.fixture
-def pair(tmp_path, monkeypatch):
-    p = Pair(tmp_path, monkeypatch)
+@pytest.fixture(params=[{}, {"message.timestamp.type": "LogAppendTime"}], ids=["CreateTime", "LogAppendTime"])
+def pair(tmp_path, monkeypatch, request):
+    # (LogAppendTime: the batch's max timestamp, which the producer's entry keeps, is the stamp)
+    p = Pair(tmp_path, monkeypatch, request.param)
     yield p
     p.close()
 
