@@ -174,6 +174,38 @@ def test_size_retention(tmp_path):
         assert offsets(log) == [3, 4, 5]
 
 
+def open_files(under) -> list[str]:
+    """The files under ``under`` this process holds open."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except FileNotFoundError:  # (the listing's own)
+            continue
+        if target.startswith(str(under)):
+            found.append(target)
+    return sorted(found)
+
+
+def test_a_size_pass_over_a_reopened_log_sizes_its_segments_without_opening_them(tmp_path):
+    # retention (and the cleaner's dirty bytes) over thousands of segments must not hold their files open
+    clock = Clock()
+    with seglog.open(str(tmp_path), clock=clock, background=False) as logs:
+        logs.create_topic("t", 1)
+        fill(logs.partition("t", 0), [NOW] * 6, per_segment=1)
+        sizes = [s.size for s in logs.partition("t", 0).segments]
+    with seglog.open(str(tmp_path), clock=clock, background=False) as logs:
+        total = sum(sizes)
+        opened = open_files(tmp_path)
+        # (no time rule: it reads the oldest segment's max timestamp, which may open its file)
+        logs.alter_topic_config("t", {"retention.bytes": total, "retention.ms": -1})
+        assert logs.enforce_retention() == []
+        assert open_files(tmp_path) == opened
+        logs.alter_topic_config("t", {"retention.bytes": total - sizes[0], "retention.ms": -1})  # the oldest over
+        assert logs.enforce_retention()[0].segments_deleted == 1
+        assert offsets(logs.partition("t", 0)) == [1, 2, 3, 4, 5]
+
+
 def test_broker_retention_bytes(tmp_path):
     clock = Clock()
     with seglog.open(str(tmp_path), {"log.retention.bytes": 1}, clock=clock, background=False) as logs:

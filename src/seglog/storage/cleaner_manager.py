@@ -39,7 +39,7 @@ from . import checkpoint, fileio
 from .checkpoint import CLEANER_OFFSET_CHECKPOINT
 from .cleaner import Cleaner, CleanerStats, LogCleaningAbortedError, LogToClean
 from .log import PartitionLog
-from .retention import segment_size, segment_timestamp
+from .retention import segment_timestamp
 from .throttler import Throttler
 
 log = logging.getLogger(__name__)
@@ -271,9 +271,9 @@ class LogCleanerManager:
         for i, s in enumerate(segments):
             following = segments[i + 1].base_offset if i + 1 < len(segments) else None
             if s.base_offset < first_dirty:
-                clean_bytes += segment_size(s)
+                clean_bytes += s.size_without_opening
             if s.base_offset < first_uncleanable and (following is None or following > dirty_from):
-                dirty_bytes += segment_size(s)
+                dirty_bytes += s.size_without_opening
         need_now = dirty_bytes > 0 and self._compaction_delay(partition_log, segments, first_dirty, now) > 0
         return LogToClean(partition_log, first_dirty, first_uncleanable, clean_bytes, dirty_bytes, need_now)
 

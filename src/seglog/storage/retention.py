@@ -36,8 +36,6 @@ may still carry them.)
 
 from __future__ import annotations
 
-import os
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,8 +43,6 @@ from .log import PartitionLog
 from .segment import LogSegment
 
 Rule = Callable[[LogSegment, LogSegment], bool]
-
-_stat_sizes: weakref.WeakKeyDictionary[LogSegment, int] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -70,20 +66,8 @@ def segment_timestamp(segment: LogSegment, now: int) -> int:
     return ts
 
 
-def segment_size(segment: LogSegment) -> int:
-    """A segment's size without opening it: ``LogSegment.size`` opens the file, and a
-    pass over thousands of segments must not hold thousands of files open. A segment
-    not opened yet is inactive and unchanged (a truncated one knows its size)."""
-    if segment._size is not None or segment.active:
-        return segment.size
-    size = _stat_sizes.get(segment)
-    if size is None:
-        size = _stat_sizes[segment] = os.stat(segment.log_path).st_size
-    return size
-
-
 def log_size(log: PartitionLog) -> int:
-    return sum(segment_size(s) for s in log.segments)
+    return sum(s.size_without_opening for s in log.segments)
 
 
 def below_log_start_offset(log: PartitionLog) -> Rule:
@@ -100,7 +84,7 @@ def over_retention_bytes(log: PartitionLog, retention_bytes: int) -> Rule | None
 
     def rule(segment: LogSegment, _following: LogSegment) -> bool:
         nonlocal excess
-        size = segment_size(segment)
+        size = segment.size_without_opening
         if excess - size < 0:
             return False
         excess -= size
@@ -131,7 +115,7 @@ def enforce_retention(log: PartitionLog, now: int) -> RetentionResult | None:
             # sized before it goes: with no delay its file is gone right after
             if not rule(segment, following):
                 return False
-            sizes.append(segment_size(segment))
+            sizes.append(segment.size_without_opening)
             return True
 
         gone = log.delete_old_segments(counted)

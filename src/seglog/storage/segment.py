@@ -240,6 +240,18 @@ class LogSegment:
             self._size = self.handle.size()
         return self._size
 
+    @property
+    def size_without_opening(self) -> int:
+        """``size``, for a pass over thousands of segments (retention's, the cleaner's dirty
+        bytes) that must not hold thousands of files open: a segment not opened yet is
+        inactive and unchanged since (a truncation knows its size), so its file's status
+        gives it, once. A file gone meanwhile: ``size``'s error."""
+        if self._size is None and not self.active:
+            status = fileio.stat(self.log_path)
+            if status is not None:
+                self._size = status.st_size
+        return self.size
+
     def reread_size(self) -> int:
         """For a reader of a segment its owner appends to: the size (and, when next asked,
         the max timestamp) as the file has them now, not as first read."""
