@@ -495,7 +495,7 @@ class LogManager:
                     errors[tp] = e
             if not deleted:
                 return errors
-            for topic in {pl.topic for pl, _ in deleted if not self._logs.partitions_of(pl.topic)}:
+            for topic in {pl.topic for pl, _ in deleted} - set(self._logs.topics()):  # (their last partition gone)
                 self._topic_configs.pop(topic, None)
                 self._topic_ids.pop(topic, None)
             for parent in sorted({os.path.dirname(target) for _, target in deleted}):
