@@ -34,5 +34,6 @@ setup(
         _extension("storage._compact"),  # the log cleaner's offset map and filter, producer state's skim
         _extension("spark._columns"),  # records into Arrow columns for the Spark source
         _extension("_partitioner"),  # Kafka's murmur2 partition of a column of keys, for the Spark sink
+        _extension("_locks"),  # the produce path's reentrant lock, whose calls parse no arguments
     ],
 )

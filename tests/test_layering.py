@@ -11,7 +11,7 @@ A package is ``seglog.records``, ``seglog.protocol``, ``seglog.security``, ``seg
 2. No module imports a layer above its own. The layers, bottom to top, as
    docs/architecture.md draws them:
 
-   0. ``errors``, ``common``, ``config``, ``partitioner``, ``properties``: imported by everyone, importing
+   0. ``errors``, ``common``, ``config``, ``partitioner``, ``locks``, ``properties``: imported by everyone, importing
       nothing of seglog but each other;
    1. ``records``, ``protocol``: the sans-IO formats (bytes in, values out); ``security``:
       principals, SASL mechanisms and ACLs, sans-IO;
@@ -72,6 +72,8 @@ LAYERS = {
     "config": 0,
     "partitioner": 0,
     "_partitioner": 0,  # partitioner.py's C
+    "locks": 0,
+    "_locks": 0,  # locks.py's C
     "properties": 0,
     "records": 1,
     "protocol": 1,

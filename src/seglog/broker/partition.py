@@ -29,7 +29,6 @@ called here only, so that a change of the storage API changes this module.
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
@@ -42,6 +41,7 @@ from ..errors import (
     NotLeaderOrFollowerError,
     UnknownLeaderEpochError,
 )
+from ..locks import RLock
 from ..protocol import ErrorCode
 from ..protocol.message_data import LeaderAndIsrRequestData
 from ..storage import AppendInfo, AppendOrigin, FetchDataInfo, PartitionLog, Role
@@ -109,7 +109,7 @@ class Partition:
         self.index = index
         self.log = log
         self.broker_id = broker_id
-        self.lock = threading.RLock()
+        self.lock = RLock()
         # its log's roles (storage's ``Role``); None: not served here, until LeaderAndIsr (or
         # ``lead_alone``) says and after StopReplica
         self.role: Role | None = None

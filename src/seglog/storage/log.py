@@ -82,6 +82,7 @@ from ..errors import (
     SeglogError,
     UnexpectedAppendOffsetError,
 )
+from ..locks import RLock
 from ..records import AnyBatch, Compression, Record, build_batch
 from ..records.compression import decompress
 from ..records.layout import ATTRIBUTES_OFFSET, CONTROL_FLAG_MASK
@@ -225,7 +226,7 @@ class PartitionLog:
         self._config = config
         self.standalone = standalone
         self._schedule_delete = scheduler_delete
-        self._lock = threading.RLock()
+        self._lock = RLock()
         self._hw_lock = threading.Lock()  # maybe_increment_high_watermark's compare and set
         self._segments: tuple[LogSegment, ...] = ()
         # readers take both at once (one attribute load): set separately, a reader could
