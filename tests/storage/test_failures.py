@@ -186,7 +186,7 @@ def test_a_failed_create_topic_leaves_nothing(tmp_path, clock, op, path):
 def test_a_failed_create_partitions_leaves_the_topic_as_it_was(tmp_path, clock):
     manager = open_logs(tmp_path, clock=clock)
     manager.create_topic("t", 2)
-    fileio.faults.inject("allocate", errno.ENOSPC, path="t-3/")
+    fileio.faults.inject("allocate", errno.ENOSPC, path="/t-3/")
     with pytest.raises(KafkaStorageError, match="No space left"):
         manager.create_partitions("t", 5)
     assert manager.partitions("t") == [0, 1]
@@ -251,7 +251,7 @@ def test_a_delete_that_fails_changes_nothing(tmp_path, clock):
     manager = open_logs(tmp_path, clock=clock)
     manager.create_topic("t", 3)
     manager.partition("t", 0).append(records(2))
-    fileio.faults.inject("rename", errno.EIO, path="t-2")
+    fileio.faults.inject("rename", errno.EIO, path="/t-2")
     with pytest.raises(KafkaStorageError):
         manager.delete_topic("t")
     assert manager.partitions("t") == [0, 1, 2]
@@ -267,7 +267,7 @@ def test_a_delete_that_fails_changes_nothing(tmp_path, clock):
 def test_a_partition_whose_delete_fails_is_answered_and_the_others_are_deleted(tmp_path, clock):
     manager = open_logs(tmp_path, clock=clock)
     manager.create_topic("t", 3)
-    fileio.faults.inject("rename", errno.EIO, path="t-1")
+    fileio.faults.inject("rename", errno.EIO, path="/t-1")
     failed = manager.delete_partition_logs([("t", 0), ("t", 1), ("t", 2)])
     assert list(failed) == [("t", 1)] and isinstance(failed["t", 1], KafkaStorageError)
     assert manager.partitions("t") == [1]
