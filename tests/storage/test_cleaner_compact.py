@@ -87,6 +87,22 @@ def test_map_layout_and_growth():
         _compact.map_get(bytearray(ENTRY_SIZE + 1), 0, 0, b"a")
 
 
+@pytest.mark.parametrize("first", [5, 63])  # 63: the last slot, whose next is slot 0
+def test_the_second_probe_is_the_next_slot(first):
+    """A key whose first slot is taken goes to the slot after it (the line C prefetched
+    with the first), wrapping at the end; found there, and by an absorbing map."""
+    seed = 11
+    keys = [k for k in (b"k%d" % i for i in range(5000)) if stored_hash(k, seed)[1] * 64 >> 64 == first][:2]
+    m = OffsetMap(64 * ENTRY_SIZE, 0.5, seed=seed)
+    assert m.put(keys[0], 1) and m.put(keys[1], 2)
+    second = (first + 1) % 64
+    assert struct.unpack_from("=QQq", m.table, second * ENTRY_SIZE) == (*stored_hash(keys[1], seed), 2)
+    assert (m.get(keys[0]), m.get(keys[1])) == (1, 2)
+    bigger = OffsetMap(256 * ENTRY_SIZE, 0.5, seed=seed)
+    bigger.absorb(m)
+    assert (bigger.get(keys[0]), bigger.get(keys[1]), bigger.entries) == (1, 2, 2)
+
+
 # --- random batches -------------------------------------------------------------------------------
 
 record = st.tuples(

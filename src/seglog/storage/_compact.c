@@ -194,11 +194,35 @@ holds(const Entry *e, Hash h)
     return e->lo == 0 || (e->lo == h.lo && e->hi == h.hi);
 }
 
-/* The probes after the first: double hashing, then linear probing, which reaches every
- * slot. The map always keeps an empty slot (max_entries < slots), so the search ends. */
+/* The slot after slot i, the second probe: next to the first in memory, so that the
+ * prefetch of the first (prefetch_slots) brings it too, where a probe by double hashing
+ * lands anywhere and waits for memory. */
+static inline uint64_t
+next_slot(const Map *m, uint64_t i)
+{
+    return i + 1 < m->n ? i + 1 : 0;
+}
+
+/* The cache lines of the first probe and the second: an entry is 24 bytes, so the two
+ * span 48 bytes, two lines at most (the wrapped second probe, slot 0, is left alone). */
+static inline void
+prefetch_slots(const Map *m, uint64_t first)
+{
+    const char *at = (const char *)&m->slots[first];
+    __builtin_prefetch(at, 1);
+    if (first + 1 < m->n)
+        __builtin_prefetch(at + 2 * sizeof(Entry) - 1, 1);
+}
+
+/* The probes after the first (slot i): the next slot, then double hashing from i, then
+ * linear probing, which reaches every slot. The map always keeps an empty slot
+ * (max_entries < slots), so the search ends. */
 static Entry *
 find_beyond(const Map *m, Hash h, uint64_t i)
 {
+    Entry *e = &m->slots[next_slot(m, i)];
+    if (holds(e, h))
+        return e;
     uint64_t n = m->n, step = 1 + h.lo % (n - 1);
     for (int k = 0; k < DOUBLE_HASH_PROBES; k++) {
         i = i >= n - step ? i - (n - step) : i + step; /* (i + step) mod n without overflow */
@@ -401,8 +425,8 @@ trailing_bytes(const Batch *b, const uint8_t *p)
 
 /* ------------------------------------------------------------------ mapping */
 
-/* Keys are hashed a chunk ahead of their insertion, and their first slots prefetched:
- * the map is larger than the caches, so each first probe would otherwise wait for memory. */
+/* Keys are hashed a chunk ahead of their insertion, and their first two slots prefetched:
+ * the map is larger than the caches, so each probe would otherwise wait for memory. */
 enum { MAP_AHEAD = 32 };
 
 typedef struct {
@@ -439,7 +463,7 @@ map_records_of(const Batch *b, const Map *m, const Marks *mk, Py_ssize_t *room, 
             if (q->keyed && i >= skip && q->offset >= start_offset) {
                 q->h = key_hash(m, r.key, (size_t)r.key_len);
                 q->slot = first_slot(m, q->h);
-                __builtin_prefetch(&m->slots[q->slot], 1);
+                prefetch_slots(m, q->slot);
             }
         }
         for (Py_ssize_t k = 0; k < n; k++) {

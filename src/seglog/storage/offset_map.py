@@ -15,8 +15,11 @@ are in native byte order: the map never leaves memory. The three words sit
 together so that a probe touches one cache line, or two.
 
 Open addressing. The first probe of a key is ``hi * slots >> 64`` (``hi``
-scaled to the table); then up to 16 probes by double hashing with step
-``1 + lo mod (slots - 1)``; then linear probing, which reaches every slot.
+scaled to the table); the second the slot after it, in the same cache line or
+the next, which C prefetches with the first (a probe elsewhere waits for
+memory: the map is larger than the caches); then up to 16 probes by double
+hashing from the first with step ``1 + lo mod (slots - 1)``; then linear
+probing, which reaches every slot.
 Nothing is ever deleted, so a probe sequence stops at the first empty slot.
 The map accepts at most ``load_factor * slots`` keys
 (``log.cleaner.io.buffer.load.factor``), which keeps probe sequences short and
