@@ -126,8 +126,10 @@ def log_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def broker(pki: Pki, log_dir: Path) -> Iterator[Any]:
     with seglog.broker.start(str(log_dir), config=broker_config(pki)) as running:
-        yield running
-    _admins.clear()
+        try:
+            yield running
+        finally:
+            _admins.clear()  # (before the broker stops: a client left connected logs its refused reconnects)
 
 
 def client(broker: Any, pki: Pki, user: str, **extra: Any) -> dict[str, Any]:
