@@ -14,8 +14,14 @@ from seglog.broker.request_context import RequestContext
 from seglog.broker.throttling import Throttler, timed
 from seglog.protocol import ApiKey, Request
 from seglog.protocol.header import RequestHeader
-from seglog.protocol.message_data import FetchRequestData
-from seglog.security.quotas import CONSUMER_BYTE_RATE, REQUEST_PERCENTAGE, ClientQuotas, QuotaEntity
+from seglog.protocol.message_data import FetchRequestData, ProduceRequestData
+from seglog.security.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    ClientQuotas,
+    QuotaEntity,
+)
 
 
 def ticking() -> Any:
@@ -83,3 +89,28 @@ def test_a_consumers_fetch_asks_for_no_more_than_its_quota_lets_through() -> Non
     assert other.body.max_bytes == 500  # already below
     quotas.apply(QuotaEntity(None, "c"), {REQUEST_PERCENTAGE: 10})
     assert throttler.before(fetch(1), who) is True
+
+
+def produce(acks: int, size: int = 100) -> Request:
+    data = ProduceRequestData.PartitionProduceData(index=0, records=b"x" * size)
+    topic = ProduceRequestData.TopicProduceData(name="t", partition_data=[data])
+    body = ProduceRequestData(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[topic])
+    return Request(RequestHeader(ApiKey.PRODUCE, 9, 1, "c"), body)
+
+
+def test_an_acks_0_produce_is_held_to_its_byte_rate_not_to_the_request_quota() -> None:
+    """Kafka's handleProduceRequest: "the request quota is not enforced if acks == 0" (its
+    handler time is not recorded); the produce byte rate is, answer or not."""
+    quotas = ClientQuotas(samples=11, window_s=1)
+    quotas.apply(QuotaEntity(None, "c"), {REQUEST_PERCENTAGE: 10})
+    throttler = Throttler(quotas, clock=lambda: 0)
+    who = RequestContext("c", "/127.0.0.1")
+    fire_and_forget, answered = produce(0), produce(1)
+    assert throttler.before(fire_and_forget, who) is False  # its handler is not timed: nothing to count
+    assert throttler.throttle(fire_and_forget, None, 0, who) == 0
+    assert throttler.before(answered, who) is True
+    # 10 s of handler time in the first sample: 1.1 s a second against 10 % of one
+    assert throttler.throttle(answered, None, 10**10, who) > 0
+    quotas.apply(QuotaEntity(None, "c"), {PRODUCER_BYTE_RATE: 1})
+    assert throttler.before(fire_and_forget, who) is False
+    assert throttler.throttle(fire_and_forget, None, 0, who) > 0  # 100 bytes against 1 B/s

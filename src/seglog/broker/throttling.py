@@ -8,9 +8,9 @@ After a request's handler has answered, the server asks ``Throttler.throttle`` (
   though it gets no answer); a Fetch its response's records against ``consumer_byte_rate``,
   and a throttled fetch is answered without records (they are taken back from the rate: the
   client fetches them again once its throttle ends); a follower's fetch counts against neither;
-- every request but the inter-broker ones counts its handler time against
-  ``request_percentage``: the time the handler ran on the event loop, not the time it waited
-  (for a purgatory, a storage thread);
+- every request but the inter-broker ones and an acks=0 produce counts its handler time
+  against ``request_percentage``: the time the handler ran on the event loop, not the time it
+  waited (for a purgatory, a storage thread);
 - a consumer's fetch asks for no more than its quota lets through in a window (its
   ``max_bytes`` cut before the handler runs, as Kafka's);
 - CreateTopics, CreatePartitions and DeleteTopics count the partitions they create or delete
@@ -144,7 +144,9 @@ class Throttler:
             quota = self.quotas.fetch.quota(who.principal.name, who.client_id)
             if quota is not None:
                 body.max_bytes = min(body.max_bytes, int(quota * self.quotas.fetch.window_bytes_factor))
-        return self.quotas.request.enabled and key not in EXEMPT
+        # an acks=0 produce is not held to the request quota (Kafka's handleProduceRequest: it
+        # gets no answer to carry a throttle time), only to its byte rate
+        return self.quotas.request.enabled and key not in EXEMPT and not (key == ApiKey.PRODUCE and body.acks == 0)
 
     def throttle(self, request: Request, body: Any, handler_ns: int, who: RequestContext) -> int:
         """The request counted against its client's quotas; the throttle time, ms, set on
