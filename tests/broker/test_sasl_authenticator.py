@@ -40,7 +40,7 @@ def _authenticator(clock: Clock, reauth_ms: int = 10_000) -> SaslAuthenticator:
 
 
 def _request(key: ApiKey, body: Any, version: int) -> Request:
-    return Request(RequestHeader(key, version, 1, "test"), body)
+    return Request(RequestHeader(key, version, 1, "test"), body, 0)
 
 
 def _connection() -> Any:

@@ -72,7 +72,7 @@ def test_an_error_and_a_cancellation_reach_the_handler() -> None:
 
 def fetch(max_bytes: int, replica_id: int = -1, client_id: str = "c") -> Request:
     body = FetchRequestData(replica_id=replica_id, max_bytes=max_bytes)
-    return Request(RequestHeader(ApiKey.FETCH, 12, 1, client_id), body)
+    return Request(RequestHeader(ApiKey.FETCH, 12, 1, client_id), body, 0)
 
 
 def test_a_consumers_fetch_asks_for_no_more_than_its_quota_lets_through() -> None:
@@ -92,10 +92,11 @@ def test_a_consumers_fetch_asks_for_no_more_than_its_quota_lets_through() -> Non
 
 
 def produce(acks: int, size: int = 100) -> Request:
-    data = ProduceRequestData.PartitionProduceData(index=0, records=b"x" * size)
+    """A Produce that came as ``size`` bytes (its records a few of them)."""
+    data = ProduceRequestData.PartitionProduceData(index=0, records=b"x" * 10)
     topic = ProduceRequestData.TopicProduceData(name="t", partition_data=[data])
     body = ProduceRequestData(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[topic])
-    return Request(RequestHeader(ApiKey.PRODUCE, 9, 1, "c"), body)
+    return Request(RequestHeader(ApiKey.PRODUCE, 9, 1, "c"), body, size)
 
 
 def test_an_acks_0_produce_is_held_to_its_byte_rate_not_to_the_request_quota() -> None:
@@ -111,6 +112,14 @@ def test_an_acks_0_produce_is_held_to_its_byte_rate_not_to_the_request_quota() -
     assert throttler.before(answered, who) is True
     # 10 s of handler time in the first sample: 1.1 s a second against 10 % of one
     assert throttler.throttle(answered, None, 10**10, who) > 0
-    quotas.apply(QuotaEntity(None, "c"), {PRODUCER_BYTE_RATE: 1})
-    assert throttler.before(fire_and_forget, who) is False
-    assert throttler.throttle(fire_and_forget, None, 0, who) > 0  # 100 bytes against 1 B/s
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+def test_a_produce_counts_its_requests_bytes_against_the_byte_rate(acks: int) -> None:
+    """Kafka's ``request.sizeInBytes``, header and body, not its records' bytes alone (10
+    here): 100 bytes in the first sample, measured over the 10 s window before it, are 10 B/s
+    against 5, throttled (10 - 5) / 5 x 10 s; an acks=0 produce too, answer or not."""
+    quotas = ClientQuotas(samples=11, window_s=1)
+    quotas.apply(QuotaEntity(None, "c"), {PRODUCER_BYTE_RATE: 5})
+    throttler = Throttler(quotas, clock=lambda: 0)
+    assert throttler.throttle(produce(acks, size=100), None, 0, RequestContext("c", "/127.0.0.1")) == 10_000

@@ -77,8 +77,10 @@ def test_decoded_records_are_slices_of_the_frame() -> None:
         ],
     )
     frame = bytearray(_joined(encode_request(ApiKey.PRODUCE, 9, 1, "c", body))[4:])
-    records = decode_request(frame).body.topic_data[0].partition_data[0].records
+    request = decode_request(frame)
+    records = request.body.topic_data[0].partition_data[0].records
     assert isinstance(records, memoryview) and records.obj is frame and bytes(records) == b"r" * 9
+    assert request.size == len(frame)  # header and body, no length prefix: Kafka's sizeInBytes
 
 
 @pytest.mark.parametrize("version", [0, 3, 4])

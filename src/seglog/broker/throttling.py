@@ -4,8 +4,9 @@ the ``throttle_time_ms`` its response carries, and how the client is held back.
 After a request's handler has answered, the server asks ``Throttler.throttle`` (Kafka's
 ``KafkaApis`` and ``RequestHandlerHelper`` do this per API; here it is done once for all):
 
-- Produce counts its records' bytes against ``producer_byte_rate`` (an acks=0 produce too,
-  though it gets no answer); a Fetch its response's records against ``consumer_byte_rate``,
+- Produce counts its request's bytes, header and body (Kafka's ``request.sizeInBytes``),
+  against ``producer_byte_rate`` (an acks=0 produce too, though it gets no answer); a Fetch
+  its response's records against ``consumer_byte_rate`` (Kafka counts the whole response),
   and a throttled fetch is answered without records (they are taken back from the rate: the
   client fetches them again once its throttle ends); a follower's fetch counts against neither;
 - every request but the inter-broker ones and an acks=0 produce counts its handler time
@@ -159,7 +160,7 @@ class Throttler:
         quotas = self.quotas
         throttle = quotas.request.record(user, client, handler_ns * NANOS_TO_PERCENTAGE, now) if handler_ns else 0
         if key == ApiKey.PRODUCE:
-            throttle = max(throttle, quotas.produce.record(user, client, _produced(request.body), now))
+            throttle = max(throttle, quotas.produce.record(user, client, request.size, now))
         elif key == ApiKey.FETCH and quotas.fetch.enabled and body is not None:
             fetched = _fetched(body)
             throttle = max(throttle, quotas.fetch.record(user, client, fetched, now))
@@ -190,10 +191,6 @@ def _records_size(records: Any) -> int:
         return 0
     size = getattr(records, "size", None)  # a storage FileSlice, sent with sendfile
     return size if isinstance(size, int) else len(records)
-
-
-def _produced(body: Any) -> int:
-    return sum(_records_size(p.records) for t in body.topic_data for p in t.partition_data)
 
 
 def _fetched(body: Any) -> int:

@@ -168,7 +168,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
     except (struct.error, IndexError, ValueError, TypeError, OverflowError) as exc:  # a gap in the checks
         raise InvalidRequestError(f"malformed {name} request: {exc}") from exc
     header = _tuple_new(RequestHeader, (_API_KEYS[api_key], api_version, correlation_id, client_id))
-    return _tuple_new(Request, (header, body))
+    return _tuple_new(Request, (header, body, end))
 
 
 _request_decoders: dict[tuple[int, int], tuple[Decoder, int, str]] = {}

@@ -271,7 +271,7 @@ class ServerConnection(_Framing):
                 raise self._broken(e) from None
             # a version newer than this package knows: answered at v0 (its header is all we read)
             header = RequestHeader(ApiKey.API_VERSIONS, e.api_version, e.correlation_id, None)
-            request = Request(header, ApiVersionsRequestData())
+            request = Request(header, ApiVersionsRequestData(), len(frame))
         except SeglogError as e:
             raise self._broken(e) from None
         if _expects_response(request):

@@ -28,3 +28,4 @@ class RequestHeader(NamedTuple):
 class Request(NamedTuple):
     header: RequestHeader
     body: Any  # the API's request data class (message_data.py)
+    size: int  # its bytes as they came, header and body (Kafka's sizeInBytes: what a produce quota counts)
