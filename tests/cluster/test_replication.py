@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -364,11 +365,14 @@ def test_an_old_leader_truncates_its_divergent_suffix(hasty: LocalCluster) -> No
         followers = [b for b in (1, 2, 3) if b != old]
         for b in followers:
             hasty.brokers[b].signal(signal.SIGSTOP)
-        # (this one may reach them: it answers the fetches they left waiting at the leader)
+        # (this one may reach them: it answers the fetches they left waiting at the leader, or
+        # sent before they stopped and read by it late; the pause lets those answers go first)
         assert produce(hasty.brokers[old], "history", [b"maybe replicated"], acks=1).error_code == 0
+        time.sleep(1)
         for n in range(5):
             assert produce(hasty.brokers[old], "history", [b"lost-%d" % n], acks=1).error_code == 0
         hasty.brokers[old].kill()
+        held = segment_bytes(hasty.brokers[old], "history")  # its log as it died
         for b in followers:
             hasty.brokers[b].signal(signal.SIGCONT)
 
@@ -377,9 +381,13 @@ def test_an_old_leader_truncates_its_divergent_suffix(hasty: LocalCluster) -> No
         wait_until(lambda: produce(new, "history", [b"second"]).error_code == 0, what="the new leader to write")
         for n in range(10):
             assert produce(new, "history", [b"second-%d" % n]).error_code == 0
+        history = segment_bytes(new, "history")
         hasty.start_broker(old)
         final = wait_until_found(lambda: identical(hasty, "history"), "the old leader truncated")
-        assert b"lost-" not in final and b"second-9" in final
+        assert final == history and b"second-9" in final and b"lost-4" in held
+        if final.startswith(held):  # every record reached a follower before it stopped: no suffix diverged
+            pytest.skip("the loaded machine let the stopped followers take every record: nothing to truncate")
+        assert b"lost-" not in final
 
 
 def test_requests_from_another_leader_epoch_are_fenced(hasty: LocalCluster) -> None:
